@@ -1,0 +1,193 @@
+// THE op interface: one declaration per op. Every op dispatches on its inputs' device to a naive
+// CPU twin (tensor/cpu/<family>.cpp) or a CUDA launcher (cuda/kernels/<family>.cu) of the same
+// name. An op without a CUDA kernel throws "not implemented on cuda" — never a silent fallback.
+// These ops do not record autograd history; autograd/functions.h wraps them.
+//
+// Shape conventions: images are (N, C, H, W); convolution weights are (O, C, KH, KW); class
+// scores are (N, classes); labels are int64 (N).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/op_kinds.h"
+#include "tensor/random.h"
+#include "tensor/tensor.h"
+
+namespace echelon::ops {
+
+// ---- elementwise (family: elementwise) ------------------------------------------------------
+Tensor unary(UnaryOp op, const Tensor& x);
+Tensor neg(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor square(const Tensor& x);
+Tensor reciprocal(const Tensor& x);
+// grad_in = grad_out * d op(x)/dx. Each op reads what it needs: x (Abs, Log, Sqrt, Relu, Square,
+// Reciprocal) or y = op(x) (Exp, Tanh, Sigmoid). Pass both; shapes equal.
+Tensor unary_backward(UnaryOp op, const Tensor& grad_out, const Tensor& x, const Tensor& y);
+
+// Broadcasting binary ops (NumPy rules); both inputs must share dtype and device.
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Tensor& b);
+// a op s, or s op a when scalar_first (e.g. 1 - x).
+Tensor binary_scalar(BinaryOp op, const Tensor& a, double s, bool scalar_first = false);
+Tensor add(const Tensor& a, double s);
+Tensor mul(const Tensor& a, double s);
+Tensor pow(const Tensor& a, double s);
+// 1.0 where a == b else 0.0, as float32 (any input dtype; broadcasting).
+Tensor eq(const Tensor& a, const Tensor& b);
+
+void fill_(Tensor& t, double value);
+Tensor arange(int64_t n, DType dtype = kInt64, Device device = Device::cpu());
+Tensor cast(const Tensor& x, DType dtype);
+// dst = src, broadcasting src to dst's shape, casting dtype; dst may be a strided view; devices
+// may differ (then src is made contiguous on its device first).
+void copy_(Tensor& dst, const Tensor& src);
+// dst += alpha * src (same shape, dtype, device; dst contiguous). Gradient accumulation.
+void axpy_(Tensor& dst, const Tensor& src, double alpha = 1.0);
+// Condition-free clamp used by losses and checks.
+Tensor clamp(const Tensor& x, double lo, double hi);
+// True when every element is finite (no NaN/Inf).
+bool all_finite(const Tensor& x);
+
+// ---- reductions (family: reduce) -------------------------------------------------------------
+// dims empty = all dims.
+Tensor reduce(ReduceOp op, const Tensor& x, std::vector<int64_t> dims = {}, bool keepdim = false);
+Tensor sum(const Tensor& x, std::vector<int64_t> dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, std::vector<int64_t> dims = {}, bool keepdim = false);
+Tensor amax(const Tensor& x, std::vector<int64_t> dims = {}, bool keepdim = false);
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);  // int64
+// Sums a broadcast result back down to `shape` (the gradient of broadcasting).
+Tensor sum_to(const Tensor& x, const Shape& shape);
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+Tensor softmax_backward(const Tensor& grad_out, const Tensor& y, int64_t dim);
+Tensor log_softmax_backward(const Tensor& grad_out, const Tensor& y, int64_t dim);
+
+// ---- matrix products (family: matmul) --------------------------------------------------------
+// Which GEMM runs. On CPU: Naive (the twin) or Blas (OpenBLAS, if built). On CUDA: Ours (the
+// tiled SGEMM kernel) or Blas (cuBLAS). Auto = Blas where available, else Naive/Ours.
+enum class MatmulImpl : uint8_t { Auto, Naive, Ours, Blas };
+void set_matmul_impl(MatmulImpl impl);  // process-wide
+MatmulImpl matmul_impl();
+// (M, K) x (K, N) -> (M, N); trans_a / trans_b read the input as transposed (no copy).
+Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
+// (B, M, K) x (B, K, N) -> (B, M, N).
+Tensor bmm(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
+// c = alpha * op(a) op(b) + beta * c, in place on a contiguous 2-D c.
+void gemm_(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, double alpha,
+           double beta);
+
+// ---- shape and indexing (family: shape) ------------------------------------------------------
+Tensor permute(const Tensor& x, const std::vector<int64_t>& dims);  // materialised
+Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);      // materialised
+Tensor concat(const std::vector<Tensor>& xs, int64_t dim);
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);  // index int64 (K)
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);        // index int64, x's rank
+Tensor one_hot(const Tensor& labels, int64_t num_classes, DType dtype = kFloat32);
+
+// ---- convolution building blocks (family: im2col) --------------------------------------------
+struct Conv2dGeometry {
+  int64_t kernel_h = 1, kernel_w = 1;
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_h = 0, pad_w = 0;
+  int64_t dilation_h = 1, dilation_w = 1;
+  int64_t out_h(int64_t in_h) const { return (in_h + 2 * pad_h - dilation_h * (kernel_h - 1) - 1) / stride_h + 1; }
+  int64_t out_w(int64_t in_w) const { return (in_w + 2 * pad_w - dilation_w * (kernel_w - 1) - 1) / stride_w + 1; }
+};
+// x (N, C, H, W) -> columns (N, C*KH*KW, OH*OW).
+Tensor im2col(const Tensor& x, const Conv2dGeometry& g);
+// columns (N, C*KH*KW, OH*OW) -> (N, C, H, W), summing overlaps. input_shape = (N, C, H, W).
+Tensor col2im(const Tensor& cols, const Conv2dGeometry& g, const Shape& input_shape);
+
+// ---- random (family: random) -----------------------------------------------------------------
+Tensor rand(const Shape& shape, Generator& gen, DType dtype = kFloat32, Device device = Device::cpu());
+Tensor randn(const Shape& shape, Generator& gen, DType dtype = kFloat32, Device device = Device::cpu());
+// 1 with probability p, else 0.
+Tensor bernoulli(const Shape& shape, double p, Generator& gen, DType dtype = kFloat32,
+                 Device device = Device::cpu());
+Tensor randperm(int64_t n, Generator& gen);  // int64, CPU
+
+// ---- neural-network ops (families: conv, pool, norm, loss, optim) ----------------------------
+// Which convolution runs on CUDA: Ours (im2col + our GEMM, or a direct kernel) or Cudnn.
+// On CPU there is one path (the naive twin, or im2col + BLAS when built).
+enum class ConvImpl : uint8_t { Ours, Cudnn };
+void set_conv_impl(ConvImpl impl);  // process-wide default for conv2d
+ConvImpl conv_impl();
+struct Conv2dParams {
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_h = 0, pad_w = 0;
+  int64_t dilation_h = 1, dilation_w = 1;
+};
+// x (N, C, H, W), weight (O, C, KH, KW), bias (O) or undefined -> (N, O, OH, OW).
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p);
+struct Conv2dGrads {
+  Tensor input, weight, bias;  // input undefined unless need_input; bias undefined if no bias
+};
+Conv2dGrads conv2d_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight,
+                            bool has_bias, bool need_input, const Conv2dParams& p);
+
+struct Pool2dParams {
+  int64_t kernel_h = 2, kernel_w = 2;
+  int64_t stride_h = 2, stride_w = 2;
+  int64_t pad_h = 0, pad_w = 0;
+  bool ceil_mode = false;
+  bool count_include_pad = true;  // average pooling only
+};
+// (N, C, H, W) -> (N, C, OH, OW); *argmax receives int64 flat indices into each H*W plane.
+Tensor max_pool2d(const Tensor& x, const Pool2dParams& p, Tensor* argmax);
+Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& argmax, const Shape& input_shape);
+Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p);
+Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& input_shape, const Pool2dParams& p);
+
+// Batch normalisation over all dims but 1 (channels): x (N, C) or (N, C, H, W).
+struct BatchNormOutput {
+  Tensor out, save_mean, save_invstd;  // save_* are (C), for backward
+};
+// Training mode: normalises with batch statistics and updates running_mean/var in place
+// (running = (1 - momentum) * running + momentum * batch, unbiased variance, as PyTorch).
+BatchNormOutput batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                 Tensor& running_mean, Tensor& running_var, double momentum,
+                                 double eps);
+Tensor batch_norm_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                       const Tensor& running_mean, const Tensor& running_var, double eps);
+struct BatchNormGrads {
+  Tensor input, gamma, beta;
+};
+BatchNormGrads batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& gamma,
+                                   const Tensor& save_mean, const Tensor& save_invstd);
+
+// Local response normalisation across channels (AlexNet; PyTorch's formula):
+// y = x / (k + alpha/size * sum_{window} x^2)^beta. *scale receives the bracket, for backward.
+Tensor lrn(const Tensor& x, int64_t size, double alpha, double beta, double k, Tensor* scale);
+Tensor lrn_backward(const Tensor& grad_out, const Tensor& x, const Tensor& y, const Tensor& scale,
+                    int64_t size, double alpha, double beta, double k);
+
+// Dropout mask: 0 with probability p, else 1/(1-p); the same mask on CPU and CUDA per state.
+Tensor dropout_mask(const Shape& shape, double p, Generator& gen, Device device);
+
+// Cross-entropy fused with log-softmax: logits (N, C), target int64 (N) -> mean loss (scalar);
+// *log_probs (N, C) is kept for backward. Targets outside [0, C) throw, naming the index.
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, Tensor* log_probs);
+// d(mean loss)/d logits = (softmax - one_hot) * grad_loss / N.
+Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& log_probs, const Tensor& target);
+
+// SGD with momentum/Nesterov/weight decay, in place (PyTorch semantics):
+// g = grad + wd * param; buf = momentum * buf + (1 - dampening) * g (buf = g on the first step);
+// g = nesterov ? g + momentum * buf : buf; param -= lr * g.
+void sgd_step_(Tensor& param, const Tensor& grad, Tensor& momentum_buf, double lr, double momentum,
+               double dampening, double weight_decay, bool nesterov, bool first_step);
+
+}  // namespace echelon::ops
