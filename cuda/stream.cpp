@@ -1,0 +1,145 @@
+// Device selection, owning stream/event wrappers, and the per-thread current stream. The current
+// stream is thread-local and per device so that a pipeline stage thread can route every op it
+// launches to its own stream without passing streams through the op interface.
+#include "cuda/stream.h"
+
+#include <unordered_map>
+#include <utility>
+
+namespace echelon::cuda {
+
+int device_count() {
+  // Must never throw: CPU-only machines and test binaries call it to decide whether to skip.
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear the error so later checks do not report it
+    return 0;
+  }
+  return count;
+}
+
+int current_device() {
+  int device = 0;
+  ECH_CUDA_CHECK(cudaGetDevice(&device));
+  return device;
+}
+
+void set_device(int index) {
+  const int count = device_count();
+  ECH_CHECK(index >= 0 && index < count, "set_device: CUDA device ", index,
+            " does not exist (this machine has ", count, ")");
+  ECH_CUDA_CHECK(cudaSetDevice(index));
+}
+
+DeviceGuard::DeviceGuard(int index) : previous_(current_device()) {
+  if (index != previous_) set_device(index);
+}
+
+DeviceGuard::~DeviceGuard() {
+  // Destructors must not throw; restoring a device that was valid a moment ago cannot fail
+  // unless the context is already broken, and then there is nothing better to do.
+  cudaSetDevice(previous_);
+}
+
+Stream::Stream(int device) : device_(device < 0 ? current_device() : device) {
+  DeviceGuard guard(device_);
+  ECH_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+}
+
+Stream::~Stream() {
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+Stream::Stream(Stream&& other) noexcept
+    : stream_(std::exchange(other.stream_, nullptr)), device_(other.device_) {}
+
+Stream& Stream::operator=(Stream&& other) noexcept {
+  if (this != &other) {
+    if (stream_) cudaStreamDestroy(stream_);
+    stream_ = std::exchange(other.stream_, nullptr);
+    device_ = other.device_;
+  }
+  return *this;
+}
+
+void Stream::synchronize() const {
+  ECH_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+Event::Event(bool timing) {
+  ECH_CUDA_CHECK(
+      cudaEventCreateWithFlags(&event_, timing ? cudaEventDefault : cudaEventDisableTiming));
+}
+
+Event::~Event() {
+  if (event_) cudaEventDestroy(event_);
+}
+
+Event::Event(Event&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
+
+Event& Event::operator=(Event&& other) noexcept {
+  if (this != &other) {
+    if (event_) cudaEventDestroy(event_);
+    event_ = std::exchange(other.event_, nullptr);
+  }
+  return *this;
+}
+
+void Event::record(cudaStream_t stream) {
+  ECH_CUDA_CHECK(cudaEventRecord(event_, stream));
+}
+
+void Event::wait(cudaStream_t stream) const {
+  ECH_CUDA_CHECK(cudaStreamWaitEvent(stream, event_, 0));
+}
+
+void Event::synchronize() const {
+  ECH_CUDA_CHECK(cudaEventSynchronize(event_));
+}
+
+bool Event::query() const {
+  const cudaError_t status = cudaEventQuery(event_);
+  if (status == cudaErrorNotReady) {
+    cudaGetLastError();
+    return false;
+  }
+  ECH_CUDA_CHECK_NAMED(status, "Event::query");
+  return true;
+}
+
+float Event::elapsed_ms(const Event& end) const {
+  float ms = 0.0f;
+  ECH_CUDA_CHECK(cudaEventElapsedTime(&ms, event_, end.event_));
+  return ms;
+}
+
+namespace {
+// Absent entry = the legacy default stream (nullptr).
+std::unordered_map<int, cudaStream_t>& thread_streams() {
+  thread_local std::unordered_map<int, cudaStream_t> streams;
+  return streams;
+}
+}  // namespace
+
+cudaStream_t current_stream(int device) {
+  if (device < 0) device = current_device();
+  const auto& streams = thread_streams();
+  const auto it = streams.find(device);
+  return it == streams.end() ? nullptr : it->second;
+}
+
+void set_current_stream(cudaStream_t stream, int device) {
+  if (device < 0) device = current_device();
+  thread_streams()[device] = stream;
+}
+
+StreamGuard::StreamGuard(cudaStream_t stream, int device)
+    : device_guard_(device), device_(device), previous_(current_stream(device)) {
+  set_current_stream(stream, device_);
+}
+
+StreamGuard::~StreamGuard() {
+  thread_streams()[device_] = previous_;
+}
+
+}  // namespace echelon::cuda
