@@ -1,0 +1,107 @@
+// Datasets: where examples come from. A Dataset splits fetching an example into read() (the I/O
+// part: bytes as stored, e.g. a file or a record) and decode() (the CPU part: bytes -> HWC uint8
+// image), so the pipeline can run the two on separate worker pools. Both are const and
+// thread-safe: many workers call them at once.
+//
+// Formats: IDX (MNIST / Fashion-MNIST, raw or gzip), CIFAR-10 binary (3073-byte records), an image
+// folder (one subfolder per class; JPEG/PNG/BMP), and a synthetic dataset with a configurable cost
+// per item. Every format error is an echelon::Error naming the file, the offset and what is wrong.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace echelon::data {
+
+// A decoded image: height x width x channels bytes, row-major, channels last (HWC).
+struct Image {
+  int64_t height = 0, width = 0, channels = 0;
+  std::vector<uint8_t> pixels;  // (H, W, C)
+  int64_t numel() const { return height * width * channels; }
+};
+
+// An example as stored: the encoded bytes and its label. `source` names the file (and record) for
+// error messages.
+struct RawRecord {
+  int64_t index = 0;
+  int64_t label = 0;
+  std::vector<uint8_t> bytes;
+  std::string source;
+};
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual int64_t size() const = 0;
+  virtual int64_t num_classes() const = 0;
+  // Shape every decoded image has, as {C, H, W}; {C, 0, 0} when images vary in size (then the
+  // transforms must crop/resize them to a fixed size before batching).
+  virtual Shape image_shape() const = 0;
+  virtual std::string name() const = 0;
+  // Fetches example `index` in [0, size()) as stored. Throws echelon::Error naming the source.
+  virtual RawRecord read(int64_t index) const = 0;
+  // Turns a record into pixels. Throws echelon::Error naming record.source on corrupt data.
+  virtual Image decode(const RawRecord& record) const = 0;
+};
+
+// A whole labelled set in memory: the training loop's simple path.
+struct LabeledImages {
+  Tensor images;  // (N, C, H, W) uint8
+  Tensor labels;  // (N) int64
+  int64_t num_classes = 0;
+};
+
+// ---- IDX (MNIST, Fashion-MNIST) -----------------------------------------------------------
+// Reads an IDX images file (magic 0x00000803, dims N, H, W) and labels file (0x00000801, N), raw
+// or gzip-compressed (detected by the gzip magic, not the name). Validates magic, dims, counts
+// and sizes; a truncated file, bad magic or an image/label count mismatch throws naming the
+// file, the byte offset and the problem.
+LabeledImages load_idx(const std::string& images_path, const std::string& labels_path);
+// Fashion-MNIST from `dir` (default /usr/share/datasets/fashion-mnist), split "train" or "t10k"
+// (alias "test"): files {split}-images-idx3-ubyte[.gz], {split}-labels-idx1-ubyte[.gz].
+LabeledImages load_fashion_mnist(const std::string& dir, const std::string& split);
+inline constexpr const char* kDefaultFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+
+// ---- CIFAR-10 binary ----------------------------------------------------------------------
+// Records of 3073 bytes: label (0..9), then 1024 R, 1024 G, 1024 B bytes (32x32, CHW). The
+// file size must be a positive multiple of 3073 and every label < 10.
+LabeledImages load_cifar10_files(const std::vector<std::string>& paths);
+// split "train" -> data_batch_1..5.bin, "test" -> test_batch.bin (in `dir`).
+LabeledImages load_cifar10(const std::string& dir, const std::string& split);
+
+// ---- Dataset implementations ----------------------------------------------------------------
+// Serves an in-memory set (IDX, CIFAR) through the pipeline: read() copies the (C, H, W) bytes,
+// decode() transposes them to HWC.
+std::shared_ptr<Dataset> make_memory_dataset(LabeledImages set, std::string name);
+
+// One subfolder per class (sorted by name -> label 0, 1, ...), files with extension .jpg .jpeg
+// .png .bmp (case-insensitive), sorted. read() loads the file; decode() uses libjpeg-turbo for
+// JPEG when built with it (faster), stb_image otherwise. `channels` forces 1 or 3 channels
+// (0: 3). Throws naming the folder when it has no classes or no images.
+std::shared_ptr<Dataset> make_image_folder_dataset(const std::string& root, int channels = 3);
+
+// Synthetic examples with a known cost, to emulate slow storage / slow decode. Image i of class
+// i % classes has pixel (y, x, c) = (i * 31 + y * 7 + x * 3 + c * 11) mod 256, so tests can
+// recognise every example. read_cost_us / decode_cost_us: per-item latency, slept (sleep=true,
+// emulates I/O, leaves the cores free) or busy-spun (emulates CPU decode).
+struct SyntheticOptions {
+  int64_t size = 1024;
+  int64_t num_classes = 10;
+  int64_t channels = 1, height = 8, width = 8;
+  double read_cost_us = 0.0;
+  double decode_cost_us = 0.0;
+  bool sleep = true;
+  // Indices in this list fail to decode (tests of on_bad_sample).
+  std::vector<int64_t> corrupt_indices;
+};
+std::shared_ptr<Dataset> make_synthetic_dataset(const SyntheticOptions& options);
+// The pixel byte the synthetic dataset stores at (index, y, x, c).
+inline uint8_t synthetic_pixel(int64_t index, int64_t y, int64_t x, int64_t c) {
+  return static_cast<uint8_t>((index * 31 + y * 7 + x * 3 + c * 11) & 0xFF);
+}
+
+}  // namespace echelon::data

@@ -1,0 +1,139 @@
+// The training loop's view of the data pipeline: Loader turns a Dataset into a stream of batches.
+//
+//   auto data = data::make_memory_dataset(data::load_fashion_mnist(dir, "train"), "fashion-mnist");
+//   data::LoaderOptions opts;  opts.batch_size = 64;  opts.echo_factor = 2;
+//   data::Loader loader(data, opts);
+//   for (int epoch = 0; epoch < epochs; ++epoch) {
+//     loader.start_epoch(epoch);
+//     while (auto batch = loader.next()) train_step(batch->images, batch->labels);
+//   }
+//   json = loader.stats();
+//
+// Inside, a staged pipeline of worker threads joined by ring buffers (data/pipeline.h):
+// source (per-epoch seeded shuffle) -> read -> decode -> [echo: before-augment] -> augment
+// -> [echo: after-augment] -> shuffle buffer -> batch -> [echo: batch] -> (device transfer).
+//
+// Data echoing (Choi et al. 2019): when the consumer (a training step) is R times faster than the
+// upstream stages, repeating each example e ~= R times keeps it busy. AN EPOCH COUNTS FRESH
+// EXAMPLES: an epoch ends after every dataset example has entered the pipeline once, so with
+// echo factor e an epoch yields about e * size() examples (size()/batch_size * e batches).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/dataset.h"
+#include "data/transforms.h"
+#include "tensor/tensor.h"
+
+namespace echelon::data {
+
+enum class EchoPlacement : uint8_t { BeforeAugment, AfterAugment, Batch };
+const char* echo_placement_name(
+    EchoPlacement placement);  // "before-augment", "after-augment", "batch"
+// Parses "before-augment" | "after-augment" | "batch"; throws echelon::Error naming the text.
+EchoPlacement parse_echo_placement(const std::string& text);
+
+enum class OnBadSample : uint8_t { Fail, Skip };
+OnBadSample parse_on_bad_sample(const std::string& text);  // "fail" | "skip"
+
+struct LoaderOptions {
+  int64_t batch_size = 64;
+  bool shuffle = true;     // per-epoch shuffle of the dataset order, seeded by (seed, epoch)
+  bool drop_last = false;  // drop the last, smaller batch of an epoch
+  uint64_t seed = 0;
+  int workers = 2;             // worker threads of each of the read, decode and augment stages
+  int64_t ring_capacity = 64;  // items per ring between stages (rounded up to a power of two)
+
+  // Echoing. echo_factor e >= 1; the fractional part repeats an example once more with that
+  // probability (seeded Bernoulli). echo_auto: measure R and set e ~= R in [1, 8] (EMA).
+  double echo_factor = 1.0;
+  bool echo_auto = false;
+  EchoPlacement echo_at = EchoPlacement::AfterAugment;
+  // Shuffle buffer after the echo stage (items); spreads echo copies apart. 0 = off.
+  int64_t shuffle_buffer = 0;
+
+  AugmentOptions augment;
+  OnBadSample on_bad_sample = OnBadSample::Fail;
+
+  // Where batches land. CUDA: pinned host staging + async copies on a copy stream, with
+  // `prefetch_batches` in flight (CUDA builds only; a CPU-only build throws for a CUDA device).
+  Device device = Device::cpu();
+  int prefetch_batches = 2;
+
+  // Parses "--echo" values: a number >= 1, or "auto". Sets echo_factor / echo_auto.
+  void set_echo(const std::string& text);
+};
+
+struct Batch {
+  Tensor images;      // (B, C, H, W) float32, on LoaderOptions::device
+  Tensor labels;      // (B) int64, on LoaderOptions::device
+  int64_t fresh = 0;  // examples in this batch that are first copies (not echoes)
+  int64_t index = 0;  // batch number within the epoch, from 0
+};
+
+struct StageStats {
+  std::string name;  // "read", "decode", "augment", "echo", "shuffle", "batch", ...
+  int workers = 0;
+  int64_t items = 0;           // items this stage emitted
+  double busy_s = 0;           // summed over workers: time spent doing the work
+  double stall_s = 0;          // summed over workers: time blocked on an empty input / full output
+  double rate = 0;             // items per second of wall time since the epoch started
+  int64_t ring_occupancy = 0;  // items waiting in this stage's output ring (at stats() time)
+  int64_t ring_capacity = 0;
+};
+
+struct LoaderStats {
+  EchoPlacement placement = EchoPlacement::AfterAugment;
+  bool echo_auto = false;
+  double factor = 1.0;            // configured e (or the current auto value)
+  double effective_factor = 1.0;  // (fresh + echoed) / fresh so far
+  int64_t fresh = 0;              // examples emitted as first copies (this epoch)
+  int64_t echoed = 0;             // extra copies emitted by echoing (this epoch)
+  int64_t skipped = 0;            // bad samples skipped (on_bad_sample = skip)
+  int64_t batches = 0;            // batches handed to the consumer (this epoch)
+  double upstream_rate = 0;       // fresh items/s the upstream stages can produce
+  double downstream_rate = 0;     // items/s the consumer can take (time outside next())
+  double measured_R = 0;          // downstream_rate / upstream_rate
+  double consumer_stall_s = 0;    // time the consumer waited inside next()
+  double elapsed_s = 0;           // wall time since start_epoch
+  std::vector<StageStats> stages;
+  std::string to_json() const;  // one JSON object, for summary.json / logs
+};
+
+class Loader {
+ public:
+  // Validates the options (batch_size >= 1, echo_factor >= 1, workers >= 1, ...) and throws
+  // echelon::Error naming the option. Starts no threads until start_epoch().
+  Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options);
+  ~Loader();  // stops and joins every thread, also mid-epoch
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  // Starts epoch `epoch` (any previous epoch still running is stopped first). The shuffle order
+  // and all augmentation draws are seeded by (seed, epoch).
+  void start_epoch(int64_t epoch);
+  // The next batch, or nullopt at the end of the epoch. Rethrows the first error of any stage
+  // as an echelon::Error naming the stage and the item index (after all threads are joined).
+  std::optional<Batch> next();
+  // Asks every stage to stop (safe from another thread or a signal-handling thread); next()
+  // then returns nullopt.
+  void request_stop();
+
+  LoaderStats stats() const;
+  const LoaderOptions& options() const { return options_; }
+  const Dataset& dataset() const { return *dataset_; }
+  // Batches a full epoch yields without echoing: ceil(size / batch_size) (or floor, drop_last).
+  int64_t batches_per_epoch_fresh() const;
+
+ private:
+  struct Impl;
+  std::shared_ptr<const Dataset> dataset_;
+  LoaderOptions options_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace echelon::data

@@ -1,0 +1,43 @@
+// Per-example transforms: random crop with zero padding, horizontal flip, HWC uint8 -> CHW float,
+// normalise per channel. Every random choice is a pure function of (seed, epoch, sample index,
+// echo copy) through Philox, so a run is reproducible no matter which worker thread ran it, and
+// the echo copies of one example before augmentation get different augmentations.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "data/dataset.h"
+
+namespace echelon::data {
+
+struct AugmentOptions {
+  int64_t crop_padding = 0;  // pad each side by this many zero pixels, then crop back: 0 = off
+  bool horizontal_flip = false;
+  // Per-channel mean/std in [0, 1] pixel units; empty = no normalisation (pixels / 255 only).
+  // One value applies to every channel.
+  std::vector<float> mean, std;
+};
+
+// The identity of one augmentation draw.
+struct AugmentKey {
+  uint64_t seed = 0;
+  int64_t epoch = 0;
+  int64_t index = 0;      // dataset index
+  int64_t echo_copy = 0;  // 0 for the fresh copy, 1.. for echoes made before augmentation
+};
+
+// The crop offset and flip chosen for `key` (exposed for tests).
+struct AugmentDraw {
+  int64_t dy = 0, dx = 0;  // top-left corner of the crop in the padded image, in [0, 2*pad]
+  bool flip = false;
+};
+AugmentDraw draw_augment(const AugmentOptions& options, const AugmentKey& key);
+
+// Random crop (with padding) and flip on HWC bytes; the output has the input's size.
+Image augment_image(const Image& image, const AugmentOptions& options, const AugmentKey& key);
+
+// HWC uint8 -> CHW float in [0, 1], then (x - mean[c]) / std[c]. Writes C*H*W floats to `out`.
+void to_chw_float(const Image& image, const AugmentOptions& options, float* out);  // (C, H, W)
+
+}  // namespace echelon::data
