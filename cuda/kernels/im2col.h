@@ -1,0 +1,17 @@
+// Launchers of cuda/kernels/im2col.cu: same names and arguments as tensor/cpu/im2col.h, plus
+// the stream. float only. col2im overwrites x (a gather per pixel, so no atomics are needed).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "tensor/cpu/kernel_args.h"
+
+namespace echelon::cuda {
+
+template <typename T>
+void im2col(const T* x, T* cols, const Im2colArgs& g, cudaStream_t stream);
+
+template <typename T>
+void col2im(const T* cols, T* x, const Im2colArgs& g, cudaStream_t stream);
+
+}  // namespace echelon::cuda

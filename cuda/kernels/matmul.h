@@ -1,0 +1,30 @@
+// Launchers of cuda/kernels/matmul.cu. The contract (row-major, trans flags, leading dims,
+// beta == 0 does not read C) is the one documented in tensor/cpu/matmul.h. Two implementations:
+// `gemm*` is our tiled SGEMM kernel, `gemm*_cublas` calls cuBLAS (column-major under the hood:
+// row-major C = A B is column-major C^T = B^T A^T). float only; device pointers.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+namespace echelon::cuda {
+
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+          cudaStream_t stream);
+void gemm_strided_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                          const float* A, int64_t lda, int64_t stride_a, const float* B,
+                          int64_t ldb, int64_t stride_b, float beta, float* C, int64_t ldc,
+                          int64_t stride_c, int64_t batch, cudaStream_t stream);
+
+void gemm_cublas(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                 const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+                 int64_t ldc, cudaStream_t stream);
+void gemm_strided_batched_cublas(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                                 float alpha, const float* A, int64_t lda, int64_t stride_a,
+                                 const float* B, int64_t ldb, int64_t stride_b, float beta,
+                                 float* C, int64_t ldc, int64_t stride_c, int64_t batch,
+                                 cudaStream_t stream);
+
+}  // namespace echelon::cuda

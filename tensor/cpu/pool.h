@@ -1,0 +1,37 @@
+// Pooling CPU twins (naive). cuda/kernels/pool.h declares the same names for float on a stream.
+// Window (oh, ow) covers input rows [oh*stride_h - pad_h, +kernel_h) and columns likewise,
+// clipped to the image; out_h/out_w come from the caller (floor or ceil mode, as PyTorch).
+#pragma once
+
+#include <cstdint>
+
+namespace echelon {
+
+// Input (n, c, h, w) -> output (n, c, out_h, out_w), one plane per (n, c).
+struct PoolArgs {
+  int64_t n = 1, c = 1, h = 1, w = 1;
+  int64_t out_h = 1, out_w = 1;
+  int64_t kernel_h = 1, kernel_w = 1;
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_h = 0, pad_w = 0;
+  bool count_include_pad = true;  // average pooling: divide by the padded window size
+};
+
+}  // namespace echelon
+
+namespace echelon::cpu {
+
+// y (N, C, OH, OW) = window max of x (N, C, H, W); argmax (N, C, OH, OW) gets the flat index
+// ih * W + iw of the max inside its plane (NaN wins, as PyTorch).
+template <typename T>
+void max_pool2d_forward(const PoolArgs& a, const T* x, T* y, int64_t* argmax);
+// grad_in (N, C, H, W) = sum of grad_out routed through argmax. Overwrites grad_in.
+template <typename T>
+void max_pool2d_backward(const PoolArgs& a, const T* grad_out, const int64_t* argmax, T* grad_in);
+template <typename T>
+void avg_pool2d_forward(const PoolArgs& a, const T* x, T* y);
+// Overwrites grad_in (N, C, H, W).
+template <typename T>
+void avg_pool2d_backward(const PoolArgs& a, const T* grad_out, T* grad_in);
+
+}  // namespace echelon::cpu

@@ -1,0 +1,32 @@
+// Naive CPU twins of cuda/kernels/shape.cu: indexing ops. (permute, transpose and concat are
+// strided copies: they use copy_cast from elementwise.h.) T: float or double, plus int64_t for
+// index_select. Index values are validated by the dispatch layer (an out-of-range index throws
+// there, naming it); kernels assume 0 <= index < size.
+#pragma once
+
+#include <cstdint>
+
+namespace echelon::cpu {
+
+// x contiguous viewed as (outer, dim_size, inner); index int64 (num_index);
+// out (outer, num_index, inner) = x[:, index[k], :].
+template <typename T>
+void index_select(const T* x, const int64_t* index, T* out, int64_t outer, int64_t dim_size,
+                  int64_t inner, int64_t num_index);
+
+// x contiguous viewed as (outer, dim_size, inner); index and out (outer, index_size, inner):
+// out[o, k, i] = x[o, index[o, k, i], i]. (x and index agree on every dim but the gathered one.)
+template <typename T>
+void gather(const T* x, const int64_t* index, T* out, int64_t outer, int64_t dim_size,
+            int64_t inner, int64_t index_size);
+
+// labels int64 (n) -> out (n, num_classes): 1 at [i, labels[i]], 0 elsewhere.
+template <typename T>
+void one_hot(const int64_t* labels, T* out, int64_t n, int64_t num_classes);
+
+// Number of index[i] (i < n) outside [0, size); *first_bad = the first such value (unchanged
+// when none). Both outputs point at one int64 in the same memory as index.
+void count_out_of_range(const int64_t* index, int64_t n, int64_t size, int64_t* count,
+                        int64_t* first_bad);
+
+}  // namespace echelon::cpu
