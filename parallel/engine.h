@@ -1,0 +1,103 @@
+// The pluggable step engine: how one mini-batch turns into a parameter update. The trainer
+// (parallel/trainer.h) owns the loop — epochs, LR schedule, evaluation, logging, checkpoints — and
+// hands every batch to a StepEngine. The default engine is ordinary single-device training
+// (forward, loss, backward, SGD step). The pipeline engine (parallel/pipeline.h) splits the model
+// into partitions on worker threads/devices; a 1-stage pipeline must equal the default engine.
+//
+// Contract for every engine:
+//  - train_step() may be asynchronous: it returns the stats of the mini-batches that COMPLETED
+//    during the call (0 while a pipeline fills, possibly several later). finish_epoch() drains
+//    everything still in flight, so after it every batch of the epoch has updated the weights,
+//    and evaluation and checkpoints see final parameters.
+//  - Non-finite loss: the engine does not apply that batch's update, reports finite = false and
+//    the Batch::index of the offending batch; the trainer stops and diagnoses the first layer
+//    whose output is non-finite by re-running the forward layer by layer on that batch.
+//  - model() is the whole model (all partitions share these parameter tensors); optimizer state
+//    uses PyTorch-like names "momentum_buffer.<parameter name>" so a checkpoint written by one
+//    engine resumes under another.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/json.h"
+#include "data/loader.h"
+#include "tensor/device.h"
+#include "tensor/tensor.h"
+
+namespace echelon {
+class Sequential;  // layers/sequential.h
+}
+
+namespace echelon::parallel {
+
+// What the trainer reports per step; engines sum over the mini-batches that completed.
+struct StepStats {
+  int64_t batches = 0;  // mini-batches whose results are included (0 while a pipeline fills)
+  int64_t samples = 0;  // examples in them
+  double loss_sum = 0;  // sum over those batches of (mean batch loss * batch size)
+  int64_t correct = 0;  // training predictions equal to the label (argmax of the logits)
+  bool finite = true;   // false: a non-finite loss was seen and that update was not applied
+  int64_t nonfinite_batch = -1;  // Batch::index of the batch with the non-finite loss
+
+  void add(const StepStats& other);
+  double mean_loss() const { return samples ? loss_sum / static_cast<double>(samples) : 0.0; }
+  double accuracy() const {
+    return samples ? static_cast<double>(correct) / static_cast<double>(samples) : 0.0;
+  }
+};
+
+// SGD hyper-parameters (PyTorch semantics, see ops::sgd_step_). The LR is changed per step by
+// the trainer's schedule through StepEngine::set_lr.
+struct SgdConfig {
+  double lr = 0.01;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+};
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+class StepEngine {
+ public:
+  virtual ~StepEngine() = default;
+  // Short name for logs and summary.json: "single", "pipeline:stale", ...
+  virtual std::string name() const = 0;
+
+  // One mini-batch: images (B, C, H, W) float32, labels (B) int64 (on the loader's device).
+  virtual StepStats train_step(const data::Batch& batch) = 0;
+  // Drains in-flight mini-batches at the end of an epoch and returns their stats.
+  virtual StepStats finish_epoch() { return {}; }
+  // Learning rate for the following steps.
+  virtual void set_lr(double lr) = 0;
+
+  // The whole model (parameters shared with the engine's partitions).
+  virtual Sequential& model() = 0;
+  // Logits (N, classes) for images (N, C, H, W), in eval mode and without autograd; restores
+  // the training mode afterwards. The default runs model().forward on the model's device.
+  virtual Tensor predict(const Tensor& images);
+
+  // Momentum buffers as "momentum_buffer.<parameter name>" -> tensor (host or device).
+  virtual NamedTensors optimizer_state() const = 0;
+  // Restores them; throws echelon::Error naming the key when a name or shape does not match.
+  virtual void load_optimizer_state(const NamedTensors& state) = 0;
+  // Engine-specific block for summary.json (pipeline: per-partition busy/idle, staleness, ...);
+  // null when there is nothing to add.
+  virtual json::Value report() const { return json::Value(); }
+};
+
+// The default engine: forward, cross-entropy loss, backward, SGD step, all on `device` (the model
+// is moved there). A non-finite loss skips backward and the update.
+std::unique_ptr<StepEngine> make_single_device_engine(std::shared_ptr<Sequential> model,
+                                                      const SgdConfig& sgd, Device device);
+
+// How the trainer builds its engine; the CLI swaps in the pipeline engine's factory.
+using EngineFactory = std::function<std::unique_ptr<StepEngine>(
+    std::shared_ptr<Sequential> model, const SgdConfig& sgd, Device device)>;
+
+}  // namespace echelon::parallel
