@@ -1,0 +1,24 @@
+// Optimizer CPU twins (naive). cuda/kernels/optim.h declares the same names for float on a stream.
+#pragma once
+
+#include <cstdint>
+
+namespace echelon {
+
+// SGD hyper-parameters, PyTorch semantics (see ops::sgd_step_).
+struct SgdArgs {
+  double lr = 0.01, momentum = 0.0, dampening = 0.0, weight_decay = 0.0;
+  bool nesterov = false;
+  bool first_step = false;  // momentum buffer starts as the gradient
+};
+
+}  // namespace echelon
+
+namespace echelon::cpu {
+
+// In place over `count` elements: param -= lr * direction; momentum_buf (same size) is read and
+// written when momentum != 0 and may be null otherwise.
+template <typename T>
+void sgd_step(int64_t count, const SgdArgs& a, T* param, const T* grad, T* momentum_buf);
+
+}  // namespace echelon::cpu
