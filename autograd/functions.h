@@ -1,0 +1,98 @@
+// Differentiable functions: each wraps a raw op from tensor/ops.h and records its gradient
+// (a lambda right beside the forward, in the matching .cpp) when grad mode is on and an input
+// requires grad. Broadcasting ops reduce gradients back to each input's shape (sum_to).
+//
+// Saved tensors are references, not copies: see autograd/node.h on stale weights.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "tensor/ops.h"
+#include "tensor/random.h"
+#include "tensor/tensor.h"
+
+namespace echelon {
+
+// ---- arithmetic (NumPy broadcasting) ----
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Tensor& b);  // a > 0 where b's gradient is needed
+Tensor add(const Tensor& a, double s);
+Tensor sub(const Tensor& a, double s);
+Tensor rsub(double s, const Tensor& a);  // s - a
+Tensor mul(const Tensor& a, double s);
+Tensor div(const Tensor& a, double s);
+Tensor rdiv(double s, const Tensor& a);  // s / a
+Tensor pow(const Tensor& a, double exponent);
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, double s);
+Tensor operator+(double s, const Tensor& a);
+Tensor operator-(const Tensor& a, double s);
+Tensor operator-(double s, const Tensor& a);
+Tensor operator*(const Tensor& a, double s);
+Tensor operator*(double s, const Tensor& a);
+Tensor operator/(const Tensor& a, double s);
+Tensor operator/(double s, const Tensor& a);
+Tensor operator-(const Tensor& a);
+
+// ---- elementwise ----
+Tensor neg(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor square(const Tensor& x);
+
+// ---- matrix products ----
+// (M, K) x (K, N) -> (M, N), or batched (B, M, K) x (B, K, N) -> (B, M, N).
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// ---- reductions ----
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+
+// ---- shape ----
+Tensor reshape(const Tensor& x, const Shape& shape);  // one dim may be -1
+Tensor view(const Tensor& x, const Shape& shape);     // x must be contiguous
+Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
+Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);      // materialised
+Tensor permute(const Tensor& x, const std::vector<int64_t>& dims);  // materialised
+Tensor concat(const std::vector<Tensor>& xs, int64_t dim);
+
+// ---- neural-network functions ----
+// x (N, in), weight (out, in), bias (out) or undefined -> (N, out).
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
+// x (N, C, H, W), weight (O, C, KH, KW), bias (O) or undefined -> (N, O, OH, OW).
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+              const ops::Conv2dParams& params);
+// (N, C, H, W) -> (N, C, OH, OW).
+Tensor max_pool2d(const Tensor& x, const ops::Pool2dParams& params);
+Tensor avg_pool2d(const Tensor& x, const ops::Pool2dParams& params);
+// (N, C, H, W) -> (N, C, 1, 1), like PyTorch's AdaptiveAvgPool2d(1).
+Tensor global_avg_pool2d(const Tensor& x);
+// x (N, C) or (N, C, H, W); gamma, beta, running_mean, running_var (C). Training: batch
+// statistics, running stats updated in place (PyTorch momentum convention). Eval: running stats.
+Tensor batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                  Tensor& running_var, bool training, double momentum = 0.1, double eps = 1e-5);
+// Across-channel local response normalisation, x (N, C, H, W) (PyTorch's formula).
+Tensor lrn(const Tensor& x, int64_t size, double alpha = 1e-4, double beta = 0.75, double k = 1.0);
+// Zeroes each element with probability p and scales the rest by 1/(1-p) when training;
+// identity otherwise. The mask is drawn from gen (Philox: same mask on CPU and CUDA).
+Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
+// logits (N, C), target int64 (N) -> mean loss, a one-element tensor (shape []).
+Tensor cross_entropy(const Tensor& logits, const Tensor& target);
+
+}  // namespace echelon

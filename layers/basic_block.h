@@ -1,0 +1,30 @@
+// BasicBlock of the CIFAR ResNets (He et al. 2016, section 4.2): conv3x3-BN-ReLU-conv3x3-BN, plus
+// the shortcut, then ReLU. Option A shortcut: when the shape changes, the identity is subsampled
+// with stride 2 and zero-padded in channels (no parameters), so resnet20 has 0.27M parameters.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "layers/batch_norm.h"
+#include "layers/conv2d.h"
+#include "layers/module.h"
+#include "tensor/random.h"
+
+namespace echelon {
+
+class BasicBlock : public Module {
+ public:
+  BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, Generator& gen);
+  Tensor forward(const Tensor& x) override;  // (N, in, H, W) -> (N, planes, H/stride, W/stride)
+  std::string name() const override { return "BasicBlock"; }
+  std::string describe() const override;
+
+ private:
+  int64_t in_planes_, planes_, stride_;
+  std::shared_ptr<Conv2d> conv1_, conv2_;
+  std::shared_ptr<BatchNorm2d> bn1_, bn2_;
+};
+
+}  // namespace echelon

@@ -1,0 +1,38 @@
+// Conv2d: weight (O, C, KH, KW), optional bias (O). The implementation (ours or cuDNN on CUDA)
+// follows ops::conv_impl(), set process-wide.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "layers/module.h"
+#include "tensor/ops.h"
+#include "tensor/random.h"
+
+namespace echelon {
+
+struct Conv2dOptions {
+  int64_t stride = 1;
+  int64_t padding = 0;
+  int64_t dilation = 1;
+  bool bias = true;
+};
+
+class Conv2d : public Module {
+ public:
+  Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, Conv2dOptions options,
+         Generator& gen);
+  // x (N, C, H, W) -> (N, O, OH, OW); throws naming the layer when C differs.
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "Conv2d"; }
+  std::string describe() const override;
+
+  Tensor weight, bias;  // bias undefined when options.bias is false
+
+ private:
+  int64_t in_channels_, out_channels_, kernel_size_;
+  Conv2dOptions options_;
+  ops::Conv2dParams params_;
+};
+
+}  // namespace echelon

@@ -1,0 +1,20 @@
+// PyTorch's default initialisation, drawn from a seeded Generator so a model is a pure function
+// of its seed. Conv2d/Linear weights: kaiming_uniform(a = sqrt(5)), i.e. U(-1/sqrt(fan_in),
+// 1/sqrt(fan_in)); biases: U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/random.h"
+#include "tensor/tensor.h"
+
+namespace echelon::init {
+
+// Fresh float32 CPU tensor with elements U(-bound, bound).
+Tensor uniform(const Shape& shape, double bound, Generator& gen);
+// fan_in of a weight: shape[1] * prod(shape[2:]) ((O, C, KH, KW) or (out, in)).
+int64_t fan_in(const Shape& weight_shape);
+Tensor kaiming_uniform_default(const Shape& weight_shape, Generator& gen);
+Tensor default_bias(int64_t size, int64_t fan_in, Generator& gen);
+
+}  // namespace echelon::init

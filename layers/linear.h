@@ -1,0 +1,26 @@
+// Linear: y = x W^T + b with weight (out, in), bias (out).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "layers/module.h"
+#include "tensor/random.h"
+
+namespace echelon {
+
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, Generator& gen, bool bias = true);
+  // x (N, in) -> (N, out); throws naming the layer when `in` differs.
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "Linear"; }
+  std::string describe() const override;
+
+  Tensor weight, bias;
+
+ private:
+  int64_t in_features_, out_features_;
+};
+
+}  // namespace echelon

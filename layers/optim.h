@@ -1,0 +1,52 @@
+// SGD with momentum, dampening, weight decay and Nesterov (PyTorch semantics, ops::sgd_step_),
+// plus the learning-rate schedules in layers/lr_schedule.h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "layers/lr_schedule.h"
+#include "layers/module.h"
+#include "layers/state_dict.h"
+#include "tensor/tensor.h"
+
+namespace echelon {
+
+struct SGDOptions {
+  double lr = 0.01;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;  // requires momentum > 0 and dampening == 0 (as PyTorch)
+};
+
+class SGD {
+ public:
+  // Named parameters (module.named_parameters()): names key the momentum buffers.
+  SGD(NamedTensors params, SGDOptions options);
+  // Unnamed parameters are named "0", "1", ... in order.
+  SGD(const std::vector<Tensor>& params, SGDOptions options);
+
+  // Updates every parameter that has a gradient, in place (parameters keep their handles).
+  void step();
+  void zero_grad();  // drops the parameters' gradients
+  void set_lr(double lr);
+  double lr() const { return options_.lr; }
+  const SGDOptions& options() const { return options_; }
+  int64_t steps() const { return steps_; }  // completed step() calls
+  const NamedTensors& params() const { return params_; }
+
+  // Momentum buffers as "momentum_buffer.<param name>" (only those already created) and
+  // "step" (int64 scalar); load_state_dict restores them, checking names and shapes.
+  StateDict state_dict() const;
+  void load_state_dict(const StateDict& state);
+
+ private:
+  NamedTensors params_;
+  std::vector<Tensor> buffers_;  // parallel to params_; undefined until the first update
+  SGDOptions options_;
+  int64_t steps_ = 0;
+};
+
+}  // namespace echelon

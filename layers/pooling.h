@@ -1,0 +1,47 @@
+// Pooling layers over (N, C, H, W): MaxPool2d, AvgPool2d, and GlobalAvgPool2d (-> (N, C, 1, 1),
+// PyTorch's AdaptiveAvgPool2d(1)).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "layers/module.h"
+#include "tensor/ops.h"
+
+namespace echelon {
+
+// stride 0 means stride = kernel_size (PyTorch's default).
+ops::Pool2dParams pool_params(int64_t kernel_size, int64_t stride, int64_t padding,
+                              bool ceil_mode = false);
+
+class MaxPool2d : public Module {
+ public:
+  explicit MaxPool2d(int64_t kernel_size, int64_t stride = 0, int64_t padding = 0,
+                     bool ceil_mode = false);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "MaxPool2d"; }
+  std::string describe() const override;
+
+ private:
+  ops::Pool2dParams params_;
+};
+
+class AvgPool2d : public Module {
+ public:
+  explicit AvgPool2d(int64_t kernel_size, int64_t stride = 0, int64_t padding = 0,
+                     bool ceil_mode = false);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "AvgPool2d"; }
+  std::string describe() const override;
+
+ private:
+  ops::Pool2dParams params_;
+};
+
+class GlobalAvgPool2d : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "GlobalAvgPool2d"; }
+};
+
+}  // namespace echelon

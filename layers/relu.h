@@ -1,0 +1,17 @@
+// ReLU activation, elementwise (any shape).
+#pragma once
+
+#include <string>
+
+#include "autograd/functions.h"
+#include "layers/module.h"
+
+namespace echelon {
+
+class ReLU : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return relu(x); }
+  std::string name() const override { return "ReLU"; }
+};
+
+}  // namespace echelon

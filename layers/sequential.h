@@ -1,0 +1,38 @@
+// Sequential: runs its layers in order. Every model in layers/models is a FLAT Sequential, so a
+// pipeline can cut it at any index; residual blocks are single entries.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "layers/module.h"
+
+namespace echelon {
+
+class Sequential : public Module {
+ public:
+  Sequential() = default;
+  // Children are named "0", "1", ... in order.
+  explicit Sequential(std::vector<std::shared_ptr<Module>> layers);
+
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "Sequential"; }
+  std::string describe() const override;  // one line per layer
+
+  void push_back(std::shared_ptr<Module> layer);  // named by its index
+  size_t size() const { return layers_.size(); }
+  const std::shared_ptr<Module>& at(size_t index) const;  // throws when out of range
+  const std::vector<std::shared_ptr<Module>>& layers() const { return layers_; }
+  // Layers [begin, end) as a new Sequential sharing the SAME layer objects (and so the same
+  // parameters). Children keep their original names, as PyTorch's seq[begin:end] does, so
+  // "3.weight" in a slice is "3.weight" in the whole model.
+  std::shared_ptr<Sequential> slice(size_t begin, size_t end) const;
+
+ private:
+  Sequential(std::vector<std::shared_ptr<Module>> layers, std::vector<std::string> names);
+
+  std::vector<std::shared_ptr<Module>> layers_;
+};
+
+}  // namespace echelon

@@ -1,0 +1,17 @@
+// Sigmoid activation, elementwise (any shape).
+#pragma once
+
+#include <string>
+
+#include "autograd/functions.h"
+#include "layers/module.h"
+
+namespace echelon {
+
+class Sigmoid : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return sigmoid(x); }
+  std::string name() const override { return "Sigmoid"; }
+};
+
+}  // namespace echelon

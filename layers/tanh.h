@@ -1,0 +1,17 @@
+// Tanh activation, elementwise (any shape).
+#pragma once
+
+#include <string>
+
+#include "autograd/functions.h"
+#include "layers/module.h"
+
+namespace echelon {
+
+class Tanh : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return tanh(x); }
+  std::string name() const override { return "Tanh"; }
+};
+
+}  // namespace echelon
