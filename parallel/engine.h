@@ -26,12 +26,10 @@
 
 #include "base/json.h"
 #include "data/loader.h"
+#include "layers/sequential.h"
+#include "layers/state_dict.h"
 #include "tensor/device.h"
 #include "tensor/tensor.h"
-
-namespace echelon {
-class Sequential;  // layers/sequential.h
-}
 
 namespace echelon::parallel {
 
@@ -61,8 +59,6 @@ struct SgdConfig {
   bool nesterov = false;
 };
 
-using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
-
 class StepEngine {
  public:
   virtual ~StepEngine() = default;
@@ -82,10 +78,11 @@ class StepEngine {
   // the training mode afterwards. The default runs model().forward on the model's device.
   virtual Tensor predict(const Tensor& images);
 
-  // Momentum buffers as "momentum_buffer.<parameter name>" -> tensor (host or device).
-  virtual NamedTensors optimizer_state() const = 0;
-  // Restores them; throws echelon::Error naming the key when a name or shape does not match.
-  virtual void load_optimizer_state(const NamedTensors& state) = 0;
+  // Optimizer state as SGD::state_dict() writes it: "momentum_buffer.<parameter name>" -> tensor
+  // (host or device) and "step". A pipeline merges its partitions' SGD states (names are unique).
+  virtual StateDict optimizer_state() const = 0;
+  // Restores it; throws echelon::Error naming the key when a name or shape does not match.
+  virtual void load_optimizer_state(const StateDict& state) = 0;
   // Engine-specific block for summary.json (pipeline: per-partition busy/idle, staleness, ...);
   // null when there is nothing to add.
   virtual json::Value report() const { return json::Value(); }
