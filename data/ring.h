@@ -1,0 +1,325 @@
+// Lock-free bounded rings that join the pipeline's threads.
+//
+// SpscRing: one producer thread, one consumer thread. Head (consumer index) and tail (producer
+// index) live on separate cache lines, and each side keeps a cached copy of the other side's
+// index so it touches the shared line only when the cached value says full/empty. The data path
+// uses acquire/release only.
+//
+// MpmcRing: bounded multi-producer multi-consumer queue after Dmitry Vyukov: every slot carries
+// a sequence number that says whether it is ready for the producer or the consumer of a given
+// lap, so producers and consumers claim slots with one CAS each and never take a lock.
+//
+// Both: try_push/try_pop never block. push/pop spin briefly, then yield, then park on a futex
+// (std::atomic wait/notify), so an idle stage costs no CPU. close() ends the stream: pushes fail,
+// consumers drain what is left and then see end-of-stream (pop returns nullopt). Element types
+// may be move-only. Parking costs the publishing side one seq_cst fence to see whether anyone
+// sleeps (a Dekker handshake with the sleeper); the data itself never goes through a lock.
+#pragma once
+
+#include <atomic>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <optional>
+#include <thread>
+#include <type_traits>
+#include <utility>
+
+#include "base/error.h"
+
+namespace echelon::data {
+
+inline constexpr size_t kCacheLine = 64;
+
+namespace detail {
+
+// Rounds a requested capacity up to a power of two (so index -> slot is a mask).
+inline size_t ring_capacity(size_t requested, const char* ring) {
+  ECH_CHECK(requested >= 1 && requested <= (size_t{1} << 30), ring, ": capacity ", requested,
+            " must be in [1, 2^30]");
+  return std::bit_ceil(requested);
+}
+
+// Sleep/wake handshake for one direction of a ring ("not empty" or "not full").
+class Parker {
+ public:
+  // Blocks until ready() is true; ready() is re-checked after announcing the sleep, so a wake
+  // between the check and the sleep is never lost.
+  template <typename Ready>
+  void park_until(Ready&& ready) {
+    for (;;) {
+      const uint32_t seen = epoch_.load(std::memory_order_acquire);
+      sleepers_.fetch_add(1, std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      if (ready()) {
+        sleepers_.fetch_sub(1, std::memory_order_relaxed);
+        return;
+      }
+      epoch_.wait(seen, std::memory_order_acquire);
+      sleepers_.fetch_sub(1, std::memory_order_relaxed);
+      if (ready()) return;
+    }
+  }
+  // Called after publishing: wakes sleepers, if any.
+  void wake() {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (sleepers_.load(std::memory_order_relaxed) != 0) wake_all();
+  }
+  void wake_all() {
+    epoch_.fetch_add(1, std::memory_order_release);
+    epoch_.notify_all();
+  }
+
+ private:
+  std::atomic<uint32_t> epoch_{0};
+  std::atomic<uint32_t> sleepers_{0};
+};
+
+// Spin, then yield, then park: cheap when the other side is about to act, free when it is idle.
+// attempt() returns true when done.
+template <typename Try, typename Ready>
+void blocking(Try&& attempt, Ready&& ready, Parker& parker) {
+  constexpr int kSpins = 64, kYields = 16;
+  for (int i = 0;; ++i) {
+    if (attempt()) return;
+    if (i < kSpins) continue;
+    if (i < kSpins + kYields) {
+      std::this_thread::yield();
+      continue;
+    }
+    parker.park_until(ready);
+    i = kSpins + kYields;  // after a wake, try again, park again if another thread won
+  }
+}
+
+// Raw storage for one element (no default constructor needed, move-only types allowed).
+template <typename T>
+struct Cell {
+  alignas(T) unsigned char bytes[sizeof(T)];
+  T* get() { return std::launder(reinterpret_cast<T*>(bytes)); }
+};
+
+}  // namespace detail
+
+template <typename T>
+class SpscRing {
+ public:
+  explicit SpscRing(size_t capacity)
+      : capacity_(detail::ring_capacity(capacity, "SpscRing")),
+        mask_(capacity_ - 1),
+        cells_(std::make_unique<detail::Cell<T>[]>(capacity_)) {}
+  ~SpscRing() {
+    for (size_t i = head_.load(); i != tail_.load(); ++i) cells_[i & mask_].get()->~T();
+  }
+  SpscRing(const SpscRing&) = delete;
+  SpscRing& operator=(const SpscRing&) = delete;
+
+  size_t capacity() const { return capacity_; }
+  // Approximate while both sides run; exact when they are quiet.
+  size_t size() const {
+    const size_t head = head_.load(std::memory_order_acquire);
+    return tail_.load(std::memory_order_acquire) - head;
+  }
+  bool closed() const { return closed_.load(std::memory_order_acquire); }
+
+  // Producer side. On failure (full or closed) `value` is left untouched.
+  bool try_push(T& value) {
+    if (closed()) return false;
+    const size_t tail = tail_.load(std::memory_order_relaxed);
+    if (tail - cached_head_ == capacity_) {
+      cached_head_ = head_.load(std::memory_order_acquire);
+      if (tail - cached_head_ == capacity_) return false;
+    }
+    new (cells_[tail & mask_].bytes) T(std::move(value));
+    tail_.store(tail + 1, std::memory_order_release);
+    not_empty_.wake();
+    return true;
+  }
+  bool try_push(T&& value) { return try_push(value); }
+  // Blocks while full. Returns false when the ring is (or gets) closed; the value is dropped.
+  bool push(T value) {
+    bool pushed = false;
+    detail::blocking([&] { return (pushed = try_push(value)) || closed(); },
+                     [&] { return closed() || has_room(); }, not_full_);
+    return pushed;
+  }
+
+  // Consumer side.
+  std::optional<T> try_pop() {
+    const size_t head = head_.load(std::memory_order_relaxed);
+    if (head == cached_tail_) {
+      cached_tail_ = tail_.load(std::memory_order_acquire);
+      if (head == cached_tail_) return std::nullopt;
+    }
+    T* cell = cells_[head & mask_].get();
+    std::optional<T> value(std::move(*cell));
+    cell->~T();
+    head_.store(head + 1, std::memory_order_release);
+    not_full_.wake();
+    return value;
+  }
+  // Blocks while empty; nullopt once the ring is closed and drained.
+  std::optional<T> pop() {
+    std::optional<T> result;
+    detail::blocking(
+        [&] {
+          // Read `closed` first: everything pushed before close() is then visible to try_pop.
+          const bool was_closed = closed();
+          result = try_pop();
+          return result.has_value() || was_closed;
+        },
+        [&] { return closed() || has_items(); }, not_empty_);
+    return result;
+  }
+
+  // Ends the stream and wakes every sleeper. Call it after the last push (or to abort).
+  void close() {
+    closed_.store(true, std::memory_order_release);
+    not_empty_.wake_all();
+    not_full_.wake_all();
+  }
+
+ private:
+  bool has_room() const {
+    return tail_.load(std::memory_order_relaxed) - head_.load(std::memory_order_acquire) <
+           capacity_;
+  }
+  bool has_items() const {
+    return head_.load(std::memory_order_relaxed) != tail_.load(std::memory_order_acquire);
+  }
+
+  const size_t capacity_;
+  const size_t mask_;
+  std::unique_ptr<detail::Cell<T>[]> cells_;
+  // Consumer-owned line: its index and its cached view of the producer's index.
+  alignas(kCacheLine) std::atomic<size_t> head_{0};
+  size_t cached_tail_ = 0;
+  // Producer-owned line.
+  alignas(kCacheLine) std::atomic<size_t> tail_{0};
+  size_t cached_head_ = 0;
+  alignas(kCacheLine) std::atomic<bool> closed_{false};
+  alignas(kCacheLine) detail::Parker not_empty_;
+  alignas(kCacheLine) detail::Parker not_full_;
+};
+
+template <typename T>
+class MpmcRing {
+ public:
+  explicit MpmcRing(size_t capacity)
+      : capacity_(detail::ring_capacity(capacity, "MpmcRing")),
+        mask_(capacity_ - 1),
+        slots_(std::make_unique<Slot[]>(capacity_)) {
+    for (size_t i = 0; i < capacity_; ++i) slots_[i].sequence.store(i, std::memory_order_relaxed);
+  }
+  ~MpmcRing() {
+    for (size_t i = dequeue_.load(); i != enqueue_.load(); ++i) slots_[i & mask_].cell.get()->~T();
+  }
+  MpmcRing(const MpmcRing&) = delete;
+  MpmcRing& operator=(const MpmcRing&) = delete;
+
+  size_t capacity() const { return capacity_; }
+  size_t size() const {
+    const size_t dequeue = dequeue_.load(std::memory_order_acquire);
+    const size_t enqueue = enqueue_.load(std::memory_order_acquire);
+    return enqueue > dequeue ? enqueue - dequeue : 0;
+  }
+  bool closed() const { return closed_.load(std::memory_order_acquire); }
+
+  // On failure (full or closed) `value` is left untouched.
+  bool try_push(T& value) {
+    if (closed()) return false;
+    size_t pos = enqueue_.load(std::memory_order_relaxed);
+    Slot* slot;
+    for (;;) {
+      slot = &slots_[pos & mask_];
+      const size_t sequence = slot->sequence.load(std::memory_order_acquire);
+      const auto lap = static_cast<std::ptrdiff_t>(sequence - pos);
+      if (lap == 0) {
+        if (enqueue_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) break;
+      } else if (lap < 0) {
+        return false;  // the slot still holds last lap's item: full
+      } else {
+        pos = enqueue_.load(std::memory_order_relaxed);
+      }
+    }
+    new (slot->cell.bytes) T(std::move(value));
+    slot->sequence.store(pos + 1, std::memory_order_release);
+    not_empty_.wake();
+    return true;
+  }
+  bool try_push(T&& value) { return try_push(value); }
+  bool push(T value) {
+    bool pushed = false;
+    detail::blocking([&] { return (pushed = try_push(value)) || closed(); },
+                     [&] { return closed() || has_room(); }, not_full_);
+    return pushed;
+  }
+
+  std::optional<T> try_pop() {
+    size_t pos = dequeue_.load(std::memory_order_relaxed);
+    Slot* slot;
+    for (;;) {
+      slot = &slots_[pos & mask_];
+      const size_t sequence = slot->sequence.load(std::memory_order_acquire);
+      const auto lap = static_cast<std::ptrdiff_t>(sequence - (pos + 1));
+      if (lap == 0) {
+        if (dequeue_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) break;
+      } else if (lap < 0) {
+        return std::nullopt;  // not yet written this lap: empty
+      } else {
+        pos = dequeue_.load(std::memory_order_relaxed);
+      }
+    }
+    T* cell = slot->cell.get();
+    std::optional<T> value(std::move(*cell));
+    cell->~T();
+    slot->sequence.store(pos + capacity_, std::memory_order_release);
+    not_full_.wake();
+    return value;
+  }
+  std::optional<T> pop() {
+    std::optional<T> result;
+    detail::blocking(
+        [&] {
+          const bool was_closed = closed();
+          result = try_pop();
+          return result.has_value() || was_closed;
+        },
+        [&] { return closed() || has_items(); }, not_empty_);
+    return result;
+  }
+
+  // Ends the stream once every producer is done (or to abort) and wakes every sleeper.
+  void close() {
+    closed_.store(true, std::memory_order_release);
+    not_empty_.wake_all();
+    not_full_.wake_all();
+  }
+
+ private:
+  struct Slot {
+    std::atomic<size_t> sequence;
+    detail::Cell<T> cell;
+  };
+  bool has_room() const {
+    const size_t pos = enqueue_.load(std::memory_order_relaxed);
+    return slots_[pos & mask_].sequence.load(std::memory_order_acquire) == pos;
+  }
+  bool has_items() const {
+    const size_t pos = dequeue_.load(std::memory_order_relaxed);
+    return slots_[pos & mask_].sequence.load(std::memory_order_acquire) == pos + 1;
+  }
+
+  const size_t capacity_;
+  const size_t mask_;
+  std::unique_ptr<Slot[]> slots_;
+  alignas(kCacheLine) std::atomic<size_t> enqueue_{0};
+  alignas(kCacheLine) std::atomic<size_t> dequeue_{0};
+  alignas(kCacheLine) std::atomic<bool> closed_{false};
+  alignas(kCacheLine) detail::Parker not_empty_;
+  alignas(kCacheLine) detail::Parker not_full_;
+};
+
+}  // namespace echelon::data
