@@ -1,0 +1,193 @@
+#include "parallel/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+namespace echelon::parallel {
+
+std::string html_escape(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+namespace {
+
+std::string number(double v, int precision = 4) {
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), "%.*g", precision, v);
+  return buf;
+}
+
+// A tick spacing of 1, 2 or 5 times a power of ten giving about `target` intervals.
+double nice_step(double range, int target) {
+  if (!(range > 0)) return 1.0;
+  const double raw = range / target;
+  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+  const double residual = raw / magnitude;
+  const double nice = residual < 1.5 ? 1 : residual < 3.5 ? 2 : residual < 7.5 ? 5 : 10;
+  return nice * magnitude;
+}
+
+struct Range {
+  double lo = std::numeric_limits<double>::infinity();
+  double hi = -std::numeric_limits<double>::infinity();
+  void add(double v) {
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  bool empty() const { return lo > hi; }
+  // Widens a degenerate range and snaps the ends to the tick grid.
+  double snap(int target) {
+    if (empty()) lo = 0, hi = 1;
+    if (hi - lo < 1e-12) lo -= 0.5, hi += 0.5;
+    const double step = nice_step(hi - lo, target);
+    lo = std::floor(lo / step) * step;
+    hi = std::ceil(hi / step) * step;
+    return step;
+  }
+};
+
+}  // namespace
+
+std::string svg_line_chart(const std::string& title, const std::string& x_label,
+                           const std::string& y_label, const std::vector<ChartSeries>& series,
+                           int width, int height) {
+  const double left = 64, right = 16, top = 36, bottom = 48;
+  const double plot_w = width - left - right, plot_h = height - top - bottom;
+  Range xr, yr;
+  for (const ChartSeries& s : series)
+    for (const auto& [x, y] : s.points)
+      if (std::isfinite(x) && std::isfinite(y)) xr.add(x), yr.add(y);
+  const double x_step = xr.snap(6), y_step = yr.snap(5);
+  auto px = [&](double x) { return left + (x - xr.lo) / (xr.hi - xr.lo) * plot_w; };
+  auto py = [&](double y) { return top + (1.0 - (y - yr.lo) / (yr.hi - yr.lo)) * plot_h; };
+
+  std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(width) +
+                    "\" height=\"" + std::to_string(height) + "\" viewBox=\"0 0 " +
+                    std::to_string(width) + " " + std::to_string(height) +
+                    "\" font-family=\"sans-serif\" font-size=\"11\">\n";
+  svg += "<text x=\"" + number(width / 2.0) +
+         "\" y=\"18\" text-anchor=\"middle\" font-size=\"14\">" + html_escape(title) + "</text>\n";
+  // Grid and tick labels. Half a step of slack absorbs floating-point drift in the loop.
+  for (double y = yr.lo; y <= yr.hi + y_step / 2; y += y_step) {
+    svg += "<line x1=\"" + number(left) + "\" x2=\"" + number(left + plot_w) + "\" y1=\"" +
+           number(py(y)) + "\" y2=\"" + number(py(y)) + "\" stroke=\"#e5e5e5\"/>\n";
+    svg += "<text x=\"" + number(left - 6) + "\" y=\"" + number(py(y) + 4) +
+           "\" text-anchor=\"end\">" + number(y) + "</text>\n";
+  }
+  for (double x = xr.lo; x <= xr.hi + x_step / 2; x += x_step) {
+    svg += "<line y1=\"" + number(top) + "\" y2=\"" + number(top + plot_h) + "\" x1=\"" +
+           number(px(x)) + "\" x2=\"" + number(px(x)) + "\" stroke=\"#e5e5e5\"/>\n";
+    svg += "<text x=\"" + number(px(x)) + "\" y=\"" + number(top + plot_h + 16) +
+           "\" text-anchor=\"middle\">" + number(x) + "</text>\n";
+  }
+  svg += "<rect x=\"" + number(left) + "\" y=\"" + number(top) + "\" width=\"" + number(plot_w) +
+         "\" height=\"" + number(plot_h) + "\" fill=\"none\" stroke=\"#888\"/>\n";
+  svg += "<text x=\"" + number(left + plot_w / 2) + "\" y=\"" + number(height - 8.0) +
+         "\" text-anchor=\"middle\">" + html_escape(x_label) + "</text>\n";
+  svg += "<text transform=\"translate(14," + number(top + plot_h / 2) +
+         ") rotate(-90)\" text-anchor=\"middle\">" + html_escape(y_label) + "</text>\n";
+
+  for (size_t i = 0; i < series.size(); ++i) {
+    const ChartSeries& s = series[i];
+    std::string points;
+    for (const auto& [x, y] : s.points)
+      if (std::isfinite(x) && std::isfinite(y))
+        points += number(px(x), 6) + "," + number(py(y), 6) + " ";
+    const std::string color = html_escape(s.color);
+    svg += "<polyline fill=\"none\" stroke=\"" + color + "\" stroke-width=\"1.8\" points=\"" +
+           points + "\"/>\n";
+    if (s.points.size() <= 60) {  // markers only where they stay readable
+      for (const auto& [x, y] : s.points)
+        if (std::isfinite(x) && std::isfinite(y))
+          svg += "<circle cx=\"" + number(px(x), 6) + "\" cy=\"" + number(py(y), 6) +
+                 "\" r=\"2.5\" fill=\"" + color + "\"/>\n";
+    }
+    const double ly = top + 14 + 14.0 * static_cast<double>(i);
+    svg += "<line x1=\"" + number(left + plot_w - 120) + "\" x2=\"" + number(left + plot_w - 100) +
+           "\" y1=\"" + number(ly - 4) + "\" y2=\"" + number(ly - 4) + "\" stroke=\"" + color +
+           "\" stroke-width=\"2\"/>\n";
+    svg += "<text x=\"" + number(left + plot_w - 95) + "\" y=\"" + number(ly) + "\">" +
+           html_escape(s.name) + "</text>\n";
+  }
+  svg += "</svg>\n";
+  return svg;
+}
+
+namespace {
+
+std::string key_value_table(const json::Value& object) {
+  if (!object.is_object()) return "";
+  std::string html = "<table>\n";
+  for (const auto& [key, value] : object.as_object()) {
+    const std::string text = value.is_string() ? value.as_string() : value.dump();
+    html += "<tr><th>" + html_escape(key) + "</th><td>" + html_escape(text) + "</td></tr>\n";
+  }
+  return html + "</table>\n";
+}
+
+}  // namespace
+
+std::string render_report_html(const ReportData& data) {
+  ChartSeries step_loss{"train (per step)", "#9ecae1", {}};
+  for (const StepPoint& p : data.steps) step_loss.points.emplace_back(p.epoch, p.loss);
+  ChartSeries train_loss{"train (epoch mean)", "#1f77b4", {}}, test_loss{"test", "#d62728", {}};
+  ChartSeries train_acc{"train", "#1f77b4", {}}, test_acc{"test", "#d62728", {}};
+  for (const EpochRecord& e : data.epochs) {
+    const double x = static_cast<double>(e.epoch + 1);
+    train_loss.points.emplace_back(x, e.train_loss);
+    test_loss.points.emplace_back(x, e.test_loss);
+    train_acc.points.emplace_back(x, 100.0 * e.train_acc);
+    test_acc.points.emplace_back(x, 100.0 * e.test_acc);
+  }
+
+  std::string html = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>" +
+                     html_escape(data.title) +
+                     "</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222}"
+                     "table{border-collapse:collapse;margin:8px 0 20px}th,td{border:1px solid #ddd;"
+                     "padding:3px 8px;text-align:left;font-size:13px}th{background:#f4f4f4}"
+                     ".charts{display:flex;flex-wrap:wrap;gap:16px}</style></head><body>\n<h1>" +
+                     html_escape(data.title) + "</h1>\n<div class=\"charts\">\n";
+  html += svg_line_chart("Loss", "epoch", "cross-entropy", {step_loss, train_loss, test_loss});
+  html += svg_line_chart("Accuracy", "epoch", "accuracy (%)", {train_acc, test_acc});
+  html +=
+      "</div>\n<h2>Epochs</h2>\n<table>\n<tr><th>epoch</th><th>lr</th><th>train loss</th>"
+      "<th>train acc</th><th>test loss</th><th>test acc</th><th>images/s</th>"
+      "<th>train s</th></tr>\n";
+  for (const EpochRecord& e : data.epochs) {
+    html += "<tr><td>" + std::to_string(e.epoch + 1) + "</td><td>" + number(e.lr) + "</td><td>" +
+            number(e.train_loss) + "</td><td>" + number(100 * e.train_acc) + "%</td><td>" +
+            number(e.test_loss) + "</td><td>" + number(100 * e.test_acc) + "%</td><td>" +
+            number(e.images_per_s, 5) + "</td><td>" + number(e.train_s, 4) + "</td></tr>\n";
+  }
+  html += "</table>\n<h2>Summary</h2>\n" + key_value_table(data.summary);
+  html += "<h2>Configuration</h2>\n" + key_value_table(data.config);
+  html += "</body></html>\n";
+  return html;
+}
+
+}  // namespace echelon::parallel
