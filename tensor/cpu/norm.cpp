@@ -39,11 +39,13 @@ void batch_norm_train_forward(const NormArgs& a, const T* x, const T* gamma, con
       }
     save_mean[c] = static_cast<T>(mean);
     save_invstd[c] = static_cast<T>(invstd);
-    const double unbiased = squares / (count - 1.0);
-    running_mean[c] =
-        static_cast<T>((1.0 - momentum) * static_cast<double>(running_mean[c]) + momentum * mean);
-    running_var[c] = static_cast<T>((1.0 - momentum) * static_cast<double>(running_var[c]) +
-                                    momentum * unbiased);
+    if (running_mean) {
+      const double unbiased = squares / (count - 1.0);
+      running_mean[c] =
+          static_cast<T>((1.0 - momentum) * static_cast<double>(running_mean[c]) + momentum * mean);
+      running_var[c] = static_cast<T>((1.0 - momentum) * static_cast<double>(running_var[c]) +
+                                      momentum * unbiased);
+    }
   }
 }
 

@@ -19,7 +19,8 @@ namespace echelon::cpu {
 
 // Training mode. Normalises x (N, C, S) with the batch mean and biased variance, writes
 // save_mean/save_invstd (C) for backward and updates running_mean/var (C) in place with the
-// unbiased variance (PyTorch). gamma/beta (C) may be null (1 and 0). Requires N*S > 1.
+// unbiased variance (PyTorch). gamma/beta (C) may be null (1 and 0); running_mean/var may be
+// null (not tracked). Requires N*S > 1.
 template <typename T>
 void batch_norm_train_forward(const NormArgs& a, const T* x, const T* gamma, const T* beta,
                               T* running_mean, T* running_var, double momentum, double eps, T* y,

@@ -1,0 +1,25 @@
+// Launchers of cuda/kernels/conv.cu ("ours": im2col + our tiled GEMM, batched over images):
+// same names and arguments as the naive twins in tensor/cpu/conv.h, float only, device pointers,
+// plus the stream. Scratch columns come from the caching allocator of `device`.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "tensor/cpu/conv.h"
+
+namespace echelon::cuda {
+
+// y (N, O, OH, OW) = conv(x (N, C, H, W), w (O, C, KH, KW)) + bias (O); bias may be null.
+void conv2d_forward(const ConvArgs& a, const float* x, const float* w, const float* bias, float* y,
+                    int device, cudaStream_t stream);
+// Overwrites grad_in (N, C, H, W).
+void conv2d_backward_input(const ConvArgs& a, const float* grad_out, const float* w, float* grad_in,
+                           int device, cudaStream_t stream);
+// Overwrites grad_w (O, C, KH, KW).
+void conv2d_backward_weight(const ConvArgs& a, const float* grad_out, const float* x, float* grad_w,
+                            int device, cudaStream_t stream);
+// Overwrites grad_bias (O).
+void conv2d_backward_bias(const ConvArgs& a, const float* grad_out, float* grad_bias,
+                          cudaStream_t stream);
+
+}  // namespace echelon::cuda

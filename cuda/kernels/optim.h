@@ -1,0 +1,16 @@
+// Launchers of cuda/kernels/optim.cu: same names and arguments as tensor/cpu/optim.h, float
+// only, device pointers, plus the stream.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "tensor/cpu/optim.h"
+
+namespace echelon::cuda {
+
+void sgd_step(int64_t count, const SgdArgs& a, float* param, const float* grad, float* momentum_buf,
+              cudaStream_t stream);
+
+}  // namespace echelon::cuda

@@ -1,0 +1,21 @@
+// Launchers of cuda/kernels/pool.cu: same names and arguments as tensor/cpu/pool.h, float only,
+// device pointers, plus the stream. Backward kernels gather per input pixel (no atomics).
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "tensor/cpu/pool.h"
+
+namespace echelon::cuda {
+
+void max_pool2d_forward(const PoolArgs& a, const float* x, float* y, int64_t* argmax,
+                        cudaStream_t stream);
+void max_pool2d_backward(const PoolArgs& a, const float* grad_out, const int64_t* argmax,
+                         float* grad_in, cudaStream_t stream);
+void avg_pool2d_forward(const PoolArgs& a, const float* x, float* y, cudaStream_t stream);
+void avg_pool2d_backward(const PoolArgs& a, const float* grad_out, float* grad_in,
+                         cudaStream_t stream);
+
+}  // namespace echelon::cuda

@@ -1,0 +1,384 @@
+// Dispatch of the neural-network ops, part 2: batch norm, LRN, dropout mask, cross-entropy and
+// SGD (tensor/ops.h, last section). Same pattern as tensor/ops_nn.cpp: check, make contiguous,
+// call the naive CPU twin (tensor/cpu/{norm,loss,optim}) or the CUDA launcher of the same name.
+#include "tensor/cpu/loss.h"
+#include "tensor/cpu/norm.h"
+#include "tensor/cpu/optim.h"
+#include "tensor/ops.h"
+#include "tensor/ops_nn_checks.h"
+
+#if ECHELON_WITH_CUDA
+#include "cuda/kernels/loss.h"
+#include "cuda/kernels/norm.h"
+#include "cuda/kernels/optim.h"
+#endif
+
+namespace echelon::ops {
+
+using nn_detail::check_defined;
+using nn_detail::check_float_like;
+using nn_detail::check_shape;
+using nn_detail::fail_not_cuda_build;
+using nn_detail::ptr_or_null;
+#if ECHELON_WITH_CUDA
+using nn_detail::stream_of;
+#endif
+
+// ---- norm -------------------------------------------------------------------------------------
+
+namespace {
+
+// x (N, C, ...) viewed as (N, C, S).
+NormArgs norm_args(const Tensor& x, const char* op) {
+  check_float_like(x, x, op, "input");
+  ECH_CHECK(x.dim() >= 2, op, ": input must be (N, C) or (N, C, ...), got shape ", x.shape());
+  NormArgs a;
+  a.n = x.size(0);
+  a.c = x.size(1);
+  for (int64_t d = 2; d < x.dim(); ++d) a.spatial *= x.size(d);
+  return a;
+}
+
+// A per-channel tensor (C): undefined allowed when `optional`.
+Tensor per_channel(const Tensor& t, const Tensor& x, int64_t channels, bool optional,
+                   const char* op, const char* what) {
+  if (!t.defined()) {
+    ECH_CHECK(optional, op, ": ", what, " is undefined");
+    return t;
+  }
+  check_float_like(t, x, op, what);
+  check_shape(t, {channels}, op, what);
+  return t.contiguous();
+}
+
+}  // namespace
+
+BatchNormOutput batch_norm_train(const Tensor& x_in, const Tensor& gamma_in, const Tensor& beta_in,
+                                 Tensor& running_mean, Tensor& running_var, double momentum,
+                                 double eps) {
+  const char* op = "batch_norm_train";
+  const NormArgs a = norm_args(x_in, op);
+  ECH_CHECK(a.n * a.spatial > 1, op,
+            ": expected more than 1 value per channel when training, got input shape ",
+            x_in.shape());
+  ECH_CHECK(eps > 0 && momentum >= 0 && momentum <= 1, op,
+            ": need eps > 0 and momentum in [0, 1], got eps ", eps, ", momentum ", momentum);
+  const Tensor x = x_in.contiguous();
+  const Tensor gamma = per_channel(gamma_in, x, a.c, true, op, "gamma");
+  const Tensor beta = per_channel(beta_in, x, a.c, true, op, "beta");
+  ECH_CHECK(running_mean.defined() == running_var.defined(), op,
+            ": running_mean and running_var must be both defined or both undefined");
+  if (running_mean.defined()) {
+    per_channel(running_mean, x, a.c, false, op, "running_mean");
+    per_channel(running_var, x, a.c, false, op, "running_var");
+    ECH_CHECK(running_mean.is_contiguous() && running_var.is_contiguous(), op,
+              ": running statistics are updated in place and must be contiguous");
+  }
+  BatchNormOutput out;
+  out.out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  out.save_mean = Tensor::empty({a.c}, x.dtype(), x.device());
+  out.save_invstd = Tensor::empty({a.c}, x.dtype(), x.device());
+  if (x.is_cuda()) {
+#if ECHELON_WITH_CUDA
+    cuda::DeviceGuard guard(x.device().index);
+    cuda::batch_norm_train_forward(
+        a, x.data<float>(), ptr_or_null<float>(gamma), ptr_or_null<float>(beta),
+        running_mean.defined() ? running_mean.data<float>() : nullptr,
+        running_var.defined() ? running_var.data<float>() : nullptr, momentum, eps,
+        out.out.data<float>(), out.save_mean.data<float>(), out.save_invstd.data<float>(),
+        stream_of(x));
+#else
+    fail_not_cuda_build(op);
+#endif
+  } else {
+    ECH_DISPATCH_FLOATING(x.dtype(), op, {
+      cpu::batch_norm_train_forward(
+          a, x.data<scalar_t>(), ptr_or_null<scalar_t>(gamma), ptr_or_null<scalar_t>(beta),
+          running_mean.defined() ? running_mean.data<scalar_t>() : nullptr,
+          running_var.defined() ? running_var.data<scalar_t>() : nullptr, momentum, eps,
+          out.out.data<scalar_t>(), out.save_mean.data<scalar_t>(),
+          out.save_invstd.data<scalar_t>());
+    });
+  }
+  if (running_mean.defined()) {
+    running_mean.bump_version();
+    running_var.bump_version();
+  }
+  return out;
+}
+
+Tensor batch_norm_eval(const Tensor& x_in, const Tensor& gamma_in, const Tensor& beta_in,
+                       const Tensor& running_mean_in, const Tensor& running_var_in, double eps) {
+  const char* op = "batch_norm_eval";
+  const NormArgs a = norm_args(x_in, op);
+  ECH_CHECK(eps > 0, op, ": need eps > 0, got ", eps);
+  const Tensor x = x_in.contiguous();
+  const Tensor gamma = per_channel(gamma_in, x, a.c, true, op, "gamma");
+  const Tensor beta = per_channel(beta_in, x, a.c, true, op, "beta");
+  const Tensor running_mean = per_channel(running_mean_in, x, a.c, false, op, "running_mean");
+  const Tensor running_var = per_channel(running_var_in, x, a.c, false, op, "running_var");
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (y.numel() == 0) return y;
+  if (x.is_cuda()) {
+#if ECHELON_WITH_CUDA
+    cuda::DeviceGuard guard(x.device().index);
+    cuda::batch_norm_eval_forward(a, x.data<float>(), ptr_or_null<float>(gamma),
+                                  ptr_or_null<float>(beta), running_mean.data<float>(),
+                                  running_var.data<float>(), eps, y.data<float>(), stream_of(x));
+    return y;
+#else
+    fail_not_cuda_build(op);
+#endif
+  }
+  ECH_DISPATCH_FLOATING(x.dtype(), op, {
+    cpu::batch_norm_eval_forward(a, x.data<scalar_t>(), ptr_or_null<scalar_t>(gamma),
+                                 ptr_or_null<scalar_t>(beta), running_mean.data<scalar_t>(),
+                                 running_var.data<scalar_t>(), eps, y.data<scalar_t>());
+  });
+  return y;
+}
+
+BatchNormGrads batch_norm_backward(const Tensor& grad_out_in, const Tensor& x_in,
+                                   const Tensor& gamma_in, const Tensor& save_mean_in,
+                                   const Tensor& save_invstd_in) {
+  const char* op = "batch_norm_backward";
+  const NormArgs a = norm_args(x_in, op);
+  check_float_like(grad_out_in, x_in, op, "grad_out");
+  check_shape(grad_out_in, x_in.shape(), op, "grad_out");
+  const Tensor x = x_in.contiguous(), grad_out = grad_out_in.contiguous();
+  const Tensor gamma = per_channel(gamma_in, x, a.c, true, op, "gamma");
+  const Tensor save_mean = per_channel(save_mean_in, x, a.c, false, op, "save_mean");
+  const Tensor save_invstd = per_channel(save_invstd_in, x, a.c, false, op, "save_invstd");
+  BatchNormGrads grads;
+  grads.input = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (gamma.defined()) {
+    grads.gamma = Tensor::empty({a.c}, x.dtype(), x.device());
+    grads.beta = Tensor::empty({a.c}, x.dtype(), x.device());
+  }
+  if (x.is_cuda()) {
+#if ECHELON_WITH_CUDA
+    cuda::DeviceGuard guard(x.device().index);
+    cuda::batch_norm_backward(a, grad_out.data<float>(), x.data<float>(), ptr_or_null<float>(gamma),
+                              save_mean.data<float>(), save_invstd.data<float>(),
+                              grads.input.data<float>(), ptr_or_null<float>(grads.gamma),
+                              ptr_or_null<float>(grads.beta), stream_of(x));
+    return grads;
+#else
+    fail_not_cuda_build(op);
+#endif
+  }
+  ECH_DISPATCH_FLOATING(x.dtype(), op, {
+    cpu::batch_norm_backward(a, grad_out.data<scalar_t>(), x.data<scalar_t>(),
+                             ptr_or_null<scalar_t>(gamma), save_mean.data<scalar_t>(),
+                             save_invstd.data<scalar_t>(), grads.input.data<scalar_t>(),
+                             grads.gamma.defined() ? grads.gamma.data<scalar_t>() : nullptr,
+                             grads.beta.defined() ? grads.beta.data<scalar_t>() : nullptr);
+  });
+  return grads;
+}
+
+Tensor lrn(const Tensor& x_in, int64_t size, double alpha, double beta, double k, Tensor* scale) {
+  const char* op = "lrn";
+  const NormArgs a = norm_args(x_in, op);
+  ECH_CHECK(size >= 1, op, ": size must be positive, got ", size);
+  ECH_CHECK(k > 0 && alpha >= 0, op, ": need k > 0 and alpha >= 0, got k ", k, ", alpha ", alpha);
+  const Tensor x = x_in.contiguous();
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor sc = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (scale) *scale = sc;
+  if (y.numel() == 0) return y;
+  if (x.is_cuda()) {
+#if ECHELON_WITH_CUDA
+    cuda::DeviceGuard guard(x.device().index);
+    cuda::lrn_forward(a, size, alpha, beta, k, x.data<float>(), y.data<float>(), sc.data<float>(),
+                      stream_of(x));
+    return y;
+#else
+    fail_not_cuda_build(op);
+#endif
+  }
+  ECH_DISPATCH_FLOATING(x.dtype(), op, {
+    cpu::lrn_forward(a, size, alpha, beta, k, x.data<scalar_t>(), y.data<scalar_t>(),
+                     sc.data<scalar_t>());
+  });
+  return y;
+}
+
+Tensor lrn_backward(const Tensor& grad_out_in, const Tensor& x_in, const Tensor& y_in,
+                    const Tensor& scale_in, int64_t size, double alpha, double beta, double k) {
+  const char* op = "lrn_backward";
+  const NormArgs a = norm_args(x_in, op);
+  ECH_CHECK(size >= 1, op, ": size must be positive, got ", size);
+  for (const Tensor* t : {&grad_out_in, &y_in, &scale_in}) {
+    check_float_like(*t, x_in, op, "grad_out/y/scale");
+    check_shape(*t, x_in.shape(), op, "grad_out/y/scale");
+  }
+  const Tensor x = x_in.contiguous(), grad_out = grad_out_in.contiguous(), y = y_in.contiguous(),
+               scale = scale_in.contiguous();
+  Tensor grad_in = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (grad_in.numel() == 0) return grad_in;
+  if (x.is_cuda()) {
+#if ECHELON_WITH_CUDA
+    cuda::DeviceGuard guard(x.device().index);
+    cuda::lrn_backward(a, size, alpha, beta, grad_out.data<float>(), x.data<float>(),
+                       y.data<float>(), scale.data<float>(), grad_in.data<float>(), stream_of(x));
+    return grad_in;
+#else
+    fail_not_cuda_build(op);
+#endif
+  }
+  ECH_DISPATCH_FLOATING(x.dtype(), op, {
+    cpu::lrn_backward(a, size, alpha, beta, grad_out.data<scalar_t>(), x.data<scalar_t>(),
+                      y.data<scalar_t>(), scale.data<scalar_t>(), grad_in.data<scalar_t>());
+  });
+  return grad_in;
+}
+
+Tensor dropout_mask(const Shape& shape, double p, Generator& gen, Device device) {
+  const char* op = "dropout_mask";
+  ECH_CHECK(p >= 0.0 && p <= 1.0, op, ": probability must be in [0, 1], got ", p);
+  Tensor mask = Tensor::empty(shape, kFloat32, device);
+  const int64_t count = mask.numel();
+  const PhiloxState state = gen.reserve(static_cast<uint64_t>(count));
+  if (count == 0) return mask;
+  if (device.is_cuda()) {
+#if ECHELON_WITH_CUDA
+    cuda::DeviceGuard guard(device.index);
+    cuda::dropout_mask(count, p, state, mask.data<float>(), stream_of(mask));
+    return mask;
+#else
+    fail_not_cuda_build(op);
+#endif
+  }
+  cpu::dropout_mask(count, p, state, mask.data<float>());
+  return mask;
+}
+
+// ---- loss -------------------------------------------------------------------------------------
+
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, Tensor* log_probs_out) {
+  const char* op = "cross_entropy";
+  check_float_like(logits_in, logits_in, op, "logits");
+  check_defined(target_in, op, "target");
+  ECH_CHECK(logits_in.dim() == 2, op, ": logits must be (N, classes), got shape ",
+            logits_in.shape());
+  const int64_t n = logits_in.size(0), classes = logits_in.size(1);
+  ECH_CHECK(n > 0 && classes > 0, op, ": logits ", logits_in.shape(), " must be non-empty");
+  ECH_CHECK(target_in.dtype() == kInt64 && target_in.device() == logits_in.device(), op,
+            ": target must be int64 on ", logits_in.device(), ", got ", target_in.describe());
+  check_shape(target_in, {n}, op, "target");
+  const Tensor logits = logits_in.contiguous(), target = target_in.contiguous();
+  Tensor log_probs = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
+  Tensor loss = Tensor::empty({}, logits.dtype(), logits.device());
+  int64_t bad_row = -1;
+  if (logits.is_cuda()) {
+#if ECHELON_WITH_CUDA
+    cuda::DeviceGuard guard(logits.device().index);
+    bad_row = cuda::cross_entropy_forward(n, classes, logits.data<float>(), target.data<int64_t>(),
+                                          log_probs.data<float>(), loss.data<float>(),
+                                          logits.device().index, stream_of(logits));
+#else
+    fail_not_cuda_build(op);
+#endif
+  } else {
+    ECH_DISPATCH_FLOATING(logits.dtype(), op, {
+      bad_row =
+          cpu::cross_entropy_forward(n, classes, logits.data<scalar_t>(), target.data<int64_t>(),
+                                     log_probs.data<scalar_t>(), loss.data<scalar_t>());
+    });
+  }
+  if (bad_row >= 0) {
+    const int64_t value = target.select(0, bad_row).item<int64_t>();
+    ECH_FAIL(op, ": target[", bad_row, "] = ", value, " is not a class index in [0, ", classes,
+             ") (logits ", logits.shape(), ")");
+  }
+  if (log_probs_out) *log_probs_out = log_probs;
+  return loss;
+}
+
+Tensor cross_entropy_backward(const Tensor& grad_loss_in, const Tensor& log_probs_in,
+                              const Tensor& target_in) {
+  const char* op = "cross_entropy_backward";
+  check_float_like(log_probs_in, log_probs_in, op, "log_probs");
+  check_float_like(grad_loss_in, log_probs_in, op, "grad_loss");
+  ECH_CHECK(grad_loss_in.numel() == 1, op, ": grad_loss must hold one value, got shape ",
+            grad_loss_in.shape());
+  ECH_CHECK(log_probs_in.dim() == 2, op, ": log_probs must be (N, classes), got shape ",
+            log_probs_in.shape());
+  const int64_t n = log_probs_in.size(0), classes = log_probs_in.size(1);
+  check_defined(target_in, op, "target");
+  ECH_CHECK(target_in.dtype() == kInt64 && target_in.device() == log_probs_in.device(), op,
+            ": target must be int64 on ", log_probs_in.device(), ", got ", target_in.describe());
+  check_shape(target_in, {n}, op, "target");
+  const Tensor grad_loss = grad_loss_in.contiguous(), log_probs = log_probs_in.contiguous(),
+               target = target_in.contiguous();
+  Tensor grad = Tensor::empty(log_probs.shape(), log_probs.dtype(), log_probs.device());
+  if (grad.numel() == 0) return grad;
+  if (log_probs.is_cuda()) {
+#if ECHELON_WITH_CUDA
+    cuda::DeviceGuard guard(log_probs.device().index);
+    cuda::cross_entropy_backward(n, classes, grad_loss.data<float>(), log_probs.data<float>(),
+                                 target.data<int64_t>(), grad.data<float>(), stream_of(log_probs));
+    return grad;
+#else
+    fail_not_cuda_build(op);
+#endif
+  }
+  ECH_DISPATCH_FLOATING(log_probs.dtype(), op, {
+    cpu::cross_entropy_backward(n, classes, grad_loss.data<scalar_t>(), log_probs.data<scalar_t>(),
+                                target.data<int64_t>(), grad.data<scalar_t>());
+  });
+  return grad;
+}
+
+// ---- optim ------------------------------------------------------------------------------------
+
+void sgd_step_(Tensor& param, const Tensor& grad_in, Tensor& momentum_buf, double lr,
+               double momentum, double dampening, double weight_decay, bool nesterov,
+               bool first_step) {
+  const char* op = "sgd_step_";
+  check_float_like(param, param, op, "param");
+  check_float_like(grad_in, param, op, "grad");
+  check_shape(grad_in, param.shape(), op, "grad");
+  ECH_CHECK(param.is_contiguous(), op, ": param ", param.describe(),
+            " is updated in place and must be contiguous");
+  ECH_CHECK(lr >= 0 && momentum >= 0 && weight_decay >= 0, op,
+            ": lr, momentum and weight_decay must be non-negative, got lr ", lr, ", momentum ",
+            momentum, ", weight_decay ", weight_decay);
+  ECH_CHECK(!nesterov || (momentum > 0 && dampening == 0), op,
+            ": Nesterov momentum requires momentum > 0 and dampening 0");
+  if (momentum != 0) {
+    check_float_like(momentum_buf, param, op, "momentum_buf");
+    check_shape(momentum_buf, param.shape(), op, "momentum_buf");
+    ECH_CHECK(momentum_buf.is_contiguous(), op, ": momentum_buf must be contiguous");
+  }
+  const Tensor grad = grad_in.contiguous();
+  SgdArgs a;
+  a.lr = lr;
+  a.momentum = momentum;
+  a.dampening = dampening;
+  a.weight_decay = weight_decay;
+  a.nesterov = nesterov;
+  a.first_step = first_step;
+  const int64_t count = param.numel();
+  if (count > 0) {
+    if (param.is_cuda()) {
+#if ECHELON_WITH_CUDA
+      cuda::DeviceGuard guard(param.device().index);
+      cuda::sgd_step(count, a, param.data<float>(), grad.data<float>(),
+                     momentum != 0 ? momentum_buf.data<float>() : nullptr, stream_of(param));
+#else
+      fail_not_cuda_build(op);
+#endif
+    } else {
+      ECH_DISPATCH_FLOATING(param.dtype(), op, {
+        cpu::sgd_step(count, a, param.data<scalar_t>(), grad.data<scalar_t>(),
+                      momentum != 0 ? momentum_buf.data<scalar_t>() : nullptr);
+      });
+    }
+  }
+  param.bump_version();
+  if (momentum != 0) momentum_buf.bump_version();
+}
+
+}  // namespace echelon::ops
