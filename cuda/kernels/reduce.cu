@@ -1,0 +1,290 @@
+// Reductions (sum/mean/max/min, argmax) and the softmax family.
+//
+// Why two reduce kernels: the dispatch layer hands us an (outer, inner) problem. A long row
+// (inner > 32) gets a whole block so that one output still uses the memory bandwidth of 256
+// threads; short rows get one thread each, so that e.g. a (1e6, 3) reduction does not launch a
+// million mostly idle blocks. Accumulation is in float with a tree at the end, so the result
+// differs from the CPU twin's double accumulation by rounding only.
+// Why a warp per softmax row: rows are class scores (tens to thousands of entries); a warp's
+// shuffles give the max and the sum without shared memory or block barriers.
+#include "cuda/kernels/reduce.h"
+
+#include <cstdint>
+
+#include "cuda/launch.h"
+
+namespace echelon::cuda {
+namespace {
+
+// ---- kernels -----------------------------------------------------------------------------------
+
+constexpr int kWarp = 32;
+constexpr int kRowBlock = 256;
+constexpr int kThreadPerRowLimit = 32;  // inner at or below this: one thread per row
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr unsigned kMaxGrid = 65535u * 8;
+
+__device__ __forceinline__ float reduce_identity(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Max:
+      return -INFINITY;
+    case ReduceOp::Min:
+      return INFINITY;
+    default:
+      return 0.0f;
+  }
+}
+
+// Max/Min propagate NaN, as the CPU twin does.
+__device__ __forceinline__ float combine(ReduceOp op, float acc, float v) {
+  switch (op) {
+    case ReduceOp::Max:
+      return (v > acc || isnan(v)) && !isnan(acc) ? v : acc;
+    case ReduceOp::Min:
+      return (v < acc || isnan(v)) && !isnan(acc) ? v : acc;
+    default:
+      return acc + v;
+  }
+}
+
+__device__ __forceinline__ float warp_combine(ReduceOp op, float v) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2)
+    v = combine(op, v, __shfl_down_sync(kFullMask, v, offset));
+  return v;
+}
+
+// The block's combined value, valid in thread 0. blockDim.x == kRowBlock.
+__device__ float block_combine(ReduceOp op, float v) {
+  __shared__ float partial[kRowBlock / kWarp];
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  v = warp_combine(op, v);
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  v = threadIdx.x < kRowBlock / kWarp ? partial[threadIdx.x] : reduce_identity(op);
+  if (warp == 0) v = warp_combine(op, v);
+  __syncthreads();  // partial[] is reused by the next row
+  return v;
+}
+
+__device__ __forceinline__ float finish(ReduceOp op, float acc, int64_t inner) {
+  return op == ReduceOp::Mean ? acc / static_cast<float>(inner) : acc;
+}
+
+template <typename T>
+__global__ void reduce_row_per_block_kernel(ReduceOp op, const T* x, StridedIndexer x_ix, T* out,
+                                            int64_t outer, int64_t inner) {
+  for (int64_t o = blockIdx.x; o < outer; o += gridDim.x) {
+    float acc = reduce_identity(op);
+    for (int64_t r = threadIdx.x; r < inner; r += blockDim.x)
+      acc = combine(op, acc, x[strided_offset(x_ix, o * inner + r)]);
+    acc = block_combine(op, acc);
+    if (threadIdx.x == 0) out[o] = finish(op, acc, inner);
+  }
+}
+
+template <typename T>
+__global__ void reduce_row_per_thread_kernel(ReduceOp op, const T* x, StridedIndexer x_ix, T* out,
+                                             int64_t outer, int64_t inner) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t o = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < outer;
+       o += step) {
+    float acc = reduce_identity(op);
+    for (int64_t r = 0; r < inner; ++r)
+      acc = combine(op, acc, x[strided_offset(x_ix, o * inner + r)]);
+    out[o] = finish(op, acc, inner);
+  }
+}
+
+// Argmax candidate; the first index wins ties and NaN counts as largest.
+struct ArgBest {
+  float value;
+  int64_t index;
+};
+
+__device__ __forceinline__ ArgBest better(ArgBest a, ArgBest b) {
+  const bool a_nan = isnan(a.value), b_nan = isnan(b.value);
+  if (a_nan != b_nan) return a_nan ? a : b;
+  if (a_nan || a.value == b.value) return a.index <= b.index ? a : b;
+  return a.value > b.value ? a : b;
+}
+
+template <typename T>
+__global__ void argmax_kernel(const T* x, StridedIndexer x_ix, int64_t* out, int64_t outer,
+                              int64_t inner) {
+  __shared__ ArgBest partial[kRowBlock / kWarp];
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  for (int64_t o = blockIdx.x; o < outer; o += gridDim.x) {
+    // INT64_MAX: an idle thread's candidate loses every tie against a real element.
+    ArgBest best{-INFINITY, INT64_MAX};
+    for (int64_t r = threadIdx.x; r < inner; r += blockDim.x)
+      best = better(best, ArgBest{x[strided_offset(x_ix, o * inner + r)], r});
+    for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+      const ArgBest other{__shfl_down_sync(kFullMask, best.value, offset),
+                          __shfl_down_sync(kFullMask, best.index, offset)};
+      best = better(best, other);
+    }
+    if (lane == 0) partial[warp] = best;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      for (int w = 1; w < kRowBlock / kWarp; ++w) best = better(best, partial[w]);
+      out[o] = best.index;
+    }
+    __syncthreads();
+  }
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2)
+    v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
+  return v;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(kFullMask, v, offset);
+  return v;
+}
+
+enum class SoftmaxKind { Softmax, LogSoftmax };
+
+// One warp per (outer, inner) row; element d of the row is at base + d * inner.
+template <typename T, SoftmaxKind kind>
+__global__ void softmax_forward_kernel(const T* x, T* y, int64_t outer, int64_t dim_size,
+                                       int64_t inner) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t rows = outer * inner;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / kWarp);
+  for (int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp;
+       row < rows; row += warps) {
+    const int64_t base = (row / inner) * dim_size * inner + row % inner;
+    float max_value = -INFINITY;
+    for (int64_t d = lane; d < dim_size; d += kWarp)
+      max_value = fmaxf(max_value, x[base + d * inner]);
+    max_value = warp_max(max_value);
+    float sum = 0.0f;
+    for (int64_t d = lane; d < dim_size; d += kWarp) sum += expf(x[base + d * inner] - max_value);
+    sum = warp_sum(sum);
+    const float log_sum = logf(sum);
+    for (int64_t d = lane; d < dim_size; d += kWarp) {
+      const float shifted = x[base + d * inner] - max_value;
+      y[base + d * inner] = kind == SoftmaxKind::Softmax ? expf(shifted) / sum : shifted - log_sum;
+    }
+  }
+}
+
+template <typename T, SoftmaxKind kind>
+__global__ void softmax_backward_kernel(const T* grad_out, const T* y, T* grad_in, int64_t outer,
+                                        int64_t dim_size, int64_t inner) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t rows = outer * inner;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / kWarp);
+  for (int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp;
+       row < rows; row += warps) {
+    const int64_t base = (row / inner) * dim_size * inner + row % inner;
+    // Softmax: sum(g * y); log-softmax: sum(g).
+    float total = 0.0f;
+    for (int64_t d = lane; d < dim_size; d += kWarp) {
+      const int64_t i = base + d * inner;
+      total += kind == SoftmaxKind::Softmax ? grad_out[i] * y[i] : grad_out[i];
+    }
+    total = warp_sum(total);
+    for (int64_t d = lane; d < dim_size; d += kWarp) {
+      const int64_t i = base + d * inner;
+      grad_in[i] = kind == SoftmaxKind::Softmax ? y[i] * (grad_out[i] - total)
+                                                : grad_out[i] - expf(y[i]) * total;
+    }
+  }
+}
+
+unsigned grid_for_rows(int64_t rows, int64_t rows_per_block) {
+  const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > kMaxGrid ? kMaxGrid : blocks));
+}
+
+template <typename T, SoftmaxKind kind>
+void launch_softmax_forward(const char* op, const T* x, T* y, int64_t outer, int64_t dim_size,
+                            int64_t inner, cudaStream_t stream) {
+  if (outer * inner == 0 || dim_size == 0) return;
+  softmax_forward_kernel<T, kind>
+      <<<grid_for_rows(outer * inner, kRowBlock / kWarp), kRowBlock, 0, stream>>>(x, y, outer,
+                                                                                  dim_size, inner);
+  ECH_CUDA_CHECK_LAUNCH(op);
+}
+
+template <typename T, SoftmaxKind kind>
+void launch_softmax_backward(const char* op, const T* grad_out, const T* y, T* grad_in,
+                             int64_t outer, int64_t dim_size, int64_t inner, cudaStream_t stream) {
+  if (outer * inner == 0 || dim_size == 0) return;
+  softmax_backward_kernel<T, kind>
+      <<<grid_for_rows(outer * inner, kRowBlock / kWarp), kRowBlock, 0, stream>>>(
+          grad_out, y, grad_in, outer, dim_size, inner);
+  ECH_CUDA_CHECK_LAUNCH(op);
+}
+
+}  // namespace
+
+// ---- launchers ---------------------------------------------------------------------------------
+
+template <typename T>
+void reduce(ReduceOp op, const T* x, StridedIndexer x_ix, T* out, int64_t outer, int64_t inner,
+            cudaStream_t stream) {
+  if (outer <= 0) return;
+  ECH_CHECK(inner >= 1, "reduce: cannot reduce an empty dimension (", outer, " rows of ", inner,
+            " elements)");
+  if (inner <= kThreadPerRowLimit) {
+    reduce_row_per_thread_kernel<T>
+        <<<grid_for_rows(outer, kRowBlock), kRowBlock, 0, stream>>>(op, x, x_ix, out, outer, inner);
+  } else {
+    reduce_row_per_block_kernel<T>
+        <<<grid_for_rows(outer, 1), kRowBlock, 0, stream>>>(op, x, x_ix, out, outer, inner);
+  }
+  ECH_CUDA_CHECK_LAUNCH("reduce");
+}
+
+template <typename T>
+void argmax(const T* x, StridedIndexer x_ix, int64_t* out, int64_t outer, int64_t inner,
+            cudaStream_t stream) {
+  if (outer <= 0) return;
+  ECH_CHECK(inner >= 1, "argmax: cannot take the argmax of an empty dimension (", outer,
+            " rows of ", inner, " elements)");
+  argmax_kernel<T><<<grid_for_rows(outer, 1), kRowBlock, 0, stream>>>(x, x_ix, out, outer, inner);
+  ECH_CUDA_CHECK_LAUNCH("argmax");
+}
+
+template <typename T>
+void softmax(const T* x, T* y, int64_t outer, int64_t dim_size, int64_t inner,
+             cudaStream_t stream) {
+  launch_softmax_forward<T, SoftmaxKind::Softmax>("softmax", x, y, outer, dim_size, inner, stream);
+}
+
+template <typename T>
+void log_softmax(const T* x, T* y, int64_t outer, int64_t dim_size, int64_t inner,
+                 cudaStream_t stream) {
+  launch_softmax_forward<T, SoftmaxKind::LogSoftmax>("log_softmax", x, y, outer, dim_size, inner,
+                                                     stream);
+}
+
+template <typename T>
+void softmax_backward(const T* grad_out, const T* y, T* grad_in, int64_t outer, int64_t dim_size,
+                      int64_t inner, cudaStream_t stream) {
+  launch_softmax_backward<T, SoftmaxKind::Softmax>("softmax_backward", grad_out, y, grad_in, outer,
+                                                   dim_size, inner, stream);
+}
+
+template <typename T>
+void log_softmax_backward(const T* grad_out, const T* y, T* grad_in, int64_t outer,
+                          int64_t dim_size, int64_t inner, cudaStream_t stream) {
+  launch_softmax_backward<T, SoftmaxKind::LogSoftmax>("log_softmax_backward", grad_out, y, grad_in,
+                                                      outer, dim_size, inner, stream);
+}
+
+template void reduce<float>(ReduceOp, const float*, StridedIndexer, float*, int64_t, int64_t,
+                            cudaStream_t);
+template void argmax<float>(const float*, StridedIndexer, int64_t*, int64_t, int64_t, cudaStream_t);
+template void softmax<float>(const float*, float*, int64_t, int64_t, int64_t, cudaStream_t);
+template void log_softmax<float>(const float*, float*, int64_t, int64_t, int64_t, cudaStream_t);
+template void softmax_backward<float>(const float*, const float*, float*, int64_t, int64_t, int64_t,
+                                      cudaStream_t);
+template void log_softmax_backward<float>(const float*, const float*, float*, int64_t, int64_t,
+                                          int64_t, cudaStream_t);
+
+}  // namespace echelon::cuda

@@ -1,0 +1,107 @@
+// Indexing kernels: index_select, gather, one_hot and the index range check.
+//
+// One thread per OUTPUT element in every kernel: each output is written exactly once (no
+// atomics, no races) and consecutive threads write consecutive addresses. Index values are
+// validated by the dispatch layer with count_out_of_range before these run, so the kernels
+// assume 0 <= index < size.
+#include "cuda/kernels/shape.h"
+
+#include <cstdint>
+
+#include "cuda/launch.h"
+
+namespace echelon::cuda {
+namespace {
+
+// ---- kernels -----------------------------------------------------------------------------------
+
+__device__ __forceinline__ int64_t grid_start() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ int64_t grid_step() {
+  return static_cast<int64_t>(gridDim.x) * blockDim.x;
+}
+
+// out (outer, num_index, inner) = x (outer, dim_size, inner)[:, index[k], :].
+template <typename T>
+__global__ void index_select_kernel(const T* x, const int64_t* index, T* out, int64_t dim_size,
+                                    int64_t inner, int64_t num_index, int64_t total) {
+  for (int64_t i = grid_start(); i < total; i += grid_step()) {
+    const int64_t in = i % inner;
+    const int64_t k = (i / inner) % num_index;
+    const int64_t o = i / (inner * num_index);
+    out[i] = x[(o * dim_size + index[k]) * inner + in];
+  }
+}
+
+// out[o, k, i] = x[o, index[o, k, i], i].
+template <typename T>
+__global__ void gather_kernel(const T* x, const int64_t* index, T* out, int64_t dim_size,
+                              int64_t inner, int64_t index_size, int64_t total) {
+  for (int64_t i = grid_start(); i < total; i += grid_step()) {
+    const int64_t in = i % inner;
+    const int64_t o = i / (inner * index_size);
+    out[i] = x[(o * dim_size + index[i]) * inner + in];
+  }
+}
+
+template <typename T>
+__global__ void one_hot_kernel(const int64_t* labels, T* out, int64_t num_classes, int64_t total) {
+  for (int64_t i = grid_start(); i < total; i += grid_step())
+    out[i] = labels[i / num_classes] == i % num_classes ? T(1) : T(0);
+}
+
+__global__ void count_out_of_range_kernel(const int64_t* index, int64_t n, int64_t size,
+                                          unsigned long long* count, int64_t* first_bad) {
+  for (int64_t i = grid_start(); i < n; i += grid_step()) {
+    const int64_t value = index[i];
+    if (value < 0 || value >= size) {
+      atomicAdd(count, 1ull);
+      *first_bad = value;  // racing aligned 64-bit stores: one of the bad values survives
+    }
+  }
+}
+
+}  // namespace
+
+// ---- launchers ---------------------------------------------------------------------------------
+
+template <typename T>
+void index_select(const T* x, const int64_t* index, T* out, int64_t outer, int64_t dim_size,
+                  int64_t inner, int64_t num_index, cudaStream_t stream) {
+  const int64_t total = outer * num_index * inner;
+  launch_1d("index_select", total, stream, index_select_kernel<T>, x, index, out, dim_size, inner,
+            num_index, total);
+}
+
+template <typename T>
+void gather(const T* x, const int64_t* index, T* out, int64_t outer, int64_t dim_size,
+            int64_t inner, int64_t index_size, cudaStream_t stream) {
+  const int64_t total = outer * index_size * inner;
+  launch_1d("gather", total, stream, gather_kernel<T>, x, index, out, dim_size, inner, index_size,
+            total);
+}
+
+template <typename T>
+void one_hot(const int64_t* labels, T* out, int64_t n, int64_t num_classes, cudaStream_t stream) {
+  const int64_t total = n * num_classes;
+  launch_1d("one_hot", total, stream, one_hot_kernel<T>, labels, out, num_classes, total);
+}
+
+void count_out_of_range(const int64_t* index, int64_t n, int64_t size, int64_t* count,
+                        int64_t* first_bad, cudaStream_t stream) {
+  static_assert(sizeof(int64_t) == sizeof(unsigned long long));
+  ECH_CUDA_CHECK(cudaMemsetAsync(count, 0, sizeof(int64_t), stream));
+  launch_1d("count_out_of_range", n, stream, count_out_of_range_kernel, index, n, size,
+            reinterpret_cast<unsigned long long*>(count), first_bad);
+}
+
+template void index_select<float>(const float*, const int64_t*, float*, int64_t, int64_t, int64_t,
+                                  int64_t, cudaStream_t);
+template void index_select<int64_t>(const int64_t*, const int64_t*, int64_t*, int64_t, int64_t,
+                                    int64_t, int64_t, cudaStream_t);
+template void gather<float>(const float*, const int64_t*, float*, int64_t, int64_t, int64_t,
+                            int64_t, cudaStream_t);
+template void one_hot<float>(const int64_t*, float*, int64_t, int64_t, cudaStream_t);
+
+}  // namespace echelon::cuda
