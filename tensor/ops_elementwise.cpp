@@ -1,0 +1,346 @@
+// Dispatch for the elementwise family: checks, then the CPU twin (tensor/cpu/elementwise.h) or
+// the CUDA launcher (cuda/kernels/elementwise.h) on the device's current stream.
+#include "tensor/cpu/elementwise.h"
+#include "tensor/ops.h"
+#include "tensor/ops_common.h"
+
+#if ECHELON_WITH_CUDA
+#include "cuda/kernels/elementwise.h"
+#endif
+
+namespace echelon::ops {
+using detail::broadcast_indexer;
+using detail::indexer_of;
+
+Tensor unary(UnaryOp op, const Tensor& x) {
+  detail::check_defined(name(op), x);
+  detail::check_floating(name(op), x);
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+#if ECHELON_WITH_CUDA
+  if (x.is_cuda()) {
+    detail::check_cuda_float(name(op), x);
+    cuda::DeviceGuard guard(x.device().index);
+    cuda::unary<float>(op, x.data<float>(), indexer_of(x), y.data<float>(), x.numel(),
+                       cuda::current_stream(x.device().index));
+    return y;
+  }
+#endif
+  ECH_DISPATCH_FLOATING(
+      x.dtype(), name(op),
+      cpu::unary<scalar_t>(op, x.data<scalar_t>(), indexer_of(x), y.data<scalar_t>(), x.numel()));
+  return y;
+}
+
+Tensor neg(const Tensor& x) {
+  return unary(UnaryOp::Neg, x);
+}
+Tensor abs(const Tensor& x) {
+  return unary(UnaryOp::Abs, x);
+}
+Tensor exp(const Tensor& x) {
+  return unary(UnaryOp::Exp, x);
+}
+Tensor log(const Tensor& x) {
+  return unary(UnaryOp::Log, x);
+}
+Tensor sqrt(const Tensor& x) {
+  return unary(UnaryOp::Sqrt, x);
+}
+Tensor relu(const Tensor& x) {
+  return unary(UnaryOp::Relu, x);
+}
+Tensor tanh(const Tensor& x) {
+  return unary(UnaryOp::Tanh, x);
+}
+Tensor sigmoid(const Tensor& x) {
+  return unary(UnaryOp::Sigmoid, x);
+}
+Tensor square(const Tensor& x) {
+  return unary(UnaryOp::Square, x);
+}
+Tensor reciprocal(const Tensor& x) {
+  return unary(UnaryOp::Reciprocal, x);
+}
+
+Tensor unary_backward(UnaryOp op, const Tensor& grad_out, const Tensor& x, const Tensor& y) {
+  const std::string op_name = std::string(name(op)) + "_backward";
+  const char* opn = op_name.c_str();
+  for (const Tensor* t : {&grad_out, &x, &y}) {
+    detail::check_defined(opn, *t);
+    detail::check_same_shape(opn, grad_out, *t);
+    detail::check_same_dtype(opn, grad_out, *t);
+    detail::check_same_device(opn, grad_out, *t);
+  }
+  detail::check_floating(opn, grad_out);
+  const Tensor g = grad_out.contiguous(), xc = x.contiguous(), yc = y.contiguous();
+  Tensor grad_in = Tensor::empty(x.shape(), x.dtype(), x.device());
+#if ECHELON_WITH_CUDA
+  if (x.is_cuda()) {
+    detail::check_cuda_float(opn, x);
+    cuda::DeviceGuard guard(x.device().index);
+    cuda::unary_backward<float>(op, g.data<float>(), xc.data<float>(), yc.data<float>(),
+                                grad_in.data<float>(), x.numel(),
+                                cuda::current_stream(x.device().index));
+    return grad_in;
+  }
+#endif
+  ECH_DISPATCH_FLOATING(
+      x.dtype(), opn,
+      cpu::unary_backward<scalar_t>(op, g.data<scalar_t>(), xc.data<scalar_t>(),
+                                    yc.data<scalar_t>(), grad_in.data<scalar_t>(), x.numel()));
+  return grad_in;
+}
+
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
+  detail::check_defined(name(op), a, "first input");
+  detail::check_defined(name(op), b, "second input");
+  detail::check_same_dtype(name(op), a, b);
+  detail::check_same_device(name(op), a, b);
+  detail::check_floating(name(op), a);
+  const Shape out_shape = broadcast_shapes(a.shape(), b.shape(), name(op));
+  Tensor out = Tensor::empty(out_shape, a.dtype(), a.device());
+  const StridedIndexer a_ix = broadcast_indexer(a, out_shape),
+                       b_ix = broadcast_indexer(b, out_shape);
+#if ECHELON_WITH_CUDA
+  if (a.is_cuda()) {
+    detail::check_cuda_float(name(op), a);
+    cuda::DeviceGuard guard(a.device().index);
+    cuda::binary<float>(op, a.data<float>(), a_ix, b.data<float>(), b_ix, out.data<float>(),
+                        out.numel(), cuda::current_stream(a.device().index));
+    return out;
+  }
+#endif
+  ECH_DISPATCH_FLOATING(a.dtype(), name(op),
+                        cpu::binary<scalar_t>(op, a.data<scalar_t>(), a_ix, b.data<scalar_t>(),
+                                              b_ix, out.data<scalar_t>(), out.numel()));
+  return out;
+}
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  return binary(BinaryOp::Add, a, b);
+}
+Tensor sub(const Tensor& a, const Tensor& b) {
+  return binary(BinaryOp::Sub, a, b);
+}
+Tensor mul(const Tensor& a, const Tensor& b) {
+  return binary(BinaryOp::Mul, a, b);
+}
+Tensor div(const Tensor& a, const Tensor& b) {
+  return binary(BinaryOp::Div, a, b);
+}
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return binary(BinaryOp::Max, a, b);
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return binary(BinaryOp::Min, a, b);
+}
+Tensor pow(const Tensor& a, const Tensor& b) {
+  return binary(BinaryOp::Pow, a, b);
+}
+
+Tensor binary_scalar(BinaryOp op, const Tensor& a, double s, bool scalar_first) {
+  detail::check_defined(name(op), a);
+  detail::check_floating(name(op), a);
+  Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
+#if ECHELON_WITH_CUDA
+  if (a.is_cuda()) {
+    detail::check_cuda_float(name(op), a);
+    cuda::DeviceGuard guard(a.device().index);
+    cuda::binary_scalar<float>(op, a.data<float>(), indexer_of(a), static_cast<float>(s),
+                               scalar_first, out.data<float>(), a.numel(),
+                               cuda::current_stream(a.device().index));
+    return out;
+  }
+#endif
+  ECH_DISPATCH_FLOATING(
+      a.dtype(), name(op),
+      cpu::binary_scalar<scalar_t>(op, a.data<scalar_t>(), indexer_of(a), static_cast<scalar_t>(s),
+                                   scalar_first, out.data<scalar_t>(), a.numel()));
+  return out;
+}
+
+Tensor add(const Tensor& a, double s) {
+  return binary_scalar(BinaryOp::Add, a, s);
+}
+Tensor mul(const Tensor& a, double s) {
+  return binary_scalar(BinaryOp::Mul, a, s);
+}
+Tensor pow(const Tensor& a, double s) {
+  return binary_scalar(BinaryOp::Pow, a, s);
+}
+
+Tensor eq(const Tensor& a, const Tensor& b) {
+  detail::check_defined("eq", a, "first input");
+  detail::check_defined("eq", b, "second input");
+  detail::check_same_dtype("eq", a, b);
+  detail::check_same_device("eq", a, b);
+  const Shape out_shape = broadcast_shapes(a.shape(), b.shape(), "eq");
+  Tensor out = Tensor::empty(out_shape, kFloat32, a.device());
+  const StridedIndexer a_ix = broadcast_indexer(a, out_shape),
+                       b_ix = broadcast_indexer(b, out_shape);
+#if ECHELON_WITH_CUDA
+  if (a.is_cuda()) {
+    cuda::DeviceGuard guard(a.device().index);
+    cudaStream_t stream = cuda::current_stream(a.device().index);
+    ECH_DISPATCH_CUDA_ALL(a.dtype(), "eq",
+                          cuda::eq<scalar_t>(a.data<scalar_t>(), a_ix, b.data<scalar_t>(), b_ix,
+                                             out.data<float>(), out.numel(), stream));
+    return out;
+  }
+#endif
+  ECH_DISPATCH_ALL(a.dtype(), "eq",
+                   cpu::eq<scalar_t>(a.data<scalar_t>(), a_ix, b.data<scalar_t>(), b_ix,
+                                     out.data<float>(), out.numel()));
+  return out;
+}
+
+void fill_(Tensor& t, double value) {
+  detail::check_defined("fill_", t);
+  const StridedIndexer ix = indexer_of(t);
+  t.bump_version();
+#if ECHELON_WITH_CUDA
+  if (t.is_cuda()) {
+    cuda::DeviceGuard guard(t.device().index);
+    cudaStream_t stream = cuda::current_stream(t.device().index);
+    ECH_DISPATCH_CUDA_ALL(t.dtype(), "fill_",
+                          cuda::fill<scalar_t>(t.data<scalar_t>(), ix, static_cast<scalar_t>(value),
+                                               t.numel(), stream));
+    return;
+  }
+#endif
+  ECH_DISPATCH_ALL(
+      t.dtype(), "fill_",
+      cpu::fill<scalar_t>(t.data<scalar_t>(), ix, static_cast<scalar_t>(value), t.numel()));
+}
+
+Tensor arange(int64_t n, DType dtype, Device device) {
+  ECH_CHECK(n >= 0, "arange: n must be >= 0, got ", n);
+  ECH_CHECK(dtype != kUInt8, "arange: uint8 is not supported (values would wrap)");
+  Tensor out = Tensor::empty({n}, dtype, device);
+#if ECHELON_WITH_CUDA
+  if (device.is_cuda()) {
+    cuda::DeviceGuard guard(device.index);
+    cudaStream_t stream = cuda::current_stream(device.index);
+    ECH_DISPATCH_CUDA_ALL(dtype, "arange", cuda::arange<scalar_t>(out.data<scalar_t>(), n, stream));
+    return out;
+  }
+#endif
+  ECH_DISPATCH_ALL(dtype, "arange", cpu::arange<scalar_t>(out.data<scalar_t>(), n));
+  return out;
+}
+
+Tensor cast(const Tensor& x, DType dtype) {
+  detail::check_defined("cast", x);
+  Tensor out = Tensor::empty(x.shape(), dtype, x.device());
+  copy_(out, x);
+  return out;
+}
+
+namespace {
+// dst[dst_ix(i)] = src[src_ix(i)] with both on one device; double dispatch over the dtypes.
+void copy_same_device(Tensor& dst, const Tensor& src) {
+  const StridedIndexer dst_ix = indexer_of(dst);
+  const StridedIndexer src_ix = broadcast_indexer(src, dst.shape());
+  const int64_t n = dst.numel();
+#if ECHELON_WITH_CUDA
+  if (dst.is_cuda()) {
+    cuda::DeviceGuard guard(dst.device().index);
+    cudaStream_t stream = cuda::current_stream(dst.device().index);
+    ECH_DISPATCH_CUDA_ALL(
+        src.dtype(), "copy_", using src_t = scalar_t; ECH_DISPATCH_CUDA_ALL(
+            dst.dtype(), "copy_",
+            cuda::copy_cast<src_t, scalar_t>(src.data<src_t>(), src_ix, dst.data<scalar_t>(),
+                                             dst_ix, n, stream)));
+    return;
+  }
+#endif
+  ECH_DISPATCH_ALL(src.dtype(), "copy_", using src_t = scalar_t; ECH_DISPATCH_ALL(
+                       dst.dtype(), "copy_",
+                       cpu::copy_cast<src_t, scalar_t>(src.data<src_t>(), src_ix,
+                                                       dst.data<scalar_t>(), dst_ix, n)));
+}
+}  // namespace
+
+void copy_(Tensor& dst, const Tensor& src) {
+  detail::check_defined("copy_", dst, "destination");
+  detail::check_defined("copy_", src, "source");
+  ECH_CHECK(broadcast_shapes(src.shape(), dst.shape(), "copy_") == dst.shape(),
+            "copy_: source shape ", src.shape(), " cannot be broadcast to destination shape ",
+            dst.shape());
+  dst.bump_version();
+  if (src.device() == dst.device()) {
+    copy_same_device(dst, src);
+    return;
+  }
+  // Across devices: move the bytes with the source's dtype, then cast/scatter on dst's device.
+  const Tensor moved = src.contiguous().to(dst.device());
+  copy_same_device(dst, moved);
+}
+
+void axpy_(Tensor& dst, const Tensor& src, double alpha) {
+  detail::check_defined("axpy_", dst, "destination");
+  detail::check_defined("axpy_", src, "source");
+  detail::check_same_shape("axpy_", dst, src);
+  detail::check_same_dtype("axpy_", dst, src);
+  detail::check_same_device("axpy_", dst, src);
+  detail::check_floating("axpy_", dst);
+  ECH_CHECK(dst.is_contiguous(), "axpy_: destination ", dst.describe(), " must be contiguous");
+  const Tensor s = src.contiguous();
+  dst.bump_version();
+#if ECHELON_WITH_CUDA
+  if (dst.is_cuda()) {
+    detail::check_cuda_float("axpy_", dst);
+    cuda::DeviceGuard guard(dst.device().index);
+    cuda::axpy<float>(dst.data<float>(), s.data<float>(), static_cast<float>(alpha), dst.numel(),
+                      cuda::current_stream(dst.device().index));
+    return;
+  }
+#endif
+  ECH_DISPATCH_FLOATING(dst.dtype(), "axpy_",
+                        cpu::axpy<scalar_t>(dst.data<scalar_t>(), s.data<scalar_t>(),
+                                            static_cast<scalar_t>(alpha), dst.numel()));
+}
+
+Tensor clamp(const Tensor& x, double lo, double hi) {
+  detail::check_defined("clamp", x);
+  detail::check_floating("clamp", x);
+  ECH_CHECK(lo <= hi, "clamp: lo ", lo, " is greater than hi ", hi);
+  const Tensor xc = x.contiguous();
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+#if ECHELON_WITH_CUDA
+  if (x.is_cuda()) {
+    detail::check_cuda_float("clamp", x);
+    cuda::DeviceGuard guard(x.device().index);
+    cuda::clamp<float>(xc.data<float>(), y.data<float>(), static_cast<float>(lo),
+                       static_cast<float>(hi), x.numel(), cuda::current_stream(x.device().index));
+    return y;
+  }
+#endif
+  ECH_DISPATCH_FLOATING(
+      x.dtype(), "clamp",
+      cpu::clamp<scalar_t>(xc.data<scalar_t>(), y.data<scalar_t>(), static_cast<scalar_t>(lo),
+                           static_cast<scalar_t>(hi), x.numel()));
+  return y;
+}
+
+bool all_finite(const Tensor& x) {
+  detail::check_defined("all_finite", x);
+  if (!is_floating(x.dtype())) return true;  // integers are always finite
+  const Tensor xc = x.contiguous();
+  Tensor count = Tensor::empty({}, kInt64, x.device());
+#if ECHELON_WITH_CUDA
+  if (x.is_cuda()) {
+    detail::check_cuda_float("all_finite", x);
+    cuda::DeviceGuard guard(x.device().index);
+    cuda::count_nonfinite<float>(xc.data<float>(), x.numel(), count.data<int64_t>(),
+                                 cuda::current_stream(x.device().index));
+    return count.item<int64_t>() == 0;
+  }
+#endif
+  ECH_DISPATCH_FLOATING(
+      x.dtype(), "all_finite",
+      cpu::count_nonfinite<scalar_t>(xc.data<scalar_t>(), x.numel(), count.data<int64_t>()));
+  return count.item<int64_t>() == 0;
+}
+
+}  // namespace echelon::ops
