@@ -1,0 +1,124 @@
+// The training loop behind `echelon train` / `echelon eval`: datasets, the data loader, a
+// StepEngine (parallel/engine.h), the LR schedule, per-epoch evaluation, progress display, and the
+// run folder:
+//   DIR/config.json              the options (resume reads them back)
+//   DIR/metrics.jsonl            one JSON object per logged step and per epoch
+//   DIR/summary.json             final numbers + the loader's echo stats (+ the engine's report)
+//   DIR/checkpoint.safetensors   model (PyTorch names, OIHW), momentum buffers, epoch/step/seed
+//   DIR/report.html              loss and accuracy curves as inline SVG
+//
+// Reproducibility: everything random is a pure function of (seed, epoch): model init from seed,
+// the loader's shuffle/augmentation from (seed, epoch), dropout generators re-seeded at each
+// epoch start. So a run resumed from the checkpoint after epoch k produces exactly the metrics of
+// an uninterrupted run.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "base/json.h"
+#include "data/dataset.h"
+#include "data/transforms.h"
+#include "parallel/engine.h"
+#include "parallel/metrics.h"
+
+namespace echelon::parallel {
+
+struct TrainOptions {
+  std::string model = "lenet5";
+  std::string data = "fashion-mnist";  // fashion-mnist | mnist | cifar10 | synthetic | folder
+  std::string data_dir;                // empty: the dataset's default folder
+  int64_t epochs = 10;
+  int64_t batch_size = 64;
+  double lr = 0.01;
+  double momentum = 0.9;
+  bool nesterov = false;
+  double wd = 0.0;
+  std::string schedule = "constant";  // constant | step | multistep | cosine
+  double warmup_epochs = 0;
+  int64_t step_size = 30;           // schedule=step
+  std::vector<int64_t> milestones;  // schedule=multistep
+  double gamma = 0.1;               // step, multistep
+  std::string device = "auto";      // auto | cpu | cuda | cuda:N
+  std::string conv_impl = "ours";   // ours | cudnn
+  uint64_t seed = 0;
+  int threads = 0;     // BLAS threads; 0 = leave the library default
+  std::string out;     // run folder; empty = no files written
+  std::string resume;  // run folder to continue
+  bool deterministic = false;
+  int64_t limit_train = 0, limit_test = 0;  // 0 = whole split
+  // Data pipeline (data/loader.h).
+  std::string echo = "1";  // E >= 1 or "auto"
+  std::string echo_at = "after-augment";
+  int64_t shuffle_buffer = 0;
+  int workers = 2;
+  // Display and logging.
+  int64_t log_every = 50;  // metrics.jsonl step records (and plain progress lines) every N steps
+  std::string progress = "auto";  // auto | bar | lines | none
+  // Testing aid: stop (as if interrupted) after this many epochs; 0 = run all.
+  int64_t stop_after_epoch = 0;
+
+  json::Value to_json() const;  // keys are the CLI flag names without "--"
+  // Reads back to_json()'s object; missing keys keep defaults; errors name the key.
+  static TrainOptions from_json(const json::Value& v);
+};
+
+// Throws echelon::Error naming the flag and the bad value: "--lr must be > 0 (got -1)".
+void validate(const TrainOptions& options);
+// "auto" -> cuda:0 when a device is usable, else cpu; validates "cuda:N" against the devices.
+Device resolve_device(const std::string& text);
+
+// The datasets a run uses, plus the shape of one example.
+struct DataBundle {
+  std::shared_ptr<data::Dataset> train, test;
+  data::AugmentOptions train_augment, test_augment;
+  int64_t channels = 0, image_size = 0, num_classes = 0;
+  std::string name, dir;
+};
+// Loads (or opens) the dataset named by options.data from options.data_dir (or its default),
+// applying limit_train / limit_test. Missing or corrupt files throw naming the file.
+DataBundle load_data(const TrainOptions& options);
+
+struct EvalResult {
+  double loss = 0, accuracy = 0;
+  int64_t samples = 0;
+};
+// Mean loss and accuracy of `engine.predict` over a whole dataset, in order, batch by batch.
+EvalResult evaluate(StepEngine& engine, std::shared_ptr<const data::Dataset> dataset,
+                    const data::AugmentOptions& augment, int64_t batch_size, int workers,
+                    Device device);
+
+struct TrainResult {
+  std::vector<EpochRecord> epochs;
+  std::vector<double> step_losses;  // every optimizer step's mean batch loss, in order
+  json::Value summary;              // what summary.json holds
+  bool completed = false;           // false when stopped early (stop_after_epoch / interrupt)
+};
+
+// Runs the whole training described by `options` (validated first), writing progress to `out`.
+// `factory` builds the step engine; empty = make_single_device_engine. Failures throw
+// echelon::Error (bad data, non-finite loss naming the step and layer, bad checkpoint, ...).
+TrainResult train(const TrainOptions& options, std::ostream& out,
+                  const EngineFactory& factory = {});
+
+// Options of `echelon eval`.
+struct EvalOptions {
+  std::string checkpoint;
+  std::string data;      // empty: the dataset recorded in the checkpoint
+  std::string data_dir;  // empty: recorded / default
+  std::string device = "auto";
+  int64_t batch_size = 256;
+  int64_t limit_test = 0;
+  int workers = 2;
+};
+// Loads the checkpoint's model and evaluates it on the test split; prints one summary line.
+EvalResult evaluate_checkpoint(const EvalOptions& options, std::ostream& out);
+
+// Asks a running train() to stop after the current step (async-signal-safe: sets a flag). The
+// CLI calls it from its SIGINT handler; train() then returns with completed = false.
+void request_stop();
+
+}  // namespace echelon::parallel

@@ -1,0 +1,157 @@
+#include "parallel/trainer_checkpoint.h"
+
+#include <bit>
+
+#include "base/error.h"
+#include "layers/models/registry.h"
+#include "tensor/safetensors.h"
+
+namespace echelon::parallel {
+
+namespace {
+
+constexpr const char* kOptimizerPrefix = "optimizer.";
+constexpr const char* kTrainerPrefix = "trainer.";
+
+Tensor int64_scalar(int64_t value) {
+  return Tensor::from_vector(std::vector<int64_t>{value}, Shape{});
+}
+
+bool starts_with(const std::string& text, const std::string& prefix) {
+  return text.rfind(prefix, 0) == 0;
+}
+
+const std::string& meta_at(const safetensors::Metadata& meta, const std::string& key,
+                           const std::string& path) {
+  const auto it = meta.find(key);
+  ECH_CHECK(it != meta.end(), path, ": checkpoint metadata lacks \"", key, "\"");
+  return it->second;
+}
+
+int64_t meta_int(const safetensors::Metadata& meta, const std::string& key,
+                 const std::string& path) {
+  const std::string& text = meta_at(meta, key, path);
+  try {
+    size_t used = 0;
+    const long long value = std::stoll(text, &used);
+    ECH_CHECK(used == text.size(), "trailing characters");
+    return value;
+  } catch (const std::exception&) {
+    ECH_FAIL(path, ": checkpoint metadata \"", key, "\" is not an integer: \"", text, "\"");
+  }
+}
+
+json::Value meta_json(const safetensors::Metadata& meta, const std::string& key,
+                      const std::string& path) {
+  return json::parse(meta_at(meta, key, path), path + " (metadata \"" + key + "\")");
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, const Sequential& model,
+                     const StateDict& optimizer_state, const CheckpointInfo& info) {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const auto& [name, tensor] : model.state_dict()) tensors.emplace_back(name, tensor);
+  for (const auto& [name, tensor] : optimizer_state)
+    tensors.emplace_back(kOptimizerPrefix + name, tensor);
+  tensors.emplace_back("trainer.epoch", int64_scalar(info.epoch));
+  tensors.emplace_back("trainer.global_step", int64_scalar(info.global_step));
+  tensors.emplace_back("trainer.seed", int64_scalar(std::bit_cast<int64_t>(info.seed)));
+
+  json::Value history = json::Value::array();
+  for (const EpochRecord& record : info.history) history.push(record.to_json());
+  json::Value steps = json::Value::array();
+  for (const StepPoint& p : info.steps)
+    steps.push(json::Array{json::Value(p.global_step), json::Value(p.epoch), json::Value(p.loss)});
+
+  const safetensors::Metadata meta = {
+      {"format", kCheckpointFormat},
+      {"model", info.model},
+      {"dataset", info.dataset},
+      {"data_dir", info.data_dir},
+      {"in_channels", std::to_string(info.in_channels)},
+      {"num_classes", std::to_string(info.num_classes)},
+      {"image_size", std::to_string(info.image_size)},
+      {"epoch", std::to_string(info.epoch)},
+      {"global_step", std::to_string(info.global_step)},
+      {"seed", std::to_string(info.seed)},
+      {"wall_s", json::Value(info.wall_s).dump()},
+      {"config", info.config.dump()},
+      {"history", history.dump()},
+      {"steps", steps.dump()},
+  };
+  safetensors::save(path, tensors, meta);
+}
+
+LoadedCheckpoint load_checkpoint(const std::string& path) {
+  const safetensors::Contents contents = safetensors::load(path);
+  const auto& meta = contents.metadata;
+  const auto format = meta.find("format");
+  ECH_CHECK(format != meta.end() && format->second == kCheckpointFormat, path,
+            ": not an echelon checkpoint (metadata \"format\" is not \"", kCheckpointFormat, "\")");
+
+  LoadedCheckpoint loaded;
+  CheckpointInfo& info = loaded.info;
+  info.model = meta_at(meta, "model", path);
+  info.dataset = meta_at(meta, "dataset", path);
+  info.data_dir = meta_at(meta, "data_dir", path);
+  info.in_channels = meta_int(meta, "in_channels", path);
+  info.num_classes = meta_int(meta, "num_classes", path);
+  info.image_size = meta_int(meta, "image_size", path);
+  info.epoch = meta_int(meta, "epoch", path);
+  info.global_step = meta_int(meta, "global_step", path);
+  const std::string& seed_text = meta_at(meta, "seed", path);
+  try {
+    info.seed = std::stoull(seed_text);
+  } catch (const std::exception&) {
+    ECH_FAIL(path, ": checkpoint metadata \"seed\" is not an integer: \"", seed_text, "\"");
+  }
+  info.wall_s = meta_json(meta, "wall_s", path).as_double();
+  info.config = meta_json(meta, "config", path);
+  try {
+    for (const json::Value& v : meta_json(meta, "history", path).as_array())
+      info.history.push_back(EpochRecord::from_json(v));
+    for (const json::Value& v : meta_json(meta, "steps", path).as_array()) {
+      const json::Array& p = v.as_array();
+      ECH_CHECK(p.size() == 3, "a step point has ", p.size(), " entries, expected 3");
+      info.steps.push_back({p[0].as_int(), p[1].as_double(), p[2].as_double()});
+    }
+  } catch (const Error& e) {
+    if (starts_with(e.what(), path)) throw;
+    ECH_FAIL(path, ": bad training history in the metadata: ", e.what());
+  }
+  ECH_CHECK(info.in_channels > 0 && info.num_classes > 0 && info.epoch >= 0, path,
+            ": checkpoint metadata has impossible values (in_channels ", info.in_channels,
+            ", num_classes ", info.num_classes, ", epoch ", info.epoch, ")");
+  ECH_CHECK(static_cast<int64_t>(info.history.size()) == info.epoch, path, ": metadata records ",
+            info.history.size(), " epochs of history but epoch = ", info.epoch);
+
+  for (const auto& [name, tensor] : contents.tensors) {
+    if (starts_with(name, kOptimizerPrefix))
+      loaded.optimizer_state.insert(name.substr(std::string(kOptimizerPrefix).size()), tensor);
+    else if (!starts_with(name, kTrainerPrefix))
+      loaded.model_state.insert(name, tensor);
+  }
+  const int64_t saved_epoch = contents.at("trainer.epoch").item<int64_t>();
+  ECH_CHECK(saved_epoch == info.epoch, path, ": tensor trainer.epoch = ", saved_epoch,
+            " disagrees with the metadata epoch ", info.epoch);
+  return loaded;
+}
+
+std::shared_ptr<Sequential> restore_model(const LoadedCheckpoint& checkpoint,
+                                          const std::string& path,
+                                          const std::string& expected_model) {
+  const CheckpointInfo& info = checkpoint.info;
+  ECH_CHECK(expected_model.empty() || expected_model == info.model, path,
+            ": checkpoint holds model \"", info.model, "\", not \"", expected_model, "\"");
+  auto model =
+      make_model(info.model, info.in_channels, info.num_classes, info.seed, info.image_size);
+  try {
+    model->load_state_dict(checkpoint.model_state, /*strict=*/true);
+  } catch (const Error& e) {
+    ECH_FAIL(path, ": weights do not fit model \"", info.model, "\": ", e.what());
+  }
+  return model;
+}
+
+}  // namespace echelon::parallel
