@@ -1,0 +1,57 @@
+// Naive CPU twins of cuda/kernels/shape.cu (indexing ops).
+#include "tensor/cpu/shape.h"
+
+namespace echelon::cpu {
+
+template <typename T>
+void index_select(const T* x, const int64_t* index, T* out, int64_t outer, int64_t dim_size,
+                  int64_t inner, int64_t num_index) {
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t k = 0; k < num_index; ++k)
+      for (int64_t i = 0; i < inner; ++i)
+        out[(o * num_index + k) * inner + i] = x[(o * dim_size + index[k]) * inner + i];
+}
+
+template <typename T>
+void gather(const T* x, const int64_t* index, T* out, int64_t outer, int64_t dim_size,
+            int64_t inner, int64_t index_size) {
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t k = 0; k < index_size; ++k)
+      for (int64_t i = 0; i < inner; ++i) {
+        const int64_t at = (o * index_size + k) * inner + i;
+        out[at] = x[(o * dim_size + index[at]) * inner + i];
+      }
+}
+
+template <typename T>
+void one_hot(const int64_t* labels, T* out, int64_t n, int64_t num_classes) {
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = 0; c < num_classes; ++c)
+      out[i * num_classes + c] = labels[i] == c ? T(1) : T(0);
+}
+
+void count_out_of_range(const int64_t* index, int64_t n, int64_t size, int64_t* count,
+                        int64_t* first_bad) {
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (index[i] >= 0 && index[i] < size) continue;
+    if (bad == 0) *first_bad = index[i];
+    ++bad;
+  }
+  *count = bad;
+}
+
+template void index_select<float>(const float*, const int64_t*, float*, int64_t, int64_t, int64_t,
+                                  int64_t);
+template void index_select<double>(const double*, const int64_t*, double*, int64_t, int64_t,
+                                   int64_t, int64_t);
+template void index_select<int64_t>(const int64_t*, const int64_t*, int64_t*, int64_t, int64_t,
+                                    int64_t, int64_t);
+template void gather<float>(const float*, const int64_t*, float*, int64_t, int64_t, int64_t,
+                            int64_t);
+template void gather<double>(const double*, const int64_t*, double*, int64_t, int64_t, int64_t,
+                             int64_t);
+template void one_hot<float>(const int64_t*, float*, int64_t, int64_t);
+template void one_hot<double>(const int64_t*, double*, int64_t, int64_t);
+
+}  // namespace echelon::cpu
