@@ -158,10 +158,11 @@ BatchNormGrads batch_norm_backward(const Tensor& grad_out_in, const Tensor& x_in
   if (x.is_cuda()) {
 #if ECHELON_WITH_CUDA
     cuda::DeviceGuard guard(x.device().index);
-    cuda::batch_norm_backward(a, grad_out.data<float>(), x.data<float>(), ptr_or_null<float>(gamma),
-                              save_mean.data<float>(), save_invstd.data<float>(),
-                              grads.input.data<float>(), ptr_or_null<float>(grads.gamma),
-                              ptr_or_null<float>(grads.beta), stream_of(x));
+    cuda::batch_norm_backward(
+        a, grad_out.data<float>(), x.data<float>(), ptr_or_null<float>(gamma),
+        save_mean.data<float>(), save_invstd.data<float>(), grads.input.data<float>(),
+        grads.gamma.defined() ? grads.gamma.data<float>() : nullptr,
+        grads.beta.defined() ? grads.beta.data<float>() : nullptr, stream_of(x));
     return grads;
 #else
     fail_not_cuda_build(op);

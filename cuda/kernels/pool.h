@@ -1,5 +1,6 @@
 // Launchers of cuda/kernels/pool.cu: same names and arguments as tensor/cpu/pool.h, float only,
-// device pointers, plus the stream. Backward kernels gather per input pixel (no atomics).
+// device pointers, plus the stream. Average backward gathers per input pixel (deterministic);
+// max backward scatters through argmax with atomicAdd (float sums in any order).
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,158 @@
+// Convolution, "ours": im2col (cuda/kernels/im2col.cu) + our tiled SGEMM (cuda/kernels/matmul.cu).
+// Why this shape: a convolution is a GEMM once the input patches are unrolled into columns, and
+// the GEMM is where the time goes, so one good GEMM serves forward and both backward passes.
+// Images are processed in chunks so the columns buffer stays under kColumnsBudget bytes:
+//   forward      y_n (O, L)   = w (O, R) x cols_n (R, L)             (batched, w shared)
+//   grad input   cols_n (R, L) = w^T (R, O) x grad_out_n (O, L), then col2im (batched)
+//   grad weight  grad_w (O, R) += grad_out_n (O, L) x cols_n^T (L, R)  (one GEMM per image)
+// with R = C*KH*KW and L = OH*OW. The bias gradient is a per-channel reduction (CUB).
+#include "cuda/kernels/conv.h"
+
+#include <algorithm>
+
+#include <cub/block/block_reduce.cuh>
+
+#include "cuda/allocator.h"
+#include "cuda/kernels/im2col.h"
+#include "cuda/kernels/matmul.h"
+#include "cuda/launch.h"
+
+namespace echelon::cuda {
+
+namespace {
+
+// ---- kernels ------------------------------------------------------------------------------------
+
+// y (N, O, L) += bias (O)
+__global__ void add_bias_kernel(float* y, const float* bias, int64_t out_channels, int64_t plane,
+                                int64_t total) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    y[i] += bias[(i / plane) % out_channels];
+}
+
+// One block per output channel o: grad_bias[o] = sum over n, q of grad_out (N, O, L).
+__global__ void bias_grad_kernel(const float* grad_out, float* grad_bias, int64_t n,
+                                 int64_t out_channels, int64_t plane) {
+  using Reduce = cub::BlockReduce<double, kBlock>;
+  __shared__ typename Reduce::TempStorage temp;
+  const int64_t o = blockIdx.x;
+  double acc = 0.0;
+  for (int64_t i = threadIdx.x; i < n * plane; i += blockDim.x) {
+    const int64_t image = i / plane, q = i % plane;
+    acc += grad_out[(image * out_channels + o) * plane + q];
+  }
+  const double total = Reduce(temp).Sum(acc);
+  if (threadIdx.x == 0) grad_bias[o] = static_cast<float>(total);
+}
+
+// ---- helpers
+// --------------------------------------------------------------------------------------
+
+constexpr size_t kColumnsBudget = size_t{256} << 20;
+
+Im2colArgs im2col_args_of(const ConvArgs& a, int64_t images) {
+  Im2colArgs g;
+  g.n = images;
+  g.channels = a.c;
+  g.height = a.h;
+  g.width = a.w;
+  g.kernel_h = a.kernel_h;
+  g.kernel_w = a.kernel_w;
+  g.stride_h = a.stride_h;
+  g.stride_w = a.stride_w;
+  g.pad_h = a.pad_h;
+  g.pad_w = a.pad_w;
+  g.dilation_h = a.dilation_h;
+  g.dilation_w = a.dilation_w;
+  g.out_h = a.out_h;
+  g.out_w = a.out_w;
+  return g;
+}
+
+// Scratch columns from the caching allocator for `images` images, freed on scope exit (safe right
+// after the enqueue: the allocator hands a block out again only on the same stream).
+class Columns {
+ public:
+  Columns(const ConvArgs& a, int device, cudaStream_t stream) : device_(device) {
+    per_image_ = a.c * a.kernel_h * a.kernel_w * a.out_h * a.out_w;
+    const int64_t fit =
+        static_cast<int64_t>(kColumnsBudget / sizeof(float)) / std::max<int64_t>(per_image_, 1);
+    chunk_ = std::clamp<int64_t>(fit, 1, std::max<int64_t>(a.n, 1));
+    data_ = static_cast<float*>(
+        device_malloc(device, static_cast<size_t>(chunk_ * per_image_) * sizeof(float), stream));
+  }
+  ~Columns() { device_free(device_, data_); }
+  Columns(const Columns&) = delete;
+  Columns& operator=(const Columns&) = delete;
+  float* data() const { return data_; }
+  int64_t chunk() const { return chunk_; }
+  int64_t per_image() const { return per_image_; }
+
+ private:
+  int device_;
+  int64_t per_image_ = 0, chunk_ = 1;
+  float* data_ = nullptr;
+};
+
+}  // namespace
+
+// ---- launchers
+// ------------------------------------------------------------------------------------
+
+void conv2d_forward(const ConvArgs& a, const float* x, const float* w, const float* bias, float* y,
+                    int device, cudaStream_t stream) {
+  const int64_t rows = a.c * a.kernel_h * a.kernel_w, plane = a.out_h * a.out_w;
+  if (a.n * a.o * plane == 0) return;
+  Columns cols(a, device, stream);
+  for (int64_t n0 = 0; n0 < a.n; n0 += cols.chunk()) {
+    const int64_t images = std::min(cols.chunk(), a.n - n0);
+    im2col(x + n0 * a.c * a.h * a.w, cols.data(), im2col_args_of(a, images), stream);
+    gemm_strided_batched(false, false, a.o, plane, rows, 1.0f, w, rows, 0, cols.data(), plane,
+                         cols.per_image(), 0.0f, y + n0 * a.o * plane, plane, a.o * plane, images,
+                         stream);
+  }
+  if (bias)
+    launch_1d("conv2d_forward (bias)", a.n * a.o * plane, stream, add_bias_kernel, y, bias, a.o,
+              plane, a.n * a.o * plane);
+}
+
+void conv2d_backward_input(const ConvArgs& a, const float* grad_out, const float* w, float* grad_in,
+                           int device, cudaStream_t stream) {
+  const int64_t rows = a.c * a.kernel_h * a.kernel_w, plane = a.out_h * a.out_w;
+  if (a.n * a.c * a.h * a.w == 0) return;
+  Columns cols(a, device, stream);
+  for (int64_t n0 = 0; n0 < a.n; n0 += cols.chunk()) {
+    const int64_t images = std::min(cols.chunk(), a.n - n0);
+    gemm_strided_batched(true, false, rows, plane, a.o, 1.0f, w, rows, 0,
+                         grad_out + n0 * a.o * plane, plane, a.o * plane, 0.0f, cols.data(), plane,
+                         cols.per_image(), images, stream);
+    col2im(cols.data(), grad_in + n0 * a.c * a.h * a.w, im2col_args_of(a, images), stream);
+  }
+}
+
+void conv2d_backward_weight(const ConvArgs& a, const float* grad_out, const float* x, float* grad_w,
+                            int device, cudaStream_t stream) {
+  const int64_t rows = a.c * a.kernel_h * a.kernel_w, plane = a.out_h * a.out_w;
+  ECH_CUDA_CHECK(
+      cudaMemsetAsync(grad_w, 0, static_cast<size_t>(a.o * rows) * sizeof(float), stream));
+  if (a.n * plane == 0) return;
+  Columns cols(a, device, stream);
+  for (int64_t n0 = 0; n0 < a.n; n0 += cols.chunk()) {
+    const int64_t images = std::min(cols.chunk(), a.n - n0);
+    im2col(x + n0 * a.c * a.h * a.w, cols.data(), im2col_args_of(a, images), stream);
+    for (int64_t i = 0; i < images; ++i)
+      gemm(false, true, a.o, rows, plane, 1.0f, grad_out + (n0 + i) * a.o * plane, plane,
+           cols.data() + i * cols.per_image(), plane, 1.0f, grad_w, rows, stream);
+  }
+}
+
+void conv2d_backward_bias(const ConvArgs& a, const float* grad_out, float* grad_bias,
+                          cudaStream_t stream) {
+  if (a.o == 0) return;
+  bias_grad_kernel<<<static_cast<unsigned>(a.o), kBlock, 0, stream>>>(grad_out, grad_bias, a.n, a.o,
+                                                                      a.out_h * a.out_w);
+  ECH_CUDA_CHECK_LAUNCH("conv2d_backward_bias");
+}
+
+}  // namespace echelon::cuda

@@ -1,0 +1,39 @@
+// Optimizer kernels. Why: an update is elementwise over a parameter, so one grid-stride pass
+// reads param, grad and the momentum buffer once and writes them back (PyTorch SGD semantics).
+#include "cuda/kernels/optim.h"
+
+#include "cuda/launch.h"
+
+namespace echelon::cuda {
+
+namespace {
+
+// ---- kernels ------------------------------------------------------------------------------------
+
+__global__ void sgd_step_kernel(int64_t count, SgdArgs a, float* param, const float* grad,
+                                float* momentum_buf) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    double g = static_cast<double>(grad[i]) + a.weight_decay * static_cast<double>(param[i]);
+    if (a.momentum != 0.0) {
+      const double buf = a.first_step ? g
+                                      : a.momentum * static_cast<double>(momentum_buf[i]) +
+                                            (1.0 - a.dampening) * g;
+      momentum_buf[i] = static_cast<float>(buf);
+      g = a.nesterov ? g + a.momentum * buf : buf;
+    }
+    param[i] = static_cast<float>(static_cast<double>(param[i]) - a.lr * g);
+  }
+}
+
+}  // namespace
+
+// ---- launchers
+// ------------------------------------------------------------------------------------
+
+void sgd_step(int64_t count, const SgdArgs& a, float* param, const float* grad, float* momentum_buf,
+              cudaStream_t stream) {
+  launch_1d("sgd_step", count, stream, sgd_step_kernel, count, a, param, grad, momentum_buf);
+}
+
+}  // namespace echelon::cuda
