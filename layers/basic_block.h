@@ -14,6 +14,10 @@
 
 namespace echelon {
 
+// The option-A shortcut, differentiable: x (N, C, H, W) -> (N, planes, ceil(H/stride),
+// ceil(W/stride)) taking every stride-th pixel and zero-padding channels equally on both sides.
+Tensor option_a_shortcut(const Tensor& x, int64_t planes, int64_t stride);
+
 class BasicBlock : public Module {
  public:
   BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, Generator& gen);

@@ -1,0 +1,140 @@
+#include "autograd/engine.h"
+
+#include <unordered_map>
+#include <vector>
+
+#include "base/error.h"
+#include "tensor/ops.h"
+
+namespace echelon {
+
+namespace {
+
+using autograd::Edge;
+using autograd::Node;
+
+Tensor run_hooks(const AutogradMeta& meta, Tensor grad) {
+  for (const TensorHook& hook : meta.hooks) {
+    Tensor replaced = hook(grad);
+    if (replaced.defined()) grad = replaced;
+  }
+  return grad;
+}
+
+void check_grad_matches(const Tensor& grad, const Shape& shape, const std::string& where) {
+  ECH_CHECK(grad.shape() == shape, "backward: ", where, " produced a gradient of shape ",
+            grad.shape(), " for a tensor of shape ", shape);
+}
+
+// Sums into the tensor's .grad. The first gradient is cloned: it may alias a tensor the caller
+// still holds (e.g. the grad passed to backward flows unchanged through add), and later
+// accumulation writes in place.
+void accumulate_into(TensorImpl& impl, const Tensor& grad) {
+  AutogradMeta& meta = *impl.autograd;
+  if (meta.grad && meta.grad->defined()) {
+    Tensor& existing = *meta.grad;
+    if (existing.dtype() == grad.dtype() && existing.device() == grad.device() &&
+        existing.is_contiguous()) {
+      ops::axpy_(existing, grad.contiguous(), 1.0);
+    } else {
+      existing = ops::add(existing, grad);
+    }
+  } else {
+    meta.grad = std::make_shared<Tensor>(grad.clone());
+  }
+}
+
+void deliver_to_leaf(const std::shared_ptr<TensorImpl>& leaf, Tensor grad, const Node* from) {
+  check_grad_matches(grad, leaf->shape, from ? from->name() : std::string("root"));
+  grad = run_hooks(*leaf->autograd, grad);
+  accumulate_into(*leaf, grad);
+}
+
+// Counts, for each node reachable from root, how many edges point at it.
+std::unordered_map<Node*, int> count_dependencies(Node* root) {
+  std::unordered_map<Node*, int> deps;
+  std::vector<Node*> stack{root};
+  deps[root] = 0;
+  while (!stack.empty()) {
+    Node* node = stack.back();
+    stack.pop_back();
+    for (const Edge& edge : node->next_edges()) {
+      if (!edge.node) continue;
+      auto [it, inserted] = deps.emplace(edge.node.get(), 0);
+      ++it->second;
+      if (inserted) stack.push_back(edge.node.get());
+    }
+  }
+  return deps;
+}
+
+}  // namespace
+
+void backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
+  ECH_CHECK(root.defined(), "backward: the root tensor is undefined");
+  ECH_CHECK(root.requires_grad(), "backward: ", root.describe(),
+            " does not require grad (no input required grad, or it was made under NoGradGuard)");
+  Tensor root_grad = grad;
+  if (!root_grad.defined()) {
+    ECH_CHECK(root.numel() == 1, "backward: a gradient must be given for non-scalar root ",
+              root.describe());
+    root_grad = Tensor::ones(root.shape(), root.dtype(), root.device());
+  }
+  check_grad_matches(root_grad, root.shape(), "the gradient passed to backward");
+  // Backward never records: gradients are plain tensors.
+  NoGradGuard no_grad;
+
+  const std::shared_ptr<Node>& root_node = root.grad_fn();
+  if (!root_node) {
+    deliver_to_leaf(root.impl_ptr(), root_grad, nullptr);
+    return;
+  }
+  std::unordered_map<Node*, int> deps = count_dependencies(root_node.get());
+  std::unordered_map<Node*, std::vector<Tensor>> pending;  // summed output gradients per node
+  pending[root_node.get()].resize(root_node->num_outputs());
+  pending[root_node.get()][root.impl().autograd->output_nr] = root_grad;
+
+  // Keep shared ownership of nodes in flight: releasing a tensor must not free a ready node.
+  std::vector<std::shared_ptr<Node>> ready{root_node};
+  while (!ready.empty()) {
+    std::shared_ptr<Node> node = ready.back();
+    ready.pop_back();
+    std::vector<Tensor> grads = std::move(pending[node.get()]);
+    pending.erase(node.get());
+    grads.resize(node->num_outputs());
+    // Hooks and retain_grad of the tensors this node produced see the fully summed gradient.
+    for (size_t i = 0; i < grads.size(); ++i) {
+      std::shared_ptr<TensorImpl> out = node->outputs()[i].lock();
+      if (!out || !out->autograd || !grads[i].defined()) continue;
+      check_grad_matches(grads[i], out->shape, "the consumers of " + node->name());
+      grads[i] = run_hooks(*out->autograd, grads[i]);
+      if (out->autograd->retains_grad) accumulate_into(*out, grads[i]);
+    }
+    bool any_grad = false;
+    for (const Tensor& g : grads) any_grad = any_grad || g.defined();
+    // No gradient reached this node (its outputs fed only non-differentiable paths).
+    std::vector<Tensor> input_grads =
+        any_grad ? node->apply(grads) : std::vector<Tensor>(node->next_edges().size());
+    if (!retain_graph) node->release();
+
+    const std::vector<Edge>& edges = node->next_edges();
+    for (size_t i = 0; i < edges.size(); ++i) {
+      const Edge& edge = edges[i];
+      const Tensor& g = input_grads[i];
+      if (edge.leaf) {
+        if (g.defined()) deliver_to_leaf(edge.leaf, g, node.get());
+        continue;
+      }
+      if (!edge.node) continue;
+      if (g.defined()) {
+        std::vector<Tensor>& slot = pending[edge.node.get()];
+        slot.resize(edge.node->num_outputs());
+        Tensor& sum = slot[edge.output_nr];
+        sum = sum.defined() ? ops::add(sum, g) : g;
+      }
+      if (--deps[edge.node.get()] == 0) ready.push_back(edge.node);
+    }
+  }
+}
+
+}  // namespace echelon

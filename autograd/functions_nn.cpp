@@ -1,0 +1,143 @@
+// Differentiable neural-network functions over the raw NN ops (conv, pool, norm, loss).
+#include <initializer_list>
+
+#include "autograd/functions.h"
+#include "autograd/node.h"
+#include "base/error.h"
+
+namespace echelon {
+
+using autograd::record;
+using Grads = std::vector<Tensor>;
+using Needs = std::vector<bool>;
+
+namespace {
+Tensor saved_output(const Tensor& y) {
+  return make_view(y, y.shape(), y.strides(), y.offset());
+}
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  ECH_CHECK(x.dim() == 2 && weight.dim() == 2 && x.size(1) == weight.size(1), "linear: input ",
+            x.shape(), " does not match weight ", weight.shape(), " (expected input (N, ",
+            weight.dim() == 2 ? weight.size(1) : -1, "))");
+  ECH_CHECK(!bias.defined() || bias.shape() == Shape{weight.size(0)}, "linear: bias ", bias.shape(),
+            " does not match weight ", weight.shape());
+  Tensor y = ops::matmul(x, weight, false, true);  // (N, out)
+  if (bias.defined()) y = ops::add(y, bias);
+  return record("linear", y, {x, weight, bias},
+                [x, weight](const Tensor& g, const Needs& n) -> Grads {
+                  return {n[0] ? ops::matmul(g, weight) : Tensor(),          // (N, in)
+                          n[1] ? ops::matmul(g, x, true, false) : Tensor(),  // (out, in)
+                          n[2] ? ops::sum(g, {0}) : Tensor()};               // (out)
+                });
+}
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+              const ops::Conv2dParams& params) {
+  Tensor y = ops::conv2d(x, weight, bias, params);
+  const bool has_bias = bias.defined();
+  return record(
+      "conv2d", y, {x, weight, bias},
+      [x, weight, has_bias, params](const Tensor& g, const Needs& n) -> Grads {
+        ops::Conv2dGrads r = ops::conv2d_backward(g, x, weight, has_bias, n[0], params);
+        return {n[0] ? r.input : Tensor(), n[1] ? r.weight : Tensor(), n[2] ? r.bias : Tensor()};
+      });
+}
+
+Tensor max_pool2d(const Tensor& x, const ops::Pool2dParams& params) {
+  Tensor argmax;
+  Tensor y = ops::max_pool2d(x, params, &argmax);
+  Shape in_shape = x.shape();
+  return record("max_pool2d", y, {x}, [argmax, in_shape](const Tensor& g, const Needs&) -> Grads {
+    return {ops::max_pool2d_backward(g, argmax, in_shape)};
+  });
+}
+
+Tensor avg_pool2d(const Tensor& x, const ops::Pool2dParams& params) {
+  Shape in_shape = x.shape();
+  return record("avg_pool2d", ops::avg_pool2d(x, params), {x},
+                [in_shape, params](const Tensor& g, const Needs&) -> Grads {
+                  return {ops::avg_pool2d_backward(g, in_shape, params)};
+                });
+}
+
+Tensor global_avg_pool2d(const Tensor& x) {
+  ECH_CHECK(x.dim() == 4, "global_avg_pool2d: expected (N, C, H, W), got ", x.shape());
+  return mean(x, {2, 3}, /*keepdim=*/true);
+}
+
+Tensor batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                  Tensor& running_var, bool training, double momentum, double eps) {
+  ECH_CHECK(x.dim() == 2 || x.dim() == 4, "batch_norm: expected (N, C) or (N, C, H, W), got ",
+            x.shape());
+  const int64_t channels = x.size(1);
+  for (const Tensor* t :
+       std::initializer_list<const Tensor*>{&gamma, &beta, &running_mean, &running_var}) {
+    ECH_CHECK(t->defined() && t->shape() == Shape{channels}, "batch_norm: input ", x.shape(),
+              " has ", channels, " channels but a parameter/statistic has shape ",
+              t->defined() ? t->shape() : Shape{});
+  }
+  if (training) {
+    ops::BatchNormOutput out =
+        ops::batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps);
+    Tensor mean = out.save_mean, invstd = out.save_invstd;
+    return record(
+        "batch_norm", out.out, {x, gamma, beta},
+        [x, gamma, mean, invstd](const Tensor& g, const Needs& n) -> Grads {
+          ops::BatchNormGrads r = ops::batch_norm_backward(g, x, gamma, mean, invstd);
+          return {n[0] ? r.input : Tensor(), n[1] ? r.gamma : Tensor(), n[2] ? r.beta : Tensor()};
+        });
+  }
+  Tensor y = ops::batch_norm_eval(x, gamma, beta, running_mean, running_var, eps);
+  // Eval mode is an affine map per channel: y = gamma * (x - mean) * invstd + beta.
+  Tensor rm = running_mean, rv = running_var;
+  return record("batch_norm_eval", y, {x, gamma, beta},
+                [x, gamma, rm, rv, eps](const Tensor& g, const Needs& n) -> Grads {
+                  Shape channel_shape(x.dim(), 1);
+                  channel_shape[1] = x.size(1);
+                  std::vector<int64_t> other_dims{0};
+                  for (int64_t d = 2; d < x.dim(); ++d) other_dims.push_back(d);
+                  Tensor invstd =
+                      ops::reciprocal(ops::sqrt(ops::add(rv, eps))).reshape(channel_shape);
+                  Grads grads(3);
+                  if (n[0]) grads[0] = ops::mul(g, ops::mul(gamma.reshape(channel_shape), invstd));
+                  if (n[1]) {
+                    Tensor xhat = ops::mul(ops::sub(x, rm.reshape(channel_shape)), invstd);
+                    grads[1] = ops::sum(ops::mul(g, xhat), other_dims);
+                  }
+                  if (n[2]) grads[2] = ops::sum(g, other_dims);
+                  return grads;
+                });
+}
+
+Tensor lrn(const Tensor& x, int64_t size, double alpha, double beta, double k) {
+  ECH_CHECK(size >= 1, "lrn: size must be >= 1, got ", size);
+  Tensor scale;
+  Tensor y = ops::lrn(x, size, alpha, beta, k, &scale);
+  Tensor y_saved = saved_output(y);
+  return record("lrn", y, {x},
+                [x, y_saved, scale, size, alpha, beta, k](const Tensor& g, const Needs&) -> Grads {
+                  return {ops::lrn_backward(g, x, y_saved, scale, size, alpha, beta, k)};
+                });
+}
+
+Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
+  ECH_CHECK(p >= 0.0 && p < 1.0, "dropout: p must be in [0, 1), got ", p);
+  if (!training || p == 0.0) return x;
+  Tensor mask = ops::dropout_mask(x.shape(), p, gen, x.device());
+  if (mask.dtype() != x.dtype()) mask = ops::cast(mask, x.dtype());
+  return record("dropout", ops::mul(x, mask), {x},
+                [mask](const Tensor& g, const Needs&) -> Grads { return {ops::mul(g, mask)}; });
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
+  Tensor log_probs;
+  Tensor loss = ops::cross_entropy(logits, target, &log_probs);
+  return record("cross_entropy", loss, {logits},
+                [log_probs, target](const Tensor& g, const Needs&) -> Grads {
+                  return {ops::cross_entropy_backward(g, log_probs, target)};
+                });
+}
+
+}  // namespace echelon

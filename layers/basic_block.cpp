@@ -1,0 +1,66 @@
+#include "layers/basic_block.h"
+
+#include "autograd/functions.h"
+#include "autograd/node.h"
+#include "base/error.h"
+#include "tensor/ops.h"
+
+namespace echelon {
+
+namespace {
+// The strided, channel-offset window of a (N, planes, OH, OW) tensor that x's pixels occupy, and
+// the matching window of x: both (N, C, OH, OW).
+Tensor subsampled(const Tensor& x, int64_t stride) {
+  return x.slice(2, 0, x.size(2), stride).slice(3, 0, x.size(3), stride);
+}
+}  // namespace
+
+Tensor option_a_shortcut(const Tensor& x, int64_t planes, int64_t stride) {
+  ECH_CHECK(x.dim() == 4 && planes >= x.size(1) && (planes - x.size(1)) % 2 == 0 && stride >= 1,
+            "option_a_shortcut: cannot map ", x.shape(), " to ", planes, " channels at stride ",
+            stride);
+  const int64_t channels = x.size(1);
+  const int64_t pad = (planes - channels) / 2;
+  Tensor window = subsampled(x, stride);
+  Tensor y =
+      Tensor::zeros({x.size(0), planes, window.size(2), window.size(3)}, x.dtype(), x.device());
+  Tensor target = y.narrow(1, pad, channels);
+  ops::copy_(target, window);
+  Shape in_shape = x.shape();
+  return autograd::record("option_a_shortcut", y, {x},
+                          [in_shape, pad, channels, stride](
+                              const Tensor& g, const std::vector<bool>&) -> std::vector<Tensor> {
+                            Tensor gx = Tensor::zeros(in_shape, g.dtype(), g.device());
+                            Tensor gx_window = subsampled(gx, stride);
+                            ops::copy_(gx_window, g.narrow(1, pad, channels));
+                            return {gx};
+                          });
+}
+
+BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, Generator& gen)
+    : in_planes_(in_planes), planes_(planes), stride_(stride) {
+  ECH_CHECK(stride == 1 || stride == 2, "BasicBlock: stride must be 1 or 2, got ", stride);
+  conv1_ = register_module(
+      "conv1",
+      std::make_shared<Conv2d>(in_planes, planes, 3,
+                               Conv2dOptions{.stride = stride, .padding = 1, .bias = false}, gen));
+  bn1_ = register_module("bn1", std::make_shared<BatchNorm2d>(planes));
+  conv2_ = register_module(
+      "conv2",
+      std::make_shared<Conv2d>(planes, planes, 3,
+                               Conv2dOptions{.stride = 1, .padding = 1, .bias = false}, gen));
+  bn2_ = register_module("bn2", std::make_shared<BatchNorm2d>(planes));
+}
+
+Tensor BasicBlock::forward(const Tensor& x) {
+  Tensor out = relu(bn1_->forward(conv1_->forward(x)));
+  out = bn2_->forward(conv2_->forward(out));
+  const bool reshape = stride_ != 1 || in_planes_ != planes_;
+  return relu(out + (reshape ? option_a_shortcut(x, planes_, stride_) : x));
+}
+
+std::string BasicBlock::describe() const {
+  return str("BasicBlock(", in_planes_, ", ", planes_, ", stride=", stride_, ")");
+}
+
+}  // namespace echelon

@@ -1,0 +1,38 @@
+#include "layers/batch_norm.h"
+
+#include "autograd/functions.h"
+#include "base/error.h"
+
+namespace echelon {
+
+BatchNorm::BatchNorm(int64_t num_features, int64_t expected_rank, double momentum, double eps)
+    : num_features_(num_features), expected_rank_(expected_rank), momentum_(momentum), eps_(eps) {
+  ECH_CHECK(num_features > 0 && momentum >= 0 && momentum <= 1 && eps > 0,
+            "BatchNorm: invalid num_features=", num_features, " momentum=", momentum, " eps=", eps);
+  weight = register_parameter("weight", Tensor::ones({num_features}));
+  bias = register_parameter("bias", Tensor::zeros({num_features}));
+  running_mean = register_buffer("running_mean", Tensor::zeros({num_features}));
+  running_var = register_buffer("running_var", Tensor::ones({num_features}));
+  num_batches_tracked = register_buffer("num_batches_tracked", Tensor::zeros({}, kInt64));
+}
+
+Tensor BatchNorm::forward(const Tensor& x) {
+  ECH_CHECK(x.dim() == expected_rank_ && x.size(1) == num_features_, describe(),
+            ": expected input with ", expected_rank_, " dims and ", num_features_,
+            " channels, got ", x.shape());
+  if (is_training()) {
+    ECH_CHECK(x.numel() / num_features_ > 1, describe(),
+              ": training needs more than one value per channel, got input ", x.shape());
+    // The counter lives on the host side of the state: cheap, and exact across devices.
+    Tensor count = num_batches_tracked.cpu();
+    num_batches_tracked.copy_(
+        Tensor::scalar(static_cast<double>(count.item<int64_t>() + 1), kInt64));
+  }
+  return batch_norm(x, weight, bias, running_mean, running_var, is_training(), momentum_, eps_);
+}
+
+std::string BatchNorm::describe() const {
+  return str(name(), "(", num_features_, ", eps=", eps_, ", momentum=", momentum_, ")");
+}
+
+}  // namespace echelon

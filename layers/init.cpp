@@ -1,0 +1,32 @@
+#include "layers/init.h"
+
+#include <cmath>
+
+#include "base/error.h"
+#include "tensor/ops.h"
+
+namespace echelon::init {
+
+Tensor uniform(const Shape& shape, double bound, Generator& gen) {
+  // U[0, 1) -> U[-bound, bound)
+  return ops::add(ops::mul(ops::rand(shape, gen), 2.0 * bound), -bound);
+}
+
+int64_t fan_in(const Shape& weight_shape) {
+  ECH_CHECK(weight_shape.size() >= 2, "init: a weight needs >= 2 dims, got ", weight_shape);
+  int64_t fan = weight_shape[1];
+  for (size_t i = 2; i < weight_shape.size(); ++i) fan *= weight_shape[i];
+  return fan;
+}
+
+Tensor kaiming_uniform_default(const Shape& weight_shape, Generator& gen) {
+  // kaiming_uniform with a = sqrt(5): gain = sqrt(2 / (1 + a^2)) = sqrt(1/3), bound =
+  // gain * sqrt(3 / fan_in) = 1 / sqrt(fan_in).
+  return uniform(weight_shape, 1.0 / std::sqrt(static_cast<double>(fan_in(weight_shape))), gen);
+}
+
+Tensor default_bias(int64_t size, int64_t fan_in, Generator& gen) {
+  return uniform({size}, 1.0 / std::sqrt(static_cast<double>(fan_in)), gen);
+}
+
+}  // namespace echelon::init

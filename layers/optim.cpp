@@ -1,0 +1,93 @@
+#include "layers/optim.h"
+
+#include "autograd/grad_mode.h"
+#include "base/error.h"
+#include "tensor/ops.h"
+
+namespace echelon {
+
+namespace {
+void check_options(const SGDOptions& o) {
+  ECH_CHECK(o.lr > 0, "SGD: lr must be > 0, got ", o.lr);
+  ECH_CHECK(o.momentum >= 0, "SGD: momentum must be >= 0, got ", o.momentum);
+  ECH_CHECK(o.weight_decay >= 0, "SGD: weight_decay must be >= 0, got ", o.weight_decay);
+  ECH_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0),
+            "SGD: nesterov needs momentum > 0 and dampening 0, got momentum ", o.momentum,
+            " dampening ", o.dampening);
+}
+
+NamedTensors number(const std::vector<Tensor>& params) {
+  NamedTensors named;
+  for (size_t i = 0; i < params.size(); ++i) named.emplace_back(std::to_string(i), params[i]);
+  return named;
+}
+
+const std::string kBufferPrefix = "momentum_buffer.";
+}  // namespace
+
+SGD::SGD(NamedTensors params, SGDOptions options)
+    : params_(std::move(params)), buffers_(params_.size()), options_(options) {
+  check_options(options_);
+  for (const auto& [name, p] : params_) {
+    ECH_CHECK(p.defined() && is_floating(p.dtype()), "SGD: parameter '", name,
+              "' is not a floating-point tensor");
+  }
+}
+
+SGD::SGD(const std::vector<Tensor>& params, SGDOptions options) : SGD(number(params), options) {}
+
+void SGD::step() {
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor& param = params_[i].second;
+    const Tensor grad = param.grad();
+    if (!grad.defined()) continue;
+    const bool first = !buffers_[i].defined();
+    // Without momentum the buffer is a scratch the kernel may ignore; it is allocated once.
+    if (first) buffers_[i] = Tensor::empty(param.shape(), param.dtype(), param.device());
+    ops::sgd_step_(param, grad, buffers_[i], options_.lr, options_.momentum, options_.dampening,
+                   options_.weight_decay, options_.nesterov, first);
+    param.bump_version();
+  }
+  ++steps_;
+}
+
+void SGD::zero_grad() {
+  for (auto& [name, p] : params_) p.zero_grad();
+}
+
+void SGD::set_lr(double lr) {
+  ECH_CHECK(lr > 0, "SGD::set_lr: lr must be > 0, got ", lr);
+  options_.lr = lr;
+}
+
+StateDict SGD::state_dict() const {
+  StateDict state;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (buffers_[i].defined() && options_.momentum > 0) {
+      state.insert(kBufferPrefix + params_[i].first, buffers_[i]);
+    }
+  }
+  state.insert("step", Tensor::scalar(static_cast<double>(steps_), kInt64));
+  return state;
+}
+
+void SGD::load_state_dict(const StateDict& state) {
+  for (const auto& [key, value] : state) {
+    if (key == "step") continue;
+    ECH_CHECK(key.rfind(kBufferPrefix, 0) == 0, "SGD::load_state_dict: unexpected key '", key, "'");
+    const std::string name = key.substr(kBufferPrefix.size());
+    size_t i = 0;
+    while (i < params_.size() && params_[i].first != name) ++i;
+    ECH_CHECK(i < params_.size(), "SGD::load_state_dict: '", key,
+              "' names no parameter of this optimizer");
+    const Tensor& param = params_[i].second;
+    ECH_CHECK(value.shape() == param.shape(), "SGD::load_state_dict: '", key, "' has shape ",
+              value.shape(), " but the parameter has shape ", param.shape());
+    buffers_[i] = Tensor::empty(param.shape(), param.dtype(), param.device());
+    ops::copy_(buffers_[i], value);
+  }
+  if (const Tensor* step = state.find("step")) steps_ = step->cpu().to(kInt64).item<int64_t>();
+}
+
+}  // namespace echelon
