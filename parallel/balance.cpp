@@ -1,0 +1,149 @@
+#include "parallel/balance.h"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+
+#include "autograd/engine.h"
+#include "base/error.h"
+#include "layers/sequential.h"
+#include "tensor/ops.h"
+
+namespace echelon::parallel {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// best[j][i]: the optimum over the first i layers cut into j parts; from[j][i]: where part j
+// starts.
+struct Table {
+  std::vector<std::vector<double>> best;
+  std::vector<std::vector<int64_t>> from;
+  Table(int parts, int64_t layers)
+      : best(parts + 1, std::vector<double>(layers + 1, kInf)),
+        from(parts + 1, std::vector<int64_t>(layers + 1, -1)) {
+    best[0][0] = 0;
+  }
+  std::vector<int64_t> cuts(int parts, int64_t layers) const {
+    std::vector<int64_t> result(parts - 1);
+    for (int j = parts, i = static_cast<int>(layers); j > 1; --j) {
+      i = static_cast<int>(from[j][i]);
+      result[j - 2] = i;
+    }
+    return result;
+  }
+};
+
+}  // namespace
+
+BalanceResult balance_partitions(const std::vector<double>& cost, int num_partitions,
+                                 const std::vector<size_t>& activation_bytes) {
+  const int64_t n = static_cast<int64_t>(cost.size());
+  const int K = num_partitions;
+  ECH_CHECK(K >= 1 && K <= n, "--balance auto: cannot cut ", n, " layers into ", K,
+            " non-empty partitions");
+  ECH_CHECK(activation_bytes.empty() || static_cast<int64_t>(activation_bytes.size()) == n,
+            "--balance auto: ", activation_bytes.size(), " memory entries for ", n, " layers");
+  std::vector<double> prefix(n + 1, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    ECH_CHECK(cost[i] >= 0, "--balance auto: layer ", i, " has negative cost ", cost[i]);
+    prefix[i + 1] = prefix[i] + cost[i];
+  }
+  auto segment = [&](int64_t s, int64_t e) { return prefix[e] - prefix[s]; };
+
+  // Phase 1: the least possible slowest partition.
+  Table slowest(K, n);
+  for (int j = 1; j <= K; ++j) {
+    for (int64_t i = j; i <= n; ++i) {
+      for (int64_t s = j - 1; s < i; ++s) {
+        const double candidate = std::max(slowest.best[j - 1][s], segment(s, i));
+        if (candidate < slowest.best[j][i]) {
+          slowest.best[j][i] = candidate;
+          slowest.from[j][i] = s;
+        }
+      }
+    }
+  }
+  const double optimum = slowest.best[K][n];
+  std::vector<int64_t> cuts = slowest.cuts(K, n);
+
+  // Phase 2: among splits within the optimum, the least memory weighted by batches held (K - k).
+  if (!activation_bytes.empty()) {
+    std::vector<double> bytes_prefix(n + 1, 0);
+    for (int64_t i = 0; i < n; ++i) bytes_prefix[i + 1] = bytes_prefix[i] + activation_bytes[i];
+    const double limit = optimum * (1 + 1e-12);
+    Table memory(K, n);
+    for (int j = 1; j <= K; ++j) {
+      for (int64_t i = j; i <= n; ++i) {
+        for (int64_t s = j - 1; s < i; ++s) {
+          if (segment(s, i) > limit || memory.best[j - 1][s] == kInf) continue;
+          const double candidate =
+              memory.best[j - 1][s] + (K - j + 1) * (bytes_prefix[i] - bytes_prefix[s]);
+          if (candidate < memory.best[j][i]) {
+            memory.best[j][i] = candidate;
+            memory.from[j][i] = s;
+          }
+        }
+      }
+    }
+    if (memory.best[K][n] < kInf) cuts = memory.cuts(K, n);
+  }
+
+  BalanceResult result;
+  result.cuts = cuts;
+  int64_t begin = 0;
+  for (int k = 0; k < K; ++k) {
+    const int64_t end = k + 1 < K ? cuts[k] : n;
+    result.partition_cost.push_back(segment(begin, end));
+    result.max_cost = std::max(result.max_cost, result.partition_cost.back());
+    begin = end;
+  }
+  return result;
+}
+
+std::vector<LayerProfile> profile_layers(Sequential& model, const Tensor& sample, int repeats,
+                                         int warmup) {
+  ECH_CHECK(repeats >= 1 && warmup >= 0, "profile_layers: repeats must be >= 1, got ", repeats);
+  using Clock = std::chrono::steady_clock;
+  const auto seconds = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+  };
+  std::vector<LayerProfile> profiles(model.size());
+  std::vector<std::vector<double>> forward_times(model.size()), backward_times(model.size());
+  Generator gen(12345);
+  for (int round = 0; round < warmup + repeats; ++round) {
+    Tensor x = sample;
+    for (size_t i = 0; i < model.size(); ++i) {
+      // Each layer in isolation: its input is a fresh leaf, so backward stops at the layer.
+      Tensor input = x.detach();
+      if (i > 0) input.set_requires_grad(true);
+      const auto t0 = Clock::now();
+      Tensor output = model.at(i)->forward(input);
+      const auto t1 = Clock::now();
+      const Tensor grad = ops::randn(output.shape(), gen, output.dtype(), output.device());
+      const bool differentiable = output.requires_grad();
+      const auto t2 = Clock::now();
+      if (differentiable) backward(output, grad);
+      const auto t3 = Clock::now();
+      if (round >= warmup) {
+        forward_times[i].push_back(seconds(t0, t1));
+        backward_times[i].push_back(differentiable ? seconds(t2, t3) : 0.0);
+      }
+      profiles[i].activation_bytes = output.nbytes();
+      x = output.detach();
+    }
+  }
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  for (size_t i = 0; i < model.size(); ++i) {
+    profiles[i].forward_s = median(forward_times[i]);
+    profiles[i].backward_s = median(backward_times[i]);
+  }
+  model.zero_grad();
+  return profiles;
+}
+
+}  // namespace echelon::parallel

@@ -1,0 +1,43 @@
+// --balance auto: choose the cut points that minimise the slowest partition. The cost of a
+// partition is the sum of its layers' forward+backward times (profiled), so the pipeline's
+// steady-state cycle is the maximum over partitions; the activation memory each layer saves is
+// profiled too and breaks ties (less memory in early partitions, which hold the most batches).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace echelon {
+class Sequential;
+}
+
+namespace echelon::parallel {
+
+struct LayerProfile {
+  double forward_s = 0;  // seconds per mini-batch
+  double backward_s = 0;
+  size_t activation_bytes = 0;  // the layer's output, held until its backward
+  double cost() const { return forward_s + backward_s; }
+};
+
+struct BalanceResult {
+  std::vector<int64_t> cuts;           // placement vector (see partition.h)
+  std::vector<double> partition_cost;  // summed layer cost per partition
+  double max_cost = 0;                 // the slowest partition
+};
+
+// Exact minimum of max(partition cost) over all contiguous splits of `cost` into num_partitions
+// non-empty parts (dynamic programming, O(K n^2)). Among optimal splits, prefers the one with the
+// least activation memory weighted by how many mini-batches each partition holds (K - k).
+BalanceResult balance_partitions(const std::vector<double>& cost, int num_partitions,
+                                 const std::vector<size_t>& activation_bytes = {});
+
+// Times each layer's forward and backward on `sample` (N, ...) after `warmup` untimed rounds,
+// taking the median of `repeats`; the model's parameter gradients are cleared afterwards.
+std::vector<LayerProfile> profile_layers(Sequential& model, const Tensor& sample, int repeats = 3,
+                                         int warmup = 1);
+
+}  // namespace echelon::parallel

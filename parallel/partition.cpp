@@ -1,0 +1,69 @@
+#include "parallel/partition.h"
+
+#include <cctype>
+#include <sstream>
+
+#include "base/error.h"
+#include "layers/sequential.h"
+
+namespace echelon::parallel {
+
+std::vector<int64_t> parse_ppv(const std::string& text) {
+  std::vector<int64_t> cuts;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    ECH_CHECK(!item.empty(), "--ppv '", text, "': empty entry (expected e.g. 2,5)");
+    for (char c : item) {
+      ECH_CHECK(std::isdigit(static_cast<unsigned char>(c)), "--ppv '", text, "': '", item,
+                "' is not a layer index");
+    }
+    ECH_CHECK(item.size() < 10, "--ppv '", text, "': layer index '", item, "' is too large");
+    const int64_t cut = std::stoll(item);
+    ECH_CHECK(cuts.empty() || cut > cuts.back(), "--ppv '", text,
+              "': cut points must rise strictly, got ", cut, " after ", cuts.back());
+    cuts.push_back(cut);
+  }
+  ECH_CHECK(!cuts.empty() && text.back() != ',', "--ppv '", text,
+            "': expected comma-separated layer indices, e.g. 2,5");
+  return cuts;
+}
+
+std::string format_ppv(const std::vector<int64_t>& cuts) {
+  std::string text;
+  for (size_t i = 0; i < cuts.size(); ++i) text += (i ? "," : "") + std::to_string(cuts[i]);
+  return text;
+}
+
+std::vector<LayerRange> ranges_from_cuts(const std::vector<int64_t>& cuts, int64_t num_layers) {
+  std::vector<LayerRange> ranges;
+  int64_t begin = 0;
+  for (int64_t cut : cuts) {
+    ECH_CHECK(cut > begin && cut < num_layers, "placement ", format_ppv(cuts), ": cut ", cut,
+              " must lie in (", begin, ", ", num_layers,
+              ") so that no partition is empty (the model has ", num_layers, " layers)");
+    ranges.push_back({begin, cut});
+    begin = cut;
+  }
+  ranges.push_back({begin, num_layers});
+  return ranges;
+}
+
+std::vector<int64_t> even_cuts(int64_t num_layers, int num_partitions) {
+  ECH_CHECK(num_partitions >= 1 && num_partitions <= num_layers, "--pipeline ", num_partitions,
+            ": need between 1 and ", num_layers, " partitions (one layer each at least)");
+  std::vector<int64_t> cuts;
+  for (int k = 1; k < num_partitions; ++k) cuts.push_back(num_layers * k / num_partitions);
+  return cuts;
+}
+
+std::vector<std::shared_ptr<Sequential>> split_model(const Sequential& model,
+                                                     const std::vector<int64_t>& cuts) {
+  std::vector<std::shared_ptr<Sequential>> parts;
+  for (const LayerRange& range : ranges_from_cuts(cuts, static_cast<int64_t>(model.size()))) {
+    parts.push_back(model.slice(range.begin, range.end));
+  }
+  return parts;
+}
+
+}  // namespace echelon::parallel

@@ -1,0 +1,38 @@
+// Cutting a flat model into pipeline partitions. A placement vector ("--ppv 2,5") lists the layer
+// indices where a new partition starts: with 8 layers, "2,5" gives [0,2) [2,5) [5,8).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace echelon {
+class Sequential;
+}
+
+namespace echelon::parallel {
+
+struct LayerRange {
+  int64_t begin = 0, end = 0;  // [begin, end)
+  bool operator==(const LayerRange&) const = default;
+};
+
+// "2,5" -> {2, 5}. Throws naming the text on empty items, non-numbers and non-increasing cuts.
+std::vector<int64_t> parse_ppv(const std::string& text);
+std::string format_ppv(const std::vector<int64_t>& cuts);  // {2, 5} -> "2,5"
+
+// Cut points -> one range per partition. Every cut must lie in (0, num_layers), strictly rising,
+// so that no partition is empty.
+std::vector<LayerRange> ranges_from_cuts(const std::vector<int64_t>& cuts, int64_t num_layers);
+
+// K partitions of near-equal layer count: the default placement when neither --ppv nor
+// --balance is given.
+std::vector<int64_t> even_cuts(int64_t num_layers, int num_partitions);
+
+// Partitions sharing the model's layer objects (Sequential::slice), so the full model stays
+// usable for evaluation and checkpoints.
+std::vector<std::shared_ptr<Sequential>> split_model(const Sequential& model,
+                                                     const std::vector<int64_t>& cuts);
+
+}  // namespace echelon::parallel

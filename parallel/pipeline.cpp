@@ -1,0 +1,363 @@
+#include "parallel/pipeline.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "autograd/grad_mode.h"
+#include "base/error.h"
+#include "layers/sequential.h"
+#include "parallel/balance.h"
+
+#if ECHELON_WITH_CUDA
+#include "cuda/allocator.h"
+#endif
+
+namespace echelon::parallel {
+
+namespace {
+constexpr size_t kUnbounded = std::numeric_limits<size_t>::max();
+}
+
+void PipelineOptions::validate() const {
+  ECH_CHECK(partitions >= 1, "--pipeline must be >= 1, got ", partitions);
+  ECH_CHECK(micro_batches >= 1, "--micro-batches must be >= 1, got ", micro_batches);
+  ECH_CHECK(!(balance_auto && !ppv.empty()), "--ppv and --balance auto exclude each other");
+  if (!ppv.empty()) parse_ppv(ppv);
+  if (schedule == ScheduleKind::Hybrid) hybrid_switch_epoch();
+}
+
+int PipelineOptions::hybrid_switch_epoch() const {
+  ECH_CHECK(std::isfinite(hybrid_switch) && hybrid_switch > 0,
+            "--hybrid-switch must be > 0 (an epoch, or a fraction of the epochs), got ",
+            hybrid_switch);
+  if (hybrid_switch >= 1) return static_cast<int>(hybrid_switch);
+  ECH_CHECK(total_epochs > 0, "--hybrid-switch ", hybrid_switch,
+            " is a fraction of the epochs, but the number of epochs is unknown");
+  return std::max(1, static_cast<int>(std::lround(hybrid_switch * total_epochs)));
+}
+
+PipelineEngine::PipelineEngine(std::shared_ptr<Sequential> model, const SgdConfig& sgd,
+                               Device device, PipelineOptions options)
+    : model_(std::move(model)),
+      sgd_{sgd.lr, sgd.momentum, sgd.dampening, sgd.weight_decay, sgd.nesterov},
+      device_(device),
+      options_(std::move(options)),
+      results_(kUnbounded),
+      flushed_(kUnbounded),
+      current_(options_.schedule),
+      lr_(sgd.lr) {
+  ECH_CHECK(model_ != nullptr, "pipeline: no model");
+  options_.validate();
+}
+
+PipelineEngine::~PipelineEngine() {
+  close_all();
+  for (std::thread& thread : threads_) thread.join();
+}
+
+std::string PipelineEngine::name() const {
+  return str("pipeline:", schedule_name(options_.schedule));
+}
+
+void PipelineEngine::start(const Tensor& sample) {
+  ECH_CHECK(!started(), "pipeline: already started");
+  const int64_t num_layers = static_cast<int64_t>(model_->size());
+  if (!options_.ppv.empty()) {
+    cuts_ = parse_ppv(options_.ppv);
+  } else if (options_.balance_auto) {
+    model_->to(device_);
+    const std::vector<LayerProfile> profiles = profile_layers(*model_, sample.to(device_));
+    std::vector<double> cost;
+    std::vector<size_t> bytes;
+    for (const LayerProfile& p : profiles) {
+      cost.push_back(p.cost());
+      bytes.push_back(p.activation_bytes);
+    }
+    cuts_ = balance_partitions(cost, options_.partitions, bytes).cuts;
+  } else {
+    cuts_ = even_cuts(num_layers, options_.partitions);
+  }
+  const std::vector<LayerRange> ranges = ranges_from_cuts(cuts_, num_layers);
+  const int K = static_cast<int>(ranges.size());
+  ECH_CHECK(options_.devices.empty() || static_cast<int>(options_.devices.size()) == K,
+            "pipeline: ", options_.devices.size(), " devices given for ", K, " partitions");
+
+  if (!options_.trace_path.empty()) trace_ = std::make_unique<TraceRecorder>(K);
+  // Links never block in a valid schedule when they hold every mini-batch a partition may have
+  // in flight; only the driver's input link is short, so that the driver waits for partition 0.
+  const size_t capacity = static_cast<size_t>(std::max(K, options_.micro_batches)) + 2;
+  std::vector<Device> devices(K, device_);
+  if (!options_.devices.empty()) devices = options_.devices;
+  for (int k = 0; k < K; ++k) {
+    auto layers = model_->slice(ranges[k].begin, ranges[k].end);
+    layers->to(devices[k]);
+    stages_.push_back(std::make_unique<Stage>(k, K, ranges[k], layers, devices[k], sgd_));
+  }
+  input_ = make_transport(device_, devices[0], 1);
+  for (int k = 0; k + 1 < K; ++k) {
+    forward_links_.push_back(make_transport(devices[k], devices[k + 1], capacity));
+    backward_links_.push_back(make_transport(devices[k + 1], devices[k], capacity));
+  }
+  if (pending_optimizer_state_) {
+    load_optimizer_state(*pending_optimizer_state_);
+    pending_optimizer_state_.reset();
+  }
+
+  StageContext context;
+  context.results = &results_;
+  context.flushed = &flushed_;
+  context.schedule = current_;
+  context.micro_batches = options_.micro_batches;
+  context.fail = [this](const std::string& error) { fail(error); };
+  context.trace = trace_.get();
+  started_at_ = last_flush_at_ = std::chrono::steady_clock::now();
+  for (int k = 0; k < K; ++k) {
+    StageLinks links;
+    links.forward_in = k == 0 ? input_.get() : forward_links_[k - 1].get();
+    links.forward_out = k + 1 < K ? forward_links_[k].get() : nullptr;
+    links.backward_in = k + 1 < K ? backward_links_[k].get() : nullptr;
+    links.backward_out = k > 0 ? backward_links_[k - 1].get() : nullptr;
+    threads_.emplace_back(
+        [stage = stages_[k].get(), links, context] { stage->run(links, context); });
+  }
+}
+
+void PipelineEngine::fail(const std::string& error) {
+  {
+    std::lock_guard lock(error_mutex_);
+    if (error_.empty()) error_ = error;
+  }
+  failed_ = true;
+  close_all();
+}
+
+void PipelineEngine::close_all() {
+  if (input_) input_->close();
+  for (auto& link : forward_links_) link->close();
+  for (auto& link : backward_links_) link->close();
+  results_.close();
+  flushed_.close();
+}
+
+void PipelineEngine::rethrow_failure() {
+  std::lock_guard lock(error_mutex_);
+  ECH_FAIL("pipeline (", name(), "): ", error_.empty() ? "shut down" : error_);
+}
+
+void PipelineEngine::check_alive() {
+  if (failed_) rethrow_failure();
+}
+
+void PipelineEngine::submit(Message message) {
+  message.id = next_id_++;
+  message.lr = lr_;
+  ++unflushed_;
+  if (!input_->send(std::move(message))) rethrow_failure();
+}
+
+void PipelineEngine::flush(ScheduleKind next) {
+  Message marker;
+  marker.kind = Message::Kind::Flush;
+  marker.schedule = next;
+  if (!input_->send(std::move(marker))) rethrow_failure();
+  for (size_t k = 0; k < stages_.size(); ++k) {
+    if (!flushed_.pop()) rethrow_failure();
+  }
+  current_ = next;
+  unflushed_ = 0;
+  last_flush_at_ = std::chrono::steady_clock::now();
+}
+
+StepStats PipelineEngine::collect(bool aggregate_micro_batches) {
+  StepStats stats = carried_;
+  carried_ = {};
+  int64_t last_index = std::numeric_limits<int64_t>::min();
+  while (std::optional<BatchResult> result = results_.try_pop()) {
+    if (!aggregate_micro_batches || result->batch_index != last_index) ++stats.batches;
+    last_index = result->batch_index;
+    stats.samples += result->samples;
+    samples_done_ += result->samples;
+    stats.loss_sum += result->loss * static_cast<double>(result->samples);
+    stats.correct += result->correct;
+    if (!result->finite && stats.finite) {
+      stats.finite = false;
+      stats.nonfinite_batch = result->batch_index;
+    }
+  }
+  return stats;
+}
+
+StepStats PipelineEngine::train_step(const data::Batch& batch) {
+  check_alive();
+  ECH_CHECK(batch.images.defined() && batch.labels.defined() && batch.images.dim() >= 1 &&
+                batch.labels.dim() == 1 && batch.images.size(0) == batch.labels.size(0),
+            "pipeline: a batch needs images (N, ...) and labels (N) with the same N");
+  if (!started()) start(batch.images);
+  if (current_ != ScheduleKind::GPipe) {
+    Message message;
+    message.batch_index = batch.index;
+    message.tensor = batch.images;
+    message.labels = batch.labels;
+    submit(std::move(message));
+    check_alive();
+    return collect(false);
+  }
+  // GPipe: M micro-batches (sizes differ by at most one), flush, one synchronous update.
+  const int64_t n = batch.images.size(0);
+  const int64_t m = std::min<int64_t>(options_.micro_batches, n);
+  for (int64_t i = 0, begin = 0; i < m; ++i) {
+    const int64_t size = n / m + (i < n % m ? 1 : 0);
+    Message message;
+    message.batch_index = batch.index;
+    message.tensor = batch.images.narrow(0, begin, size).contiguous();
+    message.labels = batch.labels.narrow(0, begin, size).contiguous();
+    message.loss_weight = static_cast<double>(size) / static_cast<double>(n);
+    submit(std::move(message));
+    begin += size;
+  }
+  flush(ScheduleKind::GPipe);
+  return collect(true);
+}
+
+StepStats PipelineEngine::finish_epoch() {
+  check_alive();
+  if (!started()) return collect(false);
+  ++epochs_done_;
+  ScheduleKind next = current_;
+  if (options_.schedule == ScheduleKind::Hybrid && current_ == ScheduleKind::Hybrid &&
+      epochs_done_ >= options_.hybrid_switch_epoch()) {
+    next = ScheduleKind::Sequential;
+  }
+  flush(next);
+  if (trace_) trace_->write(options_.trace_path);
+  return collect(current_ == ScheduleKind::GPipe);
+}
+
+Tensor PipelineEngine::predict(const Tensor& images) {
+  check_alive();
+  if (!started()) start(images);
+  if (unflushed_ > 0) {
+    flush(current_);
+    carried_ = collect(current_ == ScheduleKind::GPipe);
+  }
+  NoGradGuard no_grad;
+  const bool training = model_->is_training();
+  model_->eval();
+  Tensor x = images;
+  for (const auto& stage : stages_) x = stage->layers().forward(x.to(stage->device()));
+  model_->train(training);
+  return x;
+}
+
+StateDict PipelineEngine::optimizer_state() const {
+  if (!started()) return pending_optimizer_state_.value_or(StateDict());
+  StateDict merged;
+  for (const auto& stage : stages_) {
+    for (const auto& [key, value] : stage->optimizer().state_dict()) {
+      if (key != "step" || !merged.contains("step")) merged.insert(key, value);
+    }
+  }
+  return merged;
+}
+
+void PipelineEngine::load_optimizer_state(const StateDict& state) {
+  if (!started()) {
+    pending_optimizer_state_ = state;
+    return;
+  }
+  size_t used = 0;
+  for (auto& stage : stages_) {
+    StateDict part;
+    if (const Tensor* step = state.find("step")) part.insert("step", *step);
+    for (const auto& [name, param] : stage->optimizer().params()) {
+      const std::string key = "momentum_buffer." + name;
+      if (const Tensor* buffer = state.find(key)) {
+        part.insert(key, *buffer);
+        ++used;
+      }
+    }
+    stage->optimizer().load_state_dict(part);
+  }
+  const size_t expected = state.size() - (state.contains("step") ? 1 : 0);
+  for (const std::string& key : state.keys()) {
+    bool known = key == "step";
+    for (auto& stage : stages_) {
+      for (const auto& [name, param] : stage->optimizer().params()) {
+        known = known || key == "momentum_buffer." + name;
+      }
+    }
+    ECH_CHECK(known, "optimizer state: '", key, "' matches no parameter of the model");
+  }
+  ECH_CHECK(used == expected, "optimizer state: ", expected - used, " entries were not used");
+}
+
+std::vector<StageStats> PipelineEngine::stage_stats() const {
+  std::vector<StageStats> stats;
+  for (const auto& stage : stages_) stats.push_back(stage->stats());
+  return stats;
+}
+
+double PipelineEngine::wall_seconds() const {
+  if (!started()) return 0;
+  return std::chrono::duration<double>(last_flush_at_ - started_at_).count();
+}
+
+json::Value PipelineEngine::report() const {
+  json::Value block = json::Value::object();
+  block.set("schedule", schedule_name(options_.schedule))
+      .set("schedule_now", schedule_name(current_))
+      .set("partitions", static_cast<int64_t>(stages_.size()))
+      .set("ppv", format_ppv(cuts_))
+      .set("balance", options_.balance_auto ? "auto" : "none");
+  if (options_.schedule == ScheduleKind::GPipe) block.set("micro_batches", options_.micro_batches);
+  if (options_.schedule == ScheduleKind::Hybrid) {
+    block.set("hybrid_switch_epoch", options_.hybrid_switch_epoch());
+  }
+  const double wall = wall_seconds();
+  block.set("wall_s", wall).set("images_per_s", wall > 0 ? samples_done_ / wall : 0.0);
+  json::Value stages = json::Value::array();
+  for (const StageStats& s : stage_stats()) {
+    json::Value histogram = json::Value::object();
+    for (const auto& [staleness, count] : s.staleness)
+      histogram.set(std::to_string(staleness), count);
+    json::Value entry = json::Value::object();
+    entry.set("partition", s.partition)
+        .set("layers", json::Array{json::Value(s.layers.begin), json::Value(s.layers.end)})
+        .set("device", s.device)
+        .set("busy_s", s.busy_s)
+        .set("idle_s", std::max(0.0, wall - s.busy_s))
+        .set("wait_s", s.wait_s)
+        .set("send_s", s.send_s)
+        .set("bubble_fraction", wall > 0 ? std::max(0.0, 1.0 - s.busy_s / wall) : 0.0)
+        .set("forwards", s.forwards)
+        .set("backwards", s.backwards)
+        .set("updates", s.updates)
+        .set("skipped", s.skipped)
+        .set("staleness_analytic",
+             analytic_staleness(options_.schedule, static_cast<int>(stages_.size()), s.partition))
+        .set("staleness_max", s.max_staleness())
+        .set("staleness_histogram", std::move(histogram))
+        .set("peak_activation_bytes", static_cast<int64_t>(s.peak_bytes));
+#if ECHELON_WITH_CUDA
+    const Device device = Device::parse(s.device);
+    if (device.is_cuda()) {
+      entry.set("cuda_peak_allocated_bytes",
+                static_cast<int64_t>(cuda::allocator_stats(device.index).peak_allocated_bytes));
+    }
+#endif
+    stages.push(std::move(entry));
+  }
+  block.set("stages", std::move(stages));
+  return block;
+}
+
+EngineFactory pipeline_engine_factory(PipelineOptions options) {
+  options.validate();
+  return [options](std::shared_ptr<Sequential> model, const SgdConfig& sgd, Device device) {
+    return std::unique_ptr<StepEngine>(
+        std::make_unique<PipelineEngine>(std::move(model), sgd, device, options));
+  };
+}
+
+}  // namespace echelon::parallel

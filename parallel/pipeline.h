@@ -1,0 +1,113 @@
+// The pipeline engine: a StepEngine that cuts the model into K partitions, runs each on its own
+// executor thread (a CPU worker, a CUDA device, or a CUDA stream on a shared GPU), joins them with
+// transports (transport.h) and runs one of the schedules of schedule.h. With K = 1, or with the
+// sequential schedule, it computes exactly what ordinary single-device training computes.
+//
+// The driver (the trainer's thread) feeds mini-batches to partition 0 and collects losses from
+// the last partition; labels travel with the activations. train_step returns the mini-batches
+// whose loss was computed meanwhile; finish_epoch flushes, after which every update has landed.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "parallel/engine.h"
+#include "parallel/partition.h"
+#include "parallel/schedule.h"
+#include "parallel/stage.h"
+#include "parallel/trace.h"
+#include "parallel/transport.h"
+
+namespace echelon::parallel {
+
+struct PipelineOptions {
+  int partitions = 2;         // --pipeline K (ignored when ppv is given: K = cuts + 1)
+  std::string ppv;            // --ppv "2,5": partition starts; empty: balance or even split
+  bool balance_auto = false;  // --balance auto: profile layers on the first batch, then DP
+  ScheduleKind schedule = ScheduleKind::Stale;
+  int micro_batches = 4;        // gpipe only
+  double hybrid_switch = 0.5;   // hybrid: >= 1 an epoch number; in (0, 1) a fraction of epochs
+  int total_epochs = 0;         // needed for a fractional hybrid switch
+  std::string trace_path;       // Chrome trace JSON, rewritten at every finish_epoch
+  std::vector<Device> devices;  // per partition; empty: every partition on the engine's device
+
+  // Throws naming the flag when a value is out of range.
+  void validate() const;
+  // The epoch (0-based) from which hybrid runs sequential.
+  int hybrid_switch_epoch() const;
+};
+
+class PipelineEngine : public StepEngine {
+ public:
+  PipelineEngine(std::shared_ptr<Sequential> model, const SgdConfig& sgd, Device device,
+                 PipelineOptions options);
+  ~PipelineEngine() override;
+
+  std::string name() const override;
+  StepStats train_step(const data::Batch& batch) override;
+  StepStats finish_epoch() override;
+  void set_lr(double lr) override { lr_ = lr; }
+  Sequential& model() override { return *model_; }
+  Tensor predict(const Tensor& images) override;
+  StateDict optimizer_state() const override;
+  void load_optimizer_state(const StateDict& state) override;
+  json::Value report() const override;
+
+  // Cuts the model and starts the executors; train_step does it on the first batch (balance
+  // profiles on that batch). `sample` (N, C, H, W) is only read when balancing.
+  void start(const Tensor& sample);
+  bool started() const { return !stages_.empty(); }
+  std::vector<int64_t> cuts() const { return cuts_; }
+  std::vector<StageStats> stage_stats() const;
+  ScheduleKind current_schedule() const { return current_; }
+  double wall_seconds() const;
+  int64_t samples_done() const { return samples_done_; }
+  const TraceRecorder* trace() const { return trace_.get(); }
+
+ private:
+  void submit(Message message);
+  void flush(ScheduleKind next);  // waits until every partition has drained
+  StepStats collect(bool aggregate_micro_batches);
+  void fail(const std::string& error);
+  void close_all();
+  [[noreturn]] void rethrow_failure();
+  void check_alive();
+
+  std::shared_ptr<Sequential> model_;
+  SGDOptions sgd_;
+  Device device_;
+  PipelineOptions options_;
+  std::vector<int64_t> cuts_;
+  std::vector<std::unique_ptr<Stage>> stages_;
+  std::unique_ptr<Transport> input_;
+  std::vector<std::unique_ptr<Transport>> forward_links_, backward_links_;
+  BoundedQueue<BatchResult> results_;
+  BoundedQueue<int> flushed_;
+  std::unique_ptr<TraceRecorder> trace_;
+  std::vector<std::thread> threads_;
+
+  std::mutex error_mutex_;
+  std::string error_;
+  std::atomic<bool> failed_{false};
+
+  ScheduleKind current_;
+  double lr_;
+  int64_t next_id_ = 0;
+  int64_t unflushed_ = 0;  // mini-batches submitted since the last flush
+  int epochs_done_ = 0;
+  int64_t samples_done_ = 0;
+  StepStats carried_;  // results collected by predict(), returned by the next call
+  std::optional<StateDict> pending_optimizer_state_;
+  std::chrono::steady_clock::time_point started_at_, last_flush_at_;
+};
+
+// The trainer's factory for `options` (see parallel/engine.h EngineFactory).
+EngineFactory pipeline_engine_factory(PipelineOptions options);
+
+}  // namespace echelon::parallel

@@ -1,0 +1,290 @@
+#include "parallel/stage.h"
+
+#include <chrono>
+#include <cmath>
+#include <exception>
+
+#include "autograd/engine.h"
+#include "autograd/functions.h"
+#include "autograd/grad_mode.h"
+#include "base/error.h"
+#include "layers/loss.h"
+#include "tensor/ops.h"
+
+#if ECHELON_WITH_CUDA
+#include "cuda/stream.h"
+#endif
+
+namespace echelon::parallel {
+
+namespace {
+using Clock = TraceRecorder::Clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::vector<Tensor> clone_all(const std::vector<Tensor>& tensors) {
+  NoGradGuard no_grad;
+  std::vector<Tensor> copies;
+  for (const Tensor& t : tensors) copies.push_back(t.detach().clone());
+  return copies;
+}
+
+// Writes `values` into the parameter tensors in place: the autograd graph holds references to
+// these very tensors, so its backward reads whatever they hold now.
+void assign_all(std::vector<Tensor>& params, const std::vector<Tensor>& values) {
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < params.size(); ++i) {
+    Tensor target = params[i].detach();
+    ops::copy_(target, values[i]);
+  }
+}
+}  // namespace
+
+Stage::Stage(int partition, int num_partitions, LayerRange range,
+             std::shared_ptr<Sequential> layers, Device device, const SGDOptions& sgd)
+    : partition_(partition),
+      num_partitions_(num_partitions),
+      range_(range),
+      layers_(std::move(layers)),
+      device_(device),
+      sgd_(layers_->named_parameters(), sgd),
+      params_(layers_->parameters()) {
+  stats_.partition = partition;
+  stats_.layers = range;
+  stats_.device = device.to_string();
+}
+
+std::string Stage::label() const {
+  return str("partition ", partition_, " (layers [", range_.begin, ", ", range_.end, ") on ",
+             device_.to_string(), ")");
+}
+
+StageStats Stage::stats() const {
+  std::lock_guard lock(stats_mutex_);
+  return stats_;
+}
+
+void Stage::account(size_t add, size_t remove) {
+  std::lock_guard lock(stats_mutex_);
+  stats_.held_bytes = stats_.held_bytes + add - remove;
+  stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.held_bytes);
+}
+
+void Stage::trace(const StageContext& context, TraceTrack track, std::string name,
+                  Clock::time_point start, int64_t id) {
+  if (context.trace)
+    context.trace->record(partition_, track, std::move(name), start, Clock::now(), id);
+}
+
+void Stage::run(const StageLinks& links, const StageContext& context) {
+  try {
+#if ECHELON_WITH_CUDA
+    // Each partition gets its own stream, so partitions sharing a GPU overlap.
+    std::optional<cuda::Stream> stream;
+    std::optional<cuda::StreamGuard> guard;
+    if (device_.is_cuda()) {
+      stream.emplace(device_.index);
+      guard.emplace(*stream);
+    }
+#endif
+    loop(links, context);
+  } catch (const std::exception& e) {
+    context.fail(str(label(), ": ", e.what()));
+  }
+}
+
+std::optional<Message> Stage::receive(Transport* from, const StageContext& context,
+                                      const char* what) {
+  const auto start = Clock::now();
+  std::optional<Message> message = from->recv();
+  {
+    std::lock_guard lock(stats_mutex_);
+    stats_.wait_s += seconds_since(start);
+  }
+  if (message && message->kind != Message::Kind::Flush) {
+    trace(context, TraceTrack::Receive, str("recv ", what, ' ', message->id), start, message->id);
+  }
+  return message;
+}
+
+bool Stage::send(Transport* to, Message message, const StageContext& context, const char* what) {
+  const auto start = Clock::now();
+  const int64_t id = message.id;
+  const bool flush = message.kind == Message::Kind::Flush;
+  const bool sent = to->send(std::move(message));
+  {
+    std::lock_guard lock(stats_mutex_);
+    stats_.send_s += seconds_since(start);
+  }
+  if (!flush) trace(context, TraceTrack::Send, str("send ", what, ' ', id), start, id);
+  return sent;
+}
+
+void Stage::loop(const StageLinks& links, const StageContext& context) {
+  const bool last = partition_ + 1 == num_partitions_;
+  StagePolicy policy =
+      stage_policy(context.schedule, num_partitions_, partition_, context.micro_batches);
+  ScheduleKind next_schedule = context.schedule;
+  std::deque<InFlight> in_flight;
+  bool flushing = false;
+  for (;;) {
+    if (!flushing && static_cast<int64_t>(in_flight.size()) < policy.window) {
+      std::optional<Message> message = receive(links.forward_in, context, "act");
+      if (!message) return;
+      if (message->kind == Message::Kind::Flush) {
+        next_schedule = message->schedule;
+        if (links.forward_out && !send(links.forward_out, std::move(*message), context, "flush")) {
+          return;
+        }
+        flushing = true;
+        continue;
+      }
+      ECH_CHECK(message->kind == Message::Kind::Forward, "expected an activation, got a gradient");
+      in_flight.push_back(forward(std::move(*message), policy, context));
+      if (links.forward_out) {
+        Message activation = in_flight.back().message;
+        activation.tensor = in_flight.back().root.detach();
+        if (!send(links.forward_out, std::move(activation), context, "act")) return;
+      }
+    } else if (!in_flight.empty()) {
+      InFlight& state = in_flight.front();
+      std::optional<Message> grad;
+      if (!last) {
+        grad = receive(links.backward_in, context, "grad");
+        if (!grad) return;
+        ECH_CHECK(grad->kind == Message::Kind::Backward && grad->id == state.message.id,
+                  "expected the gradient of mini-batch ", state.message.id, ", got message ",
+                  grad->id);
+      }
+      const auto start = Clock::now();
+      Message upstream = backward(state, grad ? &*grad : nullptr, policy);
+      trace(context, TraceTrack::Compute, str("B ", state.message.id), start, state.message.id);
+      account(0, state.bytes);
+      in_flight.pop_front();
+      if (links.backward_out && !send(links.backward_out, std::move(upstream), context, "grad")) {
+        return;
+      }
+    } else {
+      // Flushed: every mini-batch sent so far is through; gpipe applies its one update now.
+      if (pending_update_) {
+        const auto start = Clock::now();
+        step(pending_lr_);
+        trace(context, TraceTrack::Compute, "step", start, -1);
+      }
+      flushing = false;
+      policy = stage_policy(next_schedule, num_partitions_, partition_, context.micro_batches);
+      if (!context.flushed->push(partition_)) return;
+    }
+  }
+}
+
+Stage::InFlight Stage::forward(Message message, const StagePolicy& policy,
+                               const StageContext& context) {
+  const auto start = Clock::now();
+  const bool last = partition_ + 1 == num_partitions_;
+  InFlight state;
+  Tensor x = message.tensor;
+  ECH_CHECK(x.defined(), "mini-batch ", message.id, " arrived without a tensor");
+  if (x.device() != device_) x = x.to(device_);
+  if (message.labels.defined() && message.labels.device() != device_) {
+    message.labels = message.labels.to(device_);
+  }
+  state.input = partition_ == 0 ? x : x.detach().set_requires_grad(true);
+  state.version = stats().version;
+  state.bytes = state.input.nbytes();
+  if (policy.stash_weights) {
+    state.snapshot = clone_all(params_);
+    for (const Tensor& t : state.snapshot) state.bytes += t.nbytes();
+  }
+  Tensor out = state.input;
+  for (const auto& layer : layers_->layers()) {
+    out = layer->forward(out);
+    state.bytes += out.nbytes();
+  }
+  if (last) {
+    ECH_CHECK(message.labels.defined(), "mini-batch ", message.id,
+              " reached the last partition without labels");
+    Tensor loss = cross_entropy(out, message.labels);
+    BatchResult result;
+    result.id = message.id;
+    result.batch_index = message.batch_index;
+    result.samples = out.size(0);
+    result.loss = loss.item<float>();
+    result.correct = correct_count(out, message.labels);
+    result.finite = std::isfinite(result.loss);
+    state.skip = !result.finite;
+    state.root = loss;
+    context.results->push(result);
+  } else {
+    state.root = out;
+  }
+  state.message = std::move(message);
+  state.message.tensor = Tensor();
+  {
+    std::lock_guard lock(stats_mutex_);
+    ++stats_.forwards;
+    stats_.busy_s += seconds_since(start);
+  }
+  account(state.bytes, 0);
+  trace(context, TraceTrack::Compute, str("F ", state.message.id), start, state.message.id);
+  return state;
+}
+
+Message Stage::backward(InFlight& state, const Message* grad, const StagePolicy& policy) {
+  const auto start = Clock::now();
+  Message upstream;
+  upstream.kind = Message::Kind::Backward;
+  upstream.id = state.message.id;
+  upstream.batch_index = state.message.batch_index;
+  // A skipped mini-batch (non-finite loss) travels back as an undefined gradient: no update.
+  const bool skip = state.skip || (grad && !grad->tensor.defined());
+  if (skip) {
+    std::lock_guard lock(stats_mutex_);
+    ++stats_.skipped;
+    stats_.busy_s += seconds_since(start);
+    return upstream;
+  }
+  std::vector<Tensor> current;
+  if (!state.snapshot.empty()) {
+    current = clone_all(params_);
+    assign_all(params_, state.snapshot);
+  }
+  const int64_t read_version = state.snapshot.empty() ? stats().version : state.version;
+  if (grad) {
+    ::echelon::backward(state.root, grad->tensor);
+  } else {
+    ::echelon::backward(state.root, Tensor::full(state.root.shape(), state.message.loss_weight,
+                                                 state.root.dtype(), state.root.device()));
+  }
+  if (!current.empty()) assign_all(params_, current);
+  if (partition_ > 0) upstream.tensor = state.input.grad();
+  {
+    std::lock_guard lock(stats_mutex_);
+    ++stats_.backwards;
+    ++stats_.staleness[read_version - state.version];
+    stats_.busy_s += seconds_since(start);
+  }
+  if (policy.update_per_backward) {
+    step(state.message.lr);
+  } else {
+    pending_update_ = true;
+    pending_lr_ = state.message.lr;
+  }
+  return upstream;
+}
+
+void Stage::step(double lr) {
+  const auto start = Clock::now();
+  sgd_.set_lr(lr);
+  sgd_.step();
+  sgd_.zero_grad();
+  pending_update_ = false;
+  std::lock_guard lock(stats_mutex_);
+  ++stats_.updates;
+  ++stats_.version;
+  stats_.busy_s += seconds_since(start);
+}
+
+}  // namespace echelon::parallel

@@ -1,0 +1,121 @@
+// One pipeline partition and its executor loop. A Stage owns a slice of the model (sharing the
+// layer objects with the whole model), its own SGD over its own parameters, and a weight version
+// counter bumped by every update. Its executor thread follows the 1F1B rule of schedule.h.
+//
+// Staleness is measured, not assumed: the forward of mini-batch i records the version it read,
+// the backward the version of the weights it reads (the current one, or the stashed one), and the
+// difference is added to a histogram. Held memory is accounted per mini-batch in flight: the
+// stage's input, every layer's output and, with stashing, the weight snapshot.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "layers/optim.h"
+#include "layers/sequential.h"
+#include "parallel/partition.h"
+#include "parallel/schedule.h"
+#include "parallel/trace.h"
+#include "parallel/transport.h"
+
+namespace echelon::parallel {
+
+struct StageStats {
+  int partition = 0;
+  LayerRange layers;
+  std::string device;
+  int64_t forwards = 0, backwards = 0, updates = 0, skipped = 0;
+  double busy_s = 0;      // forward, backward and optimizer compute
+  double wait_s = 0;      // blocked receiving (idle: the pipeline bubble)
+  double send_s = 0;      // blocked sending (downstream full) plus transfer
+  size_t held_bytes = 0;  // activations (+ stashed weights) of mini-batches in flight now
+  size_t peak_bytes = 0;
+  int64_t version = 0;                   // updates applied
+  std::map<int64_t, int64_t> staleness;  // measured staleness -> mini-batches
+  int64_t max_staleness() const { return staleness.empty() ? 0 : staleness.rbegin()->first; }
+};
+
+// One completed forward at the last partition: what the trainer's StepStats are made of.
+struct BatchResult {
+  int64_t id = -1;
+  int64_t batch_index = -1;
+  int64_t samples = 0;
+  double loss = 0;  // mean over the (micro-)batch
+  int64_t correct = 0;
+  bool finite = true;
+};
+
+// What the executors share with the driver. Stages report through it and stop through it.
+struct StageContext {
+  BoundedQueue<BatchResult>* results = nullptr;  // the last stage's losses
+  BoundedQueue<int>* flushed = nullptr;          // each stage once per flush
+  ScheduleKind schedule = ScheduleKind::Stale;   // at start; each Flush names the next one
+  int micro_batches = 1;
+  std::function<void(const std::string& error)> fail;  // first error wins; closes everything
+  TraceRecorder* trace = nullptr;                      // optional
+};
+
+struct StageLinks {
+  Transport* forward_in = nullptr;    // activations (or, for partition 0, batches from the driver)
+  Transport* forward_out = nullptr;   // null on the last partition
+  Transport* backward_in = nullptr;   // null on the last partition
+  Transport* backward_out = nullptr;  // null on partition 0
+};
+
+class Stage {
+ public:
+  Stage(int partition, int num_partitions, LayerRange range, std::shared_ptr<Sequential> layers,
+        Device device, const SGDOptions& sgd);
+
+  // The executor loop; returns when a transport closes. Exceptions go to context.fail.
+  void run(const StageLinks& links, const StageContext& context);
+
+  StageStats stats() const;
+  std::string label() const;  // "partition 1 (layers [2, 8) on cpu)"
+  Sequential& layers() { return *layers_; }
+  Device device() const { return device_; }
+  // Only while the executor is idle (drained pipeline): momentum buffers and "step".
+  SGD& optimizer() { return sgd_; }
+
+ private:
+  struct InFlight {
+    Message message;  // id, batch index, lr, loss weight
+    Tensor input;     // requires grad except on partition 0
+    Tensor root;      // the partition's output, or the loss on the last partition
+    int64_t version = 0;
+    size_t bytes = 0;
+    std::vector<Tensor> snapshot;  // stashed weights
+    bool skip = false;             // non-finite loss: no backward, no update
+  };
+
+  void loop(const StageLinks& links, const StageContext& context);
+  std::optional<Message> receive(Transport* from, const StageContext& context, const char* what);
+  bool send(Transport* to, Message message, const StageContext& context, const char* what);
+  InFlight forward(Message message, const StagePolicy& policy, const StageContext& context);
+  Message backward(InFlight& state, const Message* grad, const StagePolicy& policy);
+  void step(double lr);
+  void account(size_t add, size_t remove);
+  void trace(const StageContext& context, TraceTrack track, std::string name,
+             TraceRecorder::Clock::time_point start, int64_t id);
+
+  int partition_, num_partitions_;
+  LayerRange range_;
+  std::shared_ptr<Sequential> layers_;
+  Device device_;
+  SGD sgd_;
+  std::vector<Tensor> params_;
+  bool pending_update_ = false;  // gpipe: gradients accumulated since the last step
+  double pending_lr_ = 0;
+
+  mutable std::mutex stats_mutex_;
+  StageStats stats_;
+};
+
+}  // namespace echelon::parallel

@@ -1,0 +1,81 @@
+#include "parallel/trace.h"
+
+#include <fstream>
+
+#include "base/error.h"
+#include "base/json.h"
+
+namespace echelon::parallel {
+
+TraceRecorder::TraceRecorder(int num_partitions, size_t max_events)
+    : num_partitions_(num_partitions), max_events_(max_events), origin_(Clock::now()) {}
+
+void TraceRecorder::record(int partition, TraceTrack track, std::string name,
+                           Clock::time_point start, Clock::time_point end, int64_t id) {
+  const auto micros = [&](Clock::time_point t) {
+    return std::chrono::duration<double, std::micro>(t - origin_).count();
+  };
+  std::lock_guard lock(mutex_);
+  if (events_.size() >= max_events_) {
+    ++dropped_;
+    return;
+  }
+  events_.push_back(
+      {partition, track, std::move(name), micros(start), micros(end) - micros(start), id});
+}
+
+std::vector<TraceEvent> TraceRecorder::events() const {
+  std::lock_guard lock(mutex_);
+  return events_;
+}
+
+size_t TraceRecorder::dropped() const {
+  std::lock_guard lock(mutex_);
+  return dropped_;
+}
+
+std::string TraceRecorder::to_json() const {
+  static const char* kTrackNames[] = {"compute", "send", "receive"};
+  json::Value events = json::Value::array();
+  for (int k = 0; k < num_partitions_; ++k) {
+    events.push(json::Value::object()
+                    .set("name", "process_name")
+                    .set("ph", "M")
+                    .set("pid", k)
+                    .set("args", json::Value::object().set("name", str("partition ", k))));
+    for (int track = 0; track < 3; ++track) {
+      events.push(json::Value::object()
+                      .set("name", "thread_name")
+                      .set("ph", "M")
+                      .set("pid", k)
+                      .set("tid", track)
+                      .set("args", json::Value::object().set("name", kTrackNames[track])));
+    }
+  }
+  for (const TraceEvent& event : this->events()) {
+    json::Value args = json::Value::object();
+    if (event.id >= 0) args.set("batch", event.id);
+    events.push(json::Value::object()
+                    .set("name", event.name)
+                    .set("ph", "X")
+                    .set("pid", event.partition)
+                    .set("tid", static_cast<int>(event.track))
+                    .set("ts", event.start_us)
+                    .set("dur", event.duration_us)
+                    .set("args", std::move(args)));
+  }
+  return json::Value::object()
+      .set("traceEvents", std::move(events))
+      .set("displayTimeUnit", "ms")
+      .dump();
+}
+
+void TraceRecorder::write(const std::string& path) const {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  ECH_CHECK(out.good(), "--trace: cannot open '", path, "' for writing");
+  out << to_json() << '\n';
+  out.close();
+  ECH_CHECK(out.good(), "--trace: writing '", path, "' failed");
+}
+
+}  // namespace echelon::parallel

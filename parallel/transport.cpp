@@ -1,0 +1,151 @@
+#include "parallel/transport.h"
+
+#include "base/error.h"
+
+#if ECHELON_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include "cuda/check.h"
+#include "cuda/stream.h"
+#endif
+
+namespace echelon::parallel {
+
+namespace {
+
+// CPU -> CPU: tensors are host memory; the handle moves through the queue.
+class RingTransport : public Transport {
+ public:
+  explicit RingTransport(size_t capacity) : queue_(capacity) {}
+  bool send(Message message) override { return queue_.push(std::move(message)); }
+  std::optional<Message> recv() override { return queue_.pop(); }
+  void close() override { queue_.close(); }
+  std::string kind() const override { return "ring"; }
+
+ private:
+  BoundedQueue<Message> queue_;
+};
+
+#if ECHELON_WITH_CUDA
+// Orders the receiver's current stream after the sender's work, without blocking the host.
+void wait_ready(const Message& message, int device) {
+  if (message.ready) message.ready->wait(cuda::current_stream(device));
+}
+
+std::shared_ptr<cuda::Event> record_ready(int device) {
+  auto event = std::make_shared<cuda::Event>();
+  event->record(cuda::current_stream(device));
+  return event;
+}
+#endif
+
+// Between a host and a device: a synchronous Tensor::to on the receiving side.
+class HostStagedTransport : public Transport {
+ public:
+  HostStagedTransport(Device from, Device to, size_t capacity)
+      : from_(from), to_(to), queue_(capacity) {}
+  bool send(Message message) override {
+#if ECHELON_WITH_CUDA
+    if (from_.is_cuda()) message.ready = record_ready(from_.index);
+#endif
+    return queue_.push(std::move(message));
+  }
+  std::optional<Message> recv() override {
+    std::optional<Message> message = queue_.pop();
+#if ECHELON_WITH_CUDA
+    // The copy runs on this thread's stream, which knows nothing of the sender's.
+    if (message && message->ready) message->ready->synchronize();
+#endif
+    if (message && message->tensor.defined()) message->tensor = message->tensor.to(to_);
+    if (message && message->labels.defined()) message->labels = message->labels.to(to_);
+    return message;
+  }
+  void close() override {
+    queue_.close();
+  }
+  std::string kind() const override {
+    return "host-staged";
+  }
+
+ private:
+  Device from_, to_;
+  BoundedQueue<Message> queue_;
+};
+
+#if ECHELON_WITH_CUDA
+// Same GPU, another stream: an event carries the ordering; the memory is shared.
+class StreamTransport : public Transport {
+ public:
+  StreamTransport(Device from, Device to, size_t capacity)
+      : from_(from), to_(to), queue_(capacity) {}
+  bool send(Message message) override {
+    message.ready = record_ready(from_.index);
+    return queue_.push(std::move(message));
+  }
+  std::optional<Message> recv() override {
+    std::optional<Message> message = queue_.pop();
+    if (message) wait_ready(*message, to_.index);
+    return message;
+  }
+  void close() override { queue_.close(); }
+  std::string kind() const override { return "cuda-stream"; }
+
+ private:
+  Device from_, to_;
+  BoundedQueue<Message> queue_;
+};
+
+// GPU -> GPU: the receiver copies peer-to-peer on its own stream.
+class PeerTransport : public Transport {
+ public:
+  PeerTransport(Device from, Device to, size_t capacity) : from_(from), to_(to), queue_(capacity) {}
+  bool send(Message message) override {
+    message.ready = record_ready(from_.index);
+    return queue_.push(std::move(message));
+  }
+  std::optional<Message> recv() override {
+    std::optional<Message> message = queue_.pop();
+    if (!message) return message;
+    wait_ready(*message, to_.index);
+    message->tensor = copy_peer(message->tensor);
+    message->labels = copy_peer(message->labels);
+    return message;
+  }
+  void close() override { queue_.close(); }
+  std::string kind() const override { return "cuda-peer"; }
+
+ private:
+  Tensor copy_peer(const Tensor& source) {
+    if (!source.defined()) return source;
+    const Tensor src = source.contiguous();
+    Tensor dst = Tensor::empty(src.shape(), src.dtype(), to_);
+    cudaStream_t stream = cuda::current_stream(to_.index);
+    ECH_CUDA_CHECK(cudaMemcpyPeerAsync(dst.raw_data(), to_.index, src.raw_data(), from_.index,
+                                       src.nbytes(), stream));
+    // The sender's caching allocator may reuse src's block as soon as src dies; wait for the copy
+    // before dropping it. The receiver needs the data next anyway.
+    cuda::Event copied;
+    copied.record(stream);
+    copied.synchronize();
+    return dst;
+  }
+
+  Device from_, to_;
+  BoundedQueue<Message> queue_;
+};
+#endif
+
+}  // namespace
+
+std::unique_ptr<Transport> make_transport(Device from, Device to, size_t capacity) {
+  if (from.is_cpu() && to.is_cpu()) return std::make_unique<RingTransport>(capacity);
+#if ECHELON_WITH_CUDA
+  if (from.is_cuda() && to.is_cuda()) {
+    if (from.index == to.index) return std::make_unique<StreamTransport>(from, to, capacity);
+    return std::make_unique<PeerTransport>(from, to, capacity);
+  }
+#endif
+  return std::make_unique<HostStagedTransport>(from, to, capacity);
+}
+
+}  // namespace echelon::parallel
