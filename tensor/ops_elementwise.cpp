@@ -221,11 +221,35 @@ Tensor arange(int64_t n, DType dtype, Device device) {
   if (device.is_cuda()) {
     cuda::DeviceGuard guard(device.index);
     cudaStream_t stream = cuda::current_stream(device.index);
-    ECH_DISPATCH_CUDA_ALL(dtype, "arange", cuda::arange<scalar_t>(out.data<scalar_t>(), n, stream));
+    switch (dtype) {  // uint8 was rejected above and has no CUDA instantiation
+      case kFloat32:
+        cuda::arange<float>(out.data<float>(), n, stream);
+        break;
+      case kInt32:
+        cuda::arange<int32_t>(out.data<int32_t>(), n, stream);
+        break;
+      case kInt64:
+        cuda::arange<int64_t>(out.data<int64_t>(), n, stream);
+        break;
+      default:
+        ECH_FAIL("arange: dtype ", dtype_name(dtype), " is not supported on CUDA");
+    }
     return out;
   }
 #endif
-  ECH_DISPATCH_ALL(dtype, "arange", cpu::arange<scalar_t>(out.data<scalar_t>(), n));
+  switch (dtype) {  // no uint8 instantiation: rejected above
+    case kFloat32:
+      cpu::arange<float>(out.data<float>(), n);
+      break;
+    case kFloat64:
+      cpu::arange<double>(out.data<double>(), n);
+      break;
+    case kInt32:
+      cpu::arange<int32_t>(out.data<int32_t>(), n);
+      break;
+    default:
+      cpu::arange<int64_t>(out.data<int64_t>(), n);
+  }
   return out;
 }
 
