@@ -2,6 +2,10 @@
 // (a lambda right beside the forward, in the matching .cpp) when grad mode is on and an input
 // requires grad. Broadcasting ops reduce gradients back to each input's shape (sum_to).
 //
+// conv2d, max_pool2d and avg_pool2d take ops:: parameter structs, so argument-dependent lookup
+// also finds the raw ops:: overloads: call them qualified, echelon::conv2d(...) (an unqualified
+// call is a compile-time ambiguity, never a silent non-recording call).
+//
 // Saved tensors are references, not copies: see autograd/node.h on stale weights.
 #pragma once
 

@@ -42,12 +42,13 @@ void SGD::step() {
     Tensor& param = params_[i].second;
     const Tensor grad = param.grad();
     if (!grad.defined()) continue;
+    // Plain SGD (momentum 0) needs no buffer; sgd_step_ then ignores the undefined one.
     const bool first = !buffers_[i].defined();
-    // Without momentum the buffer is a scratch the kernel may ignore; it is allocated once.
-    if (first) buffers_[i] = Tensor::empty(param.shape(), param.dtype(), param.device());
+    if (first && options_.momentum > 0) {
+      buffers_[i] = Tensor::empty(param.shape(), param.dtype(), param.device());
+    }
     ops::sgd_step_(param, grad, buffers_[i], options_.lr, options_.momentum, options_.dampening,
                    options_.weight_decay, options_.nesterov, first);
-    param.bump_version();
   }
   ++steps_;
 }
@@ -64,7 +65,7 @@ void SGD::set_lr(double lr) {
 StateDict SGD::state_dict() const {
   StateDict state;
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (buffers_[i].defined() && options_.momentum > 0) {
+    if (buffers_[i].defined()) {
       state.insert(kBufferPrefix + params_[i].first, buffers_[i]);
     }
   }
