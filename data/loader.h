@@ -134,6 +134,7 @@ class Loader {
   std::shared_ptr<const Dataset> dataset_;
   LoaderOptions options_;
   std::unique_ptr<Impl> impl_;
+  double auto_factor_ = 1.0;  // echo = auto: carried from one epoch to the next
 };
 
 }  // namespace echelon::data

@@ -1,0 +1,147 @@
+#include "data/image_codec.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+#include "base/error.h"
+
+#ifdef ECHELON_WITH_STB
+#include <stb/stb_image.h>
+#include <stb/stb_image_write.h>
+#endif
+#ifdef ECHELON_WITH_TURBOJPEG
+#include <turbojpeg.h>
+#endif
+
+namespace echelon::data {
+
+bool have_stb() {
+#ifdef ECHELON_WITH_STB
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool have_turbojpeg() {
+#ifdef ECHELON_WITH_TURBOJPEG
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool is_jpeg(const std::vector<uint8_t>& bytes) {
+  return bytes.size() >= 3 && bytes[0] == 0xFF && bytes[1] == 0xD8 && bytes[2] == 0xFF;
+}
+
+namespace {
+
+Image decode_stb(const std::vector<uint8_t>& bytes, const std::string& source, int channels) {
+#ifdef ECHELON_WITH_STB
+  ECH_CHECK(bytes.size() <= 0x7fffffff, source, ": image of ", bytes.size(), " bytes is too big");
+  int width = 0, height = 0, stored = 0;
+  std::unique_ptr<stbi_uc, void (*)(void*)> pixels(
+      stbi_load_from_memory(bytes.data(), static_cast<int>(bytes.size()), &width, &height, &stored,
+                            channels),
+      &stbi_image_free);
+  ECH_CHECK(pixels != nullptr, source, ": cannot decode image (", bytes.size(),
+            " bytes; stb_image: ", stbi_failure_reason() ? stbi_failure_reason() : "unknown", ")");
+  const size_t n = static_cast<size_t>(width) * height * channels;
+  return {height, width, channels, std::vector<uint8_t>(pixels.get(), pixels.get() + n)};
+#else
+  (void)bytes;
+  (void)channels;
+  ECH_FAIL(source, ": cannot decode: this build has no stb_image (ECHELON_WITH_STB)");
+#endif
+}
+
+Image decode_turbo(const std::vector<uint8_t>& bytes, const std::string& source, int channels) {
+#ifdef ECHELON_WITH_TURBOJPEG
+  std::unique_ptr<void, int (*)(tjhandle)> handle(tjInitDecompress(), &tjDestroy);
+  ECH_CHECK(handle != nullptr, source, ": libjpeg-turbo init failed");
+  int width = 0, height = 0, subsampling = 0, colorspace = 0;
+  ECH_CHECK(tjDecompressHeader3(handle.get(), bytes.data(), bytes.size(), &width, &height,
+                                &subsampling, &colorspace) == 0,
+            source, ": corrupt JPEG header (libjpeg-turbo: ", tjGetErrorStr2(handle.get()), ")");
+  Image image{height, width, channels,
+              std::vector<uint8_t>(static_cast<size_t>(width) * height * channels)};
+  const int format = channels == 1 ? TJPF_GRAY : TJPF_RGB;
+  // Warnings (e.g. premature end of data) are errors here: a truncated file must not pass.
+  ECH_CHECK(tjDecompress2(handle.get(), bytes.data(), bytes.size(), image.pixels.data(), width, 0,
+                          height, format, TJFLAG_STOPONWARNING) == 0,
+            source, ": corrupt JPEG data (libjpeg-turbo: ", tjGetErrorStr2(handle.get()), ")");
+  return image;
+#else
+  (void)bytes;
+  (void)channels;
+  ECH_FAIL(source, ": cannot decode: this build has no libjpeg-turbo (ECHELON_WITH_TURBOJPEG)");
+#endif
+}
+
+#ifdef ECHELON_WITH_STB
+void append_bytes(void* context, void* data, int size) {
+  auto* out = static_cast<std::vector<uint8_t>*>(context);
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  out->insert(out->end(), bytes, bytes + size);
+}
+#endif
+
+void check_encodable(const Image& image, const char* op) {
+  ECH_CHECK(image.height > 0 && image.width > 0 && (image.channels == 1 || image.channels == 3) &&
+                static_cast<int64_t>(image.pixels.size()) == image.numel(),
+            op, ": bad image ", image.height, "x", image.width, "x", image.channels, " with ",
+            image.pixels.size(), " bytes");
+}
+
+}  // namespace
+
+Image decode_image(const std::vector<uint8_t>& bytes, const std::string& source, int channels,
+                   ImageDecoder decoder) {
+  ECH_CHECK(channels == 1 || channels == 3, source, ": channels must be 1 or 3, got ", channels);
+  ECH_CHECK(!bytes.empty(), source, ": empty image file");
+  if (decoder == ImageDecoder::TurboJpeg ||
+      (decoder == ImageDecoder::Auto && have_turbojpeg() && is_jpeg(bytes)))
+    return decode_turbo(bytes, source, channels);
+  return decode_stb(bytes, source, channels);
+}
+
+std::vector<uint8_t> encode_png(const Image& image) {
+  check_encodable(image, "encode_png");
+  std::vector<uint8_t> out;
+#ifdef ECHELON_WITH_STB
+  const int w = static_cast<int>(image.width), h = static_cast<int>(image.height);
+  const int c = static_cast<int>(image.channels);
+  ECH_CHECK(stbi_write_png_to_func(&append_bytes, &out, w, h, c, image.pixels.data(), w * c) != 0,
+            "encode_png: stb_image_write failed");
+#else
+  ECH_FAIL("encode_png: this build has no stb (ECHELON_WITH_STB)");
+#endif
+  return out;
+}
+
+std::vector<uint8_t> encode_jpeg(const Image& image, int quality) {
+  check_encodable(image, "encode_jpeg");
+  std::vector<uint8_t> out;
+#ifdef ECHELON_WITH_STB
+  const int w = static_cast<int>(image.width), h = static_cast<int>(image.height);
+  ECH_CHECK(stbi_write_jpg_to_func(&append_bytes, &out, w, h, static_cast<int>(image.channels),
+                                   image.pixels.data(), quality) != 0,
+            "encode_jpeg: stb_image_write failed");
+#else
+  (void)quality;
+  ECH_FAIL("encode_jpeg: this build has no stb (ECHELON_WITH_STB)");
+#endif
+  return out;
+}
+
+void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "wb"), &std::fclose);
+  ECH_CHECK(file != nullptr, "cannot create '", path, "': ", std::strerror(errno));
+  ECH_CHECK(std::fwrite(bytes.data(), 1, bytes.size(), file.get()) == bytes.size(),
+            "error writing '", path, "'");
+}
+
+}  // namespace echelon::data

@@ -1,0 +1,83 @@
+// Image folder dataset: root/<class>/<image>, classes sorted by name.
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+
+#include "base/error.h"
+#include "data/dataset.h"
+#include "data/image_codec.h"
+#include "data/io.h"
+
+namespace echelon::data {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool is_image_file(const fs::path& path) {
+  std::string ext = path.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return ext == ".jpg" || ext == ".jpeg" || ext == ".png" || ext == ".bmp";
+}
+
+class ImageFolderDataset final : public Dataset {
+ public:
+  ImageFolderDataset(const std::string& root, int channels)
+      : root_(root), channels_(channels == 0 ? 3 : channels) {
+    ECH_CHECK(channels_ == 1 || channels_ == 3, "image folder '", root,
+              "': channels must be 1 or 3");
+    ECH_CHECK(fs::is_directory(root), "image folder '", root, "' is not a directory");
+    std::vector<fs::path> classes;
+    for (const auto& entry : fs::directory_iterator(root))
+      if (entry.is_directory()) classes.push_back(entry.path());
+    std::sort(classes.begin(), classes.end());
+    ECH_CHECK(!classes.empty(), "image folder '", root, "' has no class subfolders");
+    for (size_t label = 0; label < classes.size(); ++label) {
+      std::vector<fs::path> images;
+      for (const auto& entry : fs::directory_iterator(classes[label]))
+        if (entry.is_regular_file() && is_image_file(entry.path())) images.push_back(entry.path());
+      std::sort(images.begin(), images.end());
+      for (const auto& image : images)
+        files_.push_back({image.string(), static_cast<int64_t>(label)});
+    }
+    num_classes_ = static_cast<int64_t>(classes.size());
+    ECH_CHECK(!files_.empty(), "image folder '", root, "' has ", num_classes_,
+              " class folders but no .jpg/.jpeg/.png/.bmp files");
+    // The first image fixes the size every image must have (batches need one shape).
+    const Image first = decode(read(0));
+    shape_ = {channels_, first.height, first.width};
+  }
+  int64_t size() const override { return static_cast<int64_t>(files_.size()); }
+  int64_t num_classes() const override { return num_classes_; }
+  Shape image_shape() const override { return shape_; }
+  std::string name() const override { return "image-folder:" + root_; }
+  RawRecord read(int64_t index) const override {
+    ECH_CHECK(index >= 0 && index < size(), "image folder '", root_, "': index ", index,
+              " out of range [0, ", size(), ")");
+    const auto& [path, label] = files_[index];
+    return {index, label, read_file_raw(path), path + " (item " + std::to_string(index) + ")"};
+  }
+  Image decode(const RawRecord& record) const override {
+    Image image = decode_image(record.bytes, record.source, channels_);
+    if (!shape_.empty())
+      ECH_CHECK(image.height == shape_[1] && image.width == shape_[2], record.source, ": image is ",
+                image.height, "x", image.width, ", the folder's images are ", shape_[1], "x",
+                shape_[2]);
+    return image;
+  }
+
+ private:
+  std::string root_;
+  int64_t channels_;
+  int64_t num_classes_ = 0;
+  std::vector<std::pair<std::string, int64_t>> files_;
+  Shape shape_;
+};
+
+}  // namespace
+
+std::shared_ptr<Dataset> make_image_folder_dataset(const std::string& root, int channels) {
+  return std::make_shared<ImageFolderDataset>(root, channels);
+}
+
+}  // namespace echelon::data

@@ -1,0 +1,231 @@
+// Dataset loaders on tiny files written in the real formats, valid and malformed.
+#include <doctest/doctest.h>
+
+#include <zlib.h>
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "data/dataset.h"
+#include "data/image_codec.h"
+
+namespace fs = std::filesystem;
+using namespace echelon;
+using namespace echelon::data;
+
+namespace {
+
+fs::path temp_dir(const std::string& name) {
+  const char* root = std::getenv("ECHELON_TEST_TMP");
+  fs::path dir = fs::path(root ? root : fs::temp_directory_path().string()) / ("data_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+void put_be32(std::vector<uint8_t>& out, uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<uint8_t>(v >> shift));
+}
+
+std::vector<uint8_t> idx_images(uint32_t n, uint32_t h, uint32_t w, std::mt19937& rng) {
+  std::vector<uint8_t> out;
+  put_be32(out, 0x803);
+  put_be32(out, n);
+  put_be32(out, h);
+  put_be32(out, w);
+  for (uint32_t i = 0; i < n * h * w; ++i) out.push_back(static_cast<uint8_t>(rng()));
+  return out;
+}
+
+std::vector<uint8_t> idx_labels(uint32_t n, std::mt19937& rng) {
+  std::vector<uint8_t> out;
+  put_be32(out, 0x801);
+  put_be32(out, n);
+  for (uint32_t i = 0; i < n; ++i) out.push_back(static_cast<uint8_t>(rng() % 10));
+  return out;
+}
+
+void write_gzip(const fs::path& path, const std::vector<uint8_t>& bytes) {
+  gzFile file = gzopen(path.c_str(), "wb");
+  REQUIRE(file != nullptr);
+  REQUIRE(gzwrite(file, bytes.data(), static_cast<unsigned>(bytes.size())) ==
+          static_cast<int>(bytes.size()));
+  gzclose(file);
+}
+
+std::vector<uint8_t> read_file_for_test(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+std::string load_error(const std::string& images, const std::string& labels) {
+  try {
+    load_idx(images, labels);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST_SUITE("datasets") {
+  TEST_CASE("IDX raw and gzip load the same bytes and labels") {
+    std::mt19937 rng(7);
+    const fs::path dir = temp_dir("idx");
+    const auto images = idx_images(13, 5, 7, rng);
+    const auto labels = idx_labels(13, rng);
+    write_file((dir / "img").string(), images);
+    write_file((dir / "lab").string(), labels);
+    write_gzip(dir / "img.gz", images);
+    write_gzip(dir / "lab.gz", labels);
+    for (const std::string suffix : {"", ".gz"}) {
+      LabeledImages set =
+          load_idx((dir / "img").string() + suffix, (dir / "lab").string() + suffix);
+      REQUIRE(set.images.shape() == Shape{13, 1, 5, 7});
+      const auto pixels = set.images.to_vector<uint8_t>();
+      CHECK(std::equal(pixels.begin(), pixels.end(), images.begin() + 16));
+      const auto got = set.labels.to_vector<int64_t>();
+      for (int i = 0; i < 13; ++i) CHECK(got[i] == labels[8 + i]);
+    }
+  }
+
+  TEST_CASE("IDX malformed files name the file, the offset and the problem") {
+    std::mt19937 rng(11);
+    const fs::path dir = temp_dir("idx_bad");
+    auto images = idx_images(9, 4, 3, rng);
+    const auto labels = idx_labels(9, rng);
+    const std::string img = (dir / "img").string(), lab = (dir / "lab").string();
+    write_file(lab, labels);
+
+    write_file(img, std::vector<uint8_t>(images.begin(), images.end() - 5));  // truncated
+    std::string message = load_error(img, lab);
+    CHECK(message.find("truncated") != std::string::npos);
+    CHECK(message.find(img) != std::string::npos);
+    CHECK(message.find("offset") != std::string::npos);
+
+    auto bad_magic = images;
+    bad_magic[3] = 0x04;
+    write_file(img, bad_magic);
+    message = load_error(img, lab);
+    CHECK(message.find("bad magic 0x00000804") != std::string::npos);
+
+    write_file(img, idx_images(8, 4, 3, rng));  // 8 images, 9 labels
+    message = load_error(img, lab);
+    CHECK(message.find("count mismatch") != std::string::npos);
+    CHECK(message.find("8 images") != std::string::npos);
+
+    write_file(img, std::vector<uint8_t>(images.begin(), images.begin() + 10));  // short header
+    CHECK(load_error(img, lab).find("truncated header") != std::string::npos);
+
+    auto gz = dir / "img.gz";  // truncated gzip stream
+    write_gzip(gz, images);
+    auto gz_bytes = read_file_for_test(gz);
+    gz_bytes.resize(gz_bytes.size() / 2);
+    write_file(gz.string(), gz_bytes);
+    message = load_error(gz.string(), lab);
+    CHECK(message.find("gzip") != std::string::npos);
+    CHECK(message.find(gz.string()) != std::string::npos);
+  }
+
+  TEST_CASE("Fashion-MNIST from the Debian package, when installed") {
+    if (!fs::exists(std::string(kDefaultFashionMnistDir) + "/t10k-images-idx3-ubyte.gz")) return;
+    LabeledImages test = load_fashion_mnist(kDefaultFashionMnistDir, "test");
+    CHECK(test.images.shape() == Shape{10000, 1, 28, 28});
+    CHECK(test.num_classes == 10);
+    const auto labels = test.labels.to_vector<int64_t>();
+    CHECK(*std::max_element(labels.begin(), labels.end()) == 9);
+  }
+
+  TEST_CASE("CIFAR-10 records: valid, truncated, bad label") {
+    std::mt19937 rng(3);
+    const fs::path dir = temp_dir("cifar");
+    std::vector<uint8_t> bytes;
+    for (int r = 0; r < 3; ++r) {
+      bytes.push_back(static_cast<uint8_t>(r * 3 + 1));
+      for (int i = 0; i < 3072; ++i) bytes.push_back(static_cast<uint8_t>(rng()));
+    }
+    const std::string path = (dir / "test_batch.bin").string();
+    write_file(path, bytes);
+    LabeledImages set = load_cifar10(dir.string(), "test");
+    REQUIRE(set.images.shape() == Shape{3, 3, 32, 32});
+    CHECK(set.labels.to_vector<int64_t>() == std::vector<int64_t>{1, 4, 7});
+    const auto pixels = set.images.to_vector<uint8_t>();
+    CHECK(pixels[3072 + 5] == bytes[3073 + 1 + 5]);
+
+    write_file(path, std::vector<uint8_t>(bytes.begin(), bytes.end() - 100));
+    CHECK_THROWS_WITH_AS(load_cifar10(dir.string(), "test"),
+                         doctest::Contains("offset 6146 is truncated"), Error);
+    auto bad = bytes;
+    bad[3073] = 12;
+    write_file(path, bad);
+    CHECK_THROWS_WITH_AS(load_cifar10(dir.string(), "test"),
+                         doctest::Contains("record 1 at offset 3073 has label 12"), Error);
+    CHECK_THROWS_WITH_AS(load_cifar10(dir.string(), "train"), doctest::Contains("data_batch_1"),
+                         Error);
+  }
+
+  TEST_CASE("image folder: PNG and JPEG decode; corrupt files name the file") {
+    if (!have_stb()) return;
+    std::mt19937 rng(5);
+    const fs::path dir = temp_dir("folder");
+    fs::create_directories(dir / "cat");
+    fs::create_directories(dir / "dog");
+    Image image{9, 11, 3, std::vector<uint8_t>(9 * 11 * 3)};
+    for (auto& p : image.pixels) p = static_cast<uint8_t>(rng());
+    write_file((dir / "cat" / "a.png").string(), encode_png(image));
+    write_file((dir / "dog" / "b.JPG").string(), encode_jpeg(image, 95));
+    write_file((dir / "dog" / "notes.txt").string(), {1, 2, 3});
+    auto dataset = make_image_folder_dataset(dir.string(), 3);
+    REQUIRE(dataset->size() == 2);
+    CHECK(dataset->num_classes() == 2);
+    CHECK(dataset->image_shape() == Shape{3, 9, 11});
+    const Image png = dataset->decode(dataset->read(0));
+    CHECK(png.pixels == image.pixels);  // lossless
+    const RawRecord jpeg_record = dataset->read(1);
+    CHECK(jpeg_record.label == 1);
+    const Image jpeg = dataset->decode(jpeg_record);
+    double error = 0;
+    for (size_t i = 0; i < jpeg.pixels.size(); ++i)
+      error += std::abs(jpeg.pixels[i] - image.pixels[i]);
+    CHECK(error / jpeg.pixels.size() < 40);  // lossy, but the same picture (noise is hard)
+    // Both decoders agree on a JPEG when libjpeg-turbo is built in.
+    if (have_turbojpeg()) {
+      const Image via_stb = decode_image(jpeg_record.bytes, "b", 3, ImageDecoder::Stb);
+      const Image via_turbo = decode_image(jpeg_record.bytes, "b", 3, ImageDecoder::TurboJpeg);
+      double diff = 0;
+      for (size_t i = 0; i < via_stb.pixels.size(); ++i)
+        diff += std::abs(via_stb.pixels[i] - via_turbo.pixels[i]);
+      CHECK(diff / via_stb.pixels.size() < 3);
+    }
+    RawRecord corrupt = jpeg_record;
+    corrupt.bytes.resize(corrupt.bytes.size() / 3);
+    CHECK_THROWS_WITH_AS(dataset->decode(corrupt), doctest::Contains("b.JPG"), Error);
+    RawRecord garbage = dataset->read(0);
+    garbage.bytes.assign(50, 0x42);
+    CHECK_THROWS_WITH_AS(dataset->decode(garbage), doctest::Contains("a.png"), Error);
+    CHECK_THROWS_WITH_AS(make_image_folder_dataset((dir / "cat").string()),
+                         doctest::Contains("no class subfolders"), Error);
+  }
+
+  TEST_CASE("synthetic dataset: known pixels and labels") {
+    SyntheticOptions options;
+    options.size = 17;
+    options.num_classes = 3;
+    options.channels = 2;
+    options.height = 3;
+    options.width = 5;
+    options.corrupt_indices = {4};
+    auto dataset = make_synthetic_dataset(options);
+    const Image image = dataset->decode(dataset->read(11));
+    CHECK(dataset->read(11).label == 2);
+    CHECK(image.pixels[(2 * 5 + 3) * 2 + 1] == synthetic_pixel(11, 2, 3, 1));
+    CHECK_THROWS_WITH_AS(dataset->decode(dataset->read(4)), doctest::Contains("synthetic[4]"),
+                         Error);
+    CHECK_THROWS_AS(dataset->read(17), Error);
+  }
+}
