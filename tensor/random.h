@@ -4,6 +4,7 @@
 // ranges: each op that draws n numbers advances the offset by n.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 #include "base/op_kinds.h"
@@ -17,19 +18,28 @@ struct PhiloxState {
 
 class Generator {
  public:
-  explicit Generator(uint64_t seed = 0) : state_{seed, 0} {}
-  uint64_t seed() const { return state_.seed; }
-  uint64_t offset() const { return state_.offset; }
-  void set_state(uint64_t seed, uint64_t offset) { state_ = {seed, offset}; }
-  // Reserves `count` counters and returns the state the op should draw from.
+  explicit Generator(uint64_t seed = 0) : seed_(seed), offset_(0) {}
+  Generator(const Generator& other) : seed_(other.seed_), offset_(other.offset()) {}
+  Generator& operator=(const Generator& other) {
+    set_state(other.seed_, other.offset());
+    return *this;
+  }
+  uint64_t seed() const { return seed_; }
+  uint64_t offset() const { return offset_.load(std::memory_order_relaxed); }
+  void set_state(uint64_t seed, uint64_t offset) {
+    seed_ = seed;
+    offset_.store(offset, std::memory_order_relaxed);
+  }
+  // Reserves `count` numbers and returns the state the op should draw from. Atomic, so ops on
+  // several threads (pipeline stages) can share one generator and still draw disjoint ranges.
   PhiloxState reserve(uint64_t count) {
-    PhiloxState s = state_;
-    state_.offset += (count + 3) / 4;  // one Philox call yields four 32-bit numbers
-    return s;
+    const uint64_t calls = (count + 3) / 4;  // one Philox call yields four 32-bit numbers
+    return PhiloxState{seed_, offset_.fetch_add(calls, std::memory_order_relaxed)};
   }
 
  private:
-  PhiloxState state_;
+  uint64_t seed_;
+  std::atomic<uint64_t> offset_;
 };
 
 // The process-wide default generator (seeded by manual_seed).
