@@ -379,6 +379,124 @@ TEST_SUITE("nn_ops") {
     cpu::sgd_step<double>(1, plain, q.data(), gq.data(), nullptr);
     CHECK(q[0] == doctest::Approx(2.0));
   }
+  // ---- the Tensor-level dispatch (tensor/ops_nn*.cpp) -------------------------------------------
+
+  TEST_CASE("ops::conv2d and conv2d_backward match the naive twin (CPU path: GEMM when built)") {
+    const ConvArgs a = odd_conv();
+    const Vec x = random_vec(in_size(a), 21), w = random_vec(w_size(a), 22),
+              bias = random_vec(a.o, 23), gy = random_vec(out_size(a), 24);
+    const Tensor tx = Tensor::from_vector(x, {a.n, a.c, a.h, a.w});
+    const Tensor tw = Tensor::from_vector(w, {a.o, a.c, a.kernel_h, a.kernel_w});
+    const Tensor tb = Tensor::from_vector(bias, {a.o});
+    const Tensor tg = Tensor::from_vector(gy, {a.n, a.o, a.out_h, a.out_w});
+    ops::Conv2dParams p;
+    p.stride_h = p.stride_w = 2, p.pad_h = p.pad_w = 1, p.dilation_h = p.dilation_w = 2;
+    const Tensor y = ops::conv2d(tx, tw, tb, p);
+    CHECK(y.shape() == Shape{a.n, a.o, a.out_h, a.out_w});
+    Vec ref(out_size(a));
+    cpu::conv2d_forward(a, x.data(), w.data(), bias.data(), ref.data());
+    CHECK(max_violation(y.to_vector<double>(), ref, 1e-12, 1e-10) <= 1.0);
+    const ops::Conv2dGrads grads = ops::conv2d_backward(tg, tx, tw, true, true, p);
+    Vec gx(in_size(a)), gw(w_size(a)), gb(a.o);
+    cpu::conv2d_backward_input(a, gy.data(), w.data(), gx.data());
+    cpu::conv2d_backward_weight(a, gy.data(), x.data(), gw.data());
+    cpu::conv2d_backward_bias(a, gy.data(), gb.data());
+    CHECK(max_violation(grads.input.to_vector<double>(), gx, 1e-12, 1e-10) <= 1.0);
+    CHECK(max_violation(grads.weight.to_vector<double>(), gw, 1e-12, 1e-10) <= 1.0);
+    CHECK(max_violation(grads.bias.to_vector<double>(), gb, 1e-12, 1e-10) <= 1.0);
+    CHECK_FALSE(ops::conv2d_backward(tg, tx, tw, false, false, p).input.defined());
+    // A non-contiguous input gives the same result as its contiguous copy.
+    const Tensor tx_t = tx.transpose(2, 3).contiguous().transpose(2, 3);
+    CHECK(!tx_t.is_contiguous());
+    CHECK(ops::conv2d(tx_t, tw, tb, p).to_vector<double>() == y.to_vector<double>());
+  }
+
+  TEST_CASE("ops pooling: PyTorch output sizes (ceil mode) and argmax output") {
+    const Tensor x = Tensor::from_vector(random_vec(3 * 5 * 11 * 9, 25), {3, 5, 11, 9});
+    ops::Pool2dParams p;
+    p.kernel_h = p.kernel_w = 3, p.stride_h = p.stride_w = 2, p.pad_h = p.pad_w = 1;
+    Tensor argmax;
+    CHECK(ops::max_pool2d(x, p, &argmax).shape() == Shape{3, 5, 6, 5});
+    CHECK(argmax.dtype() == kInt64);
+    p.ceil_mode = true;
+    p.pad_h = p.pad_w = 0;
+    CHECK(ops::avg_pool2d(x, p).shape() == Shape{3, 5, 5, 4});  // ceil((11-3)/2)+1, ceil((9-3)/2)+1
+    const Tensor g = ops::avg_pool2d_backward(ops::avg_pool2d(x, p), x.shape(), p);
+    CHECK(g.shape() == x.shape());
+  }
+
+  TEST_CASE("ops errors name the op and the offending shapes or values") {
+    const Tensor x = Tensor::from_vector(random_vec(2 * 3 * 7 * 7, 26), {2, 3, 7, 7});
+    const Tensor w4 = Tensor::from_vector(random_vec(4 * 5 * 3 * 3, 27), {4, 5, 3, 3});
+    CHECK_THROWS_WITH_AS(ops::conv2d(x, w4, Tensor(), {}),
+                         doctest::Contains("conv2d: input [2, 3, 7, 7] has 3 channels"), Error);
+    ops::Pool2dParams bad;
+    bad.kernel_h = bad.kernel_w = 2, bad.pad_h = bad.pad_w = 2;
+    CHECK_THROWS_WITH_AS(ops::max_pool2d(x, bad, nullptr), doctest::Contains("max_pool2d: padding"),
+                         Error);
+    const Tensor logits = Tensor::from_vector(random_vec(3 * 5, 28), {3, 5});
+    const Tensor target = Tensor::from_vector<int64_t>({1, 7, 0}, {3});
+    CHECK_THROWS_WITH_AS(ops::cross_entropy(logits, target, nullptr),
+                         doctest::Contains("target[1] = 7 is not a class index in [0, 5)"), Error);
+    const Tensor neg_target = Tensor::from_vector<int64_t>({1, 0, -1}, {3});
+    CHECK_THROWS_WITH_AS(ops::cross_entropy(logits, neg_target, nullptr),
+                         doctest::Contains("target[2] = -1"), Error);
+    Tensor rm, rv;
+    const Tensor single = Tensor::from_vector(Vec{1.0, 2.0}, {1, 2});
+    CHECK_THROWS_WITH_AS(ops::batch_norm_train(single, Tensor(), Tensor(), rm, rv, 0.1, 1e-5),
+                         doctest::Contains("more than 1 value per channel"), Error);
+    Tensor param = Tensor::from_vector(Vec{1.0, 2.0}, {2}), buf;
+    CHECK_THROWS_WITH_AS(
+        ops::sgd_step_(param, Tensor::from_vector(Vec{1.0}, {1}), buf, 0.1, 0, 0, 0, false, true),
+        doctest::Contains("sgd_step_: grad has shape [1], expected [2]"), Error);
+  }
+
+  TEST_CASE("ops batch norm, LRN, cross-entropy, SGD agree with their twins; versions bump") {
+    const Vec xv = random_vec(3 * 5 * 7, 29, -1, 2);
+    const Tensor x = Tensor::from_vector(xv, {3, 5, 7});
+    Tensor rm = Tensor::zeros({5}, kFloat64), rv = Tensor::ones({5}, kFloat64);
+    const uint64_t version = rm.version();
+    const auto bn = ops::batch_norm_train(x, Tensor(), Tensor(), rm, rv, 0.1, 1e-5);
+    CHECK(rm.version() == version + 1);
+    NormArgs a;
+    a.n = 3, a.c = 5, a.spatial = 7;
+    Vec y(xv.size()), m(5), s(5), rmr(5, 0.0), rvr(5, 1.0);
+    cpu::batch_norm_train_forward<double>(a, xv.data(), nullptr, nullptr, rmr.data(), rvr.data(),
+                                          0.1, 1e-5, y.data(), m.data(), s.data());
+    CHECK(bn.out.to_vector<double>() == y);
+    CHECK(rv.to_vector<double>() == rvr);
+    Tensor scale;
+    const Tensor l = ops::lrn(x, 3, 1e-2, 0.75, 2.0, &scale);
+    Vec ly(xv.size()), ls(xv.size());
+    cpu::lrn_forward(a, 3, 1e-2, 0.75, 2.0, xv.data(), ly.data(), ls.data());
+    CHECK(l.to_vector<double>() == ly);
+    CHECK(scale.to_vector<double>() == ls);
+
+    Generator gen(5);
+    const Tensor mask = ops::dropout_mask({3, 37}, 0.5, gen, Device::cpu());
+    CHECK(gen.offset() == (3 * 37 + 3) / 4);
+    const Tensor mask2 = ops::dropout_mask({3, 37}, 0.5, gen, Device::cpu());
+    CHECK(mask.to_vector<float>() != mask2.to_vector<float>());  // fresh counters each call
+
+    Tensor log_probs;
+    const Tensor logits = Tensor::from_vector(random_vec(4 * 3, 30, -2, 2), {4, 3});
+    const Tensor target = Tensor::from_vector<int64_t>({2, 0, 1, 2}, {4});
+    const Tensor loss = ops::cross_entropy(logits, target, &log_probs);
+    CHECK(loss.dim() == 0);
+    CHECK(loss.item<double>() > 0);
+    const Tensor g = ops::cross_entropy_backward(Tensor::scalar(1.0, kFloat64), log_probs, target);
+    double row_sum = 0;
+    for (int j = 0; j < 3; ++j) row_sum += g.to_vector<double>()[j];
+    CHECK(std::abs(row_sum) < 1e-12);  // softmax - one_hot sums to zero per row
+
+    Tensor param = Tensor::from_vector(Vec{1.0, -1.0}, {2}), buf = Tensor::zeros({2}, kFloat64);
+    const uint64_t pv = param.version();
+    ops::sgd_step_(param, Tensor::from_vector(Vec{0.5, 0.5}, {2}), buf, 0.1, 0.9, 0, 0, false,
+                   true);
+    CHECK(param.version() == pv + 1);
+    CHECK(param.to_vector<double>()[0] == doctest::Approx(0.95));
+    CHECK(buf.to_vector<double>()[1] == doctest::Approx(0.5));
+  }
 }
 
 }  // namespace echelon

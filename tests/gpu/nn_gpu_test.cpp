@@ -1,0 +1,114 @@
+// GPU tests of the neural-network families beyond the parity sweep (which compares every nn
+// forward/backward case, ours and cuDNN, against the CPU twin): the nn families must all pass
+// in GPU mode, errors raised on the device path, bitwise dropout masks, in-place updates, the
+// chunked columns path, and cuDNN vs ours on a training-sized layer.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "tensor/ops.h"
+#include "tests/support/parity.h"
+
+namespace echelon {
+namespace {
+
+Tensor random_on(const Shape& shape, uint64_t seed, Device device) {
+  Generator gen(seed);
+  return ops::rand(shape, gen).to(device);  // drawn on CPU: identical values on both devices
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  const std::vector<float> x = a.cpu().contiguous().to_vector<float>();
+  const std::vector<float> y = b.cpu().contiguous().to_vector<float>();
+  REQUIRE(x.size() == y.size());
+  double worst = 0;
+  for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::abs(double(x[i]) - y[i]));
+  return worst;
+}
+
+}  // namespace
+
+TEST_SUITE("nn_gpu") {
+  TEST_CASE("parity: every conv/pool/norm/loss/optim case matches its CPU twin") {
+    int ran = 0;
+    for (const char* family : {"conv", "pool", "norm", "loss", "optim"}) {
+      const auto results = parity::run_gpu_parity(family);
+      for (const auto& r : results) {
+        if (r.skipped) continue;
+        ++ran;
+        CHECK_MESSAGE(r.ok, r.name, " [", r.variant, "]: ", r.detail);
+      }
+    }
+    CHECK(ran >= 60);
+  }
+
+  TEST_CASE("cross_entropy on CUDA: a bad target throws naming the index and class count") {
+    const Device cuda = Device::cuda(0);
+    const Tensor logits = random_on({4, 6}, 1, cuda);
+    const Tensor target = Tensor::from_vector<int64_t>({0, 5, 6, 1}, {4}, cuda);
+    try {
+      ops::cross_entropy(logits, target, nullptr);
+      FAIL("expected an echelon::Error");
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      CHECK(what.find("target[2] = 6") != std::string::npos);
+      CHECK(what.find("[0, 6)") != std::string::npos);
+    }
+  }
+
+  TEST_CASE("dropout mask: CUDA equals CPU bitwise for the same generator state") {
+    Generator a(99), b(99);
+    const Tensor cpu_mask = ops::dropout_mask({7, 13, 31}, 0.4, a, Device::cpu());
+    const Tensor gpu_mask = ops::dropout_mask({7, 13, 31}, 0.4, b, Device::cuda(0));
+    CHECK(cpu_mask.to_vector<float>() == gpu_mask.cpu().to_vector<float>());
+    CHECK(a.offset() == b.offset());
+  }
+
+  TEST_CASE("batch_norm_train on CUDA updates the running statistics in place") {
+    const Device cuda = Device::cuda(0);
+    const Tensor x = random_on({8, 3, 5, 7}, 2, cuda);
+    Tensor rm = Tensor::zeros({3}, kFloat32, cuda), rv = Tensor::ones({3}, kFloat32, cuda);
+    Tensor rm_cpu = Tensor::zeros({3}), rv_cpu = Tensor::ones({3});
+    ops::batch_norm_train(x, Tensor(), Tensor(), rm, rv, 0.1, 1e-5);
+    ops::batch_norm_train(x.cpu(), Tensor(), Tensor(), rm_cpu, rv_cpu, 0.1, 1e-5);
+    CHECK(max_abs_diff(rm, rm_cpu) < 1e-6);
+    CHECK(max_abs_diff(rv, rv_cpu) < 1e-6);
+    CHECK(rm.cpu().to_vector<float>()[0] > 0.01f);  // rand is in [0, 1): the mean moved
+  }
+
+  TEST_CASE("conv2d ours: several column chunks give the same result as one") {
+    // 130 images of 64x34x34 with a 3x3 kernel: 64*9*32*32*4 B = 2.25 MiB of columns per image,
+    // so the 256 MiB columns budget splits the batch into chunks.
+    const Device cuda = Device::cuda(0);
+    const Tensor x = random_on({130, 64, 34, 34}, 3, cuda), w = random_on({16, 64, 3, 3}, 4, cuda);
+    ops::set_conv_impl(ops::ConvImpl::Ours);
+    const Tensor y = ops::conv2d(x, w, Tensor(), {});
+    const Tensor y_tail = ops::conv2d(x.narrow(0, 120, 10).contiguous(), w, Tensor(), {});
+    CHECK(max_abs_diff(y.narrow(0, 120, 10), y_tail) < 1e-4);
+    const Tensor y_cpu = ops::conv2d(x.narrow(0, 125, 5).cpu(), w.cpu(), Tensor(), {});
+    CHECK(max_abs_diff(y.narrow(0, 125, 5).contiguous(), y_cpu) < 1e-3);
+  }
+
+#if ECHELON_WITH_CUDNN
+  TEST_CASE("conv2d: cuDNN and ours agree on a VGG-sized layer, forward and backward") {
+    const Device cuda = Device::cuda(0);
+    const Tensor x = random_on({16, 64, 32, 32}, 5, cuda), w = random_on({128, 64, 3, 3}, 6, cuda);
+    const Tensor b = random_on({128}, 7, cuda), g = random_on({16, 128, 32, 32}, 8, cuda);
+    ops::Conv2dParams p;
+    p.pad_h = p.pad_w = 1;
+    ops::set_conv_impl(ops::ConvImpl::Cudnn);
+    const Tensor y_cudnn = ops::conv2d(x, w, b, p);
+    const auto grads_cudnn = ops::conv2d_backward(g, x, w, true, true, p);
+    ops::set_conv_impl(ops::ConvImpl::Ours);
+    const Tensor y_ours = ops::conv2d(x, w, b, p);
+    const auto grads_ours = ops::conv2d_backward(g, x, w, true, true, p);
+    CHECK(max_abs_diff(y_cudnn, y_ours) < 1e-3);
+    CHECK(max_abs_diff(grads_cudnn.input, grads_ours.input) < 1e-3);
+    CHECK(max_abs_diff(grads_cudnn.weight, grads_ours.weight) < 5e-2);  // sums of 16*1024 terms
+    CHECK(max_abs_diff(grads_cudnn.bias, grads_ours.bias) < 5e-2);
+  }
+#endif
+}
+
+}  // namespace echelon

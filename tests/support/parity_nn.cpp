@@ -1,0 +1,296 @@
+// Parity cases of the neural-network families (conv, pool, norm, loss, optim): every forward and
+// backward kernel, on odd sizes (N=3, C=5, H=11, W=9 style) with stride, padding and dilation.
+// Convolution cases run once per ConvImpl (ours; cuDNN when built with it) — on CPU the impl is
+// ignored, so both compare against the same twin. Backward cases build their saved tensors
+// (argmax, batch statistics, LRN scale, log-probs) with the forward op on the same device.
+#include "tests/support/parity.h"
+
+namespace echelon::parity {
+namespace {
+
+InputSpec f32(Shape shape, double lo = -1.0, double hi = 1.0, Layout layout = Layout::Contiguous) {
+  return InputSpec{std::move(shape), kFloat32, lo, hi, layout, {}};
+}
+InputSpec labels(int64_t n, int64_t classes) {
+  return InputSpec{{n}, kInt64, 0.0, static_cast<double>(classes), Layout::Contiguous, {}};
+}
+
+// Sets the process-wide conv implementation for one run and restores it.
+class ConvImplScope {
+ public:
+  explicit ConvImplScope(ops::ConvImpl impl) : previous_(ops::conv_impl()) {
+    ops::set_conv_impl(impl);
+  }
+  ~ConvImplScope() { ops::set_conv_impl(previous_); }
+  ConvImplScope(const ConvImplScope&) = delete;
+  ConvImplScope& operator=(const ConvImplScope&) = delete;
+
+ private:
+  ops::ConvImpl previous_;
+};
+
+struct ConvGeometry {
+  std::string name;
+  Shape x, w;
+  ops::Conv2dParams p;
+};
+
+void conv_cases() {
+  ops::Conv2dParams dilated;
+  dilated.stride_h = dilated.stride_w = 2;
+  dilated.pad_h = dilated.pad_w = 1;
+  dilated.dilation_h = dilated.dilation_w = 2;
+  ops::Conv2dParams same;
+  same.pad_h = same.pad_w = 1;
+  ops::Conv2dParams rect;
+  rect.stride_h = 3, rect.stride_w = 1, rect.pad_h = 2, rect.pad_w = 0;
+  const ConvGeometry geometries[] = {
+      {"s2_p1_d2", {3, 5, 11, 9}, {7, 5, 3, 3}, dilated},
+      {"3x3_same", {2, 17, 13, 15}, {33, 17, 3, 3}, same},  // 33 output channels: no tile multiple
+      {"5x3_rect", {3, 3, 19, 10}, {6, 3, 5, 3}, rect},
+  };
+  std::vector<std::pair<std::string, ops::ConvImpl>> impls = {{"ours", ops::ConvImpl::Ours}};
+#if ECHELON_WITH_CUDNN
+  impls.push_back({"cudnn", ops::ConvImpl::Cudnn});
+#endif
+  const Tolerance tol{1e-4, 1e-4};
+  for (const auto& [impl_name, impl] : impls)
+    for (const ConvGeometry& g : geometries) {
+      const std::string suffix = "/" + impl_name + "/" + g.name;
+      const auto p = g.p;
+      const int64_t out_channels = g.w[0];
+      add({"conv2d" + suffix,
+           "conv",
+           {f32(g.x), f32(g.w), f32({out_channels})},
+           [impl, p](const auto& in) {
+             ConvImplScope scope(impl);
+             return ops::conv2d(in[0], in[1], in[2], p);
+           },
+           tol});
+      const ops::Conv2dGeometry geo{g.w[2],  g.w[3],  p.stride_h,   p.stride_w,
+                                    p.pad_h, p.pad_w, p.dilation_h, p.dilation_w};
+      const Shape y_shape = {g.x[0], out_channels, geo.out_h(g.x[2]), geo.out_w(g.x[3])};
+      const std::vector<InputSpec> backward_inputs = {f32(y_shape), f32(g.x), f32(g.w)};
+      add({"conv2d_backward_input" + suffix, "conv", backward_inputs,
+           [impl, p](const auto& in) {
+             ConvImplScope scope(impl);
+             return ops::conv2d_backward(in[0], in[1], in[2], false, true, p).input;
+           },
+           tol});
+      add({"conv2d_backward_weight" + suffix, "conv", backward_inputs,
+           [impl, p](const auto& in) {
+             ConvImplScope scope(impl);
+             return ops::conv2d_backward(in[0], in[1], in[2], false, false, p).weight;
+           },
+           Tolerance{5e-4, 1e-4}});
+      add({"conv2d_backward_bias" + suffix, "conv", backward_inputs,
+           [impl, p](const auto& in) {
+             ConvImplScope scope(impl);
+             return ops::conv2d_backward(in[0], in[1], in[2], true, false, p).bias;
+           },
+           Tolerance{5e-4, 1e-4}});
+    }
+  // A non-contiguous input: the dispatch must materialise it before the kernels read it.
+  add({"conv2d/ours/transposed_input",
+       "conv",
+       {f32({3, 5, 9, 11}, -1.0, 1.0, Layout::Transposed), f32({4, 5, 3, 3}), f32({4})},
+       [dilated](const auto& in) {
+         ConvImplScope scope(ops::ConvImpl::Ours);
+         return ops::conv2d(in[0], in[1], in[2], dilated);
+       },
+       tol});
+}
+
+// PyTorch's pooling output size (registration runs before main: no tensors here).
+int64_t pool_out(int64_t in, int64_t kernel, int64_t pad, int64_t stride, bool ceil_mode) {
+  int64_t out = (in + 2 * pad - kernel + (ceil_mode ? stride - 1 : 0)) / stride + 1;
+  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
+  return out;
+}
+
+void pool_cases() {
+  ops::Pool2dParams floor2;  // 2x2 stride 2
+  ops::Pool2dParams ceil3;
+  ceil3.kernel_h = ceil3.kernel_w = 3, ceil3.stride_h = ceil3.stride_w = 2;
+  ceil3.pad_h = ceil3.pad_w = 1, ceil3.ceil_mode = true;
+  ops::Pool2dParams rect = ceil3;
+  rect.kernel_w = 2, rect.pad_w = 0, rect.count_include_pad = false;
+  const std::pair<std::string, ops::Pool2dParams> params[] = {
+      {"2x2", floor2}, {"3x3_s2_p1_ceil", ceil3}, {"3x2_ceil_exclude_pad", rect}};
+  const Shape x = {3, 5, 11, 9};
+  const Tolerance tol{1e-6, 1e-5};
+  for (const auto& [name, p] : params) {
+    const Shape y = {3, 5, pool_out(x[2], p.kernel_h, p.pad_h, p.stride_h, p.ceil_mode),
+                     pool_out(x[3], p.kernel_w, p.pad_w, p.stride_w, p.ceil_mode)};
+    add({"max_pool2d/" + name,
+         "pool",
+         {f32(x)},
+         [p](const auto& in) { return ops::max_pool2d(in[0], p, nullptr); },
+         tol});
+    add({"max_pool2d_argmax/" + name,
+         "pool",
+         {f32(x)},
+         [p](const auto& in) {
+           Tensor argmax;
+           ops::max_pool2d(in[0], p, &argmax);
+           return argmax;
+         },
+         Tolerance{0, 0}});
+    add({"max_pool2d_backward/" + name,
+         "pool",
+         {f32(y), f32(x)},
+         [p](const auto& in) {
+           Tensor argmax;
+           ops::max_pool2d(in[1], p, &argmax);
+           return ops::max_pool2d_backward(in[0], argmax, in[1].shape());
+         },
+         tol});
+    add({"avg_pool2d/" + name,
+         "pool",
+         {f32(x)},
+         [p](const auto& in) { return ops::avg_pool2d(in[0], p); },
+         tol});
+    add({"avg_pool2d_backward/" + name,
+         "pool",
+         {f32(y)},
+         [p, x](const auto& in) { return ops::avg_pool2d_backward(in[0], x, p); },
+         tol});
+  }
+}
+
+void norm_cases() {
+  const Shape x4 = {3, 5, 11, 9}, x2 = {37, 5};
+  const Tolerance tol{1e-5, 1e-4};
+  for (const Shape& x : {x4, x2}) {
+    const std::string rank = x.size() == 4 ? "/nchw" : "/nc";
+    const InputSpec gamma = f32({5}, 0.5, 1.5), beta = f32({5}), mean = f32({5}),
+                    var = f32({5}, 0.5, 1.5);
+    // inputs: x (shifted so |mean| is not tiny), gamma, beta, running_mean, running_var
+    const std::vector<InputSpec> train_inputs = {f32(x, -1.0, 3.0), gamma, beta, mean, var};
+    add({"batch_norm_train" + rank, "norm", train_inputs,
+         [](const auto& in) {
+           Tensor rm = in[3].clone(), rv = in[4].clone();
+           return ops::batch_norm_train(in[0], in[1], in[2], rm, rv, 0.1, 1e-5).out;
+         },
+         tol});
+    add({"batch_norm_train_running_var" + rank, "norm", train_inputs,
+         [](const auto& in) {
+           Tensor rm = in[3].clone(), rv = in[4].clone();
+           ops::batch_norm_train(in[0], in[1], in[2], rm, rv, 0.1, 1e-5);
+           return rv;
+         },
+         tol});
+    add({"batch_norm_eval" + rank, "norm", train_inputs,
+         [](const auto& in) {
+           return ops::batch_norm_eval(in[0], in[1], in[2], in[3], in[4], 1e-5);
+         },
+         tol});
+    const std::vector<InputSpec> backward_inputs = {f32(x), f32(x, -1.0, 3.0), gamma, beta};
+    const auto bn_backward = [](const std::vector<Tensor>& in) {
+      Tensor rm, rv;  // untracked running statistics
+      const auto fwd = ops::batch_norm_train(in[1], in[2], in[3], rm, rv, 0.1, 1e-5);
+      return ops::batch_norm_backward(in[0], in[1], in[2], fwd.save_mean, fwd.save_invstd);
+    };
+    add({"batch_norm_backward_input" + rank, "norm", backward_inputs,
+         [bn_backward](const auto& in) { return bn_backward(in).input; }, Tolerance{1e-4, 1e-4}});
+    add({"batch_norm_backward_gamma" + rank, "norm", backward_inputs,
+         [bn_backward](const auto& in) { return bn_backward(in).gamma; }, Tolerance{1e-4, 1e-4}});
+    add({"batch_norm_backward_beta" + rank, "norm", backward_inputs,
+         [bn_backward](const auto& in) { return bn_backward(in).beta; }, Tolerance{1e-4, 1e-4}});
+  }
+  const Shape lx = {3, 7, 5, 9};
+  for (int64_t size : {3, 4}) {
+    const std::string name = "/size" + std::to_string(size);
+    add({"lrn" + name,
+         "norm",
+         {f32(lx, -2.0, 2.0)},
+         [size](const auto& in) { return ops::lrn(in[0], size, 1e-2, 0.75, 1.5, nullptr); },
+         tol});
+    add({"lrn_backward" + name,
+         "norm",
+         {f32(lx), f32(lx, -2.0, 2.0)},
+         [size](const auto& in) {
+           Tensor scale;
+           const Tensor y = ops::lrn(in[1], size, 1e-2, 0.75, 1.5, &scale);
+           return ops::lrn_backward(in[0], in[1], y, scale, size, 1e-2, 0.75, 1.5);
+         },
+         tol});
+  }
+  // The input only names the device; the mask is a function of (seed, offset, index).
+  OpCase dropout{"dropout_mask/p0.3",
+                 "norm",
+                 {f32({3, 5, 11, 9})},
+                 [](const auto& in) {
+                   Generator gen(20240611);
+                   gen.set_state(20240611, 5);
+                   return ops::dropout_mask({3, 5, 11, 9}, 0.3, gen, in[0].device());
+                 },
+                 Tolerance{0, 0}};
+  dropout.float64_twin = false;
+  add(dropout);
+}
+
+void loss_and_optim_cases() {
+  const Tolerance tol{1e-5, 1e-4};
+  for (const auto& [n, classes] : {std::pair<int64_t, int64_t>{37, 10}, {5, 1001}}) {
+    const std::string name = "/" + std::to_string(n) + "x" + std::to_string(classes);
+    add({"cross_entropy" + name,
+         "loss",
+         {f32({n, classes}, -4.0, 4.0), labels(n, classes)},
+         [](const auto& in) { return ops::cross_entropy(in[0], in[1], nullptr); },
+         tol});
+    add({"cross_entropy_log_probs" + name,
+         "loss",
+         {f32({n, classes}, -4.0, 4.0), labels(n, classes)},
+         [](const auto& in) {
+           Tensor log_probs;
+           ops::cross_entropy(in[0], in[1], &log_probs);
+           return log_probs;
+         },
+         tol});
+    add({"cross_entropy_backward" + name,
+         "loss",
+         {f32({1}, 0.5, 2.0), f32({n, classes}, -4.0, 4.0), labels(n, classes)},
+         [](const auto& in) {
+           Tensor log_probs;
+           ops::cross_entropy(in[1], in[2], &log_probs);
+           return ops::cross_entropy_backward(in[0], log_probs, in[2]);
+         },
+         Tolerance{1e-6, 1e-4}});
+  }
+  // Two steps (the first initialises the momentum buffer), returning the parameter.
+  struct Sgd {
+    std::string name;
+    double momentum, dampening, weight_decay;
+    bool nesterov;
+  };
+  const Sgd variants[] = {{"plain", 0.0, 0.0, 0.0, false},
+                          {"momentum_dampening_wd", 0.9, 0.1, 5e-4, false},
+                          {"nesterov", 0.9, 0.0, 1e-3, true}};
+  for (const Sgd& v : variants) {
+    add({"sgd_step/" + v.name,
+         "optim",
+         {f32({1031}), f32({1031}), f32({1031})},
+         [v](const auto& in) {
+           Tensor param = in[0].clone(),
+                  buf = Tensor::empty(param.shape(), param.dtype(), param.device());
+           ops::sgd_step_(param, in[1], buf, 0.05, v.momentum, v.dampening, v.weight_decay,
+                          v.nesterov, true);
+           ops::sgd_step_(param, in[2], buf, 0.05, v.momentum, v.dampening, v.weight_decay,
+                          v.nesterov, false);
+           return param;
+         },
+         Tolerance{1e-6, 1e-5}});
+  }
+}
+
+}  // namespace
+
+static const Registrar nn_cases([] {
+  conv_cases();
+  pool_cases();
+  norm_cases();
+  loss_and_optim_cases();
+});
+
+}  // namespace echelon::parity
