@@ -151,7 +151,7 @@ TEST_SUITE("pipeline") {
   }
 }
 
-TEST_SUITE("concurrency_pipeline") {
+TEST_SUITE("concurrency_loader") {
   TEST_CASE("destroying the loader mid-epoch joins every thread quickly") {
     within(5000ms, [] {
       LoaderOptions options;
