@@ -40,7 +40,7 @@ TEST_SUITE("nn_gpu") {
         CHECK_MESSAGE(r.ok, r.name, " [", r.variant, "]: ", r.detail);
       }
     }
-    CHECK(ran >= 60);
+    CHECK(ran >= 54);  // 54 nn cases, plus the cuDNN variants when built with cuDNN
   }
 
   TEST_CASE("cross_entropy on CUDA: a bad target throws naming the index and class count") {
