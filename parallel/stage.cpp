@@ -251,7 +251,8 @@ Message Stage::backward(InFlight& state, const Message* grad, const StagePolicy&
     current = clone_all(params_);
     assign_all(params_, state.snapshot);
   }
-  const int64_t read_version = state.snapshot.empty() ? stats().version : state.version;
+  // With stashing the backward reads the forward's weights (even a parameterless partition's).
+  const int64_t read_version = policy.stash_weights ? state.version : stats().version;
   if (grad) {
     ::echelon::backward(state.root, grad->tensor);
   } else {

@@ -1,0 +1,295 @@
+// The pipeline engine on real (small) models: equivalence with ordinary training, measured
+// staleness against docs/pipeline.md, memory of stashing, and shutdown on errors. Every test
+// runs executor threads, so the suite is a concurrency suite (run it under ThreadSanitizer).
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <future>
+#include <memory>
+
+#include "autograd/engine.h"
+#include "autograd/functions.h"
+#include "base/error.h"
+#include "base/json.h"
+#include "layers/conv2d.h"
+#include "layers/flatten.h"
+#include "layers/linear.h"
+#include "layers/optim.h"
+#include "layers/relu.h"
+#include "layers/sequential.h"
+#include "layers/tanh.h"
+#include "parallel/pipeline.h"
+#include "tensor/ops.h"
+
+using namespace echelon;
+using namespace echelon::parallel;
+
+namespace {
+
+// (N, 2, 5, 5) -> 5 classes; 6 layers so that up to 6 partitions are possible.
+std::shared_ptr<Sequential> small_model(uint64_t seed) {
+  Generator gen(seed);
+  Conv2dOptions conv;
+  conv.padding = 1;
+  return std::make_shared<Sequential>(std::vector<std::shared_ptr<Module>>{
+      std::make_shared<Conv2d>(2, 3, 3, conv, gen), std::make_shared<ReLU>(),
+      std::make_shared<Flatten>(), std::make_shared<Linear>(75, 7, gen), std::make_shared<Tanh>(),
+      std::make_shared<Linear>(7, 5, gen)});
+}
+
+std::vector<data::Batch> random_batches(int count, int64_t size, uint64_t seed) {
+  Generator gen(seed);
+  std::vector<data::Batch> batches;
+  for (int i = 0; i < count; ++i) {
+    data::Batch batch;
+    batch.images = ops::randn({size, 2, 5, 5}, gen);
+    const Tensor u = ops::rand({size}, gen);
+    std::vector<int64_t> labels;
+    for (float v : u.to_vector<float>()) labels.push_back(static_cast<int64_t>(v * 5));
+    batch.labels = Tensor::from_vector<int64_t>(labels, {size});
+    batch.index = i;
+    batch.fresh = size;
+    batches.push_back(batch);
+  }
+  return batches;
+}
+
+SgdConfig sgd_config() {
+  SgdConfig sgd;
+  sgd.lr = 0.05;
+  sgd.momentum = 0.9;
+  return sgd;
+}
+
+// Ordinary training: forward, loss, backward, SGD step. Returns the per-batch losses.
+std::vector<double> train_reference(Sequential& model, const std::vector<data::Batch>& batches) {
+  const SgdConfig c = sgd_config();
+  SGD sgd(model.named_parameters(), {c.lr, c.momentum, c.dampening, c.weight_decay, c.nesterov});
+  std::vector<double> losses;
+  for (const data::Batch& batch : batches) {
+    Tensor loss = cross_entropy(model.forward(batch.images), batch.labels);
+    losses.push_back(loss.item<float>());
+    backward(loss);
+    sgd.step();
+    sgd.zero_grad();
+  }
+  return losses;
+}
+
+struct PipelineRun {
+  std::unique_ptr<PipelineEngine> engine;
+  StepStats stats;
+};
+
+PipelineRun train_pipeline(std::shared_ptr<Sequential> model, PipelineOptions options,
+                           const std::vector<data::Batch>& batches) {
+  PipelineRun run;
+  run.engine = std::make_unique<PipelineEngine>(model, sgd_config(), Device::cpu(), options);
+  for (const data::Batch& batch : batches) run.stats.add(run.engine->train_step(batch));
+  run.stats.add(run.engine->finish_epoch());
+  return run;
+}
+
+void check_same_parameters(Sequential& a, Sequential& b, double tolerance) {
+  const NamedTensors pa = a.named_parameters(), pb = b.named_parameters();
+  REQUIRE(pa.size() == pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) {
+    const std::vector<float> va = pa[i].second.to_vector<float>();
+    const std::vector<float> vb = pb[i].second.to_vector<float>();
+    REQUIRE(va.size() == vb.size());
+    for (size_t j = 0; j < va.size(); ++j) {
+      if (tolerance == 0) {
+        REQUIRE_MESSAGE(va[j] == vb[j], pa[i].first, "[", j, "]");
+      } else {
+        REQUIRE_MESSAGE(std::abs(va[j] - vb[j]) <= tolerance * (1 + std::abs(vb[j])), pa[i].first,
+                        "[", j, "]");
+      }
+    }
+  }
+}
+
+PipelineOptions options_for(ScheduleKind kind, const std::string& ppv, int micro = 1) {
+  PipelineOptions options;
+  options.schedule = kind;
+  options.ppv = ppv;
+  options.partitions = 1;
+  options.micro_batches = micro;
+  options.hybrid_switch = 1;
+  return options;
+}
+
+// Throws from its forward on the `fail_at`-th call: an error inside a partition.
+class FailingLayer : public Module {
+ public:
+  explicit FailingLayer(int fail_at) : fail_at_(fail_at) {}
+  Tensor forward(const Tensor& x) override {
+    ECH_CHECK(++calls_ < fail_at_, "FailingLayer: injected failure at call ", calls_);
+    return x;
+  }
+  std::string name() const override { return "FailingLayer"; }
+
+ private:
+  int fail_at_, calls_ = 0;
+};
+
+}  // namespace
+
+TEST_SUITE("concurrency_pipeline") {
+  TEST_CASE("one partition: every schedule is bit-identical to ordinary training") {
+    const auto batches = random_batches(5, 9, 11);
+    auto reference = small_model(3);
+    const std::vector<double> losses = train_reference(*reference, batches);
+    double loss_sum = 0;
+    for (size_t i = 0; i < losses.size(); ++i) loss_sum += losses[i] * 9;
+    for (auto kind : {ScheduleKind::Sequential, ScheduleKind::Stale, ScheduleKind::Stash,
+                      ScheduleKind::GPipe, ScheduleKind::Hybrid}) {
+      CAPTURE(std::string(schedule_name(kind)));
+      PipelineOptions options = options_for(kind, "");
+      auto model = small_model(3);
+      PipelineRun run = train_pipeline(model, options, batches);
+      CHECK(run.stats.batches == 5);
+      CHECK(run.stats.samples == 45);
+      CHECK(run.stats.loss_sum == doctest::Approx(loss_sum).epsilon(1e-6));
+      check_same_parameters(*model, *reference, 0);
+    }
+  }
+
+  TEST_CASE("sequential schedule over 3 partitions is bit-identical to ordinary training") {
+    const auto batches = random_batches(4, 7, 12);
+    auto reference = small_model(5);
+    train_reference(*reference, batches);
+    auto model = small_model(5);
+    PipelineRun run = train_pipeline(model, options_for(ScheduleKind::Sequential, "2,4"), batches);
+    CHECK(run.engine->cuts() == std::vector<int64_t>{2, 4});
+    check_same_parameters(*model, *reference, 0);
+    for (const StageStats& s : run.engine->stage_stats()) CHECK(s.max_staleness() == 0);
+  }
+
+  TEST_CASE("gpipe: micro-batch gradients equal the full-batch gradient") {
+    const auto batches = random_batches(3, 11, 13);
+    auto reference = small_model(6);
+    train_reference(*reference, batches);
+    auto model = small_model(6);
+    PipelineRun run = train_pipeline(model, options_for(ScheduleKind::GPipe, "3", 3), batches);
+    CHECK(run.stats.batches == 3);
+    CHECK(run.stats.samples == 33);
+    check_same_parameters(*model, *reference, 2e-5);
+    for (const StageStats& s : run.engine->stage_stats()) {
+      CHECK(s.updates == 3);    // one synchronous update per mini-batch
+      CHECK(s.backwards == 9);  // three micro-batches each
+      CHECK(s.max_staleness() == 0);
+    }
+  }
+
+  TEST_CASE("measured staleness equals the analytic value per partition") {
+    const int64_t n = 12;
+    const auto batches = random_batches(static_cast<int>(n), 5, 14);
+    for (auto kind : {ScheduleKind::Stale, ScheduleKind::Stash, ScheduleKind::GPipe}) {
+      CAPTURE(std::string(schedule_name(kind)));
+      PipelineRun run = train_pipeline(small_model(7), options_for(kind, "2,3,5", 2), batches);
+      const auto stats = run.engine->stage_stats();
+      REQUIRE(stats.size() == 4);
+      for (int k = 0; k < 4; ++k) {
+        CAPTURE(k);
+        const int64_t expected = analytic_staleness(kind, 4, k);
+        CHECK(stats[k].max_staleness() == expected);
+        if (kind == ScheduleKind::Stale) {
+          // The first K-1-k mini-batches start before any update (warm-up), the rest are steady.
+          CHECK(stats[k].staleness.at(expected) == n - expected);
+          CHECK(expected == 3 - k);
+        }
+      }
+      const json::Value report = run.engine->report();
+      CHECK(report.at("stages").as_array()[0].at("staleness_max").as_int() ==
+            analytic_staleness(kind, 4, 0));
+    }
+  }
+
+  TEST_CASE("stashing holds more memory than stale weights, and both more than sequential") {
+    const auto batches = random_batches(8, 9, 15);
+    size_t peak[3] = {0, 0, 0};
+    int i = 0;
+    for (auto kind : {ScheduleKind::Sequential, ScheduleKind::Stale, ScheduleKind::Stash}) {
+      PipelineRun run = train_pipeline(small_model(8), options_for(kind, "1,3"), batches);
+      for (const StageStats& s : run.engine->stage_stats()) {
+        peak[i] += s.peak_bytes;
+        CHECK(s.held_bytes == 0);  // everything released after the flush
+      }
+      ++i;
+    }
+    CHECK(peak[0] < peak[1]);
+    CHECK(peak[1] < peak[2]);
+  }
+
+  TEST_CASE("hybrid runs stale, then sequential after the switch epoch") {
+    const auto batches = random_batches(6, 5, 16);
+    PipelineOptions options = options_for(ScheduleKind::Hybrid, "3");
+    PipelineEngine engine(small_model(9), sgd_config(), Device::cpu(), options);
+    for (const auto& b : batches) engine.train_step(b);
+    engine.finish_epoch();
+    CHECK(engine.current_schedule() == ScheduleKind::Sequential);
+    CHECK(engine.stage_stats()[0].max_staleness() == 1);
+    const int64_t stale_before = engine.stage_stats()[0].staleness.at(1);
+    for (const auto& b : batches) engine.train_step(b);
+    engine.finish_epoch();
+    // No new stale backward in the sequential epoch.
+    CHECK(engine.stage_stats()[0].staleness.at(1) == stale_before);
+    CHECK(engine.stage_stats()[0].backwards == 12);
+  }
+
+  TEST_CASE("predict equals the whole model's forward; trace file parses") {
+    const auto batches = random_batches(3, 6, 17);
+    PipelineOptions options = options_for(ScheduleKind::Stale, "2");
+    const std::string path = "pipeline_test_trace.json";
+    options.trace_path = path;
+    auto model = small_model(10);
+    PipelineRun run = train_pipeline(model, options, batches);
+    const Tensor logits = run.engine->predict(batches[0].images);
+    model->eval();
+    const Tensor expected = model->forward(batches[0].images);
+    model->train();
+    CHECK(logits.to_vector<float>() == expected.to_vector<float>());
+    const json::Value trace = json::parse_file(path);
+    CHECK(trace.at("traceEvents").size() > 12);
+    std::remove(path.c_str());
+  }
+
+  TEST_CASE("an error in any partition shuts the pipeline down within bounded time") {
+    for (int failing_partition = 0; failing_partition < 3; ++failing_partition) {
+      CAPTURE(failing_partition);
+      auto model = small_model(11);
+      std::vector<std::shared_ptr<Module>> layers = model->layers();
+      layers.insert(layers.begin() + 2 * failing_partition + 1, std::make_shared<FailingLayer>(4));
+      auto faulty = std::make_shared<Sequential>(layers);
+      const auto batches = random_batches(10, 5, 18);
+      auto outcome = std::async(std::launch::async, [&] {
+        PipelineEngine engine(faulty, sgd_config(), Device::cpu(),
+                              options_for(ScheduleKind::Stale, "2,5"));
+        for (const auto& b : batches) engine.train_step(b);
+        engine.finish_epoch();
+      });
+      REQUIRE(outcome.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+      CHECK_THROWS_WITH_AS(outcome.get(), doctest::Contains("injected failure"), Error);
+    }
+  }
+
+  TEST_CASE("bad options are rejected with the flag's name") {
+    PipelineOptions options;
+    options.micro_batches = 0;
+    CHECK_THROWS_WITH_AS(options.validate(), doctest::Contains("--micro-batches"), Error);
+    options = PipelineOptions();
+    options.ppv = "3,1";
+    CHECK_THROWS_WITH_AS(options.validate(), doctest::Contains("--ppv"), Error);
+    options = PipelineOptions();
+    options.schedule = ScheduleKind::Hybrid;
+    options.hybrid_switch = 0.5;
+    CHECK_THROWS_WITH_AS(options.validate(), doctest::Contains("--hybrid-switch"), Error);
+    options.total_epochs = 10;
+    CHECK(options.hybrid_switch_epoch() == 5);
+    PipelineEngine engine(small_model(1), sgd_config(), Device::cpu(),
+                          options_for(ScheduleKind::Stale, "7"));
+    CHECK_THROWS_WITH_AS(engine.train_step(random_batches(1, 3, 1)[0]),
+                         doctest::Contains("6 layers"), Error);
+  }
+}
