@@ -1,0 +1,227 @@
+// The CUDA runtime glue on a real device: caching allocator (reuse, stats, rounding, per-stream
+// lists, OOM message), streams/events/guards, pinned memory with asynchronous copies, cuBLAS
+// handles, error messages, and Philox CPU == CUDA bit for bit.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <thread>
+
+#include "cuda/allocator.h"
+#include "cuda/blas.h"
+#include "cuda/stream.h"
+#include "tensor/ops.h"
+#include "tests/support/parity.h"
+
+using namespace echelon;
+
+namespace {
+Tensor random_cpu(const Shape& shape, uint64_t seed) {
+  return parity::make_inputs({{shape, kFloat32, -2.0, 2.0, parity::Layout::Contiguous, {}}}, seed,
+                             Device::cpu())[0];
+}
+}  // namespace
+
+TEST_SUITE("allocator_gpu") {
+  TEST_CASE("a freed block is reused for a request of the same size class") {
+    cuda::Stream stream;
+    const cuda::AllocatorStats before = cuda::allocator_stats(0);
+    void* first = cuda::device_malloc(0, 1000, stream.get());
+    const cuda::AllocatorStats during = cuda::allocator_stats(0);
+    CHECK(during.allocated_bytes == before.allocated_bytes + 1024);  // 512-byte classes
+    CHECK(during.num_cuda_mallocs == before.num_cuda_mallocs + 1);
+    cuda::device_free(0, first);
+    void* second = cuda::device_malloc(0, 700, stream.get());
+    CHECK(second == first);
+    const cuda::AllocatorStats after = cuda::allocator_stats(0);
+    CHECK(after.num_cuda_mallocs == during.num_cuda_mallocs);
+    CHECK(after.num_allocs == during.num_allocs + 1);
+    cuda::device_free(0, second);
+    CHECK(cuda::allocator_stats(0).allocated_bytes == before.allocated_bytes);
+  }
+
+  TEST_CASE("large requests round to 2 MiB; peaks and empty_cache") {
+    cuda::empty_cache(0);
+    cuda::reset_peak_stats(0);
+    const cuda::AllocatorStats before = cuda::allocator_stats(0);
+    void* p = cuda::device_malloc(0, (3u << 20) + 5, nullptr);
+    const cuda::AllocatorStats during = cuda::allocator_stats(0);
+    CHECK(during.reserved_bytes == before.reserved_bytes + (4u << 20));
+    CHECK(during.peak_allocated_bytes >= before.allocated_bytes + (4u << 20));
+    cuda::device_free(0, p);
+    CHECK(cuda::allocator_stats(0).reserved_bytes == during.reserved_bytes);  // cached
+    cuda::empty_cache(0);
+    CHECK(cuda::allocator_stats(0).reserved_bytes == before.reserved_bytes);
+    CHECK(cuda::allocator_stats(0).peak_allocated_bytes == during.peak_allocated_bytes);
+  }
+
+  TEST_CASE("blocks freed by one stream are not handed to another") {
+    cuda::Stream a, b;
+    void* pa = cuda::device_malloc(0, 4096, a.get());
+    cuda::device_free(0, pa);
+    void* pb = cuda::device_malloc(0, 4096, b.get());
+    CHECK(pb != pa);
+    void* pa2 = cuda::device_malloc(0, 4096, a.get());
+    CHECK(pa2 == pa);
+    cuda::device_free(0, pb);
+    cuda::device_free(0, pa2);
+  }
+
+  TEST_CASE("an absurd request throws a message with the size and the statistics") {
+    const size_t petabyte = size_t{1} << 50;
+    try {
+      cuda::device_malloc(0, petabyte, nullptr);
+      FAIL("a 1 PiB allocation succeeded");
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      CHECK(message.find("out of memory") != std::string::npos);
+      CHECK(message.find(std::to_string(petabyte)) != std::string::npos);
+      CHECK(message.find("reserved") != std::string::npos);
+    }
+    // The allocator still works afterwards.
+    void* p = cuda::device_malloc(0, 64, nullptr);
+    CHECK(p != nullptr);
+    cuda::device_free(0, p);
+    CHECK_THROWS_AS(cuda::device_free(0, reinterpret_cast<void*>(0x1234)), Error);
+    CHECK_THROWS_AS(cuda::device_malloc(cuda::device_count(), 64, nullptr), Error);
+  }
+
+  TEST_CASE("tensors go through the cache") {
+    const void* first = nullptr;
+    {
+      const Tensor t = Tensor::empty({333, 77}, kFloat32, Device::cuda(0));
+      first = t.raw_data();
+    }
+    const Tensor again = Tensor::empty({333, 77}, kFloat32, Device::cuda(0));
+    CHECK(again.raw_data() == first);
+  }
+}
+
+TEST_SUITE("stream_gpu") {
+  TEST_CASE("devices, guards and the thread-local current stream") {
+    CHECK(cuda::device_count() >= 1);
+    CHECK(cuda::current_stream(0) == nullptr);
+    cuda::Stream stream(0);
+    {
+      cuda::StreamGuard guard(stream);
+      CHECK(cuda::current_stream(0) == stream.get());
+      cudaStream_t seen_by_other_thread = stream.get();
+      std::thread([&] { seen_by_other_thread = cuda::current_stream(0); }).join();
+      CHECK(seen_by_other_thread == nullptr);
+    }
+    CHECK(cuda::current_stream(0) == nullptr);
+    CHECK_THROWS_AS(cuda::set_device(cuda::device_count() + 3), Error);
+    try {
+      ECH_CUDA_CHECK(cudaSetDevice(12345));
+      FAIL("cudaSetDevice(12345) succeeded");
+    } catch (const Error& e) {
+      CHECK(std::string(e.what()).find("cudaErrorInvalidDevice") != std::string::npos);
+      CHECK(std::string(e.what()).find("cudaSetDevice(12345)") != std::string::npos);
+    }
+  }
+
+  TEST_CASE("an event orders work across streams and times it") {
+    cuda::Stream producer, consumer;
+    const Tensor host = random_cpu({1023, 517}, 3);
+    Tensor device = Tensor::empty(host.shape(), kFloat32, Device::cuda(0));
+    cuda::Event start(true), done(true);
+    {
+      cuda::StreamGuard guard(producer);
+      start.record(producer.get());
+      ops::copy_(device, host);
+      Tensor doubled = ops::mul(device, 2.0);
+      ops::copy_(device, doubled);
+      done.record(producer.get());
+    }
+    done.wait(consumer.get());
+    Tensor result;
+    {
+      cuda::StreamGuard guard(consumer);
+      result = ops::add(device, 1.0);
+    }
+    consumer.synchronize();
+    CHECK(done.query());
+    CHECK(start.elapsed_ms(done) >= 0.0f);
+    const Tensor expected = ops::add(ops::mul(host, 2.0), 1.0);
+    CHECK(parity::compare(result, expected, {1e-6, 1e-6}).ok);
+  }
+
+  TEST_CASE("cuBLAS handles: one per thread, bound to the current stream") {
+    cublasHandle_t mine = cuda::cublas_handle(0);
+    CHECK(cuda::cublas_handle(0) == mine);
+    cublasHandle_t other = nullptr;
+    std::thread([&] { other = cuda::cublas_handle(0); }).join();
+    CHECK(other != nullptr);
+    cuda::Stream stream;
+    cuda::StreamGuard guard(stream);
+    cudaStream_t bound = nullptr;
+    ECH_CUBLAS_CHECK(cublasGetStream(cuda::cublas_handle(0), &bound));
+    CHECK(bound == stream.get());
+  }
+}
+
+TEST_SUITE("transfer_gpu") {
+  TEST_CASE("asynchronous to() from pinned memory round-trips") {
+    const Tensor host = random_cpu({257, 1031}, 11);
+    const Tensor pinned = host.pin_memory();
+    CHECK(pinned.is_pinned());
+    cuda::Stream copy_stream;
+    Tensor on_device, back;
+    {
+      cuda::StreamGuard guard(copy_stream);
+      on_device = pinned.to(Device::cuda(0), /*non_blocking=*/true);
+      back = on_device.to(Device::cpu());
+    }
+    copy_stream.synchronize();
+    CHECK(on_device.is_cuda());
+    CHECK(parity::compare(back, host, {0, 0}).ok);
+  }
+
+  TEST_CASE("pinned blocks are cached once their last copy completed") {
+    void* p = cuda::pinned_malloc(10000);
+    cuda::pinned_free(p);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    void* q = cuda::pinned_malloc(9000);
+    CHECK(q == p);
+    cuda::pinned_free(q);
+    CHECK_THROWS_AS(cuda::pinned_free(reinterpret_cast<void*>(0x40)), Error);
+  }
+}
+
+TEST_SUITE("random_gpu") {
+  TEST_CASE("Philox: uniform and Bernoulli are bitwise equal on CPU and CUDA") {
+    for (const uint64_t offset : {0ull, 1ull, 12345ull}) {
+      Generator cpu_gen(77), gpu_gen(77);
+      cpu_gen.set_state(77, offset);
+      gpu_gen.set_state(77, offset);
+      const Tensor u_cpu = ops::rand({1001, 13}, cpu_gen);
+      const Tensor u_gpu = ops::rand({1001, 13}, gpu_gen, kFloat32, Device::cuda(0));
+      CHECK(u_cpu.to_vector<float>() == u_gpu.cpu().to_vector<float>());
+      const Tensor b_cpu = ops::bernoulli({77, 129}, 0.37, cpu_gen);
+      const Tensor b_gpu = ops::bernoulli({77, 129}, 0.37, gpu_gen, kFloat32, Device::cuda(0));
+      CHECK(b_cpu.to_vector<float>() == b_gpu.cpu().to_vector<float>());
+      CHECK(cpu_gen.offset() == gpu_gen.offset());
+    }
+  }
+
+  TEST_CASE("Philox normals agree to float rounding") {
+    Generator cpu_gen(5), gpu_gen(5);
+    const Tensor n_cpu = ops::randn({333, 3}, cpu_gen);
+    const Tensor n_gpu = ops::randn({333, 3}, gpu_gen, kFloat32, Device::cuda(0));
+    CHECK(parity::compare(n_gpu, n_cpu, {1e-6, 1e-6}).ok);
+  }
+}
+
+TEST_SUITE("matmul_gpu") {
+  TEST_CASE("our SGEMM and cuBLAS agree with the CPU on a multi-tile odd problem") {
+    const Tensor a = random_cpu({513, 257}, 1), b = random_cpu({257, 1025}, 2);
+    ops::set_matmul_impl(ops::MatmulImpl::Naive);
+    const Tensor expected = ops::matmul(a, b);
+    for (const ops::MatmulImpl impl : {ops::MatmulImpl::Ours, ops::MatmulImpl::Blas}) {
+      ops::set_matmul_impl(impl);
+      const Tensor got = ops::matmul(a.to(Device::cuda(0)), b.to(Device::cuda(0)));
+      const parity::Comparison cmp = parity::compare(got, expected, {1e-4, 1e-4});
+      CHECK_MESSAGE(cmp.ok, "impl ", static_cast<int>(impl), ": ", cmp.summary());
+    }
+    ops::set_matmul_impl(ops::MatmulImpl::Auto);
+  }
+}
