@@ -1,0 +1,49 @@
+// The pipeline flags for the `echelon train` command. Header-only so that the library itself does
+// not depend on CLI11; the CLI (examples/cli, owned by `train`) calls add_pipeline_options and,
+// when --pipeline > 1 or a --ppv is given, builds its engine with pipeline_engine_factory.
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "parallel/pipeline.h"
+
+namespace echelon::parallel {
+
+// Fills `options` from the flags; `schedule_text` and `balance_text` are parsed by
+// finish_pipeline_options after CLI11 has run (errors then name the flag).
+struct PipelineFlags {
+  PipelineOptions options;
+  std::string schedule_text = "stale";
+  std::string balance_text = "none";
+  bool enabled() const { return options.partitions > 1 || !options.ppv.empty(); }
+};
+
+inline void add_pipeline_options(CLI::App& app, PipelineFlags& flags) {
+  PipelineOptions& o = flags.options;
+  o.partitions = 1;
+  app.add_option("--pipeline", o.partitions, "Pipeline partitions K (1: no pipelining)");
+  app.add_option("--ppv", o.ppv, "Partition start layers, e.g. 2,5 (three partitions)");
+  app.add_option("--balance", flags.balance_text, "none | auto (profile layers, DP cut)");
+  app.add_option("--schedule-pipeline", flags.schedule_text,
+                 "sequential | stale | stash | gpipe | hybrid");
+  app.add_option("--micro-batches", o.micro_batches, "GPipe micro-batches per mini-batch");
+  app.add_option("--hybrid-switch", o.hybrid_switch,
+                 "Hybrid: epoch (>= 1) or fraction of epochs (< 1) to switch to sequential");
+  app.add_option("--trace", o.trace_path, "Write a Chrome trace JSON of the pipeline");
+}
+
+// After parsing: schedule and balance from text, epochs for a fractional hybrid switch.
+inline void finish_pipeline_options(PipelineFlags& flags, int total_epochs) {
+  PipelineOptions& o = flags.options;
+  o.schedule = parse_schedule(flags.schedule_text);
+  ECH_CHECK(flags.balance_text == "none" || flags.balance_text == "auto", "--balance: expected ",
+            "none or auto, got '", flags.balance_text, "'");
+  o.balance_auto = flags.balance_text == "auto";
+  o.total_epochs = total_epochs;
+  if (o.balance_auto && o.partitions < 2) o.partitions = 2;
+  o.validate();
+}
+
+}  // namespace echelon::parallel
