@@ -29,4 +29,14 @@ Tensor default_bias(int64_t size, int64_t fan_in, Generator& gen) {
   return uniform({size}, 1.0 / std::sqrt(static_cast<double>(fan_in)), gen);
 }
 
+Tensor normal(const Shape& shape, double std, Generator& gen) {
+  return ops::mul(ops::randn(shape, gen), std);
+}
+
+Tensor kaiming_normal_fan_out(const Shape& weight_shape, Generator& gen) {
+  int64_t fan_out = weight_shape.at(0);
+  for (size_t i = 2; i < weight_shape.size(); ++i) fan_out *= weight_shape[i];
+  return normal(weight_shape, std::sqrt(2.0 / static_cast<double>(fan_out)), gen);
+}
+
 }  // namespace echelon::init

@@ -16,5 +16,9 @@ Tensor uniform(const Shape& shape, double bound, Generator& gen);
 int64_t fan_in(const Shape& weight_shape);
 Tensor kaiming_uniform_default(const Shape& weight_shape, Generator& gen);
 Tensor default_bias(int64_t size, int64_t fan_in, Generator& gen);
+// N(0, 2 / fan_out), fan_out = shape[0] * prod(shape[2:]): torchvision's VGG/ResNet conv init.
+Tensor kaiming_normal_fan_out(const Shape& weight_shape, Generator& gen);
+// N(0, std^2).
+Tensor normal(const Shape& shape, double std, Generator& gen);
 
 }  // namespace echelon::init

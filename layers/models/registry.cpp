@@ -10,8 +10,8 @@ const std::vector<ModelInfo>& known_models() {
   static const std::vector<ModelInfo> models = {
       {"lenet5", "LeNet-5 (ReLU, max pooling), 1x28x28 padded to 32x32", 61706},
       {"alexnet", "CIFAR AlexNet (cuda-convnet / TF tutorial): 2 conv + LRN, 3 fc", 1756426},
-      {"vgg16", "VGG-16 for CIFAR: 13 conv3x3 + Linear(512, classes)", 14728266},
-      {"vgg16_bn", "VGG-16 for CIFAR with BatchNorm after each conv", 14736714},
+      {"vgg16", "VGG-16 for CIFAR: 13 conv3x3 + Linear(512, classes)", 14719818},
+      {"vgg16_bn", "VGG-16 for CIFAR with BatchNorm after each conv", 14728266},
       {"resnet20", "CIFAR ResNet-20 (He et al. 2016), option-A shortcuts", 269722},
       {"resnet32", "CIFAR ResNet-32, option-A shortcuts", 464154},
       {"resnet44", "CIFAR ResNet-44, option-A shortcuts", 658586},

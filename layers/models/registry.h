@@ -11,6 +11,8 @@
 //   vgg16     VGG-16 for CIFAR: 13 conv3x3 (64,64,M,128,128,M,256x3,M,512x3,M,512x3,M) + ReLU, then
 //   vgg16_bn  Linear(512, classes); _bn adds BatchNorm2d after each conv. A max pool is skipped
 //             when the feature map is already 1x1 (28x28 input: 28-14-7-3-1, the fifth is skipped).
+//             Initialised as torchvision's VGG (conv: kaiming_normal fan_out, zero bias; linear:
+//             N(0, 0.01)): PyTorch's layer default leaves the plain VGG-16 untrainable.
 //   resnet20/32/44/56/110  CIFAR ResNets (He et al. 2016) with option-A shortcuts:
 //             0.27M/0.46M/0.66M/0.85M/1.7M parameters for 3 channels and 10 classes.
 #pragma once

@@ -1,4 +1,5 @@
 #include "base/error.h"
+#include "layers/init.h"
 #include "layers/layers.h"
 #include "layers/models/zoo.h"
 
@@ -21,7 +22,12 @@ std::shared_ptr<Sequential> vgg16(int64_t in_channels, int64_t num_classes, int6
       }
       continue;
     }
-    net->push_back(std::make_shared<Conv2d>(channels, width, 3, Conv2dOptions{.padding = 1}, gen));
+    auto conv = std::make_shared<Conv2d>(channels, width, 3, Conv2dOptions{.padding = 1}, gen);
+    // torchvision's VGG init: with PyTorch's layer default (a = sqrt(5)) the signal shrinks ~3x
+    // per layer and 13 plain convs leave nothing for the classifier to learn from.
+    conv->weight.copy_(init::kaiming_normal_fan_out(conv->weight.shape(), gen));
+    conv->bias.copy_(Tensor::zeros(conv->bias.shape()));
+    net->push_back(conv);
     if (batch_norm) net->push_back(std::make_shared<BatchNorm2d>(width));
     net->push_back(std::make_shared<ReLU>());
     channels = width;
@@ -29,7 +35,10 @@ std::shared_ptr<Sequential> vgg16(int64_t in_channels, int64_t num_classes, int6
   // Any map still larger than 1x1 (inputs above 32x32) is averaged to 1x1.
   if (size > 1) net->push_back(std::make_shared<GlobalAvgPool2d>());
   net->push_back(std::make_shared<Flatten>());
-  net->push_back(std::make_shared<Linear>(512, num_classes, gen));
+  auto classifier = std::make_shared<Linear>(512, num_classes, gen);
+  classifier->weight.copy_(init::normal(classifier->weight.shape(), 0.01, gen));
+  classifier->bias.copy_(Tensor::zeros(classifier->bias.shape()));
+  net->push_back(classifier);
   return net;
 }
 

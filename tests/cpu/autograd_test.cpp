@@ -1,0 +1,124 @@
+// The backward engine: accumulation, shared subgraphs, retain_graph, hooks, grad mode, errors, and
+// the two properties the pipeline relies on (stale weights by reference; backward(out, grad)).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <thread>
+
+#include "autograd/functions.h"
+#include "layers/layers.h"
+#include "tensor/ops.h"
+
+using namespace echelon;
+
+namespace {
+Tensor leaf(const std::vector<float>& values, const Shape& shape) {
+  Tensor t = Tensor::from_vector<float>(values, shape);
+  t.set_requires_grad(true);
+  return t;
+}
+
+void check_close(const Tensor& actual, const std::vector<float>& expected, float tol = 1e-5f) {
+  REQUIRE(actual.defined());
+  std::vector<float> got = actual.to_vector<float>();
+  REQUIRE(got.size() == expected.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    CAPTURE(i);
+    CHECK(std::abs(got[i] - expected[i]) <= tol * (1 + std::abs(expected[i])));
+  }
+}
+}  // namespace
+
+TEST_SUITE("autograd") {
+  TEST_CASE("gradients accumulate across backward calls and through shared subgraphs") {
+    Tensor x = leaf({0.5f, -1.5f, 2.25f}, {3});
+    backward(sum(x * x + x));  // d/dx = 2x + 1
+    check_close(x.grad(), {2.0f, -2.0f, 5.5f});
+    backward(sum(x * 3.0));  // accumulates
+    check_close(x.grad(), {5.0f, 1.0f, 8.5f});
+
+    // Diamond: z = (x + 1) * (2x) -> dz/dx = 2x + 2(x + 1) = 4x + 2.
+    x.zero_grad();
+    Tensor a = x + 1.0, b = x * 2.0;
+    backward(sum(a * b));
+    check_close(x.grad(), {4.0f, -4.0f, 11.0f});
+  }
+
+  TEST_CASE("retain_graph allows a second backward; without it the graph is freed") {
+    Tensor x = leaf({1.5f, -0.5f}, {2});
+    Tensor y = sum(exp(x));
+    backward(y, {}, /*retain_graph=*/true);
+    backward(y);
+    check_close(x.grad(), {2 * std::exp(1.5f), 2 * std::exp(-0.5f)});
+    CHECK_THROWS_WITH_AS(backward(y), doctest::Contains("second time"), Error);
+  }
+
+  TEST_CASE("stale weights: backward reads a parameter updated in place after forward") {
+    Tensor x = leaf({1.0f, 2.0f, -1.0f}, {1, 3});
+    Tensor w = leaf({0.5f, -0.25f, 1.0f, 2.0f, 0.75f, -1.5f}, {2, 3});
+    Tensor y = linear(x, w, Tensor());  // (1, 2)
+    // The optimizer of a pipeline stage updates w between this forward and its backward.
+    float* wd = w.data<float>();
+    for (int i = 0; i < 6; ++i) wd[i] += 1.0f;
+    w.bump_version();
+    backward(y, Tensor::from_vector<float>({1.0f, 2.0f}, {1, 2}));
+    // dL/dx = g W_new: [1.5 + 2*3, 0.75 + 2*1.75, 2 - 2*0.5]
+    check_close(x.grad(), {7.5f, 4.25f, 1.0f});
+  }
+
+  TEST_CASE("pipeline stage: backward(output, grad_output) fills the stage input's grad") {
+    Generator gen(3);
+    Linear layer(5, 4, gen);
+    Tensor activation = ops::randn({3, 5}, gen);
+    // What the previous stage sent: a detached leaf that requires grad.
+    Tensor input = activation.detach();
+    input.set_requires_grad(true);
+    Tensor output = layer.forward(input);
+    Tensor grad_output = ops::randn({3, 4}, gen);
+    backward(output, grad_output);
+    REQUIRE(input.grad().defined());
+    CHECK(input.grad().shape() == Shape{3, 5});
+    // dL/dinput = G W
+    Tensor expected = ops::matmul(grad_output, layer.weight);
+    check_close(input.grad(), expected.to_vector<float>());
+    check_close(layer.bias.grad(), ops::sum(grad_output, {0}).to_vector<float>());
+    CHECK_FALSE(activation.requires_grad());
+  }
+
+  TEST_CASE("hooks and retain_grad") {
+    Tensor x = leaf({1.0f, 2.0f}, {2});
+    x.register_hook([](const Tensor& g) { return ops::mul(g, 10.0); });
+    Tensor h = x * 3.0;
+    h.retain_grad();
+    backward(sum(h * h));  // dL/dh = 2h = [6, 12]; dL/dx = 3 * 2h, then x's hook scales by 10
+    check_close(h.grad(), {6.0f, 12.0f});
+    check_close(x.grad(), {180.0f, 360.0f});
+  }
+
+  TEST_CASE("grad mode is thread-local; NoGradGuard records nothing") {
+    Tensor x = leaf({1.0f}, {1});
+    {
+      NoGradGuard guard;
+      CHECK_FALSE(grad_enabled());
+      CHECK_FALSE((x * 2.0).requires_grad());
+      bool other_thread_enabled = false;
+      std::thread t([&] { other_thread_enabled = grad_enabled(); });
+      t.join();
+      CHECK(other_thread_enabled);
+    }
+    CHECK(grad_enabled());
+    CHECK((x * 2.0).requires_grad());
+    CHECK_FALSE((x.detach() * 2.0).requires_grad());
+  }
+
+  TEST_CASE("errors name what is wrong") {
+    Tensor x = leaf({1.0f, 2.0f}, {2});
+    CHECK_THROWS_WITH_AS(backward(x * 2.0), doctest::Contains("non-scalar"), Error);
+    CHECK_THROWS_WITH_AS(backward(Tensor::ones({2})), doctest::Contains("does not require grad"),
+                         Error);
+    CHECK_THROWS_WITH_AS(backward(x * 2.0, Tensor::ones({3})), doctest::Contains("[3]"), Error);
+    CHECK_THROWS_AS(matmul(x, x), Error);
+    CHECK_THROWS_WITH_AS(linear(Tensor::ones({2, 3}), Tensor::ones({4, 5}), Tensor()),
+                         doctest::Contains("[4, 5]"), Error);
+  }
+}
