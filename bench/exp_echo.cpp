@@ -1,0 +1,80 @@
+// Experiment: data echoing speedup. A synthetic upstream (read cost slept, so it needs no CPU)
+// is R times slower than a consumer with a fixed per-batch cost (also slept). For each R and
+// echo factor e, the wall time to a fixed number of consumer steps; speedup over e = 1 beside the
+// ideal min(e, R), and echo = auto. Usage: exp_echo [steps] [batch_ms]
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "data/loader.h"
+
+using namespace echelon::data;
+
+namespace {
+
+struct Run {
+  double seconds = 0;
+  double factor = 0;
+  double measured_r = 0;
+};
+
+Run run(double r, double e, bool automatic, int steps, double batch_ms) {
+  constexpr int kBatch = 16, kWorkers = 2;
+  // Consumer: kBatch items per batch_ms. Upstream: kWorkers workers, read cost t each, so
+  // upstream rate = kWorkers / t = consumer rate / r.
+  const double consumer_rate = kBatch / (batch_ms * 1e-3);
+  SyntheticOptions data;
+  data.size = 1 << 20;
+  data.height = data.width = 8;
+  data.read_cost_us = kWorkers / (consumer_rate / r) * 1e6;
+  LoaderOptions options;
+  options.batch_size = kBatch;
+  options.workers = kWorkers;
+  options.shuffle_buffer = 64;
+  if (automatic) {
+    options.echo_auto = true;
+  } else {
+    options.echo_factor = e;
+  }
+  Loader loader(make_synthetic_dataset(data), options);
+  const auto start = std::chrono::steady_clock::now();
+  loader.start_epoch(0);
+  for (int step = 0; step < steps; ++step) {
+    if (!loader.next()) break;
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(batch_ms));
+  }
+  Run result;
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const LoaderStats stats = loader.stats();
+  result.factor = stats.factor;
+  result.measured_r = stats.measured_R;
+  return result;  // the loader is destroyed mid-epoch: early stop
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int steps = argc > 1 ? std::atoi(argv[1]) : 150;
+  const double batch_ms = argc > 2 ? std::atof(argv[2]) : 8.0;
+  std::printf("steps=%d batch=16 consumer=%.1f ms/batch workers=2 placement=after-augment\n\n",
+              steps, batch_ms);
+  std::printf("| R | e | time (s) | speedup | ideal min(e,R) | speedup/ideal | measured R |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
+  for (double r : {1.0, 2.0, 4.0}) {
+    const double base = run(r, 1, false, steps, batch_ms).seconds;
+    for (double e : {1.0, 2.0, 3.0, 4.0}) {
+      const Run result = e == 1 ? Run{base, 1, 0} : run(r, e, false, steps, batch_ms);
+      const double ideal = std::min(e, r);
+      std::printf("| %.0f | %.0f | %.2f | %.2f | %.0f | %.2f | %s |\n", r, e, result.seconds,
+                  base / result.seconds, ideal, base / result.seconds / ideal,
+                  e == 1 ? "-" : std::to_string(result.measured_r).substr(0, 4).c_str());
+    }
+    const Run automatic = run(r, 1, true, steps, batch_ms);
+    std::printf("| %.0f | auto (%.2f) | %.2f | %.2f | %.0f | %.2f | %.2f |\n", r, automatic.factor,
+                automatic.seconds, base / automatic.seconds, r, base / automatic.seconds / r,
+                automatic.measured_r);
+  }
+  return 0;
+}
