@@ -54,7 +54,10 @@ struct TrainOptions {
   std::string echo = "1";  // E >= 1 or "auto"
   std::string echo_at = "after-augment";
   int64_t shuffle_buffer = 0;
-  int workers = 2;
+  // Worker threads per data stage. Stages with several workers may hand examples on in a
+  // different order from run to run, so only workers = 1 is bit-reproducible (see
+  // --deterministic); in-memory datasets need no more.
+  int workers = 1;
   // Display and logging.
   int64_t log_every = 50;  // metrics.jsonl step records (and plain progress lines) every N steps
   std::string progress = "auto";  // auto | bar | lines | none
@@ -112,7 +115,7 @@ struct EvalOptions {
   std::string device = "auto";
   int64_t batch_size = 256;
   int64_t limit_test = 0;
-  int workers = 2;
+  int workers = 1;  // > 1 may reorder examples and change the loss in its last bits
 };
 // Loads the checkpoint's model and evaluates it on the test split; prints one summary line.
 EvalResult evaluate_checkpoint(const EvalOptions& options, std::ostream& out);

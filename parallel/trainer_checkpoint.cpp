@@ -109,9 +109,12 @@ LoadedCheckpoint load_checkpoint(const std::string& path) {
   info.wall_s = meta_json(meta, "wall_s", path).as_double();
   info.config = meta_json(meta, "config", path);
   try {
-    for (const json::Value& v : meta_json(meta, "history", path).as_array())
+    // Named locals: a range-for over a temporary's member would dangle.
+    const json::Value history = meta_json(meta, "history", path);
+    const json::Value steps = meta_json(meta, "steps", path);
+    for (const json::Value& v : history.as_array())
       info.history.push_back(EpochRecord::from_json(v));
-    for (const json::Value& v : meta_json(meta, "steps", path).as_array()) {
+    for (const json::Value& v : steps.as_array()) {
       const json::Array& p = v.as_array();
       ECH_CHECK(p.size() == 3, "a step point has ", p.size(), " entries, expected 3");
       info.steps.push_back({p[0].as_int(), p[1].as_double(), p[2].as_double()});

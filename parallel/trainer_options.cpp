@@ -183,9 +183,12 @@ void validate(const TrainOptions& o) {
   } catch (const Error& e) {
     ECH_FAIL("--echo-at: ", detail(e));
   }
-  // The auto factor follows measured timings, which differ from run to run.
+  // The auto factor follows measured timings, and several workers per stage may reorder
+  // examples: both differ from run to run.
   ECH_CHECK(!(o.deterministic && loader.echo_auto),
             "--deterministic cannot be combined with --echo auto (timing-dependent)");
+  ECH_CHECK(!(o.deterministic && o.workers > 1), "--deterministic needs --workers 1 (got ",
+            o.workers, "): several workers per stage may reorder examples");
 }
 
 namespace {

@@ -1,0 +1,148 @@
+// The `echelon` command-line tool:
+//   echelon train --model lenet5 --data fashion-mnist --epochs 10 --out runs/lenet5
+//   echelon train --resume runs/lenet5 --epochs 20
+//   echelon eval --checkpoint runs/lenet5/checkpoint.safetensors
+//   echelon models
+// Every user error (bad flag value, missing dataset, damaged checkpoint) prints ONE line
+// "echelon: error: ..." on stderr and exits with status 2.
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "base/error.h"
+#include "base/json.h"
+#include "layers/models/registry.h"
+#include "parallel/trainer.h"
+
+namespace {
+
+namespace parallel = echelon::parallel;
+namespace json = echelon::json;
+
+constexpr int kUsageError = 2;
+
+void on_interrupt(int) {
+  parallel::request_stop();
+}
+
+void add_train_options(CLI::App& cmd, parallel::TrainOptions& o) {
+  cmd.add_option("--model", o.model, "Model name (see `echelon models`)");
+  cmd.add_option("--data", o.data, "fashion-mnist | mnist | cifar10 | synthetic | folder");
+  cmd.add_option("--data-dir", o.data_dir, "Dataset folder (default: the dataset's usual place)");
+  cmd.add_option("--epochs", o.epochs, "Epochs to train (an epoch counts fresh examples)");
+  cmd.add_option("--batch-size", o.batch_size, "Mini-batch size");
+  cmd.add_option("--lr", o.lr, "Learning rate");
+  cmd.add_option("--momentum", o.momentum, "SGD momentum");
+  cmd.add_flag("--nesterov", o.nesterov, "Nesterov momentum");
+  cmd.add_option("--wd", o.wd, "Weight decay");
+  cmd.add_option("--schedule", o.schedule, "LR schedule: constant | step | multistep | cosine");
+  cmd.add_option("--warmup-epochs", o.warmup_epochs, "Linear LR warm-up length in epochs");
+  cmd.add_option("--step-size", o.step_size, "Epochs between decays (--schedule step)");
+  cmd.add_option("--milestones", o.milestones, "Decay epochs, e.g. 30,60 (--schedule multistep)")
+      ->delimiter(',');
+  cmd.add_option("--gamma", o.gamma, "Decay factor (step, multistep)");
+  cmd.add_option("--device", o.device, "auto | cpu | cuda | cuda:N");
+  cmd.add_option("--conv-impl", o.conv_impl, "Convolution on CUDA: ours | cudnn");
+  cmd.add_option("--seed", o.seed, "Seed of model init, shuffling, augmentation and dropout");
+  cmd.add_option("--threads", o.threads, "BLAS threads (0: library default)");
+  cmd.add_option("--out", o.out, "Run folder for config, metrics, summary, checkpoint, report");
+  cmd.add_option("--resume", o.resume, "Continue the run in this folder from its checkpoint");
+  cmd.add_flag("--deterministic", o.deterministic,
+               "Refuse settings that break bit-identical reruns (echo auto, workers > 1)");
+  cmd.add_option("--limit-train", o.limit_train, "Use only the first N training examples");
+  cmd.add_option("--limit-test", o.limit_test, "Use only the first N test examples");
+  cmd.add_option("--echo", o.echo, "Data echoing factor E >= 1, or auto");
+  cmd.add_option("--echo-at", o.echo_at, "before-augment | after-augment | batch");
+  cmd.add_option("--shuffle-buffer", o.shuffle_buffer, "Shuffle buffer after echoing (items)");
+  cmd.add_option("--workers", o.workers,
+                 "Worker threads per data stage (> 1 may reorder examples)");
+  cmd.add_option("--log-every", o.log_every, "Steps between metrics.jsonl step records");
+  cmd.add_option("--progress", o.progress, "auto | bar | lines | none");
+  cmd.add_option("--stop-after-epoch", o.stop_after_epoch,
+                 "Stop after this many epochs as if interrupted (for testing --resume)");
+}
+
+// With --resume, the options come from DIR/config.json; flags given explicitly override them.
+parallel::TrainOptions merge_resume(const CLI::App& cmd, const parallel::TrainOptions& given) {
+  const std::string config_path = (std::filesystem::path(given.resume) / "config.json").string();
+  ECH_CHECK(std::filesystem::exists(config_path), "--resume ", given.resume,
+            ": no config.json there (not a run folder?)");
+  json::Value merged = json::parse_file(config_path);
+  ECH_CHECK(merged.is_object(), config_path, ": expected a JSON object");
+  const json::Value flags = given.to_json();
+  for (const auto& [key, value] : flags.as_object())
+    if (cmd.count("--" + key) > 0) merged.set(key, value);
+  parallel::TrainOptions options = parallel::TrainOptions::from_json(merged);
+  options.resume = given.resume;
+  if (cmd.count("--out") == 0) options.out = given.resume;
+  options.progress = given.progress;
+  options.stop_after_epoch = given.stop_after_epoch;
+  return options;
+}
+
+int run_models() {
+  std::printf("%-10s %12s  %s\n", "model", "parameters", "description");
+  for (const echelon::ModelInfo& m : echelon::list_models())
+    std::printf("%-10s %12lld  %s\n", m.name.c_str(),
+                static_cast<long long>(m.reference_parameters), m.description.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"echelon: train and evaluate CNNs (CPU and CUDA, pipeline-parallel)", "echelon"};
+  app.require_subcommand(1);
+
+  parallel::TrainOptions train_options;
+  CLI::App* train_cmd = app.add_subcommand("train", "Train a model");
+  add_train_options(*train_cmd, train_options);
+
+  parallel::EvalOptions eval_options;
+  CLI::App* eval_cmd = app.add_subcommand("eval", "Evaluate a checkpoint on a test set");
+  eval_cmd->add_option("--checkpoint", eval_options.checkpoint, "checkpoint.safetensors file")
+      ->required();
+  eval_cmd->add_option("--data", eval_options.data, "Dataset (default: the checkpoint's)");
+  eval_cmd->add_option("--data-dir", eval_options.data_dir, "Dataset folder");
+  eval_cmd->add_option("--device", eval_options.device, "auto | cpu | cuda | cuda:N");
+  eval_cmd->add_option("--batch-size", eval_options.batch_size, "Evaluation batch size");
+  eval_cmd->add_option("--limit-test", eval_options.limit_test, "Use only the first N examples");
+  eval_cmd->add_option("--workers", eval_options.workers, "Worker threads per pipeline stage");
+
+  CLI::App* models_cmd = app.add_subcommand("models", "List the models and their sizes");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "echelon: error: " << e.what() << " (see echelon --help)\n";
+    return kUsageError;
+  }
+
+  try {
+    if (*models_cmd) return run_models();
+    if (*eval_cmd) {
+      parallel::evaluate_checkpoint(eval_options, std::cout);
+      return 0;
+    }
+    parallel::TrainOptions options =
+        train_options.resume.empty() ? train_options : merge_resume(*train_cmd, train_options);
+    std::signal(SIGINT, on_interrupt);
+    const parallel::TrainResult result = parallel::train(options, std::cout);
+    return result.completed || options.stop_after_epoch > 0 ? 0 : 130;
+  } catch (const echelon::Error& e) {
+    std::cout.flush();
+    std::cerr << "echelon: error: " << e.what() << "\n";
+    return kUsageError;
+  } catch (const std::exception& e) {
+    std::cout.flush();
+    std::cerr << "echelon: error: " << e.what() << "\n";
+    return kUsageError;
+  }
+}

@@ -1,0 +1,161 @@
+// Runs the `echelon` binary as a user would and checks exit codes and the one-line errors.
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path temp_dir(const std::string& name) {
+  const char* root = std::getenv("ECHELON_TEST_TMP");
+  fs::path dir = fs::path(root ? root : fs::temp_directory_path().string()) /
+                 ("cli_test_" + std::to_string(::getpid())) / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+const fs::path kBinary = fs::path(ECHELON_BINARY_DIR) / "echelon";
+
+struct Run {
+  int status = -1;
+  std::string out, err;
+};
+
+// Runs `echelon ARGS` with stdout and stderr captured to files.
+Run run(const std::string& args) {
+  const fs::path dir = temp_dir("io");
+  const std::string command = kBinary.string() + " " + args + " >" + (dir / "out").string() +
+                              " 2>" + (dir / "err").string();
+  const int raw = std::system(command.c_str());
+  Run r;
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  auto slurp = [](const fs::path& p) {
+    std::ifstream in(p);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+  };
+  r.out = slurp(dir / "out");
+  r.err = slurp(dir / "err");
+  return r;
+}
+
+size_t count_lines(const std::string& text) {
+  size_t n = 0;
+  for (const char c : text) n += c == '\n';
+  return n;
+}
+
+// One line on stderr, starting "echelon: error: " and containing `needle`.
+void check_usage_error(const std::string& args, const std::string& needle) {
+  CAPTURE(args);
+  const Run r = run(args);
+  CHECK(r.status == 2);
+  CHECK(count_lines(r.err) == 1);
+  CHECK(r.err.rfind("echelon: error: ", 0) == 0);
+  CHECK_MESSAGE(r.err.find(needle) != std::string::npos, r.err);
+}
+
+}  // namespace
+
+TEST_SUITE("cli") {
+  TEST_CASE("models lists the zoo with parameter counts") {
+    if (!fs::exists(kBinary)) {
+      MESSAGE("echelon binary not built: skipped");
+      return;
+    }
+    const Run r = run("models");
+    CHECK(r.status == 0);
+    CHECK(r.out.find("lenet5") != std::string::npos);
+    CHECK(r.out.find("61706") != std::string::npos);
+    CHECK(r.out.find("resnet20") != std::string::npos);
+  }
+
+  TEST_CASE("invalid flag values exit 2 with one line naming the flag") {
+    if (!fs::exists(kBinary)) return;
+    check_usage_error("train --epochs -3", "--epochs must be >= 1 (got -3)");
+    check_usage_error("train --lr 0", "--lr");
+    check_usage_error("train --lr -1e-3", "--lr");
+    check_usage_error("train --batch-size 0", "--batch-size");
+    check_usage_error("train --device tpu", "--device");
+    check_usage_error("train --model lenet7", "unknown model \"lenet7\"");
+    check_usage_error("train --epochs ten", "--epochs");
+    check_usage_error("train --no-such-flag", "--no-such-flag");
+    check_usage_error("train --echo 0.3", "--echo");
+    check_usage_error("frobnicate", "subcommand");
+  }
+
+  TEST_CASE("missing and corrupt dataset files exit 2 naming the file") {
+    if (!fs::exists(kBinary)) return;
+    const fs::path empty = temp_dir("empty_data");
+    check_usage_error("train --device cpu --data-dir " + empty.string(), empty.string());
+    // Files with the right names but garbage inside.
+    const fs::path corrupt = temp_dir("corrupt_data");
+    for (const char* name : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                             "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"}) {
+      std::ofstream f(corrupt / name, std::ios::binary);
+      f << "this is not an IDX file at all";
+    }
+    check_usage_error("train --device cpu --data-dir " + corrupt.string(),
+                      (corrupt / "train-images-idx3-ubyte").string());
+    check_usage_error("train --data cifar10 --device cpu --data-dir " + empty.string(),
+                      empty.string());
+  }
+
+  TEST_CASE("eval refuses damaged checkpoints with one line naming the file") {
+    if (!fs::exists(kBinary)) return;
+    const fs::path dir = temp_dir("bad_ckpt");
+    const fs::path missing = dir / "missing.safetensors";
+    check_usage_error("eval --device cpu --checkpoint " + missing.string(), missing.string());
+
+    const fs::path short_file = dir / "short.safetensors";
+    std::ofstream(short_file, std::ios::binary) << "abc";
+    check_usage_error("eval --device cpu --checkpoint " + short_file.string(), "too short");
+
+    // Header length far beyond the file.
+    const fs::path beyond = dir / "beyond.safetensors";
+    {
+      std::ofstream f(beyond, std::ios::binary);
+      const unsigned char len[8] = {0x00, 0x10, 0, 0, 0, 0, 0, 0};
+      f.write(reinterpret_cast<const char*>(len), 8);
+      f << "{}";
+    }
+    check_usage_error("eval --device cpu --checkpoint " + beyond.string(), "runs past the end");
+
+    const fs::path bad_json = dir / "bad_json.safetensors";
+    {
+      std::ofstream f(bad_json, std::ios::binary);
+      const std::string header = "{\"a\": [1,";
+      const unsigned char len[8] = {static_cast<unsigned char>(header.size()), 0, 0, 0, 0, 0, 0, 0};
+      f.write(reinterpret_cast<const char*>(len), 8);
+      f << header;
+    }
+    check_usage_error("eval --device cpu --checkpoint " + bad_json.string(), "invalid JSON");
+
+    const fs::path out_of_range = dir / "range.safetensors";
+    {
+      std::ofstream f(out_of_range, std::ios::binary);
+      const std::string header = R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})";
+      const unsigned char len[8] = {static_cast<unsigned char>(header.size()), 0, 0, 0, 0, 0, 0, 0};
+      f.write(reinterpret_cast<const char*>(len), 8);
+      f << header << "12345678";
+    }
+    check_usage_error("eval --device cpu --checkpoint " + out_of_range.string(),
+                      "past the data buffer");
+  }
+
+  TEST_CASE("resume of a folder without a run exits 2") {
+    if (!fs::exists(kBinary)) return;
+    const fs::path dir = temp_dir("not_a_run");
+    check_usage_error("train --resume " + dir.string(), "config.json");
+  }
+}

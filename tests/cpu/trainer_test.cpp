@@ -1,0 +1,349 @@
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "base/error.h"
+#include "base/json.h"
+#include "parallel/report.h"
+#include "parallel/trainer.h"
+#include "parallel/trainer_checkpoint.h"
+#include "tensor/safetensors.h"
+
+using echelon::Error;
+namespace fs = std::filesystem;
+namespace json = echelon::json;
+namespace parallel = echelon::parallel;
+
+namespace {
+
+fs::path temp_dir(const std::string& name) {
+  const char* root = std::getenv("ECHELON_TEST_TMP");
+  fs::path dir = fs::path(root ? root : fs::temp_directory_path().string()) /
+                 ("trainer_test_" + std::to_string(::getpid())) / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+bool have_fashion_mnist() {
+  return fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
+}
+
+// A small, quick Fashion-MNIST run; tests override what they study.
+parallel::TrainOptions small_run(int64_t train, int64_t test, int64_t epochs) {
+  parallel::TrainOptions o;
+  o.model = "lenet5";
+  o.data = "fashion-mnist";
+  o.device = "cpu";
+  o.limit_train = train;
+  o.limit_test = test;
+  o.epochs = epochs;
+  o.batch_size = 32;
+  o.lr = 0.05;
+  o.momentum = 0.9;
+  o.seed = 7;
+  o.progress = "none";
+  o.log_every = 4;
+  return o;
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// metrics.jsonl records without the timing fields, which differ between runs.
+std::vector<std::string> metrics_without_timing(const fs::path& path) {
+  std::vector<std::string> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    json::Value v = json::parse(line);
+    json::Object kept;
+    for (const auto& [key, value] : v.as_object())
+      if (key != "images_per_s" && key != "train_s" && key != "eval_s")
+        kept.emplace_back(key, value);
+    out.push_back(json::Value(kept).dump());
+  }
+  return out;
+}
+
+std::string error_of(const parallel::TrainOptions& o) {
+  try {
+    parallel::validate(o);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+}  // namespace
+
+TEST_SUITE("trainer") {
+  TEST_CASE("validate names the flag and the bad value") {
+    parallel::TrainOptions ok;
+    ok.device = "cpu";
+    CHECK(error_of(ok) == "<no error>");
+    auto with = [&](auto change) {
+      parallel::TrainOptions o = ok;
+      change(o);
+      return error_of(o);
+    };
+    CHECK(with([](auto& o) { o.epochs = -1; }).find("--epochs must be >= 1 (got -1)") == 0);
+    CHECK(with([](auto& o) { o.epochs = 0; }).find("--epochs") == 0);
+    CHECK(with([](auto& o) { o.lr = 0; }).find("--lr") == 0);
+    CHECK(with([](auto& o) { o.lr = -0.5; }).find("--lr") == 0);
+    CHECK(with([](auto& o) { o.batch_size = 0; }).find("--batch-size") == 0);
+    CHECK(with([](auto& o) { o.device = "gpu:1"; }).find("--device") == 0);
+    CHECK(with([](auto& o) { o.device = "cuda:x"; }).find("--device") == 0);
+    CHECK(with([](auto& o) { o.model = "lenet6"; }).find("--model: unknown model \"lenet6\"") == 0);
+    CHECK(with([](auto& o) { o.data = "imagenet"; }).find("--data") == 0);
+    CHECK(with([](auto& o) { o.momentum = 1.5; }).find("--momentum") == 0);
+    CHECK(with([](auto& o) { o.wd = -1; }).find("--wd") == 0);
+    CHECK(with([](auto& o) { o.schedule = "exp"; }).find("--schedule") == 0);
+    CHECK(with([](auto& o) { o.schedule = "multistep"; }).find("--schedule multistep") == 0);
+    CHECK(with([](auto& o) { o.milestones = {5, 3}; }).find("--milestones") == 0);
+    CHECK(with([](auto& o) { o.conv_impl = "fast"; }).find("--conv-impl") == 0);
+    CHECK(with([](auto& o) { o.echo = "0.5"; }).find("--echo") == 0);
+    CHECK(with([](auto& o) { o.echo_at = "middle"; }).find("--echo-at") == 0);
+    CHECK(with([](auto& o) { o.workers = 0; }).find("--workers") == 0);
+    CHECK(with([](auto& o) { o.deterministic = true, o.workers = 2; }).find("--deterministic") ==
+          0);
+    CHECK(with([](auto& o) { o.nesterov = true, o.momentum = 0; }).find("--nesterov") == 0);
+    CHECK(with([](auto& o) { o.deterministic = true, o.echo = "auto"; }).find("--deterministic") ==
+          0);
+    CHECK(with([](auto& o) { o.data = "folder"; }).find("--data folder needs --data-dir") == 0);
+    if (!echelon::cuda_available())
+      CHECK(with([](auto& o) { o.device = "cuda:0"; }).find("no CUDA device") != std::string::npos);
+  }
+
+  TEST_CASE("options survive the config.json round trip") {
+    parallel::TrainOptions o = small_run(100, 50, 3);
+    o.milestones = {1, 2};
+    o.schedule = "multistep";
+    o.nesterov = true;
+    o.wd = 5e-4;
+    o.echo = "2.5";
+    o.seed = 123456789012345ull;
+    const parallel::TrainOptions back =
+        parallel::TrainOptions::from_json(json::parse(o.to_json().dump(2)));
+    CHECK(back.to_json() == o.to_json());
+    CHECK_THROWS_WITH_AS(parallel::TrainOptions::from_json(json::parse(R"({"epochs": "ten"})")),
+                         doctest::Contains("config key \"epochs\""), Error);
+  }
+
+  TEST_CASE("missing dataset files are reported with the path") {
+    parallel::TrainOptions o = small_run(64, 64, 1);
+    o.data_dir = temp_dir("no_data").string();
+    std::ostringstream log;
+    try {
+      parallel::train(o, log);
+      FAIL("no error for a folder without dataset files");
+    } catch (const Error& e) {
+      CHECK(std::string(e.what()).find(o.data_dir) != std::string::npos);
+    }
+  }
+
+  TEST_CASE("progress line and durations") {
+    CHECK(parallel::format_duration(3725) == "1:02:05");
+    CHECK(parallel::format_duration(65.4) == "1:05");
+    CHECK(parallel::format_duration(-1) == "?");
+    parallel::ProgressState s{1, 10, 25, 100, 1234.4, 0.56789, 10.0};
+    const std::string bar = parallel::ProgressDisplay::render(s, true, 8);
+    CHECK(bar == "epoch 2/10 [##......] 25/100  1234 img/s  loss 0.5679  ETA 0:30");
+    std::ostringstream plain;
+    parallel::ProgressDisplay lines(plain, /*tty=*/false, /*log_every=*/25);
+    lines.update(s);
+    s.step = 26;
+    lines.update(s);
+    CHECK(plain.str() == "epoch 2/10 25/100  1234 img/s  loss 0.5679  ETA 0:30\n");
+    std::ostringstream tty;
+    parallel::ProgressDisplay bar_display(tty, /*tty=*/true, 0);
+    bar_display.update(s);
+    bar_display.finish_line();
+    CHECK(tty.str().front() == '\r');
+    CHECK(tty.str().back() == '\n');
+  }
+
+  TEST_CASE("report.html is self-contained with both charts") {
+    parallel::ReportData data;
+    data.title = "run <1>";
+    data.config = json::Value::object().set("lr", 0.01);
+    data.summary = json::Value::object().set("final_test_acc", 0.9);
+    for (int e = 0; e < 3; ++e) {
+      parallel::EpochRecord r;
+      r.epoch = e;
+      r.train_loss = 1.0 / (e + 1);
+      r.test_loss = 1.1 / (e + 1);
+      r.train_acc = 0.5 + 0.1 * e;
+      r.test_acc = 0.45 + 0.1 * e;
+      data.epochs.push_back(r);
+    }
+    data.steps = {{10, 0.5, 1.3}, {20, 1.0, 0.9}};
+    const std::string html = parallel::render_report_html(data);
+    CHECK(html.find("<title>run &lt;1&gt;</title>") != std::string::npos);
+    size_t charts = 0;
+    for (size_t at = html.find("<svg"); at != std::string::npos; at = html.find("<svg", at + 1))
+      ++charts;
+    CHECK(charts == 2);
+    CHECK(html.find("<polyline") != std::string::npos);
+    CHECK(html.find("<script") == std::string::npos);
+    CHECK(html.find("http://www.w3.org/2000/svg") != std::string::npos);
+    CHECK(html.find("src=") == std::string::npos);  // nothing external
+  }
+
+  TEST_CASE("one short epoch learns: accuracy far above what a broken gradient reaches") {
+    if (!have_fashion_mnist()) {
+      MESSAGE("Fashion-MNIST not installed: skipped");
+      return;
+    }
+    const fs::path dir = temp_dir("learn");
+    parallel::TrainOptions o = small_run(4096, 1000, 1);
+    o.out = dir.string();
+    std::ostringstream log;
+    const parallel::TrainResult r = parallel::train(o, log);
+    REQUIRE(r.completed);
+    REQUIRE(r.epochs.size() == 1);
+    MESSAGE("test accuracy after 128 steps: " << r.epochs[0].test_acc);
+    // Chance is 10%; a wrong gradient sign or scale stays far below this.
+    CHECK(r.epochs[0].test_acc >= 0.60);
+    CHECK(r.step_losses.back() < r.step_losses.front());
+    for (const char* file :
+         {"config.json", "metrics.jsonl", "summary.json", "checkpoint.safetensors", "report.html"})
+      CHECK(fs::exists(dir / file));
+    const json::Value summary = json::parse_file((dir / "summary.json").string());
+    for (const char* key : {"model", "dataset", "device", "epochs", "params", "final_test_acc",
+                            "best_test_acc", "train_images_per_s", "wall_s", "echo"})
+      CHECK(summary.contains(key));
+    CHECK(summary.at("params").as_int() == 61706);
+    CHECK(summary.at("echo").at("fresh").as_int() == 4096);
+
+    // `echelon eval` on the checkpoint reproduces the final test accuracy.
+    parallel::EvalOptions eval;
+    eval.checkpoint = (dir / "checkpoint.safetensors").string();
+    eval.device = "cpu";
+    eval.limit_test = 1000;
+    std::ostringstream eval_log;
+    const parallel::EvalResult e = parallel::evaluate_checkpoint(eval, eval_log);
+    CHECK(e.samples == 1000);
+    CHECK(e.accuracy == doctest::Approx(r.epochs[0].test_acc).epsilon(1e-9));
+  }
+
+  TEST_CASE("same seed gives bit-identical losses; another seed does not") {
+    if (!have_fashion_mnist()) return;
+    parallel::TrainOptions o = small_run(640, 64, 1);
+    std::ostringstream log;
+    const auto a = parallel::train(o, log);
+    const auto b = parallel::train(o, log);
+    REQUIRE(a.step_losses.size() == 20);
+    CHECK(a.step_losses == b.step_losses);
+    CHECK(a.epochs[0].test_loss == b.epochs[0].test_loss);
+    o.seed = 8;
+    const auto c = parallel::train(o, log);
+    CHECK(c.step_losses != a.step_losses);
+  }
+
+  TEST_CASE("interrupt after epoch 1 and resume gives the metrics of an uninterrupted run") {
+    if (!have_fashion_mnist()) return;
+    parallel::TrainOptions o = small_run(512, 128, 3);
+    o.schedule = "cosine";  // the LR depends on the epoch: resume must restore it
+    o.echo = "2";           // echoing draws must also be a function of (seed, epoch)
+    o.echo_at = "before-augment";
+    const fs::path whole = temp_dir("whole"), parts = temp_dir("parts");
+    std::ostringstream log;
+    o.out = whole.string();
+    const auto uninterrupted = parallel::train(o, log);
+    REQUIRE(uninterrupted.completed);
+
+    o.out = parts.string();
+    o.stop_after_epoch = 1;
+    const auto first = parallel::train(o, log);
+    CHECK_FALSE(first.completed);
+    REQUIRE(first.epochs.size() == 1);
+    o.stop_after_epoch = 0;
+    o.resume = parts.string();
+    const auto resumed = parallel::train(o, log);
+    REQUIRE(resumed.completed);
+    REQUIRE(resumed.epochs.size() == 3);
+    for (size_t e = 0; e < 3; ++e) {
+      CAPTURE(e);
+      CHECK(resumed.epochs[e].train_loss == uninterrupted.epochs[e].train_loss);
+      CHECK(resumed.epochs[e].test_loss == uninterrupted.epochs[e].test_loss);
+      CHECK(resumed.epochs[e].test_acc == uninterrupted.epochs[e].test_acc);
+      CHECK(resumed.epochs[e].lr == uninterrupted.epochs[e].lr);
+    }
+    std::vector<double> joined = first.step_losses;
+    joined.insert(joined.end(), resumed.step_losses.begin(), resumed.step_losses.end());
+    CHECK(joined == uninterrupted.step_losses);
+    CHECK(metrics_without_timing(parts / "metrics.jsonl") ==
+          metrics_without_timing(whole / "metrics.jsonl"));
+
+    // Resuming a finished run asks for more epochs.
+    CHECK_THROWS_WITH_AS(parallel::train(o, log), doctest::Contains("already finished 3"), Error);
+  }
+
+  TEST_CASE("damaged or foreign checkpoints are refused with the file name") {
+    if (!have_fashion_mnist()) return;
+    const fs::path dir = temp_dir("damaged");
+    parallel::TrainOptions o = small_run(64, 32, 2);
+    o.out = dir.string();
+    o.stop_after_epoch = 1;
+    std::ostringstream log;
+    parallel::train(o, log);
+    const fs::path ckpt = dir / "checkpoint.safetensors";
+    const std::string good = read_file(ckpt);
+    o.stop_after_epoch = 0;
+    o.resume = dir.string();
+
+    // Another model's checkpoint.
+    o.model = "resnet20";
+    CHECK_THROWS_WITH_AS(parallel::train(o, log), doctest::Contains("holds model \"lenet5\""),
+                         Error);
+    o.model = "lenet5";
+    // Truncated.
+    echelon::safetensors::write_file_atomic(ckpt.string(), good.substr(0, good.size() / 2));
+    try {
+      parallel::train(o, log);
+      FAIL("a truncated checkpoint was accepted");
+    } catch (const Error& e) {
+      CHECK(std::string(e.what()).find(ckpt.string()) != std::string::npos);
+    }
+    // A valid safetensors file that is not a checkpoint.
+    echelon::safetensors::save(ckpt.string(), {{"w", echelon::Tensor::ones({3})}});
+    CHECK_THROWS_WITH_AS(parallel::train(o, log), doctest::Contains("not an echelon checkpoint"),
+                         Error);
+    // Weights with the wrong shape for the recorded model.
+    echelon::safetensors::Contents contents = echelon::safetensors::deserialize(good);
+    for (auto& [name, tensor] : contents.tensors)
+      if (name == "0.weight") tensor = echelon::Tensor::ones({6, 1, 3, 3});
+    echelon::safetensors::save(ckpt.string(), contents.tensors, contents.metadata);
+    CHECK_THROWS_WITH_AS(parallel::train(o, log), doctest::Contains("0.weight"), Error);
+    CHECK_THROWS_WITH_AS(parallel::load_checkpoint((dir / "missing.safetensors").string()),
+                         doctest::Contains("missing.safetensors"), Error);
+  }
+
+  TEST_CASE("a non-finite loss stops training naming the step and the layer") {
+    if (!have_fashion_mnist()) return;
+    parallel::TrainOptions o = small_run(512, 32, 1);
+    o.lr = 1e8;  // diverges within a few steps
+    o.momentum = 0;
+    std::ostringstream log;
+    try {
+      parallel::train(o, log);
+      FAIL("training with lr 1e8 did not stop");
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      MESSAGE(message);
+      CHECK(message.find("non-finite training loss at step ") == 0);
+      CHECK(message.find("layer") != std::string::npos);
+      CHECK(message.find("--lr") != std::string::npos);
+    }
+  }
+}
