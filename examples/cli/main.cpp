@@ -15,6 +15,7 @@
 #include "base/error.h"
 #include "base/json.h"
 #include "layers/models/registry.h"
+#include "parallel/pipeline_cli.h"
 #include "parallel/trainer.h"
 
 namespace {
@@ -100,6 +101,8 @@ int main(int argc, char** argv) {
   parallel::TrainOptions train_options;
   CLI::App* train_cmd = app.add_subcommand("train", "Train a model");
   add_train_options(*train_cmd, train_options);
+  parallel::PipelineFlags pipeline_flags;
+  parallel::add_pipeline_options(*train_cmd, pipeline_flags);
 
   parallel::EvalOptions eval_options;
   CLI::App* eval_cmd = app.add_subcommand("eval", "Evaluate a checkpoint on a test set");
@@ -133,8 +136,13 @@ int main(int argc, char** argv) {
     }
     parallel::TrainOptions options =
         train_options.resume.empty() ? train_options : merge_resume(*train_cmd, train_options);
+    // Pipeline flags are not stored in config.json: a resumed pipelined run passes them again.
+    parallel::finish_pipeline_options(pipeline_flags, static_cast<int>(options.epochs));
+    const parallel::EngineFactory factory =
+        pipeline_flags.enabled() ? parallel::pipeline_engine_factory(pipeline_flags.options)
+                                 : parallel::EngineFactory{};
     std::signal(SIGINT, on_interrupt);
-    const parallel::TrainResult result = parallel::train(options, std::cout);
+    const parallel::TrainResult result = parallel::train(options, std::cout, factory);
     return result.completed || options.stop_after_epoch > 0 ? 0 : 130;
   } catch (const echelon::Error& e) {
     std::cout.flush();
