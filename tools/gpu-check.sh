@@ -116,7 +116,7 @@ step gpu_tests gpu_tests.txt 150 "$gpu_tests" --test-suite-exclude=parity_gpu --
 step parity_gpu parity.txt 120 "$gpu_tests" --test-suite=parity_gpu --duration=true
 if [[ -x $BUILD/bench/bench_ops ]]; then
   step bench_gpu bench.txt 120 "$BUILD/bench/bench_ops" --benchmark_filter='GPU' \
-    --benchmark_min_time=0.05s --benchmark_counters_tabular=true
+    --benchmark_min_time=0.05 --benchmark_counters_tabular=true
 else
   rows+=("$(printf '%-14s %-8s %6s  %s' bench_gpu skipped - "bench_ops not built (libbenchmark absent?)")")
 fi
