@@ -66,10 +66,7 @@ wheel_dir() {  # prints the folder of python package nvidia.$1, if installed
   python3 -c "import nvidia.$1 as m; print(list(m.__path__)[0])" 2>/dev/null
 }
 cmake_args=(-S . -B "$BUILD" -G Ninja -DECHELON_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90
-            -DCMAKE_BUILD_TYPE=Release
-            # CMake < 3.26 knows no C++20 flag for nvcc; newer versions override these.
-            -DCMAKE_CUDA20_STANDARD_COMPILE_OPTION=-std=c++20
-            -DCMAKE_CUDA20_EXTENSION_COMPILE_OPTION=-std=c++20)
+            -DCMAKE_BUILD_TYPE=Release)
 for lib in cudnn nccl; do
   upper=${lib^^}
   var=${upper}_ROOT
