@@ -51,9 +51,21 @@ double measure(const Case& c, Device device, int warmup, int steps) {
   return static_cast<double>(c.batch) * steps / s;
 }
 
+// The first Python interpreter that can import torch: $ECHELON_PYTHON, then python3 on PATH,
+// then Debian's /usr/bin/python3 (python3-torch installs there; PATH may lead to another Python).
+std::string torch_python() {
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("ECHELON_PYTHON")) candidates.push_back(env);
+  candidates.insert(candidates.end(), {"python3", "/usr/bin/python3"});
+  for (const std::string& python : candidates)
+    if (std::system((python + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0) return python;
+  return "";
+}
+
 // PyTorch LeNet-5 train-step images/s on one CPU thread; negative when torch is unavailable.
 double torch_lenet(int64_t batch, int warmup, int steps) {
-  if (std::system("python3 -c 'import torch' >/dev/null 2>&1") != 0) return -1;
+  const std::string python = torch_python();
+  if (python.empty()) return -1;
   const std::string script =
       "import time, torch\n"
       "from torch import nn\n"
@@ -77,7 +89,7 @@ double torch_lenet(int64_t batch, int warmup, int steps) {
       "): step()\n"
       "print(" +
       std::to_string(batch * steps) + " / (time.perf_counter() - t))\n";
-  FILE* pipe = popen(("python3 -c \"" + script + "\"").c_str(), "r");
+  FILE* pipe = popen((python + " -c \"" + script + "\"").c_str(), "r");
   if (!pipe) return -1;
   double rate = -1;
   if (std::fscanf(pipe, "%lf", &rate) != 1) rate = -1;
