@@ -3,9 +3,9 @@
 // one BLAS thread and, when a CUDA device is usable at run time, on cuda:0. The data pipeline is
 // left out: every step reuses one random batch already on the device.
 //
-// On the CPU, LeNet-5 at batch 64 is compared with PyTorch in the same run when `python3 -c
-// "import torch"` works (torch.set_num_threads(1), same model, same batch); otherwise the table
-// says that torch was unavailable.
+// On the CPU, LeNet-5 at batch 64 is compared with PyTorch in the same run when a Python with torch
+// is found ($ECHELON_PYTHON, python3, /usr/bin/python3 — Debian's python3-torch) (one thread, same
+// model, same batch); otherwise the table says that torch was unavailable.
 //
 //   build/bench/exp_train_throughput [--steps N] [--warmup N]
 #include <chrono>
