@@ -6,16 +6,26 @@
 // twice less than its size, so one huge freed block does not swallow small requests.
 // Why per-stream free lists: a block freed by stream S may still be read by S's queued kernels;
 // handing it only to later work on S keeps stream order without events.
-// Why pinned blocks carry an event: an asynchronous H2D copy may still read a pinned buffer after
-// its tensor died; the block becomes reusable only once the event recorded at free time completed.
+// Why events for other streams: a tensor allocated on stream S (the loader's copy stream, a
+// pipeline stage's stream) may be read on stream R by another thread. When it dies, R's kernels
+// may still be queued; handing the block back to S at once would let S overwrite memory R still
+// reads. Such blocks wait in `pending` until an event recorded on each user stream completed.
+// Why release_stream: a destroyed stream's handle can be recycled for a new stream, which must
+// not inherit blocks that the old stream's still-running work touches; the stream is
+// synchronized first, after which its blocks are safe for any stream.
+// Why pinned blocks carry events: an asynchronous copy may still read (or write) a pinned buffer
+// after its tensor died; the block becomes reusable once the events recorded at copy time
+// completed (recorded on the copy's own stream, not on whatever stream is current at free time).
 #include "cuda/allocator.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "cuda/check.h"
 #include "cuda/stream.h"
@@ -37,16 +47,51 @@ std::string mib(size_t bytes) {
   return str(static_cast<double>(bytes) / (1 << 20), " MiB");
 }
 
+// Never passed to CUDA: the free list of blocks that every stream may take (their stream died).
+const cudaStream_t kAnyStream = reinterpret_cast<cudaStream_t>(~uintptr_t{0});
+
 struct DeviceBlock {
   size_t size;
+  cudaStream_t stream;                // allocation stream (kAnyStream once it was released)
+  std::vector<cudaStream_t> used_on;  // other streams that use it (record_stream)
+};
+
+// Freed, but reusable on `stream` only once every event completed.
+struct PendingBlock {
+  void* ptr;
+  size_t size;
   cudaStream_t stream;
+  std::vector<cudaEvent_t> events;
 };
 
 struct DeviceState {
   std::unordered_map<void*, DeviceBlock> live;
   // Free blocks per stream, keyed by size for best-fit lookup.
   std::unordered_map<cudaStream_t, std::multimap<size_t, void*>> free_lists;
+  std::vector<PendingBlock> pending;
+  std::vector<cudaEvent_t> idle_events;  // of this device, for reuse
   AllocatorStats stats;
+};
+
+// Makes `device` current for a scope without ever throwing (used on destructor paths).
+class QuietDeviceGuard {
+ public:
+  explicit QuietDeviceGuard(int device) : device_(device) {
+    if (cudaGetDevice(&previous_) != cudaSuccess) {
+      cudaGetLastError();
+      previous_ = -1;
+    }
+    if (previous_ != device_ && cudaSetDevice(device_) != cudaSuccess) cudaGetLastError();
+  }
+  ~QuietDeviceGuard() {
+    if (previous_ >= 0 && previous_ != device_) cudaSetDevice(previous_);
+  }
+  QuietDeviceGuard(const QuietDeviceGuard&) = delete;
+  QuietDeviceGuard& operator=(const QuietDeviceGuard&) = delete;
+
+ private:
+  int device_;
+  int previous_ = -1;
 };
 
 struct DeviceAllocator {
@@ -66,8 +111,61 @@ void check_device(int device, const char* op) {
             " does not exist (this machine has ", count, ")");
 }
 
+// An event recorded on `stream` (the block's device must be current), or nullptr when recording
+// failed, in which case the stream has been synchronized instead.
+cudaEvent_t record_on(DeviceState& state, cudaStream_t stream) {
+  cudaEvent_t event = nullptr;
+  if (!state.idle_events.empty()) {
+    event = state.idle_events.back();
+    state.idle_events.pop_back();
+  } else if (cudaEventCreateWithFlags(&event, cudaEventDisableTiming) != cudaSuccess) {
+    cudaGetLastError();
+    event = nullptr;
+  }
+  if (event && cudaEventRecord(event, stream) == cudaSuccess) return event;
+  cudaGetLastError();
+  if (event) state.idle_events.push_back(event);
+  if (cudaStreamSynchronize(stream) != cudaSuccess) cudaGetLastError();
+  return nullptr;
+}
+
+bool all_done(const std::vector<cudaEvent_t>& events) {
+  for (cudaEvent_t event : events) {
+    const cudaError_t status = cudaEventQuery(event);
+    if (status == cudaSuccess) continue;
+    if (status != cudaErrorNotReady) cudaGetLastError();
+    return false;
+  }
+  return true;
+}
+
+// Moves pending blocks whose events all completed to their stream's free list.
+void collect_pending(DeviceState& state) {
+  auto& pending = state.pending;
+  for (size_t i = 0; i < pending.size();) {
+    if (!all_done(pending[i].events)) {
+      ++i;
+      continue;
+    }
+    PendingBlock& block = pending[i];
+    state.idle_events.insert(state.idle_events.end(), block.events.begin(), block.events.end());
+    state.free_lists[block.stream].emplace(block.size, block.ptr);
+    if (i + 1 != pending.size()) block = std::move(pending.back());
+    pending.pop_back();
+  }
+}
+
 void release_cached(int device, DeviceState& state) {
   DeviceGuard guard(device);
+  for (PendingBlock& block : state.pending) {
+    for (cudaEvent_t event : block.events) {
+      cudaEventSynchronize(event);
+      state.idle_events.push_back(event);
+    }
+    cudaFree(block.ptr);
+    state.stats.reserved_bytes -= block.size;
+  }
+  state.pending.clear();
   for (auto& [stream, blocks] : state.free_lists) {
     for (auto& [size, ptr] : blocks) {
       cudaFree(ptr);
@@ -77,15 +175,21 @@ void release_cached(int device, DeviceState& state) {
   state.free_lists.clear();
 }
 
-void* reuse_cached(DeviceState& state, size_t size, cudaStream_t stream) {
-  const auto list = state.free_lists.find(stream);
+void* reuse_from(DeviceState& state, cudaStream_t list_stream, size_t size, cudaStream_t stream) {
+  const auto list = state.free_lists.find(list_stream);
   if (list == state.free_lists.end()) return nullptr;
   const auto it = list->second.lower_bound(size);
   if (it == list->second.end() || it->first >= 2 * size) return nullptr;
   void* ptr = it->second;
-  state.live[ptr] = DeviceBlock{it->first, stream};
+  state.live[ptr] = DeviceBlock{it->first, stream, {}};
   list->second.erase(it);
   return ptr;
+}
+
+void* reuse_cached(DeviceState& state, size_t size, cudaStream_t stream) {
+  if (!state.pending.empty()) collect_pending(state);
+  void* ptr = reuse_from(state, stream, size, stream);
+  return ptr ? ptr : reuse_from(state, kAnyStream, size, stream);
 }
 
 [[noreturn]] void throw_out_of_memory(int device, size_t nbytes, const DeviceState& state) {
@@ -156,7 +260,7 @@ void* device_malloc(int device, size_t nbytes, cudaStream_t stream) {
     state.stats.reserved_bytes += size;
     state.stats.peak_reserved_bytes =
         std::max(state.stats.peak_reserved_bytes, state.stats.reserved_bytes);
-    state.live[ptr] = DeviceBlock{size, stream};
+    state.live[ptr] = DeviceBlock{size, stream, {}};
   }
   state.stats.allocated_bytes += block_size;
   state.stats.peak_allocated_bytes =
@@ -165,6 +269,10 @@ void* device_malloc(int device, size_t nbytes, cudaStream_t stream) {
 }
 
 void device_free(int device, void* ptr) {
+  device_free(device, ptr, kAnyStream);
+}
+
+void device_free(int device, void* ptr, cudaStream_t last_stream) {
   if (!ptr) return;
   auto& allocator = device_allocator();
   std::lock_guard lock(allocator.mutex);
@@ -172,10 +280,60 @@ void device_free(int device, void* ptr) {
   const auto it = state.live.find(ptr);
   ECH_CHECK(it != state.live.end(), "device_free: pointer ", ptr,
             " was not allocated by the caching allocator of cuda:", device);
-  const DeviceBlock block = it->second;
+  DeviceBlock block = std::move(it->second);
   state.live.erase(it);
   state.stats.allocated_bytes -= block.size;
-  state.free_lists[block.stream].emplace(block.size, ptr);
+  if (last_stream != kAnyStream && last_stream != block.stream &&
+      std::find(block.used_on.begin(), block.used_on.end(), last_stream) == block.used_on.end())
+    block.used_on.push_back(last_stream);
+  if (block.used_on.empty()) {
+    state.free_lists[block.stream].emplace(block.size, ptr);
+    return;
+  }
+  QuietDeviceGuard guard(device);
+  PendingBlock pending{ptr, block.size, block.stream, {}};
+  for (cudaStream_t user : block.used_on)
+    if (cudaEvent_t event = record_on(state, user)) pending.events.push_back(event);
+  state.pending.push_back(std::move(pending));
+}
+
+void record_stream(int device, void* ptr, cudaStream_t stream) {
+  if (!ptr) return;
+  auto& allocator = device_allocator();
+  std::lock_guard lock(allocator.mutex);
+  DeviceState& state = allocator.devices[device];
+  const auto it = state.live.find(ptr);
+  ECH_CHECK(it != state.live.end(), "record_stream: pointer ", ptr,
+            " is not the start of a live block of the caching allocator of cuda:", device);
+  DeviceBlock& block = it->second;
+  if (stream != block.stream &&
+      std::find(block.used_on.begin(), block.used_on.end(), stream) == block.used_on.end())
+    block.used_on.push_back(stream);
+}
+
+void release_stream(int device, cudaStream_t stream) noexcept {
+  if (!stream) return;  // the legacy default stream is never destroyed
+  {
+    QuietDeviceGuard guard(device);
+    // Only the owner queues work on its stream, and it is destroying it: after this, nothing that
+    // the stream did can still touch memory.
+    if (cudaStreamSynchronize(stream) != cudaSuccess) cudaGetLastError();
+  }
+  auto& allocator = device_allocator();
+  std::lock_guard lock(allocator.mutex);
+  const auto found = allocator.devices.find(device);
+  if (found == allocator.devices.end()) return;
+  DeviceState& state = found->second;
+  for (auto& [ptr, block] : state.live) {
+    if (block.stream == stream) block.stream = kAnyStream;
+    std::erase(block.used_on, stream);
+  }
+  for (PendingBlock& block : state.pending)
+    if (block.stream == stream) block.stream = kAnyStream;
+  if (!state.free_lists.contains(stream)) return;
+  auto& any_stream = state.free_lists[kAnyStream];  // may rehash: look `stream` up afterwards
+  any_stream.merge(state.free_lists.at(stream));
+  state.free_lists.erase(stream);
 }
 
 // ---- pinned host memory ----------------------------------------------------------------------
@@ -183,7 +341,7 @@ namespace {
 
 struct PinnedBlock {
   size_t size;
-  cudaEvent_t released = nullptr;  // recorded at free time on the then-current stream
+  std::vector<cudaEvent_t> uses;  // recorded after each asynchronous copy (pinned_record_stream)
 };
 
 struct PinnedAllocator {
@@ -195,14 +353,6 @@ struct PinnedAllocator {
 PinnedAllocator& pinned_allocator_state() {
   static auto* allocator = new PinnedAllocator;
   return *allocator;
-}
-
-bool event_done(cudaEvent_t event) {
-  if (!event) return true;
-  const cudaError_t status = cudaEventQuery(event);
-  if (status == cudaSuccess) return true;
-  cudaGetLastError();
-  return false;
 }
 
 }  // namespace
@@ -217,9 +367,12 @@ void* pinned_malloc(size_t nbytes) {
   std::lock_guard lock(allocator.mutex);
   for (auto it = allocator.free_blocks.lower_bound(size);
        it != allocator.free_blocks.end() && it->first < 2 * size; ++it) {
-    if (!event_done(it->second.second.released)) continue;
+    PinnedBlock& block = it->second.second;
+    if (!all_done(block.uses)) continue;
+    for (cudaEvent_t event : block.uses) cudaEventDestroy(event);
+    block.uses.clear();
     void* ptr = it->second.first;
-    allocator.live[ptr] = it->second.second;
+    allocator.live[ptr] = std::move(block);
     allocator.free_blocks.erase(it);
     return ptr;
   }
@@ -228,7 +381,7 @@ void* pinned_malloc(size_t nbytes) {
     cudaGetLastError();
     ECH_FAIL("pinned_malloc: cudaHostAlloc of ", nbytes, " bytes (", mib(nbytes), ") failed");
   }
-  allocator.live[ptr] = PinnedBlock{size, nullptr};
+  allocator.live[ptr] = PinnedBlock{size, {}};
   return ptr;
 }
 
@@ -239,12 +392,27 @@ void pinned_free(void* ptr) {
   const auto it = allocator.live.find(ptr);
   ECH_CHECK(it != allocator.live.end(), "pinned_free: pointer ", ptr,
             " was not allocated by pinned_malloc");
-  PinnedBlock block = it->second;
+  PinnedBlock block = std::move(it->second);
   allocator.live.erase(it);
-  if (!block.released)
-    ECH_CUDA_CHECK(cudaEventCreateWithFlags(&block.released, cudaEventDisableTiming));
-  ECH_CUDA_CHECK(cudaEventRecord(block.released, current_stream()));
-  allocator.free_blocks.emplace(block.size, std::make_pair(ptr, block));
+  const size_t size = block.size;
+  allocator.free_blocks.emplace(size, std::make_pair(ptr, std::move(block)));
+}
+
+void pinned_record_stream(void* ptr, cudaStream_t stream) {
+  if (!ptr) return;
+  auto& allocator = pinned_allocator_state();
+  std::lock_guard lock(allocator.mutex);
+  const auto it = allocator.live.find(ptr);
+  ECH_CHECK(it != allocator.live.end(), "pinned_record_stream: pointer ", ptr,
+            " is not the start of a live block of pinned_malloc");
+  cudaEvent_t event = nullptr;
+  ECH_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  const cudaError_t recorded = cudaEventRecord(event, stream);
+  if (recorded != cudaSuccess) {
+    cudaEventDestroy(event);
+    ECH_CUDA_CHECK_NAMED(recorded, "pinned_record_stream");
+  }
+  it->second.uses.push_back(event);
 }
 
 }  // namespace echelon::cuda

@@ -1,6 +1,9 @@
 // The CUDA caching allocator: cudaMalloc is slow and synchronizing, so freed blocks are kept in
-// size-class bins per stream and reused. Blocks freed by one stream are reused only by the same
-// stream, so no cross-stream ordering is needed; empty_cache() returns everything to the driver.
+// size-class bins per stream and reused. A block freed is reused only by the stream it was
+// allocated on, so work on that stream needs no ordering. A block that other streams used too
+// (record_stream, or the stream current when a tensor dies) becomes reusable only once the work
+// queued on those streams up to the free has completed (an event per stream, like PyTorch's
+// record_stream). empty_cache() returns everything to the driver.
 // An allocation that fails even after emptying the cache throws an error stating the requested
 // size and these statistics.
 #pragma once
@@ -30,9 +33,23 @@ void empty_cache(int device);
 // Raw interface used by Storage (tensor/storage.h) and by kernels that need scratch space.
 void* device_malloc(int device, size_t nbytes, cudaStream_t stream);
 void device_free(int device, void* ptr);
+// Frees a block whose last user may be `last_stream` (the freeing thread's current stream): if
+// that is not the allocation stream, reuse waits for `last_stream`'s queued work. Never throws
+// for CUDA errors (it runs in destructors).
+void device_free(int device, void* ptr, cudaStream_t last_stream);
+// Marks the block that device_malloc returned as `ptr` as used on `stream` (a stream other than
+// its allocation stream, e.g. a pipeline transport's receiver): see the header comment.
+void record_stream(int device, void* ptr, cudaStream_t stream);
+// Called by cuda::Stream before it destroys `stream`: synchronizes it, then forgets it (its free
+// blocks become reusable by every stream; its handle may be recycled for a new stream).
+void release_stream(int device, cudaStream_t stream) noexcept;
 
-// Pinned host memory (cudaHostAlloc), cached as well.
+// Pinned host memory (cudaHostAlloc), cached as well. A block is reused only after every
+// asynchronous copy recorded on it with pinned_record_stream has completed.
 void* pinned_malloc(size_t nbytes);
 void pinned_free(void* ptr);
+// `ptr` (returned by pinned_malloc) is read or written by work just queued on `stream`, a stream
+// of the current device.
+void pinned_record_stream(void* ptr, cudaStream_t stream);
 
 }  // namespace echelon::cuda

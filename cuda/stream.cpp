@@ -6,6 +6,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "cuda/allocator.h"
+
 namespace echelon::cuda {
 
 int device_count() {
@@ -46,8 +48,13 @@ Stream::Stream(int device) : device_(device < 0 ? current_device() : device) {
   ECH_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
 }
 
+// The allocator forgets the stream first (synchronizing it): its handle may be recycled for the
+// next stream created, which must not inherit blocks this stream's queued work still touches.
 Stream::~Stream() {
-  if (stream_) cudaStreamDestroy(stream_);
+  if (stream_) {
+    release_stream(device_, stream_);
+    cudaStreamDestroy(stream_);
+  }
 }
 
 Stream::Stream(Stream&& other) noexcept
@@ -55,7 +62,10 @@ Stream::Stream(Stream&& other) noexcept
 
 Stream& Stream::operator=(Stream&& other) noexcept {
   if (this != &other) {
-    if (stream_) cudaStreamDestroy(stream_);
+    if (stream_) {
+      release_stream(device_, stream_);
+      cudaStreamDestroy(stream_);
+    }
     stream_ = std::exchange(other.stream_, nullptr);
     device_ = other.device_;
   }

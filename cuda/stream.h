@@ -25,7 +25,8 @@ class DeviceGuard {
   int previous_;
 };
 
-// Owning stream (non-blocking w.r.t. the legacy default stream).
+// Owning stream (non-blocking w.r.t. the legacy default stream). The destructor waits for the
+// stream's queued work (the caching allocator must forget it before its handle is recycled).
 class Stream {
  public:
   explicit Stream(int device = -1);  // -1: current device

@@ -47,8 +47,11 @@ class CudaAllocator final : public Allocator {
     if (nbytes == 0) return nullptr;
     return cuda::device_malloc(index_, nbytes, cuda::current_stream(index_));
   }
+  // The dying tensor's last kernels may be queued on the freeing thread's stream, which need not
+  // be the stream the block came from (a loader batch freed by the trainer): the allocator then
+  // holds the block back until that stream's work is done.
   void deallocate(void* ptr, size_t) override {
-    if (ptr) cuda::device_free(index_, ptr);
+    if (ptr) cuda::device_free(index_, ptr, cuda::current_stream(index_));
   }
   Device device() const override { return Device::cuda(index_); }
 

@@ -3,6 +3,7 @@
 // handles, error messages, and Philox CPU == CUDA bit for bit.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <string>
 #include <thread>
 
@@ -19,6 +20,28 @@ Tensor random_cpu(const Shape& shape, uint64_t seed) {
   return parity::make_inputs({{shape, kFloat32, -2.0, 2.0, parity::Layout::Contiguous, {}}}, seed,
                              Device::cpu())[0];
 }
+// Blocks a stream with a host function until released (or destroyed), so that work queued on it
+// is deterministically "still running" while a test looks at the allocator.
+class StreamBlocker {
+ public:
+  explicit StreamBlocker(cudaStream_t stream) : stream_(stream) {
+    ECH_CUDA_CHECK(cudaLaunchHostFunc(stream, &StreamBlocker::spin, &released_));
+  }
+  ~StreamBlocker() {
+    release();
+    cudaStreamSynchronize(stream_);  // the host function reads released_
+  }
+  StreamBlocker(const StreamBlocker&) = delete;
+  StreamBlocker& operator=(const StreamBlocker&) = delete;
+  void release() { released_.store(true); }
+
+ private:
+  static void spin(void* flag) {
+    while (!static_cast<std::atomic<bool>*>(flag)->load()) std::this_thread::yield();
+  }
+  cudaStream_t stream_;
+  std::atomic<bool> released_{false};
+};
 }  // namespace
 
 TEST_SUITE("allocator_gpu") {
@@ -64,6 +87,66 @@ TEST_SUITE("allocator_gpu") {
     CHECK(pa2 == pa);
     cuda::device_free(0, pb);
     cuda::device_free(0, pa2);
+  }
+
+  TEST_CASE("a block used on another stream is reused only after that stream's work") {
+    cuda::Stream a, b;
+    void* p = cuda::device_malloc(0, 8192, a.get());
+    cuda::record_stream(0, p, b.get());
+    void* q = nullptr;  // held until the end, so that the second request can only get p back
+    {
+      StreamBlocker blocker(b.get());  // b's queued work has not run yet
+      cuda::device_free(0, p);
+      q = cuda::device_malloc(0, 8192, a.get());
+      CHECK(q != p);
+      blocker.release();
+      b.synchronize();
+    }
+    void* r = cuda::device_malloc(0, 8192, a.get());
+    CHECK(r == p);
+    cuda::device_free(0, r);
+    cuda::device_free(0, q);
+  }
+
+  TEST_CASE("a tensor freed on another stream than its own waits for that stream") {
+    cuda::Stream copy_stream, user_stream;
+    const void* first = nullptr;
+    Tensor again;  // held until the end, so that `later` can only get the first block back
+    {
+      StreamBlocker blocker(user_stream.get());
+      {
+        Tensor t;
+        {
+          cuda::StreamGuard guard(copy_stream);
+          t = Tensor::empty({4099}, kFloat32, Device::cuda(0));
+        }
+        first = t.raw_data();
+        cuda::StreamGuard guard(user_stream);  // the freeing thread's current stream
+        t = Tensor();
+      }
+      cuda::StreamGuard guard(copy_stream);
+      again = Tensor::empty({4099}, kFloat32, Device::cuda(0));
+      CHECK(again.raw_data() != first);
+      blocker.release();
+      user_stream.synchronize();
+    }
+    cuda::StreamGuard guard(copy_stream);
+    const Tensor later = Tensor::empty({4099}, kFloat32, Device::cuda(0));
+    CHECK(later.raw_data() == first);
+  }
+
+  TEST_CASE("a destroyed stream's cached blocks are reused by other streams") {
+    const size_t nbytes = (7u << 20) + 3;  // an 8 MiB class no other test uses
+    void* p = nullptr;
+    {
+      cuda::Stream dying;
+      p = cuda::device_malloc(0, nbytes, dying.get());
+      cuda::device_free(0, p);
+    }
+    cuda::Stream other;
+    void* q = cuda::device_malloc(0, nbytes, other.get());
+    CHECK(q == p);
+    cuda::device_free(0, q);
   }
 
   TEST_CASE("an absurd request throws a message with the size and the statistics") {
@@ -174,6 +257,27 @@ TEST_SUITE("transfer_gpu") {
     copy_stream.synchronize();
     CHECK(on_device.is_cuda());
     CHECK(parity::compare(back, host, {0, 0}).ok);
+  }
+
+  TEST_CASE("a pinned block is not reused while a copy recorded on it may still run") {
+    cuda::Stream stream;
+    void* device = cuda::device_malloc(0, 20000, stream.get());
+    void* p = cuda::pinned_malloc(20000);
+    {
+      StreamBlocker blocker(stream.get());
+      ECH_CUDA_CHECK(cudaMemcpyAsync(device, p, 20000, cudaMemcpyHostToDevice, stream.get()));
+      cuda::pinned_record_stream(p, stream.get());
+      cuda::pinned_free(p);
+      void* q = cuda::pinned_malloc(20000);
+      CHECK(q != p);
+      cuda::pinned_free(q);
+      blocker.release();
+      stream.synchronize();
+    }
+    void* r = cuda::pinned_malloc(20000);
+    CHECK(r == p);
+    cuda::pinned_free(r);
+    cuda::device_free(0, device);
   }
 
   TEST_CASE("pinned blocks are cached once their last copy completed") {
