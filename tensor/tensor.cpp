@@ -7,6 +7,7 @@
 #include "tensor/ops.h"
 
 #if ECHELON_WITH_CUDA
+#include "cuda/allocator.h"
 #include "cuda/check.h"
 #include "cuda/stream.h"
 #endif
@@ -317,6 +318,14 @@ Tensor Tensor::to(Device target, bool non_blocking) const {
   cuda::DeviceGuard guard(stream_device);
   cudaStream_t stream = cuda::current_stream(stream_device);
   if (device().is_cuda() && target.is_cuda()) {
+    // The source was written on its own device's current stream, which `stream` (on the target
+    // device) is not ordered after: wait for it (cross-device waits are allowed).
+    {
+      cuda::DeviceGuard source_guard(device().index);
+      cuda::Event produced;
+      produced.record(cuda::current_stream(device().index));
+      produced.wait(stream);
+    }
     ECH_CUDA_CHECK(cudaMemcpyPeerAsync(dst.raw_data(), target.index, src.raw_data(), device().index,
                                        nbytes(), stream));
   } else {
@@ -324,7 +333,13 @@ Tensor Tensor::to(Device target, bool non_blocking) const {
         cudaMemcpyAsync(dst.raw_data(), src.raw_data(), nbytes(), cudaMemcpyDefault, stream));
   }
   const bool host_pinned = target.is_cpu() ? dst.is_pinned() : src.is_pinned();
-  if (!(non_blocking && host_pinned)) ECH_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (non_blocking && host_pinned) {
+    // The copy is still running when this returns: the pinned block must not be reused (after its
+    // tensor dies) before the copy is done, whichever thread frees it.
+    cuda::pinned_record_stream((target.is_cpu() ? dst : src).storage()->data(), stream);
+  } else {
+    ECH_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
   return dst;
 #else
   ECH_FAIL("Tensor::to(", target.to_string(), "): Echelon was built without CUDA (tensor ",
