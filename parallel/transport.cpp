@@ -5,6 +5,7 @@
 #if ECHELON_WITH_CUDA
 #include <cuda_runtime.h>
 
+#include "cuda/allocator.h"
 #include "cuda/check.h"
 #include "cuda/stream.h"
 #endif
@@ -29,10 +30,23 @@ class RingTransport : public Transport {
 #if ECHELON_WITH_CUDA
 // Orders the receiver's current stream after the sender's work, without blocking the host.
 void wait_ready(const Message& message, int device) {
-  if (message.ready) message.ready->wait(cuda::current_stream(device));
+  if (!message.ready) return;
+  cuda::DeviceGuard guard(device);  // stream 0 means the legacy stream of the current device
+  message.ready->wait(cuda::current_stream(device));
+}
+
+// The receiver's stream now uses memory that the sender's stream allocated: the caching allocator
+// must not hand it back to the sender's stream before the receiver's queued work is done, even if
+// the sender's thread drops the last reference (autograd keeps activations until backward).
+void mark_used_here(const Tensor& tensor, int device) {
+  if (tensor.defined() && tensor.is_cuda() && tensor.storage()->data())
+    cuda::record_stream(device, tensor.storage()->data(), cuda::current_stream(device));
 }
 
 std::shared_ptr<cuda::Event> record_ready(int device) {
+  // An event can only be recorded on a stream of the device it was created on; the sending
+  // thread (e.g. the driver feeding partition 0) may have another device current.
+  cuda::DeviceGuard guard(device);
   auto event = std::make_shared<cuda::Event>();
   event->record(cuda::current_stream(device));
   return event;
@@ -84,7 +98,11 @@ class StreamTransport : public Transport {
   }
   std::optional<Message> recv() override {
     std::optional<Message> message = queue_.pop();
-    if (message) wait_ready(*message, to_.index);
+    if (message) {
+      wait_ready(*message, to_.index);
+      mark_used_here(message->tensor, to_.index);
+      mark_used_here(message->labels, to_.index);
+    }
     return message;
   }
   void close() override { queue_.close(); }
@@ -106,7 +124,10 @@ class PeerTransport : public Transport {
   std::optional<Message> recv() override {
     std::optional<Message> message = queue_.pop();
     if (!message) return message;
-    wait_ready(*message, to_.index);
+    // A host wait, not a stream wait: a non-contiguous source is packed by contiguous() on this
+    // thread's stream of the sender's device, which knows nothing of the sender's stream. The
+    // copy below blocks the host anyway.
+    if (message->ready) message->ready->synchronize();
     message->tensor = copy_peer(message->tensor);
     message->labels = copy_peer(message->labels);
     return message;

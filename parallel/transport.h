@@ -3,7 +3,7 @@
 //   ring         CPU -> CPU: a bounded in-process queue; the tensor handle moves, no copy.
 //   cuda-stream  same GPU, different streams: the sender records an event after producing the
 //                tensor, the receiver's stream waits on it (no host blocking, no copy).
-//   cuda-peer    GPU -> other GPU: the receiver's stream waits on the sender's event, then
+//   cuda-peer    GPU -> other GPU: the receiver waits for the sender's event, then
 //                cudaMemcpyPeerAsync into memory of its own device.
 //   host-staged  any other pair (CPU <-> GPU): Tensor::to.
 // A NCCL send/recv transport fits the same interface (send/recv of one Message per call).
