@@ -159,7 +159,12 @@ __global__ void axpy_kernel(T* dst, const T* src, T alpha, int64_t n) {
 
 template <typename T>
 __global__ void clamp_kernel(const T* x, T* y, T lo, T hi, int64_t n) {
-  for (int64_t i = grid_start(); i < n; i += grid_step()) y[i] = fminf(fmaxf(x[i], lo), hi);
+  // std::min(std::max(x, lo), hi) as in the CPU twin: NaN stays NaN (fminf/fmaxf would turn it
+  // into lo and hide it from the non-finite check).
+  for (int64_t i = grid_start(); i < n; i += grid_step()) {
+    const T low = x[i] < lo ? lo : x[i];
+    y[i] = hi < low ? hi : low;
+  }
 }
 
 template <typename T>
