@@ -70,12 +70,24 @@ class Workspace {
   void* ptr_ = nullptr;
 };
 
-// First heuristic result cuDNN marks usable; `kind` names the direction in the error.
+// First heuristic result cuDNN marks usable, preferring plain FMA kernels, then default math;
+// `kind` names the direction in the error. The heuristics may report another math type than the
+// descriptor's (the _v7 queries try several); the descriptor is set to the chosen one, because a
+// convolution call whose algorithm and descriptor disagree on it can fail.
 template <typename Perf>
-const Perf& pick(const Perf* results, int count, const char* kind) {
-  for (int i = 0; i < count; ++i)
-    if (results[i].status == CUDNN_STATUS_SUCCESS) return results[i];
-  ECH_FAIL("conv2d (cudnn): no usable ", kind, " algorithm among ", count, " candidates");
+Perf pick(const Perf* results, int count, cudnnConvolutionDescriptor_t conv, const char* kind) {
+  const Perf* chosen = nullptr;
+  for (const cudnnMathType_t preferred : {CUDNN_FMA_MATH, CUDNN_DEFAULT_MATH}) {
+    for (int i = 0; i < count && !chosen; ++i)
+      if (results[i].status == CUDNN_STATUS_SUCCESS && results[i].mathType == preferred)
+        chosen = &results[i];
+  }
+  for (int i = 0; i < count && !chosen; ++i)
+    if (results[i].status == CUDNN_STATUS_SUCCESS) chosen = &results[i];
+  ECH_CHECK(chosen != nullptr, "conv2d (cudnn): no usable ", kind, " algorithm among ", count,
+            " candidates");
+  ECH_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, chosen->mathType));
+  return *chosen;
 }
 
 constexpr int kMaxAlgos = 16;
@@ -91,7 +103,7 @@ void conv2d_forward(const ConvArgs& a, const float* x, const float* w, const flo
   int count = 0;
   ECH_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle, d.x, d.w, d.conv, d.y, kMaxAlgos,
                                                          &count, perf));
-  const auto& best = pick(perf, count, "forward");
+  const auto best = pick(perf, count, d.conv, "forward");
   Workspace ws(device, best.memory, stream);
   const float one = 1.0f, zero = 0.0f;
   ECH_CUDNN_CHECK(cudnnConvolutionForward(handle, &one, d.x, x, d.w, w, d.conv, best.algo, ws.get(),
@@ -118,7 +130,7 @@ void conv2d_backward_input(const ConvArgs& a, const float* grad_out, const float
   int count = 0;
   ECH_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, d.w, d.y, d.conv, d.x,
                                                               kMaxAlgos, &count, perf));
-  const auto& best = pick(perf, count, "backward-data");
+  const auto best = pick(perf, count, d.conv, "backward-data");
   Workspace ws(device, best.memory, stream);
   const float one = 1.0f, zero = 0.0f;
   ECH_CUDNN_CHECK(cudnnConvolutionBackwardData(handle, &one, d.w, w, d.y, grad_out, d.conv,
@@ -135,7 +147,7 @@ void conv2d_backward_weight(const ConvArgs& a, const float* grad_out, const floa
   int count = 0;
   ECH_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, d.x, d.y, d.conv, d.w,
                                                                 kMaxAlgos, &count, perf));
-  const auto& best = pick(perf, count, "backward-filter");
+  const auto best = pick(perf, count, d.conv, "backward-filter");
   Workspace ws(device, best.memory, stream);
   const float one = 1.0f, zero = 0.0f;
   ECH_CUDNN_CHECK(cudnnConvolutionBackwardFilter(handle, &one, d.x, x, d.y, grad_out, d.conv,
