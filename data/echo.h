@@ -24,23 +24,29 @@ inline int64_t echo_copies(double factor, uint64_t seed, int64_t epoch, int64_t 
   return static_cast<int64_t>(whole) + (u < fraction ? 1 : 0);
 }
 
-// echo = auto: e tracks R = downstream rate / upstream rate, bounded to [1, 8] and smoothed by
-// an exponential moving average so one slow step does not swing it.
+// echo = auto: e tracks R = downstream rate / upstream rate, bounded to [1, 8]. The n-th
+// measurement moves e by max(1/n, kSmoothing) of the way to clamp(R): the first one sets e at
+// once (a warm-up that starts from e = 1 would under-feed the consumer for ~15 batches), the next
+// few average, later ones follow an EMA so one slow step does not swing it. Each step moves e
+// only part of the way towards the target, so e never overshoots a steady R.
 class AutoEcho {
  public:
   static constexpr double kMin = 1.0, kMax = 8.0, kSmoothing = 0.2;
   double factor() const { return factor_; }
-  void set(double factor) { factor_ = std::clamp(factor, kMin, kMax); }
+  int64_t measurements() const { return measurements_; }
   // Rates in items/s; non-positive rates (not yet measured) leave the factor alone.
   double update(double upstream_rate, double downstream_rate) {
     if (upstream_rate <= 0 || downstream_rate <= 0) return factor_;
     const double target = std::clamp(downstream_rate / upstream_rate, kMin, kMax);
-    factor_ += kSmoothing * (target - factor_);
+    ++measurements_;
+    const double weight = std::max(kSmoothing, 1.0 / static_cast<double>(measurements_));
+    factor_ = std::clamp(factor_ + weight * (target - factor_), kMin, kMax);
     return factor_;
   }
 
  private:
   double factor_ = 1.0;
+  int64_t measurements_ = 0;
 };
 
 // Holds up to `capacity` items and releases a uniformly chosen one for each item added once full,

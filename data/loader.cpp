@@ -161,8 +161,9 @@ struct Loader::Impl {
   Clock::time_point started = Clock::now();
 
   // Consumer-side state (touched only by the thread calling next()/stats()).
-  AutoEcho auto_echo;
-  int64_t consumed_items = 0, batches_out = 0;
+  // consumed_items counts the items of batches the consumer finished (it called next() again),
+  // the ones consumer_busy_s covers; the batch just handed out is not among them yet.
+  int64_t consumed_items = 0, last_batch_items = 0, batches_out = 0;
   double consumer_busy_s = 0, consumer_stall_s = 0;
   std::optional<Clock::time_point> last_return;
   bool finished = false;
@@ -429,8 +430,8 @@ Loader::~Loader() = default;
 void Loader::start_epoch(int64_t epoch) {
   impl_.reset();  // stops and joins the previous epoch, if any
   impl_ = std::make_unique<Impl>(*dataset_, options_, epoch);
-  if (options_.echo_auto && auto_factor_ > 1.0) impl_->factor.store(auto_factor_);
-  impl_->auto_echo.set(auto_factor_);
+  // echo = auto: the next epoch starts from the factor the last one settled on.
+  if (options_.echo_auto) impl_->factor.store(auto_echo_.factor());
   impl_->start();
 }
 
@@ -443,8 +444,20 @@ std::optional<Batch> Loader::next() {
   Impl& impl = *impl_;
   if (impl.finished) return std::nullopt;
   const auto entered = Clock::now();
-  if (impl.last_return)
-    impl.consumer_busy_s += std::chrono::duration<double>(entered - *impl.last_return).count();
+  if (impl.last_return) {
+    const double busy_s = std::chrono::duration<double>(entered - *impl.last_return).count();
+    impl.consumer_busy_s += busy_s;
+    impl.consumed_items += impl.last_batch_items;
+    // A new downstream measurement: the consumer just finished a batch. Update e before waiting
+    // for the next one, so the upstream already echoes at the new factor while we wait. The rate
+    // of this batch alone (not the epoch's running mean): a slow first step (allocation, CUDA
+    // warm-up) then fades out through AutoEcho's smoothing instead of biasing e all epoch.
+    if (options_.echo_auto && busy_s > 0) {
+      const double downstream = static_cast<double>(impl.last_batch_items) / busy_s;
+      impl.factor.store(auto_echo_.update(impl.upstream_rate(), downstream),
+                        std::memory_order_relaxed);
+    }
+  }
   std::optional<Batch> batch;
   if (!impl.control.error()) batch = impl.batches.pop();
   impl.consumer_stall_s += seconds_since(entered);
@@ -455,13 +468,8 @@ std::optional<Batch> Loader::next() {
     if (std::exception_ptr error = impl.control.error()) std::rethrow_exception(error);
     return std::nullopt;
   }
-  impl.consumed_items += batch->labels.size(0);
+  impl.last_batch_items = batch->labels.size(0);
   batch->index = impl.batches_out++;
-  if (options_.echo_auto && impl.consumer_busy_s > 0) {
-    const double downstream = static_cast<double>(impl.consumed_items) / impl.consumer_busy_s;
-    auto_factor_ = impl.auto_echo.update(impl.upstream_rate(), downstream);
-    impl.factor.store(auto_factor_, std::memory_order_relaxed);
-  }
   impl.last_return = Clock::now();
   return batch;
 }
@@ -475,7 +483,7 @@ LoaderStats Loader::stats() const {
   LoaderStats s;
   s.placement = options_.echo_at;
   s.echo_auto = options_.echo_auto;
-  s.factor = options_.echo_auto ? auto_factor_ : options_.echo_factor;
+  s.factor = options_.echo_auto ? auto_echo_.factor() : options_.echo_factor;
   if (!impl_) return s;
   const Impl& impl = *impl_;
   s.factor = impl.current_factor();

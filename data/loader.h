@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "data/dataset.h"
+#include "data/echo.h"
 #include "data/transforms.h"
 #include "tensor/tensor.h"
 
@@ -134,7 +135,7 @@ class Loader {
   std::shared_ptr<const Dataset> dataset_;
   LoaderOptions options_;
   std::unique_ptr<Impl> impl_;
-  double auto_factor_ = 1.0;  // echo = auto: carried from one epoch to the next
+  AutoEcho auto_echo_;  // echo = auto: consumer-side controller, carried from epoch to epoch
 };
 
 }  // namespace echelon::data

@@ -154,19 +154,83 @@ TEST_SUITE("echo") {
     CHECK(min_gap(64) > 20.0);
   }
 
-  TEST_CASE("auto echo: the factor follows R, bounded and smoothed") {
+  TEST_CASE("auto echo: the first measurement sets the factor, later ones are smoothed") {
     AutoEcho controller;
     CHECK(controller.factor() == 1.0);
-    CHECK(controller.update(0, 100) == 1.0);                   // not measured yet: unchanged
-    for (int i = 0; i < 60; ++i) controller.update(100, 400);  // R = 4
-    CHECK(controller.factor() == doctest::Approx(4.0).epsilon(0.01));
+    CHECK(controller.update(0, 100) == 1.0);  // not measured yet: unchanged
+    CHECK(controller.measurements() == 0);
+    CHECK(controller.update(100, 370) == doctest::Approx(3.7));  // at once, no warm-up ramp
+    // Noisy measurements around R = 4: the running mean of the first few, never past the range
+    // the measurements span (no overshoot).
+    const double noisy[] = {4.3, 3.8, 4.1, 3.9, 4.2, 4.0, 3.95, 4.05};
+    for (double r : noisy) {
+      const double e = controller.update(100, 100 * r);
+      CHECK(e >= 3.7 - 1e-12);
+      CHECK(e <= 4.3 + 1e-12);
+    }
+    CHECK(controller.factor() == doctest::Approx(4.0).epsilon(0.03));
+    // Settled: one outlier moves it a fifth of the way only.
     const double before = controller.factor();
-    controller.update(100, 5000);  // one outlier moves it by a fifth of the way only
-    CHECK(controller.factor() < before + 0.2 * (8.0 - before) + 1e-9);
-    for (int i = 0; i < 60; ++i) controller.update(100, 5000);  // R = 50 -> clamped
+    controller.update(100, 5000);  // R = 50, clamped to 8
+    CHECK(controller.factor() == doctest::Approx(before + 0.2 * (8.0 - before)));
+    for (int i = 0; i < 60; ++i) controller.update(100, 5000);
     CHECK(controller.factor() == doctest::Approx(8.0).epsilon(0.01));
-    for (int i = 0; i < 60; ++i) controller.update(400, 100);  // R < 1 -> 1
+    // A step down in R: e falls monotonically to 1 and never below.
+    double previous = controller.factor();
+    for (int i = 0; i < 60; ++i) {
+      const double e = controller.update(400, 100);  // R < 1
+      CHECK(e <= previous);
+      CHECK(e >= 1.0);
+      previous = e;
+    }
     CHECK(controller.factor() == doctest::Approx(1.0).epsilon(0.01));
+  }
+
+  TEST_CASE("auto echo through the loader: e reaches R after the first consumed batch") {
+    // Upstream: 2 workers x 20 ms per item = 100 items/s; consumer: 8 items per 10 ms = 800/s,
+    // so R ~= 8 (sleeps only overshoot, so a loaded machine lowers it; milliseconds of overshoot
+    // still leave R >= 3). The old plain EMA (0.2) from e = 1 would be at 2.4 after one step.
+    SyntheticOptions slow;
+    slow.size = 400;
+    slow.height = slow.width = 4;
+    slow.read_cost_us = 20000;
+    LoaderOptions options;
+    options.batch_size = 8;
+    options.workers = 2;
+    options.echo_auto = true;
+    Loader loader(make_synthetic_dataset(slow), options);
+    loader.start_epoch(0);
+    std::vector<double> factors;
+    for (int step = 0; step < 4; ++step) {
+      REQUIRE(loader.next().has_value());
+      factors.push_back(loader.stats().factor);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    CHECK(factors[0] == 1.0);  // no consumer time measured before the first batch comes back
+    CHECK(factors[1] >= 3.0);  // the first measurement: set at once
+    CHECK(factors[3] >= 3.0);
+  }
+
+  TEST_CASE("auto echo through the loader: a slow first step fades out") {
+    // As above (R ~= 8), but the first consumer step takes 1 s (think CUDA warm-up): measured
+    // alone it says R < 1. Per-batch measurements let later steps outvote it; a running mean over
+    // the epoch would still read R ~= 1.3 after 20 steps (1.19 s for 160 items).
+    SyntheticOptions slow;
+    slow.size = 400;
+    slow.height = slow.width = 4;
+    slow.read_cost_us = 20000;
+    LoaderOptions options;
+    options.batch_size = 8;
+    options.workers = 2;
+    options.echo_auto = true;
+    Loader loader(make_synthetic_dataset(slow), options);
+    loader.start_epoch(0);
+    for (int step = 0; step < 20; ++step) {
+      REQUIRE(loader.next().has_value());
+      std::this_thread::sleep_for(std::chrono::milliseconds(step == 0 ? 1000 : 10));
+    }
+    REQUIRE(loader.next().has_value());
+    CHECK(loader.stats().factor >= 3.0);
   }
 
   TEST_CASE("auto echo through the loader: an epoch still counts every fresh example once") {
