@@ -19,6 +19,17 @@ inline unsigned grid_for(int64_t n, int block = kBlock) {
   return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, 65535LL * 8));
 }
 
+#if defined(__CUDACC__)
+// Grid-stride loop bounds: for (int64_t i = grid_start(); i < n; i += grid_step()). 64-bit, so
+// tensors past 2^31 elements index correctly.
+__device__ __forceinline__ int64_t grid_start() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ int64_t grid_step() {
+  return static_cast<int64_t>(gridDim.x) * blockDim.x;
+}
+#endif
+
 template <typename Kernel, typename... Args>
 void launch_1d(const char* op, int64_t n, cudaStream_t stream, Kernel kernel, Args... args) {
   if (n <= 0) return;

@@ -91,13 +91,6 @@ __device__ __forceinline__ float apply_binary(BinaryOp op, float a, float b) {
   return a;
 }
 
-__device__ __forceinline__ int64_t grid_start() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ __forceinline__ int64_t grid_step() {
-  return static_cast<int64_t>(gridDim.x) * blockDim.x;
-}
-
 template <typename T>
 __global__ void unary_kernel(UnaryOp op, const T* x, StridedIndexer x_ix, T* y, int64_t n) {
   for (int64_t i = grid_start(); i < n; i += grid_step())

@@ -16,13 +16,6 @@ namespace {
 
 // ---- kernels -----------------------------------------------------------------------------------
 
-__device__ __forceinline__ int64_t grid_start() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ __forceinline__ int64_t grid_step() {
-  return static_cast<int64_t>(gridDim.x) * blockDim.x;
-}
-
 // x (n, C, H, W) -> cols (n, C*KH*KW, OH*OW).
 template <typename T>
 __global__ void im2col_kernel(const T* x, T* cols, Im2colArgs g, int64_t total) {

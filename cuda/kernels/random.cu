@@ -13,13 +13,6 @@ namespace {
 
 // ---- kernels -----------------------------------------------------------------------------------
 
-__device__ __forceinline__ int64_t grid_start() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ __forceinline__ int64_t grid_step() {
-  return static_cast<int64_t>(gridDim.x) * blockDim.x;
-}
-
 template <typename T>
 __global__ void uniform_kernel(T* out, int64_t n, PhiloxState state) {
   for (int64_t i = grid_start(); i < n; i += grid_step())

@@ -15,13 +15,6 @@ namespace {
 
 // ---- kernels -----------------------------------------------------------------------------------
 
-__device__ __forceinline__ int64_t grid_start() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ __forceinline__ int64_t grid_step() {
-  return static_cast<int64_t>(gridDim.x) * blockDim.x;
-}
-
 // out (outer, num_index, inner) = x (outer, dim_size, inner)[:, index[k], :].
 template <typename T>
 __global__ void index_select_kernel(const T* x, const int64_t* index, T* out, int64_t dim_size,
