@@ -44,10 +44,12 @@ namespace detail {
 
 }  // namespace echelon
 
-// ECH_CHECK(cond, "matmul: inner sizes differ: ", a, " vs ", b) throws echelon::Error with file:line.
-#define ECH_CHECK(cond, ...)                                                        \
-  do {                                                                              \
+// ECH_CHECK(cond, "matmul: inner sizes differ: ", a, " vs ", b) throws echelon::Error with
+// file:line.
+#define ECH_CHECK(cond, ...)                                                                      \
+  do {                                                                                            \
     if (!(cond)) ::echelon::detail::throw_error(__FILE__, __LINE__, ::echelon::str(__VA_ARGS__)); \
   } while (0)
 
-#define ECH_FAIL(...) ::echelon::detail::throw_error(__FILE__, __LINE__, ::echelon::str(__VA_ARGS__))
+#define ECH_FAIL(...) \
+  ::echelon::detail::throw_error(__FILE__, __LINE__, ::echelon::str(__VA_ARGS__))

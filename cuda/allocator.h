@@ -21,8 +21,8 @@ struct AllocatorStats {
   size_t reserved_bytes = 0;        // obtained from cudaMalloc (live + cached)
   size_t peak_allocated_bytes = 0;  // since start or reset_peak()
   size_t peak_reserved_bytes = 0;
-  uint64_t num_allocs = 0;          // allocate() calls
-  uint64_t num_cuda_mallocs = 0;    // of which reached cudaMalloc (cache misses)
+  uint64_t num_allocs = 0;        // allocate() calls
+  uint64_t num_cuda_mallocs = 0;  // of which reached cudaMalloc (cache misses)
   std::string to_string() const;
 };
 

@@ -10,20 +10,20 @@ namespace echelon::cuda {
 [[noreturn]] void throw_cuda_error(cudaError_t err, const char* call, const char* file, int line);
 }  // namespace echelon::cuda
 
-#define ECH_CUDA_CHECK(call)                                                         \
-  do {                                                                               \
-    cudaError_t ech_err_ = (call);                                                   \
-    if (ech_err_ != cudaSuccess)                                                     \
-      ::echelon::cuda::throw_cuda_error(ech_err_, #call, __FILE__, __LINE__);        \
+#define ECH_CUDA_CHECK(call)                                                  \
+  do {                                                                        \
+    cudaError_t ech_err_ = (call);                                            \
+    if (ech_err_ != cudaSuccess)                                              \
+      ::echelon::cuda::throw_cuda_error(ech_err_, #call, __FILE__, __LINE__); \
   } while (0)
 
 // After a kernel launch: catches bad launch configurations at the launch site, named by `op`.
 #define ECH_CUDA_CHECK_LAUNCH(op) ECH_CUDA_CHECK_NAMED(cudaGetLastError(), op)
-#define ECH_CUDA_CHECK_NAMED(call, op)                                               \
-  do {                                                                               \
-    cudaError_t ech_err_ = (call);                                                   \
-    if (ech_err_ != cudaSuccess)                                                     \
-      ::echelon::cuda::throw_cuda_error(ech_err_, op, __FILE__, __LINE__);           \
+#define ECH_CUDA_CHECK_NAMED(call, op)                                     \
+  do {                                                                     \
+    cudaError_t ech_err_ = (call);                                         \
+    if (ech_err_ != cudaSuccess)                                           \
+      ::echelon::cuda::throw_cuda_error(ech_err_, op, __FILE__, __LINE__); \
   } while (0)
 // cuBLAS / cuDNN / NCCL variants live next to their handles (cuda/blas.h, cuda/cudnn/handle.h,
 // cuda/nccl.h) so that this header needs only the runtime.

@@ -81,12 +81,12 @@ class WarmupLr : public LrSchedule {
 struct LrScheduleOptions {
   std::string kind = "constant";  // constant | step | multistep | cosine
   double base_lr = 0.01;
-  double gamma = 0.1;               // step, multistep
-  int64_t step_size = 30;           // step: epochs between decays
+  double gamma = 0.1;                    // step, multistep
+  int64_t step_size = 30;                // step: epochs between decays
   std::vector<int64_t> milestones = {};  // multistep
-  double total_epochs = 0;          // cosine (required > 0)
-  double min_lr = 0;                // cosine
-  double warmup_epochs = 0;         // > 0 wraps the schedule in WarmupLr
+  double total_epochs = 0;               // cosine (required > 0)
+  double min_lr = 0;                     // cosine
+  double warmup_epochs = 0;              // > 0 wraps the schedule in WarmupLr
   double warmup_start_factor = 0;
 };
 

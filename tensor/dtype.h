@@ -21,15 +21,32 @@ inline constexpr DType kUInt8 = DType::UInt8;
 size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);  // "float32", ...
 DType parse_dtype(const std::string& text);
-inline bool is_floating(DType dtype) { return dtype == kFloat32 || dtype == kFloat64; }
+inline bool is_floating(DType dtype) {
+  return dtype == kFloat32 || dtype == kFloat64;
+}
 
 template <typename T>
 constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return kFloat32; }
-template <> constexpr DType dtype_of<double>() { return kFloat64; }
-template <> constexpr DType dtype_of<int32_t>() { return kInt32; }
-template <> constexpr DType dtype_of<int64_t>() { return kInt64; }
-template <> constexpr DType dtype_of<uint8_t>() { return kUInt8; }
+template <>
+constexpr DType dtype_of<float>() {
+  return kFloat32;
+}
+template <>
+constexpr DType dtype_of<double>() {
+  return kFloat64;
+}
+template <>
+constexpr DType dtype_of<int32_t>() {
+  return kInt32;
+}
+template <>
+constexpr DType dtype_of<int64_t>() {
+  return kInt64;
+}
+template <>
+constexpr DType dtype_of<uint8_t>() {
+  return kUInt8;
+}
 
 }  // namespace echelon
 
@@ -40,12 +57,13 @@ template <> constexpr DType dtype_of<uint8_t>() { return kUInt8; }
     __VA_ARGS__;                      \
     break;                            \
   }
-#define ECH_DISPATCH_FLOATING(DTYPE, OP, ...)                                                 \
-  switch (DTYPE) {                                                                            \
-    ECH_DISPATCH_CASE(::echelon::kFloat32, float, __VA_ARGS__)                                \
-    ECH_DISPATCH_CASE(::echelon::kFloat64, double, __VA_ARGS__)                               \
-    default:                                                                                  \
-      ECH_FAIL(OP, ": dtype ", ::echelon::dtype_name(DTYPE), " is not supported (float32/float64 only)"); \
+#define ECH_DISPATCH_FLOATING(DTYPE, OP, ...)                   \
+  switch (DTYPE) {                                              \
+    ECH_DISPATCH_CASE(::echelon::kFloat32, float, __VA_ARGS__)  \
+    ECH_DISPATCH_CASE(::echelon::kFloat64, double, __VA_ARGS__) \
+    default:                                                    \
+      ECH_FAIL(OP, ": dtype ", ::echelon::dtype_name(DTYPE),    \
+               " is not supported (float32/float64 only)");     \
   }
 #define ECH_DISPATCH_ALL(DTYPE, OP, ...)                        \
   switch (DTYPE) {                                              \

@@ -104,8 +104,12 @@ struct Conv2dGeometry {
   int64_t stride_h = 1, stride_w = 1;
   int64_t pad_h = 0, pad_w = 0;
   int64_t dilation_h = 1, dilation_w = 1;
-  int64_t out_h(int64_t in_h) const { return (in_h + 2 * pad_h - dilation_h * (kernel_h - 1) - 1) / stride_h + 1; }
-  int64_t out_w(int64_t in_w) const { return (in_w + 2 * pad_w - dilation_w * (kernel_w - 1) - 1) / stride_w + 1; }
+  int64_t out_h(int64_t in_h) const {
+    return (in_h + 2 * pad_h - dilation_h * (kernel_h - 1) - 1) / stride_h + 1;
+  }
+  int64_t out_w(int64_t in_w) const {
+    return (in_w + 2 * pad_w - dilation_w * (kernel_w - 1) - 1) / stride_w + 1;
+  }
 };
 // x (N, C, H, W) -> columns (N, C*KH*KW, OH*OW).
 Tensor im2col(const Tensor& x, const Conv2dGeometry& g);
@@ -113,8 +117,10 @@ Tensor im2col(const Tensor& x, const Conv2dGeometry& g);
 Tensor col2im(const Tensor& cols, const Conv2dGeometry& g, const Shape& input_shape);
 
 // ---- random (family: random) -----------------------------------------------------------------
-Tensor rand(const Shape& shape, Generator& gen, DType dtype = kFloat32, Device device = Device::cpu());
-Tensor randn(const Shape& shape, Generator& gen, DType dtype = kFloat32, Device device = Device::cpu());
+Tensor rand(const Shape& shape, Generator& gen, DType dtype = kFloat32,
+            Device device = Device::cpu());
+Tensor randn(const Shape& shape, Generator& gen, DType dtype = kFloat32,
+             Device device = Device::cpu());
 // 1 with probability p, else 0.
 Tensor bernoulli(const Shape& shape, double p, Generator& gen, DType dtype = kFloat32,
                  Device device = Device::cpu());
@@ -182,7 +188,8 @@ Tensor dropout_mask(const Shape& shape, double p, Generator& gen, Device device)
 // *log_probs (N, C) is kept for backward. Targets outside [0, C) throw, naming the index.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Tensor* log_probs);
 // d(mean loss)/d logits = (softmax - one_hot) * grad_loss / N.
-Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& log_probs, const Tensor& target);
+Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& log_probs,
+                              const Tensor& target);
 
 // SGD with momentum/Nesterov/weight decay, in place (PyTorch semantics):
 // g = grad + wd * param; buf = momentum * buf + (1 - dampening) * g (buf = g on the first step);

@@ -19,4 +19,3 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 std::string shape_str(const Shape& shape);  // "[2, 3, 4]"
 
 }  // namespace echelon
-

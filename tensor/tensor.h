@@ -30,11 +30,11 @@ using TensorHook = std::function<Tensor(const Tensor&)>;
 // Autograd bookkeeping attached to a tensor; empty for plain data tensors.
 struct AutogradMeta {
   bool requires_grad = false;
-  std::shared_ptr<Tensor> grad;                // accumulated gradient (leaves, or retained)
-  std::shared_ptr<autograd::Node> grad_fn;     // the node that produced this tensor
-  uint32_t output_nr = 0;                      // which output of grad_fn this is
+  std::shared_ptr<Tensor> grad;             // accumulated gradient (leaves, or retained)
+  std::shared_ptr<autograd::Node> grad_fn;  // the node that produced this tensor
+  uint32_t output_nr = 0;                   // which output of grad_fn this is
   bool retains_grad = false;
-  std::vector<TensorHook> hooks;               // run on the gradient before it is used
+  std::vector<TensorHook> hooks;  // run on the gradient before it is used
 };
 
 struct TensorImpl {
@@ -83,7 +83,7 @@ class Tensor {
   uint64_t version() const { return impl().version; }
   void bump_version() { ++impl().version; }
   std::string to_string(int64_t max_elements = 32) const;  // prints values (copies to host)
-  std::string describe() const;  // "float32[2, 3] on cuda:0"
+  std::string describe() const;                            // "float32[2, 3] on cuda:0"
 
   // Pointer to the first element (storage + offset). data<T>() checks T against dtype().
   void* raw_data() const;
@@ -111,7 +111,7 @@ class Tensor {
   Tensor to(Device device, bool non_blocking = false) const;
   Tensor to(DType dtype) const;  // cast (same device)
   Tensor cpu() const { return to(Device::cpu()); }
-  Tensor pin_memory() const;     // copy into pinned host memory
+  Tensor pin_memory() const;      // copy into pinned host memory
   void copy_(const Tensor& src);  // in place; broadcasts src; casts; any devices
 
   template <typename T>
@@ -124,7 +124,7 @@ class Tensor {
   Tensor& set_requires_grad(bool requires_grad);
   Tensor grad() const;  // undefined when none
   void set_grad(const Tensor& grad);
-  void zero_grad();     // drops the gradient
+  void zero_grad();  // drops the gradient
   const std::shared_ptr<autograd::Node>& grad_fn() const;
   AutogradMeta& autograd_meta();  // creates on first use
   bool is_leaf() const { return !grad_fn(); }
