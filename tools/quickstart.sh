@@ -8,25 +8,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(cmake ninja-build g++ doctest-dev libcli11-dev libopenblas-dev zlib1g-dev libstb-dev
-          libturbojpeg0-dev dataset-fashion-mnist ccache)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  echo "quickstart: installing ${missing[*]}"
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+bash tools/install-deps.sh
 
 build=${ECHELON_BUILD_DIR:-build}
 # ECHELON_CUDA=AUTO: the CUDA backend is built when nvcc is found, CPU-only otherwise.
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DECHELON_CUDA=AUTO \
-      -DECHELON_BENCH=OFF -DECHELON_TESTS=OFF >/dev/null
+# The same configuration as tools/test.sh, so the two commands share one build folder.
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DECHELON_CUDA=AUTO \
+      -DECHELON_TESTS=ON >/dev/null
 cmake --build "$build" --target echelon_cli -j "$(nproc)"
 
 out=${OUT:-runs/quickstart-lenet5}
