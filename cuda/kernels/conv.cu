@@ -51,25 +51,6 @@ __global__ void bias_grad_kernel(const float* grad_out, float* grad_bias, int64_
 
 constexpr size_t kColumnsBudget = size_t{256} << 20;
 
-Im2colArgs im2col_args_of(const ConvArgs& a, int64_t images) {
-  Im2colArgs g;
-  g.n = images;
-  g.channels = a.c;
-  g.height = a.h;
-  g.width = a.w;
-  g.kernel_h = a.kernel_h;
-  g.kernel_w = a.kernel_w;
-  g.stride_h = a.stride_h;
-  g.stride_w = a.stride_w;
-  g.pad_h = a.pad_h;
-  g.pad_w = a.pad_w;
-  g.dilation_h = a.dilation_h;
-  g.dilation_w = a.dilation_w;
-  g.out_h = a.out_h;
-  g.out_w = a.out_w;
-  return g;
-}
-
 // Scratch columns from the caching allocator for `images` images, freed on scope exit (safe right
 // after the enqueue: the allocator hands a block out again only on the same stream).
 class Columns {

@@ -106,25 +106,6 @@ void conv2d_backward_bias(const ConvArgs& a, const T* grad_out, T* grad_bias) {
 
 namespace {
 
-Im2colArgs im2col_args_of(const ConvArgs& a) {
-  Im2colArgs g;
-  g.n = 1;
-  g.channels = a.c;
-  g.height = a.h;
-  g.width = a.w;
-  g.kernel_h = a.kernel_h;
-  g.kernel_w = a.kernel_w;
-  g.stride_h = a.stride_h;
-  g.stride_w = a.stride_w;
-  g.pad_h = a.pad_h;
-  g.pad_w = a.pad_w;
-  g.dilation_h = a.dilation_h;
-  g.dilation_w = a.dilation_w;
-  g.out_h = a.out_h;
-  g.out_w = a.out_w;
-  return g;
-}
-
 // OpenBLAS when the library has it; the naive twin otherwise (still correct, just slow).
 template <typename T>
 void fast_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
@@ -139,7 +120,7 @@ void fast_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T al
 
 template <typename T>
 void conv2d_forward_gemm(const ConvArgs& a, const T* x, const T* w, const T* bias, T* y) {
-  const Im2colArgs g = im2col_args_of(a);
+  const Im2colArgs g = im2col_args_of(a, 1);
   const int64_t rows = a.c * a.kernel_h * a.kernel_w, cols_per_image = a.out_h * a.out_w;
   std::vector<T> cols(static_cast<size_t>(rows * cols_per_image));
   for (int64_t n = 0; n < a.n; ++n) {
@@ -155,7 +136,7 @@ void conv2d_forward_gemm(const ConvArgs& a, const T* x, const T* w, const T* bia
 
 template <typename T>
 void conv2d_backward_input_gemm(const ConvArgs& a, const T* grad_out, const T* w, T* grad_in) {
-  const Im2colArgs g = im2col_args_of(a);
+  const Im2colArgs g = im2col_args_of(a, 1);
   const int64_t rows = a.c * a.kernel_h * a.kernel_w, cols_per_image = a.out_h * a.out_w;
   std::vector<T> cols(static_cast<size_t>(rows * cols_per_image));
   for (int64_t n = 0; n < a.n; ++n) {
@@ -169,7 +150,7 @@ void conv2d_backward_input_gemm(const ConvArgs& a, const T* grad_out, const T* w
 
 template <typename T>
 void conv2d_backward_weight_gemm(const ConvArgs& a, const T* grad_out, const T* x, T* grad_w) {
-  const Im2colArgs g = im2col_args_of(a);
+  const Im2colArgs g = im2col_args_of(a, 1);
   const int64_t rows = a.c * a.kernel_h * a.kernel_w, cols_per_image = a.out_h * a.out_w;
   std::vector<T> cols(static_cast<size_t>(rows * cols_per_image));
   std::fill(grad_w, grad_w + a.o * rows, T(0));  // an empty batch has a zero gradient
