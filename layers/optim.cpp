@@ -1,5 +1,7 @@
 #include "layers/optim.h"
 
+#include <cmath>
+
 #include "autograd/grad_mode.h"
 #include "base/error.h"
 #include "tensor/ops.h"
@@ -8,7 +10,7 @@ namespace echelon {
 
 namespace {
 void check_options(const SGDOptions& o) {
-  ECH_CHECK(o.lr > 0, "SGD: lr must be > 0, got ", o.lr);
+  ECH_CHECK(std::isfinite(o.lr) && o.lr >= 0, "SGD: lr must be >= 0, got ", o.lr);
   ECH_CHECK(o.momentum >= 0, "SGD: momentum must be >= 0, got ", o.momentum);
   ECH_CHECK(o.weight_decay >= 0, "SGD: weight_decay must be >= 0, got ", o.weight_decay);
   ECH_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0),
@@ -58,7 +60,8 @@ void SGD::zero_grad() {
 }
 
 void SGD::set_lr(double lr) {
-  ECH_CHECK(lr > 0, "SGD::set_lr: lr must be > 0, got ", lr);
+  // 0 is valid: a linear warm-up starts there.
+  ECH_CHECK(std::isfinite(lr) && lr >= 0, "SGD::set_lr: lr must be >= 0, got ", lr);
   options_.lr = lr;
 }
 

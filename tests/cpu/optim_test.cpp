@@ -50,9 +50,14 @@ TEST_SUITE("optim") {
     CHECK(b.item<float>() == 2.0f);
     sgd.zero_grad();
     CHECK_FALSE(a.grad().defined());
-    CHECK_THROWS_AS(SGD({a}, {.lr = 0}), Error);
+    CHECK_THROWS_AS(SGD({a}, {.lr = -0.1}), Error);
     CHECK_THROWS_AS(SGD({a}, {.lr = 0.1, .nesterov = true}), Error);
     CHECK_THROWS_AS(sgd.set_lr(-1), Error);
+    // lr 0 is where a linear warm-up starts: a step then changes nothing.
+    sgd.set_lr(0);
+    a.set_grad(Tensor::from_vector<float>({1.0f}, {1}));
+    sgd.step();
+    CHECK(a.item<float>() == doctest::Approx(0.5));
   }
 
   TEST_CASE("momentum buffers round-trip through state_dict") {

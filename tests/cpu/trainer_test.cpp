@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -248,6 +249,16 @@ TEST_SUITE("trainer") {
     o.seed = 8;
     const auto c = parallel::train(o, log);
     CHECK(c.step_losses != a.step_losses);
+  }
+
+  TEST_CASE("a warm-up from lr 0 trains (the first step runs at lr 0)") {
+    if (!have_fashion_mnist()) return;
+    parallel::TrainOptions o = small_run(320, 64, 1);
+    o.warmup_epochs = 1;
+    std::ostringstream log;
+    const auto result = parallel::train(o, log);
+    REQUIRE(result.step_losses.size() == 10);
+    CHECK(std::isfinite(result.step_losses.back()));
   }
 
   TEST_CASE("interrupt after epoch 1 and resume gives the metrics of an uninterrupted run") {
