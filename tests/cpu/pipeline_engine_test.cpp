@@ -206,6 +206,40 @@ TEST_SUITE("concurrency_pipeline") {
     }
   }
 
+  TEST_CASE("stale on 2 partitions is SGD with partition 0's gradients one step late") {
+    // Reference, one thread: partition 1 (layers 3..5) updates at once; partition 0 (layers
+    // 0..2) computes its gradient from this batch's forward but applies it one batch later, so
+    // forward t runs on partition-0 weights updated through batch t-2 (docs/pipeline.md).
+    const auto batches = random_batches(10, 6, 21);
+    auto reference = small_model(11);
+    const SgdConfig c = sgd_config();
+    const SGDOptions sgd_options{c.lr, c.momentum, c.dampening, c.weight_decay, c.nesterov};
+    const NamedTensors all = reference->named_parameters();
+    const NamedTensors p0(all.begin(), all.begin() + 2), p1(all.begin() + 2, all.end());
+    SGD sgd0(p0, sgd_options), sgd1(p1, sgd_options);
+    std::vector<Tensor> pending;
+    const auto apply_pending = [&] {
+      for (size_t i = 0; i < p0.size(); ++i) Tensor(p0[i].second).set_grad(pending[i]);
+      sgd0.step();
+      sgd0.zero_grad();
+    };
+    for (const data::Batch& batch : batches) {
+      backward(cross_entropy(reference->forward(batch.images), batch.labels));
+      sgd1.step();
+      sgd1.zero_grad();
+      std::vector<Tensor> now;
+      for (const auto& [name, param] : p0) now.push_back(param.grad().clone());
+      sgd0.zero_grad();
+      if (!pending.empty()) apply_pending();
+      pending = now;
+    }
+    apply_pending();
+
+    auto model = small_model(11);
+    PipelineRun run = train_pipeline(model, options_for(ScheduleKind::Stale, "3"), batches);
+    check_same_parameters(*model, *reference, 1e-5);
+  }
+
   TEST_CASE("stashing holds more memory than stale weights, and both more than sequential") {
     const auto batches = random_batches(8, 9, 15);
     size_t peak[3] = {0, 0, 0};
