@@ -8,11 +8,15 @@
 //
 // Usage: exp_pipeline [--quick] [--only speed|accuracy|memory] [--models a,b] [--repeat N]
 //                     [--data DIR]
+//        accuracy only: [--epochs N] [--train N] [--test N] [--batch N] [--lr X]
+//                       [--warmup EPOCHS] [--seeds N] [--hybrid-switch X]
+//                       [--schedules stale,deep,hybrid,stash,gpipe]
 // Run with OPENBLAS_NUM_THREADS=1 as well: the library is also told so at start-up.
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -27,6 +31,7 @@
 #include "base/error.h"
 #include "data/dataset.h"
 #include "layers/loss.h"
+#include "layers/lr_schedule.h"
 #include "layers/models/registry.h"
 #include "parallel/pipeline.h"
 #include "tensor/ops.h"
@@ -48,6 +53,13 @@ struct Flags {
   std::vector<std::string> models;  // empty: the experiment's default list
   std::string data_dir = data::kDefaultFashionMnistDir;
   int repeat = 1;  // speed: rounds per engine, best kept
+  // accuracy: overrides of the per-model defaults (0: keep), seeds, schedule filter
+  int epochs = 0;
+  int64_t train = 0, test = 0, batch = 0;
+  double lr = 0, warmup = -1;
+  int seeds = 1;
+  double hybrid_switch = 0.5;
+  std::vector<std::string> schedules;  // empty: all; sequential always runs (the baseline)
 };
 
 double cpu_seconds() {
@@ -277,28 +289,41 @@ void run_speed(const Flags& flags) {
 struct AccuracyModel {
   std::string model;
   std::string paper_ppv;  // the paper's shallow placement, in its layer counting
+  double paper_drop;      // the paper's accuracy drop (points) at that placement
   std::function<int64_t(const Sequential&)> shallow;
   int64_t train, test;  // examples used
   int epochs;
   int64_t batch;
-  double lr;
+  double lr;                 // peak of the cosine schedule
+  double warmup_epochs = 0;  // linear warm-up from 0 to lr
 };
 
 struct AccuracyResult {
   double train_acc = 0, test_acc = 0, seconds = 0;
 };
 
+// Trains with a cosine LR (peak m.lr, to 0 at the end, set every step) and tests the final
+// weights. `seed` picks the initial weights and the order of the examples.
 AccuracyResult train_and_test(const AccuracyModel& m, PipelineOptions options, const Split& train,
-                              const Split& test) {
+                              const Split& test, uint64_t seed) {
   options.total_epochs = m.epochs;
-  auto model = make_model(m.model, 1, 10, 1, 28);
+  auto model = make_model(m.model, 1, 10, 1 + seed, 28);
   PipelineEngine engine(model, sgd_config(m.lr), Device::cpu(), options);
+  LrScheduleOptions lr;
+  lr.kind = "cosine";
+  lr.base_lr = m.lr;
+  lr.total_epochs = m.epochs;
+  lr.warmup_epochs = m.warmup_epochs;
+  const std::shared_ptr<LrSchedule> schedule = make_lr_schedule(lr);
   const auto start = Clock::now();
   StepStats last_epoch;
   for (int epoch = 0; epoch < m.epochs; ++epoch) {
     last_epoch = {};
-    for (const auto& batch : epoch_batches(train, m.batch, 100 + epoch)) {
-      last_epoch.add(engine.train_step(batch));
+    const auto batches = epoch_batches(train, m.batch, 100 + 1000 * seed + epoch);
+    for (size_t step = 0; step < batches.size(); ++step) {
+      engine.set_lr(
+          schedule->lr_at(epoch, static_cast<int64_t>(step), static_cast<int64_t>(batches.size())));
+      last_epoch.add(engine.train_step(batches[step]));
     }
     last_epoch.add(engine.finish_epoch());
     ECH_CHECK(last_epoch.finite, "exp_pipeline: ", m.model, " diverged (non-finite loss)");
@@ -316,28 +341,59 @@ AccuracyResult train_and_test(const AccuracyModel& m, PipelineOptions options, c
   return result;
 }
 
-void run_accuracy(const Flags& flags) {
+double mean_of(const std::vector<double>& values) {
+  double sum = 0;
+  for (double v : values) sum += v;
+  return values.empty() ? 0 : sum / static_cast<double>(values.size());
+}
+
+// Sample standard deviation; 0 for fewer than two values.
+double sd_of(const std::vector<double>& values) {
+  if (values.size() < 2) return 0;
+  const double mean = mean_of(values);
+  double sum = 0;
+  for (double v : values) sum += (v - mean) * (v - mean);
+  return std::sqrt(sum / static_cast<double>(values.size() - 1));
+}
+
+std::vector<AccuracyModel> accuracy_models(const Flags& flags) {
   const auto after = [](const char* name, int n) {
     return [name = std::string(name), n](const Sequential& s) { return cut_after(s, name, n); };
   };
   std::vector<AccuracyModel> models = {
-      {"lenet5", "2", after("MaxPool2d", 1), 60000, 10000, 2, 128, 0.05},
-      {"alexnet", "3", after("LocalResponseNorm", 1), 4000, 2000, 2, 128, 0.01},
-      {"vgg16_bn", "2", after("ReLU", 2), 1000, 1000, 2, 64, 0.02},
-      {"resnet20", "7", after("BasicBlock", 3), 3000, 2000, 2, 128, 0.05}};
-  if (flags.quick) {
-    for (AccuracyModel& m : models) {
+      {"lenet5", "2", 0.4, after("MaxPool2d", 1), 60000, 10000, 8, 128, 0.05},
+      {"alexnet", "3", 4.0, after("LocalResponseNorm", 1), 8000, 10000, 4, 128, 0.01},
+      {"vgg16_bn", "2", 0.83, after("ReLU", 2), 2000, 2000, 4, 64, 0.02},
+      {"resnet20", "7", 1.45, after("BasicBlock", 3), 5000, 5000, 4, 128, 0.05}};
+  for (AccuracyModel& m : models) {
+    if (flags.quick) {
       m.train = m.model == "lenet5" ? 4000 : 512;
       m.test = 500;
       m.epochs = 2;
     }
+    if (flags.epochs > 0) m.epochs = flags.epochs;
+    if (flags.train > 0) m.train = flags.train;
+    if (flags.test > 0) m.test = flags.test;
+    if (flags.batch > 0) m.batch = flags.batch;
+    if (flags.lr > 0) m.lr = flags.lr;
+    if (flags.warmup >= 0) m.warmup_epochs = flags.warmup;
   }
+  return models;
+}
+
+void run_accuracy(const Flags& flags) {
   std::printf(
-      "\n### (b) Fashion-MNIST test accuracy, 2 partitions (SHORT schedules, see columns)\n\n");
+      "\n### (b) Fashion-MNIST test accuracy, 2 partitions (cosine LR; subsets: see columns)\n\n");
   std::printf(
-      "| model | train / test examples | epochs | schedule | cut (ppv) | partition 0 |"
-      " train acc (last epoch) | test acc | time s |\n|---|---|---|---|---|---|---|---|---|\n");
-  for (const AccuracyModel& m : models) {
+      "| model | train / test examples | epochs | schedule | cut (ppv) | partition 0 | seed |"
+      " train acc (last epoch) | test acc | time s |\n|---|---|---|---|---|---|---|---|---|---|\n");
+  struct Summary {
+    std::string model, label, ppv;
+    double paper_drop;
+    std::vector<double> test, drop;  // per seed: accuracy, points below sequential
+  };
+  std::vector<Summary> summaries;
+  for (const AccuracyModel& m : accuracy_models(flags)) {
     if (!wanted(flags, m.model)) continue;
     const Split train = load_split(flags.data_dir, "train", m.train);
     const Split test = load_split(flags.data_dir, "test", m.test);
@@ -345,31 +401,68 @@ void run_accuracy(const Flags& flags) {
     const std::string shallow = std::to_string(m.shallow(*shape));
     const std::string deep = std::to_string(cut_before_classifier(*shape));
     struct Run {
-      std::string label;
+      std::string key, label;
       ScheduleKind kind;
       std::string ppv;
     };
-    const std::vector<Run> runs = {
-        {"sequential", ScheduleKind::Sequential, ""},
-        {"stale, shallow (paper ppv " + m.paper_ppv + ")", ScheduleKind::Stale, shallow},
-        {"stale, deep", ScheduleKind::Stale, deep},
-        {"hybrid (stale epoch 1, then sequential)", ScheduleKind::Hybrid, shallow},
-        {"stash (PipeDream), shallow", ScheduleKind::Stash, shallow},
-        {"gpipe M=4, shallow", ScheduleKind::GPipe, shallow}};
-    for (const Run& run : runs) {
-      const AccuracyResult r =
-          train_and_test(m, pipeline_options(run.kind, run.ppv, 1, false), train, test);
-      const int64_t cut =
-          run.ppv.empty() ? static_cast<int64_t>(shape->size()) : std::stoll(run.ppv);
-      std::printf("| %s | %lld / %lld | %d | %s | %s | %s | %.4f | %.4f | %.0f |\n",
-                  m.model.c_str(), static_cast<long long>(train.size()),
-                  static_cast<long long>(test.size()), m.epochs, run.label.c_str(),
-                  run.ppv.empty() ? "- (1 worker)" : run.ppv.c_str(),
-                  run.ppv.empty() ? "whole model" : layer_names(*shape, 0, cut).c_str(),
-                  r.train_acc, r.test_acc, r.seconds);
-      std::fflush(stdout);
+    const std::vector<Run> all_runs = {
+        {"sequential", "sequential", ScheduleKind::Sequential, ""},
+        {"stale", "stale, shallow (paper ppv " + m.paper_ppv + ")", ScheduleKind::Stale, shallow},
+        {"deep", "stale, deep", ScheduleKind::Stale, deep},
+        {"hybrid", "hybrid (stale, then sequential)", ScheduleKind::Hybrid, shallow},
+        {"stash", "stash (PipeDream), shallow", ScheduleKind::Stash, shallow},
+        {"gpipe", "gpipe M=4, shallow", ScheduleKind::GPipe, shallow}};
+    std::vector<Run> runs;
+    for (const Run& run : all_runs) {
+      if (run.key == "sequential" || flags.schedules.empty() ||
+          std::find(flags.schedules.begin(), flags.schedules.end(), run.key) !=
+              flags.schedules.end()) {
+        runs.push_back(run);
+      }
+    }
+    const size_t first = summaries.size();
+    for (const Run& run : runs)
+      summaries.push_back({m.model, run.label, run.ppv, m.paper_drop, {}, {}});
+    for (int seed = 0; seed < flags.seeds; ++seed) {
+      double sequential_acc = 0;
+      for (size_t r = 0; r < runs.size(); ++r) {
+        const Run& run = runs[r];
+        PipelineOptions options = pipeline_options(run.kind, run.ppv, 1, false);
+        options.hybrid_switch = flags.hybrid_switch;
+        const AccuracyResult result = train_and_test(m, options, train, test, seed);
+        if (r == 0) sequential_acc = result.test_acc;
+        Summary& summary = summaries[first + r];
+        summary.test.push_back(100 * result.test_acc);
+        summary.drop.push_back(100 * (sequential_acc - result.test_acc));
+        const int64_t cut =
+            run.ppv.empty() ? static_cast<int64_t>(shape->size()) : std::stoll(run.ppv);
+        std::printf("| %s | %lld / %lld | %d | %s | %s | %s | %d | %.4f | %.4f | %.0f |\n",
+                    m.model.c_str(), static_cast<long long>(train.size()),
+                    static_cast<long long>(test.size()), m.epochs, run.label.c_str(),
+                    run.ppv.empty() ? "- (1 worker)" : run.ppv.c_str(),
+                    run.ppv.empty() ? "whole model" : layer_names(*shape, 0, cut).c_str(), seed,
+                    result.train_acc, result.test_acc, result.seconds);
+        std::fflush(stdout);
+      }
     }
   }
+  std::printf(
+      "\nSummary over seeds (drop = sequential minus this schedule, same seed, then averaged;"
+      " hybrid switches at %g)\n\n",
+      flags.hybrid_switch);
+  std::printf(
+      "| model | schedule | cut (ppv) | seeds | test acc %% mean | sd | drop (points) mean | sd |"
+      " paper drop |\n|---|---|---|---|---|---|---|---|---|\n");
+  for (const Summary& s : summaries) {
+    char paper[16] = "-";
+    if (s.label.rfind("stale, shallow", 0) == 0) {
+      std::snprintf(paper, sizeof paper, "%.2f", s.paper_drop);
+    }
+    std::printf("| %s | %s | %s | %zu | %.2f | %.2f | %+.2f | %.2f | %s |\n", s.model.c_str(),
+                s.label.c_str(), s.ppv.empty() ? "-" : s.ppv.c_str(), s.test.size(),
+                mean_of(s.test), sd_of(s.test), mean_of(s.drop), sd_of(s.drop), paper);
+  }
+  std::fflush(stdout);
 }
 
 // ---- (c) memory ------------------------------------------------------------------------------
@@ -455,10 +548,32 @@ Flags parse_flags(int argc, char** argv) {
       ECH_CHECK(flags.repeat >= 1, "exp_pipeline: --repeat must be >= 1");
     } else if (arg == "--data") {
       flags.data_dir = value();
+    } else if (arg == "--epochs") {
+      flags.epochs = std::stoi(value());
+    } else if (arg == "--train") {
+      flags.train = std::stoll(value());
+    } else if (arg == "--test") {
+      flags.test = std::stoll(value());
+    } else if (arg == "--batch") {
+      flags.batch = std::stoll(value());
+    } else if (arg == "--lr") {
+      flags.lr = std::stod(value());
+    } else if (arg == "--warmup") {
+      flags.warmup = std::stod(value());
+    } else if (arg == "--seeds") {
+      flags.seeds = std::stoi(value());
+      ECH_CHECK(flags.seeds >= 1, "exp_pipeline: --seeds must be >= 1");
+    } else if (arg == "--hybrid-switch") {
+      flags.hybrid_switch = std::stod(value());
+    } else if (arg == "--schedules") {
+      std::stringstream list(value());
+      for (std::string item; std::getline(list, item, ',');) flags.schedules.push_back(item);
     } else {
       ECH_FAIL(
           "exp_pipeline: unknown argument '", arg,
-          "' (use --quick, --only speed|accuracy|memory, --models a,b, --repeat N, --data DIR)");
+          "' (use --quick, --only speed|accuracy|memory, --models a,b, --repeat N, --data DIR,",
+          " --epochs N, --train N, --test N, --batch N, --lr X, --warmup EPOCHS, --seeds N,",
+          " --hybrid-switch X,", " --schedules stale,deep,hybrid,stash,gpipe)");
     }
   }
   return flags;
