@@ -5,10 +5,12 @@
 //   echelon models
 // Every user error (bad flag value, missing dataset, damaged checkpoint) prints ONE line
 // "echelon: error: ..." on stderr and exits with status 2.
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <iterator>
 
 #include <CLI/CLI.hpp>
 
@@ -29,7 +31,41 @@ void on_interrupt(int) {
   parallel::request_stop();
 }
 
-void add_train_options(CLI::App& cmd, parallel::TrainOptions& o) {
+// `--schedule` names either an LR schedule or a pipeline schedule (the names do not overlap);
+// `--lr-schedule` and `--schedule-pipeline` are the unambiguous spellings.
+struct ScheduleFlag {
+  std::string value;
+  bool sets_lr_schedule = false;  // after route(): --schedule named an LR schedule
+};
+
+constexpr const char* kPipelineScheduleNames[] = {"sequential", "stale", "stash", "gpipe",
+                                                  "hybrid"};
+
+void route_schedule_flag(const CLI::App& cmd, ScheduleFlag& flag, parallel::TrainOptions& train,
+                         parallel::PipelineFlags& pipeline) {
+  if (cmd.count("--schedule") == 0) return;
+  const bool is_pipeline =
+      std::find(std::begin(kPipelineScheduleNames), std::end(kPipelineScheduleNames), flag.value) !=
+      std::end(kPipelineScheduleNames);
+  if (is_pipeline) {
+    ECH_CHECK(cmd.count("--schedule-pipeline") == 0 || pipeline.schedule_text == flag.value,
+              "--schedule ", flag.value, " and --schedule-pipeline ", pipeline.schedule_text,
+              " disagree");
+    pipeline.schedule_text = flag.value;
+    return;
+  }
+  ECH_CHECK(flag.value == "constant" || flag.value == "step" || flag.value == "multistep" ||
+                flag.value == "cosine",
+            "--schedule: unknown schedule \"", flag.value,
+            "\" (LR: constant, step, multistep, cosine; pipeline: sequential, stale, stash, gpipe,"
+            " hybrid)");
+  ECH_CHECK(cmd.count("--lr-schedule") == 0 || train.schedule == flag.value, "--schedule ",
+            flag.value, " and --lr-schedule ", train.schedule, " disagree");
+  train.schedule = flag.value;
+  flag.sets_lr_schedule = true;
+}
+
+void add_train_options(CLI::App& cmd, parallel::TrainOptions& o, ScheduleFlag& schedule) {
   cmd.add_option("--model", o.model, "Model name (see `echelon models`)");
   cmd.add_option("--data", o.data, "fashion-mnist | mnist | cifar10 | synthetic | folder");
   cmd.add_option("--data-dir", o.data_dir, "Dataset folder (default: the dataset's usual place)");
@@ -39,7 +75,10 @@ void add_train_options(CLI::App& cmd, parallel::TrainOptions& o) {
   cmd.add_option("--momentum", o.momentum, "SGD momentum");
   cmd.add_flag("--nesterov", o.nesterov, "Nesterov momentum");
   cmd.add_option("--wd", o.wd, "Weight decay");
-  cmd.add_option("--schedule", o.schedule, "LR schedule: constant | step | multistep | cosine");
+  cmd.add_option("--schedule", schedule.value,
+                 "LR schedule (constant | step | multistep | cosine) or pipeline schedule"
+                 " (sequential | stale | stash | gpipe | hybrid)");
+  cmd.add_option("--lr-schedule", o.schedule, "LR schedule: constant | step | multistep | cosine");
   cmd.add_option("--warmup-epochs", o.warmup_epochs, "Linear LR warm-up length in epochs");
   cmd.add_option("--step-size", o.step_size, "Epochs between decays (--schedule step)");
   cmd.add_option("--milestones", o.milestones, "Decay epochs, e.g. 30,60 (--schedule multistep)")
@@ -67,15 +106,20 @@ void add_train_options(CLI::App& cmd, parallel::TrainOptions& o) {
 }
 
 // With --resume, the options come from DIR/config.json; flags given explicitly override them.
-parallel::TrainOptions merge_resume(const CLI::App& cmd, const parallel::TrainOptions& given) {
+parallel::TrainOptions merge_resume(const CLI::App& cmd, const parallel::TrainOptions& given,
+                                    const ScheduleFlag& schedule) {
   const std::string config_path = (std::filesystem::path(given.resume) / "config.json").string();
   ECH_CHECK(std::filesystem::exists(config_path), "--resume ", given.resume,
             ": no config.json there (not a run folder?)");
   json::Value merged = json::parse_file(config_path);
   ECH_CHECK(merged.is_object(), config_path, ": expected a JSON object");
   const json::Value flags = given.to_json();
-  for (const auto& [key, value] : flags.as_object())
-    if (cmd.count("--" + key) > 0) merged.set(key, value);
+  for (const auto& [key, value] : flags.as_object()) {
+    const bool given_flag = key == "schedule"
+                                ? cmd.count("--lr-schedule") > 0 || schedule.sets_lr_schedule
+                                : cmd.count("--" + key) > 0;
+    if (given_flag) merged.set(key, value);
+  }
   parallel::TrainOptions options = parallel::TrainOptions::from_json(merged);
   options.resume = given.resume;
   if (cmd.count("--out") == 0) options.out = given.resume;
@@ -99,8 +143,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
 
   parallel::TrainOptions train_options;
+  ScheduleFlag schedule_flag;
   CLI::App* train_cmd = app.add_subcommand("train", "Train a model");
-  add_train_options(*train_cmd, train_options);
+  add_train_options(*train_cmd, train_options, schedule_flag);
   parallel::PipelineFlags pipeline_flags;
   parallel::add_pipeline_options(*train_cmd, pipeline_flags);
 
@@ -134,8 +179,10 @@ int main(int argc, char** argv) {
       parallel::evaluate_checkpoint(eval_options, std::cout);
       return 0;
     }
-    parallel::TrainOptions options =
-        train_options.resume.empty() ? train_options : merge_resume(*train_cmd, train_options);
+    route_schedule_flag(*train_cmd, schedule_flag, train_options, pipeline_flags);
+    parallel::TrainOptions options = train_options.resume.empty()
+                                         ? train_options
+                                         : merge_resume(*train_cmd, train_options, schedule_flag);
     // Pipeline flags are not stored in config.json: a resumed pipelined run passes them again.
     parallel::finish_pipeline_options(pipeline_flags, static_cast<int>(options.epochs));
     const parallel::EngineFactory factory =

@@ -92,6 +92,28 @@ TEST_SUITE("cli") {
     check_usage_error("train --no-such-flag", "--no-such-flag");
     check_usage_error("train --echo 0.3", "--echo");
     check_usage_error("frobnicate", "subcommand");
+    check_usage_error("train --schedule frob", "pipeline: sequential, stale");
+    check_usage_error("train --schedule stale --schedule-pipeline gpipe", "disagree");
+    check_usage_error("train --schedule cosine --lr-schedule step", "disagree");
+  }
+
+  TEST_CASE("--schedule takes a pipeline schedule as well as an LR schedule") {
+    if (!fs::exists(kBinary)) return;
+    const fs::path out = temp_dir("schedule_flag");
+    const Run r =
+        run("train --model lenet5 --data synthetic --limit-train 64 --limit-test 32 "
+            "--epochs 1 --batch-size 16 --device cpu --progress none --pipeline 2 "
+            "--schedule stash --lr-schedule cosine --out " +
+            out.string());
+    REQUIRE_MESSAGE(r.status == 0, r.err);
+    std::ifstream summary(out / "summary.json");
+    std::ostringstream text;
+    text << summary.rdbuf();
+    CHECK(text.str().find("pipeline:stash") != std::string::npos);
+    std::ifstream config(out / "config.json");
+    std::ostringstream config_text;
+    config_text << config.rdbuf();
+    CHECK(config_text.str().find("\"cosine\"") != std::string::npos);
   }
 
   TEST_CASE("missing and corrupt dataset files exit 2 naming the file") {
