@@ -83,7 +83,10 @@ void PipelineEngine::start(const Tensor& sample) {
   ECH_CHECK(options_.devices.empty() || static_cast<int>(options_.devices.size()) == K,
             "pipeline: ", options_.devices.size(), " devices given for ", K, " partitions");
 
-  if (!options_.trace_path.empty()) trace_ = std::make_unique<TraceRecorder>(K);
+  if (!options_.trace_path.empty()) {
+    trace_ = std::make_unique<TraceRecorder>(K);
+    trace_->write(options_.trace_path);  // an unwritable path fails now, not after an epoch
+  }
   // Links never block in a valid schedule when they hold every mini-batch a partition may have
   // in flight; only the driver's input link is short, so that the driver waits for partition 0.
   const size_t capacity = static_cast<size_t>(std::max(K, options_.micro_batches)) + 2;

@@ -1,9 +1,11 @@
 #include "parallel/trace.h"
 
-#include <fstream>
+#include <filesystem>
+#include <system_error>
 
 #include "base/error.h"
 #include "base/json.h"
+#include "tensor/safetensors.h"
 
 namespace echelon::parallel {
 
@@ -71,11 +73,12 @@ std::string TraceRecorder::to_json() const {
 }
 
 void TraceRecorder::write(const std::string& path) const {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  ECH_CHECK(out.good(), "--trace: cannot open '", path, "' for writing");
-  out << to_json() << '\n';
-  out.close();
-  ECH_CHECK(out.good(), "--trace: writing '", path, "' failed");
+  // Rewritten every epoch: atomically, so a viewer opening it mid-run never sees a torn file.
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  std::error_code error;
+  if (!parent.empty()) std::filesystem::create_directories(parent, error);
+  ECH_CHECK(!error, "--trace: cannot create the folder '", parent.string(), "': ", error.message());
+  safetensors::write_file_atomic(path, to_json() + "\n");
 }
 
 }  // namespace echelon::parallel

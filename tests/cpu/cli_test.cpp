@@ -95,6 +95,10 @@ TEST_SUITE("cli") {
     check_usage_error("train --schedule frob", "pipeline: sequential, stale");
     check_usage_error("train --schedule stale --schedule-pipeline gpipe", "disagree");
     check_usage_error("train --schedule cosine --lr-schedule step", "disagree");
+    check_usage_error(
+        "train --data synthetic --device cpu --pipeline 2 --trace "
+        "/proc/no-such-dir/trace.json",
+        "--trace: cannot create the folder '/proc/no-such-dir'");
   }
 
   TEST_CASE("--schedule takes a pipeline schedule as well as an LR schedule") {
