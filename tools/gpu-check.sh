@@ -131,6 +131,18 @@ else
   rows+=("$(printf '%-14s %-8s %6s  %s' train_lenet skipped - "echelon binary not built")")
 fi
 
+# Pipeline experiment (d): 2 partitions on one GPU, each on its own stream; the trace shows the
+# overlap, summary.json's pipeline block the busy/idle split. Sequential beside it as the baseline.
+if [[ -x $cli ]]; then
+  for schedule in stale sequential; do
+    step "pipe_$schedule" "pipeline-$schedule.txt" 90 "$cli" train --model resnet20 --data synthetic \
+      --limit-train 4096 --limit-test 512 --epochs 2 --batch-size 128 --device cuda:0 --pipeline 2 \
+      --balance auto --schedule "$schedule" --trace "$OUT/pipeline-$schedule-trace.json" \
+      --out "$BUILD/run-pipeline-$schedule"
+    cp "$BUILD/run-pipeline-$schedule/summary.json" "$OUT/pipeline-$schedule-summary.json" 2>/dev/null
+  done
+fi
+
 # ---- summary (last) ----------------------------------------------------------------------------
 {
   echo
