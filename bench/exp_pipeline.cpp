@@ -10,7 +10,7 @@
 //                     [--data DIR]
 //        accuracy only: [--epochs N] [--train N] [--test N] [--batch N] [--lr X]
 //                       [--warmup EPOCHS] [--seeds N] [--hybrid-switch X]
-//                       [--schedules stale,deep,hybrid,stash,gpipe]
+//                       [--schedules stale,deep,hybrid,stash,gpipe,predict]
 // Run with OPENBLAS_NUM_THREADS=1 as well: the library is also told so at start-up.
 #include <sys/resource.h>
 
@@ -59,7 +59,8 @@ struct Flags {
   double lr = 0, warmup = -1;
   int seeds = 1;
   double hybrid_switch = 0.5;
-  std::vector<std::string> schedules;  // empty: all; sequential always runs (the baseline)
+  // Empty: all. Drops are computed only when "sequential" (the baseline, run first) is listed.
+  std::vector<std::string> schedules;
 };
 
 double cpu_seconds() {
@@ -404,6 +405,7 @@ void run_accuracy(const Flags& flags) {
       std::string key, label;
       ScheduleKind kind;
       std::string ppv;
+      bool predict = false;
     };
     const std::vector<Run> all_runs = {
         {"sequential", "sequential", ScheduleKind::Sequential, ""},
@@ -411,12 +413,12 @@ void run_accuracy(const Flags& flags) {
         {"deep", "stale, deep", ScheduleKind::Stale, deep},
         {"hybrid", "hybrid (stale, then sequential)", ScheduleKind::Hybrid, shallow},
         {"stash", "stash (PipeDream), shallow", ScheduleKind::Stash, shallow},
-        {"gpipe", "gpipe M=4, shallow", ScheduleKind::GPipe, shallow}};
+        {"gpipe", "gpipe M=4, shallow", ScheduleKind::GPipe, shallow},
+        {"predict", "stale + weight prediction, shallow", ScheduleKind::Stale, shallow, true}};
     std::vector<Run> runs;
     for (const Run& run : all_runs) {
-      if (run.key == "sequential" || flags.schedules.empty() ||
-          std::find(flags.schedules.begin(), flags.schedules.end(), run.key) !=
-              flags.schedules.end()) {
+      if (flags.schedules.empty() || std::find(flags.schedules.begin(), flags.schedules.end(),
+                                               run.key) != flags.schedules.end()) {
         runs.push_back(run);
       }
     }
@@ -424,16 +426,17 @@ void run_accuracy(const Flags& flags) {
     for (const Run& run : runs)
       summaries.push_back({m.model, run.label, run.ppv, m.paper_drop, {}, {}});
     for (int seed = 0; seed < flags.seeds; ++seed) {
-      double sequential_acc = 0;
+      double sequential_acc = -1;  // none: no drops
       for (size_t r = 0; r < runs.size(); ++r) {
         const Run& run = runs[r];
         PipelineOptions options = pipeline_options(run.kind, run.ppv, 1, false);
         options.hybrid_switch = flags.hybrid_switch;
+        options.predict_weights = run.predict;
         const AccuracyResult result = train_and_test(m, options, train, test, seed);
-        if (r == 0) sequential_acc = result.test_acc;
+        if (run.key == "sequential") sequential_acc = result.test_acc;
         Summary& summary = summaries[first + r];
         summary.test.push_back(100 * result.test_acc);
-        summary.drop.push_back(100 * (sequential_acc - result.test_acc));
+        if (sequential_acc >= 0) summary.drop.push_back(100 * (sequential_acc - result.test_acc));
         const int64_t cut =
             run.ppv.empty() ? static_cast<int64_t>(shape->size()) : std::stoll(run.ppv);
         std::printf("| %s | %lld / %lld | %d | %s | %s | %s | %d | %.4f | %.4f | %.0f |\n",
@@ -458,9 +461,13 @@ void run_accuracy(const Flags& flags) {
     if (s.label.rfind("stale, shallow", 0) == 0) {
       std::snprintf(paper, sizeof paper, "%.2f", s.paper_drop);
     }
-    std::printf("| %s | %s | %s | %zu | %.2f | %.2f | %+.2f | %.2f | %s |\n", s.model.c_str(),
+    char drop[48] = "- | -";
+    if (!s.drop.empty()) {
+      std::snprintf(drop, sizeof drop, "%+.2f | %.2f", mean_of(s.drop), sd_of(s.drop));
+    }
+    std::printf("| %s | %s | %s | %zu | %.2f | %.2f | %s | %s |\n", s.model.c_str(),
                 s.label.c_str(), s.ppv.empty() ? "-" : s.ppv.c_str(), s.test.size(),
-                mean_of(s.test), sd_of(s.test), mean_of(s.drop), sd_of(s.drop), paper);
+                mean_of(s.test), sd_of(s.test), drop, paper);
   }
   std::fflush(stdout);
 }
@@ -573,7 +580,7 @@ Flags parse_flags(int argc, char** argv) {
           "exp_pipeline: unknown argument '", arg,
           "' (use --quick, --only speed|accuracy|memory, --models a,b, --repeat N, --data DIR,",
           " --epochs N, --train N, --test N, --batch N, --lr X, --warmup EPOCHS, --seeds N,",
-          " --hybrid-switch X,", " --schedules stale,deep,hybrid,stash,gpipe)");
+          " --hybrid-switch X,", " --schedules stale,deep,hybrid,stash,gpipe,predict)");
     }
   }
   return flags;

@@ -36,6 +36,9 @@ class SGD {
   const SGDOptions& options() const { return options_; }
   int64_t steps() const { return steps_; }  // completed step() calls
   const NamedTensors& params() const { return params_; }
+  // Momentum buffers, parallel to params(); undefined before a parameter's first update (and
+  // always with momentum 0). Read-only use: weight prediction in parallel/stage.cpp.
+  const std::vector<Tensor>& momentum_buffers() const { return buffers_; }
 
   // Momentum buffers as "momentum_buffer.<param name>" (only those already created) and
   // "step" (int64 scalar); load_state_dict restores them, checking names and shapes.

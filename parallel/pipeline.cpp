@@ -112,6 +112,7 @@ void PipelineEngine::start(const Tensor& sample) {
   context.flushed = &flushed_;
   context.schedule = current_;
   context.micro_batches = options_.micro_batches;
+  context.predict_weights = options_.predict_weights;
   context.fail = [this](const std::string& error) { fail(error); };
   context.trace = trace_.get();
   started_at_ = last_flush_at_ = std::chrono::steady_clock::now();

@@ -31,10 +31,13 @@ struct PipelineOptions {
   std::string ppv;            // --ppv "2,5": partition starts; empty: balance or even split
   bool balance_auto = false;  // --balance auto: profile layers on the first batch, then DP
   ScheduleKind schedule = ScheduleKind::Stale;
-  int micro_batches = 4;        // gpipe only
-  double hybrid_switch = 0.5;   // hybrid: >= 1 an epoch number; in (0, 1) a fraction of epochs
-  int total_epochs = 0;         // needed for a fractional hybrid switch
-  std::string trace_path;       // Chrome trace JSON, rewritten at every finish_epoch
+  int micro_batches = 4;       // gpipe only
+  double hybrid_switch = 0.5;  // hybrid: >= 1 an epoch number; in (0, 1) a fraction of epochs
+  int total_epochs = 0;        // needed for a fractional hybrid switch
+  std::string trace_path;      // Chrome trace JSON, rewritten at every finish_epoch
+  // stale/hybrid: partition k runs its forward on w - (K-1-k) * lr * momentum, the linear
+  // prediction of the weights its backward will meet (Kosson et al. 2020); not in the paper.
+  bool predict_weights = false;
   std::vector<Device> devices;  // per partition; empty: every partition on the engine's device
 
   // Throws naming the flag when a value is out of range.

@@ -32,6 +32,8 @@ inline void add_pipeline_options(CLI::App& app, PipelineFlags& flags) {
   app.add_option("--hybrid-switch", o.hybrid_switch,
                  "Hybrid: epoch (>= 1) or fraction of epochs (< 1) to switch to sequential");
   app.add_option("--trace", o.trace_path, "Write a Chrome trace JSON of the pipeline");
+  app.add_flag("--predict-weights", o.predict_weights,
+               "stale/hybrid: forward on weights extrapolated by momentum (not in the paper)");
 }
 
 // After parsing: schedule and balance from text, epochs for a fractional hybrid switch.

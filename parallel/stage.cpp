@@ -198,11 +198,21 @@ Stage::InFlight Stage::forward(Message message, const StagePolicy& policy,
     state.snapshot = clone_all(params_);
     for (const Tensor& t : state.snapshot) state.bytes += t.nbytes();
   }
+  // Weight prediction: a stale partition's gradient lands `window - 1` updates after its
+  // forward, so the forward runs on an extrapolation of the weights at that point instead.
+  const int64_t predict_steps =
+      context.predict_weights && policy.update_per_backward && !policy.stash_weights
+          ? policy.window - 1
+          : 0;
+  std::vector<Tensor> current;
+  if (predict_steps > 0) current = predict_weights(predict_steps, message.lr);
   Tensor out = state.input;
   for (const auto& layer : layers_->layers()) {
     out = layer->forward(out);
     state.bytes += out.nbytes();
   }
+  // The graph holds the parameter tensors themselves: the backward reads w again, not w-hat.
+  if (!current.empty()) assign_all(params_, current);
   if (last) {
     ECH_CHECK(message.labels.defined(), "mini-batch ", message.id,
               " reached the last partition without labels");
@@ -274,6 +284,19 @@ Message Stage::backward(InFlight& state, const Message* grad, const StagePolicy&
     pending_lr_ = state.message.lr;
   }
   return upstream;
+}
+
+std::vector<Tensor> Stage::predict_weights(int64_t steps, double lr) {
+  const std::vector<Tensor>& buffers = sgd_.momentum_buffers();
+  std::vector<Tensor> current = clone_all(params_);
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!buffers[i].defined()) continue;  // before the first update: nothing to extrapolate
+    Tensor target = params_[i].detach();
+    ops::copy_(target,
+               ops::add(current[i], ops::mul(buffers[i], -lr * static_cast<double>(steps))));
+  }
+  return current;
 }
 
 void Stage::step(double lr) {

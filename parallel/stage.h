@@ -58,6 +58,8 @@ struct StageContext {
   BoundedQueue<int>* flushed = nullptr;          // each stage once per flush
   ScheduleKind schedule = ScheduleKind::Stale;   // at start; each Flush names the next one
   int micro_batches = 1;
+  // Stale partitions run their forward on predicted weights (PipelineOptions::predict_weights).
+  bool predict_weights = false;
   std::function<void(const std::string& error)> fail;  // first error wins; closes everything
   TraceRecorder* trace = nullptr;                      // optional
 };
@@ -101,6 +103,8 @@ class Stage {
   InFlight forward(Message message, const StagePolicy& policy, const StageContext& context);
   Message backward(InFlight& state, const Message* grad, const StagePolicy& policy);
   void step(double lr);
+  // Moves the parameters to w - steps * lr * momentum (in place); returns w to restore.
+  std::vector<Tensor> predict_weights(int64_t steps, double lr);
   void account(size_t add, size_t remove);
   void trace(const StageContext& context, TraceTrack track, std::string name,
              TraceRecorder::Clock::time_point start, int64_t id);

@@ -10,6 +10,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/functions.h"
+#include "autograd/grad_mode.h"
 #include "base/error.h"
 #include "base/json.h"
 #include "layers/conv2d.h"
@@ -75,6 +76,52 @@ std::vector<double> train_reference(Sequential& model, const std::vector<data::B
     sgd.zero_grad();
   }
   return losses;
+}
+
+// Reference for `stale` on 2 partitions cut at layer 3, in one thread: partition 1 (layers 3..5)
+// updates at once; partition 0 (layers 0..2) computes its gradient from this batch's forward but
+// applies it one batch later, so forward t runs on partition-0 weights updated through batch t-2
+// (docs/pipeline.md). With `predict`, that forward runs on w - lr * momentum instead (partition
+// 0's first layer is a convolution, whose weight gradient does not read its weights).
+void train_delayed_reference(Sequential& model, const std::vector<data::Batch>& batches,
+                             bool predict) {
+  const SgdConfig c = sgd_config();
+  const SGDOptions sgd_options{c.lr, c.momentum, c.dampening, c.weight_decay, c.nesterov};
+  const NamedTensors all = model.named_parameters();
+  const NamedTensors p0(all.begin(), all.begin() + 2), p1(all.begin() + 2, all.end());
+  SGD sgd0(p0, sgd_options), sgd1(p1, sgd_options);
+  std::vector<Tensor> pending;
+  const auto apply_pending = [&] {
+    for (size_t i = 0; i < p0.size(); ++i) Tensor(p0[i].second).set_grad(pending[i]);
+    sgd0.step();
+    sgd0.zero_grad();
+  };
+  for (const data::Batch& batch : batches) {
+    std::vector<Tensor> saved;
+    if (predict && sgd0.momentum_buffers()[0].defined()) {
+      NoGradGuard no_grad;
+      for (size_t i = 0; i < p0.size(); ++i) {
+        saved.push_back(p0[i].second.clone());
+        Tensor target = p0[i].second.detach();
+        ops::copy_(target, ops::add(saved[i], ops::mul(sgd0.momentum_buffers()[i], -c.lr)));
+      }
+    }
+    Tensor logits = model.forward(batch.images);
+    for (size_t i = 0; i < saved.size(); ++i) {
+      NoGradGuard no_grad;
+      Tensor target = p0[i].second.detach();
+      ops::copy_(target, saved[i]);
+    }
+    backward(cross_entropy(logits, batch.labels));
+    sgd1.step();
+    sgd1.zero_grad();
+    std::vector<Tensor> now;
+    for (const auto& [name, param] : p0) now.push_back(param.grad().clone());
+    sgd0.zero_grad();
+    if (!pending.empty()) apply_pending();
+    pending = now;
+  }
+  apply_pending();
 }
 
 struct PipelineRun {
@@ -207,37 +254,36 @@ TEST_SUITE("concurrency_pipeline") {
   }
 
   TEST_CASE("stale on 2 partitions is SGD with partition 0's gradients one step late") {
-    // Reference, one thread: partition 1 (layers 3..5) updates at once; partition 0 (layers
-    // 0..2) computes its gradient from this batch's forward but applies it one batch later, so
-    // forward t runs on partition-0 weights updated through batch t-2 (docs/pipeline.md).
     const auto batches = random_batches(10, 6, 21);
-    auto reference = small_model(11);
-    const SgdConfig c = sgd_config();
-    const SGDOptions sgd_options{c.lr, c.momentum, c.dampening, c.weight_decay, c.nesterov};
-    const NamedTensors all = reference->named_parameters();
-    const NamedTensors p0(all.begin(), all.begin() + 2), p1(all.begin() + 2, all.end());
-    SGD sgd0(p0, sgd_options), sgd1(p1, sgd_options);
-    std::vector<Tensor> pending;
-    const auto apply_pending = [&] {
-      for (size_t i = 0; i < p0.size(); ++i) Tensor(p0[i].second).set_grad(pending[i]);
-      sgd0.step();
-      sgd0.zero_grad();
-    };
-    for (const data::Batch& batch : batches) {
-      backward(cross_entropy(reference->forward(batch.images), batch.labels));
-      sgd1.step();
-      sgd1.zero_grad();
-      std::vector<Tensor> now;
-      for (const auto& [name, param] : p0) now.push_back(param.grad().clone());
-      sgd0.zero_grad();
-      if (!pending.empty()) apply_pending();
-      pending = now;
+    for (bool predict : {false, true}) {
+      CAPTURE(predict);
+      auto reference = small_model(11);
+      train_delayed_reference(*reference, batches, predict);
+      auto model = small_model(11);
+      PipelineOptions options = options_for(ScheduleKind::Stale, "3");
+      options.predict_weights = predict;
+      PipelineRun run = train_pipeline(model, options, batches);
+      check_same_parameters(*model, *reference, 1e-5);
     }
-    apply_pending();
+  }
 
-    auto model = small_model(11);
-    PipelineRun run = train_pipeline(model, options_for(ScheduleKind::Stale, "3"), batches);
-    check_same_parameters(*model, *reference, 1e-5);
+  TEST_CASE("weight prediction changes the stale run, and never touches sequential or stash") {
+    const auto batches = random_batches(8, 6, 22);
+    const auto run_with = [&](ScheduleKind kind, bool predict) {
+      auto model = small_model(12);
+      PipelineOptions options = options_for(kind, "3");
+      options.predict_weights = predict;
+      train_pipeline(model, options, batches);
+      return model;
+    };
+    for (auto kind : {ScheduleKind::Sequential, ScheduleKind::Stash}) {
+      CAPTURE(std::string(schedule_name(kind)));
+      check_same_parameters(*run_with(kind, true), *run_with(kind, false), 0);
+    }
+    const auto plain = run_with(ScheduleKind::Stale, false);
+    const auto predicted = run_with(ScheduleKind::Stale, true);
+    CHECK(plain->named_parameters()[0].second.to_vector<float>() !=
+          predicted->named_parameters()[0].second.to_vector<float>());
   }
 
   TEST_CASE("stashing holds more memory than stale weights, and both more than sequential") {
