@@ -267,6 +267,42 @@ TEST_SUITE("concurrency_pipeline") {
     }
   }
 
+  TEST_CASE("stale, no stash: partition 0's backward reads the weights current at that time") {
+    // Cut 5: partition 0 = conv, relu, flatten, linear, tanh, so its backward propagates through
+    // a linear layer's weights. One-thread reference of partition 0's program F(t), B(t-1),
+    // update: B(t-1) runs on the graph of F(t-1) but reads the weights F(t) used.
+    const auto batches = random_batches(10, 6, 23);
+    auto reference = small_model(13);
+    const SgdConfig c = sgd_config();
+    const SGDOptions sgd_options{c.lr, c.momentum, c.dampening, c.weight_decay, c.nesterov};
+    const NamedTensors all = reference->named_parameters();
+    const NamedTensors p0(all.begin(), all.begin() + 4), p1(all.begin() + 4, all.end());
+    SGD sgd0(p0, sgd_options), sgd1(p1, sgd_options);
+    const auto& layers = reference->layers();
+    Tensor previous_root, previous_grad;  // partition 0's output of F(t-1) and its gradient
+    const auto backward_previous = [&] {
+      backward(previous_root, previous_grad);
+      sgd0.step();
+      sgd0.zero_grad();
+    };
+    for (const data::Batch& batch : batches) {
+      Tensor out0 = batch.images;
+      for (size_t i = 0; i < 5; ++i) out0 = layers[i]->forward(out0);
+      if (previous_root.defined()) backward_previous();
+      Tensor in1 = out0.detach().set_requires_grad(true);
+      backward(cross_entropy(layers[5]->forward(in1), batch.labels));
+      sgd1.step();
+      sgd1.zero_grad();
+      previous_root = out0;
+      previous_grad = in1.grad();
+    }
+    backward_previous();
+
+    auto model = small_model(13);
+    PipelineRun run = train_pipeline(model, options_for(ScheduleKind::Stale, "5"), batches);
+    check_same_parameters(*model, *reference, 1e-5);
+  }
+
   TEST_CASE("weight prediction changes the stale run, and never touches sequential or stash") {
     const auto batches = random_batches(8, 6, 22);
     const auto run_with = [&](ScheduleKind kind, bool predict) {
