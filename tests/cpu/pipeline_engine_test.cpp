@@ -63,10 +63,15 @@ SgdConfig sgd_config() {
   return sgd;
 }
 
+// The same hyper-parameters for a reference's own SGD.
+SGDOptions sgd_options() {
+  const SgdConfig c = sgd_config();
+  return {c.lr, c.momentum, c.dampening, c.weight_decay, c.nesterov};
+}
+
 // Ordinary training: forward, loss, backward, SGD step. Returns the per-batch losses.
 std::vector<double> train_reference(Sequential& model, const std::vector<data::Batch>& batches) {
-  const SgdConfig c = sgd_config();
-  SGD sgd(model.named_parameters(), {c.lr, c.momentum, c.dampening, c.weight_decay, c.nesterov});
+  SGD sgd(model.named_parameters(), sgd_options());
   std::vector<double> losses;
   for (const data::Batch& batch : batches) {
     Tensor loss = cross_entropy(model.forward(batch.images), batch.labels);
@@ -85,11 +90,10 @@ std::vector<double> train_reference(Sequential& model, const std::vector<data::B
 // 0's first layer is a convolution, whose weight gradient does not read its weights).
 void train_delayed_reference(Sequential& model, const std::vector<data::Batch>& batches,
                              bool predict) {
-  const SgdConfig c = sgd_config();
-  const SGDOptions sgd_options{c.lr, c.momentum, c.dampening, c.weight_decay, c.nesterov};
+  const double lr = sgd_config().lr;
   const NamedTensors all = model.named_parameters();
   const NamedTensors p0(all.begin(), all.begin() + 2), p1(all.begin() + 2, all.end());
-  SGD sgd0(p0, sgd_options), sgd1(p1, sgd_options);
+  SGD sgd0(p0, sgd_options()), sgd1(p1, sgd_options());
   std::vector<Tensor> pending;
   const auto apply_pending = [&] {
     for (size_t i = 0; i < p0.size(); ++i) Tensor(p0[i].second).set_grad(pending[i]);
@@ -103,7 +107,7 @@ void train_delayed_reference(Sequential& model, const std::vector<data::Batch>& 
       for (size_t i = 0; i < p0.size(); ++i) {
         saved.push_back(p0[i].second.clone());
         Tensor target = p0[i].second.detach();
-        ops::copy_(target, ops::add(saved[i], ops::mul(sgd0.momentum_buffers()[i], -c.lr)));
+        ops::copy_(target, ops::add(saved[i], ops::mul(sgd0.momentum_buffers()[i], -lr)));
       }
     }
     Tensor logits = model.forward(batch.images);
@@ -273,11 +277,9 @@ TEST_SUITE("concurrency_pipeline") {
     // update: B(t-1) runs on the graph of F(t-1) but reads the weights F(t) used.
     const auto batches = random_batches(10, 6, 23);
     auto reference = small_model(13);
-    const SgdConfig c = sgd_config();
-    const SGDOptions sgd_options{c.lr, c.momentum, c.dampening, c.weight_decay, c.nesterov};
     const NamedTensors all = reference->named_parameters();
     const NamedTensors p0(all.begin(), all.begin() + 4), p1(all.begin() + 4, all.end());
-    SGD sgd0(p0, sgd_options), sgd1(p1, sgd_options);
+    SGD sgd0(p0, sgd_options()), sgd1(p1, sgd_options());
     const auto& layers = reference->layers();
     Tensor previous_root, previous_grad;  // partition 0's output of F(t-1) and its gradient
     const auto backward_previous = [&] {
