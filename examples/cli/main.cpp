@@ -35,7 +35,7 @@ void on_interrupt(int) {
 // `--lr-schedule` and `--schedule-pipeline` are the unambiguous spellings.
 struct ScheduleFlag {
   std::string value;
-  bool sets_lr_schedule = false;  // after route(): --schedule named an LR schedule
+  bool sets_lr_schedule = false;  // set by route_schedule_flag: --schedule named an LR schedule
 };
 
 constexpr const char* kPipelineScheduleNames[] = {"sequential", "stale", "stash", "gpipe",
