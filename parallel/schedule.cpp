@@ -22,13 +22,31 @@ const char* schedule_name(ScheduleKind kind) {
   return "?";
 }
 
-ScheduleKind parse_schedule(const std::string& text) {
-  for (ScheduleKind kind : {ScheduleKind::Sequential, ScheduleKind::Stale, ScheduleKind::Stash,
-                            ScheduleKind::GPipe, ScheduleKind::Hybrid}) {
+namespace {
+constexpr ScheduleKind kAllSchedules[] = {ScheduleKind::Sequential, ScheduleKind::Stale,
+                                          ScheduleKind::Stash, ScheduleKind::GPipe,
+                                          ScheduleKind::Hybrid};
+}  // namespace
+
+std::optional<ScheduleKind> find_schedule(const std::string& text) {
+  for (ScheduleKind kind : kAllSchedules) {
     if (text == schedule_name(kind)) return kind;
   }
-  ECH_FAIL("--schedule: unknown pipeline schedule '", text,
-           "' (expected sequential, stale, stash, gpipe or hybrid)");
+  return std::nullopt;
+}
+
+std::string schedule_names() {
+  std::string names;
+  for (ScheduleKind kind : kAllSchedules)
+    names += (names.empty() ? "" : ", ") + std::string(schedule_name(kind));
+  return names;
+}
+
+ScheduleKind parse_schedule(const std::string& text) {
+  const std::optional<ScheduleKind> kind = find_schedule(text);
+  ECH_CHECK(kind.has_value(), "--schedule-pipeline: unknown pipeline schedule '", text,
+            "' (expected ", schedule_names(), ")");
+  return *kind;
 }
 
 StagePolicy stage_policy(ScheduleKind kind, int num_partitions, int partition, int micro_batches) {

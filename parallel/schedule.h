@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,10 @@ enum class ScheduleKind : uint8_t { Sequential, Stale, Stash, GPipe, Hybrid };
 const char* schedule_name(ScheduleKind kind);
 // "sequential", "stale", "stash", "gpipe", "hybrid"; anything else throws naming the text.
 ScheduleKind parse_schedule(const std::string& text);
+// The same without throwing: nullopt for a name that is not a pipeline schedule.
+std::optional<ScheduleKind> find_schedule(const std::string& text);
+// "sequential, stale, stash, gpipe, hybrid" (for error messages).
+std::string schedule_names();
 
 struct StagePolicy {
   int64_t window = 1;               // mini-batches forwarded but not yet backpropagated, at most

@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "data/loader.h"
 #include "layers/models/registry.h"
+#include "parallel/schedule.h"
 #include "parallel/trainer.h"
 
 namespace echelon::parallel {
@@ -150,7 +151,7 @@ void validate(const TrainOptions& o) {
   ECH_CHECK(!o.nesterov || o.momentum > 0, "--nesterov needs --momentum > 0");
   ECH_CHECK(std::isfinite(o.wd) && o.wd >= 0, "--wd must be >= 0 (got ", o.wd, ")");
   ECH_CHECK(one_of(o.schedule, kSchedules), "--schedule: unknown schedule \"", o.schedule,
-            "\" (known: ", join(kSchedules), ")");
+            "\" (LR: ", join(kSchedules), "; pipeline: ", schedule_names(), ")");
   ECH_CHECK(std::isfinite(o.warmup_epochs) && o.warmup_epochs >= 0,
             "--warmup-epochs must be >= 0 (got ", o.warmup_epochs, ")");
   ECH_CHECK(o.step_size >= 1, "--step-size must be >= 1 (got ", o.step_size, ")");

@@ -94,6 +94,8 @@ TEST_SUITE("cli") {
     check_usage_error("frobnicate", "subcommand");
     check_usage_error("train --schedule frob", "pipeline: sequential, stale");
     check_usage_error("train --schedule stale --schedule-pipeline gpipe", "disagree");
+    check_usage_error("train --pipeline 2 --schedule-pipeline frob",
+                      "--schedule-pipeline: unknown pipeline schedule 'frob'");
     check_usage_error("train --schedule cosine --lr-schedule step", "disagree");
     check_usage_error(
         "train --data synthetic --device cpu --pipeline 2 --trace "
