@@ -49,6 +49,23 @@ Seen run_epoch(std::shared_ptr<Dataset> dataset, LoaderOptions options, int64_t 
   return seen;
 }
 
+// Upstream of 2 workers x 20 ms per item = 100 items/s, 400 items of 4x4.
+std::shared_ptr<Dataset> slow_upstream() {
+  SyntheticOptions slow;
+  slow.size = 400;
+  slow.height = slow.width = 4;
+  slow.read_cost_us = 20000;
+  return make_synthetic_dataset(slow);
+}
+
+LoaderOptions auto_echo_options() {
+  LoaderOptions options;
+  options.batch_size = 8;
+  options.workers = 2;
+  options.echo_auto = true;
+  return options;
+}
+
 }  // namespace
 
 TEST_SUITE("echo") {
@@ -190,15 +207,7 @@ TEST_SUITE("echo") {
     // Upstream: 2 workers x 20 ms per item = 100 items/s; consumer: 8 items per 10 ms = 800/s,
     // so R ~= 8 (sleeps only overshoot, so a loaded machine lowers it; milliseconds of overshoot
     // still leave R >= 3). The old plain EMA (0.2) from e = 1 would be at 2.4 after one step.
-    SyntheticOptions slow;
-    slow.size = 400;
-    slow.height = slow.width = 4;
-    slow.read_cost_us = 20000;
-    LoaderOptions options;
-    options.batch_size = 8;
-    options.workers = 2;
-    options.echo_auto = true;
-    Loader loader(make_synthetic_dataset(slow), options);
+    Loader loader(slow_upstream(), auto_echo_options());
     loader.start_epoch(0);
     std::vector<double> factors;
     for (int step = 0; step < 4; ++step) {
@@ -215,15 +224,7 @@ TEST_SUITE("echo") {
     // As above (R ~= 8), but the first consumer step takes 1 s (think CUDA warm-up): measured
     // alone it says R < 1. Per-batch measurements let later steps outvote it; a running mean over
     // the epoch would still read R ~= 1.3 after 20 steps (1.19 s for 160 items).
-    SyntheticOptions slow;
-    slow.size = 400;
-    slow.height = slow.width = 4;
-    slow.read_cost_us = 20000;
-    LoaderOptions options;
-    options.batch_size = 8;
-    options.workers = 2;
-    options.echo_auto = true;
-    Loader loader(make_synthetic_dataset(slow), options);
+    Loader loader(slow_upstream(), auto_echo_options());
     loader.start_epoch(0);
     for (int step = 0; step < 20; ++step) {
       REQUIRE(loader.next().has_value());
