@@ -1,10 +1,10 @@
-#include "autograd/engine.h"
+#include <echelon/autograd/engine.h>
 
 #include <unordered_map>
 #include <vector>
 
-#include "base/error.h"
-#include "tensor/ops.h"
+#include <echelon/base/error.h>
+#include <echelon/tensor/ops.h>
 
 namespace echelon {
 

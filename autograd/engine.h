@@ -3,9 +3,9 @@
 // that require grad (and of non-leaf tensors that called retain_grad()).
 #pragma once
 
-#include "autograd/grad_mode.h"
-#include "autograd/node.h"
-#include "tensor/tensor.h"
+#include <echelon/autograd/grad_mode.h>
+#include <echelon/autograd/node.h>
+#include <echelon/tensor/tensor.h>
 
 namespace echelon {
 

@@ -1,12 +1,12 @@
 // Differentiable arithmetic, elementwise, reduction and shape functions. Each gradient lambda sits
 // beside its forward; lambdas capture Tensor handles (references), never copies.
-#include "autograd/functions.h"
+#include <echelon/autograd/functions.h>
 
 #include <algorithm>
 #include <numeric>
 
-#include "autograd/node.h"
-#include "base/error.h"
+#include <echelon/autograd/node.h>
+#include <echelon/base/error.h>
 
 namespace echelon {
 

@@ -12,11 +12,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "autograd/engine.h"
-#include "autograd/grad_mode.h"
-#include "tensor/ops.h"
-#include "tensor/random.h"
-#include "tensor/tensor.h"
+#include <echelon/autograd/engine.h>
+#include <echelon/autograd/grad_mode.h>
+#include <echelon/tensor/ops.h>
+#include <echelon/tensor/random.h>
+#include <echelon/tensor/tensor.h>
 
 namespace echelon {
 

@@ -1,9 +1,9 @@
 // Differentiable neural-network functions over the raw NN ops (conv, pool, norm, loss).
 #include <initializer_list>
 
-#include "autograd/functions.h"
-#include "autograd/node.h"
-#include "base/error.h"
+#include <echelon/autograd/functions.h>
+#include <echelon/autograd/node.h>
+#include <echelon/base/error.h>
 
 namespace echelon {
 

@@ -1,4 +1,4 @@
-#include "autograd/grad_mode.h"
+#include <echelon/autograd/grad_mode.h>
 
 namespace echelon {
 

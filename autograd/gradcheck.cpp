@@ -1,12 +1,12 @@
-#include "autograd/gradcheck.h"
+#include <echelon/autograd/gradcheck.h>
 
 #include <cmath>
 
-#include "autograd/engine.h"
-#include "autograd/grad_mode.h"
-#include "base/error.h"
-#include "tensor/ops.h"
-#include "tensor/random.h"
+#include <echelon/autograd/engine.h>
+#include <echelon/autograd/grad_mode.h>
+#include <echelon/base/error.h>
+#include <echelon/tensor/ops.h>
+#include <echelon/tensor/random.h>
 
 namespace echelon {
 

@@ -1,7 +1,7 @@
-#include "autograd/node.h"
+#include <echelon/autograd/node.h>
 
-#include "autograd/grad_mode.h"
-#include "base/error.h"
+#include <echelon/autograd/grad_mode.h>
+#include <echelon/base/error.h>
 
 namespace echelon::autograd {
 

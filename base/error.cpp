@@ -1,4 +1,4 @@
-#include "base/error.h"
+#include <echelon/base/error.h>
 
 #include <cstring>
 

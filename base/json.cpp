@@ -1,4 +1,4 @@
-#include "base/json.h"
+#include <echelon/base/json.h>
 
 #include <charconv>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "base/error.h"
+#include <echelon/base/error.h>
 
 namespace echelon::json {
 

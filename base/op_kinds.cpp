@@ -1,4 +1,4 @@
-#include "base/op_kinds.h"
+#include <echelon/base/op_kinds.h>
 
 namespace echelon {
 

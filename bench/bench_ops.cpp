@@ -8,12 +8,12 @@
 
 #include <string>
 
-#include "tensor/cpu/matmul.h"
-#include "tensor/ops.h"
+#include <echelon/tensor/cpu/matmul.h>
+#include <echelon/tensor/ops.h>
 
 #if ECHELON_WITH_CUDA
-#include "cuda/check.h"
-#include "cuda/stream.h"
+#include <echelon/cuda/check.h>
+#include <echelon/cuda/stream.h>
 #endif
 
 using namespace echelon;

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "data/ring.h"
+#include <echelon/data/ring.h>
 
 namespace {
 

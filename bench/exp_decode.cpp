@@ -8,9 +8,9 @@
 #include <thread>
 #include <vector>
 
-#include "data/dataset.h"
-#include "data/image_codec.h"
-#include "data/transforms.h"
+#include <echelon/data/dataset.h>
+#include <echelon/data/image_codec.h>
+#include <echelon/data/transforms.h>
 
 using namespace echelon::data;
 

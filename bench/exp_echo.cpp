@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "data/loader.h"
+#include <echelon/data/loader.h>
 
 using namespace echelon::data;
 

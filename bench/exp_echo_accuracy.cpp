@@ -19,11 +19,11 @@
 #include <string>
 #include <vector>
 
-#include "base/error.h"
-#include "data/loader.h"
-#include "layers/models/registry.h"
-#include "parallel/engine.h"
-#include "parallel/trainer.h"
+#include <echelon/base/error.h>
+#include <echelon/data/loader.h>
+#include <echelon/layers/models/registry.h>
+#include <echelon/parallel/engine.h>
+#include <echelon/parallel/trainer.h>
 
 using namespace echelon;
 

@@ -28,14 +28,14 @@
 #include <string>
 #include <vector>
 
-#include "base/error.h"
-#include "data/dataset.h"
-#include "layers/loss.h"
-#include "layers/lr_schedule.h"
-#include "layers/models/registry.h"
-#include "parallel/pipeline.h"
-#include "tensor/ops.h"
-#include "tensor/random.h"
+#include <echelon/base/error.h>
+#include <echelon/data/dataset.h>
+#include <echelon/layers/loss.h>
+#include <echelon/layers/lr_schedule.h>
+#include <echelon/layers/models/registry.h>
+#include <echelon/parallel/pipeline.h>
+#include <echelon/tensor/ops.h>
+#include <echelon/tensor/random.h>
 
 // OpenBLAS's own thread count (weak: absent without BLAS). Each partition must be one thread.
 extern "C" void openblas_set_num_threads(int threads) __attribute__((weak));

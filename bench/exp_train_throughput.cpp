@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "layers/models/registry.h"
-#include "parallel/engine.h"
-#include "tensor/ops.h"
-#include "tensor/random.h"
+#include <echelon/layers/models/registry.h>
+#include <echelon/parallel/engine.h>
+#include <echelon/tensor/ops.h>
+#include <echelon/tensor/random.h>
 
 extern "C" void openblas_set_num_threads(int threads) __attribute__((weak));
 

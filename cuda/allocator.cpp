@@ -16,7 +16,7 @@
 // Why pinned blocks carry events: an asynchronous copy may still read (or write) a pinned buffer
 // after its tensor died; the block becomes reusable once the events recorded at copy time
 // completed (recorded on the copy's own stream, not on whatever stream is current at free time).
-#include "cuda/allocator.h"
+#include <echelon/cuda/allocator.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -27,8 +27,8 @@
 #include <utility>
 #include <vector>
 
-#include "cuda/check.h"
-#include "cuda/stream.h"
+#include <echelon/cuda/check.h>
+#include <echelon/cuda/stream.h>
 
 namespace echelon::cuda {
 namespace {

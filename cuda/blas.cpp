@@ -1,14 +1,14 @@
 // cuBLAS handle pool. cublasCreate is slow (it allocates device workspace), so a thread keeps its
 // handle per device; when the thread exits the handles go back to a process-wide pool rather
 // than being destroyed, because the last destruction would run after the runtime's teardown.
-#include "cuda/blas.h"
+#include <echelon/cuda/blas.h>
 
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
 
-#include "cuda/stream.h"
+#include <echelon/cuda/stream.h>
 
 namespace echelon::cuda {
 

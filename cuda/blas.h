@@ -5,7 +5,7 @@
 
 #include <cublas_v2.h>
 
-#include "cuda/check.h"
+#include <echelon/cuda/check.h>
 
 namespace echelon::cuda {
 

@@ -2,7 +2,7 @@
 // op name for kernel launches), the runtime's error name and description, and file:line, so a
 // user sees "relu: cudaErrorInvalidConfiguration (invalid configuration argument)" instead of a
 // bare code.
-#include "cuda/check.h"
+#include <echelon/cuda/check.h>
 
 #include <cstring>
 

@@ -4,7 +4,7 @@
 
 #include <cuda_runtime.h>
 
-#include "base/error.h"
+#include <echelon/base/error.h>
 
 namespace echelon::cuda {
 [[noreturn]] void throw_cuda_error(cudaError_t err, const char* call, const char* file, int line);

@@ -1,12 +1,12 @@
 // Device selection, owning stream/event wrappers, and the per-thread current stream. The current
 // stream is thread-local and per device so that a pipeline stage thread can route every op it
 // launches to its own stream without passing streams through the op interface.
-#include "cuda/stream.h"
+#include <echelon/cuda/stream.h>
 
 #include <unordered_map>
 #include <utility>
 
-#include "cuda/allocator.h"
+#include <echelon/cuda/allocator.h>
 
 namespace echelon::cuda {
 

@@ -5,7 +5,7 @@
 
 #include <cuda_runtime.h>
 
-#include "cuda/check.h"
+#include <echelon/cuda/check.h>
 
 namespace echelon::cuda {
 

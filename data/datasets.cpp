@@ -4,9 +4,9 @@
 #include <filesystem>
 #include <thread>
 
-#include "base/error.h"
-#include "data/dataset.h"
-#include "data/io.h"
+#include <echelon/base/error.h>
+#include <echelon/data/dataset.h>
+#include <echelon/data/io.h>
 
 namespace echelon::data {
 namespace {

@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "base/error.h"
-#include "data/random_keys.h"
+#include <echelon/base/error.h>
+#include <echelon/data/random_keys.h>
 
 namespace echelon::data {
 

@@ -1,11 +1,11 @@
-#include "data/image_codec.h"
+#include <echelon/data/image_codec.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 
-#include "base/error.h"
+#include <echelon/base/error.h>
 
 #ifdef ECHELON_WITH_STB
 #include <stb/stb_image.h>

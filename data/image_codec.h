@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "data/dataset.h"
+#include <echelon/data/dataset.h>
 
 namespace echelon::data {
 

@@ -3,10 +3,10 @@
 #include <cctype>
 #include <filesystem>
 
-#include "base/error.h"
-#include "data/dataset.h"
-#include "data/image_codec.h"
-#include "data/io.h"
+#include <echelon/base/error.h>
+#include <echelon/data/dataset.h>
+#include <echelon/data/image_codec.h>
+#include <echelon/data/io.h>
 
 namespace echelon::data {
 namespace {

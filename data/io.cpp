@@ -1,4 +1,4 @@
-#include "data/io.h"
+#include <echelon/data/io.h>
 
 #include <zlib.h>
 
@@ -7,7 +7,7 @@
 #include <cstring>
 #include <memory>
 
-#include "base/error.h"
+#include <echelon/base/error.h>
 
 namespace echelon::data {
 

@@ -1,5 +1,5 @@
 // Loader: builds one epoch's pipeline of threads and rings (see loader.h for the stage graph).
-#include "data/loader.h"
+#include <echelon/data/loader.h>
 
 #include <algorithm>
 #include <atomic>
@@ -8,14 +8,14 @@
 #include <sstream>
 #include <thread>
 
-#include "base/error.h"
-#include "data/echo.h"
-#include "data/pipeline.h"
-#include "data/random_keys.h"
-#include "data/ring.h"
+#include <echelon/base/error.h>
+#include <echelon/data/echo.h>
+#include <echelon/data/pipeline.h>
+#include <echelon/data/random_keys.h>
+#include <echelon/data/ring.h>
 
 #ifdef ECHELON_WITH_CUDA
-#include "cuda/stream.h"
+#include <echelon/cuda/stream.h>
 #endif
 
 namespace echelon::data {

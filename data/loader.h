@@ -25,10 +25,10 @@
 #include <string>
 #include <vector>
 
-#include "data/dataset.h"
-#include "data/echo.h"
-#include "data/transforms.h"
-#include "tensor/tensor.h"
+#include <echelon/data/dataset.h>
+#include <echelon/data/echo.h>
+#include <echelon/data/transforms.h>
+#include <echelon/tensor/tensor.h>
 
 namespace echelon::data {
 

@@ -26,7 +26,7 @@
 #include <utility>
 #include <vector>
 
-#include "base/error.h"
+#include <echelon/base/error.h>
 
 namespace echelon::data {
 

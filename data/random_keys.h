@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "tensor/random.h"
+#include <echelon/tensor/random.h>
 
 namespace echelon::data {
 

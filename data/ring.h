@@ -27,7 +27,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "base/error.h"
+#include <echelon/base/error.h>
 
 namespace echelon::data {
 

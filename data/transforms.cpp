@@ -1,7 +1,7 @@
-#include "data/transforms.h"
+#include <echelon/data/transforms.h>
 
-#include "base/error.h"
-#include "data/random_keys.h"
+#include <echelon/base/error.h>
+#include <echelon/data/random_keys.h>
 
 namespace echelon::data {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "data/dataset.h"
+#include <echelon/data/dataset.h>
 
 namespace echelon::data {
 

@@ -1,9 +1,9 @@
-#include "layers/basic_block.h"
+#include <echelon/layers/basic_block.h>
 
-#include "autograd/functions.h"
-#include "autograd/node.h"
-#include "base/error.h"
-#include "tensor/ops.h"
+#include <echelon/autograd/functions.h>
+#include <echelon/autograd/node.h>
+#include <echelon/base/error.h>
+#include <echelon/tensor/ops.h>
 
 namespace echelon {
 

@@ -7,10 +7,10 @@
 #include <memory>
 #include <string>
 
-#include "layers/batch_norm.h"
-#include "layers/conv2d.h"
-#include "layers/module.h"
-#include "tensor/random.h"
+#include <echelon/layers/batch_norm.h>
+#include <echelon/layers/conv2d.h>
+#include <echelon/layers/module.h>
+#include <echelon/tensor/random.h>
 
 namespace echelon {
 

@@ -1,8 +1,8 @@
-#include "layers/conv2d.h"
+#include <echelon/layers/conv2d.h>
 
-#include "autograd/functions.h"
-#include "base/error.h"
-#include "layers/init.h"
+#include <echelon/autograd/functions.h>
+#include <echelon/base/error.h>
+#include <echelon/layers/init.h>
 
 namespace echelon {
 

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <string>
 
-#include "layers/module.h"
-#include "tensor/ops.h"
-#include "tensor/random.h"
+#include <echelon/layers/module.h>
+#include <echelon/tensor/ops.h>
+#include <echelon/tensor/random.h>
 
 namespace echelon {
 

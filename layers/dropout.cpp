@@ -1,7 +1,7 @@
-#include "layers/dropout.h"
+#include <echelon/layers/dropout.h>
 
-#include "autograd/functions.h"
-#include "base/error.h"
+#include <echelon/autograd/functions.h>
+#include <echelon/base/error.h>
 
 namespace echelon {
 

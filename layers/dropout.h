@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string>
 
-#include "layers/module.h"
-#include "tensor/random.h"
+#include <echelon/layers/module.h>
+#include <echelon/tensor/random.h>
 
 namespace echelon {
 

@@ -1,9 +1,9 @@
-#include "layers/init.h"
+#include <echelon/layers/init.h>
 
 #include <cmath>
 
-#include "base/error.h"
-#include "tensor/ops.h"
+#include <echelon/base/error.h>
+#include <echelon/tensor/ops.h>
 
 namespace echelon::init {
 

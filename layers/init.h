@@ -5,8 +5,8 @@
 
 #include <cstdint>
 
-#include "tensor/random.h"
-#include "tensor/tensor.h"
+#include <echelon/tensor/random.h>
+#include <echelon/tensor/tensor.h>
 
 namespace echelon::init {
 

@@ -1,8 +1,8 @@
-#include "layers/linear.h"
+#include <echelon/layers/linear.h>
 
-#include "autograd/functions.h"
-#include "base/error.h"
-#include "layers/init.h"
+#include <echelon/autograd/functions.h>
+#include <echelon/base/error.h>
+#include <echelon/layers/init.h>
 
 namespace echelon {
 

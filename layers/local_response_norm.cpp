@@ -1,7 +1,7 @@
-#include "layers/local_response_norm.h"
+#include <echelon/layers/local_response_norm.h>
 
-#include "autograd/functions.h"
-#include "base/error.h"
+#include <echelon/autograd/functions.h>
+#include <echelon/base/error.h>
 
 namespace echelon {
 

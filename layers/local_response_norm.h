@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "layers/module.h"
+#include <echelon/layers/module.h>
 
 namespace echelon {
 

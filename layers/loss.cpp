@@ -1,8 +1,8 @@
-#include "layers/loss.h"
+#include <echelon/layers/loss.h>
 
-#include "autograd/functions.h"
-#include "base/error.h"
-#include "tensor/ops.h"
+#include <echelon/autograd/functions.h>
+#include <echelon/base/error.h>
+#include <echelon/tensor/ops.h>
 
 namespace echelon {
 

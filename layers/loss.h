@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "tensor/tensor.h"
+#include <echelon/tensor/tensor.h>
 
 namespace echelon {
 

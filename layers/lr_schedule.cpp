@@ -1,10 +1,10 @@
-#include "layers/lr_schedule.h"
+#include <echelon/layers/lr_schedule.h>
 
 #include <algorithm>
 #include <cmath>
 #include <numbers>
 
-#include "base/error.h"
+#include <echelon/base/error.h>
 
 namespace echelon {
 

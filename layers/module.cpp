@@ -1,10 +1,10 @@
-#include "layers/module.h"
+#include <echelon/layers/module.h>
 
 #include <set>
 
-#include "autograd/grad_mode.h"
-#include "base/error.h"
-#include "tensor/ops.h"
+#include <echelon/autograd/grad_mode.h>
+#include <echelon/base/error.h>
+#include <echelon/tensor/ops.h>
 
 namespace echelon {
 

@@ -13,9 +13,9 @@
 #include <utility>
 #include <vector>
 
-#include "layers/state_dict.h"
-#include "tensor/device.h"
-#include "tensor/tensor.h"
+#include <echelon/layers/state_dict.h>
+#include <echelon/tensor/device.h>
+#include <echelon/tensor/tensor.h>
 
 namespace echelon {
 

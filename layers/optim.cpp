@@ -1,10 +1,10 @@
-#include "layers/optim.h"
+#include <echelon/layers/optim.h>
 
 #include <cmath>
 
-#include "autograd/grad_mode.h"
-#include "base/error.h"
-#include "tensor/ops.h"
+#include <echelon/autograd/grad_mode.h>
+#include <echelon/base/error.h>
+#include <echelon/tensor/ops.h>
 
 namespace echelon {
 

@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "layers/lr_schedule.h"
-#include "layers/module.h"
-#include "layers/state_dict.h"
-#include "tensor/tensor.h"
+#include <echelon/layers/lr_schedule.h>
+#include <echelon/layers/module.h>
+#include <echelon/layers/state_dict.h>
+#include <echelon/tensor/tensor.h>
 
 namespace echelon {
 

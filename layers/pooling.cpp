@@ -1,7 +1,7 @@
-#include "layers/pooling.h"
+#include <echelon/layers/pooling.h>
 
-#include "autograd/functions.h"
-#include "base/error.h"
+#include <echelon/autograd/functions.h>
+#include <echelon/base/error.h>
 
 namespace echelon {
 

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string>
 
-#include "layers/module.h"
-#include "tensor/ops.h"
+#include <echelon/layers/module.h>
+#include <echelon/tensor/ops.h>
 
 namespace echelon {
 

@@ -1,6 +1,6 @@
-#include "layers/sequential.h"
+#include <echelon/layers/sequential.h>
 
-#include "base/error.h"
+#include <echelon/base/error.h>
 
 namespace echelon {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/module.h"
+#include <echelon/layers/module.h>
 
 namespace echelon {
 

@@ -3,8 +3,8 @@
 
 #include <string>
 
-#include "autograd/functions.h"
-#include "layers/module.h"
+#include <echelon/autograd/functions.h>
+#include <echelon/layers/module.h>
 
 namespace echelon {
 

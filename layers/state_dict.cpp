@@ -1,6 +1,6 @@
-#include "layers/state_dict.h"
+#include <echelon/layers/state_dict.h>
 
-#include "base/error.h"
+#include <echelon/base/error.h>
 
 namespace echelon {
 

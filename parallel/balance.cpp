@@ -1,13 +1,13 @@
-#include "parallel/balance.h"
+#include <echelon/parallel/balance.h>
 
 #include <algorithm>
 #include <chrono>
 #include <limits>
 
-#include "autograd/engine.h"
-#include "base/error.h"
-#include "layers/sequential.h"
-#include "tensor/ops.h"
+#include <echelon/autograd/engine.h>
+#include <echelon/base/error.h>
+#include <echelon/layers/sequential.h>
+#include <echelon/tensor/ops.h>
 
 namespace echelon::parallel {
 

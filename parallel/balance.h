@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "tensor/tensor.h"
+#include <echelon/tensor/tensor.h>
 
 namespace echelon {
 class Sequential;

@@ -1,13 +1,13 @@
-#include "parallel/engine.h"
+#include <echelon/parallel/engine.h>
 
 #include <cmath>
 
-#include "autograd/engine.h"
-#include "autograd/functions.h"
-#include "autograd/grad_mode.h"
-#include "base/error.h"
-#include "layers/loss.h"
-#include "layers/optim.h"
+#include <echelon/autograd/engine.h>
+#include <echelon/autograd/functions.h>
+#include <echelon/autograd/grad_mode.h>
+#include <echelon/base/error.h>
+#include <echelon/layers/loss.h>
+#include <echelon/layers/optim.h>
 
 namespace echelon::parallel {
 

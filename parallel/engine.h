@@ -24,12 +24,12 @@
 #include <utility>
 #include <vector>
 
-#include "base/json.h"
-#include "data/loader.h"
-#include "layers/sequential.h"
-#include "layers/state_dict.h"
-#include "tensor/device.h"
-#include "tensor/tensor.h"
+#include <echelon/base/json.h>
+#include <echelon/data/loader.h>
+#include <echelon/layers/sequential.h>
+#include <echelon/layers/state_dict.h>
+#include <echelon/tensor/device.h>
+#include <echelon/tensor/tensor.h>
 
 namespace echelon::parallel {
 

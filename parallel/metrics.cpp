@@ -1,4 +1,4 @@
-#include "parallel/metrics.h"
+#include <echelon/parallel/metrics.h>
 
 #include <unistd.h>
 
@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "base/error.h"
+#include <echelon/base/error.h>
 
 namespace echelon::parallel {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "base/json.h"
+#include <echelon/base/json.h>
 
 namespace echelon::parallel {
 

@@ -1,10 +1,10 @@
-#include "parallel/partition.h"
+#include <echelon/parallel/partition.h>
 
 #include <cctype>
 #include <sstream>
 
-#include "base/error.h"
-#include "layers/sequential.h"
+#include <echelon/base/error.h>
+#include <echelon/layers/sequential.h>
 
 namespace echelon::parallel {
 

@@ -1,16 +1,16 @@
-#include "parallel/pipeline.h"
+#include <echelon/parallel/pipeline.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "autograd/grad_mode.h"
-#include "base/error.h"
-#include "layers/sequential.h"
-#include "parallel/balance.h"
+#include <echelon/autograd/grad_mode.h>
+#include <echelon/base/error.h>
+#include <echelon/layers/sequential.h>
+#include <echelon/parallel/balance.h>
 
 #if ECHELON_WITH_CUDA
-#include "cuda/allocator.h"
+#include <echelon/cuda/allocator.h>
 #endif
 
 namespace echelon::parallel {

@@ -17,12 +17,12 @@
 #include <thread>
 #include <vector>
 
-#include "parallel/engine.h"
-#include "parallel/partition.h"
-#include "parallel/schedule.h"
-#include "parallel/stage.h"
-#include "parallel/trace.h"
-#include "parallel/transport.h"
+#include <echelon/parallel/engine.h>
+#include <echelon/parallel/partition.h>
+#include <echelon/parallel/schedule.h>
+#include <echelon/parallel/stage.h>
+#include <echelon/parallel/trace.h>
+#include <echelon/parallel/transport.h>
 
 namespace echelon::parallel {
 

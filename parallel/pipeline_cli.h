@@ -7,7 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "parallel/pipeline.h"
+#include <echelon/parallel/pipeline.h>
 
 namespace echelon::parallel {
 

@@ -1,4 +1,4 @@
-#include "parallel/report.h"
+#include <echelon/parallel/report.h>
 
 #include <algorithm>
 #include <cmath>

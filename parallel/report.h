@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
-#include "base/json.h"
-#include "parallel/metrics.h"
+#include <echelon/base/json.h>
+#include <echelon/parallel/metrics.h>
 
 namespace echelon::parallel {
 

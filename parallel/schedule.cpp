@@ -1,8 +1,8 @@
-#include "parallel/schedule.h"
+#include <echelon/parallel/schedule.h>
 
 #include <algorithm>
 
-#include "base/error.h"
+#include <echelon/base/error.h>
 
 namespace echelon::parallel {
 

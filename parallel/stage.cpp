@@ -1,18 +1,18 @@
-#include "parallel/stage.h"
+#include <echelon/parallel/stage.h>
 
 #include <chrono>
 #include <cmath>
 #include <exception>
 
-#include "autograd/engine.h"
-#include "autograd/functions.h"
-#include "autograd/grad_mode.h"
-#include "base/error.h"
-#include "layers/loss.h"
-#include "tensor/ops.h"
+#include <echelon/autograd/engine.h>
+#include <echelon/autograd/functions.h>
+#include <echelon/autograd/grad_mode.h>
+#include <echelon/base/error.h>
+#include <echelon/layers/loss.h>
+#include <echelon/tensor/ops.h>
 
 #if ECHELON_WITH_CUDA
-#include "cuda/stream.h"
+#include <echelon/cuda/stream.h>
 #endif
 
 namespace echelon::parallel {

@@ -18,12 +18,12 @@
 #include <string>
 #include <vector>
 
-#include "layers/optim.h"
-#include "layers/sequential.h"
-#include "parallel/partition.h"
-#include "parallel/schedule.h"
-#include "parallel/trace.h"
-#include "parallel/transport.h"
+#include <echelon/layers/optim.h>
+#include <echelon/layers/sequential.h>
+#include <echelon/parallel/partition.h>
+#include <echelon/parallel/schedule.h>
+#include <echelon/parallel/trace.h>
+#include <echelon/parallel/transport.h>
 
 namespace echelon::parallel {
 

@@ -1,11 +1,11 @@
-#include "parallel/trace.h"
+#include <echelon/parallel/trace.h>
 
 #include <filesystem>
 #include <system_error>
 
-#include "base/error.h"
-#include "base/json.h"
-#include "tensor/safetensors.h"
+#include <echelon/base/error.h>
+#include <echelon/base/json.h>
+#include <echelon/tensor/safetensors.h>
 
 namespace echelon::parallel {
 

@@ -1,4 +1,4 @@
-#include "parallel/trainer.h"
+#include <echelon/parallel/trainer.h>
 
 #include <unistd.h>
 
@@ -11,16 +11,16 @@
 #include <fstream>
 #include <iostream>
 
-#include "autograd/grad_mode.h"
-#include "base/error.h"
-#include "layers/dropout.h"
-#include "layers/loss.h"
-#include "layers/lr_schedule.h"
-#include "layers/models/registry.h"
-#include "parallel/report.h"
-#include "parallel/trainer_checkpoint.h"
-#include "tensor/ops.h"
-#include "tensor/safetensors.h"
+#include <echelon/autograd/grad_mode.h>
+#include <echelon/base/error.h>
+#include <echelon/layers/dropout.h>
+#include <echelon/layers/loss.h>
+#include <echelon/layers/lr_schedule.h>
+#include <echelon/layers/models/registry.h>
+#include <echelon/parallel/report.h>
+#include <echelon/parallel/trainer_checkpoint.h>
+#include <echelon/tensor/ops.h>
+#include <echelon/tensor/safetensors.h>
 
 // OpenBLAS's thread control, when the program links OpenBLAS (weak: absent otherwise).
 extern "C" void openblas_set_num_threads(int threads) __attribute__((weak));

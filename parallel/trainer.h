@@ -19,11 +19,11 @@
 #include <string>
 #include <vector>
 
-#include "base/json.h"
-#include "data/dataset.h"
-#include "data/transforms.h"
-#include "parallel/engine.h"
-#include "parallel/metrics.h"
+#include <echelon/base/json.h>
+#include <echelon/data/dataset.h>
+#include <echelon/data/transforms.h>
+#include <echelon/parallel/engine.h>
+#include <echelon/parallel/metrics.h>
 
 namespace echelon::parallel {
 

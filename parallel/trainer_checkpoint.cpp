@@ -1,10 +1,10 @@
-#include "parallel/trainer_checkpoint.h"
+#include <echelon/parallel/trainer_checkpoint.h>
 
 #include <bit>
 
-#include "base/error.h"
-#include "layers/models/registry.h"
-#include "tensor/safetensors.h"
+#include <echelon/base/error.h>
+#include <echelon/layers/models/registry.h>
+#include <echelon/tensor/safetensors.h>
 
 namespace echelon::parallel {
 

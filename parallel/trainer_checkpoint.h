@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "base/json.h"
-#include "layers/sequential.h"
-#include "layers/state_dict.h"
-#include "parallel/metrics.h"
+#include <echelon/base/json.h>
+#include <echelon/layers/sequential.h>
+#include <echelon/layers/state_dict.h>
+#include <echelon/parallel/metrics.h>
 
 namespace echelon::parallel {
 

@@ -4,11 +4,11 @@
 #include <cmath>
 #include <filesystem>
 
-#include "base/error.h"
-#include "data/loader.h"
-#include "layers/models/registry.h"
-#include "parallel/schedule.h"
-#include "parallel/trainer.h"
+#include <echelon/base/error.h>
+#include <echelon/data/loader.h>
+#include <echelon/layers/models/registry.h>
+#include <echelon/parallel/schedule.h>
+#include <echelon/parallel/trainer.h>
 
 namespace echelon::parallel {
 

@@ -1,13 +1,13 @@
-#include "parallel/transport.h"
+#include <echelon/parallel/transport.h>
 
-#include "base/error.h"
+#include <echelon/base/error.h>
 
 #if ECHELON_WITH_CUDA
 #include <cuda_runtime.h>
 
-#include "cuda/allocator.h"
-#include "cuda/check.h"
-#include "cuda/stream.h"
+#include <echelon/cuda/allocator.h>
+#include <echelon/cuda/check.h>
+#include <echelon/cuda/stream.h>
 #endif
 
 namespace echelon::parallel {

@@ -18,10 +18,10 @@
 #include <optional>
 #include <string>
 
-#include "base/error.h"
-#include "parallel/schedule.h"
-#include "tensor/device.h"
-#include "tensor/tensor.h"
+#include <echelon/base/error.h>
+#include <echelon/parallel/schedule.h>
+#include <echelon/tensor/device.h>
+#include <echelon/tensor/tensor.h>
 
 namespace echelon::cuda {
 class Event;

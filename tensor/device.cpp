@@ -1,11 +1,11 @@
-#include "tensor/device.h"
+#include <echelon/tensor/device.h>
 
 #include <cctype>
 
-#include "base/error.h"
+#include <echelon/base/error.h>
 
 #if ECHELON_WITH_CUDA
-#include "cuda/stream.h"
+#include <echelon/cuda/stream.h>
 #endif
 
 namespace echelon {

@@ -1,4 +1,4 @@
-#include "tensor/dtype.h"
+#include <echelon/tensor/dtype.h>
 
 namespace echelon {
 

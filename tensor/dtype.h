@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "base/error.h"
+#include <echelon/base/error.h>
 
 namespace echelon {
 

@@ -10,9 +10,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "base/op_kinds.h"
-#include "tensor/random.h"
-#include "tensor/tensor.h"
+#include <echelon/base/op_kinds.h>
+#include <echelon/tensor/random.h>
+#include <echelon/tensor/tensor.h>
 
 namespace echelon::ops {
 

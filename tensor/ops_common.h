@@ -4,11 +4,11 @@
 
 #include <vector>
 
-#include "tensor/cpu/kernel_args.h"
-#include "tensor/tensor.h"
+#include <echelon/kernels/indexer.h>
+#include <echelon/tensor/tensor.h>
 
 #if ECHELON_WITH_CUDA
-#include "cuda/stream.h"
+#include <echelon/cuda/stream.h>
 #endif
 
 namespace echelon::detail {

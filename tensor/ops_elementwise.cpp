@@ -1,11 +1,11 @@
 // Dispatch for the elementwise family: checks, then the CPU twin (tensor/cpu/elementwise.h) or
 // the CUDA launcher (cuda/kernels/elementwise.h) on the device's current stream.
-#include "tensor/cpu/elementwise.h"
-#include "tensor/ops.h"
-#include "tensor/ops_common.h"
+#include <echelon/tensor/cpu/elementwise.h>
+#include <echelon/tensor/ops.h>
+#include <echelon/tensor/ops_common.h>
 
 #if ECHELON_WITH_CUDA
-#include "cuda/kernels/elementwise.h"
+#include <echelon/cuda/kernels/elementwise.h>
 #endif
 
 namespace echelon::ops {

@@ -1,10 +1,10 @@
 // Dispatch for the im2col family (convolution building blocks).
-#include "tensor/cpu/im2col.h"
-#include "tensor/ops.h"
-#include "tensor/ops_common.h"
+#include <echelon/tensor/cpu/im2col.h>
+#include <echelon/tensor/ops.h>
+#include <echelon/tensor/ops_common.h>
 
 #if ECHELON_WITH_CUDA
-#include "cuda/kernels/im2col.h"
+#include <echelon/cuda/kernels/im2col.h>
 #endif
 
 namespace echelon::ops {

@@ -3,12 +3,12 @@
 // trans flag); anything else is made contiguous first.
 #include <atomic>
 
-#include "tensor/cpu/matmul.h"
-#include "tensor/ops.h"
-#include "tensor/ops_common.h"
+#include <echelon/tensor/cpu/matmul.h>
+#include <echelon/tensor/ops.h>
+#include <echelon/tensor/ops_common.h>
 
 #if ECHELON_WITH_CUDA
-#include "cuda/kernels/matmul.h"
+#include <echelon/cuda/kernels/matmul.h>
 #endif
 
 namespace echelon::ops {

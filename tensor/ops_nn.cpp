@@ -4,16 +4,16 @@
 // same name on the current stream of the tensors' device. CUDA kernels are float32 only.
 #include <atomic>
 
-#include "tensor/cpu/conv.h"
-#include "tensor/cpu/matmul.h"
-#include "tensor/cpu/pool.h"
-#include "tensor/ops.h"
-#include "tensor/ops_nn_checks.h"
+#include <echelon/tensor/cpu/conv.h>
+#include <echelon/tensor/cpu/matmul.h>
+#include <echelon/tensor/cpu/pool.h>
+#include <echelon/tensor/ops.h>
+#include <echelon/tensor/ops_nn_checks.h>
 
 #if ECHELON_WITH_CUDA
-#include "cuda/cudnn/conv.h"
-#include "cuda/kernels/conv.h"
-#include "cuda/kernels/pool.h"
+#include <echelon/cuda/cudnn/conv.h>
+#include <echelon/cuda/kernels/conv.h>
+#include <echelon/cuda/kernels/pool.h>
 #endif
 
 namespace echelon::ops {

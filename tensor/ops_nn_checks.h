@@ -2,10 +2,10 @@
 // tensor/ops_nn_train.cpp). Internal: not part of the public interface.
 #pragma once
 
-#include "tensor/ops.h"
+#include <echelon/tensor/ops.h>
 
 #if ECHELON_WITH_CUDA
-#include "cuda/stream.h"
+#include <echelon/cuda/stream.h>
 #endif
 
 namespace echelon::ops::nn_detail {

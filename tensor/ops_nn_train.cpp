@@ -1,16 +1,16 @@
 // Dispatch of the neural-network ops, part 2: batch norm, LRN, dropout mask, cross-entropy and
 // SGD (tensor/ops.h, last section). Same pattern as tensor/ops_nn.cpp: check, make contiguous,
 // call the naive CPU twin (tensor/cpu/{norm,loss,optim}) or the CUDA launcher of the same name.
-#include "tensor/cpu/loss.h"
-#include "tensor/cpu/norm.h"
-#include "tensor/cpu/optim.h"
-#include "tensor/ops.h"
-#include "tensor/ops_nn_checks.h"
+#include <echelon/tensor/cpu/loss.h>
+#include <echelon/tensor/cpu/norm.h>
+#include <echelon/tensor/cpu/optim.h>
+#include <echelon/tensor/ops.h>
+#include <echelon/tensor/ops_nn_checks.h>
 
 #if ECHELON_WITH_CUDA
-#include "cuda/kernels/loss.h"
-#include "cuda/kernels/norm.h"
-#include "cuda/kernels/optim.h"
+#include <echelon/cuda/kernels/loss.h>
+#include <echelon/cuda/kernels/norm.h>
+#include <echelon/cuda/kernels/optim.h>
 #endif
 
 namespace echelon::ops {

@@ -1,11 +1,11 @@
 // Dispatch for the random family. Each op reserves its counters from the generator first, so the
 // same generator state gives the same numbers on every backend.
-#include "tensor/cpu/random.h"
-#include "tensor/ops.h"
-#include "tensor/ops_common.h"
+#include <echelon/tensor/cpu/random.h>
+#include <echelon/tensor/ops.h>
+#include <echelon/tensor/ops_common.h>
 
 #if ECHELON_WITH_CUDA
-#include "cuda/kernels/random.h"
+#include <echelon/cuda/kernels/random.h>
 #endif
 
 namespace echelon::ops {

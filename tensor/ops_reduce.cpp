@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <limits>
 
-#include "tensor/cpu/reduce.h"
-#include "tensor/ops.h"
-#include "tensor/ops_common.h"
+#include <echelon/tensor/cpu/reduce.h>
+#include <echelon/tensor/ops.h>
+#include <echelon/tensor/ops_common.h>
 
 #if ECHELON_WITH_CUDA
-#include "cuda/kernels/reduce.h"
+#include <echelon/cuda/kernels/reduce.h>
 #endif
 
 namespace echelon::ops {

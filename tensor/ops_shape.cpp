@@ -1,12 +1,12 @@
 // Dispatch for the shape family: materialised permutes, concat, and the index ops. Index values
 // are checked before any kernel runs, so a bad label throws naming it instead of reading
 // out of bounds.
-#include "tensor/cpu/shape.h"
-#include "tensor/ops.h"
-#include "tensor/ops_common.h"
+#include <echelon/tensor/cpu/shape.h>
+#include <echelon/tensor/ops.h>
+#include <echelon/tensor/ops_common.h>
 
 #if ECHELON_WITH_CUDA
-#include "cuda/kernels/shape.h"
+#include <echelon/cuda/kernels/shape.h>
 #endif
 
 namespace echelon::ops {

@@ -1,4 +1,4 @@
-#include "tensor/random.h"
+#include <echelon/tensor/random.h>
 
 namespace echelon {
 

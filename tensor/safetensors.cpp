@@ -1,4 +1,4 @@
-#include "tensor/safetensors.h"
+#include <echelon/tensor/safetensors.h>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -12,8 +12,8 @@
 #include <set>
 #include <sstream>
 
-#include "base/error.h"
-#include "base/json.h"
+#include <echelon/base/error.h>
+#include <echelon/base/json.h>
 
 namespace echelon::safetensors {
 

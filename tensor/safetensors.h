@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "tensor/tensor.h"
+#include <echelon/tensor/tensor.h>
 
 namespace echelon::safetensors {
 

@@ -1,8 +1,8 @@
-#include "tensor/shape.h"
+#include <echelon/tensor/shape.h>
 
 #include <algorithm>
 
-#include "base/error.h"
+#include <echelon/base/error.h>
 
 namespace echelon {
 

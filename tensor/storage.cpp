@@ -1,14 +1,14 @@
-#include "tensor/storage.h"
+#include <echelon/tensor/storage.h>
 
 #include <cstdlib>
 #include <mutex>
 #include <vector>
 
-#include "base/error.h"
+#include <echelon/base/error.h>
 
 #if ECHELON_WITH_CUDA
-#include "cuda/allocator.h"
-#include "cuda/stream.h"
+#include <echelon/cuda/allocator.h>
+#include <echelon/cuda/stream.h>
 #endif
 
 namespace echelon {

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <memory>
 
-#include "tensor/device.h"
+#include <echelon/tensor/device.h>
 
 namespace echelon {
 

@@ -1,15 +1,15 @@
-#include "tensor/tensor.h"
+#include <echelon/tensor/tensor.h>
 
 #include <algorithm>
 #include <cstring>
 #include <sstream>
 
-#include "tensor/ops.h"
+#include <echelon/tensor/ops.h>
 
 #if ECHELON_WITH_CUDA
-#include "cuda/allocator.h"
-#include "cuda/check.h"
-#include "cuda/stream.h"
+#include <echelon/cuda/allocator.h>
+#include <echelon/cuda/check.h>
+#include <echelon/cuda/stream.h>
 #endif
 
 namespace echelon {

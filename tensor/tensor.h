@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "tensor/device.h"
-#include "tensor/dtype.h"
-#include "tensor/shape.h"
-#include "tensor/storage.h"
+#include <echelon/tensor/device.h>
+#include <echelon/tensor/dtype.h>
+#include <echelon/tensor/shape.h>
+#include <echelon/tensor/storage.h>
 
 namespace echelon {
 

@@ -3,11 +3,11 @@
 // the workspace right after the enqueue is safe: the allocator reuses a block only on the same
 // stream, so a later user is ordered after this convolution.
 #if ECHELON_WITH_CUDNN
-#include "cuda/cudnn/conv.h"
+#include <echelon/cuda/cudnn/conv.h>
 
-#include "cuda/allocator.h"
-#include "cuda/cudnn/handle.h"
-#include "cuda/stream.h"
+#include <echelon/cuda/allocator.h>
+#include <echelon/cuda/cudnn/handle.h>
+#include <echelon/cuda/stream.h>
 
 namespace echelon::cudnn {
 

@@ -7,7 +7,7 @@
 
 #include <cuda_runtime.h>
 
-#include "tensor/cpu/conv.h"
+#include <echelon/kernels/conv.h>
 
 namespace echelon::cudnn {
 

@@ -1,12 +1,12 @@
 // cuDNN handles: a process-wide pool per device, leased to threads for their lifetime.
 #if ECHELON_WITH_CUDNN
-#include "cuda/cudnn/handle.h"
+#include <echelon/cuda/cudnn/handle.h>
 
 #include <map>
 #include <mutex>
 #include <vector>
 
-#include "cuda/stream.h"
+#include <echelon/cuda/stream.h>
 
 namespace echelon::cuda {
 

@@ -5,7 +5,7 @@
 
 #include <cudnn.h>
 
-#include "cuda/check.h"
+#include <echelon/cuda/check.h>
 
 namespace echelon::cuda {
 

@@ -6,16 +6,16 @@
 //   grad input   cols_n (R, L) = w^T (R, O) x grad_out_n (O, L), then col2im (batched)
 //   grad weight  grad_w (O, R) += grad_out_n (O, L) x cols_n^T (L, R)  (one GEMM per image)
 // with R = C*KH*KW and L = OH*OW. The bias gradient is a per-channel reduction (CUB).
-#include "cuda/kernels/conv.h"
+#include <echelon/cuda/kernels/conv.h>
 
 #include <algorithm>
 
 #include <cub/block/block_reduce.cuh>
 
-#include "cuda/allocator.h"
-#include "cuda/kernels/im2col.h"
-#include "cuda/kernels/matmul.h"
-#include "cuda/launch.h"
+#include <echelon/cuda/allocator.h>
+#include <echelon/cuda/kernels/im2col.h>
+#include <echelon/cuda/kernels/matmul.h>
+#include <echelon/cuda/launch.h>
 
 namespace echelon::cuda {
 

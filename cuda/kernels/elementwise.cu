@@ -6,11 +6,11 @@
 // so broadcasts and non-contiguous views need no copy; outputs are contiguous unless noted.
 // The formulas match the CPU twins in tensor/cpu/elementwise.cpp; parity is checked by
 // tests/support/parity.cpp.
-#include "cuda/kernels/elementwise.h"
+#include <echelon/cuda/kernels/elementwise.h>
 
 #include <cstdint>
 
-#include "cuda/launch.h"
+#include <echelon/cuda/launch.h>
 
 namespace echelon::cuda {
 namespace {

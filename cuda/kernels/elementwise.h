@@ -7,8 +7,8 @@
 
 #include <cuda_runtime.h>
 
-#include "base/op_kinds.h"
-#include "tensor/cpu/kernel_args.h"
+#include <echelon/base/op_kinds.h>
+#include <echelon/kernels/indexer.h>
 
 namespace echelon::cuda {
 

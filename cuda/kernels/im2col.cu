@@ -1,15 +1,15 @@
 // im2col / col2im for convolution as GEMM (geometry and index layout: Im2colArgs in
-// tensor/cpu/kernel_args.h).
+// kernels/conv.h).
 //
 // im2col: one thread per column entry, so the (large) output is written coalesced and exactly
 // once. col2im is its adjoint; instead of scattering column entries into pixels with atomics
 // (order-dependent float sums, different from the CPU twin's), each thread owns one pixel and
 // gathers the few column entries that read it, so the result is deterministic.
-#include "cuda/kernels/im2col.h"
+#include <echelon/cuda/kernels/im2col.h>
 
 #include <cstdint>
 
-#include "cuda/launch.h"
+#include <echelon/cuda/launch.h>
 
 namespace echelon::cuda {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <cuda_runtime.h>
 
-#include "tensor/cpu/kernel_args.h"
+#include <echelon/kernels/conv.h>
 
 namespace echelon::cuda {
 

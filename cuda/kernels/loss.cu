@@ -3,12 +3,12 @@
 // log-probabilities are written once; a second one-block kernel averages the row losses in a
 // fixed order (deterministic). A bad target is reported through a device word holding the first
 // offending row, read back by the launcher.
-#include "cuda/kernels/loss.h"
+#include <echelon/cuda/kernels/loss.h>
 
 #include <cub/block/block_reduce.cuh>
 
-#include "cuda/allocator.h"
-#include "cuda/launch.h"
+#include <echelon/cuda/allocator.h>
+#include <echelon/cuda/launch.h>
 
 namespace echelon::cuda {
 

@@ -10,14 +10,14 @@
 // spread the transposed stores over the banks.
 // cuBLAS is column-major: row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, so we
 // call it with the operands swapped and the same transpose flags (the "swap trick"); no copies.
-#include "cuda/kernels/matmul.h"
+#include <echelon/cuda/kernels/matmul.h>
 
 #include <algorithm>
 #include <climits>
 #include <cstdint>
 
-#include "cuda/blas.h"
-#include "cuda/launch.h"
+#include <echelon/cuda/blas.h>
+#include <echelon/cuda/launch.h>
 
 namespace echelon::cuda {
 namespace {

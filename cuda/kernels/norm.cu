@@ -2,11 +2,11 @@
 // are per-channel reductions over N*S values, so one block owns one channel and makes its passes
 // (mean, centred variance, normalise) with CUB block sums in double, matching the CPU twin's
 // two-pass formula; LRN and dropout are elementwise with a short channel window.
-#include "cuda/kernels/norm.h"
+#include <echelon/cuda/kernels/norm.h>
 
 #include <cub/block/block_reduce.cuh>
 
-#include "cuda/launch.h"
+#include <echelon/cuda/launch.h>
 
 namespace echelon::cuda {
 

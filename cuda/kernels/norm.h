@@ -6,7 +6,7 @@
 
 #include <cuda_runtime.h>
 
-#include "tensor/cpu/norm.h"
+#include <echelon/kernels/norm.h>
 
 namespace echelon::cuda {
 

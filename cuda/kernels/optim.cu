@@ -1,8 +1,8 @@
 // Optimizer kernels. Why: an update is elementwise over a parameter, so one grid-stride pass
 // reads param, grad and the momentum buffer once and writes them back (PyTorch SGD semantics).
-#include "cuda/kernels/optim.h"
+#include <echelon/cuda/kernels/optim.h>
 
-#include "cuda/launch.h"
+#include <echelon/cuda/launch.h>
 
 namespace echelon::cuda {
 

@@ -6,7 +6,7 @@
 
 #include <cuda_runtime.h>
 
-#include "tensor/cpu/optim.h"
+#include <echelon/kernels/sgd.h>
 
 namespace echelon::cuda {
 

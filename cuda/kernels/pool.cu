@@ -2,9 +2,9 @@
 // average backward gathers per input pixel over the windows that cover it (deterministic, no
 // atomics); max backward scatters through argmax with atomicAdd because only argmax, not the
 // window geometry, reaches it (overlapping windows may pick the same pixel).
-#include "cuda/kernels/pool.h"
+#include <echelon/cuda/kernels/pool.h>
 
-#include "cuda/launch.h"
+#include <echelon/cuda/launch.h>
 
 namespace echelon::cuda {
 

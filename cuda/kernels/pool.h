@@ -7,7 +7,7 @@
 
 #include <cuda_runtime.h>
 
-#include "tensor/cpu/pool.h"
+#include <echelon/kernels/pool.h>
 
 namespace echelon::cuda {
 

@@ -1,12 +1,12 @@
 // Philox random fills. Element i is a pure function of (state, i) through the formulas shared
-// with the CPU twin (tensor/random.h, tensor/cpu/kernel_args.h), so CUDA and CPU produce the same
+// with the CPU twin (kernels/philox.h), so CUDA and CPU produce the same
 // uniforms and Bernoulli masks bit for bit, and normals equal up to the final rounding, no matter
 // how the grid is shaped. One thread per element; no state lives on the device.
-#include "cuda/kernels/random.h"
+#include <echelon/cuda/kernels/random.h>
 
 #include <cstdint>
 
-#include "cuda/launch.h"
+#include <echelon/cuda/launch.h>
 
 namespace echelon::cuda {
 namespace {

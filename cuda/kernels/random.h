@@ -1,14 +1,13 @@
 // Launchers of cuda/kernels/random.cu: same names and arguments as tensor/cpu/random.h, plus the
 // stream; one thread per element computes philox_uniform / philox_normal / philox_bernoulli
-// (tensor/random.h, tensor/cpu/kernel_args.h). float only. randperm has no CUDA twin.
+// (kernels/philox.h). float only. randperm has no CUDA twin.
 #pragma once
 
 #include <cstdint>
 
 #include <cuda_runtime.h>
 
-#include "tensor/cpu/kernel_args.h"
-#include "tensor/random.h"
+#include <echelon/kernels/philox.h>
 
 namespace echelon::cuda {
 

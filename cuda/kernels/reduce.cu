@@ -7,11 +7,11 @@
 // differs from the CPU twin's double accumulation by rounding only.
 // Why a warp per softmax row: rows are class scores (tens to thousands of entries); a warp's
 // shuffles give the max and the sum without shared memory or block barriers.
-#include "cuda/kernels/reduce.h"
+#include <echelon/cuda/kernels/reduce.h>
 
 #include <cstdint>
 
-#include "cuda/launch.h"
+#include <echelon/cuda/launch.h>
 
 namespace echelon::cuda {
 namespace {

@@ -4,11 +4,11 @@
 // atomics, no races) and consecutive threads write consecutive addresses. Index values are
 // validated by the dispatch layer with count_out_of_range before these run, so the kernels
 // assume 0 <= index < size.
-#include "cuda/kernels/shape.h"
+#include <echelon/cuda/kernels/shape.h>
 
 #include <cstdint>
 
-#include "cuda/launch.h"
+#include <echelon/cuda/launch.h>
 
 namespace echelon::cuda {
 namespace {

@@ -12,12 +12,12 @@
 
 #include <CLI/CLI.hpp>
 
-#include "base/error.h"
-#include "base/json.h"
-#include "layers/models/registry.h"
-#include "parallel/pipeline_cli.h"
-#include "parallel/schedule.h"
-#include "parallel/trainer.h"
+#include <echelon/base/error.h>
+#include <echelon/base/json.h>
+#include <echelon/layers/models/registry.h>
+#include <echelon/parallel/pipeline_cli.h>
+#include <echelon/parallel/schedule.h>
+#include <echelon/parallel/trainer.h>
 
 namespace {
 

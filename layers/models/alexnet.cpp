@@ -1,6 +1,6 @@
-#include "base/error.h"
-#include "layers/layers.h"
-#include "layers/models/zoo.h"
+#include <echelon/base/error.h>
+#include <echelon/layers/layers.h>
+#include <echelon/layers/models/zoo.h>
 
 namespace echelon::models {
 

@@ -1,7 +1,7 @@
-#include "layers/models/registry.h"
+#include <echelon/layers/models/registry.h>
 
-#include "base/error.h"
-#include "layers/models/zoo.h"
+#include <echelon/base/error.h>
+#include <echelon/layers/models/zoo.h>
 
 namespace echelon {
 

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/sequential.h"
+#include <echelon/layers/sequential.h>
 
 namespace echelon {
 

@@ -1,7 +1,7 @@
-#include "base/error.h"
-#include "layers/init.h"
-#include "layers/layers.h"
-#include "layers/models/zoo.h"
+#include <echelon/base/error.h>
+#include <echelon/layers/init.h>
+#include <echelon/layers/layers.h>
+#include <echelon/layers/models/zoo.h>
 
 namespace echelon::models {
 

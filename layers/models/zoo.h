@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "layers/sequential.h"
-#include "tensor/random.h"
+#include <echelon/layers/sequential.h>
+#include <echelon/tensor/random.h>
 
 namespace echelon::models {
 

@@ -1,12 +1,12 @@
 // Convolution CPU twins: the naive direct convolution (the oracle) and the im2col + GEMM fast path.
-#include "tensor/cpu/conv.h"
+#include <echelon/tensor/cpu/conv.h>
 
 #include <algorithm>
 #include <vector>
 
-#include "tensor/cpu/im2col.h"
-#include "tensor/cpu/kernel_args.h"
-#include "tensor/cpu/matmul.h"
+#include <echelon/tensor/cpu/im2col.h>
+#include <echelon/kernels/conv.h>
+#include <echelon/tensor/cpu/matmul.h>
 
 namespace echelon::cpu {
 

@@ -1,10 +1,10 @@
 // Naive CPU twins of cuda/kernels/elementwise.cu: plain loops, one element at a time.
-#include "tensor/cpu/elementwise.h"
+#include <echelon/tensor/cpu/elementwise.h>
 
 #include <algorithm>
 #include <cmath>
 
-#include "base/error.h"
+#include <echelon/base/error.h>
 
 namespace echelon::cpu {
 namespace {

@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
-#include "base/op_kinds.h"
-#include "tensor/cpu/kernel_args.h"
+#include <echelon/base/op_kinds.h>
+#include <echelon/kernels/indexer.h>
 
 namespace echelon::cpu {
 

@@ -1,6 +1,6 @@
 // Naive CPU twins of cuda/kernels/im2col.cu. col2im is written as the exact adjoint of im2col
 // (same index walk, scatter-add instead of gather), so <col2im(y), x> == <y, im2col(x)>.
-#include "tensor/cpu/im2col.h"
+#include <echelon/tensor/cpu/im2col.h>
 
 #include <algorithm>
 

@@ -1,8 +1,8 @@
 // Naive CPU twins of cuda/kernels/im2col.cu. T is float or double. Geometry and index layout
-// are documented on Im2colArgs (tensor/cpu/kernel_args.h).
+// are documented on Im2colArgs (kernels/conv.h).
 #pragma once
 
-#include "tensor/cpu/kernel_args.h"
+#include <echelon/kernels/conv.h>
 
 namespace echelon::cpu {
 

@@ -1,5 +1,5 @@
 // Loss CPU twins: log-softmax with the row max subtracted (no overflow), double accumulation.
-#include "tensor/cpu/loss.h"
+#include <echelon/tensor/cpu/loss.h>
 
 #include <algorithm>
 #include <cmath>

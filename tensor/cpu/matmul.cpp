@@ -1,11 +1,11 @@
 // Naive CPU twin of cuda/kernels/matmul.cu (triple loop, double accumulation) and the OpenBLAS
 // path. The twin is the oracle; the BLAS path is what CPU training uses.
-#include "tensor/cpu/matmul.h"
+#include <echelon/tensor/cpu/matmul.h>
 
 #include <algorithm>
 #include <type_traits>
 
-#include "base/error.h"
+#include <echelon/base/error.h>
 
 #if ECHELON_WITH_BLAS
 #include <cblas.h>

@@ -1,5 +1,5 @@
 // Normalisation CPU twins: plain loops, double accumulation.
-#include "tensor/cpu/norm.h"
+#include <echelon/tensor/cpu/norm.h>
 
 #include <algorithm>
 #include <cmath>

@@ -5,15 +5,8 @@
 
 #include <cstdint>
 
-#include "tensor/random.h"
-
-namespace echelon {
-
-struct NormArgs {
-  int64_t n = 1, c = 1, spatial = 1;
-};
-
-}  // namespace echelon
+#include <echelon/kernels/norm.h>
+#include <echelon/kernels/philox.h>
 
 namespace echelon::cpu {
 

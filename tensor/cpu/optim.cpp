@@ -1,5 +1,5 @@
 // Optimizer CPU twins: one plain loop per update rule.
-#include "tensor/cpu/optim.h"
+#include <echelon/tensor/cpu/optim.h>
 
 namespace echelon::cpu {
 

@@ -1,5 +1,5 @@
 // Pooling CPU twins: plain loops over every window, PyTorch's window and divisor rules.
-#include "tensor/cpu/pool.h"
+#include <echelon/tensor/cpu/pool.h>
 
 #include <algorithm>
 #include <cmath>

@@ -1,9 +1,9 @@
 // Naive CPU twins of cuda/kernels/random.cu: element i is a pure function of (state, i).
-#include "tensor/cpu/random.h"
+#include <echelon/tensor/cpu/random.h>
 
 #include <utility>
 
-#include "tensor/cpu/kernel_args.h"
+#include <echelon/kernels/philox.h>
 
 namespace echelon::cpu {
 

@@ -1,11 +1,11 @@
 // Naive CPU twins of cuda/kernels/random.cu. Element i is a pure function of (state, i) through
-// the formulas in tensor/random.h and tensor/cpu/kernel_args.h, so both backends fill the same
+// the formulas in kernels/philox.h, so both backends fill the same
 // values. T is float or double. Outputs are contiguous (n).
 #pragma once
 
 #include <cstdint>
 
-#include "tensor/random.h"
+#include <echelon/tensor/random.h>
 
 namespace echelon::cpu {
 

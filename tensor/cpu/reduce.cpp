@@ -1,11 +1,11 @@
 // Naive CPU twins of cuda/kernels/reduce.cu: one output at a time, double accumulation.
-#include "tensor/cpu/reduce.h"
+#include <echelon/tensor/cpu/reduce.h>
 
 #include <cmath>
 #include <limits>
 #include <vector>
 
-#include "base/error.h"
+#include <echelon/base/error.h>
 
 namespace echelon::cpu {
 

@@ -1,5 +1,5 @@
 // Naive CPU twins of cuda/kernels/shape.cu (indexing ops).
-#include "tensor/cpu/shape.h"
+#include <echelon/tensor/cpu/shape.h>
 
 namespace echelon::cpu {
 

@@ -5,9 +5,9 @@
 #include <cmath>
 #include <thread>
 
-#include "autograd/functions.h"
-#include "layers/layers.h"
-#include "tensor/ops.h"
+#include <echelon/autograd/functions.h>
+#include <echelon/layers/layers.h>
+#include <echelon/tensor/ops.h>
 
 using namespace echelon;
 

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "base/error.h"
-#include "data/dataset.h"
-#include "data/image_codec.h"
+#include <echelon/base/error.h>
+#include <echelon/data/dataset.h>
+#include <echelon/data/image_codec.h>
 
 namespace fs = std::filesystem;
 using namespace echelon;

@@ -5,8 +5,8 @@
 #include <set>
 #include <thread>
 
-#include "data/echo.h"
-#include "data/loader.h"
+#include <echelon/data/echo.h>
+#include <echelon/data/loader.h>
 
 using namespace echelon;
 using namespace echelon::data;

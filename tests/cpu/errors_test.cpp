@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "tensor/ops.h"
+#include <echelon/tensor/ops.h>
 
 using namespace echelon;
 

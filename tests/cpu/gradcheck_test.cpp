@@ -2,10 +2,10 @@
 // autograd/functions.h (and the ResNet option-A shortcut), on random inputs with odd sizes.
 #include <doctest/doctest.h>
 
-#include "autograd/functions.h"
-#include "autograd/gradcheck.h"
-#include "layers/basic_block.h"
-#include "tensor/ops.h"
+#include <echelon/autograd/functions.h>
+#include <echelon/autograd/gradcheck.h>
+#include <echelon/layers/basic_block.h>
+#include <echelon/tensor/ops.h>
 
 using namespace echelon;
 

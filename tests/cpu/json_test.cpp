@@ -3,8 +3,8 @@
 #include <cmath>
 #include <limits>
 
-#include "base/error.h"
-#include "base/json.h"
+#include <echelon/base/error.h>
+#include <echelon/base/json.h>
 
 using echelon::Error;
 namespace json = echelon::json;

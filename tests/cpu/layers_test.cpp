@@ -3,10 +3,10 @@
 
 #include <cmath>
 
-#include "autograd/functions.h"
-#include "layers/layers.h"
-#include "layers/models/registry.h"
-#include "tensor/ops.h"
+#include <echelon/autograd/functions.h>
+#include <echelon/layers/layers.h>
+#include <echelon/layers/models/registry.h>
+#include <echelon/tensor/ops.h>
 
 using namespace echelon;
 

@@ -5,11 +5,11 @@
 #include <map>
 #include <string>
 
-#include "autograd/functions.h"
-#include "layers/layers.h"
-#include "layers/models/registry.h"
-#include "layers/optim.h"
-#include "tensor/ops.h"
+#include <echelon/autograd/functions.h>
+#include <echelon/layers/layers.h>
+#include <echelon/layers/models/registry.h>
+#include <echelon/layers/optim.h>
+#include <echelon/tensor/ops.h>
 
 using namespace echelon;
 

@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "tensor/cpu/conv.h"
-#include "tensor/cpu/loss.h"
-#include "tensor/cpu/norm.h"
-#include "tensor/cpu/optim.h"
-#include "tensor/cpu/pool.h"
-#include "tensor/ops.h"
+#include <echelon/tensor/cpu/conv.h>
+#include <echelon/tensor/cpu/loss.h>
+#include <echelon/tensor/cpu/norm.h>
+#include <echelon/tensor/cpu/optim.h>
+#include <echelon/tensor/cpu/pool.h>
+#include <echelon/tensor/ops.h>
 
 namespace echelon {
 namespace {

@@ -6,8 +6,8 @@
 #include <limits>
 #include <vector>
 
-#include "tensor/cpu/matmul.h"
-#include "tensor/ops.h"
+#include <echelon/tensor/cpu/matmul.h>
+#include <echelon/tensor/ops.h>
 
 using namespace echelon;
 using ops::MatmulImpl;

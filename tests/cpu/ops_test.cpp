@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-#include "tensor/ops.h"
+#include <echelon/tensor/ops.h>
 
 using namespace echelon;
 

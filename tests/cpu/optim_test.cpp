@@ -4,8 +4,8 @@
 #include <cmath>
 #include <numbers>
 
-#include "layers/optim.h"
-#include "tensor/ops.h"
+#include <echelon/layers/optim.h>
+#include <echelon/tensor/ops.h>
 
 using namespace echelon;
 

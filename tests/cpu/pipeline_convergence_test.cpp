@@ -5,12 +5,12 @@
 
 #include <filesystem>
 
-#include "data/dataset.h"
-#include "layers/loss.h"
-#include "layers/models/registry.h"
-#include "parallel/pipeline.h"
-#include "tensor/ops.h"
-#include "tensor/random.h"
+#include <echelon/data/dataset.h>
+#include <echelon/layers/loss.h>
+#include <echelon/layers/models/registry.h>
+#include <echelon/parallel/pipeline.h>
+#include <echelon/tensor/ops.h>
+#include <echelon/tensor/random.h>
 
 using namespace echelon;
 using namespace echelon::parallel;

@@ -8,20 +8,20 @@
 #include <future>
 #include <memory>
 
-#include "autograd/engine.h"
-#include "autograd/functions.h"
-#include "autograd/grad_mode.h"
-#include "base/error.h"
-#include "base/json.h"
-#include "layers/conv2d.h"
-#include "layers/flatten.h"
-#include "layers/linear.h"
-#include "layers/optim.h"
-#include "layers/relu.h"
-#include "layers/sequential.h"
-#include "layers/tanh.h"
-#include "parallel/pipeline.h"
-#include "tensor/ops.h"
+#include <echelon/autograd/engine.h>
+#include <echelon/autograd/functions.h>
+#include <echelon/autograd/grad_mode.h>
+#include <echelon/base/error.h>
+#include <echelon/base/json.h>
+#include <echelon/layers/conv2d.h>
+#include <echelon/layers/flatten.h>
+#include <echelon/layers/linear.h>
+#include <echelon/layers/optim.h>
+#include <echelon/layers/relu.h>
+#include <echelon/layers/sequential.h>
+#include <echelon/layers/tanh.h>
+#include <echelon/parallel/pipeline.h>
+#include <echelon/tensor/ops.h>
 
 using namespace echelon;
 using namespace echelon::parallel;

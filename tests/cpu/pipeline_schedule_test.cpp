@@ -10,13 +10,13 @@
 #include <random>
 #include <thread>
 
-#include "base/error.h"
-#include "base/json.h"
-#include "parallel/balance.h"
-#include "parallel/partition.h"
-#include "parallel/schedule.h"
-#include "parallel/trace.h"
-#include "parallel/transport.h"
+#include <echelon/base/error.h>
+#include <echelon/base/json.h>
+#include <echelon/parallel/balance.h>
+#include <echelon/parallel/partition.h>
+#include <echelon/parallel/schedule.h>
+#include <echelon/parallel/trace.h>
+#include <echelon/parallel/transport.h>
 
 using namespace echelon;
 using namespace echelon::parallel;

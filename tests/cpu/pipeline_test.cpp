@@ -8,8 +8,8 @@
 #include <set>
 #include <thread>
 
-#include "base/error.h"
-#include "data/loader.h"
+#include <echelon/base/error.h>
+#include <echelon/data/loader.h>
 
 using namespace echelon;
 using namespace echelon::data;

@@ -6,8 +6,8 @@
 #include <numeric>
 #include <vector>
 
-#include "tensor/cpu/kernel_args.h"
-#include "tensor/ops.h"
+#include <echelon/kernels/philox.h>
+#include <echelon/tensor/ops.h>
 
 using namespace echelon;
 

@@ -9,8 +9,8 @@
 #include <thread>
 #include <vector>
 
-#include "base/error.h"
-#include "data/ring.h"
+#include <echelon/base/error.h>
+#include <echelon/data/ring.h>
 
 using echelon::data::MpmcRing;
 using echelon::data::SpscRing;

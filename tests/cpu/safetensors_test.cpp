@@ -8,9 +8,9 @@
 
 #include <unistd.h>
 
-#include "base/error.h"
-#include "base/json.h"
-#include "tensor/safetensors.h"
+#include <echelon/base/error.h>
+#include <echelon/base/json.h>
+#include <echelon/tensor/safetensors.h>
 
 using echelon::Error;
 using echelon::Tensor;

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "tensor/ops.h"
-#include "tensor/tensor.h"
+#include <echelon/tensor/ops.h>
+#include <echelon/tensor/tensor.h>
 
 using namespace echelon;
 

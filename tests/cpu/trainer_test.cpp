@@ -8,12 +8,12 @@
 #include <iostream>
 #include <sstream>
 
-#include "base/error.h"
-#include "base/json.h"
-#include "parallel/report.h"
-#include "parallel/trainer.h"
-#include "parallel/trainer_checkpoint.h"
-#include "tensor/safetensors.h"
+#include <echelon/base/error.h>
+#include <echelon/base/json.h>
+#include <echelon/parallel/report.h>
+#include <echelon/parallel/trainer.h>
+#include <echelon/parallel/trainer_checkpoint.h>
+#include <echelon/tensor/safetensors.h>
 
 using echelon::Error;
 namespace fs = std::filesystem;

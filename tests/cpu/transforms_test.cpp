@@ -3,8 +3,8 @@
 
 #include <random>
 
-#include "base/error.h"
-#include "data/transforms.h"
+#include <echelon/base/error.h>
+#include <echelon/data/transforms.h>
 
 using namespace echelon;
 using namespace echelon::data;

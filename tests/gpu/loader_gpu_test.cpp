@@ -6,7 +6,7 @@
 #include <future>
 #include <vector>
 
-#include "data/loader.h"
+#include <echelon/data/loader.h>
 
 using namespace echelon;
 using namespace echelon::data;

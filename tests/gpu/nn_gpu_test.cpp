@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor/ops.h"
+#include <echelon/tensor/ops.h>
 #include "tests/support/parity.h"
 
 namespace echelon {

@@ -7,10 +7,10 @@
 #include <string>
 #include <thread>
 
-#include "cuda/allocator.h"
-#include "cuda/blas.h"
-#include "cuda/stream.h"
-#include "tensor/ops.h"
+#include <echelon/cuda/allocator.h>
+#include <echelon/cuda/blas.h>
+#include <echelon/cuda/stream.h>
+#include <echelon/tensor/ops.h>
 #include "tests/support/parity.h"
 
 using namespace echelon;

@@ -10,7 +10,7 @@
 #include <random>
 #include <sstream>
 
-#include "tensor/cpu/matmul.h"
+#include <echelon/tensor/cpu/matmul.h>
 
 #if ECHELON_WITH_CUDA
 #include <cuda_runtime.h>

@@ -24,8 +24,8 @@
 #include <utility>
 #include <vector>
 
-#include "tensor/ops.h"
-#include "tensor/tensor.h"
+#include <echelon/tensor/ops.h>
+#include <echelon/tensor/tensor.h>
 
 namespace echelon::parity {
 
