@@ -1,11 +1,11 @@
-#include <echelon/parallel/report.h>
+#include <echelon/app/report.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 
-namespace echelon::parallel {
+namespace echelon::app {
 
 std::string html_escape(const std::string& text) {
   std::string out;
@@ -190,4 +190,4 @@ std::string render_report_html(const ReportData& data) {
   return html;
 }
 
-}  // namespace echelon::parallel
+}  // namespace echelon::app
