@@ -73,6 +73,8 @@ struct Range {
 
 }  // namespace
 
+// One SVG document written top to bottom (frame, grid, axes, series, legend); it stays one
+// function because every part shares the same coordinate mapping px/py.
 std::string svg_line_chart(const std::string& title, const std::string& x_label,
                            const std::string& y_label, const std::vector<ChartSeries>& series,
                            int width, int height) {

@@ -117,6 +117,16 @@ app::TrainOptions merge_resume(const CLI::App& cmd, const app::TrainOptions& giv
   return options;
 }
 
+void add_eval_options(CLI::App& cmd, app::EvalOptions& o) {
+  cmd.add_option("--checkpoint", o.checkpoint, "checkpoint.safetensors file")->required();
+  cmd.add_option("--data", o.data, "Dataset (default: the checkpoint's)");
+  cmd.add_option("--data-dir", o.data_dir, "Dataset folder");
+  cmd.add_option("--device", o.device, "auto | cpu | cuda | cuda:N");
+  cmd.add_option("--batch-size", o.batch_size, "Evaluation batch size");
+  cmd.add_option("--limit-test", o.limit_test, "Use only the first N examples");
+  cmd.add_option("--workers", o.workers, "Worker threads per pipeline stage");
+}
+
 int run_models() {
   std::printf("%-10s %12s  %s\n", "model", "parameters", "description");
   for (const echelon::ModelInfo& m : echelon::list_models())
@@ -140,14 +150,7 @@ int main(int argc, char** argv) {
 
   app::EvalOptions eval_options;
   CLI::App* eval_cmd = root.add_subcommand("eval", "Evaluate a checkpoint on a test set");
-  eval_cmd->add_option("--checkpoint", eval_options.checkpoint, "checkpoint.safetensors file")
-      ->required();
-  eval_cmd->add_option("--data", eval_options.data, "Dataset (default: the checkpoint's)");
-  eval_cmd->add_option("--data-dir", eval_options.data_dir, "Dataset folder");
-  eval_cmd->add_option("--device", eval_options.device, "auto | cpu | cuda | cuda:N");
-  eval_cmd->add_option("--batch-size", eval_options.batch_size, "Evaluation batch size");
-  eval_cmd->add_option("--limit-test", eval_options.limit_test, "Use only the first N examples");
-  eval_cmd->add_option("--workers", eval_options.workers, "Worker threads per pipeline stage");
+  add_eval_options(*eval_cmd, eval_options);
 
   CLI::App* models_cmd = root.add_subcommand("models", "List the models and their sizes");
 
