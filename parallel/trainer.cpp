@@ -209,7 +209,7 @@ TrainResult train(const TrainOptions& options, std::ostream& out, const EngineFa
   info.config = options.to_json();
   const int64_t params = model->num_parameters();
 
-  SgdConfig sgd;
+  SGDOptions sgd;
   sgd.lr = options.lr;
   sgd.momentum = options.momentum;
   sgd.weight_decay = options.wd;
@@ -444,7 +444,7 @@ EvalResult evaluate_checkpoint(const EvalOptions& options, std::ostream& out) {
             checkpoint.info.num_classes, " classes, dataset ", data.name, " has ", data.channels,
             " and ", data.num_classes);
 
-  auto engine = make_single_device_engine(model, SgdConfig{}, device);
+  auto engine = make_single_device_engine(model, SGDOptions{}, device);
   const EvalResult r =
       evaluate(*engine, data.test, data.test_augment, options.batch_size, options.workers, device);
   out << "eval " << checkpoint.info.model << " (epoch " << checkpoint.info.epoch << ") on "
