@@ -7,8 +7,7 @@ namespace echelon {
 
 namespace {
 // A square window; stride 0 means stride = kernel_size (PyTorch's default).
-Pool2dGeometry square_window(int64_t kernel_size, int64_t stride, int64_t padding,
-                             bool ceil_mode) {
+Pool2dGeometry square_window(int64_t kernel_size, int64_t stride, int64_t padding, bool ceil_mode) {
   if (stride == 0) stride = kernel_size;
   ECH_CHECK(kernel_size > 0 && stride > 0 && padding >= 0 && 2 * padding <= kernel_size,
             "pool: invalid kernel_size=", kernel_size, " stride=", stride, " padding=", padding,

@@ -43,9 +43,7 @@ namespace {
 class SingleDeviceEngine : public StepEngine {
  public:
   SingleDeviceEngine(std::shared_ptr<Sequential> model, const SGDOptions& sgd, Device device)
-      : model_(std::move(model)),
-        device_(device),
-        optimizer_(model_->named_parameters(), sgd) {
+      : model_(std::move(model)), device_(device), optimizer_(model_->named_parameters(), sgd) {
     model_->to(device_);
     model_->train();
   }

@@ -43,9 +43,9 @@ Conv2dGeometry conv_args(const char* op, const Tensor& x, const Tensor& weight,
   ECH_CHECK(weight.dim() == 4, op, ": weight must be (O, C, KH, KW), got shape ", weight.shape());
   ECH_CHECK(x.size(1) == weight.size(1), op, ": input ", x.shape(), " has ", x.size(1),
             " channels but weight ", weight.shape(), " expects ", weight.size(1));
-  ECH_CHECK(weight.size(2) == window.kernel_h && weight.size(3) == window.kernel_w, op,
-            ": weight ", weight.shape(), " does not match the ", window.kernel_h, "x",
-            window.kernel_w, " kernel of the geometry");
+  ECH_CHECK(weight.size(2) == window.kernel_h && weight.size(3) == window.kernel_w, op, ": weight ",
+            weight.shape(), " does not match the ", window.kernel_h, "x", window.kernel_w,
+            " kernel of the geometry");
   return conv_geometry(op, x.shape(), weight.size(0), window);
 }
 

@@ -94,8 +94,8 @@ constexpr int kMaxAlgos = 16;
 
 }  // namespace
 
-void conv2d_forward(const Conv2dGeometry& a, const float* x, const float* w, const float* bias, float* y,
-                    int device, cudaStream_t stream) {
+void conv2d_forward(const Conv2dGeometry& a, const float* x, const float* w, const float* bias,
+                    float* y, int device, cudaStream_t stream) {
   cuda::DeviceGuard guard(device);
   cudnnHandle_t handle = cuda::cudnn_handle(device, stream);
   Descriptors d(a);
@@ -121,8 +121,8 @@ void conv2d_forward(const Conv2dGeometry& a, const float* x, const float* w, con
   }
 }
 
-void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const float* w, float* grad_in,
-                           int device, cudaStream_t stream) {
+void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const float* w,
+                           float* grad_in, int device, cudaStream_t stream) {
   cuda::DeviceGuard guard(device);
   cudnnHandle_t handle = cuda::cudnn_handle(device, stream);
   Descriptors d(a);
@@ -138,8 +138,8 @@ void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const
                                                grad_in));
 }
 
-void conv2d_backward_weight(const Conv2dGeometry& a, const float* grad_out, const float* x, float* grad_w,
-                            int device, cudaStream_t stream) {
+void conv2d_backward_weight(const Conv2dGeometry& a, const float* grad_out, const float* x,
+                            float* grad_w, int device, cudaStream_t stream) {
   cuda::DeviceGuard guard(device);
   cudnnHandle_t handle = cuda::cudnn_handle(device, stream);
   Descriptors d(a);
@@ -155,8 +155,8 @@ void conv2d_backward_weight(const Conv2dGeometry& a, const float* grad_out, cons
                                                  grad_w));
 }
 
-void conv2d_backward_bias(const Conv2dGeometry& a, const float* grad_out, float* grad_bias, int device,
-                          cudaStream_t stream) {
+void conv2d_backward_bias(const Conv2dGeometry& a, const float* grad_out, float* grad_bias,
+                          int device, cudaStream_t stream) {
   cuda::DeviceGuard guard(device);
   cudnnHandle_t handle = cuda::cudnn_handle(device, stream);
   Descriptors d(a);

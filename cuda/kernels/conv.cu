@@ -81,8 +81,8 @@ class Columns {
 // ---- launchers
 // ------------------------------------------------------------------------------------
 
-void conv2d_forward(const Conv2dGeometry& a, const float* x, const float* w, const float* bias, float* y,
-                    int device, cudaStream_t stream) {
+void conv2d_forward(const Conv2dGeometry& a, const float* x, const float* w, const float* bias,
+                    float* y, int device, cudaStream_t stream) {
   const int64_t rows = a.c * a.kernel_h * a.kernel_w, plane = a.out_h * a.out_w;
   if (a.n * a.o * plane == 0) return;
   Columns cols(a, device, stream);
@@ -98,8 +98,8 @@ void conv2d_forward(const Conv2dGeometry& a, const float* x, const float* w, con
               plane, a.n * a.o * plane);
 }
 
-void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const float* w, float* grad_in,
-                           int device, cudaStream_t stream) {
+void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const float* w,
+                           float* grad_in, int device, cudaStream_t stream) {
   const int64_t rows = a.c * a.kernel_h * a.kernel_w, plane = a.out_h * a.out_w;
   if (a.n * a.c * a.h * a.w == 0) return;
   Columns cols(a, device, stream);
@@ -112,8 +112,8 @@ void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const
   }
 }
 
-void conv2d_backward_weight(const Conv2dGeometry& a, const float* grad_out, const float* x, float* grad_w,
-                            int device, cudaStream_t stream) {
+void conv2d_backward_weight(const Conv2dGeometry& a, const float* grad_out, const float* x,
+                            float* grad_w, int device, cudaStream_t stream) {
   const int64_t rows = a.c * a.kernel_h * a.kernel_w, plane = a.out_h * a.out_w;
   ECH_CUDA_CHECK(
       cudaMemsetAsync(grad_w, 0, static_cast<size_t>(a.o * rows) * sizeof(float), stream));

@@ -29,7 +29,8 @@ __device__ Window window_of(const Pool2dGeometry& a, int64_t oh, int64_t ow) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (total); \
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
-__global__ void max_pool2d_forward_kernel(Pool2dGeometry a, const float* x, float* y, int64_t* argmax) {
+__global__ void max_pool2d_forward_kernel(Pool2dGeometry a, const float* x, float* y,
+                                          int64_t* argmax) {
   const int64_t total = a.n * a.c * a.out_h * a.out_w;
   ECH_GRID_STRIDE(i, total) {
     const int64_t ow = i % a.out_w, oh = (i / a.out_w) % a.out_h, p = i / (a.out_w * a.out_h);
@@ -46,8 +47,8 @@ __global__ void max_pool2d_forward_kernel(Pool2dGeometry a, const float* x, floa
   }
 }
 
-__global__ void max_pool2d_backward_kernel(Pool2dGeometry a, const float* grad_out, const int64_t* argmax,
-                                           float* grad_in) {
+__global__ void max_pool2d_backward_kernel(Pool2dGeometry a, const float* grad_out,
+                                           const int64_t* argmax, float* grad_in) {
   const int64_t out_plane = a.out_h * a.out_w, in_plane = a.h * a.w;
   const int64_t total = a.n * a.c * out_plane;
   ECH_GRID_STRIDE(i, total) {
@@ -78,7 +79,8 @@ __device__ void covering(int64_t in, int64_t kernel, int64_t stride, int64_t pad
   *last = min((in + pad) / stride, out - 1);
 }
 
-__global__ void avg_pool2d_backward_kernel(Pool2dGeometry a, const float* grad_out, float* grad_in) {
+__global__ void avg_pool2d_backward_kernel(Pool2dGeometry a, const float* grad_out,
+                                           float* grad_in) {
   const int64_t total = a.n * a.c * a.h * a.w;
   ECH_GRID_STRIDE(i, total) {
     const int64_t iw = i % a.w, ih = (i / a.w) % a.h, p = i / (a.w * a.h);

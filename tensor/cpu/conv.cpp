@@ -135,7 +135,8 @@ void conv2d_forward_gemm(const Conv2dGeometry& a, const T* x, const T* w, const 
 }
 
 template <typename T>
-void conv2d_backward_input_gemm(const Conv2dGeometry& a, const T* grad_out, const T* w, T* grad_in) {
+void conv2d_backward_input_gemm(const Conv2dGeometry& a, const T* grad_out, const T* w,
+                                T* grad_in) {
   const Conv2dGeometry g = a.with_images(1);
   const int64_t rows = a.c * a.kernel_h * a.kernel_w, cols_per_image = a.out_h * a.out_w;
   std::vector<T> cols(static_cast<size_t>(rows * cols_per_image));
@@ -149,7 +150,8 @@ void conv2d_backward_input_gemm(const Conv2dGeometry& a, const T* grad_out, cons
 }
 
 template <typename T>
-void conv2d_backward_weight_gemm(const Conv2dGeometry& a, const T* grad_out, const T* x, T* grad_w) {
+void conv2d_backward_weight_gemm(const Conv2dGeometry& a, const T* grad_out, const T* x,
+                                 T* grad_w) {
   const Conv2dGeometry g = a.with_images(1);
   const int64_t rows = a.c * a.kernel_h * a.kernel_w, cols_per_image = a.out_h * a.out_w;
   std::vector<T> cols(static_cast<size_t>(rows * cols_per_image));
@@ -162,7 +164,7 @@ void conv2d_backward_weight_gemm(const Conv2dGeometry& a, const T* grad_out, con
   }
 }
 
-#define ECH_INSTANTIATE_CONV(T)                                                            \
+#define ECH_INSTANTIATE_CONV(T)                                                                  \
   template void conv2d_forward<T>(const Conv2dGeometry&, const T*, const T*, const T*, T*);      \
   template void conv2d_backward_input<T>(const Conv2dGeometry&, const T*, const T*, T*);         \
   template void conv2d_backward_weight<T>(const Conv2dGeometry&, const T*, const T*, T*);        \

@@ -45,8 +45,7 @@ void col2im(const T* cols, T* x, const Conv2dGeometry& g) {
           const int64_t h = oh * g.stride_h - g.pad_h + ki * g.dilation_h;
           const int64_t w = ow * g.stride_w - g.pad_w + kj * g.dilation_w;
           if (h >= 0 && h < g.h && w >= 0 && w < g.w)
-            image[(c * g.h + h) * g.w + w] +=
-                image_cols[r * positions + oh * g.out_w + ow];
+            image[(c * g.h + h) * g.w + w] += image_cols[r * positions + oh * g.out_w + ow];
         }
       }
     }

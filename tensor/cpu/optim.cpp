@@ -9,9 +9,9 @@ void sgd_step(int64_t count, const SGDOptions& o, bool first_step, T* param, con
   for (int64_t i = 0; i < count; ++i) {
     double g = static_cast<double>(grad[i]) + o.weight_decay * static_cast<double>(param[i]);
     if (o.momentum != 0.0) {
-      const double buf = first_step ? g
-                                      : o.momentum * static_cast<double>(momentum_buf[i]) +
-                                            (1.0 - o.dampening) * g;
+      const double buf =
+          first_step ? g
+                     : o.momentum * static_cast<double>(momentum_buf[i]) + (1.0 - o.dampening) * g;
       momentum_buf[i] = static_cast<T>(buf);
       g = o.nesterov ? g + o.momentum * buf : buf;
     }

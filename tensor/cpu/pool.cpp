@@ -48,7 +48,8 @@ void max_pool2d_forward(const Pool2dGeometry& a, const T* x, T* y, int64_t* argm
 }
 
 template <typename T>
-void max_pool2d_backward(const Pool2dGeometry& a, const T* grad_out, const int64_t* argmax, T* grad_in) {
+void max_pool2d_backward(const Pool2dGeometry& a, const T* grad_out, const int64_t* argmax,
+                         T* grad_in) {
   std::fill(grad_in, grad_in + a.n * a.c * a.h * a.w, T(0));
   const int64_t out_plane = a.out_h * a.out_w;
   for (int64_t p = 0; p < a.n * a.c; ++p)
@@ -90,8 +91,10 @@ void avg_pool2d_backward(const Pool2dGeometry& a, const T* grad_out, T* grad_in)
 
 template void max_pool2d_forward<float>(const Pool2dGeometry&, const float*, float*, int64_t*);
 template void max_pool2d_forward<double>(const Pool2dGeometry&, const double*, double*, int64_t*);
-template void max_pool2d_backward<float>(const Pool2dGeometry&, const float*, const int64_t*, float*);
-template void max_pool2d_backward<double>(const Pool2dGeometry&, const double*, const int64_t*, double*);
+template void max_pool2d_backward<float>(const Pool2dGeometry&, const float*, const int64_t*,
+                                         float*);
+template void max_pool2d_backward<double>(const Pool2dGeometry&, const double*, const int64_t*,
+                                          double*);
 template void avg_pool2d_forward<float>(const Pool2dGeometry&, const float*, float*);
 template void avg_pool2d_forward<double>(const Pool2dGeometry&, const double*, double*);
 template void avg_pool2d_backward<float>(const Pool2dGeometry&, const float*, float*);

@@ -14,7 +14,8 @@ template <typename T>
 void max_pool2d_forward(const Pool2dGeometry& a, const T* x, T* y, int64_t* argmax);
 // grad_in (N, C, H, W) = sum of grad_out routed through argmax. Overwrites grad_in.
 template <typename T>
-void max_pool2d_backward(const Pool2dGeometry& a, const T* grad_out, const int64_t* argmax, T* grad_in);
+void max_pool2d_backward(const Pool2dGeometry& a, const T* grad_out, const int64_t* argmax,
+                         T* grad_in);
 template <typename T>
 void avg_pool2d_forward(const Pool2dGeometry& a, const T* x, T* y);
 // Overwrites grad_in (N, C, H, W).
