@@ -35,7 +35,7 @@ std::atomic<ConvImpl> g_conv_impl{ConvImpl::Ours};
 // ---- conv -------------------------------------------------------------------------------------
 
 // The geometry of convolving x (N, C, H, W) with weight (O, C, KH, KW) through `window`.
-Conv2dGeometry conv_args(const char* op, const Tensor& x, const Tensor& weight,
+Conv2dGeometry conv_geometry_of(const char* op, const Tensor& x, const Tensor& weight,
                          const Conv2dGeometry& window) {
   check_float_like(op, x, x, "input");
   check_float_like(op, weight, x, "weight");
@@ -61,7 +61,7 @@ ConvImpl conv_impl() {
 Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in,
               const Conv2dGeometry& window) {
   const char* op = "conv2d";
-  const Conv2dGeometry a = conv_args(op, x_in, weight_in, window);
+  const Conv2dGeometry a = conv_geometry_of(op, x_in, weight_in, window);
   if (bias_in.defined()) {
     check_float_like(op, bias_in, x_in, "bias");
     check_shape(op, bias_in, {a.o}, "bias");
@@ -104,7 +104,7 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
 Conv2dGrads conv2d_backward(const Tensor& grad_out_in, const Tensor& x_in, const Tensor& weight_in,
                             bool has_bias, bool need_input, const Conv2dGeometry& window) {
   const char* op = "conv2d_backward";
-  const Conv2dGeometry a = conv_args(op, x_in, weight_in, window);
+  const Conv2dGeometry a = conv_geometry_of(op, x_in, weight_in, window);
   check_float_like(op, grad_out_in, x_in, "grad_out");
   check_shape(op, grad_out_in, {a.n, a.o, a.out_h, a.out_w}, "grad_out");
   const Tensor grad_out = grad_out_in.contiguous(), x = x_in.contiguous(),
@@ -181,13 +181,13 @@ Pool2dGeometry pool_geometry(const char* op, const Shape& shape, const Pool2dGeo
   return window.for_input(shape[0], shape[1], shape[2], shape[3]);
 }
 
-Pool2dGeometry pool_args(const char* op, const Tensor& x, const Pool2dGeometry& window) {
+Pool2dGeometry pool_geometry_of(const char* op, const Tensor& x, const Pool2dGeometry& window) {
   check_float_like(op, x, x, "input");
   return pool_geometry(op, x.shape(), window);
 }
 
 // The shapes for max pooling's backward, which routes through argmax and needs no window.
-Pool2dGeometry pool_args_for_shape(const char* op, const Tensor& grad_out,
+Pool2dGeometry max_pool_backward_geometry(const char* op, const Tensor& grad_out,
                                    const Shape& input_shape) {
   ECH_CHECK(input_shape.size() == 4, op, ": input_shape must be (N, C, H, W), got ", input_shape);
   ECH_CHECK(grad_out.dim() == 4 && grad_out.size(0) == input_shape[0] &&
@@ -207,7 +207,7 @@ Pool2dGeometry pool_args_for_shape(const char* op, const Tensor& grad_out,
 
 Tensor max_pool2d(const Tensor& x_in, const Pool2dGeometry& window, Tensor* argmax) {
   const char* op = "max_pool2d";
-  const Pool2dGeometry a = pool_args(op, x_in, window);
+  const Pool2dGeometry a = pool_geometry_of(op, x_in, window);
   const Tensor x = x_in.contiguous();
   Tensor y = Tensor::empty({a.n, a.c, a.out_h, a.out_w}, x.dtype(), x.device());
   Tensor indices = Tensor::empty(y.shape(), kInt64, x.device());
@@ -237,7 +237,7 @@ Tensor max_pool2d_backward(const Tensor& grad_out_in, const Tensor& argmax_in,
   ECH_CHECK(argmax_in.dtype() == kInt64 && argmax_in.device() == grad_out_in.device(), op,
             ": argmax must be int64 on ", grad_out_in.device(), ", got ", argmax_in.describe());
   check_shape(op, argmax_in, grad_out_in.shape(), "argmax");
-  const Pool2dGeometry a = pool_args_for_shape(op, grad_out_in, input_shape);
+  const Pool2dGeometry a = max_pool_backward_geometry(op, grad_out_in, input_shape);
   const Tensor grad_out = grad_out_in.contiguous(), argmax = argmax_in.contiguous();
   Tensor grad_in = Tensor::empty(input_shape, grad_out.dtype(), grad_out.device());
   if (grad_in.numel() == 0) return grad_in;
@@ -264,7 +264,7 @@ Tensor max_pool2d_backward(const Tensor& grad_out_in, const Tensor& argmax_in,
 
 Tensor avg_pool2d(const Tensor& x_in, const Pool2dGeometry& window) {
   const char* op = "avg_pool2d";
-  const Pool2dGeometry a = pool_args(op, x_in, window);
+  const Pool2dGeometry a = pool_geometry_of(op, x_in, window);
   const Tensor x = x_in.contiguous();
   Tensor y = Tensor::empty({a.n, a.c, a.out_h, a.out_w}, x.dtype(), x.device());
   if (y.numel() == 0) return y;

@@ -260,8 +260,9 @@ void loss_and_optim_cases() {
       {"momentum_dampening_wd",
        {.lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 5e-4}},
       {"nesterov", {.lr = 0.05, .momentum = 0.9, .weight_decay = 1e-3, .nesterov = true}}};
-  for (const auto& [name, options] : variants) {
-    add({"sgd_step/" + name,
+  for (const auto& variant : variants) {
+    const SGDOptions options = variant.second;
+    add({"sgd_step/" + variant.first,
          "optim",
          {f32({1031}), f32({1031}), f32({1031})},
          [options](const auto& in) {
