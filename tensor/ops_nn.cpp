@@ -36,7 +36,7 @@ std::atomic<ConvImpl> g_conv_impl{ConvImpl::Ours};
 
 // The geometry of convolving x (N, C, H, W) with weight (O, C, KH, KW) through `window`.
 Conv2dGeometry conv_geometry_of(const char* op, const Tensor& x, const Tensor& weight,
-                         const Conv2dGeometry& window) {
+                                const Conv2dGeometry& window) {
   check_float_like(op, x, x, "input");
   check_float_like(op, weight, x, "weight");
   ECH_CHECK(x.dim() == 4, op, ": input must be (N, C, H, W), got shape ", x.shape());
@@ -188,7 +188,7 @@ Pool2dGeometry pool_geometry_of(const char* op, const Tensor& x, const Pool2dGeo
 
 // The shapes for max pooling's backward, which routes through argmax and needs no window.
 Pool2dGeometry max_pool_backward_geometry(const char* op, const Tensor& grad_out,
-                                   const Shape& input_shape) {
+                                          const Shape& input_shape) {
   ECH_CHECK(input_shape.size() == 4, op, ": input_shape must be (N, C, H, W), got ", input_shape);
   ECH_CHECK(grad_out.dim() == 4 && grad_out.size(0) == input_shape[0] &&
                 grad_out.size(1) == input_shape[1],
