@@ -67,7 +67,7 @@ EvalResult evaluate_checkpoint(const EvalOptions& options, std::ostream& out) {
             checkpoint.info.num_classes, " classes, dataset ", data.name, " has ", data.channels,
             " and ", data.num_classes);
 
-  auto engine = parallel::make_single_device_engine(model, parallel::SgdConfig{}, device);
+  auto engine = parallel::make_single_device_engine(model, SGDOptions{}, device);
   const EvalResult r =
       evaluate(*engine, data.test, data.test_augment, options.batch_size, options.workers, device);
   out << "eval " << checkpoint.info.model << " (epoch " << checkpoint.info.epoch << ") on "

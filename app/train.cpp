@@ -119,8 +119,8 @@ data::LoaderOptions loader_options(const TrainOptions& o, const data::AugmentOpt
   return l;
 }
 
-parallel::SgdConfig sgd_config(const TrainOptions& o) {
-  parallel::SgdConfig sgd;
+SGDOptions sgd_config(const TrainOptions& o) {
+  SGDOptions sgd;
   sgd.lr = o.lr;
   sgd.momentum = o.momentum;
   sgd.weight_decay = o.wd;
@@ -253,7 +253,7 @@ void TrainingRun::build_model(const EngineFactory& factory) {
   global_step_ = info_.global_step;
   result_.epochs = info_.history;
 
-  const parallel::SgdConfig sgd = sgd_config(options_);
+  const SGDOptions sgd = sgd_config(options_);
   engine_ = factory ? factory(model_, sgd, device_)
                     : parallel::make_single_device_engine(model_, sgd, device_);
   ECH_CHECK(engine_ != nullptr, "train: the engine factory returned no engine");

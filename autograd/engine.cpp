@@ -90,31 +90,26 @@ void backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
     return;
   }
   std::unordered_map<Node*, int> deps = count_dependencies(root_node.get());
-  std::unordered_map<Node*, std::vector<Tensor>> pending;  // summed output gradients per node
-  pending[root_node.get()].resize(root_node->num_outputs());
-  pending[root_node.get()][root.impl().autograd->output_nr] = root_grad;
+  std::unordered_map<Node*, Tensor> pending;  // summed output gradient per node
+  pending[root_node.get()] = root_grad;
 
   // Keep shared ownership of nodes in flight: releasing a tensor must not free a ready node.
   std::vector<std::shared_ptr<Node>> ready{root_node};
   while (!ready.empty()) {
     std::shared_ptr<Node> node = ready.back();
     ready.pop_back();
-    std::vector<Tensor> grads = std::move(pending[node.get()]);
+    Tensor grad = std::move(pending[node.get()]);
     pending.erase(node.get());
-    grads.resize(node->num_outputs());
-    // Hooks and retain_grad of the tensors this node produced see the fully summed gradient.
-    for (size_t i = 0; i < grads.size(); ++i) {
-      std::shared_ptr<TensorImpl> out = node->outputs()[i].lock();
-      if (!out || !out->autograd || !grads[i].defined()) continue;
-      check_grad_matches(grads[i], out->shape, "the consumers of " + node->name());
-      grads[i] = run_hooks(*out->autograd, grads[i]);
-      if (out->autograd->retains_grad) accumulate_into(*out, grads[i]);
+    // Hooks and retain_grad of the tensor this node produced see the fully summed gradient.
+    const std::shared_ptr<TensorImpl> out = node->output();
+    if (out && out->autograd && grad.defined()) {
+      check_grad_matches(grad, out->shape, "the consumers of " + node->name());
+      grad = run_hooks(*out->autograd, grad);
+      if (out->autograd->retains_grad) accumulate_into(*out, grad);
     }
-    bool any_grad = false;
-    for (const Tensor& g : grads) any_grad = any_grad || g.defined();
-    // No gradient reached this node (its outputs fed only non-differentiable paths).
+    // No gradient reached this node (its output fed only non-differentiable paths).
     std::vector<Tensor> input_grads =
-        any_grad ? node->apply(grads) : std::vector<Tensor>(node->next_edges().size());
+        grad.defined() ? node->apply(grad) : std::vector<Tensor>(node->next_edges().size());
     if (!retain_graph) node->release();
 
     const std::vector<Edge>& edges = node->next_edges();
@@ -127,9 +122,7 @@ void backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
       }
       if (!edge.node) continue;
       if (g.defined()) {
-        std::vector<Tensor>& slot = pending[edge.node.get()];
-        slot.resize(edge.node->num_outputs());
-        Tensor& sum = slot[edge.output_nr];
+        Tensor& sum = pending[edge.node.get()];
         sum = sum.defined() ? ops::add(sum, g) : g;
       }
       if (--deps[edge.node.get()] == 0) ready.push_back(edge.node);

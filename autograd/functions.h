@@ -2,9 +2,9 @@
 // (a lambda right beside the forward, in the matching .cpp) when grad mode is on and an input
 // requires grad. Broadcasting ops reduce gradients back to each input's shape (sum_to).
 //
-// conv2d, max_pool2d and avg_pool2d take ops:: parameter structs, so argument-dependent lookup
-// also finds the raw ops:: overloads: call them qualified, echelon::conv2d(...) (an unqualified
-// call is a compile-time ambiguity, never a silent non-recording call).
+// The raw ops of the same names (ops::conv2d, ...) never record. No argument type here lives in
+// echelon::ops (the geometry structs are in echelon::, kernels/), so argument-dependent lookup
+// never brings a raw op in: an unqualified conv2d(...) in namespace echelon always records.
 //
 // Saved tensors are references, not copies: see autograd/node.h on stale weights.
 #pragma once
@@ -80,11 +80,12 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim);
 // x (N, in), weight (out, in), bias (out) or undefined -> (N, out).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 // x (N, C, H, W), weight (O, C, KH, KW), bias (O) or undefined -> (N, O, OH, OW).
+// window: kernel (equal to the weight's KH, KW), stride, padding, dilation.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
-              const ops::Conv2dParams& params);
-// (N, C, H, W) -> (N, C, OH, OW).
-Tensor max_pool2d(const Tensor& x, const ops::Pool2dParams& params);
-Tensor avg_pool2d(const Tensor& x, const ops::Pool2dParams& params);
+              const Conv2dGeometry& window);
+// (N, C, H, W) -> (N, C, OH, OW); window: kernel, stride, padding, ceil mode, divisor rule.
+Tensor max_pool2d(const Tensor& x, const Pool2dGeometry& window);
+Tensor avg_pool2d(const Tensor& x, const Pool2dGeometry& window);
 // (N, C, H, W) -> (N, C, 1, 1), like PyTorch's AdaptiveAvgPool2d(1).
 Tensor global_avg_pool2d(const Tensor& x);
 // x (N, C) or (N, C, H, W); gamma, beta, running_mean, running_var (C). Training: batch

@@ -34,31 +34,31 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 }
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
-              const ops::Conv2dParams& params) {
-  Tensor y = ops::conv2d(x, weight, bias, params);
+              const Conv2dGeometry& window) {
+  Tensor y = ops::conv2d(x, weight, bias, window);
   const bool has_bias = bias.defined();
   return record(
       "conv2d", y, {x, weight, bias},
-      [x, weight, has_bias, params](const Tensor& g, const Needs& n) -> Grads {
-        ops::Conv2dGrads r = ops::conv2d_backward(g, x, weight, has_bias, n[0], params);
+      [x, weight, has_bias, window](const Tensor& g, const Needs& n) -> Grads {
+        ops::Conv2dGrads r = ops::conv2d_backward(g, x, weight, has_bias, n[0], window);
         return {n[0] ? r.input : Tensor(), n[1] ? r.weight : Tensor(), n[2] ? r.bias : Tensor()};
       });
 }
 
-Tensor max_pool2d(const Tensor& x, const ops::Pool2dParams& params) {
+Tensor max_pool2d(const Tensor& x, const Pool2dGeometry& window) {
   Tensor argmax;
-  Tensor y = ops::max_pool2d(x, params, &argmax);
+  Tensor y = ops::max_pool2d(x, window, &argmax);
   Shape in_shape = x.shape();
   return record("max_pool2d", y, {x}, [argmax, in_shape](const Tensor& g, const Needs&) -> Grads {
     return {ops::max_pool2d_backward(g, argmax, in_shape)};
   });
 }
 
-Tensor avg_pool2d(const Tensor& x, const ops::Pool2dParams& params) {
+Tensor avg_pool2d(const Tensor& x, const Pool2dGeometry& window) {
   Shape in_shape = x.shape();
-  return record("avg_pool2d", ops::avg_pool2d(x, params), {x},
-                [in_shape, params](const Tensor& g, const Needs&) -> Grads {
-                  return {ops::avg_pool2d_backward(g, in_shape, params)};
+  return record("avg_pool2d", ops::avg_pool2d(x, window), {x},
+                [in_shape, window](const Tensor& g, const Needs&) -> Grads {
+                  return {ops::avg_pool2d_backward(g, in_shape, window)};
                 });
 }
 

@@ -5,15 +5,13 @@
 
 namespace echelon::autograd {
 
-std::vector<Tensor> FunctionNode::apply(const std::vector<Tensor>& grad_outputs) {
+std::vector<Tensor> Node::apply(const Tensor& grad_out) {
   ECH_CHECK(backward_, "backward through ", name(),
             " a second time: its saved tensors were freed; pass retain_graph=true to the first "
             "backward");
-  ECH_CHECK(grad_outputs.size() == 1, name(), ": expected 1 output gradient, got ",
-            grad_outputs.size());
-  std::vector<bool> needs(next_edges().size());
+  std::vector<bool> needs(edges_.size());
   for (size_t i = 0; i < needs.size(); ++i) needs[i] = needs_input_grad(i);
-  std::vector<Tensor> grads = backward_(grad_outputs[0], needs);
+  std::vector<Tensor> grads = backward_(grad_out, needs);
   ECH_CHECK(grads.size() == needs.size(), name(), ": backward returned ", grads.size(),
             " gradients for ", needs.size(), " inputs");
   return grads;
@@ -22,12 +20,10 @@ std::vector<Tensor> FunctionNode::apply(const std::vector<Tensor>& grad_outputs)
 Edge edge_for(const Tensor& input) {
   Edge edge;
   if (!input.defined() || !input.requires_grad()) return edge;
-  if (input.grad_fn()) {
+  if (input.grad_fn())
     edge.node = input.grad_fn();
-    edge.output_nr = input.impl().autograd->output_nr;
-  } else {
+  else
     edge.leaf = input.impl_ptr();
-  }
   return edge;
 }
 
@@ -47,13 +43,9 @@ Tensor record(const char* name, Tensor output, const std::vector<Tensor>& inputs
   if (output.impl().autograd) {
     output = make_view(output, output.shape(), output.strides(), output.offset());
   }
-  auto node = std::make_shared<FunctionNode>(name, std::move(backward));
-  node->set_next_edges(std::move(edges));
   AutogradMeta& meta = output.autograd_meta();
   meta.requires_grad = true;
-  meta.grad_fn = node;
-  meta.output_nr = 0;
-  node->add_output(output);
+  meta.grad_fn = std::make_shared<Node>(name, std::move(backward), std::move(edges), output);
   return output;
 }
 

@@ -1,12 +1,13 @@
 // A node of the backward graph. Each differentiable function records one Node whose apply()
-// maps the gradients of its outputs to the gradients of its inputs. Edges point to the nodes that
+// maps the gradient of its output to the gradients of its inputs. Edges point to the nodes that
 // produced the inputs (or, for leaves, to the leaf tensor itself, whose .grad receives the sum).
 //
 // Nodes keep *references* (Tensor handles) to what they saved, never copies: a parameter updated
 // in place between forward and backward is read at its new value (stale weights, DESIGN.md).
+// Deliberately there is no version counter to refuse that backward, as PyTorch's would: the
+// pipeline's stale-weights schedule is exactly this read.
 #pragma once
 
-#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -18,65 +19,54 @@ namespace echelon::autograd {
 
 class Node;
 
-// Where one input's gradient goes: the producer node's output `output_nr`, or a leaf tensor.
+// Where one input's gradient goes: the node that produced the input, or a leaf tensor.
 struct Edge {
-  std::shared_ptr<Node> node;  // set when the input was produced by a recorded op
-  uint32_t output_nr = 0;
+  std::shared_ptr<Node> node;        // set when the input was produced by a recorded op
   std::shared_ptr<TensorImpl> leaf;  // set when the input is a leaf that requires grad
   bool valid() const { return node != nullptr || leaf != nullptr; }
 };
 
-class Node {
- public:
-  explicit Node(std::string name) : name_(std::move(name)) {}
-  virtual ~Node() = default;
-  Node(const Node&) = delete;
-  Node& operator=(const Node&) = delete;
-
-  // grad_outputs[i] is the gradient of output i (undefined when no gradient reached it);
-  // returns one gradient per input edge (undefined where the input needs none).
-  virtual std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) = 0;
-  // Drops saved tensors (after a backward without retain_graph). apply() then throws.
-  virtual void release() = 0;
-  virtual bool released() const = 0;
-
-  const std::string& name() const { return name_; }
-  const std::vector<Edge>& next_edges() const { return edges_; }
-  void set_next_edges(std::vector<Edge> edges) { edges_ = std::move(edges); }
-  bool needs_input_grad(size_t i) const { return i < edges_.size() && edges_[i].valid(); }
-  // The tensors this node produced, weakly held: the engine runs their hooks / retain_grad.
-  const std::vector<std::weak_ptr<TensorImpl>>& outputs() const { return outputs_; }
-  void add_output(const Tensor& output) { outputs_.push_back(output.impl_ptr()); }
-  size_t num_outputs() const { return outputs_.size(); }
-
- private:
-  std::string name_;
-  std::vector<Edge> edges_;
-  std::vector<std::weak_ptr<TensorImpl>> outputs_;
-};
-
-// The flashlight-style node: the gradient is a lambda written right beside the forward, which
-// captures what it needs. grad_out is the gradient of the single output; the lambda returns one
-// gradient per input (undefined Tensor where `needs[i]` is false or the input has no gradient).
+// The flashlight-style gradient: a lambda written right beside the forward, which captures what
+// it needs. grad_out is the gradient of the op's output; the lambda returns one gradient per
+// input (undefined Tensor where `needs[i]` is false or the input has no gradient).
 using BackwardFn =
     std::function<std::vector<Tensor>(const Tensor& grad_out, const std::vector<bool>& needs)>;
 
-class FunctionNode final : public Node {
+// One recorded op. Every differentiable function has a single output, so a node has one.
+class Node {
  public:
-  FunctionNode(std::string name, BackwardFn backward)
-      : Node(std::move(name)), backward_(std::move(backward)) {}
-  std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) override;
-  void release() override { backward_ = nullptr; }
-  bool released() const override { return !backward_; }
+  Node(std::string name, BackwardFn backward, std::vector<Edge> edges, const Tensor& output)
+      : name_(std::move(name)),
+        backward_(std::move(backward)),
+        edges_(std::move(edges)),
+        output_(output.impl_ptr()) {}
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  // One gradient per input edge (undefined where the input needs none) from the gradient of the
+  // output.
+  std::vector<Tensor> apply(const Tensor& grad_out);
+  // Drops saved tensors (after a backward without retain_graph). apply() then throws.
+  void release() { backward_ = nullptr; }
+
+  const std::string& name() const { return name_; }
+  const std::vector<Edge>& next_edges() const { return edges_; }
+  bool needs_input_grad(size_t i) const { return i < edges_.size() && edges_[i].valid(); }
+  // The tensor this node produced, weakly held (null once freed): the engine runs its hooks and
+  // retain_grad.
+  std::shared_ptr<TensorImpl> output() const { return output_.lock(); }
 
  private:
+  std::string name_;
   BackwardFn backward_;
+  std::vector<Edge> edges_;
+  std::weak_ptr<TensorImpl> output_;
 };
 
 // The edge a gradient for `input` should follow (invalid when it needs no gradient).
 Edge edge_for(const Tensor& input);
 
-// Attaches `output` to a new FunctionNode when grad mode is on and some input requires grad;
+// Attaches `output` to a new Node when grad mode is on and some input requires grad;
 // otherwise returns `output` unchanged. `name` names the op in error messages.
 Tensor record(const char* name, Tensor output, const std::vector<Tensor>& inputs,
               BackwardFn backward);

@@ -77,7 +77,7 @@ void run(const Sets& sets, const Cell& cell, const Config& config) {
   const auto start = Clock::now();
   const app::DataBundle& data = sets.full;
   auto model = make_model("lenet5", data.channels, data.num_classes, config.seed, data.image_size);
-  parallel::SgdConfig sgd;
+  SGDOptions sgd;
   sgd.lr = 0.01;
   sgd.momentum = 0.9;
   auto engine = parallel::make_single_device_engine(model, sgd, Device::cpu());

@@ -152,8 +152,8 @@ PipelineOptions pipeline_options(ScheduleKind schedule, const std::string& ppv, 
   return o;
 }
 
-SgdConfig sgd_config(double lr) {
-  SgdConfig sgd;
+SGDOptions sgd_config(double lr) {
+  SGDOptions sgd;
   sgd.lr = lr;
   sgd.momentum = 0.9;
   sgd.weight_decay = 5e-4;

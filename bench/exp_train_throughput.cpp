@@ -32,7 +32,7 @@ struct Case {
 
 double measure(const Case& c, Device device, int warmup, int steps) {
   auto model = make_model(c.model, c.channels, 10, /*seed=*/1, c.size);
-  parallel::SgdConfig sgd;
+  SGDOptions sgd;
   sgd.lr = 0.01;
   sgd.momentum = 0.9;
   auto engine = parallel::make_single_device_engine(model, sgd, device);

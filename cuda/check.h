@@ -1,4 +1,4 @@
-// One error-macro family for CUDA, cuBLAS, cuDNN and NCCL: a failed call throws echelon::Error
+// One error-macro family for CUDA, cuBLAS and cuDNN: a failed call throws echelon::Error
 // naming the call (the op), the library's error string and file:line. Never exit() or abort().
 #pragma once
 
@@ -25,5 +25,5 @@ namespace echelon::cuda {
     if (ech_err_ != cudaSuccess)                                           \
       ::echelon::cuda::throw_cuda_error(ech_err_, op, __FILE__, __LINE__); \
   } while (0)
-// cuBLAS / cuDNN / NCCL variants live next to their handles (cuda/blas.h, cuda/cudnn/handle.h,
-// cuda/nccl.h) so that this header needs only the runtime.
+// The cuBLAS and cuDNN variants live next to their handles (cuda/blas.h, cuda/cudnn/handle.h) so
+// that this header needs only the runtime; an NCCL wrapper, when one is written, does the same.

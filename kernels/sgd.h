@@ -1,13 +1,19 @@
-// SGD arguments shared by the CPU twin (tensor/cpu/optim) and the CUDA kernel (cuda/kernels/optim).
+// SGD hyper-parameters: ONE struct from the trainer down to the kernels (the engines, the SGD
+// optimizer in layers/optim, ops::sgd_step_, the CPU twin in tensor/cpu/optim and the CUDA kernel
+// in cuda/kernels/optim).
 #pragma once
 
 namespace echelon {
 
-// SGD hyper-parameters, PyTorch semantics (see ops::sgd_step_).
-struct SgdArgs {
-  double lr = 0.01, momentum = 0.0, dampening = 0.0, weight_decay = 0.0;
-  bool nesterov = false;
-  bool first_step = false;  // momentum buffer starts as the gradient
+// PyTorch semantics: g = grad + weight_decay * param; buf = momentum * buf + (1 - dampening) * g
+// (buf = g on a parameter's first step); g = nesterov ? g + momentum * buf : buf;
+// param -= lr * g. The trainer's LR schedule changes lr between steps.
+struct SGDOptions {
+  double lr = 0.01;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;  // requires momentum > 0 and dampening == 0 (as PyTorch)
 };
 
 }  // namespace echelon

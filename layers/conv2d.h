@@ -1,5 +1,6 @@
 // Conv2d: weight (O, C, KH, KW), optional bias (O). The implementation (ours or cuDNN on CUDA)
-// follows ops::conv_impl(), set process-wide.
+// follows ops::conv_impl(), set process-wide. The layer keeps its window as a Conv2dGeometry
+// (kernels/conv.h), the struct the ops and kernels take.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 
 namespace echelon {
 
+// The constructor's keyword arguments, square as PyTorch's nn.Conv2d.
 struct Conv2dOptions {
   int64_t stride = 1;
   int64_t padding = 0;
@@ -30,9 +32,7 @@ class Conv2d : public Module {
   Tensor weight, bias;  // bias undefined when options.bias is false
 
  private:
-  int64_t in_channels_, out_channels_, kernel_size_;
-  Conv2dOptions options_;
-  ops::Conv2dParams params_;
+  Conv2dGeometry window_;  // kernel, stride, padding, dilation; channels come from weight
 };
 
 }  // namespace echelon

@@ -113,7 +113,6 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     if (!source) continue;
     Tensor dst = target;
     ops::copy_(dst, *source);
-    dst.bump_version();
   }
 }
 

@@ -1,25 +1,19 @@
-// SGD with momentum, dampening, weight decay and Nesterov (PyTorch semantics, ops::sgd_step_),
-// plus the learning-rate schedules in layers/lr_schedule.h.
+// SGD with momentum, dampening, weight decay and Nesterov (PyTorch semantics; the options are
+// SGDOptions in kernels/sgd.h, passed unchanged down to ops::sgd_step_ and the kernels), plus the
+// learning-rate schedules in layers/lr_schedule.h.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include <echelon/kernels/sgd.h>
 #include <echelon/layers/lr_schedule.h>
 #include <echelon/layers/module.h>
 #include <echelon/layers/state_dict.h>
 #include <echelon/tensor/tensor.h>
 
 namespace echelon {
-
-struct SGDOptions {
-  double lr = 0.01;
-  double momentum = 0.0;
-  double dampening = 0.0;
-  double weight_decay = 0.0;
-  bool nesterov = false;  // requires momentum > 0 and dampening == 0 (as PyTorch)
-};
 
 class SGD {
  public:

@@ -1,5 +1,6 @@
 // Pooling layers over (N, C, H, W): MaxPool2d, AvgPool2d, and GlobalAvgPool2d (-> (N, C, 1, 1),
-// PyTorch's AdaptiveAvgPool2d(1)).
+// PyTorch's AdaptiveAvgPool2d(1)). MaxPool2d and AvgPool2d keep their window as a Pool2dGeometry
+// (kernels/pool.h), the struct the ops and kernels take.
 #pragma once
 
 #include <cstdint>
@@ -10,10 +11,7 @@
 
 namespace echelon {
 
-// stride 0 means stride = kernel_size (PyTorch's default).
-ops::Pool2dParams pool_params(int64_t kernel_size, int64_t stride, int64_t padding,
-                              bool ceil_mode = false);
-
+// MaxPool2d and AvgPool2d: stride 0 means stride = kernel_size (PyTorch's default).
 class MaxPool2d : public Module {
  public:
   explicit MaxPool2d(int64_t kernel_size, int64_t stride = 0, int64_t padding = 0,
@@ -23,7 +21,7 @@ class MaxPool2d : public Module {
   std::string describe() const override;
 
  private:
-  ops::Pool2dParams params_;
+  Pool2dGeometry window_;
 };
 
 class AvgPool2d : public Module {
@@ -35,7 +33,7 @@ class AvgPool2d : public Module {
   std::string describe() const override;
 
  private:
-  ops::Pool2dParams params_;
+  Pool2dGeometry window_;
 };
 
 class GlobalAvgPool2d : public Module {

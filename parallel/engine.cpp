@@ -42,10 +42,8 @@ namespace {
 
 class SingleDeviceEngine : public StepEngine {
  public:
-  SingleDeviceEngine(std::shared_ptr<Sequential> model, const SgdConfig& sgd, Device device)
-      : model_(std::move(model)),
-        device_(device),
-        optimizer_(model_->named_parameters(), to_sgd_options(sgd)) {
+  SingleDeviceEngine(std::shared_ptr<Sequential> model, const SGDOptions& sgd, Device device)
+      : model_(std::move(model)), device_(device), optimizer_(model_->named_parameters(), sgd) {
     model_->to(device_);
     model_->train();
   }
@@ -91,16 +89,6 @@ class SingleDeviceEngine : public StepEngine {
   void load_optimizer_state(const StateDict& state) override { optimizer_.load_state_dict(state); }
 
  private:
-  static SGDOptions to_sgd_options(const SgdConfig& c) {
-    SGDOptions o;
-    o.lr = c.lr;
-    o.momentum = c.momentum;
-    o.dampening = c.dampening;
-    o.weight_decay = c.weight_decay;
-    o.nesterov = c.nesterov;
-    return o;
-  }
-
   std::shared_ptr<Sequential> model_;
   Device device_;
   SGD optimizer_;
@@ -109,7 +97,7 @@ class SingleDeviceEngine : public StepEngine {
 }  // namespace
 
 std::unique_ptr<StepEngine> make_single_device_engine(std::shared_ptr<Sequential> model,
-                                                      const SgdConfig& sgd, Device device) {
+                                                      const SGDOptions& sgd, Device device) {
   ECH_CHECK(model != nullptr, "make_single_device_engine: model is null");
   return std::make_unique<SingleDeviceEngine>(std::move(model), sgd, device);
 }

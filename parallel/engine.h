@@ -26,6 +26,7 @@
 
 #include <echelon/base/json.h>
 #include <echelon/data/loader.h>
+#include <echelon/kernels/sgd.h>
 #include <echelon/layers/sequential.h>
 #include <echelon/layers/state_dict.h>
 #include <echelon/tensor/device.h>
@@ -47,16 +48,6 @@ struct StepStats {
   double accuracy() const {
     return samples ? static_cast<double>(correct) / static_cast<double>(samples) : 0.0;
   }
-};
-
-// SGD hyper-parameters (PyTorch semantics, see ops::sgd_step_). The LR is changed per step by
-// the trainer's schedule through StepEngine::set_lr.
-struct SgdConfig {
-  double lr = 0.01;
-  double momentum = 0.0;
-  double dampening = 0.0;
-  double weight_decay = 0.0;
-  bool nesterov = false;
 };
 
 class StepEngine {
@@ -89,12 +80,13 @@ class StepEngine {
 };
 
 // The default engine: forward, cross-entropy loss, backward, SGD step, all on `device` (the model
-// is moved there). A non-finite loss skips backward and the update.
+// is moved there). A non-finite loss skips backward and the update. The trainer's LR schedule
+// changes sgd.lr per step through StepEngine::set_lr.
 std::unique_ptr<StepEngine> make_single_device_engine(std::shared_ptr<Sequential> model,
-                                                      const SgdConfig& sgd, Device device);
+                                                      const SGDOptions& sgd, Device device);
 
 // How the trainer builds its engine; the CLI swaps in the pipeline engine's factory.
 using EngineFactory = std::function<std::unique_ptr<StepEngine>(
-    std::shared_ptr<Sequential> model, const SgdConfig& sgd, Device device)>;
+    std::shared_ptr<Sequential> model, const SGDOptions& sgd, Device device)>;
 
 }  // namespace echelon::parallel

@@ -37,10 +37,10 @@ int PipelineOptions::hybrid_switch_epoch() const {
   return std::max(1, static_cast<int>(std::lround(hybrid_switch * total_epochs)));
 }
 
-PipelineEngine::PipelineEngine(std::shared_ptr<Sequential> model, const SgdConfig& sgd,
+PipelineEngine::PipelineEngine(std::shared_ptr<Sequential> model, const SGDOptions& sgd,
                                Device device, PipelineOptions options)
     : model_(std::move(model)),
-      sgd_{sgd.lr, sgd.momentum, sgd.dampening, sgd.weight_decay, sgd.nesterov},
+      sgd_(sgd),
       device_(device),
       options_(std::move(options)),
       results_(kUnbounded),
@@ -358,7 +358,7 @@ json::Value PipelineEngine::report() const {
 
 EngineFactory pipeline_engine_factory(PipelineOptions options) {
   options.validate();
-  return [options](std::shared_ptr<Sequential> model, const SgdConfig& sgd, Device device) {
+  return [options](std::shared_ptr<Sequential> model, const SGDOptions& sgd, Device device) {
     return std::unique_ptr<StepEngine>(
         std::make_unique<PipelineEngine>(std::move(model), sgd, device, options));
   };

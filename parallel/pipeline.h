@@ -48,7 +48,7 @@ struct PipelineOptions {
 
 class PipelineEngine : public StepEngine {
  public:
-  PipelineEngine(std::shared_ptr<Sequential> model, const SgdConfig& sgd, Device device,
+  PipelineEngine(std::shared_ptr<Sequential> model, const SGDOptions& sgd, Device device,
                  PipelineOptions options);
   ~PipelineEngine() override;
 

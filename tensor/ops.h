@@ -11,6 +11,9 @@
 #include <vector>
 
 #include <echelon/base/op_kinds.h>
+#include <echelon/kernels/conv.h>
+#include <echelon/kernels/pool.h>
+#include <echelon/kernels/sgd.h>
 #include <echelon/tensor/random.h>
 #include <echelon/tensor/tensor.h>
 
@@ -103,18 +106,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);        // inde
 Tensor one_hot(const Tensor& labels, int64_t num_classes, DType dtype = kFloat32);
 
 // ---- convolution building blocks (family: im2col) --------------------------------------------
-struct Conv2dGeometry {
-  int64_t kernel_h = 1, kernel_w = 1;
-  int64_t stride_h = 1, stride_w = 1;
-  int64_t pad_h = 0, pad_w = 0;
-  int64_t dilation_h = 1, dilation_w = 1;
-  int64_t out_h(int64_t in_h) const {
-    return (in_h + 2 * pad_h - dilation_h * (kernel_h - 1) - 1) / stride_h + 1;
-  }
-  int64_t out_w(int64_t in_w) const {
-    return (in_w + 2 * pad_w - dilation_w * (kernel_w - 1) - 1) / stride_w + 1;
-  }
-};
+// The window of `g` (kernel, stride, padding, dilation) is the caller's; its shapes are ignored.
 // x (N, C, H, W) -> columns (N, C*KH*KW, OH*OW).
 Tensor im2col(const Tensor& x, const Conv2dGeometry& g);
 // columns (N, C*KH*KW, OH*OW) -> (N, C, H, W), summing overlaps. input_shape = (N, C, H, W).
@@ -136,31 +128,22 @@ Tensor randperm(int64_t n, Generator& gen);  // int64, CPU
 enum class ConvImpl : uint8_t { Ours, Cudnn };
 void set_conv_impl(ConvImpl impl);  // process-wide default for conv2d
 ConvImpl conv_impl();
-struct Conv2dParams {
-  int64_t stride_h = 1, stride_w = 1;
-  int64_t pad_h = 0, pad_w = 0;
-  int64_t dilation_h = 1, dilation_w = 1;
-};
-// x (N, C, H, W), weight (O, C, KH, KW), bias (O) or undefined -> (N, O, OH, OW).
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p);
+// x (N, C, H, W), weight (O, C, KH, KW), bias (O) or undefined -> (N, O, OH, OW). The window of
+// `g` is the caller's, and (KH, KW) must equal its kernel; its shapes are ignored.
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dGeometry& g);
 struct Conv2dGrads {
   Tensor input, weight, bias;  // input undefined unless need_input; bias undefined if no bias
 };
 Conv2dGrads conv2d_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight,
-                            bool has_bias, bool need_input, const Conv2dParams& p);
+                            bool has_bias, bool need_input, const Conv2dGeometry& g);
 
-struct Pool2dParams {
-  int64_t kernel_h = 2, kernel_w = 2;
-  int64_t stride_h = 2, stride_w = 2;
-  int64_t pad_h = 0, pad_w = 0;
-  bool ceil_mode = false;
-  bool count_include_pad = true;  // average pooling only
-};
+// The window of `g` is the caller's; its shapes are ignored.
 // (N, C, H, W) -> (N, C, OH, OW); *argmax receives int64 flat indices into each H*W plane.
-Tensor max_pool2d(const Tensor& x, const Pool2dParams& p, Tensor* argmax);
+Tensor max_pool2d(const Tensor& x, const Pool2dGeometry& g, Tensor* argmax);
 Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& argmax, const Shape& input_shape);
-Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p);
-Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& input_shape, const Pool2dParams& p);
+Tensor avg_pool2d(const Tensor& x, const Pool2dGeometry& g);
+Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& input_shape,
+                           const Pool2dGeometry& g);
 
 // Batch normalisation over all dims but 1 (channels): x (N, C) or (N, C, H, W).
 struct BatchNormOutput {
@@ -195,10 +178,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Tensor* log_pro
 Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& log_probs,
                               const Tensor& target);
 
-// SGD with momentum/Nesterov/weight decay, in place (PyTorch semantics):
-// g = grad + wd * param; buf = momentum * buf + (1 - dampening) * g (buf = g on the first step);
-// g = nesterov ? g + momentum * buf : buf; param -= lr * g.
-void sgd_step_(Tensor& param, const Tensor& grad, Tensor& momentum_buf, double lr, double momentum,
-               double dampening, double weight_decay, bool nesterov, bool first_step);
+// One SGD update of param in place (PyTorch semantics, see SGDOptions). momentum_buf has param's
+// shape and is read and written when momentum != 0 (undefined otherwise); first_step: the
+// parameter's first update, where the buffer starts as the gradient.
+void sgd_step_(Tensor& param, const Tensor& grad, Tensor& momentum_buf, const SGDOptions& options,
+               bool first_step);
 
 }  // namespace echelon::ops

@@ -197,7 +197,6 @@ Tensor eq(const Tensor& a, const Tensor& b) {
 void fill_(Tensor& t, double value) {
   detail::check_defined("fill_", t);
   const StridedIndexer ix = indexer_of(t);
-  t.bump_version();
 #if ECHELON_WITH_CUDA
   if (t.is_cuda()) {
     cuda::DeviceGuard guard(t.device().index);
@@ -291,7 +290,6 @@ void copy_(Tensor& dst, const Tensor& src) {
   ECH_CHECK(broadcast_shapes(src.shape(), dst.shape(), "copy_") == dst.shape(),
             "copy_: source shape ", src.shape(), " cannot be broadcast to destination shape ",
             dst.shape());
-  dst.bump_version();
   if (src.device() == dst.device()) {
     copy_same_device(dst, src);
     return;
@@ -310,7 +308,6 @@ void axpy_(Tensor& dst, const Tensor& src, double alpha) {
   detail::check_floating("axpy_", dst);
   ECH_CHECK(dst.is_contiguous(), "axpy_: destination ", dst.describe(), " must be contiguous");
   const Tensor s = src.contiguous();
-  dst.bump_version();
 #if ECHELON_WITH_CUDA
   if (dst.is_cuda()) {
     detail::check_cuda_float("axpy_", dst);

@@ -10,37 +10,8 @@
 namespace echelon::ops {
 namespace {
 
-// Validates the geometry against input_shape (N, C, H, W) and fills the kernels' arguments.
-Im2colArgs make_args(const char* op, const Shape& input_shape, const Conv2dGeometry& g) {
-  ECH_CHECK(input_shape.size() == 4, op, ": expected input shape (N, C, H, W), got ", input_shape);
-  ECH_CHECK(g.kernel_h > 0 && g.kernel_w > 0 && g.stride_h > 0 && g.stride_w > 0 &&
-                g.dilation_h > 0 && g.dilation_w > 0 && g.pad_h >= 0 && g.pad_w >= 0,
-            op, ": invalid geometry: kernel ", g.kernel_h, "x", g.kernel_w, ", stride ", g.stride_h,
-            "x", g.stride_w, ", pad ", g.pad_h, "x", g.pad_w, ", dilation ", g.dilation_h, "x",
-            g.dilation_w);
-  Im2colArgs a;
-  a.n = input_shape[0];
-  a.channels = input_shape[1];
-  a.height = input_shape[2];
-  a.width = input_shape[3];
-  a.kernel_h = g.kernel_h;
-  a.kernel_w = g.kernel_w;
-  a.stride_h = g.stride_h;
-  a.stride_w = g.stride_w;
-  a.pad_h = g.pad_h;
-  a.pad_w = g.pad_w;
-  a.dilation_h = g.dilation_h;
-  a.dilation_w = g.dilation_w;
-  a.out_h = g.out_h(a.height);
-  a.out_w = g.out_w(a.width);
-  ECH_CHECK(a.out_h > 0 && a.out_w > 0, op, ": the ", g.kernel_h, "x", g.kernel_w,
-            " kernel (dilation ", g.dilation_h, "x", g.dilation_w, ", pad ", g.pad_h, "x", g.pad_w,
-            ") does not fit input ", input_shape);
-  return a;
-}
-
-Shape cols_shape(const Im2colArgs& a) {
-  return {a.n, a.channels * a.kernel_h * a.kernel_w, a.out_h * a.out_w};
+Shape cols_shape(const Conv2dGeometry& a) {
+  return {a.n, a.c * a.kernel_h * a.kernel_w, a.out_h * a.out_w};
 }
 
 }  // namespace
@@ -48,7 +19,7 @@ Shape cols_shape(const Im2colArgs& a) {
 Tensor im2col(const Tensor& x, const Conv2dGeometry& g) {
   detail::check_defined("im2col", x);
   detail::check_floating("im2col", x);
-  const Im2colArgs a = make_args("im2col", x.shape(), g);
+  const Conv2dGeometry a = detail::conv_geometry("im2col", x.shape(), /*out_channels=*/0, g);
   const Tensor xc = x.contiguous();
   Tensor cols = Tensor::empty(cols_shape(a), x.dtype(), x.device());
   if (cols.numel() == 0) return cols;
@@ -69,7 +40,7 @@ Tensor im2col(const Tensor& x, const Conv2dGeometry& g) {
 Tensor col2im(const Tensor& cols, const Conv2dGeometry& g, const Shape& input_shape) {
   detail::check_defined("col2im", cols);
   detail::check_floating("col2im", cols);
-  const Im2colArgs a = make_args("col2im", input_shape, g);
+  const Conv2dGeometry a = detail::conv_geometry("col2im", input_shape, /*out_channels=*/0, g);
   ECH_CHECK(cols.shape() == cols_shape(a), "col2im: columns shape ", cols.shape(),
             " does not match ", cols_shape(a), " expected for input ", input_shape);
   const Tensor cc = cols.contiguous();

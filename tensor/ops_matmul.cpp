@@ -173,7 +173,6 @@ void gemm_(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool trans
   ECH_CHECK(c.shape() == Shape({M, N}), "gemm_: output shape ", c.shape(), " should be ",
             Shape({M, N}), " for inputs ", a.shape(), " and ", b.shape());
   ECH_CHECK(c.is_contiguous(), "gemm_: output ", c.describe(), " must be contiguous");
-  c.bump_version();
   run_gemm("gemm_", as_operand(a, trans_a), as_operand(b, trans_b), c, 1, M, N, K, alpha, beta);
 }
 

@@ -8,7 +8,7 @@
 #include <echelon/tensor/cpu/matmul.h>
 #include <echelon/tensor/cpu/pool.h>
 #include <echelon/tensor/ops.h>
-#include <echelon/tensor/ops_nn_checks.h>
+#include <echelon/tensor/ops_common.h>
 
 #if ECHELON_WITH_CUDA
 #include <echelon/cuda/cudnn/conv.h>
@@ -18,13 +18,14 @@
 
 namespace echelon::ops {
 
-using nn_detail::check_defined;
-using nn_detail::check_float_like;
-using nn_detail::check_shape;
-using nn_detail::fail_not_cuda_build;
-using nn_detail::ptr_or_null;
+using detail::check_defined;
+using detail::check_float_like;
+using detail::check_shape;
+using detail::conv_geometry;
+using detail::fail_not_cuda_build;
+using detail::ptr_or_null;
 #if ECHELON_WITH_CUDA
-using nn_detail::stream_of;
+using detail::stream_of;
 #endif
 
 namespace {
@@ -33,39 +34,19 @@ std::atomic<ConvImpl> g_conv_impl{ConvImpl::Ours};
 
 // ---- conv -------------------------------------------------------------------------------------
 
-ConvArgs conv_args(const Tensor& x, const Tensor& weight, const Conv2dParams& p, const char* op) {
-  check_float_like(x, x, op, "input");
-  check_float_like(weight, x, op, "weight");
+// The geometry of convolving x (N, C, H, W) with weight (O, C, KH, KW) through `window`.
+Conv2dGeometry conv_geometry_of(const char* op, const Tensor& x, const Tensor& weight,
+                                const Conv2dGeometry& window) {
+  check_float_like(op, x, x, "input");
+  check_float_like(op, weight, x, "weight");
   ECH_CHECK(x.dim() == 4, op, ": input must be (N, C, H, W), got shape ", x.shape());
   ECH_CHECK(weight.dim() == 4, op, ": weight must be (O, C, KH, KW), got shape ", weight.shape());
   ECH_CHECK(x.size(1) == weight.size(1), op, ": input ", x.shape(), " has ", x.size(1),
             " channels but weight ", weight.shape(), " expects ", weight.size(1));
-  ECH_CHECK(p.stride_h > 0 && p.stride_w > 0 && p.dilation_h > 0 && p.dilation_w > 0 &&
-                p.pad_h >= 0 && p.pad_w >= 0,
-            op, ": stride and dilation must be positive and padding non-negative (stride ",
-            p.stride_h, "x", p.stride_w, ", pad ", p.pad_h, "x", p.pad_w, ", dilation ",
-            p.dilation_h, "x", p.dilation_w, ")");
-  ConvArgs a;
-  a.n = x.size(0);
-  a.c = x.size(1);
-  a.h = x.size(2);
-  a.w = x.size(3);
-  a.o = weight.size(0);
-  a.kernel_h = weight.size(2);
-  a.kernel_w = weight.size(3);
-  a.stride_h = p.stride_h;
-  a.stride_w = p.stride_w;
-  a.pad_h = p.pad_h;
-  a.pad_w = p.pad_w;
-  a.dilation_h = p.dilation_h;
-  a.dilation_w = p.dilation_w;
-  a.out_h = (a.h + 2 * a.pad_h - a.dilation_h * (a.kernel_h - 1) - 1) / a.stride_h + 1;
-  a.out_w = (a.w + 2 * a.pad_w - a.dilation_w * (a.kernel_w - 1) - 1) / a.stride_w + 1;
-  ECH_CHECK(a.h + 2 * a.pad_h >= a.dilation_h * (a.kernel_h - 1) + 1 &&
-                a.w + 2 * a.pad_w >= a.dilation_w * (a.kernel_w - 1) + 1,
-            op, ": kernel ", weight.shape(), " (dilation ", p.dilation_h, "x", p.dilation_w,
-            ") is larger than the padded input ", x.shape(), " (pad ", p.pad_h, "x", p.pad_w, ")");
-  return a;
+  ECH_CHECK(weight.size(2) == window.kernel_h && weight.size(3) == window.kernel_w, op, ": weight ",
+            weight.shape(), " does not match the ", window.kernel_h, "x", window.kernel_w,
+            " kernel of the geometry");
+  return conv_geometry(op, x.shape(), weight.size(0), window);
 }
 
 }  // namespace
@@ -78,12 +59,12 @@ ConvImpl conv_impl() {
 }
 
 Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in,
-              const Conv2dParams& p) {
+              const Conv2dGeometry& window) {
   const char* op = "conv2d";
-  const ConvArgs a = conv_args(x_in, weight_in, p, op);
+  const Conv2dGeometry a = conv_geometry_of(op, x_in, weight_in, window);
   if (bias_in.defined()) {
-    check_float_like(bias_in, x_in, op, "bias");
-    check_shape(bias_in, {a.o}, op, "bias");
+    check_float_like(op, bias_in, x_in, "bias");
+    check_shape(op, bias_in, {a.o}, "bias");
   }
   const Tensor x = x_in.contiguous(), weight = weight_in.contiguous();
   const Tensor bias = bias_in.defined() ? bias_in.contiguous() : Tensor();
@@ -121,11 +102,11 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
 }
 
 Conv2dGrads conv2d_backward(const Tensor& grad_out_in, const Tensor& x_in, const Tensor& weight_in,
-                            bool has_bias, bool need_input, const Conv2dParams& p) {
+                            bool has_bias, bool need_input, const Conv2dGeometry& window) {
   const char* op = "conv2d_backward";
-  const ConvArgs a = conv_args(x_in, weight_in, p, op);
-  check_float_like(grad_out_in, x_in, op, "grad_out");
-  check_shape(grad_out_in, {a.n, a.o, a.out_h, a.out_w}, op, "grad_out");
+  const Conv2dGeometry a = conv_geometry_of(op, x_in, weight_in, window);
+  check_float_like(op, grad_out_in, x_in, "grad_out");
+  check_shape(op, grad_out_in, {a.n, a.o, a.out_h, a.out_w}, "grad_out");
   const Tensor grad_out = grad_out_in.contiguous(), x = x_in.contiguous(),
                weight = weight_in.contiguous();
   Conv2dGrads grads;
@@ -185,17 +166,9 @@ Conv2dGrads conv2d_backward(const Tensor& grad_out_in, const Tensor& x_in, const
 
 namespace {
 
-// PyTorch's pooling_output_shape: floor or ceil, and in ceil mode the last window must start
-// inside the input or its left padding.
-int64_t pool_out_size(int64_t in, int64_t kernel, int64_t pad, int64_t stride, bool ceil_mode) {
-  const int64_t span = in + 2 * pad - kernel;
-  int64_t out = (span + (ceil_mode ? stride - 1 : 0)) / stride + 1;
-  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
-  return out;
-}
-
-// Geometry of pooling an input of `shape` (N, C, H, W).
-PoolArgs pool_geometry(const Shape& shape, const Pool2dParams& p, const char* op) {
+// `window`'s geometry over an input of `shape` (N, C, H, W), after checking the window.
+Pool2dGeometry pool_geometry(const char* op, const Shape& shape, const Pool2dGeometry& window) {
+  const Pool2dGeometry& p = window;
   ECH_CHECK(shape.size() == 4, op, ": input must be (N, C, H, W), got shape ", shape);
   ECH_CHECK(p.kernel_h > 0 && p.kernel_w > 0 && p.stride_h > 0 && p.stride_w > 0, op,
             ": kernel and stride must be positive (kernel ", p.kernel_h, "x", p.kernel_w,
@@ -203,37 +176,24 @@ PoolArgs pool_geometry(const Shape& shape, const Pool2dParams& p, const char* op
   ECH_CHECK(p.pad_h >= 0 && p.pad_w >= 0 && p.pad_h <= p.kernel_h / 2 && p.pad_w <= p.kernel_w / 2,
             op, ": padding ", p.pad_h, "x", p.pad_w, " must be between 0 and half the kernel ",
             p.kernel_h, "x", p.kernel_w);
-  PoolArgs a;
-  a.n = shape[0];
-  a.c = shape[1];
-  a.h = shape[2];
-  a.w = shape[3];
-  a.kernel_h = p.kernel_h;
-  a.kernel_w = p.kernel_w;
-  a.stride_h = p.stride_h;
-  a.stride_w = p.stride_w;
-  a.pad_h = p.pad_h;
-  a.pad_w = p.pad_w;
-  a.count_include_pad = p.count_include_pad;
-  ECH_CHECK(a.h + 2 * a.pad_h >= a.kernel_h && a.w + 2 * a.pad_w >= a.kernel_w, op, ": kernel ",
-            p.kernel_h, "x", p.kernel_w, " is larger than the padded input ", shape);
-  a.out_h = pool_out_size(a.h, a.kernel_h, a.pad_h, a.stride_h, p.ceil_mode);
-  a.out_w = pool_out_size(a.w, a.kernel_w, a.pad_w, a.stride_w, p.ceil_mode);
-  return a;
+  ECH_CHECK(shape[2] + 2 * p.pad_h >= p.kernel_h && shape[3] + 2 * p.pad_w >= p.kernel_w, op,
+            ": kernel ", p.kernel_h, "x", p.kernel_w, " is larger than the padded input ", shape);
+  return window.for_input(shape[0], shape[1], shape[2], shape[3]);
 }
 
-PoolArgs pool_args(const Tensor& x, const Pool2dParams& p, const char* op) {
-  check_float_like(x, x, op, "input");
-  return pool_geometry(x.shape(), p, op);
+Pool2dGeometry pool_geometry_of(const char* op, const Tensor& x, const Pool2dGeometry& window) {
+  check_float_like(op, x, x, "input");
+  return pool_geometry(op, x.shape(), window);
 }
 
-// Pool geometry for a backward call that only knows the input shape.
-PoolArgs pool_args_for_shape(const Tensor& grad_out, const Shape& input_shape, const char* op) {
+// The shapes for max pooling's backward, which routes through argmax and needs no window.
+Pool2dGeometry max_pool_backward_geometry(const char* op, const Tensor& grad_out,
+                                          const Shape& input_shape) {
   ECH_CHECK(input_shape.size() == 4, op, ": input_shape must be (N, C, H, W), got ", input_shape);
   ECH_CHECK(grad_out.dim() == 4 && grad_out.size(0) == input_shape[0] &&
                 grad_out.size(1) == input_shape[1],
             op, ": grad_out ", grad_out.shape(), " does not match input shape ", input_shape);
-  PoolArgs a;
+  Pool2dGeometry a;
   a.n = input_shape[0];
   a.c = input_shape[1];
   a.h = input_shape[2];
@@ -245,9 +205,9 @@ PoolArgs pool_args_for_shape(const Tensor& grad_out, const Shape& input_shape, c
 
 }  // namespace
 
-Tensor max_pool2d(const Tensor& x_in, const Pool2dParams& p, Tensor* argmax) {
+Tensor max_pool2d(const Tensor& x_in, const Pool2dGeometry& window, Tensor* argmax) {
   const char* op = "max_pool2d";
-  const PoolArgs a = pool_args(x_in, p, op);
+  const Pool2dGeometry a = pool_geometry_of(op, x_in, window);
   const Tensor x = x_in.contiguous();
   Tensor y = Tensor::empty({a.n, a.c, a.out_h, a.out_w}, x.dtype(), x.device());
   Tensor indices = Tensor::empty(y.shape(), kInt64, x.device());
@@ -272,12 +232,12 @@ Tensor max_pool2d(const Tensor& x_in, const Pool2dParams& p, Tensor* argmax) {
 Tensor max_pool2d_backward(const Tensor& grad_out_in, const Tensor& argmax_in,
                            const Shape& input_shape) {
   const char* op = "max_pool2d_backward";
-  check_float_like(grad_out_in, grad_out_in, op, "grad_out");
-  check_defined(argmax_in, op, "argmax");
+  check_float_like(op, grad_out_in, grad_out_in, "grad_out");
+  check_defined(op, argmax_in, "argmax");
   ECH_CHECK(argmax_in.dtype() == kInt64 && argmax_in.device() == grad_out_in.device(), op,
             ": argmax must be int64 on ", grad_out_in.device(), ", got ", argmax_in.describe());
-  check_shape(argmax_in, grad_out_in.shape(), op, "argmax");
-  const PoolArgs a = pool_args_for_shape(grad_out_in, input_shape, op);
+  check_shape(op, argmax_in, grad_out_in.shape(), "argmax");
+  const Pool2dGeometry a = max_pool_backward_geometry(op, grad_out_in, input_shape);
   const Tensor grad_out = grad_out_in.contiguous(), argmax = argmax_in.contiguous();
   Tensor grad_in = Tensor::empty(input_shape, grad_out.dtype(), grad_out.device());
   if (grad_in.numel() == 0) return grad_in;
@@ -302,9 +262,9 @@ Tensor max_pool2d_backward(const Tensor& grad_out_in, const Tensor& argmax_in,
   return grad_in;
 }
 
-Tensor avg_pool2d(const Tensor& x_in, const Pool2dParams& p) {
+Tensor avg_pool2d(const Tensor& x_in, const Pool2dGeometry& window) {
   const char* op = "avg_pool2d";
-  const PoolArgs a = pool_args(x_in, p, op);
+  const Pool2dGeometry a = pool_geometry_of(op, x_in, window);
   const Tensor x = x_in.contiguous();
   Tensor y = Tensor::empty({a.n, a.c, a.out_h, a.out_w}, x.dtype(), x.device());
   if (y.numel() == 0) return y;
@@ -323,11 +283,11 @@ Tensor avg_pool2d(const Tensor& x_in, const Pool2dParams& p) {
 }
 
 Tensor avg_pool2d_backward(const Tensor& grad_out_in, const Shape& input_shape,
-                           const Pool2dParams& p) {
+                           const Pool2dGeometry& window) {
   const char* op = "avg_pool2d_backward";
-  check_float_like(grad_out_in, grad_out_in, op, "grad_out");
-  const PoolArgs full = pool_geometry(input_shape, p, op);
-  check_shape(grad_out_in, {full.n, full.c, full.out_h, full.out_w}, op, "grad_out");
+  check_float_like(op, grad_out_in, grad_out_in, "grad_out");
+  const Pool2dGeometry full = pool_geometry(op, input_shape, window);
+  check_shape(op, grad_out_in, {full.n, full.c, full.out_h, full.out_w}, "grad_out");
   const Tensor grad_out = grad_out_in.contiguous();
   Tensor grad_in = Tensor::empty(input_shape, grad_out.dtype(), grad_out.device());
   if (grad_in.numel() == 0) return grad_in;

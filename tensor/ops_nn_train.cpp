@@ -5,7 +5,7 @@
 #include <echelon/tensor/cpu/norm.h>
 #include <echelon/tensor/cpu/optim.h>
 #include <echelon/tensor/ops.h>
-#include <echelon/tensor/ops_nn_checks.h>
+#include <echelon/tensor/ops_common.h>
 
 #if ECHELON_WITH_CUDA
 #include <echelon/cuda/kernels/loss.h>
@@ -15,13 +15,13 @@
 
 namespace echelon::ops {
 
-using nn_detail::check_defined;
-using nn_detail::check_float_like;
-using nn_detail::check_shape;
-using nn_detail::fail_not_cuda_build;
-using nn_detail::ptr_or_null;
+using detail::check_defined;
+using detail::check_float_like;
+using detail::check_shape;
+using detail::fail_not_cuda_build;
+using detail::ptr_or_null;
 #if ECHELON_WITH_CUDA
-using nn_detail::stream_of;
+using detail::stream_of;
 #endif
 
 // ---- norm -------------------------------------------------------------------------------------
@@ -30,7 +30,7 @@ namespace {
 
 // x (N, C, ...) viewed as (N, C, S).
 NormArgs norm_args(const Tensor& x, const char* op) {
-  check_float_like(x, x, op, "input");
+  check_float_like(op, x, x, "input");
   ECH_CHECK(x.dim() >= 2, op, ": input must be (N, C) or (N, C, ...), got shape ", x.shape());
   NormArgs a;
   a.n = x.size(0);
@@ -46,8 +46,8 @@ Tensor per_channel(const Tensor& t, const Tensor& x, int64_t channels, bool opti
     ECH_CHECK(optional, op, ": ", what, " is undefined");
     return t;
   }
-  check_float_like(t, x, op, what);
-  check_shape(t, {channels}, op, what);
+  check_float_like(op, t, x, what);
+  check_shape(op, t, {channels}, what);
   return t.contiguous();
 }
 
@@ -100,10 +100,6 @@ BatchNormOutput batch_norm_train(const Tensor& x_in, const Tensor& gamma_in, con
           out.save_invstd.data<scalar_t>());
     });
   }
-  if (running_mean.defined()) {
-    running_mean.bump_version();
-    running_var.bump_version();
-  }
   return out;
 }
 
@@ -143,8 +139,8 @@ BatchNormGrads batch_norm_backward(const Tensor& grad_out_in, const Tensor& x_in
                                    const Tensor& save_invstd_in) {
   const char* op = "batch_norm_backward";
   const NormArgs a = norm_args(x_in, op);
-  check_float_like(grad_out_in, x_in, op, "grad_out");
-  check_shape(grad_out_in, x_in.shape(), op, "grad_out");
+  check_float_like(op, grad_out_in, x_in, "grad_out");
+  check_shape(op, grad_out_in, x_in.shape(), "grad_out");
   const Tensor x = x_in.contiguous(), grad_out = grad_out_in.contiguous();
   const Tensor gamma = per_channel(gamma_in, x, a.c, true, op, "gamma");
   const Tensor save_mean = per_channel(save_mean_in, x, a.c, false, op, "save_mean");
@@ -211,8 +207,8 @@ Tensor lrn_backward(const Tensor& grad_out_in, const Tensor& x_in, const Tensor&
   const NormArgs a = norm_args(x_in, op);
   ECH_CHECK(size >= 1, op, ": size must be positive, got ", size);
   for (const Tensor* t : {&grad_out_in, &y_in, &scale_in}) {
-    check_float_like(*t, x_in, op, "grad_out/y/scale");
-    check_shape(*t, x_in.shape(), op, "grad_out/y/scale");
+    check_float_like(op, *t, x_in, "grad_out/y/scale");
+    check_shape(op, *t, x_in.shape(), "grad_out/y/scale");
   }
   const Tensor x = x_in.contiguous(), grad_out = grad_out_in.contiguous(), y = y_in.contiguous(),
                scale = scale_in.contiguous();
@@ -259,15 +255,15 @@ Tensor dropout_mask(const Shape& shape, double p, Generator& gen, Device device)
 
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, Tensor* log_probs_out) {
   const char* op = "cross_entropy";
-  check_float_like(logits_in, logits_in, op, "logits");
-  check_defined(target_in, op, "target");
+  check_float_like(op, logits_in, logits_in, "logits");
+  check_defined(op, target_in, "target");
   ECH_CHECK(logits_in.dim() == 2, op, ": logits must be (N, classes), got shape ",
             logits_in.shape());
   const int64_t n = logits_in.size(0), classes = logits_in.size(1);
   ECH_CHECK(n > 0 && classes > 0, op, ": logits ", logits_in.shape(), " must be non-empty");
   ECH_CHECK(target_in.dtype() == kInt64 && target_in.device() == logits_in.device(), op,
             ": target must be int64 on ", logits_in.device(), ", got ", target_in.describe());
-  check_shape(target_in, {n}, op, "target");
+  check_shape(op, target_in, {n}, "target");
   const Tensor logits = logits_in.contiguous(), target = target_in.contiguous();
   Tensor log_probs = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
   Tensor loss = Tensor::empty({}, logits.dtype(), logits.device());
@@ -300,17 +296,17 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, Tensor* l
 Tensor cross_entropy_backward(const Tensor& grad_loss_in, const Tensor& log_probs_in,
                               const Tensor& target_in) {
   const char* op = "cross_entropy_backward";
-  check_float_like(log_probs_in, log_probs_in, op, "log_probs");
-  check_float_like(grad_loss_in, log_probs_in, op, "grad_loss");
+  check_float_like(op, log_probs_in, log_probs_in, "log_probs");
+  check_float_like(op, grad_loss_in, log_probs_in, "grad_loss");
   ECH_CHECK(grad_loss_in.numel() == 1, op, ": grad_loss must hold one value, got shape ",
             grad_loss_in.shape());
   ECH_CHECK(log_probs_in.dim() == 2, op, ": log_probs must be (N, classes), got shape ",
             log_probs_in.shape());
   const int64_t n = log_probs_in.size(0), classes = log_probs_in.size(1);
-  check_defined(target_in, op, "target");
+  check_defined(op, target_in, "target");
   ECH_CHECK(target_in.dtype() == kInt64 && target_in.device() == log_probs_in.device(), op,
             ": target must be int64 on ", log_probs_in.device(), ", got ", target_in.describe());
-  check_shape(target_in, {n}, op, "target");
+  check_shape(op, target_in, {n}, "target");
   const Tensor grad_loss = grad_loss_in.contiguous(), log_probs = log_probs_in.contiguous(),
                target = target_in.contiguous();
   Tensor grad = Tensor::empty(log_probs.shape(), log_probs.dtype(), log_probs.device());
@@ -334,52 +330,43 @@ Tensor cross_entropy_backward(const Tensor& grad_loss_in, const Tensor& log_prob
 
 // ---- optim ------------------------------------------------------------------------------------
 
-void sgd_step_(Tensor& param, const Tensor& grad_in, Tensor& momentum_buf, double lr,
-               double momentum, double dampening, double weight_decay, bool nesterov,
+void sgd_step_(Tensor& param, const Tensor& grad_in, Tensor& momentum_buf, const SGDOptions& o,
                bool first_step) {
   const char* op = "sgd_step_";
-  check_float_like(param, param, op, "param");
-  check_float_like(grad_in, param, op, "grad");
-  check_shape(grad_in, param.shape(), op, "grad");
+  check_float_like(op, param, param, "param");
+  check_float_like(op, grad_in, param, "grad");
+  check_shape(op, grad_in, param.shape(), "grad");
   ECH_CHECK(param.is_contiguous(), op, ": param ", param.describe(),
             " is updated in place and must be contiguous");
-  ECH_CHECK(lr >= 0 && momentum >= 0 && weight_decay >= 0, op,
-            ": lr, momentum and weight_decay must be non-negative, got lr ", lr, ", momentum ",
-            momentum, ", weight_decay ", weight_decay);
-  ECH_CHECK(!nesterov || (momentum > 0 && dampening == 0), op,
+  ECH_CHECK(o.lr >= 0 && o.momentum >= 0 && o.weight_decay >= 0, op,
+            ": lr, momentum and weight_decay must be non-negative, got lr ", o.lr, ", momentum ",
+            o.momentum, ", weight_decay ", o.weight_decay);
+  ECH_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0), op,
             ": Nesterov momentum requires momentum > 0 and dampening 0");
-  if (momentum != 0) {
-    check_float_like(momentum_buf, param, op, "momentum_buf");
-    check_shape(momentum_buf, param.shape(), op, "momentum_buf");
+  const bool has_buffer = o.momentum != 0;
+  if (has_buffer) {
+    check_float_like(op, momentum_buf, param, "momentum_buf");
+    check_shape(op, momentum_buf, param.shape(), "momentum_buf");
     ECH_CHECK(momentum_buf.is_contiguous(), op, ": momentum_buf must be contiguous");
   }
   const Tensor grad = grad_in.contiguous();
-  SgdArgs a;
-  a.lr = lr;
-  a.momentum = momentum;
-  a.dampening = dampening;
-  a.weight_decay = weight_decay;
-  a.nesterov = nesterov;
-  a.first_step = first_step;
   const int64_t count = param.numel();
   if (count > 0) {
     if (param.is_cuda()) {
 #if ECHELON_WITH_CUDA
       cuda::DeviceGuard guard(param.device().index);
-      cuda::sgd_step(count, a, param.data<float>(), grad.data<float>(),
-                     momentum != 0 ? momentum_buf.data<float>() : nullptr, stream_of(param));
+      cuda::sgd_step(count, o, first_step, param.data<float>(), grad.data<float>(),
+                     has_buffer ? momentum_buf.data<float>() : nullptr, stream_of(param));
 #else
       fail_not_cuda_build(op);
 #endif
     } else {
       ECH_DISPATCH_FLOATING(param.dtype(), op, {
-        cpu::sgd_step(count, a, param.data<scalar_t>(), grad.data<scalar_t>(),
-                      momentum != 0 ? momentum_buf.data<scalar_t>() : nullptr);
+        cpu::sgd_step(count, o, first_step, param.data<scalar_t>(), grad.data<scalar_t>(),
+                      has_buffer ? momentum_buf.data<scalar_t>() : nullptr);
       });
     }
   }
-  param.bump_version();
-  if (momentum != 0) momentum_buf.bump_version();
 }
 
 }  // namespace echelon::ops

@@ -126,7 +126,6 @@ Tensor make_view(const Tensor& base, Shape shape, Strides strides, int64_t offse
   impl->strides = std::move(strides);
   impl->offset = offset;
   impl->dtype = base.dtype();
-  impl->version = base.version();
   return Tensor(std::move(impl));
 }
 

@@ -32,7 +32,6 @@ struct AutogradMeta {
   bool requires_grad = false;
   std::shared_ptr<Tensor> grad;             // accumulated gradient (leaves, or retained)
   std::shared_ptr<autograd::Node> grad_fn;  // the node that produced this tensor
-  uint32_t output_nr = 0;                   // which output of grad_fn this is
   bool retains_grad = false;
   std::vector<TensorHook> hooks;  // run on the gradient before it is used
 };
@@ -43,7 +42,6 @@ struct TensorImpl {
   Strides strides;
   int64_t offset = 0;  // in elements
   DType dtype = kFloat32;
-  uint64_t version = 0;  // bumped by in-place writes through ops (optimizer steps, fill_)
   std::unique_ptr<AutogradMeta> autograd;
 };
 
@@ -80,8 +78,6 @@ class Tensor {
   bool is_pinned() const { return impl().storage->pinned(); }
   bool is_contiguous() const;
   const std::shared_ptr<Storage>& storage() const { return impl().storage; }
-  uint64_t version() const { return impl().version; }
-  void bump_version() { ++impl().version; }
   std::string to_string(int64_t max_elements = 32) const;  // prints values (copies to host)
   std::string describe() const;                            // "float32[2, 3] on cuda:0"
 

@@ -24,7 +24,7 @@ struct Descriptors {
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
 
-  explicit Descriptors(const ConvArgs& a) {
+  explicit Descriptors(const Conv2dGeometry& a) {
     ECH_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x));
     ECH_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y));
     ECH_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w));
@@ -94,8 +94,8 @@ constexpr int kMaxAlgos = 16;
 
 }  // namespace
 
-void conv2d_forward(const ConvArgs& a, const float* x, const float* w, const float* bias, float* y,
-                    int device, cudaStream_t stream) {
+void conv2d_forward(const Conv2dGeometry& a, const float* x, const float* w, const float* bias,
+                    float* y, int device, cudaStream_t stream) {
   cuda::DeviceGuard guard(device);
   cudnnHandle_t handle = cuda::cudnn_handle(device, stream);
   Descriptors d(a);
@@ -121,8 +121,8 @@ void conv2d_forward(const ConvArgs& a, const float* x, const float* w, const flo
   }
 }
 
-void conv2d_backward_input(const ConvArgs& a, const float* grad_out, const float* w, float* grad_in,
-                           int device, cudaStream_t stream) {
+void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const float* w,
+                           float* grad_in, int device, cudaStream_t stream) {
   cuda::DeviceGuard guard(device);
   cudnnHandle_t handle = cuda::cudnn_handle(device, stream);
   Descriptors d(a);
@@ -138,8 +138,8 @@ void conv2d_backward_input(const ConvArgs& a, const float* grad_out, const float
                                                grad_in));
 }
 
-void conv2d_backward_weight(const ConvArgs& a, const float* grad_out, const float* x, float* grad_w,
-                            int device, cudaStream_t stream) {
+void conv2d_backward_weight(const Conv2dGeometry& a, const float* grad_out, const float* x,
+                            float* grad_w, int device, cudaStream_t stream) {
   cuda::DeviceGuard guard(device);
   cudnnHandle_t handle = cuda::cudnn_handle(device, stream);
   Descriptors d(a);
@@ -155,8 +155,8 @@ void conv2d_backward_weight(const ConvArgs& a, const float* grad_out, const floa
                                                  grad_w));
 }
 
-void conv2d_backward_bias(const ConvArgs& a, const float* grad_out, float* grad_bias, int device,
-                          cudaStream_t stream) {
+void conv2d_backward_bias(const Conv2dGeometry& a, const float* grad_out, float* grad_bias,
+                          int device, cudaStream_t stream) {
   cuda::DeviceGuard guard(device);
   cudnnHandle_t handle = cuda::cudnn_handle(device, stream);
   Descriptors d(a);

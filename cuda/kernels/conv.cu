@@ -55,7 +55,7 @@ constexpr size_t kColumnsBudget = size_t{256} << 20;
 // after the enqueue: the allocator hands a block out again only on the same stream).
 class Columns {
  public:
-  Columns(const ConvArgs& a, int device, cudaStream_t stream) : device_(device) {
+  Columns(const Conv2dGeometry& a, int device, cudaStream_t stream) : device_(device) {
     per_image_ = a.c * a.kernel_h * a.kernel_w * a.out_h * a.out_w;
     const int64_t fit =
         static_cast<int64_t>(kColumnsBudget / sizeof(float)) / std::max<int64_t>(per_image_, 1);
@@ -81,14 +81,14 @@ class Columns {
 // ---- launchers
 // ------------------------------------------------------------------------------------
 
-void conv2d_forward(const ConvArgs& a, const float* x, const float* w, const float* bias, float* y,
-                    int device, cudaStream_t stream) {
+void conv2d_forward(const Conv2dGeometry& a, const float* x, const float* w, const float* bias,
+                    float* y, int device, cudaStream_t stream) {
   const int64_t rows = a.c * a.kernel_h * a.kernel_w, plane = a.out_h * a.out_w;
   if (a.n * a.o * plane == 0) return;
   Columns cols(a, device, stream);
   for (int64_t n0 = 0; n0 < a.n; n0 += cols.chunk()) {
     const int64_t images = std::min(cols.chunk(), a.n - n0);
-    im2col(x + n0 * a.c * a.h * a.w, cols.data(), im2col_args_of(a, images), stream);
+    im2col(x + n0 * a.c * a.h * a.w, cols.data(), a.with_images(images), stream);
     gemm_strided_batched(false, false, a.o, plane, rows, 1.0f, w, rows, 0, cols.data(), plane,
                          cols.per_image(), 0.0f, y + n0 * a.o * plane, plane, a.o * plane, images,
                          stream);
@@ -98,8 +98,8 @@ void conv2d_forward(const ConvArgs& a, const float* x, const float* w, const flo
               plane, a.n * a.o * plane);
 }
 
-void conv2d_backward_input(const ConvArgs& a, const float* grad_out, const float* w, float* grad_in,
-                           int device, cudaStream_t stream) {
+void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const float* w,
+                           float* grad_in, int device, cudaStream_t stream) {
   const int64_t rows = a.c * a.kernel_h * a.kernel_w, plane = a.out_h * a.out_w;
   if (a.n * a.c * a.h * a.w == 0) return;
   Columns cols(a, device, stream);
@@ -108,12 +108,12 @@ void conv2d_backward_input(const ConvArgs& a, const float* grad_out, const float
     gemm_strided_batched(true, false, rows, plane, a.o, 1.0f, w, rows, 0,
                          grad_out + n0 * a.o * plane, plane, a.o * plane, 0.0f, cols.data(), plane,
                          cols.per_image(), images, stream);
-    col2im(cols.data(), grad_in + n0 * a.c * a.h * a.w, im2col_args_of(a, images), stream);
+    col2im(cols.data(), grad_in + n0 * a.c * a.h * a.w, a.with_images(images), stream);
   }
 }
 
-void conv2d_backward_weight(const ConvArgs& a, const float* grad_out, const float* x, float* grad_w,
-                            int device, cudaStream_t stream) {
+void conv2d_backward_weight(const Conv2dGeometry& a, const float* grad_out, const float* x,
+                            float* grad_w, int device, cudaStream_t stream) {
   const int64_t rows = a.c * a.kernel_h * a.kernel_w, plane = a.out_h * a.out_w;
   ECH_CUDA_CHECK(
       cudaMemsetAsync(grad_w, 0, static_cast<size_t>(a.o * rows) * sizeof(float), stream));
@@ -121,14 +121,14 @@ void conv2d_backward_weight(const ConvArgs& a, const float* grad_out, const floa
   Columns cols(a, device, stream);
   for (int64_t n0 = 0; n0 < a.n; n0 += cols.chunk()) {
     const int64_t images = std::min(cols.chunk(), a.n - n0);
-    im2col(x + n0 * a.c * a.h * a.w, cols.data(), im2col_args_of(a, images), stream);
+    im2col(x + n0 * a.c * a.h * a.w, cols.data(), a.with_images(images), stream);
     for (int64_t i = 0; i < images; ++i)
       gemm(false, true, a.o, rows, plane, 1.0f, grad_out + (n0 + i) * a.o * plane, plane,
            cols.data() + i * cols.per_image(), plane, 1.0f, grad_w, rows, stream);
   }
 }
 
-void conv2d_backward_bias(const ConvArgs& a, const float* grad_out, float* grad_bias,
+void conv2d_backward_bias(const Conv2dGeometry& a, const float* grad_out, float* grad_bias,
                           cudaStream_t stream) {
   if (a.o == 0) return;
   bias_grad_kernel<<<static_cast<unsigned>(a.o), kBlock, 0, stream>>>(grad_out, grad_bias, a.n, a.o,

@@ -10,16 +10,16 @@
 namespace echelon::cuda {
 
 // y (N, O, OH, OW) = conv(x (N, C, H, W), w (O, C, KH, KW)) + bias (O); bias may be null.
-void conv2d_forward(const ConvArgs& a, const float* x, const float* w, const float* bias, float* y,
-                    int device, cudaStream_t stream);
+void conv2d_forward(const Conv2dGeometry& a, const float* x, const float* w, const float* bias,
+                    float* y, int device, cudaStream_t stream);
 // Overwrites grad_in (N, C, H, W).
-void conv2d_backward_input(const ConvArgs& a, const float* grad_out, const float* w, float* grad_in,
-                           int device, cudaStream_t stream);
+void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const float* w,
+                           float* grad_in, int device, cudaStream_t stream);
 // Overwrites grad_w (O, C, KH, KW).
-void conv2d_backward_weight(const ConvArgs& a, const float* grad_out, const float* x, float* grad_w,
-                            int device, cudaStream_t stream);
+void conv2d_backward_weight(const Conv2dGeometry& a, const float* grad_out, const float* x,
+                            float* grad_w, int device, cudaStream_t stream);
 // Overwrites grad_bias (O).
-void conv2d_backward_bias(const ConvArgs& a, const float* grad_out, float* grad_bias,
+void conv2d_backward_bias(const Conv2dGeometry& a, const float* grad_out, float* grad_bias,
                           cudaStream_t stream);
 
 }  // namespace echelon::cuda

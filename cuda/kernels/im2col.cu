@@ -1,4 +1,4 @@
-// im2col / col2im for convolution as GEMM (geometry and index layout: Im2colArgs in
+// im2col / col2im for convolution as GEMM (geometry and index layout: Conv2dGeometry in
 // kernels/conv.h).
 //
 // im2col: one thread per column entry, so the (large) output is written coalesced and exactly
@@ -18,9 +18,9 @@ namespace {
 
 // x (n, C, H, W) -> cols (n, C*KH*KW, OH*OW).
 template <typename T>
-__global__ void im2col_kernel(const T* x, T* cols, Im2colArgs g, int64_t total) {
+__global__ void im2col_kernel(const T* x, T* cols, Conv2dGeometry g, int64_t total) {
   const int64_t positions = g.out_h * g.out_w;
-  const int64_t rows = g.channels * g.kernel_h * g.kernel_w;
+  const int64_t rows = g.c * g.kernel_h * g.kernel_w;
   for (int64_t i = grid_start(); i < total; i += grid_step()) {
     const int64_t q = i % positions;
     const int64_t r = (i / positions) % rows;
@@ -29,22 +29,22 @@ __global__ void im2col_kernel(const T* x, T* cols, Im2colArgs g, int64_t total) 
     const int64_t c = r / (g.kernel_w * g.kernel_h);
     const int64_t h = (q / g.out_w) * g.stride_h - g.pad_h + ki * g.dilation_h;
     const int64_t w = (q % g.out_w) * g.stride_w - g.pad_w + kj * g.dilation_w;
-    const bool inside = h >= 0 && h < g.height && w >= 0 && w < g.width;
-    cols[i] = inside ? x[((b * g.channels + c) * g.height + h) * g.width + w] : T(0);
+    const bool inside = h >= 0 && h < g.h && w >= 0 && w < g.w;
+    cols[i] = inside ? x[((b * g.c + c) * g.h + h) * g.w + w] : T(0);
   }
 }
 
 // cols (n, C*KH*KW, OH*OW) -> x (n, C, H, W), x overwritten with the sum of the entries reading
 // each pixel: entry (ki, kj, oh, ow) reads pixel (h, w) iff h = oh*sh - ph + ki*dh (same for w).
 template <typename T>
-__global__ void col2im_kernel(const T* cols, T* x, Im2colArgs g, int64_t total) {
+__global__ void col2im_kernel(const T* cols, T* x, Conv2dGeometry g, int64_t total) {
   const int64_t positions = g.out_h * g.out_w;
   for (int64_t i = grid_start(); i < total; i += grid_step()) {
-    const int64_t w = i % g.width;
-    const int64_t h = (i / g.width) % g.height;
-    const int64_t c = (i / (g.width * g.height)) % g.channels;
-    const int64_t b = i / (g.width * g.height * g.channels);
-    const T* col_base = cols + (b * g.channels + c) * g.kernel_h * g.kernel_w * positions;
+    const int64_t w = i % g.w;
+    const int64_t h = (i / g.w) % g.h;
+    const int64_t c = (i / (g.w * g.h)) % g.c;
+    const int64_t b = i / (g.w * g.h * g.c);
+    const T* col_base = cols + (b * g.c + c) * g.kernel_h * g.kernel_w * positions;
     T sum = T(0);
     for (int64_t ki = 0; ki < g.kernel_h; ++ki) {
       const int64_t oh_scaled = h + g.pad_h - ki * g.dilation_h;
@@ -68,18 +68,18 @@ __global__ void col2im_kernel(const T* cols, T* x, Im2colArgs g, int64_t total) 
 // ---- launchers ---------------------------------------------------------------------------------
 
 template <typename T>
-void im2col(const T* x, T* cols, const Im2colArgs& g, cudaStream_t stream) {
-  const int64_t total = g.n * g.channels * g.kernel_h * g.kernel_w * g.out_h * g.out_w;
+void im2col(const T* x, T* cols, const Conv2dGeometry& g, cudaStream_t stream) {
+  const int64_t total = g.n * g.c * g.kernel_h * g.kernel_w * g.out_h * g.out_w;
   launch_1d("im2col", total, stream, im2col_kernel<T>, x, cols, g, total);
 }
 
 template <typename T>
-void col2im(const T* cols, T* x, const Im2colArgs& g, cudaStream_t stream) {
-  const int64_t total = g.n * g.channels * g.height * g.width;
+void col2im(const T* cols, T* x, const Conv2dGeometry& g, cudaStream_t stream) {
+  const int64_t total = g.n * g.c * g.h * g.w;
   launch_1d("col2im", total, stream, col2im_kernel<T>, cols, x, g, total);
 }
 
-template void im2col<float>(const float*, float*, const Im2colArgs&, cudaStream_t);
-template void col2im<float>(const float*, float*, const Im2colArgs&, cudaStream_t);
+template void im2col<float>(const float*, float*, const Conv2dGeometry&, cudaStream_t);
+template void col2im<float>(const float*, float*, const Conv2dGeometry&, cudaStream_t);
 
 }  // namespace echelon::cuda

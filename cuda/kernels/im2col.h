@@ -9,9 +9,9 @@
 namespace echelon::cuda {
 
 template <typename T>
-void im2col(const T* x, T* cols, const Im2colArgs& g, cudaStream_t stream);
+void im2col(const T* x, T* cols, const Conv2dGeometry& g, cudaStream_t stream);
 
 template <typename T>
-void col2im(const T* cols, T* x, const Im2colArgs& g, cudaStream_t stream);
+void col2im(const T* cols, T* x, const Conv2dGeometry& g, cudaStream_t stream);
 
 }  // namespace echelon::cuda

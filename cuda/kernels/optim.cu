@@ -10,15 +10,15 @@ namespace {
 
 // ---- kernels ------------------------------------------------------------------------------------
 
-__global__ void sgd_step_kernel(int64_t count, SgdArgs a, float* param, const float* grad,
-                                float* momentum_buf) {
+__global__ void sgd_step_kernel(int64_t count, SGDOptions a, bool first_step, float* param,
+                                const float* grad, float* momentum_buf) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     double g = static_cast<double>(grad[i]) + a.weight_decay * static_cast<double>(param[i]);
     if (a.momentum != 0.0) {
-      const double buf = a.first_step ? g
-                                      : a.momentum * static_cast<double>(momentum_buf[i]) +
-                                            (1.0 - a.dampening) * g;
+      const double buf =
+          first_step ? g
+                     : a.momentum * static_cast<double>(momentum_buf[i]) + (1.0 - a.dampening) * g;
       momentum_buf[i] = static_cast<float>(buf);
       g = a.nesterov ? g + a.momentum * buf : buf;
     }
@@ -31,9 +31,10 @@ __global__ void sgd_step_kernel(int64_t count, SgdArgs a, float* param, const fl
 // ---- launchers
 // ------------------------------------------------------------------------------------
 
-void sgd_step(int64_t count, const SgdArgs& a, float* param, const float* grad, float* momentum_buf,
-              cudaStream_t stream) {
-  launch_1d("sgd_step", count, stream, sgd_step_kernel, count, a, param, grad, momentum_buf);
+void sgd_step(int64_t count, const SGDOptions& o, bool first_step, float* param, const float* grad,
+              float* momentum_buf, cudaStream_t stream) {
+  launch_1d("sgd_step", count, stream, sgd_step_kernel, count, o, first_step, param, grad,
+            momentum_buf);
 }
 
 }  // namespace echelon::cuda

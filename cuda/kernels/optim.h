@@ -10,7 +10,7 @@
 
 namespace echelon::cuda {
 
-void sgd_step(int64_t count, const SgdArgs& a, float* param, const float* grad, float* momentum_buf,
-              cudaStream_t stream);
+void sgd_step(int64_t count, const SGDOptions& o, bool first_step, float* param, const float* grad,
+              float* momentum_buf, cudaStream_t stream);
 
 }  // namespace echelon::cuda

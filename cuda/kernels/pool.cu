@@ -17,7 +17,7 @@ struct Window {
 };
 
 // Same rules as the CPU twin (tensor/cpu/pool.cpp): clipped window and PyTorch's divisor.
-__device__ Window window_of(const PoolArgs& a, int64_t oh, int64_t ow) {
+__device__ Window window_of(const Pool2dGeometry& a, int64_t oh, int64_t ow) {
   const int64_t h0 = oh * a.stride_h - a.pad_h, w0 = ow * a.stride_w - a.pad_w;
   const int64_t h1 = min(h0 + a.kernel_h, a.h + a.pad_h), w1 = min(w0 + a.kernel_w, a.w + a.pad_w);
   Window win{max(h0, int64_t{0}), min(h1, a.h), max(w0, int64_t{0}), min(w1, a.w), 0};
@@ -29,7 +29,8 @@ __device__ Window window_of(const PoolArgs& a, int64_t oh, int64_t ow) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (total); \
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
-__global__ void max_pool2d_forward_kernel(PoolArgs a, const float* x, float* y, int64_t* argmax) {
+__global__ void max_pool2d_forward_kernel(Pool2dGeometry a, const float* x, float* y,
+                                          int64_t* argmax) {
   const int64_t total = a.n * a.c * a.out_h * a.out_w;
   ECH_GRID_STRIDE(i, total) {
     const int64_t ow = i % a.out_w, oh = (i / a.out_w) % a.out_h, p = i / (a.out_w * a.out_h);
@@ -46,8 +47,8 @@ __global__ void max_pool2d_forward_kernel(PoolArgs a, const float* x, float* y, 
   }
 }
 
-__global__ void max_pool2d_backward_kernel(PoolArgs a, const float* grad_out, const int64_t* argmax,
-                                           float* grad_in) {
+__global__ void max_pool2d_backward_kernel(Pool2dGeometry a, const float* grad_out,
+                                           const int64_t* argmax, float* grad_in) {
   const int64_t out_plane = a.out_h * a.out_w, in_plane = a.h * a.w;
   const int64_t total = a.n * a.c * out_plane;
   ECH_GRID_STRIDE(i, total) {
@@ -57,7 +58,7 @@ __global__ void max_pool2d_backward_kernel(PoolArgs a, const float* grad_out, co
   }
 }
 
-__global__ void avg_pool2d_forward_kernel(PoolArgs a, const float* x, float* y) {
+__global__ void avg_pool2d_forward_kernel(Pool2dGeometry a, const float* x, float* y) {
   const int64_t total = a.n * a.c * a.out_h * a.out_w;
   ECH_GRID_STRIDE(i, total) {
     const int64_t ow = i % a.out_w, oh = (i / a.out_w) % a.out_h, p = i / (a.out_w * a.out_h);
@@ -78,7 +79,8 @@ __device__ void covering(int64_t in, int64_t kernel, int64_t stride, int64_t pad
   *last = min((in + pad) / stride, out - 1);
 }
 
-__global__ void avg_pool2d_backward_kernel(PoolArgs a, const float* grad_out, float* grad_in) {
+__global__ void avg_pool2d_backward_kernel(Pool2dGeometry a, const float* grad_out,
+                                           float* grad_in) {
   const int64_t total = a.n * a.c * a.h * a.w;
   ECH_GRID_STRIDE(i, total) {
     const int64_t iw = i % a.w, ih = (i / a.w) % a.h, p = i / (a.w * a.h);
@@ -101,13 +103,13 @@ __global__ void avg_pool2d_backward_kernel(PoolArgs a, const float* grad_out, fl
 // ---- launchers
 // ------------------------------------------------------------------------------------
 
-void max_pool2d_forward(const PoolArgs& a, const float* x, float* y, int64_t* argmax,
+void max_pool2d_forward(const Pool2dGeometry& a, const float* x, float* y, int64_t* argmax,
                         cudaStream_t stream) {
   launch_1d("max_pool2d_forward", a.n * a.c * a.out_h * a.out_w, stream, max_pool2d_forward_kernel,
             a, x, y, argmax);
 }
 
-void max_pool2d_backward(const PoolArgs& a, const float* grad_out, const int64_t* argmax,
+void max_pool2d_backward(const Pool2dGeometry& a, const float* grad_out, const int64_t* argmax,
                          float* grad_in, cudaStream_t stream) {
   ECH_CUDA_CHECK(cudaMemsetAsync(
       grad_in, 0, static_cast<size_t>(a.n * a.c * a.h * a.w) * sizeof(float), stream));
@@ -115,12 +117,12 @@ void max_pool2d_backward(const PoolArgs& a, const float* grad_out, const int64_t
             max_pool2d_backward_kernel, a, grad_out, argmax, grad_in);
 }
 
-void avg_pool2d_forward(const PoolArgs& a, const float* x, float* y, cudaStream_t stream) {
+void avg_pool2d_forward(const Pool2dGeometry& a, const float* x, float* y, cudaStream_t stream) {
   launch_1d("avg_pool2d_forward", a.n * a.c * a.out_h * a.out_w, stream, avg_pool2d_forward_kernel,
             a, x, y);
 }
 
-void avg_pool2d_backward(const PoolArgs& a, const float* grad_out, float* grad_in,
+void avg_pool2d_backward(const Pool2dGeometry& a, const float* grad_out, float* grad_in,
                          cudaStream_t stream) {
   launch_1d("avg_pool2d_backward", a.n * a.c * a.h * a.w, stream, avg_pool2d_backward_kernel, a,
             grad_out, grad_in);

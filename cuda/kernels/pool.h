@@ -11,12 +11,12 @@
 
 namespace echelon::cuda {
 
-void max_pool2d_forward(const PoolArgs& a, const float* x, float* y, int64_t* argmax,
+void max_pool2d_forward(const Pool2dGeometry& a, const float* x, float* y, int64_t* argmax,
                         cudaStream_t stream);
-void max_pool2d_backward(const PoolArgs& a, const float* grad_out, const int64_t* argmax,
+void max_pool2d_backward(const Pool2dGeometry& a, const float* grad_out, const int64_t* argmax,
                          float* grad_in, cudaStream_t stream);
-void avg_pool2d_forward(const PoolArgs& a, const float* x, float* y, cudaStream_t stream);
-void avg_pool2d_backward(const PoolArgs& a, const float* grad_out, float* grad_in,
+void avg_pool2d_forward(const Pool2dGeometry& a, const float* x, float* y, cudaStream_t stream);
+void avg_pool2d_backward(const Pool2dGeometry& a, const float* grad_out, float* grad_in,
                          cudaStream_t stream);
 
 }  // namespace echelon::cuda

@@ -23,7 +23,7 @@ inline int64_t input_coord(int64_t out, int64_t tap, int64_t stride, int64_t pad
 // ---- naive twins -------------------------------------------------------------------------------
 
 template <typename T>
-void conv2d_forward(const ConvArgs& a, const T* x, const T* w, const T* bias, T* y) {
+void conv2d_forward(const Conv2dGeometry& a, const T* x, const T* w, const T* bias, T* y) {
   for (int64_t n = 0; n < a.n; ++n)
     for (int64_t o = 0; o < a.o; ++o)
       for (int64_t oh = 0; oh < a.out_h; ++oh)
@@ -45,7 +45,7 @@ void conv2d_forward(const ConvArgs& a, const T* x, const T* w, const T* bias, T*
 }
 
 template <typename T>
-void conv2d_backward_input(const ConvArgs& a, const T* grad_out, const T* w, T* grad_in) {
+void conv2d_backward_input(const Conv2dGeometry& a, const T* grad_out, const T* w, T* grad_in) {
   // Scatter form: every (output, tap) pair adds its contribution to the input pixel it read.
   std::fill(grad_in, grad_in + a.n * a.c * a.h * a.w, T(0));
   for (int64_t n = 0; n < a.n; ++n)
@@ -68,7 +68,7 @@ void conv2d_backward_input(const ConvArgs& a, const T* grad_out, const T* w, T* 
 }
 
 template <typename T>
-void conv2d_backward_weight(const ConvArgs& a, const T* grad_out, const T* x, T* grad_w) {
+void conv2d_backward_weight(const Conv2dGeometry& a, const T* grad_out, const T* x, T* grad_w) {
   for (int64_t o = 0; o < a.o; ++o)
     for (int64_t c = 0; c < a.c; ++c)
       for (int64_t ki = 0; ki < a.kernel_h; ++ki)
@@ -91,7 +91,7 @@ void conv2d_backward_weight(const ConvArgs& a, const T* grad_out, const T* x, T*
 }
 
 template <typename T>
-void conv2d_backward_bias(const ConvArgs& a, const T* grad_out, T* grad_bias) {
+void conv2d_backward_bias(const Conv2dGeometry& a, const T* grad_out, T* grad_bias) {
   const int64_t plane = a.out_h * a.out_w;
   for (int64_t o = 0; o < a.o; ++o) {
     double acc = 0.0;
@@ -119,8 +119,8 @@ void fast_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T al
 }  // namespace
 
 template <typename T>
-void conv2d_forward_gemm(const ConvArgs& a, const T* x, const T* w, const T* bias, T* y) {
-  const Im2colArgs g = im2col_args_of(a, 1);
+void conv2d_forward_gemm(const Conv2dGeometry& a, const T* x, const T* w, const T* bias, T* y) {
+  const Conv2dGeometry g = a.with_images(1);
   const int64_t rows = a.c * a.kernel_h * a.kernel_w, cols_per_image = a.out_h * a.out_w;
   std::vector<T> cols(static_cast<size_t>(rows * cols_per_image));
   for (int64_t n = 0; n < a.n; ++n) {
@@ -135,8 +135,9 @@ void conv2d_forward_gemm(const ConvArgs& a, const T* x, const T* w, const T* bia
 }
 
 template <typename T>
-void conv2d_backward_input_gemm(const ConvArgs& a, const T* grad_out, const T* w, T* grad_in) {
-  const Im2colArgs g = im2col_args_of(a, 1);
+void conv2d_backward_input_gemm(const Conv2dGeometry& a, const T* grad_out, const T* w,
+                                T* grad_in) {
+  const Conv2dGeometry g = a.with_images(1);
   const int64_t rows = a.c * a.kernel_h * a.kernel_w, cols_per_image = a.out_h * a.out_w;
   std::vector<T> cols(static_cast<size_t>(rows * cols_per_image));
   for (int64_t n = 0; n < a.n; ++n) {
@@ -149,8 +150,9 @@ void conv2d_backward_input_gemm(const ConvArgs& a, const T* grad_out, const T* w
 }
 
 template <typename T>
-void conv2d_backward_weight_gemm(const ConvArgs& a, const T* grad_out, const T* x, T* grad_w) {
-  const Im2colArgs g = im2col_args_of(a, 1);
+void conv2d_backward_weight_gemm(const Conv2dGeometry& a, const T* grad_out, const T* x,
+                                 T* grad_w) {
+  const Conv2dGeometry g = a.with_images(1);
   const int64_t rows = a.c * a.kernel_h * a.kernel_w, cols_per_image = a.out_h * a.out_w;
   std::vector<T> cols(static_cast<size_t>(rows * cols_per_image));
   std::fill(grad_w, grad_w + a.o * rows, T(0));  // an empty batch has a zero gradient
@@ -162,14 +164,14 @@ void conv2d_backward_weight_gemm(const ConvArgs& a, const T* grad_out, const T* 
   }
 }
 
-#define ECH_INSTANTIATE_CONV(T)                                                            \
-  template void conv2d_forward<T>(const ConvArgs&, const T*, const T*, const T*, T*);      \
-  template void conv2d_backward_input<T>(const ConvArgs&, const T*, const T*, T*);         \
-  template void conv2d_backward_weight<T>(const ConvArgs&, const T*, const T*, T*);        \
-  template void conv2d_backward_bias<T>(const ConvArgs&, const T*, T*);                    \
-  template void conv2d_forward_gemm<T>(const ConvArgs&, const T*, const T*, const T*, T*); \
-  template void conv2d_backward_input_gemm<T>(const ConvArgs&, const T*, const T*, T*);    \
-  template void conv2d_backward_weight_gemm<T>(const ConvArgs&, const T*, const T*, T*);
+#define ECH_INSTANTIATE_CONV(T)                                                                  \
+  template void conv2d_forward<T>(const Conv2dGeometry&, const T*, const T*, const T*, T*);      \
+  template void conv2d_backward_input<T>(const Conv2dGeometry&, const T*, const T*, T*);         \
+  template void conv2d_backward_weight<T>(const Conv2dGeometry&, const T*, const T*, T*);        \
+  template void conv2d_backward_bias<T>(const Conv2dGeometry&, const T*, T*);                    \
+  template void conv2d_forward_gemm<T>(const Conv2dGeometry&, const T*, const T*, const T*, T*); \
+  template void conv2d_backward_input_gemm<T>(const Conv2dGeometry&, const T*, const T*, T*);    \
+  template void conv2d_backward_weight_gemm<T>(const Conv2dGeometry&, const T*, const T*, T*);
 ECH_INSTANTIATE_CONV(float)
 ECH_INSTANTIATE_CONV(double)
 #undef ECH_INSTANTIATE_CONV

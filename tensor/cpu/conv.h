@@ -12,23 +12,23 @@ namespace echelon::cpu {
 
 // y (N, O, OH, OW) = conv(x (N, C, H, W), w (O, C, KH, KW)) + bias (O); bias may be null.
 template <typename T>
-void conv2d_forward(const ConvArgs& a, const T* x, const T* w, const T* bias, T* y);
+void conv2d_forward(const Conv2dGeometry& a, const T* x, const T* w, const T* bias, T* y);
 // grad_in (N, C, H, W) = d loss / d x, from grad_out (N, O, OH, OW) and w. Overwrites grad_in.
 template <typename T>
-void conv2d_backward_input(const ConvArgs& a, const T* grad_out, const T* w, T* grad_in);
+void conv2d_backward_input(const Conv2dGeometry& a, const T* grad_out, const T* w, T* grad_in);
 // grad_w (O, C, KH, KW) from grad_out and x. Overwrites grad_w.
 template <typename T>
-void conv2d_backward_weight(const ConvArgs& a, const T* grad_out, const T* x, T* grad_w);
+void conv2d_backward_weight(const Conv2dGeometry& a, const T* grad_out, const T* x, T* grad_w);
 // grad_bias (O) = sum of grad_out over N, OH, OW. Overwrites grad_bias.
 template <typename T>
-void conv2d_backward_bias(const ConvArgs& a, const T* grad_out, T* grad_bias);
+void conv2d_backward_bias(const Conv2dGeometry& a, const T* grad_out, T* grad_bias);
 
 // ---- fast CPU path: im2col + GEMM (OpenBLAS when built, else the naive GEMM twin) ----
 template <typename T>
-void conv2d_forward_gemm(const ConvArgs& a, const T* x, const T* w, const T* bias, T* y);
+void conv2d_forward_gemm(const Conv2dGeometry& a, const T* x, const T* w, const T* bias, T* y);
 template <typename T>
-void conv2d_backward_input_gemm(const ConvArgs& a, const T* grad_out, const T* w, T* grad_in);
+void conv2d_backward_input_gemm(const Conv2dGeometry& a, const T* grad_out, const T* w, T* grad_in);
 template <typename T>
-void conv2d_backward_weight_gemm(const ConvArgs& a, const T* grad_out, const T* x, T* grad_w);
+void conv2d_backward_weight_gemm(const Conv2dGeometry& a, const T* grad_out, const T* x, T* grad_w);
 
 }  // namespace echelon::cpu

@@ -7,11 +7,11 @@
 namespace echelon::cpu {
 
 template <typename T>
-void im2col(const T* x, T* cols, const Im2colArgs& g) {
-  const int64_t rows = g.channels * g.kernel_h * g.kernel_w;
+void im2col(const T* x, T* cols, const Conv2dGeometry& g) {
+  const int64_t rows = g.c * g.kernel_h * g.kernel_w;
   const int64_t positions = g.out_h * g.out_w;
   for (int64_t n = 0; n < g.n; ++n) {
-    const T* image = x + n * g.channels * g.height * g.width;
+    const T* image = x + n * g.c * g.h * g.w;
     T* image_cols = cols + n * rows * positions;
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t kj = r % g.kernel_w, ki = (r / g.kernel_w) % g.kernel_h;
@@ -20,9 +20,9 @@ void im2col(const T* x, T* cols, const Im2colArgs& g) {
         for (int64_t ow = 0; ow < g.out_w; ++ow) {
           const int64_t h = oh * g.stride_h - g.pad_h + ki * g.dilation_h;
           const int64_t w = ow * g.stride_w - g.pad_w + kj * g.dilation_w;
-          const bool inside = h >= 0 && h < g.height && w >= 0 && w < g.width;
+          const bool inside = h >= 0 && h < g.h && w >= 0 && w < g.w;
           image_cols[r * positions + oh * g.out_w + ow] =
-              inside ? image[(c * g.height + h) * g.width + w] : T(0);
+              inside ? image[(c * g.h + h) * g.w + w] : T(0);
         }
       }
     }
@@ -30,12 +30,12 @@ void im2col(const T* x, T* cols, const Im2colArgs& g) {
 }
 
 template <typename T>
-void col2im(const T* cols, T* x, const Im2colArgs& g) {
-  const int64_t rows = g.channels * g.kernel_h * g.kernel_w;
+void col2im(const T* cols, T* x, const Conv2dGeometry& g) {
+  const int64_t rows = g.c * g.kernel_h * g.kernel_w;
   const int64_t positions = g.out_h * g.out_w;
-  std::fill(x, x + g.n * g.channels * g.height * g.width, T(0));
+  std::fill(x, x + g.n * g.c * g.h * g.w, T(0));
   for (int64_t n = 0; n < g.n; ++n) {
-    T* image = x + n * g.channels * g.height * g.width;
+    T* image = x + n * g.c * g.h * g.w;
     const T* image_cols = cols + n * rows * positions;
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t kj = r % g.kernel_w, ki = (r / g.kernel_w) % g.kernel_h;
@@ -44,18 +44,17 @@ void col2im(const T* cols, T* x, const Im2colArgs& g) {
         for (int64_t ow = 0; ow < g.out_w; ++ow) {
           const int64_t h = oh * g.stride_h - g.pad_h + ki * g.dilation_h;
           const int64_t w = ow * g.stride_w - g.pad_w + kj * g.dilation_w;
-          if (h >= 0 && h < g.height && w >= 0 && w < g.width)
-            image[(c * g.height + h) * g.width + w] +=
-                image_cols[r * positions + oh * g.out_w + ow];
+          if (h >= 0 && h < g.h && w >= 0 && w < g.w)
+            image[(c * g.h + h) * g.w + w] += image_cols[r * positions + oh * g.out_w + ow];
         }
       }
     }
   }
 }
 
-template void im2col<float>(const float*, float*, const Im2colArgs&);
-template void im2col<double>(const double*, double*, const Im2colArgs&);
-template void col2im<float>(const float*, float*, const Im2colArgs&);
-template void col2im<double>(const double*, double*, const Im2colArgs&);
+template void im2col<float>(const float*, float*, const Conv2dGeometry&);
+template void im2col<double>(const double*, double*, const Conv2dGeometry&);
+template void col2im<float>(const float*, float*, const Conv2dGeometry&);
+template void col2im<double>(const double*, double*, const Conv2dGeometry&);
 
 }  // namespace echelon::cpu

@@ -8,8 +8,10 @@
 namespace echelon::cpu {
 
 // In place over `count` elements: param -= lr * direction; momentum_buf (same size) is read and
-// written when momentum != 0 and may be null otherwise.
+// written when momentum != 0 and may be null otherwise. first_step: the buffer starts as the
+// gradient (a parameter's first update).
 template <typename T>
-void sgd_step(int64_t count, const SgdArgs& a, T* param, const T* grad, T* momentum_buf);
+void sgd_step(int64_t count, const SGDOptions& o, bool first_step, T* param, const T* grad,
+              T* momentum_buf);
 
 }  // namespace echelon::cpu

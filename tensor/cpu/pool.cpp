@@ -13,7 +13,7 @@ struct Window {
   int64_t divisor;         // average pooling divisor
 };
 
-Window window_of(const PoolArgs& a, int64_t oh, int64_t ow) {
+Window window_of(const Pool2dGeometry& a, int64_t oh, int64_t ow) {
   const int64_t h0 = oh * a.stride_h - a.pad_h, w0 = ow * a.stride_w - a.pad_w;
   // The padded window may run past the padding in ceil mode; PyTorch's divisor stops at it.
   const int64_t h1 = std::min(h0 + a.kernel_h, a.h + a.pad_h);
@@ -28,7 +28,7 @@ Window window_of(const PoolArgs& a, int64_t oh, int64_t ow) {
 }  // namespace
 
 template <typename T>
-void max_pool2d_forward(const PoolArgs& a, const T* x, T* y, int64_t* argmax) {
+void max_pool2d_forward(const Pool2dGeometry& a, const T* x, T* y, int64_t* argmax) {
   for (int64_t p = 0; p < a.n * a.c; ++p) {
     const T* plane = x + p * a.h * a.w;
     for (int64_t oh = 0; oh < a.out_h; ++oh)
@@ -48,7 +48,8 @@ void max_pool2d_forward(const PoolArgs& a, const T* x, T* y, int64_t* argmax) {
 }
 
 template <typename T>
-void max_pool2d_backward(const PoolArgs& a, const T* grad_out, const int64_t* argmax, T* grad_in) {
+void max_pool2d_backward(const Pool2dGeometry& a, const T* grad_out, const int64_t* argmax,
+                         T* grad_in) {
   std::fill(grad_in, grad_in + a.n * a.c * a.h * a.w, T(0));
   const int64_t out_plane = a.out_h * a.out_w;
   for (int64_t p = 0; p < a.n * a.c; ++p)
@@ -57,7 +58,7 @@ void max_pool2d_backward(const PoolArgs& a, const T* grad_out, const int64_t* ar
 }
 
 template <typename T>
-void avg_pool2d_forward(const PoolArgs& a, const T* x, T* y) {
+void avg_pool2d_forward(const Pool2dGeometry& a, const T* x, T* y) {
   for (int64_t p = 0; p < a.n * a.c; ++p) {
     const T* plane = x + p * a.h * a.w;
     for (int64_t oh = 0; oh < a.out_h; ++oh)
@@ -74,7 +75,7 @@ void avg_pool2d_forward(const PoolArgs& a, const T* x, T* y) {
 }
 
 template <typename T>
-void avg_pool2d_backward(const PoolArgs& a, const T* grad_out, T* grad_in) {
+void avg_pool2d_backward(const Pool2dGeometry& a, const T* grad_out, T* grad_in) {
   std::fill(grad_in, grad_in + a.n * a.c * a.h * a.w, T(0));
   for (int64_t p = 0; p < a.n * a.c; ++p) {
     T* plane = grad_in + p * a.h * a.w;
@@ -88,13 +89,15 @@ void avg_pool2d_backward(const PoolArgs& a, const T* grad_out, T* grad_in) {
   }
 }
 
-template void max_pool2d_forward<float>(const PoolArgs&, const float*, float*, int64_t*);
-template void max_pool2d_forward<double>(const PoolArgs&, const double*, double*, int64_t*);
-template void max_pool2d_backward<float>(const PoolArgs&, const float*, const int64_t*, float*);
-template void max_pool2d_backward<double>(const PoolArgs&, const double*, const int64_t*, double*);
-template void avg_pool2d_forward<float>(const PoolArgs&, const float*, float*);
-template void avg_pool2d_forward<double>(const PoolArgs&, const double*, double*);
-template void avg_pool2d_backward<float>(const PoolArgs&, const float*, float*);
-template void avg_pool2d_backward<double>(const PoolArgs&, const double*, double*);
+template void max_pool2d_forward<float>(const Pool2dGeometry&, const float*, float*, int64_t*);
+template void max_pool2d_forward<double>(const Pool2dGeometry&, const double*, double*, int64_t*);
+template void max_pool2d_backward<float>(const Pool2dGeometry&, const float*, const int64_t*,
+                                         float*);
+template void max_pool2d_backward<double>(const Pool2dGeometry&, const double*, const int64_t*,
+                                          double*);
+template void avg_pool2d_forward<float>(const Pool2dGeometry&, const float*, float*);
+template void avg_pool2d_forward<double>(const Pool2dGeometry&, const double*, double*);
+template void avg_pool2d_backward<float>(const Pool2dGeometry&, const float*, float*);
+template void avg_pool2d_backward<double>(const Pool2dGeometry&, const double*, double*);
 
 }  // namespace echelon::cpu

@@ -1,6 +1,5 @@
 // Pooling CPU twins (naive). cuda/kernels/pool.h declares the same names for float on a stream.
-// Window (oh, ow) covers input rows [oh*stride_h - pad_h, +kernel_h) and columns likewise,
-// clipped to the image; out_h/out_w come from the caller (floor or ceil mode, as PyTorch).
+// The geometry (window, shapes, output size) is a filled Pool2dGeometry (kernels/pool.h).
 #pragma once
 
 #include <cstdint>
@@ -12,14 +11,15 @@ namespace echelon::cpu {
 // y (N, C, OH, OW) = window max of x (N, C, H, W); argmax (N, C, OH, OW) gets the flat index
 // ih * W + iw of the max inside its plane (NaN wins, as PyTorch).
 template <typename T>
-void max_pool2d_forward(const PoolArgs& a, const T* x, T* y, int64_t* argmax);
+void max_pool2d_forward(const Pool2dGeometry& a, const T* x, T* y, int64_t* argmax);
 // grad_in (N, C, H, W) = sum of grad_out routed through argmax. Overwrites grad_in.
 template <typename T>
-void max_pool2d_backward(const PoolArgs& a, const T* grad_out, const int64_t* argmax, T* grad_in);
+void max_pool2d_backward(const Pool2dGeometry& a, const T* grad_out, const int64_t* argmax,
+                         T* grad_in);
 template <typename T>
-void avg_pool2d_forward(const PoolArgs& a, const T* x, T* y);
+void avg_pool2d_forward(const Pool2dGeometry& a, const T* x, T* y);
 // Overwrites grad_in (N, C, H, W).
 template <typename T>
-void avg_pool2d_backward(const PoolArgs& a, const T* grad_out, T* grad_in);
+void avg_pool2d_backward(const Pool2dGeometry& a, const T* grad_out, T* grad_in);
 
 }  // namespace echelon::cpu

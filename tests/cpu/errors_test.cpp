@@ -98,7 +98,7 @@ TEST_SUITE("errors") {
     CHECK_THROWS_WITH_AS(ops::arange(-1), doctest::Contains("arange"), Error);
     CHECK_THROWS_WITH_AS(ops::clamp(ones({2}), 1.0, 0.0), doctest::Contains("clamp: lo 1"), Error);
     CHECK_THROWS_WITH_AS(Tensor::empty({2, -3}), doctest::Contains("negative size"), Error);
-    ops::Conv2dGeometry g;
+    Conv2dGeometry g;
     g.kernel_h = g.kernel_w = 5;
     CHECK_THROWS_WITH_AS(ops::im2col(ones({1, 1, 3, 3}), g),
                          doctest::Contains("does not fit input [1, 1, 3, 3]"), Error);
@@ -107,9 +107,9 @@ TEST_SUITE("errors") {
     g.stride_h = 0;
     CHECK_THROWS_WITH_AS(ops::im2col(ones({1, 1, 3, 3}), g), doctest::Contains("invalid geometry"),
                          Error);
-    CHECK_THROWS_WITH_AS(ops::im2col(ones({3, 3}), ops::Conv2dGeometry{}),
+    CHECK_THROWS_WITH_AS(ops::im2col(ones({3, 3}), Conv2dGeometry{}),
                          doctest::Contains("(N, C, H, W)"), Error);
-    CHECK_THROWS_WITH_AS(ops::col2im(ones({1, 4, 4}), ops::Conv2dGeometry{}, {1, 1, 3, 3}),
+    CHECK_THROWS_WITH_AS(ops::col2im(ones({1, 4, 4}), Conv2dGeometry{}, {1, 1, 3, 3}),
                          doctest::Contains("col2im: columns shape [1, 4, 4]"), Error);
     CHECK_THROWS_WITH_AS(ops::concat({}, 0), doctest::Contains("no tensors"), Error);
     CHECK_THROWS_WITH_AS(ops::relu(Tensor()), doctest::Contains("undefined"), Error);

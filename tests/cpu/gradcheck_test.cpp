@@ -131,25 +131,27 @@ TEST_SUITE("gradcheck") {
 
   TEST_CASE("conv2d with stride, padding, dilation") {
     Generator gen(8);
-    ops::Conv2dParams p;
-    check([p](const Inputs& x) { return echelon::conv2d(x[0], x[1], x[2], p); },
+    Conv2dGeometry p;
+    p.kernel_h = p.kernel_w = 3;
+    check([p](const Inputs& x) { return conv2d(x[0], x[1], x[2], p); },
           {randn64({2, 3, 6, 5}, gen), randn64({4, 3, 3, 3}, gen), randn64({4}, gen)});
-    ops::Conv2dParams q;
+    Conv2dGeometry q;
+    q.kernel_h = 2, q.kernel_w = 3;
     q.stride_h = 2, q.stride_w = 1, q.pad_h = 1, q.pad_w = 2, q.dilation_h = 2, q.dilation_w = 1;
-    check([q](const Inputs& x) { return echelon::conv2d(x[0], x[1], Tensor(), q); },
+    check([q](const Inputs& x) { return conv2d(x[0], x[1], Tensor(), q); },
           {randn64({1, 2, 7, 5}, gen), randn64({3, 2, 2, 3}, gen)});
   }
 
   TEST_CASE("pooling") {
     Generator gen(9);
-    ops::Pool2dParams p;  // 2x2 stride 2
+    Pool2dGeometry p;  // 2x2 stride 2
     Inputs in = {randn64({2, 3, 5, 7}, gen)};
-    check([p](const Inputs& x) { return echelon::max_pool2d(x[0], p); }, in);
-    check([p](const Inputs& x) { return echelon::avg_pool2d(x[0], p); }, in);
-    ops::Pool2dParams q;
+    check([p](const Inputs& x) { return max_pool2d(x[0], p); }, in);
+    check([p](const Inputs& x) { return avg_pool2d(x[0], p); }, in);
+    Pool2dGeometry q;
     q.kernel_h = q.kernel_w = 3, q.stride_h = q.stride_w = 2, q.pad_h = q.pad_w = 1;
-    check([q](const Inputs& x) { return echelon::max_pool2d(x[0], q); }, in);
-    check([q](const Inputs& x) { return echelon::avg_pool2d(x[0], q); }, in);
+    check([q](const Inputs& x) { return max_pool2d(x[0], q); }, in);
+    check([q](const Inputs& x) { return avg_pool2d(x[0], q); }, in);
     check([](const Inputs& x) { return global_avg_pool2d(x[0]); }, in);
   }
 

@@ -125,7 +125,7 @@ TEST_SUITE("ops") {
   TEST_CASE("im2col on a hand example") {
     // One 3x3 image, 2x2 kernel, stride 1, no pad: 4 columns of 4 values.
     const Tensor x = Tensor::from_vector<double>({1, 2, 3, 4, 5, 6, 7, 8, 9}, {1, 1, 3, 3});
-    ops::Conv2dGeometry g;
+    Conv2dGeometry g;
     g.kernel_h = g.kernel_w = 2;
     const Tensor cols = ops::im2col(x, g);
     CHECK(cols.shape() == Shape{1, 4, 4});
@@ -147,7 +147,7 @@ TEST_SUITE("ops") {
                           {3, 1, 9, 9, 3, 3, 2, 3, 2, 1, 2, 1},
                           {1, 4, 5, 7, 1, 1, 1, 1, 0, 0, 1, 1}};
     for (const Case& k : cases) {
-      ops::Conv2dGeometry g{k.kh, k.kw, k.sh, k.sw, k.ph, k.pw, k.dh, k.dw};
+      Conv2dGeometry g{k.kh, k.kw, k.sh, k.sw, k.ph, k.pw, k.dh, k.dw};
       const Shape shape{k.n, k.c, k.h, k.w};
       const Tensor x = uniform(shape, 70);
       const Tensor cols = ops::im2col(x, g);
@@ -162,9 +162,10 @@ TEST_SUITE("ops") {
 
   TEST_CASE("im2col + matmul equals a direct convolution") {
     const int64_t N = 2, C = 3, H = 8, W = 7, O = 5, KH = 3, KW = 2;
-    ops::Conv2dGeometry g{KH, KW, 2, 1, 1, 0, 1, 1};
+    Conv2dGeometry g{KH, KW, 2, 1, 1, 0, 1, 1};
     const Tensor x = uniform({N, C, H, W}, 72), weight = uniform({O, C, KH, KW}, 73);
-    const int64_t OH = g.out_h(H), OW = g.out_w(W);
+    const Conv2dGeometry s = g.for_input(N, C, H, W, O);
+    const int64_t OH = s.out_h, OW = s.out_w;
     const Tensor cols = ops::im2col(x, g);  // (N, C*KH*KW, OH*OW)
     const Tensor w2 = weight.view({O, C * KH * KW});
     const auto xv = values(x), wv = values(weight);

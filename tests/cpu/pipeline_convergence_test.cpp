@@ -42,7 +42,7 @@ TEST_SUITE("slow_pipeline") {
     PipelineOptions options;
     options.schedule = ScheduleKind::Stale;
     options.ppv = "3";  // the paper's LeNet-5 placement: conv1 + pool1 in partition 0
-    SgdConfig sgd;
+    SGDOptions sgd;
     sgd.lr = 0.05;
     sgd.momentum = 0.9;
     PipelineEngine engine(make_model("lenet5", 1, 10, 1, 28), sgd, Device::cpu(), options);

@@ -56,22 +56,16 @@ std::vector<data::Batch> random_batches(int count, int64_t size, uint64_t seed) 
   return batches;
 }
 
-SgdConfig sgd_config() {
-  SgdConfig sgd;
+SGDOptions sgd_config() {
+  SGDOptions sgd;
   sgd.lr = 0.05;
   sgd.momentum = 0.9;
   return sgd;
 }
 
-// The same hyper-parameters for a reference's own SGD.
-SGDOptions sgd_options() {
-  const SgdConfig c = sgd_config();
-  return {c.lr, c.momentum, c.dampening, c.weight_decay, c.nesterov};
-}
-
 // Ordinary training: forward, loss, backward, SGD step. Returns the per-batch losses.
 std::vector<double> train_reference(Sequential& model, const std::vector<data::Batch>& batches) {
-  SGD sgd(model.named_parameters(), sgd_options());
+  SGD sgd(model.named_parameters(), sgd_config());
   std::vector<double> losses;
   for (const data::Batch& batch : batches) {
     Tensor loss = cross_entropy(model.forward(batch.images), batch.labels);
@@ -93,7 +87,7 @@ void train_delayed_reference(Sequential& model, const std::vector<data::Batch>& 
   const double lr = sgd_config().lr;
   const NamedTensors all = model.named_parameters();
   const NamedTensors p0(all.begin(), all.begin() + 2), p1(all.begin() + 2, all.end());
-  SGD sgd0(p0, sgd_options()), sgd1(p1, sgd_options());
+  SGD sgd0(p0, sgd_config()), sgd1(p1, sgd_config());
   std::vector<Tensor> pending;
   const auto apply_pending = [&] {
     for (size_t i = 0; i < p0.size(); ++i) Tensor(p0[i].second).set_grad(pending[i]);
@@ -279,7 +273,7 @@ TEST_SUITE("concurrency_pipeline") {
     auto reference = small_model(13);
     const NamedTensors all = reference->named_parameters();
     const NamedTensors p0(all.begin(), all.begin() + 4), p1(all.begin() + 4, all.end());
-    SGD sgd0(p0, sgd_options()), sgd1(p1, sgd_options());
+    SGD sgd0(p0, sgd_config()), sgd1(p1, sgd_config());
     const auto& layers = reference->layers();
     Tensor previous_root, previous_grad;  // partition 0's output of F(t-1) and its gradient
     const auto backward_previous = [&] {

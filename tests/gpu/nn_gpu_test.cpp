@@ -82,11 +82,12 @@ TEST_SUITE("nn_gpu") {
     // so the 256 MiB columns budget splits the batch into chunks.
     const Device cuda = Device::cuda(0);
     const Tensor x = random_on({130, 64, 34, 34}, 3, cuda), w = random_on({16, 64, 3, 3}, 4, cuda);
+    const Conv2dGeometry k3{.kernel_h = 3, .kernel_w = 3};
     ops::set_conv_impl(ops::ConvImpl::Ours);
-    const Tensor y = ops::conv2d(x, w, Tensor(), {});
-    const Tensor y_tail = ops::conv2d(x.narrow(0, 120, 10).contiguous(), w, Tensor(), {});
+    const Tensor y = ops::conv2d(x, w, Tensor(), k3);
+    const Tensor y_tail = ops::conv2d(x.narrow(0, 120, 10).contiguous(), w, Tensor(), k3);
     CHECK(max_abs_diff(y.narrow(0, 120, 10), y_tail) < 1e-4);
-    const Tensor y_cpu = ops::conv2d(x.narrow(0, 125, 5).cpu(), w.cpu(), Tensor(), {});
+    const Tensor y_cpu = ops::conv2d(x.narrow(0, 125, 5).cpu(), w.cpu(), Tensor(), k3);
     CHECK(max_abs_diff(y.narrow(0, 125, 5).contiguous(), y_cpu) < 1e-3);
   }
 
@@ -95,7 +96,8 @@ TEST_SUITE("nn_gpu") {
     const Device cuda = Device::cuda(0);
     const Tensor x = random_on({16, 64, 32, 32}, 5, cuda), w = random_on({128, 64, 3, 3}, 6, cuda);
     const Tensor b = random_on({128}, 7, cuda), g = random_on({16, 128, 32, 32}, 8, cuda);
-    ops::Conv2dParams p;
+    Conv2dGeometry p;
+    p.kernel_h = p.kernel_w = 3;
     p.pad_h = p.pad_w = 1;
     ops::set_conv_impl(ops::ConvImpl::Cudnn);
     const Tensor y_cudnn = ops::conv2d(x, w, b, p);

@@ -400,11 +400,11 @@ void shape_cases() {
 
 void im2col_cases() {
   const Tolerance tol{1e-6, 1e-5};
-  ops::Conv2dGeometry g3;
+  Conv2dGeometry g3;
   g3.kernel_h = g3.kernel_w = 3;
   g3.stride_h = g3.stride_w = 2;
   g3.pad_h = g3.pad_w = 1;
-  ops::Conv2dGeometry dilated;
+  Conv2dGeometry dilated;
   dilated.kernel_h = 2;
   dilated.kernel_w = 3;
   dilated.stride_h = 1;
@@ -414,8 +414,8 @@ void im2col_cases() {
   dilated.dilation_h = dilated.dilation_w = 2;
   for (const auto& [suffix, g] : {std::pair{"/k3s2p1", g3}, std::pair{"/dilated", dilated}}) {
     const Shape x_shape{2, 3, 11, 13};
-    const int64_t cols_h = x_shape[1] * g.kernel_h * g.kernel_w;
-    const int64_t cols_w = g.out_h(x_shape[2]) * g.out_w(x_shape[3]);
+    const Conv2dGeometry s = g.for_input(x_shape[0], x_shape[1], x_shape[2], x_shape[3], 0);
+    const int64_t cols_h = s.c * s.kernel_h * s.kernel_w, cols_w = s.out_h * s.out_w;
     add({std::string("im2col") + suffix,
          "im2col",
          {f32(x_shape)},

@@ -29,22 +29,25 @@ class ConvImplScope {
   ops::ConvImpl previous_;
 };
 
-struct ConvGeometry {
+struct ConvCase {
   std::string name;
   Shape x, w;
-  ops::Conv2dParams p;
+  Conv2dGeometry p;  // the window; its kernel is w's (KH, KW)
 };
 
 void conv_cases() {
-  ops::Conv2dParams dilated;
+  Conv2dGeometry dilated;
+  dilated.kernel_h = dilated.kernel_w = 3;
   dilated.stride_h = dilated.stride_w = 2;
   dilated.pad_h = dilated.pad_w = 1;
   dilated.dilation_h = dilated.dilation_w = 2;
-  ops::Conv2dParams same;
+  Conv2dGeometry same;
+  same.kernel_h = same.kernel_w = 3;
   same.pad_h = same.pad_w = 1;
-  ops::Conv2dParams rect;
+  Conv2dGeometry rect;
+  rect.kernel_h = 5, rect.kernel_w = 3;
   rect.stride_h = 3, rect.stride_w = 1, rect.pad_h = 2, rect.pad_w = 0;
-  const ConvGeometry geometries[] = {
+  const ConvCase geometries[] = {
       {"s2_p1_d2", {3, 5, 11, 9}, {7, 5, 3, 3}, dilated},
       {"3x3_same", {2, 17, 13, 15}, {33, 17, 3, 3}, same},  // 33 output channels: no tile multiple
       {"5x3_rect", {3, 3, 19, 10}, {6, 3, 5, 3}, rect},
@@ -55,7 +58,7 @@ void conv_cases() {
 #endif
   const Tolerance tol{1e-4, 1e-4};
   for (const auto& [impl_name, impl] : impls)
-    for (const ConvGeometry& g : geometries) {
+    for (const ConvCase& g : geometries) {
       const std::string suffix = "/" + impl_name + "/" + g.name;
       const auto p = g.p;
       const int64_t out_channels = g.w[0];
@@ -67,9 +70,8 @@ void conv_cases() {
              return ops::conv2d(in[0], in[1], in[2], p);
            },
            tol});
-      const ops::Conv2dGeometry geo{g.w[2],  g.w[3],  p.stride_h,   p.stride_w,
-                                    p.pad_h, p.pad_w, p.dilation_h, p.dilation_w};
-      const Shape y_shape = {g.x[0], out_channels, geo.out_h(g.x[2]), geo.out_w(g.x[3])};
+      const Conv2dGeometry geo = p.for_input(g.x[0], g.x[1], g.x[2], g.x[3], out_channels);
+      const Shape y_shape = {geo.n, geo.o, geo.out_h, geo.out_w};
       const std::vector<InputSpec> backward_inputs = {f32(y_shape), f32(g.x), f32(g.w)};
       add({"conv2d_backward_input" + suffix, "conv", backward_inputs,
            [impl, p](const auto& in) {
@@ -101,27 +103,21 @@ void conv_cases() {
        tol});
 }
 
-// PyTorch's pooling output size (registration runs before main: no tensors here).
-int64_t pool_out(int64_t in, int64_t kernel, int64_t pad, int64_t stride, bool ceil_mode) {
-  int64_t out = (in + 2 * pad - kernel + (ceil_mode ? stride - 1 : 0)) / stride + 1;
-  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
-  return out;
-}
-
 void pool_cases() {
-  ops::Pool2dParams floor2;  // 2x2 stride 2
-  ops::Pool2dParams ceil3;
+  Pool2dGeometry floor2;  // 2x2 stride 2
+  Pool2dGeometry ceil3;
   ceil3.kernel_h = ceil3.kernel_w = 3, ceil3.stride_h = ceil3.stride_w = 2;
   ceil3.pad_h = ceil3.pad_w = 1, ceil3.ceil_mode = true;
-  ops::Pool2dParams rect = ceil3;
+  Pool2dGeometry rect = ceil3;
   rect.kernel_w = 2, rect.pad_w = 0, rect.count_include_pad = false;
-  const std::pair<std::string, ops::Pool2dParams> params[] = {
+  const std::pair<std::string, Pool2dGeometry> params[] = {
       {"2x2", floor2}, {"3x3_s2_p1_ceil", ceil3}, {"3x2_ceil_exclude_pad", rect}};
   const Shape x = {3, 5, 11, 9};
   const Tolerance tol{1e-6, 1e-5};
   for (const auto& [name, p] : params) {
-    const Shape y = {3, 5, pool_out(x[2], p.kernel_h, p.pad_h, p.stride_h, p.ceil_mode),
-                     pool_out(x[3], p.kernel_w, p.pad_w, p.stride_w, p.ceil_mode)};
+    // Registration runs before main: the shape comes from the geometry, not from a tensor.
+    const Pool2dGeometry geo = p.for_input(x[0], x[1], x[2], x[3]);
+    const Shape y = {geo.n, geo.c, geo.out_h, geo.out_w};
     add({"max_pool2d/" + name,
          "pool",
          {f32(x)},
@@ -259,25 +255,21 @@ void loss_and_optim_cases() {
          Tolerance{1e-6, 1e-4}});
   }
   // Two steps (the first initialises the momentum buffer), returning the parameter.
-  struct Sgd {
-    std::string name;
-    double momentum, dampening, weight_decay;
-    bool nesterov;
-  };
-  const Sgd variants[] = {{"plain", 0.0, 0.0, 0.0, false},
-                          {"momentum_dampening_wd", 0.9, 0.1, 5e-4, false},
-                          {"nesterov", 0.9, 0.0, 1e-3, true}};
-  for (const Sgd& v : variants) {
-    add({"sgd_step/" + v.name,
+  const std::pair<std::string, SGDOptions> variants[] = {
+      {"plain", {.lr = 0.05}},
+      {"momentum_dampening_wd",
+       {.lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 5e-4}},
+      {"nesterov", {.lr = 0.05, .momentum = 0.9, .weight_decay = 1e-3, .nesterov = true}}};
+  for (const auto& variant : variants) {
+    const SGDOptions options = variant.second;
+    add({"sgd_step/" + variant.first,
          "optim",
          {f32({1031}), f32({1031}), f32({1031})},
-         [v](const auto& in) {
+         [options](const auto& in) {
            Tensor param = in[0].clone(),
                   buf = Tensor::empty(param.shape(), param.dtype(), param.device());
-           ops::sgd_step_(param, in[1], buf, 0.05, v.momentum, v.dampening, v.weight_decay,
-                          v.nesterov, true);
-           ops::sgd_step_(param, in[2], buf, 0.05, v.momentum, v.dampening, v.weight_decay,
-                          v.nesterov, false);
+           ops::sgd_step_(param, in[1], buf, options, /*first_step=*/true);
+           ops::sgd_step_(param, in[2], buf, options, /*first_step=*/false);
            return param;
          },
          Tolerance{1e-6, 1e-5}});
