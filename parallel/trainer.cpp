@@ -73,14 +73,6 @@ std::string diagnose_nonfinite(Sequential& model, const Tensor& images) {
   return "every layer's output is finite; the loss itself overflowed";
 }
 
-json::Value read_json_or_null(const std::string& text) {
-  try {
-    return json::parse(text, "loader stats");
-  } catch (const Error&) {
-    return json::Value(text);
-  }
-}
-
 // Keeps only the records of epochs before `first_epoch` (a resumed run rewrites the rest).
 void truncate_metrics(const std::string& path, int64_t first_epoch) {
   std::ifstream in(path);
@@ -351,7 +343,7 @@ TrainResult train(const TrainOptions& options, std::ostream& out, const EngineFa
     account(engine->finish_epoch());
     progress.finish_line();
     recent.clear();
-    loader_stats = read_json_or_null(loader.stats().to_json());
+    loader_stats = loader.stats().to_json();
     if (g_stop_requested.load()) {
       out << "interrupted in epoch " << epoch + 1 << "; the checkpoint holds epoch " << info.epoch
           << "\n";
