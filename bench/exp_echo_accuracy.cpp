@@ -23,7 +23,7 @@
 #include <echelon/data/loader.h>
 #include <echelon/layers/models/registry.h>
 #include <echelon/parallel/engine.h>
-#include <echelon/parallel/trainer.h>
+#include <echelon/app/train.h>
 
 using namespace echelon;
 
@@ -54,18 +54,18 @@ Cell parse_cell(const std::string& text) {
 }
 
 struct Sets {
-  parallel::DataBundle full;                   // whole train and test splits
+  app::DataBundle full;                   // whole train and test splits
   std::shared_ptr<data::Dataset> test_subset;  // the first `subset` test images
 };
 
 Sets load_sets(int64_t subset) {
-  parallel::TrainOptions options;
+  app::TrainOptions options;
   options.data = "fashion-mnist";
-  Sets sets{parallel::load_data(options), nullptr};
+  Sets sets{app::load_data(options), nullptr};
   sets.test_subset = sets.full.test;
   if (subset > 0) {
     options.limit_test = subset;
-    sets.test_subset = parallel::load_data(options).test;
+    sets.test_subset = app::load_data(options).test;
   }
   sets.full.train_augment.crop_padding = 2;
   sets.full.train_augment.horizontal_flip = true;
@@ -75,7 +75,7 @@ Sets load_sets(int64_t subset) {
 void run(const Sets& sets, const Cell& cell, const Config& config) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
-  const parallel::DataBundle& data = sets.full;
+  const app::DataBundle& data = sets.full;
   auto model = make_model("lenet5", data.channels, data.num_classes, config.seed, data.image_size);
   parallel::SgdConfig sgd;
   sgd.lr = 0.01;
@@ -108,7 +108,7 @@ void run(const Sets& sets, const Cell& cell, const Config& config) {
       if (fresh < next_eval) continue;
       next_eval += config.eval_every;
       accuracy =
-          parallel::evaluate(*engine, sets.test_subset, data.test_augment, 500, 1, Device::cpu())
+          app::evaluate(*engine, sets.test_subset, data.test_augment, 500, 1, Device::cpu())
               .accuracy;
       std::fprintf(stderr, "  e=%g %s seed=%llu: %lld fresh, %lld steps, test acc %.4f\n",
                    cell.factor, data::echo_placement_name(cell.placement),
@@ -125,7 +125,7 @@ void run(const Sets& sets, const Cell& cell, const Config& config) {
   const double full_accuracy =
       sets.test_subset == data.test
           ? accuracy
-          : parallel::evaluate(*engine, data.test, data.test_augment, 500, 1, Device::cpu())
+          : app::evaluate(*engine, data.test, data.test_augment, 500, 1, Device::cpu())
                 .accuracy;
   const double wall_s = std::chrono::duration<double>(Clock::now() - start).count();
   std::printf("| %g | %s | %llu | %s | %lld | %.4f | %.4f | %.0f |\n", cell.factor,

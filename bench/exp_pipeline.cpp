@@ -38,7 +38,6 @@
 #include <echelon/tensor/random.h>
 
 // OpenBLAS's own thread count (weak: absent without BLAS). Each partition must be one thread.
-extern "C" void openblas_set_num_threads(int threads) __attribute__((weak));
 
 using namespace echelon;
 using namespace echelon::parallel;
@@ -591,11 +590,11 @@ Flags parse_flags(int argc, char** argv) {
 int main(int argc, char** argv) {
   try {
     const Flags flags = parse_flags(argc, argv);
-    if (openblas_set_num_threads) openblas_set_num_threads(1);
+    ops::set_cpu_threads(1);
     const char* env = std::getenv("OPENBLAS_NUM_THREADS");
     std::printf("exp_pipeline%s: OPENBLAS_NUM_THREADS=%s, BLAS threads set to 1: %s\n",
                 flags.quick ? " --quick" : "", env ? env : "(unset)",
-                openblas_set_num_threads ? "yes" : "no BLAS");
+                ops::cpu_threads() == 1 ? "yes" : "no BLAS");
     if (flags.only.empty() || flags.only == "speed") run_speed(flags);
     if (flags.only.empty() || flags.only == "memory") run_memory(flags);
     if (flags.only.empty() || flags.only == "accuracy") run_accuracy(flags);

@@ -20,7 +20,6 @@
 #include <echelon/tensor/ops.h>
 #include <echelon/tensor/random.h>
 
-extern "C" void openblas_set_num_threads(int threads) __attribute__((weak));
 
 namespace {
 
@@ -111,7 +110,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "exp_train_throughput: --steps must be >= 1 and --warmup >= 0\n");
     return 2;
   }
-  if (openblas_set_num_threads) openblas_set_num_threads(1);
+  ops::set_cpu_threads(1);
   const std::vector<Case> cases = {{"lenet5", 1, 28, 64}, {"resnet20", 3, 32, 64}};
   std::vector<Device> devices = {Device::cpu()};
   if (cuda_available()) devices.push_back(Device::cuda(0));

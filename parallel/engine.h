@@ -1,5 +1,5 @@
 // The pluggable step engine: how one mini-batch turns into a parameter update. The trainer
-// (parallel/trainer.h) owns the loop — epochs, LR schedule, evaluation, logging, checkpoints — and
+// (app/train.h) owns the loop — epochs, LR schedule, evaluation, logging, checkpoints — and
 // hands every batch to a StepEngine. The default engine is ordinary single-device training
 // (forward, loss, backward, SGD step). The pipeline engine (parallel/pipeline.h) splits the model
 // into partitions on worker threads/devices; a 1-stage pipeline must equal the default engine.

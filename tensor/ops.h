@@ -82,6 +82,10 @@ Tensor log_softmax_backward(const Tensor& grad_out, const Tensor& y, int64_t dim
 enum class MatmulImpl : uint8_t { Auto, Naive, Ours, Blas };
 void set_matmul_impl(MatmulImpl impl);  // process-wide
 MatmulImpl matmul_impl();
+// Threads of the fast CPU path (OpenBLAS; process-wide, as OpenBLAS's own setting). 0 from
+// cpu_threads() means the library default; setting 0 or running without BLAS changes nothing.
+void set_cpu_threads(int threads);
+int cpu_threads();
 // (M, K) x (K, N) -> (M, N); trans_a / trans_b read the input as transposed (no copy).
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
 // (B, M, K) x (B, K, N) -> (B, M, N).

@@ -10,6 +10,9 @@
 #if ECHELON_WITH_CUDA
 #include <echelon/cuda/kernels/matmul.h>
 #endif
+#if ECHELON_WITH_BLAS
+#include <cblas.h>
+#endif
 
 namespace echelon::ops {
 namespace {
@@ -115,6 +118,21 @@ void product_dims(const char* opname, const Tensor& a, const Tensor& b, bool tra
 }
 
 }  // namespace
+
+void set_cpu_threads(int threads) {
+#if ECHELON_WITH_BLAS
+  if (threads > 0) openblas_set_num_threads(threads);
+#else
+  (void)threads;
+#endif
+}
+int cpu_threads() {
+#if ECHELON_WITH_BLAS
+  return openblas_get_num_threads();
+#else
+  return 0;
+#endif
+}
 
 void set_matmul_impl(MatmulImpl impl) {
   g_matmul_impl.store(impl);

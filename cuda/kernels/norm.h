@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <echelon/kernels/norm.h>
+#include <echelon/kernels/philox.h>
 
 namespace echelon::cuda {
 

@@ -24,4 +24,4 @@
 #include <echelon/data/transforms.h>
 #include <echelon/parallel/engine.h>
 #include <echelon/parallel/pipeline.h>
-#include <echelon/parallel/trainer.h>
+#include <echelon/app/train.h>

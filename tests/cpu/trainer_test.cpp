@@ -10,15 +10,15 @@
 
 #include <echelon/base/error.h>
 #include <echelon/base/json.h>
-#include <echelon/parallel/report.h>
-#include <echelon/parallel/trainer.h>
-#include <echelon/parallel/trainer_checkpoint.h>
+#include <echelon/app/report.h>
+#include <echelon/app/train.h>
+#include <echelon/app/checkpoint.h>
 #include <echelon/tensor/safetensors.h>
 
 using echelon::Error;
 namespace fs = std::filesystem;
 namespace json = echelon::json;
-namespace parallel = echelon::parallel;
+namespace app = echelon::app;
 
 namespace {
 
@@ -36,8 +36,8 @@ bool have_fashion_mnist() {
 }
 
 // A small, quick Fashion-MNIST run; tests override what they study.
-parallel::TrainOptions small_run(int64_t train, int64_t test, int64_t epochs) {
-  parallel::TrainOptions o;
+app::TrainOptions small_run(int64_t train, int64_t test, int64_t epochs) {
+  app::TrainOptions o;
   o.model = "lenet5";
   o.data = "fashion-mnist";
   o.device = "cpu";
@@ -76,9 +76,9 @@ std::vector<std::string> metrics_without_timing(const fs::path& path) {
   return out;
 }
 
-std::string error_of(const parallel::TrainOptions& o) {
+std::string error_of(const app::TrainOptions& o) {
   try {
-    parallel::validate(o);
+    app::validate(o);
   } catch (const Error& e) {
     return e.what();
   }
@@ -89,11 +89,11 @@ std::string error_of(const parallel::TrainOptions& o) {
 
 TEST_SUITE("trainer") {
   TEST_CASE("validate names the flag and the bad value") {
-    parallel::TrainOptions ok;
+    app::TrainOptions ok;
     ok.device = "cpu";
     CHECK(error_of(ok) == "<no error>");
     auto with = [&](auto change) {
-      parallel::TrainOptions o = ok;
+      app::TrainOptions o = ok;
       change(o);
       return error_of(o);
     };
@@ -126,26 +126,26 @@ TEST_SUITE("trainer") {
   }
 
   TEST_CASE("options survive the config.json round trip") {
-    parallel::TrainOptions o = small_run(100, 50, 3);
+    app::TrainOptions o = small_run(100, 50, 3);
     o.milestones = {1, 2};
     o.schedule = "multistep";
     o.nesterov = true;
     o.wd = 5e-4;
     o.echo = "2.5";
     o.seed = 123456789012345ull;
-    const parallel::TrainOptions back =
-        parallel::TrainOptions::from_json(json::parse(o.to_json().dump(2)));
+    const app::TrainOptions back =
+        app::TrainOptions::from_json(json::parse(o.to_json().dump(2)));
     CHECK(back.to_json() == o.to_json());
-    CHECK_THROWS_WITH_AS(parallel::TrainOptions::from_json(json::parse(R"({"epochs": "ten"})")),
+    CHECK_THROWS_WITH_AS(app::TrainOptions::from_json(json::parse(R"({"epochs": "ten"})")),
                          doctest::Contains("config key \"epochs\""), Error);
   }
 
   TEST_CASE("missing dataset files are reported with the path") {
-    parallel::TrainOptions o = small_run(64, 64, 1);
+    app::TrainOptions o = small_run(64, 64, 1);
     o.data_dir = temp_dir("no_data").string();
     std::ostringstream log;
     try {
-      parallel::train(o, log);
+      app::train(o, log);
       FAIL("no error for a folder without dataset files");
     } catch (const Error& e) {
       CHECK(std::string(e.what()).find(o.data_dir) != std::string::npos);
@@ -153,20 +153,20 @@ TEST_SUITE("trainer") {
   }
 
   TEST_CASE("progress line and durations") {
-    CHECK(parallel::format_duration(3725) == "1:02:05");
-    CHECK(parallel::format_duration(65.4) == "1:05");
-    CHECK(parallel::format_duration(-1) == "?");
-    parallel::ProgressState s{1, 10, 25, 100, 1234.4, 0.56789, 10.0};
-    const std::string bar = parallel::ProgressDisplay::render(s, true, 8);
+    CHECK(app::format_duration(3725) == "1:02:05");
+    CHECK(app::format_duration(65.4) == "1:05");
+    CHECK(app::format_duration(-1) == "?");
+    app::ProgressState s{1, 10, 25, 100, 1234.4, 0.56789, 10.0};
+    const std::string bar = app::ProgressDisplay::render(s, true, 8);
     CHECK(bar == "epoch 2/10 [##......] 25/100  1234 img/s  loss 0.5679  ETA 0:30");
     std::ostringstream plain;
-    parallel::ProgressDisplay lines(plain, /*tty=*/false, /*log_every=*/25);
+    app::ProgressDisplay lines(plain, /*tty=*/false, /*log_every=*/25);
     lines.update(s);
     s.step = 26;
     lines.update(s);
     CHECK(plain.str() == "epoch 2/10 25/100  1234 img/s  loss 0.5679  ETA 0:30\n");
     std::ostringstream tty;
-    parallel::ProgressDisplay bar_display(tty, /*tty=*/true, 0);
+    app::ProgressDisplay bar_display(tty, /*tty=*/true, 0);
     bar_display.update(s);
     bar_display.finish_line();
     CHECK(tty.str().front() == '\r');
@@ -174,12 +174,12 @@ TEST_SUITE("trainer") {
   }
 
   TEST_CASE("report.html is self-contained with both charts") {
-    parallel::ReportData data;
+    app::ReportData data;
     data.title = "run <1>";
     data.config = json::Value::object().set("lr", 0.01);
     data.summary = json::Value::object().set("final_test_acc", 0.9);
     for (int e = 0; e < 3; ++e) {
-      parallel::EpochRecord r;
+      app::EpochRecord r;
       r.epoch = e;
       r.train_loss = 1.0 / (e + 1);
       r.test_loss = 1.1 / (e + 1);
@@ -188,7 +188,7 @@ TEST_SUITE("trainer") {
       data.epochs.push_back(r);
     }
     data.steps = {{10, 0.5, 1.3}, {20, 1.0, 0.9}};
-    const std::string html = parallel::render_report_html(data);
+    const std::string html = app::render_report_html(data);
     CHECK(html.find("<title>run &lt;1&gt;</title>") != std::string::npos);
     size_t charts = 0;
     for (size_t at = html.find("<svg"); at != std::string::npos; at = html.find("<svg", at + 1))
@@ -206,10 +206,10 @@ TEST_SUITE("trainer") {
       return;
     }
     const fs::path dir = temp_dir("learn");
-    parallel::TrainOptions o = small_run(4096, 1000, 1);
+    app::TrainOptions o = small_run(4096, 1000, 1);
     o.out = dir.string();
     std::ostringstream log;
-    const parallel::TrainResult r = parallel::train(o, log);
+    const app::TrainResult r = app::train(o, log);
     REQUIRE(r.completed);
     REQUIRE(r.epochs.size() == 1);
     MESSAGE("test accuracy after 128 steps: " << r.epochs[0].test_acc);
@@ -227,60 +227,60 @@ TEST_SUITE("trainer") {
     CHECK(summary.at("echo").at("fresh").as_int() == 4096);
 
     // `echelon eval` on the checkpoint reproduces the final test accuracy.
-    parallel::EvalOptions eval;
+    app::EvalOptions eval;
     eval.checkpoint = (dir / "checkpoint.safetensors").string();
     eval.device = "cpu";
     eval.limit_test = 1000;
     std::ostringstream eval_log;
-    const parallel::EvalResult e = parallel::evaluate_checkpoint(eval, eval_log);
+    const app::EvalResult e = app::evaluate_checkpoint(eval, eval_log);
     CHECK(e.samples == 1000);
     CHECK(e.accuracy == doctest::Approx(r.epochs[0].test_acc).epsilon(1e-9));
   }
 
   TEST_CASE("same seed gives bit-identical losses; another seed does not") {
     if (!have_fashion_mnist()) return;
-    parallel::TrainOptions o = small_run(640, 64, 1);
+    app::TrainOptions o = small_run(640, 64, 1);
     std::ostringstream log;
-    const auto a = parallel::train(o, log);
-    const auto b = parallel::train(o, log);
+    const auto a = app::train(o, log);
+    const auto b = app::train(o, log);
     REQUIRE(a.step_losses.size() == 20);
     CHECK(a.step_losses == b.step_losses);
     CHECK(a.epochs[0].test_loss == b.epochs[0].test_loss);
     o.seed = 8;
-    const auto c = parallel::train(o, log);
+    const auto c = app::train(o, log);
     CHECK(c.step_losses != a.step_losses);
   }
 
   TEST_CASE("a warm-up from lr 0 trains (the first step runs at lr 0)") {
     if (!have_fashion_mnist()) return;
-    parallel::TrainOptions o = small_run(320, 64, 1);
+    app::TrainOptions o = small_run(320, 64, 1);
     o.warmup_epochs = 1;
     std::ostringstream log;
-    const auto result = parallel::train(o, log);
+    const auto result = app::train(o, log);
     REQUIRE(result.step_losses.size() == 10);
     CHECK(std::isfinite(result.step_losses.back()));
   }
 
   TEST_CASE("interrupt after epoch 1 and resume gives the metrics of an uninterrupted run") {
     if (!have_fashion_mnist()) return;
-    parallel::TrainOptions o = small_run(512, 128, 3);
+    app::TrainOptions o = small_run(512, 128, 3);
     o.schedule = "cosine";  // the LR depends on the epoch: resume must restore it
     o.echo = "2";           // echoing draws must also be a function of (seed, epoch)
     o.echo_at = "before-augment";
     const fs::path whole = temp_dir("whole"), parts = temp_dir("parts");
     std::ostringstream log;
     o.out = whole.string();
-    const auto uninterrupted = parallel::train(o, log);
+    const auto uninterrupted = app::train(o, log);
     REQUIRE(uninterrupted.completed);
 
     o.out = parts.string();
     o.stop_after_epoch = 1;
-    const auto first = parallel::train(o, log);
+    const auto first = app::train(o, log);
     CHECK_FALSE(first.completed);
     REQUIRE(first.epochs.size() == 1);
     o.stop_after_epoch = 0;
     o.resume = parts.string();
-    const auto resumed = parallel::train(o, log);
+    const auto resumed = app::train(o, log);
     REQUIRE(resumed.completed);
     REQUIRE(resumed.epochs.size() == 3);
     for (size_t e = 0; e < 3; ++e) {
@@ -297,17 +297,17 @@ TEST_SUITE("trainer") {
           metrics_without_timing(whole / "metrics.jsonl"));
 
     // Resuming a finished run asks for more epochs.
-    CHECK_THROWS_WITH_AS(parallel::train(o, log), doctest::Contains("already finished 3"), Error);
+    CHECK_THROWS_WITH_AS(app::train(o, log), doctest::Contains("already finished 3"), Error);
   }
 
   TEST_CASE("damaged or foreign checkpoints are refused with the file name") {
     if (!have_fashion_mnist()) return;
     const fs::path dir = temp_dir("damaged");
-    parallel::TrainOptions o = small_run(64, 32, 2);
+    app::TrainOptions o = small_run(64, 32, 2);
     o.out = dir.string();
     o.stop_after_epoch = 1;
     std::ostringstream log;
-    parallel::train(o, log);
+    app::train(o, log);
     const fs::path ckpt = dir / "checkpoint.safetensors";
     const std::string good = read_file(ckpt);
     o.stop_after_epoch = 0;
@@ -315,39 +315,39 @@ TEST_SUITE("trainer") {
 
     // Another model's checkpoint.
     o.model = "resnet20";
-    CHECK_THROWS_WITH_AS(parallel::train(o, log), doctest::Contains("holds model \"lenet5\""),
+    CHECK_THROWS_WITH_AS(app::train(o, log), doctest::Contains("holds model \"lenet5\""),
                          Error);
     o.model = "lenet5";
     // Truncated.
     echelon::safetensors::write_file_atomic(ckpt.string(), good.substr(0, good.size() / 2));
     try {
-      parallel::train(o, log);
+      app::train(o, log);
       FAIL("a truncated checkpoint was accepted");
     } catch (const Error& e) {
       CHECK(std::string(e.what()).find(ckpt.string()) != std::string::npos);
     }
     // A valid safetensors file that is not a checkpoint.
     echelon::safetensors::save(ckpt.string(), {{"w", echelon::Tensor::ones({3})}});
-    CHECK_THROWS_WITH_AS(parallel::train(o, log), doctest::Contains("not an echelon checkpoint"),
+    CHECK_THROWS_WITH_AS(app::train(o, log), doctest::Contains("not an echelon checkpoint"),
                          Error);
     // Weights with the wrong shape for the recorded model.
     echelon::safetensors::Contents contents = echelon::safetensors::deserialize(good);
     for (auto& [name, tensor] : contents.tensors)
       if (name == "0.weight") tensor = echelon::Tensor::ones({6, 1, 3, 3});
     echelon::safetensors::save(ckpt.string(), contents.tensors, contents.metadata);
-    CHECK_THROWS_WITH_AS(parallel::train(o, log), doctest::Contains("0.weight"), Error);
-    CHECK_THROWS_WITH_AS(parallel::load_checkpoint((dir / "missing.safetensors").string()),
+    CHECK_THROWS_WITH_AS(app::train(o, log), doctest::Contains("0.weight"), Error);
+    CHECK_THROWS_WITH_AS(app::load_checkpoint((dir / "missing.safetensors").string()),
                          doctest::Contains("missing.safetensors"), Error);
   }
 
   TEST_CASE("a non-finite loss stops training naming the step and the layer") {
     if (!have_fashion_mnist()) return;
-    parallel::TrainOptions o = small_run(512, 32, 1);
+    app::TrainOptions o = small_run(512, 32, 1);
     o.lr = 1e8;  // diverges within a few steps
     o.momentum = 0;
     std::ostringstream log;
     try {
-      parallel::train(o, log);
+      app::train(o, log);
       FAIL("training with lr 1e8 did not stop");
     } catch (const Error& e) {
       const std::string message = e.what();

@@ -8,9 +8,9 @@
 #include <echelon/data/loader.h>
 #include <echelon/layers/models/registry.h>
 #include <echelon/parallel/schedule.h>
-#include <echelon/parallel/trainer.h>
+#include <echelon/app/train.h>
 
-namespace echelon::parallel {
+namespace echelon::app {
 
 json::Value TrainOptions::to_json() const {
   json::Value milestone_list = json::Value::array();
@@ -151,7 +151,7 @@ void validate(const TrainOptions& o) {
   ECH_CHECK(!o.nesterov || o.momentum > 0, "--nesterov needs --momentum > 0");
   ECH_CHECK(std::isfinite(o.wd) && o.wd >= 0, "--wd must be >= 0 (got ", o.wd, ")");
   ECH_CHECK(one_of(o.schedule, kSchedules), "--schedule: unknown schedule \"", o.schedule,
-            "\" (LR: ", join(kSchedules), "; pipeline: ", schedule_names(), ")");
+            "\" (LR: ", join(kSchedules), "; pipeline: ", parallel::schedule_names(), ")");
   ECH_CHECK(std::isfinite(o.warmup_epochs) && o.warmup_epochs >= 0,
             "--warmup-epochs must be >= 0 (got ", o.warmup_epochs, ")");
   ECH_CHECK(o.step_size >= 1, "--step-size must be >= 1 (got ", o.step_size, ")");
@@ -278,4 +278,4 @@ DataBundle load_data(const TrainOptions& o) {
   return b;
 }
 
-}  // namespace echelon::parallel
+}  // namespace echelon::app

@@ -1,4 +1,4 @@
-#include <echelon/parallel/metrics.h>
+#include <echelon/app/metrics.h>
 
 #include <unistd.h>
 
@@ -8,7 +8,13 @@
 
 #include <echelon/base/error.h>
 
-namespace echelon::parallel {
+namespace echelon::app {
+
+std::string format_percent(double fraction) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f%%", 100.0 * fraction);
+  return buf;
+}
 
 std::string format_duration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
@@ -123,4 +129,4 @@ EpochRecord EpochRecord::from_json(const json::Value& v) {
   return r;
 }
 
-}  // namespace echelon::parallel
+}  // namespace echelon::app

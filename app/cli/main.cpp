@@ -15,19 +15,20 @@
 #include <echelon/base/error.h>
 #include <echelon/base/json.h>
 #include <echelon/layers/models/registry.h>
-#include <echelon/parallel/pipeline_cli.h>
+#include <echelon/app/cli/pipeline_flags.h>
 #include <echelon/parallel/schedule.h>
-#include <echelon/parallel/trainer.h>
+#include <echelon/app/train.h>
 
 namespace {
 
+namespace app = echelon::app;
 namespace parallel = echelon::parallel;
 namespace json = echelon::json;
 
 constexpr int kUsageError = 2;
 
 void on_interrupt(int) {
-  parallel::request_stop();
+  app::request_stop();
 }
 
 // `--schedule` names either an LR schedule or a pipeline schedule (the names do not overlap);
@@ -37,8 +38,8 @@ struct ScheduleFlag {
   bool sets_lr_schedule = false;  // set by route_schedule_flag: --schedule named an LR schedule
 };
 
-void route_schedule_flag(const CLI::App& cmd, ScheduleFlag& flag, parallel::TrainOptions& train,
-                         parallel::PipelineFlags& pipeline) {
+void route_schedule_flag(const CLI::App& cmd, ScheduleFlag& flag, app::TrainOptions& train,
+                         app::PipelineFlags& pipeline) {
   if (cmd.count("--schedule") == 0) return;
   if (parallel::find_schedule(flag.value)) {
     ECH_CHECK(cmd.count("--schedule-pipeline") == 0 || pipeline.schedule_text == flag.value,
@@ -53,7 +54,7 @@ void route_schedule_flag(const CLI::App& cmd, ScheduleFlag& flag, parallel::Trai
   flag.sets_lr_schedule = true;
 }
 
-void add_train_options(CLI::App& cmd, parallel::TrainOptions& o, ScheduleFlag& schedule) {
+void add_train_options(CLI::App& cmd, app::TrainOptions& o, ScheduleFlag& schedule) {
   cmd.add_option("--model", o.model, "Model name (see `echelon models`)");
   cmd.add_option("--data", o.data, "fashion-mnist | mnist | cifar10 | synthetic | folder");
   cmd.add_option("--data-dir", o.data_dir, "Dataset folder (default: the dataset's usual place)");
@@ -94,7 +95,7 @@ void add_train_options(CLI::App& cmd, parallel::TrainOptions& o, ScheduleFlag& s
 }
 
 // With --resume, the options come from DIR/config.json; flags given explicitly override them.
-parallel::TrainOptions merge_resume(const CLI::App& cmd, const parallel::TrainOptions& given,
+app::TrainOptions merge_resume(const CLI::App& cmd, const app::TrainOptions& given,
                                     const ScheduleFlag& schedule) {
   const std::string config_path = (std::filesystem::path(given.resume) / "config.json").string();
   ECH_CHECK(std::filesystem::exists(config_path), "--resume ", given.resume,
@@ -108,12 +109,22 @@ parallel::TrainOptions merge_resume(const CLI::App& cmd, const parallel::TrainOp
                                 : cmd.count("--" + key) > 0;
     if (given_flag) merged.set(key, value);
   }
-  parallel::TrainOptions options = parallel::TrainOptions::from_json(merged);
+  app::TrainOptions options = app::TrainOptions::from_json(merged);
   options.resume = given.resume;
   if (cmd.count("--out") == 0) options.out = given.resume;
   options.progress = given.progress;
   options.stop_after_epoch = given.stop_after_epoch;
   return options;
+}
+
+void add_eval_options(CLI::App& cmd, app::EvalOptions& o) {
+  cmd.add_option("--checkpoint", o.checkpoint, "checkpoint.safetensors file")->required();
+  cmd.add_option("--data", o.data, "Dataset (default: the checkpoint's)");
+  cmd.add_option("--data-dir", o.data_dir, "Dataset folder");
+  cmd.add_option("--device", o.device, "auto | cpu | cuda | cuda:N");
+  cmd.add_option("--batch-size", o.batch_size, "Evaluation batch size");
+  cmd.add_option("--limit-test", o.limit_test, "Use only the first N examples");
+  cmd.add_option("--workers", o.workers, "Worker threads per pipeline stage");
 }
 
 int run_models() {
@@ -127,35 +138,28 @@ int run_models() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"echelon: train and evaluate CNNs (CPU and CUDA, pipeline-parallel)", "echelon"};
-  app.require_subcommand(1);
+  CLI::App root{"echelon: train and evaluate CNNs (CPU and CUDA, pipeline-parallel)", "echelon"};
+  root.require_subcommand(1);
 
-  parallel::TrainOptions train_options;
+  app::TrainOptions train_options;
   ScheduleFlag schedule_flag;
-  CLI::App* train_cmd = app.add_subcommand("train", "Train a model");
+  CLI::App* train_cmd = root.add_subcommand("train", "Train a model");
   add_train_options(*train_cmd, train_options, schedule_flag);
-  parallel::PipelineFlags pipeline_flags;
-  parallel::add_pipeline_options(*train_cmd, pipeline_flags);
+  app::PipelineFlags pipeline_flags;
+  app::add_pipeline_options(*train_cmd, pipeline_flags);
 
-  parallel::EvalOptions eval_options;
-  CLI::App* eval_cmd = app.add_subcommand("eval", "Evaluate a checkpoint on a test set");
-  eval_cmd->add_option("--checkpoint", eval_options.checkpoint, "checkpoint.safetensors file")
-      ->required();
-  eval_cmd->add_option("--data", eval_options.data, "Dataset (default: the checkpoint's)");
-  eval_cmd->add_option("--data-dir", eval_options.data_dir, "Dataset folder");
-  eval_cmd->add_option("--device", eval_options.device, "auto | cpu | cuda | cuda:N");
-  eval_cmd->add_option("--batch-size", eval_options.batch_size, "Evaluation batch size");
-  eval_cmd->add_option("--limit-test", eval_options.limit_test, "Use only the first N examples");
-  eval_cmd->add_option("--workers", eval_options.workers, "Worker threads per pipeline stage");
+  app::EvalOptions eval_options;
+  CLI::App* eval_cmd = root.add_subcommand("eval", "Evaluate a checkpoint on a test set");
+  add_eval_options(*eval_cmd, eval_options);
 
-  CLI::App* models_cmd = app.add_subcommand("models", "List the models and their sizes");
+  CLI::App* models_cmd = root.add_subcommand("models", "List the models and their sizes");
 
   try {
-    app.parse(argc, argv);
+    root.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    return root.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
+    return root.exit(e);
   } catch (const CLI::ParseError& e) {
     std::cerr << "echelon: error: " << e.what() << " (see echelon --help)\n";
     return kUsageError;
@@ -164,20 +168,20 @@ int main(int argc, char** argv) {
   try {
     if (*models_cmd) return run_models();
     if (*eval_cmd) {
-      parallel::evaluate_checkpoint(eval_options, std::cout);
+      app::evaluate_checkpoint(eval_options, std::cout);
       return 0;
     }
     route_schedule_flag(*train_cmd, schedule_flag, train_options, pipeline_flags);
-    parallel::TrainOptions options = train_options.resume.empty()
+    app::TrainOptions options = train_options.resume.empty()
                                          ? train_options
                                          : merge_resume(*train_cmd, train_options, schedule_flag);
     // Pipeline flags are not stored in config.json: a resumed pipelined run passes them again.
-    parallel::finish_pipeline_options(pipeline_flags, static_cast<int>(options.epochs));
+    app::finish_pipeline_options(pipeline_flags, static_cast<int>(options.epochs));
     const parallel::EngineFactory factory =
         pipeline_flags.enabled() ? parallel::pipeline_engine_factory(pipeline_flags.options)
                                  : parallel::EngineFactory{};
     std::signal(SIGINT, on_interrupt);
-    const parallel::TrainResult result = parallel::train(options, std::cout, factory);
+    const app::TrainResult result = app::train(options, std::cout, factory);
     return result.completed || options.stop_after_epoch > 0 ? 0 : 130;
   } catch (const echelon::Error& e) {
     std::cout.flush();

@@ -17,9 +17,9 @@
 #include <echelon/base/json.h>
 #include <echelon/layers/sequential.h>
 #include <echelon/layers/state_dict.h>
-#include <echelon/parallel/metrics.h>
+#include <echelon/app/metrics.h>
 
-namespace echelon::parallel {
+namespace echelon::app {
 
 inline constexpr const char* kCheckpointFormat = "echelon.checkpoint.v1";
 inline constexpr const char* kCheckpointFile = "checkpoint.safetensors";
@@ -56,4 +56,4 @@ std::shared_ptr<Sequential> restore_model(const LoadedCheckpoint& checkpoint,
                                           const std::string& path,
                                           const std::string& expected_model = "");
 
-}  // namespace echelon::parallel
+}  // namespace echelon::app

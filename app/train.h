@@ -23,9 +23,13 @@
 #include <echelon/data/dataset.h>
 #include <echelon/data/transforms.h>
 #include <echelon/parallel/engine.h>
-#include <echelon/parallel/metrics.h>
+#include <echelon/app/metrics.h>
 
-namespace echelon::parallel {
+namespace echelon::app {
+
+// The run drives one of the parallel layer's engines (parallel/engine.h).
+using parallel::EngineFactory;
+using parallel::StepEngine;
 
 struct TrainOptions {
   std::string model = "lenet5";
@@ -124,4 +128,4 @@ EvalResult evaluate_checkpoint(const EvalOptions& options, std::ostream& out);
 // CLI calls it from its SIGINT handler; train() then returns with completed = false.
 void request_stop();
 
-}  // namespace echelon::parallel
+}  // namespace echelon::app

@@ -1,11 +1,11 @@
-#include <echelon/parallel/report.h>
+#include <echelon/app/report.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 
-namespace echelon::parallel {
+namespace echelon::app {
 
 std::string html_escape(const std::string& text) {
   std::string out;
@@ -73,6 +73,8 @@ struct Range {
 
 }  // namespace
 
+// One SVG document written top to bottom (frame, grid, axes, series, legend); it stays one
+// function because every part shares the same coordinate mapping px/py.
 std::string svg_line_chart(const std::string& title, const std::string& x_label,
                            const std::string& y_label, const std::vector<ChartSeries>& series,
                            int width, int height) {
@@ -190,4 +192,4 @@ std::string render_report_html(const ReportData& data) {
   return html;
 }
 
-}  // namespace echelon::parallel
+}  // namespace echelon::app

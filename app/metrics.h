@@ -12,10 +12,12 @@
 
 #include <echelon/base/json.h>
 
-namespace echelon::parallel {
+namespace echelon::app {
 
 // "1:02:03", "4:05" for seconds (rounded); "?" for negative or non-finite input.
 std::string format_duration(double seconds);
+// "12.34%" for 0.1234.
+std::string format_percent(double fraction);
 
 // The state shown on one progress update.
 struct ProgressState {
@@ -88,4 +90,4 @@ struct StepPoint {
   double loss = 0;   // mean loss over the batches since the previous point
 };
 
-}  // namespace echelon::parallel
+}  // namespace echelon::app

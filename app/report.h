@@ -7,9 +7,9 @@
 #include <vector>
 
 #include <echelon/base/json.h>
-#include <echelon/parallel/metrics.h>
+#include <echelon/app/metrics.h>
 
-namespace echelon::parallel {
+namespace echelon::app {
 
 struct ChartSeries {
   std::string name;
@@ -35,4 +35,4 @@ std::string render_report_html(const ReportData& data);
 // Escapes &, <, >, " and ' for HTML text and attributes.
 std::string html_escape(const std::string& text);
 
-}  // namespace echelon::parallel
+}  // namespace echelon::app

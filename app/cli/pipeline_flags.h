@@ -1,5 +1,5 @@
 // The pipeline flags for the `echelon train` command. Header-only so that the library itself does
-// not depend on CLI11; the CLI (examples/cli, owned by `train`) calls add_pipeline_options and,
+// not depend on CLI11; the CLI (app/cli, owned by `train`) calls add_pipeline_options and,
 // when --pipeline > 1 or a --ppv is given, builds its engine with pipeline_engine_factory.
 #pragma once
 
@@ -9,19 +9,19 @@
 
 #include <echelon/parallel/pipeline.h>
 
-namespace echelon::parallel {
+namespace echelon::app {
 
 // Fills `options` from the flags; `schedule_text` and `balance_text` are parsed by
 // finish_pipeline_options after CLI11 has run (errors then name the flag).
 struct PipelineFlags {
-  PipelineOptions options;
+  parallel::PipelineOptions options;
   std::string schedule_text = "stale";
   std::string balance_text = "none";
   bool enabled() const { return options.partitions > 1 || !options.ppv.empty(); }
 };
 
 inline void add_pipeline_options(CLI::App& app, PipelineFlags& flags) {
-  PipelineOptions& o = flags.options;
+  parallel::PipelineOptions& o = flags.options;
   o.partitions = 1;
   app.add_option("--pipeline", o.partitions, "Pipeline partitions K (1: no pipelining)");
   app.add_option("--ppv", o.ppv, "Partition start layers, e.g. 2,5 (three partitions)");
@@ -38,8 +38,8 @@ inline void add_pipeline_options(CLI::App& app, PipelineFlags& flags) {
 
 // After parsing: schedule and balance from text, epochs for a fractional hybrid switch.
 inline void finish_pipeline_options(PipelineFlags& flags, int total_epochs) {
-  PipelineOptions& o = flags.options;
-  o.schedule = parse_schedule(flags.schedule_text);
+  parallel::PipelineOptions& o = flags.options;
+  o.schedule = parallel::parse_schedule(flags.schedule_text);
   ECH_CHECK(flags.balance_text == "none" || flags.balance_text == "auto", "--balance: expected ",
             "none or auto, got '", flags.balance_text, "'");
   o.balance_auto = flags.balance_text == "auto";
@@ -48,4 +48,4 @@ inline void finish_pipeline_options(PipelineFlags& flags, int total_epochs) {
   o.validate();
 }
 
-}  // namespace echelon::parallel
+}  // namespace echelon::app

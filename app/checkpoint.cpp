@@ -1,4 +1,4 @@
-#include <echelon/parallel/trainer_checkpoint.h>
+#include <echelon/app/checkpoint.h>
 
 #include <bit>
 
@@ -6,7 +6,7 @@
 #include <echelon/layers/models/registry.h>
 #include <echelon/tensor/safetensors.h>
 
-namespace echelon::parallel {
+namespace echelon::app {
 
 namespace {
 
@@ -157,4 +157,4 @@ std::shared_ptr<Sequential> restore_model(const LoadedCheckpoint& checkpoint,
   return model;
 }
 
-}  // namespace echelon::parallel
+}  // namespace echelon::app

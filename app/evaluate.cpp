@@ -1,0 +1,79 @@
+// Evaluation: the mean loss and accuracy of a model over a data set (after every epoch of a run,
+// and `echelon eval` of a checkpoint).
+#include <cstdio>
+
+#include <echelon/app/checkpoint.h>
+#include <echelon/app/train.h>
+#include <echelon/autograd/grad_mode.h>
+#include <echelon/base/error.h>
+#include <echelon/layers/loss.h>
+#include <echelon/tensor/ops.h>
+
+namespace echelon::app {
+
+EvalResult evaluate(StepEngine& engine, std::shared_ptr<const data::Dataset> dataset,
+                    const data::AugmentOptions& augment, int64_t batch_size, int workers,
+                    Device device) {
+  data::LoaderOptions l;
+  l.batch_size = batch_size;
+  l.shuffle = false;
+  l.workers = workers;
+  l.augment = augment;
+  l.device = device;
+  data::Loader loader(std::move(dataset), l);
+  loader.start_epoch(0);
+  EvalResult result;
+  double loss_sum = 0;
+  int64_t correct = 0;
+  while (auto batch = loader.next()) {
+    const Tensor logits = engine.predict(batch->images);  // (B, classes)
+    NoGradGuard no_grad;
+    Tensor log_probs;
+    const Tensor labels = batch->labels.device() == logits.device()
+                              ? batch->labels
+                              : batch->labels.to(logits.device());
+    const double loss = ops::cross_entropy(logits, labels, &log_probs).item<float>();
+    const int64_t n = batch->images.size(0);
+    loss_sum += loss * static_cast<double>(n);
+    correct += correct_count(logits, labels);
+    result.samples += n;
+  }
+  if (result.samples > 0) {
+    result.loss = loss_sum / static_cast<double>(result.samples);
+    result.accuracy = static_cast<double>(correct) / static_cast<double>(result.samples);
+  }
+  return result;
+}
+
+EvalResult evaluate_checkpoint(const EvalOptions& options, std::ostream& out) {
+  ECH_CHECK(!options.checkpoint.empty(), "--checkpoint FILE is required");
+  ECH_CHECK(options.batch_size >= 1, "--batch-size must be >= 1 (got ", options.batch_size, ")");
+  ECH_CHECK(options.limit_test >= 0, "--limit-test must be >= 0 (got ", options.limit_test, ")");
+  ECH_CHECK(options.workers >= 1, "--workers must be >= 1 (got ", options.workers, ")");
+  const Device device = resolve_device(options.device);
+  const LoadedCheckpoint checkpoint = load_checkpoint(options.checkpoint);
+  auto model = restore_model(checkpoint, options.checkpoint);
+
+  TrainOptions data_options;
+  data_options.data = options.data.empty() ? checkpoint.info.dataset : options.data;
+  data_options.data_dir = options.data.empty() && options.data_dir.empty()
+                              ? checkpoint.info.data_dir
+                              : options.data_dir;
+  data_options.limit_test = options.limit_test;
+  const DataBundle data = load_data(data_options);
+  ECH_CHECK(data.channels == checkpoint.info.in_channels &&
+                data.num_classes == checkpoint.info.num_classes,
+            options.checkpoint, ": model expects ", checkpoint.info.in_channels, " channels and ",
+            checkpoint.info.num_classes, " classes, dataset ", data.name, " has ", data.channels,
+            " and ", data.num_classes);
+
+  auto engine = parallel::make_single_device_engine(model, parallel::SgdConfig{}, device);
+  const EvalResult r =
+      evaluate(*engine, data.test, data.test_augment, options.batch_size, options.workers, device);
+  out << "eval " << checkpoint.info.model << " (epoch " << checkpoint.info.epoch << ") on "
+      << data.name << " test (" << r.samples << " images): loss " << r.loss << ", accuracy "
+      << format_percent(r.accuracy) << "\n";
+  return r;
+}
+
+}  // namespace echelon::app

@@ -1,0 +1,482 @@
+// train(): one run as a short sequence of named steps (see TrainingRun::execute). Everything that
+// can fail on the user's input (flags, data set, model shape, resume compatibility) is checked
+// while the run is prepared, before the run folder is touched.
+#include <echelon/app/train.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include <echelon/app/checkpoint.h>
+#include <echelon/app/report.h>
+#include <echelon/autograd/grad_mode.h>
+#include <echelon/base/error.h>
+#include <echelon/layers/dropout.h>
+#include <echelon/layers/lr_schedule.h>
+#include <echelon/layers/models/registry.h>
+#include <echelon/tensor/ops.h>
+#include <echelon/tensor/safetensors.h>
+
+namespace echelon::app {
+
+namespace {
+
+std::atomic<bool> g_stop_requested{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "request_stop must be signal-safe");
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// SplitMix64 finaliser: decorrelates the per-(seed, epoch, layer) dropout seeds.
+uint64_t mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Dropout masks become a function of (seed, epoch, layer), so a resumed run draws the same ones.
+void reseed_dropout(Module& module, uint64_t seed, int64_t epoch, uint64_t& counter) {
+  if (auto* dropout = dynamic_cast<Dropout*>(&module))
+    dropout->generator().set_state(
+        mix(mix(seed) ^ mix(static_cast<uint64_t>(epoch) * 1000003u + counter)), 0);
+  ++counter;
+  for (const auto& child : module.children()) reseed_dropout(*child, seed, epoch, counter);
+}
+
+// Re-runs the forward layer by layer to name the first layer whose output is non-finite.
+std::string diagnose_nonfinite(Sequential& model, const Tensor& images) {
+  NoGradGuard no_grad;
+  if (!ops::all_finite(images)) return "the input batch itself contains NaN/Inf";
+  Tensor x = images;
+  for (size_t i = 0; i < model.size(); ++i) {
+    x = model.at(i)->forward(x);
+    if (!ops::all_finite(x))
+      return str("first non-finite output: layer ", i, " ", model.at(i)->describe());
+  }
+  return "every layer's output is finite; the loss itself overflowed";
+}
+
+// Keeps only the records of epochs before `first_epoch` (a resumed run rewrites the rest).
+void truncate_metrics(const std::string& path, int64_t first_epoch) {
+  std::ifstream in(path);
+  if (!in.good()) return;
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    try {
+      const json::Value record = json::parse(line, path);
+      const json::Value* epoch = record.find("epoch");
+      if (epoch && epoch->as_int() < first_epoch) kept += line + "\n";
+    } catch (const Error&) {
+      // A line torn by the interruption: dropped, the resumed run writes it again.
+    }
+  }
+  in.close();
+  safetensors::write_file_atomic(path, kept);
+}
+
+std::shared_ptr<LrSchedule> make_schedule(const TrainOptions& o) {
+  LrScheduleOptions s;
+  s.kind = o.schedule;
+  s.base_lr = o.lr;
+  s.gamma = o.gamma;
+  s.step_size = o.step_size;
+  s.milestones = o.milestones;
+  s.total_epochs = static_cast<double>(o.epochs);
+  s.warmup_epochs = o.warmup_epochs;
+  return make_lr_schedule(s);
+}
+
+data::LoaderOptions loader_options(const TrainOptions& o, const data::AugmentOptions& augment,
+                                   Device device) {
+  data::LoaderOptions l;
+  l.batch_size = o.batch_size;
+  l.seed = o.seed;
+  l.workers = o.workers;
+  l.set_echo(o.echo);
+  l.echo_at = data::parse_echo_placement(o.echo_at);
+  l.shuffle_buffer = o.shuffle_buffer;
+  l.augment = augment;
+  l.device = device;
+  return l;
+}
+
+parallel::SgdConfig sgd_config(const TrainOptions& o) {
+  parallel::SgdConfig sgd;
+  sgd.lr = o.lr;
+  sgd.momentum = o.momentum;
+  sgd.weight_decay = o.wd;
+  sgd.nesterov = o.nesterov;
+  return sgd;
+}
+
+// The process-wide switches a run sets (conv implementation, CPU threads), restored when the run
+// ends, so train() leaves the process as it found it.
+class ScopedRunSettings {
+ public:
+  explicit ScopedRunSettings(const TrainOptions& o)
+      : conv_impl_(ops::conv_impl()), cpu_threads_(ops::cpu_threads()) {
+    ops::set_conv_impl(o.conv_impl == "cudnn" ? ops::ConvImpl::Cudnn : ops::ConvImpl::Ours);
+    if (o.threads > 0) ops::set_cpu_threads(o.threads);
+  }
+  ~ScopedRunSettings() {
+    ops::set_conv_impl(conv_impl_);
+    ops::set_cpu_threads(cpu_threads_);
+  }
+  ScopedRunSettings(const ScopedRunSettings&) = delete;
+  ScopedRunSettings& operator=(const ScopedRunSettings&) = delete;
+
+ private:
+  ops::ConvImpl conv_impl_;
+  int cpu_threads_;
+};
+
+// What one epoch of training produced (before evaluation).
+struct EpochTotals {
+  parallel::StepStats stats;
+  int64_t fresh = 0;
+  double lr = 0;
+  double train_s = 0;
+};
+
+class TrainingRun {
+ public:
+  TrainingRun(const TrainOptions& options, std::ostream& out, const EngineFactory& factory);
+  TrainResult execute();
+
+ private:
+  void build_model(const EngineFactory& factory);
+  void open_folder();
+  void announce() const;
+  // Trains one epoch; false when a stop was requested during it.
+  bool train_epoch(int64_t epoch, EpochTotals& totals);
+  void account(const parallel::StepStats& stats, int64_t epoch, int64_t step, EpochTotals& totals,
+               parallel::StepStats& since_log, Clock::time_point epoch_start);
+  EpochRecord evaluate_epoch(int64_t epoch, const EpochTotals& totals);
+  void print_epoch(const EpochRecord& record) const;
+  void save_epoch(const EpochRecord& record);
+  void write_outputs(bool final_run);
+  void print_table() const;
+  std::string in_dir(const char* file) const {
+    return (std::filesystem::path(dir_) / file).string();
+  }
+
+  const TrainOptions& options_;
+  std::ostream& out_;
+  ScopedRunSettings settings_;
+  const Clock::time_point wall_start_ = Clock::now();
+  const Device device_;
+  const std::string dir_;
+  const DataBundle data_;
+  std::shared_ptr<Sequential> model_;
+  CheckpointInfo info_;
+  std::unique_ptr<StepEngine> engine_;
+  std::shared_ptr<LrSchedule> schedule_;
+  std::unique_ptr<data::Loader> loader_;
+  int64_t steps_per_epoch_ = 1;
+  int64_t params_ = 0;
+  double previous_wall_s_ = 0;
+  int64_t global_step_ = 0;
+  MetricsWriter metrics_;
+  std::unique_ptr<ProgressDisplay> progress_;
+  TrainResult result_;
+  json::Value loader_stats_;
+  std::deque<data::Batch> recent_;  // the last few batches, to diagnose a non-finite loss
+};
+
+TrainingRun::TrainingRun(const TrainOptions& options, std::ostream& out,
+                         const EngineFactory& factory)
+    : options_(options),
+      out_(out),
+      settings_(options),
+      device_(resolve_device(options.device)),
+      dir_(options.out.empty() ? options.resume : options.out),
+      data_(load_data(options)) {
+  build_model(factory);
+  schedule_ = make_schedule(options_);
+  loader_ = std::make_unique<data::Loader>(
+      data_.train, loader_options(options_, data_.train_augment, device_));
+  // The LR schedule's notion of an epoch: batches including echoes (an epoch counts fresh
+  // examples, so with echo factor e it has about e times the fresh batch count).
+  const double echo_factor = loader_->options().echo_auto ? 1.0 : loader_->options().echo_factor;
+  steps_per_epoch_ = std::max<int64_t>(
+      1, static_cast<int64_t>(std::ceil(loader_->batches_per_epoch_fresh() * echo_factor)));
+  const bool tty = options_.progress == "bar" || (options_.progress == "auto" &&
+                                                  &out_ == &std::cout && is_terminal(STDOUT_FILENO));
+  progress_ = std::make_unique<ProgressDisplay>(out_, tty,
+                                                options_.progress == "none" ? 0 : options_.log_every);
+}
+
+// A new model from the seed, or the checkpoint's model and optimizer state on --resume.
+void TrainingRun::build_model(const EngineFactory& factory) {
+  LoadedCheckpoint resumed;
+  if (!options_.resume.empty()) {
+    const std::string path = (std::filesystem::path(options_.resume) / kCheckpointFile).string();
+    resumed = load_checkpoint(path);
+    model_ = restore_model(resumed, path, options_.model);
+    ECH_CHECK(resumed.info.epoch < options_.epochs, "--resume ", options_.resume,
+              ": the run already finished ", resumed.info.epoch, " epochs; pass --epochs > ",
+              resumed.info.epoch, " to continue it");
+    info_ = resumed.info;
+  } else {
+    model_ = make_model(options_.model, data_.channels, data_.num_classes, options_.seed,
+                        data_.image_size);
+    info_.model = options_.model;
+    info_.in_channels = data_.channels;
+    info_.num_classes = data_.num_classes;
+    info_.image_size = data_.image_size;
+    info_.seed = options_.seed;
+  }
+  info_.dataset = data_.name;
+  info_.data_dir = data_.dir;
+  info_.config = options_.to_json();
+  params_ = model_->num_parameters();
+  previous_wall_s_ = info_.wall_s;
+  global_step_ = info_.global_step;
+  result_.epochs = info_.history;
+
+  const parallel::SgdConfig sgd = sgd_config(options_);
+  engine_ = factory ? factory(model_, sgd, device_)
+                    : parallel::make_single_device_engine(model_, sgd, device_);
+  ECH_CHECK(engine_ != nullptr, "train: the engine factory returned no engine");
+  if (!options_.resume.empty()) engine_->load_optimizer_state(resumed.optimizer_state);
+}
+
+// The run folder: config.json, and metrics.jsonl cut back to the epochs the checkpoint holds.
+void TrainingRun::open_folder() {
+  if (dir_.empty()) return;
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  ECH_CHECK(!ec, "--out ", dir_, ": cannot create the folder: ", ec.message());
+  safetensors::write_file_atomic(in_dir("config.json"), info_.config.dump(2) + "\n");
+  if (!options_.resume.empty()) truncate_metrics(in_dir("metrics.jsonl"), info_.epoch);
+  metrics_.open(in_dir("metrics.jsonl"), /*append=*/!options_.resume.empty());
+}
+
+void TrainingRun::announce() const {
+  out_ << "echelon train: " << options_.model << " (" << params_ << " parameters) on "
+       << data_.name << " (" << data_.train->size() << " train / " << data_.test->size()
+       << " test), device " << device_ << ", engine " << engine_->name() << "\n";
+  if (!options_.resume.empty())
+    out_ << "resuming " << options_.resume << " after epoch " << info_.epoch << " (step "
+         << info_.global_step << ")\n";
+}
+
+TrainResult TrainingRun::execute() {
+  open_folder();
+  announce();
+  for (int64_t epoch = info_.epoch; epoch < options_.epochs; ++epoch) {
+    EpochTotals totals;
+    if (!train_epoch(epoch, totals)) {
+      out_ << "interrupted in epoch " << epoch + 1 << "; the checkpoint holds epoch "
+           << info_.epoch << "\n";
+      write_outputs(false);
+      return std::move(result_);
+    }
+    const EpochRecord record = evaluate_epoch(epoch, totals);
+    print_epoch(record);
+    save_epoch(record);
+    const bool last = epoch + 1 == options_.epochs;
+    write_outputs(last);
+    if (!last && options_.stop_after_epoch > 0 && epoch + 1 >= options_.stop_after_epoch) {
+      out_ << "stopping after epoch " << epoch + 1 << " (--stop-after-epoch)\n";
+      return std::move(result_);
+    }
+  }
+  print_table();
+  result_.completed = true;
+  return std::move(result_);
+}
+
+bool TrainingRun::train_epoch(int64_t epoch, EpochTotals& totals) {
+  uint64_t layer_counter = 0;
+  reseed_dropout(*model_, options_.seed, epoch, layer_counter);
+  model_->train();
+  loader_->start_epoch(epoch);
+  const auto epoch_start = Clock::now();
+  parallel::StepStats since_log;
+  int64_t step = 0;
+  while (auto batch = loader_->next()) {
+    if (g_stop_requested.load()) break;
+    totals.lr = schedule_->lr_at(epoch, std::min(step, steps_per_epoch_ - 1), steps_per_epoch_);
+    engine_->set_lr(totals.lr);
+    totals.fresh += batch->fresh;
+    recent_.push_back(*batch);
+    if (recent_.size() > 8) recent_.pop_front();
+    const parallel::StepStats stats = engine_->train_step(*batch);
+    ++step;
+    account(stats, epoch, step, totals, since_log, epoch_start);
+    const double elapsed = seconds_since(epoch_start);
+    progress_->update({epoch, options_.epochs, step, steps_per_epoch_,
+                       static_cast<double>(totals.stats.samples) / std::max(elapsed, 1e-9),
+                       totals.stats.mean_loss(), elapsed});
+  }
+  account(engine_->finish_epoch(), epoch, step, totals, since_log, epoch_start);
+  progress_->finish_line();
+  recent_.clear();
+  loader_stats_ = loader_->stats().to_json();
+  totals.train_s = seconds_since(epoch_start);
+  return !g_stop_requested.load();
+}
+
+// Adds the engine's completed mini-batches to the epoch; a non-finite loss stops the run naming
+// the first layer whose output is non-finite.
+void TrainingRun::account(const parallel::StepStats& stats, int64_t epoch, int64_t step,
+                          EpochTotals& totals, parallel::StepStats& since_log,
+                          Clock::time_point epoch_start) {
+  if (!stats.finite) {
+    std::string where = "the batch is no longer available";
+    for (const data::Batch& b : recent_)
+      if (b.index == stats.nonfinite_batch) where = diagnose_nonfinite(engine_->model(), b.images);
+    progress_->finish_line();
+    ECH_FAIL("non-finite training loss at step ", global_step_ + 1, " (epoch ", epoch + 1,
+             ", batch ", stats.nonfinite_batch, "); ", where, ". Try a lower --lr (now ",
+             totals.lr, ")");
+  }
+  if (stats.batches == 0) return;
+  totals.stats.add(stats);
+  since_log.add(stats);
+  result_.step_losses.push_back(stats.mean_loss());
+  global_step_ += stats.batches;
+  if (options_.log_every <= 0 || since_log.batches < options_.log_every) return;
+  const double elapsed = seconds_since(epoch_start);
+  metrics_.write(json::Value::object()
+                     .set("type", "step")
+                     .set("epoch", epoch)
+                     .set("step", step)
+                     .set("global_step", global_step_)
+                     .set("lr", totals.lr)
+                     .set("loss", since_log.mean_loss())
+                     .set("train_acc", since_log.accuracy())
+                     .set("images_per_s", static_cast<double>(totals.stats.samples) / elapsed));
+  info_.steps.push_back(
+      {global_step_,
+       static_cast<double>(epoch) + static_cast<double>(step) / static_cast<double>(steps_per_epoch_),
+       since_log.mean_loss()});
+  since_log = parallel::StepStats{};
+}
+
+EpochRecord TrainingRun::evaluate_epoch(int64_t epoch, const EpochTotals& totals) {
+  const auto eval_start = Clock::now();
+  const EvalResult test =
+      evaluate(*engine_, data_.test, data_.test_augment,
+               std::max<int64_t>(options_.batch_size, 256), options_.workers, device_);
+  EpochRecord record;
+  record.epoch = epoch;
+  record.lr = totals.lr;
+  record.train_loss = totals.stats.mean_loss();
+  record.train_acc = totals.stats.accuracy();
+  record.test_loss = test.loss;
+  record.test_acc = test.accuracy;
+  record.train_images = totals.stats.samples;
+  record.fresh_images = totals.fresh;
+  record.train_s = totals.train_s;
+  record.eval_s = seconds_since(eval_start);
+  record.images_per_s =
+      static_cast<double>(totals.stats.samples) / std::max(totals.train_s, 1e-9);
+  record.global_step = global_step_;
+  return record;
+}
+
+void TrainingRun::print_epoch(const EpochRecord& record) const {
+  char line[256];
+  std::snprintf(line, sizeof(line),
+                "epoch %lld/%lld  train loss %.4f acc %s  test loss %.4f acc %s  lr %.4g  "
+                "%.0f img/s  %.1f s",
+                static_cast<long long>(record.epoch + 1), static_cast<long long>(options_.epochs),
+                record.train_loss, format_percent(record.train_acc).c_str(), record.test_loss,
+                format_percent(record.test_acc).c_str(), record.lr, record.images_per_s,
+                record.train_s + record.eval_s);
+  out_ << line << "\n" << std::flush;
+}
+
+// metrics.jsonl line and checkpoint (atomic) of a finished epoch.
+void TrainingRun::save_epoch(const EpochRecord& record) {
+  result_.epochs.push_back(record);
+  metrics_.write(record.to_json());
+  info_.epoch = record.epoch + 1;
+  info_.global_step = global_step_;
+  info_.history = result_.epochs;
+  info_.wall_s = previous_wall_s_ + seconds_since(wall_start_);
+  if (!dir_.empty())
+    save_checkpoint(in_dir(kCheckpointFile), *model_, engine_->optimizer_state(), info_);
+}
+
+// summary.json and report.html (rewritten after every epoch).
+void TrainingRun::write_outputs(bool final_run) {
+  const EpochRecord* best = nullptr;
+  int64_t images = 0;
+  double train_s = 0;
+  for (const EpochRecord& e : result_.epochs) {
+    if (!best || e.test_acc > best->test_acc) best = &e;
+    images += e.train_images;
+    train_s += e.train_s;
+  }
+  json::Value summary = json::Value::object()
+                            .set("model", options_.model)
+                            .set("dataset", data_.name)
+                            .set("device", device_.to_string())
+                            .set("engine", engine_->name())
+                            .set("epochs", static_cast<int64_t>(result_.epochs.size()))
+                            .set("params", params_)
+                            .set("completed", final_run);
+  if (best) {
+    summary.set("final_test_acc", result_.epochs.back().test_acc)
+        .set("final_test_loss", result_.epochs.back().test_loss)
+        .set("final_train_loss", result_.epochs.back().train_loss)
+        .set("best_test_acc", best->test_acc)
+        .set("best_epoch", best->epoch + 1);
+  }
+  summary.set("train_images_per_s", train_s > 0 ? static_cast<double>(images) / train_s : 0.0)
+      .set("wall_s", previous_wall_s_ + seconds_since(wall_start_))
+      .set("echo", loader_stats_);
+  if (const json::Value report = engine_->report(); !report.is_null())
+    summary.set("pipeline", report);
+  result_.summary = summary;
+  if (dir_.empty()) return;
+  safetensors::write_file_atomic(in_dir("summary.json"), summary.dump(2) + "\n");
+  const ReportData report{"echelon: " + options_.model + " on " + data_.name, info_.config,
+                          summary, result_.epochs, info_.steps};
+  safetensors::write_file_atomic(in_dir("report.html"), render_report_html(report));
+}
+
+void TrainingRun::print_table() const {
+  out_ << "\n  epoch   train loss  train acc   test loss   test acc    img/s\n";
+  for (const EpochRecord& e : result_.epochs) {
+    char row[160];
+    std::snprintf(row, sizeof(row), "  %5lld   %10.4f  %9s  %10.4f  %9s  %7.0f\n",
+                  static_cast<long long>(e.epoch + 1), e.train_loss, format_percent(e.train_acc).c_str(),
+                  e.test_loss, format_percent(e.test_acc).c_str(), e.images_per_s);
+    out_ << row;
+  }
+  out_ << "test accuracy " << format_percent(result_.summary.at("final_test_acc").as_double())
+       << " (best " << format_percent(result_.summary.at("best_test_acc").as_double()) << " at epoch "
+       << result_.summary.at("best_epoch").as_int() << ")";
+  if (!dir_.empty()) out_ << "; report: " << in_dir("report.html");
+  out_ << "\n";
+}
+
+}  // namespace
+
+void request_stop() {
+  g_stop_requested.store(true);
+}
+
+TrainResult train(const TrainOptions& options, std::ostream& out, const EngineFactory& factory) {
+  validate(options);
+  g_stop_requested.store(false);
+  TrainingRun run(options, out, factory);
+  return run.execute();
+}
+
+}  // namespace echelon::app
