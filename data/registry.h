@@ -6,8 +6,8 @@
 //   data::LoaderOptions options;  options.augment = data.train_augment;
 //   data::Loader loader(data.train, options);
 //
-// Adding a data set: a loader in datasets.cpp (or a Dataset class), then one branch in
-// load_dataset() and its name in dataset_names().
+// Adding a data set: a loader in datasets.cpp (or a Dataset class), then its branch in
+// open_splits() and its name in dataset_names() (registry.cpp).
 #pragma once
 
 #include <cstdint>
