@@ -34,7 +34,9 @@ std::vector<int64_t> idx_header(const std::vector<uint8_t>& bytes, const std::st
   ECH_CHECK(found == magic, "IDX ", what, " file '", path, "': bad magic ", hex32(found),
             " at offset 0 (expected ", hex32(magic), ")");
   std::vector<int64_t> dims;
-  for (int d = 0; d < rank; ++d) dims.push_back(read_be32(bytes.data() + 4 + 4 * d));
+  dims.reserve(static_cast<size_t>(rank));
+  for (size_t d = 0; d < static_cast<size_t>(rank); ++d)
+    dims.push_back(read_be32(bytes.data() + 4 + 4 * d));
   int64_t payload = 1;
   for (int d = 0; d < rank; ++d) {
     ECH_CHECK(dims[d] > 0 || (d == 0 && dims[d] == 0), "IDX ", what, " file '", path, "': dim ", d,

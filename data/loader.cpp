@@ -345,7 +345,7 @@ void Loader::Impl::start() {
       index_of_ticket);
   start_stage<RawRecord, Decoded>(
       threads, control, decode_stats, workers, records, decoded,
-      [this, placement](RawRecord record, auto& emit) {
+      [this, placement](const RawRecord& record, auto& emit) {
         Decoded item{{}, record.index, record.label, 0, true};
         try {
           item.image = dataset.decode(record);
@@ -372,7 +372,7 @@ void Loader::Impl::start() {
       [](const RawRecord& record) { return record.index; });
   start_stage<Decoded, Sample>(
       threads, control, augment_stats, workers, decoded, samples,
-      [this, placement](Decoded item, auto& emit) {
+      [this, placement](const Decoded& item, auto& emit) {
         const Image image = augment_image(item.image, options.augment,
                                           {options.seed, epoch, item.index, item.copy});
         Sample sample{std::vector<float>(static_cast<size_t>(image.numel())), item.index,
