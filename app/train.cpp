@@ -66,14 +66,6 @@ std::string diagnose_nonfinite(Sequential& model, const Tensor& images) {
   return "every layer's output is finite; the loss itself overflowed";
 }
 
-json::Value read_json_or_null(const std::string& text) {
-  try {
-    return json::parse(text, "loader stats");
-  } catch (const Error&) {
-    return json::Value(text);
-  }
-}
-
 // Keeps only the records of epochs before `first_epoch` (a resumed run rewrites the rest).
 void truncate_metrics(const std::string& path, int64_t first_epoch) {
   std::ifstream in(path);
@@ -332,7 +324,7 @@ bool TrainingRun::train_epoch(int64_t epoch, EpochTotals& totals) {
   account(engine_->finish_epoch(), epoch, step, totals, since_log, epoch_start);
   progress_->finish_line();
   recent_.clear();
-  loader_stats_ = read_json_or_null(loader_->stats().to_json());
+  loader_stats_ = loader_->stats().to_json();
   totals.train_s = seconds_since(epoch_start);
   return !g_stop_requested.load();
 }

@@ -1,14 +1,24 @@
 #include <echelon/base/json.h>
 
-#include <charconv>
 #include <cmath>
-#include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include <echelon/base/error.h>
 
 namespace echelon::json {
+
+// A parsed value's place: the root holds the source name, every other node its parent and its
+// key (in an object) or index (in an array).
+struct Origin {
+  std::shared_ptr<const Origin> parent;
+  std::string source;  // root only
+  std::string key;
+  int64_t index = -1;  // >= 0 for an array element
+};
 
 const char* kind_name(Kind kind) {
   switch (kind) {
@@ -31,13 +41,47 @@ const char* kind_name(Kind kind) {
 }
 
 namespace {
-[[noreturn]] void wrong_kind(const char* expected, Kind actual) {
-  ECH_FAIL("json: expected ", expected, ", got ", kind_name(actual));
+
+// Non-finite doubles have no JSON literal; these strings stand for them (Python's spelling).
+constexpr const char* kNaN = "NaN";
+constexpr const char* kInf = "Infinity";
+constexpr const char* kNegInf = "-Infinity";
+
+std::string path_of(const Origin& origin) {
+  if (!origin.parent) return "";
+  std::string path = path_of(*origin.parent);
+  if (origin.index >= 0) return path + "[" + std::to_string(origin.index) + "]";
+  return path + (path.empty() ? "'" : ".'") + origin.key + "'";
 }
+
+// "file.json", "file.json: key 'a'[2].'b'" or "file.json: element [3]"; "json" without origin.
+std::string describe(const Origin* origin) {
+  if (!origin) return "json";
+  const Origin* root = origin;
+  while (root->parent) root = root->parent.get();
+  const std::string path = path_of(*origin);
+  if (path.empty()) return root->source;
+  return root->source + (path.front() == '[' ? ": element " : ": key ") + path;
+}
+
+// nlohmann's what() is "[json.exception.parse_error.101] parse error at line 1, column 8: ...":
+// keep the human part, and bound it (the "last read" token of a hostile file can be megabytes).
+std::string library_message(const std::exception& e) {
+  std::string message = e.what();
+  if (const size_t start = message.find("] "); start != std::string::npos)
+    message.erase(0, start + 2);
+  if (message.size() > 240) message = message.substr(0, 240) + "...";
+  return message;
+}
+
 }  // namespace
 
+std::string Value::where() const {
+  return describe(origin_.get());
+}
+
 bool Value::as_bool() const {
-  if (!is_bool()) wrong_kind("bool", kind());
+  if (!is_bool()) ECH_FAIL(where(), ": expected a bool, got ", kind_name(kind()));
   return std::get<bool>(data_);
 }
 
@@ -47,35 +91,41 @@ int64_t Value::as_int() const {
     const double d = std::get<double>(data_);
     // 2^63 bounds the int64 range; beyond it the cast is undefined.
     if (std::nearbyint(d) == d && std::fabs(d) < 9.2e18) return static_cast<int64_t>(d);
-    ECH_FAIL("json: expected an integer, got ", d);
+    ECH_FAIL(where(), ": expected an integer, got ", d);
   }
-  wrong_kind("integer", kind());
+  ECH_FAIL(where(), ": expected an integer, got ", kind_name(kind()));
 }
 
 double Value::as_double() const {
   if (is_int()) return static_cast<double>(std::get<int64_t>(data_));
-  if (kind() != Kind::Double) wrong_kind("number", kind());
-  return std::get<double>(data_);
+  if (kind() == Kind::Double) return std::get<double>(data_);
+  if (is_string()) {
+    const std::string& s = std::get<std::string>(data_);
+    if (s == kNaN) return std::numeric_limits<double>::quiet_NaN();
+    if (s == kInf) return std::numeric_limits<double>::infinity();
+    if (s == kNegInf) return -std::numeric_limits<double>::infinity();
+  }
+  ECH_FAIL(where(), ": expected a number, got ", kind_name(kind()));
 }
 
 const std::string& Value::as_string() const {
-  if (!is_string()) wrong_kind("string", kind());
+  if (!is_string()) ECH_FAIL(where(), ": expected a string, got ", kind_name(kind()));
   return std::get<std::string>(data_);
 }
 const Array& Value::as_array() const {
-  if (!is_array()) wrong_kind("array", kind());
+  if (!is_array()) ECH_FAIL(where(), ": expected an array, got ", kind_name(kind()));
   return std::get<Array>(data_);
 }
 Array& Value::as_array() {
-  if (!is_array()) wrong_kind("array", kind());
+  if (!is_array()) ECH_FAIL(where(), ": expected an array, got ", kind_name(kind()));
   return std::get<Array>(data_);
 }
 const Object& Value::as_object() const {
-  if (!is_object()) wrong_kind("object", kind());
+  if (!is_object()) ECH_FAIL(where(), ": expected an object, got ", kind_name(kind()));
   return std::get<Object>(data_);
 }
 Object& Value::as_object() {
-  if (!is_object()) wrong_kind("object", kind());
+  if (!is_object()) ECH_FAIL(where(), ": expected an object, got ", kind_name(kind()));
   return std::get<Object>(data_);
 }
 
@@ -87,7 +137,7 @@ const Value* Value::find(const std::string& key) const {
 
 const Value& Value::at(const std::string& key) const {
   const Value* v = find(key);
-  ECH_CHECK(v != nullptr, "json: missing key \"", key, "\"");
+  ECH_CHECK(v != nullptr, where(), ": missing key '", key, "'");
   return *v;
 }
 
@@ -111,386 +161,162 @@ Value& Value::push(Value value) {
 size_t Value::size() const {
   if (is_array()) return as_array().size();
   if (is_object()) return as_object().size();
-  wrong_kind("array or object", kind());
+  ECH_FAIL(where(), ": expected an array or object, got ", kind_name(kind()));
 }
 
-// ---- writer ----------------------------------------------------------------------------------
-
-std::string quote(const std::string& s) {
-  std::string out;
-  out.reserve(s.size() + 2);
-  out += '"';
-  for (const char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(c));
-          out += buf;
-        } else {
-          out += c;  // UTF-8 bytes pass through unchanged
-        }
-    }
-  }
-  out += '"';
-  return out;
-}
+// ---- writing: our tree -> nlohmann's, which prints it ---------------------------------------
 
 namespace {
 
-// Shortest text that parses back to the same double; always looks like a float ("1.0", "1e+20").
-void write_double(std::string& out, double d) {
-  if (!std::isfinite(d)) {
-    out += "null";
-    return;
-  }
-  char buf[32];
-  const auto result = std::to_chars(buf, buf + sizeof(buf), d);
-  std::string text(buf, result.ptr);
-  if (text.find_first_of(".eE") == std::string::npos) text += ".0";
-  out += text;
-}
-
-void newline(std::string& out, int indent, int depth) {
-  if (indent < 0) return;
-  out += '\n';
-  out.append(static_cast<size_t>(indent * depth), ' ');
-}
-
-void write(std::string& out, const Value& v, int indent, int depth) {
+nlohmann::ordered_json to_library(const Value& v) {
   switch (v.kind()) {
     case Kind::Null:
-      out += "null";
-      break;
+      return nullptr;
     case Kind::Bool:
-      out += v.as_bool() ? "true" : "false";
-      break;
+      return v.as_bool();
     case Kind::Int:
-      out += std::to_string(v.as_int());
-      break;
-    case Kind::Double:
-      write_double(out, v.as_double());
-      break;
+      return v.as_int();
+    case Kind::Double: {
+      const double d = v.as_double();
+      if (std::isfinite(d)) return d;
+      return std::isnan(d) ? kNaN : d > 0 ? kInf : kNegInf;
+    }
     case Kind::String:
-      out += quote(v.as_string());
-      break;
+      return v.as_string();
     case Kind::Array: {
-      const Array& items = v.as_array();
-      out += '[';
-      for (size_t i = 0; i < items.size(); ++i) {
-        if (i) out += ',';
-        newline(out, indent, depth + 1);
-        write(out, items[i], indent, depth + 1);
-      }
-      if (!items.empty()) newline(out, indent, depth);
-      out += ']';
-      break;
+      nlohmann::ordered_json out = nlohmann::ordered_json::array();
+      for (const Value& item : v.as_array()) out.push_back(to_library(item));
+      return out;
     }
     case Kind::Object: {
-      const Object& members = v.as_object();
-      out += '{';
-      for (size_t i = 0; i < members.size(); ++i) {
-        if (i) out += ',';
-        newline(out, indent, depth + 1);
-        out += quote(members[i].first);
-        out += indent < 0 ? ":" : ": ";
-        write(out, members[i].second, indent, depth + 1);
-      }
-      if (!members.empty()) newline(out, indent, depth);
-      out += '}';
-      break;
+      nlohmann::ordered_json out = nlohmann::ordered_json::object();
+      for (const auto& [key, item] : v.as_object()) out.emplace(key, to_library(item));
+      return out;
     }
   }
+  return nullptr;
 }
 
 }  // namespace
 
 std::string Value::dump(int indent) const {
-  std::string out;
-  write(out, *this, indent, 0);
-  return out;
+  try {
+    // nlohmann prints doubles as the shortest text that round-trips (Grisu2), always with a '.'
+    // or an exponent, so a double stays a double when read back.
+    return to_library(*this).dump(indent, ' ', /*ensure_ascii=*/false,
+                                  nlohmann::ordered_json::error_handler_t::strict);
+  } catch (const nlohmann::ordered_json::exception& e) {
+    ECH_FAIL(where(), ": cannot write as JSON: ", library_message(e));
+  }
 }
 
-// ---- parser ----------------------------------------------------------------------------------
+// ---- reading: nlohmann's SAX parser builds our tree directly --------------------------------
 
-namespace {
-
-class Parser {
+// SAX handler (the friend of Value that attaches origins). Containers under construction live on
+// a stack and are moved into their parent when they end, so no pointer into a growing vector is
+// ever held.
+class Builder final : public nlohmann::json_sax<nlohmann::json> {
  public:
-  Parser(const std::string& text, const std::string& what) : text_(text), what_(what) {}
+  explicit Builder(const std::string& what)
+      : root_origin_(std::make_shared<const Origin>(Origin{nullptr, what, "", -1})) {}
 
-  Value parse_document() {
-    skip_space();
-    Value v = parse_value(0);
-    skip_space();
-    if (pos_ != text_.size()) fail("unexpected trailing characters");
-    return v;
+  Value take() { return std::move(root_); }
+
+  bool null() override { return add_scalar(Value()); }
+  bool boolean(bool b) override { return add_scalar(Value(b)); }
+  bool number_integer(number_integer_t i) override { return add_scalar(Value(int64_t{i})); }
+  bool number_unsigned(number_unsigned_t u) override {
+    // Above int64: keep it as a double, as most JSON readers do.
+    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      return add_scalar(Value(static_cast<double>(u)));
+    return add_scalar(Value(static_cast<int64_t>(u)));
+  }
+  bool number_float(number_float_t d, const string_t& /*text*/) override {
+    return add_scalar(Value(d));
+  }
+  bool string(string_t& s) override { return add_scalar(Value(std::move(s))); }
+  bool binary(binary_t& /*bytes*/) override {  // only CBOR and friends have binary values
+    ECH_FAIL(root_origin_->source, ": binary values are not JSON");
+  }
+  bool start_object(std::size_t /*elements*/) override { return open(Value::object()); }
+  bool key(string_t& k) override {
+    for (const auto& member : std::get<Object>(stack_.back().data_)) {
+      if (member.first == k) {
+        const Origin duplicate{stack_.back().origin_, "", k, -1};
+        ECH_FAIL(describe(&duplicate), ": duplicate key");
+      }
+    }
+    key_ = std::move(k);
+    return true;
+  }
+  bool end_object() override { return close(); }
+  bool start_array(std::size_t /*elements*/) override { return open(Value::array()); }
+  bool end_array() override { return close(); }
+  bool parse_error(std::size_t /*position*/, const std::string& /*last_token*/,
+                   const nlohmann::detail::exception& e) override {
+    ECH_FAIL(root_origin_->source, ": invalid JSON: ", library_message(e));
   }
 
  private:
-  // Deeper nesting than any of our files needs; bounds the recursion on hostile input.
-  static constexpr int kMaxDepth = 256;
+  // Deeper nesting than any of our files needs; bounds the recursion of dump() and of the
+  // destructor on hostile input.
+  static constexpr size_t kMaxDepth = 256;
 
-  [[noreturn]] void fail(const std::string& message) const {
-    ECH_FAIL(what_, ": invalid JSON at byte ", pos_, ": ", message);
+  // The origin of the next value: the root, the next element of an array, or the member of an
+  // object named by the last key.
+  std::shared_ptr<const Origin> next_origin() const {
+    if (stack_.empty()) return root_origin_;
+    const Value& parent = stack_.back();
+    if (parent.is_array())
+      return std::make_shared<const Origin>(
+          Origin{parent.origin_, "", "", static_cast<int64_t>(parent.as_array().size())});
+    return std::make_shared<const Origin>(Origin{parent.origin_, "", key_, -1});
   }
 
-  bool at_end() const { return pos_ >= text_.size(); }
-  char peek() const { return at_end() ? '\0' : text_[pos_]; }
-
-  void skip_space() {
-    while (!at_end() && (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' ||
-                         text_[pos_] == '\r'))
-      ++pos_;
+  // Puts a finished value where it belongs: the root, or the innermost open container.
+  bool place(Value v) {
+    if (stack_.empty())
+      root_ = std::move(v);
+    else if (stack_.back().is_array())
+      std::get<Array>(stack_.back().data_).push_back(std::move(v));
+    else
+      std::get<Object>(stack_.back().data_).emplace_back(std::move(key_), std::move(v));
+    return true;
   }
 
-  void expect(char c) {
-    if (peek() != c) fail(str("expected '", c, "'"));
-    ++pos_;
+  bool add_scalar(Value v) {
+    v.origin_ = next_origin();
+    return place(std::move(v));
   }
 
-  void expect_word(const char* word) {
-    const size_t n = std::strlen(word);
-    if (text_.compare(pos_, n, word) != 0) fail(str("expected '", word, "'"));
-    pos_ += n;
+  bool open(Value container) {
+    if (stack_.size() >= kMaxDepth)
+      ECH_FAIL(root_origin_->source, ": invalid JSON: nesting deeper than ", kMaxDepth, " levels");
+    container.origin_ = next_origin();
+    stack_.push_back(std::move(container));
+    keys_.push_back(std::move(key_));  // the key this container will have in its parent
+    return true;
   }
 
-  Value parse_value(int depth) {
-    if (depth > kMaxDepth) fail("nesting deeper than 256 levels");
-    if (at_end()) fail("unexpected end of input");
-    switch (peek()) {
-      case '{':
-        return parse_object(depth);
-      case '[':
-        return parse_array(depth);
-      case '"':
-        return Value(parse_string());
-      case 't':
-        expect_word("true");
-        return Value(true);
-      case 'f':
-        expect_word("false");
-        return Value(false);
-      case 'n':
-        expect_word("null");
-        return Value();
-      default:
-        if (peek() == '-' || (peek() >= '0' && peek() <= '9')) return parse_number();
-        fail(str("unexpected character '", peek(), "'"));
-    }
+  bool close() {
+    Value done = std::move(stack_.back());
+    stack_.pop_back();
+    key_ = std::move(keys_.back());
+    keys_.pop_back();
+    return place(std::move(done));
   }
 
-  Value parse_object(int depth) {
-    expect('{');
-    Value v = Value::object();
-    skip_space();
-    if (peek() == '}') {
-      ++pos_;
-      return v;
-    }
-    while (true) {
-      skip_space();
-      if (peek() != '"') fail("expected a string key");
-      std::string key = parse_string();
-      if (v.contains(key)) fail(str("duplicate key \"", key, "\""));
-      skip_space();
-      expect(':');
-      skip_space();
-      v.as_object().emplace_back(std::move(key), parse_value(depth + 1));
-      skip_space();
-      if (peek() == ',') {
-        ++pos_;
-        continue;
-      }
-      expect('}');
-      return v;
-    }
-  }
-
-  Value parse_array(int depth) {
-    expect('[');
-    Value v = Value::array();
-    skip_space();
-    if (peek() == ']') {
-      ++pos_;
-      return v;
-    }
-    while (true) {
-      skip_space();
-      v.push(parse_value(depth + 1));
-      skip_space();
-      if (peek() == ',') {
-        ++pos_;
-        continue;
-      }
-      expect(']');
-      return v;
-    }
-  }
-
-  unsigned parse_hex4() {
-    if (pos_ + 4 > text_.size()) fail("truncated \\u escape");
-    unsigned code = 0;
-    for (int i = 0; i < 4; ++i) {
-      const char c = text_[pos_++];
-      code <<= 4;
-      if (c >= '0' && c <= '9')
-        code |= static_cast<unsigned>(c - '0');
-      else if (c >= 'a' && c <= 'f')
-        code |= static_cast<unsigned>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F')
-        code |= static_cast<unsigned>(c - 'A' + 10);
-      else
-        fail("bad hex digit in \\u escape");
-    }
-    return code;
-  }
-
-  static void append_utf8(std::string& out, unsigned code) {
-    if (code < 0x80) {
-      out += static_cast<char>(code);
-    } else if (code < 0x800) {
-      out += static_cast<char>(0xC0 | (code >> 6));
-      out += static_cast<char>(0x80 | (code & 0x3F));
-    } else if (code < 0x10000) {
-      out += static_cast<char>(0xE0 | (code >> 12));
-      out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (code & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (code >> 18));
-      out += static_cast<char>(0x80 | ((code >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (code & 0x3F));
-    }
-  }
-
-  std::string parse_string() {
-    expect('"');
-    std::string out;
-    while (true) {
-      if (at_end()) fail("unterminated string");
-      const char c = text_[pos_++];
-      if (c == '"') return out;
-      if (static_cast<unsigned char>(c) < 0x20) fail("control character in string");
-      if (c != '\\') {
-        out += c;
-        continue;
-      }
-      if (at_end()) fail("unterminated escape");
-      const char e = text_[pos_++];
-      switch (e) {
-        case '"':
-          out += '"';
-          break;
-        case '\\':
-          out += '\\';
-          break;
-        case '/':
-          out += '/';
-          break;
-        case 'b':
-          out += '\b';
-          break;
-        case 'f':
-          out += '\f';
-          break;
-        case 'n':
-          out += '\n';
-          break;
-        case 'r':
-          out += '\r';
-          break;
-        case 't':
-          out += '\t';
-          break;
-        case 'u': {
-          unsigned code = parse_hex4();
-          if (code >= 0xD800 && code < 0xDC00) {  // high surrogate: a low one must follow
-            if (text_.compare(pos_, 2, "\\u") != 0) fail("unpaired surrogate");
-            pos_ += 2;
-            const unsigned low = parse_hex4();
-            if (low < 0xDC00 || low >= 0xE000) fail("bad low surrogate");
-            code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
-          } else if (code >= 0xDC00 && code < 0xE000) {
-            fail("unpaired surrogate");
-          }
-          append_utf8(out, code);
-          break;
-        }
-        default:
-          fail(str("bad escape '\\", e, "'"));
-      }
-    }
-  }
-
-  Value parse_number() {
-    const size_t start = pos_;
-    bool is_float = false;
-    if (peek() == '-') ++pos_;
-    if (peek() == '0') {
-      ++pos_;
-    } else if (peek() >= '1' && peek() <= '9') {
-      while (peek() >= '0' && peek() <= '9') ++pos_;
-    } else {
-      fail("expected a digit");
-    }
-    if (peek() == '.') {
-      is_float = true;
-      ++pos_;
-      if (!(peek() >= '0' && peek() <= '9')) fail("expected a digit after '.'");
-      while (peek() >= '0' && peek() <= '9') ++pos_;
-    }
-    if (peek() == 'e' || peek() == 'E') {
-      is_float = true;
-      ++pos_;
-      if (peek() == '+' || peek() == '-') ++pos_;
-      if (!(peek() >= '0' && peek() <= '9')) fail("expected a digit in the exponent");
-      while (peek() >= '0' && peek() <= '9') ++pos_;
-    }
-    const char* first = text_.data() + start;
-    const char* last = text_.data() + pos_;
-    if (!is_float) {
-      int64_t i = 0;
-      const auto r = std::from_chars(first, last, i);
-      if (r.ec == std::errc() && r.ptr == last) return Value(i);
-      // Too large for int64: keep it as a double, as most JSON readers do.
-    }
-    double d = 0;
-    const auto r = std::from_chars(first, last, d);
-    if (r.ec != std::errc() || r.ptr != last) fail("number out of range");
-    return Value(d);
-  }
-
-  const std::string& text_;
-  const std::string& what_;
-  size_t pos_ = 0;
+  std::shared_ptr<const Origin> root_origin_;
+  std::vector<Value> stack_;       // open containers, innermost last
+  std::vector<std::string> keys_;  // for each open container, its key in its parent
+  std::string key_;                // the key of the next member of the innermost object
+  Value root_;
 };
 
-}  // namespace
-
 Value parse(const std::string& text, const std::string& what) {
-  return Parser(text, what).parse_document();
+  Builder builder(what);
+  nlohmann::json::sax_parse(text, &builder);
+  return builder.take();
 }
 
 Value parse_file(const std::string& path) {

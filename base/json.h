@@ -1,10 +1,14 @@
-// A small JSON value with a writer and a strict parser: enough for our own files (config.json,
-// metrics.jsonl, summary.json, safetensors headers, Chrome traces). Objects keep insertion order so
-// the files we write read in a stable, human-friendly order.
+// The JSON values of our own files (config.json, metrics.jsonl, summary.json, safetensors headers,
+// checkpoint metadata, Chrome traces). nlohmann-json reads and writes the text; this small value
+// type is what the code builds and reads, so call sites need no third-party header. Objects keep
+// insertion order so the files we write read in a stable, human-friendly order.
+//
+// A value parsed from a file remembers where it came from, so a typed accessor that fails names
+// the file and the key path: "run/config.json: key 'lr': expected a number, got string".
 #pragma once
 
 #include <cstdint>
-#include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <variant>
@@ -18,6 +22,9 @@ using Array = std::vector<Value>;
 using Object = std::vector<std::pair<std::string, Value>>;
 
 enum class Kind : uint8_t { Null, Bool, Int, Double, String, Array, Object };
+
+// Where a parsed value sits: the source (a file) and its key path. Defined in json.cpp.
+struct Origin;
 
 class Value {
  public:
@@ -45,10 +52,13 @@ class Value {
   bool is_array() const { return kind() == Kind::Array; }
   bool is_object() const { return kind() == Kind::Object; }
 
-  // Typed accessors throw echelon::Error naming the expected and the actual kind.
+  // Typed accessors throw echelon::Error naming the source and key path (when parsed), the
+  // expected and the actual kind.
   bool as_bool() const;
-  int64_t as_int() const;    // an Int, or a Double with an exact integer value
-  double as_double() const;  // any number
+  int64_t as_int() const;  // an Int, or a Double with an exact integer value
+  // Any number, or one of the strings "NaN", "Infinity", "-Infinity" that dump() writes for
+  // non-finite doubles (JSON has no literal for them).
+  double as_double() const;
   const std::string& as_string() const;
   const Array& as_array() const;
   Array& as_array();
@@ -65,26 +75,32 @@ class Value {
   Value& push(Value value);
   size_t size() const;  // elements of an array or members of an object
 
-  bool operator==(const Value& other) const = default;
+  // Compares contents only (where a value was parsed from does not matter).
+  bool operator==(const Value& other) const { return data_ == other.data_; }
 
   // Compact single-line text (indent < 0) or pretty-printed with `indent` spaces per level.
-  // Non-finite doubles have no JSON form: they are written as null.
+  // Doubles are written as the shortest text that reads back bit-exactly; non-finite ones as the
+  // strings "NaN", "Infinity", "-Infinity" (as_double() reads them back). Strings must be valid
+  // UTF-8 (otherwise the file could not be read back): invalid ones throw.
   std::string dump(int indent = -1) const;
 
+  // "file.json: key 'a'[2].'b'" for a parsed value, "json" for one built in code.
+  std::string where() const;
+
  private:
+  friend class Builder;  // the parser attaches origins
   std::variant<std::nullptr_t, bool, int64_t, double, std::string, Array, Object> data_;
+  std::shared_ptr<const Origin> origin_;
 };
 
 const char* kind_name(Kind kind);
 
-// Parses exactly one JSON value (surrounding whitespace allowed). Throws echelon::Error with the
-// byte offset and what was expected; `what` names the source (a file) in the message.
+// Parses exactly one JSON value (surrounding whitespace allowed). Throws echelon::Error naming
+// `what` (a file) and the line and column; duplicate keys and nesting deeper than 256 levels are
+// errors too. The values remember `what` and their key path for later accessor errors.
 Value parse(const std::string& text, const std::string& what = "json");
 
 // Reads and parses a whole file; errors name the file.
 Value parse_file(const std::string& path);
-
-// Escapes a string as a JSON string literal, quotes included.
-std::string quote(const std::string& s);
 
 }  // namespace echelon::json

@@ -26,7 +26,7 @@ std::vector<std::vector<uint8_t>> make_corpus(int64_t count, const std::string& 
     for (int64_t y = 0; y < 56; ++y)
       for (int64_t x = 0; x < 56; ++x)
         for (int64_t c = 0; c < 3; ++c)  // tint the channels so colour decoding is exercised
-          image.pixels[(y * 56 + x) * 3 + c] =
+          image.pixels[(c * 56 + y) * 56 + x] =  // (C, H, W)
               static_cast<uint8_t>(src[(y / 2) * 28 + x / 2] * (3 - c) / 3);
     corpus.push_back(encode_jpeg(image, 90));
   }
@@ -49,7 +49,7 @@ double images_per_second(const std::vector<std::vector<uint8_t>>& corpus, ImageD
       for (size_t i; (i = next.fetch_add(1)) < corpus.size();) {
         const Image image = decode_image(corpus[i], "corpus", 3, decoder);
         const Image augmented = augment_image(image, augment, {1, 0, static_cast<int64_t>(i), 0});
-        to_chw_float(augmented, augment, out.data());
+        to_float(augmented, augment, out.data());
       }
     });
   for (auto& t : threads) t.join();

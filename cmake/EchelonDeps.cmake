@@ -2,6 +2,9 @@
 set(THREADS_PREFER_PTHREAD_FLAG ON)
 find_package(Threads REQUIRED)
 find_package(ZLIB REQUIRED)
+# Header-only; the GPU machine has no Debian -dev packages and finds the copy tools/fill-deps.sh
+# puts in the ignored .deps/ folder (searched after the system paths).
+find_package(nlohmann_json 3.10 CONFIG REQUIRED PATHS ${PROJECT_SOURCE_DIR}/.deps)
 
 set(ECHELON_HAVE_BLAS OFF)
 if(ECHELON_BLAS)

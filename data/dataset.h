@@ -1,5 +1,5 @@
 // Datasets: where examples come from. A Dataset splits fetching an example into read() (the I/O
-// part: bytes as stored, e.g. a file or a record) and decode() (the CPU part: bytes -> HWC uint8
+// part: bytes as stored, e.g. a file or a record) and decode() (the CPU part: bytes -> CHW uint8
 // image), so the pipeline can run the two on separate worker pools. Both are const and
 // thread-safe: many workers call them at once.
 //
@@ -17,10 +17,11 @@
 
 namespace echelon::data {
 
-// A decoded image: height x width x channels bytes, row-major, channels last (HWC).
+// A decoded image: one plane per channel (CHW), the layout of the batch tensors, so images stay
+// CHW from the dataset to the model (only the image codecs convert, from their interleaved HWC).
 struct Image {
   int64_t height = 0, width = 0, channels = 0;
-  std::vector<uint8_t> pixels;  // (H, W, C)
+  std::vector<uint8_t> pixels;  // (C, H, W)
   int64_t numel() const { return height * width * channels; }
 };
 
@@ -75,7 +76,7 @@ LabeledImages load_cifar10(const std::string& dir, const std::string& split);
 
 // ---- Dataset implementations ----------------------------------------------------------------
 // Serves an in-memory set (IDX, CIFAR) through the pipeline: read() copies the (C, H, W) bytes,
-// decode() transposes them to HWC.
+// decode() wraps them as an Image.
 std::shared_ptr<Dataset> make_memory_dataset(LabeledImages set, std::string name);
 
 // One subfolder per class (sorted by name -> label 0, 1, ...), files with extension .jpg .jpeg
@@ -85,7 +86,7 @@ std::shared_ptr<Dataset> make_memory_dataset(LabeledImages set, std::string name
 std::shared_ptr<Dataset> make_image_folder_dataset(const std::string& root, int channels = 3);
 
 // Synthetic examples with a known cost, to emulate slow storage / slow decode. Image i of class
-// i % classes has pixel (y, x, c) = (i * 31 + y * 7 + x * 3 + c * 11) mod 256, so tests can
+// i % classes has pixel (c, y, x) = (i * 31 + y * 7 + x * 3 + c * 11) mod 256, so tests can
 // recognise every example. read_cost_us / decode_cost_us: per-item latency, slept (sleep=true,
 // emulates I/O, leaves the cores free) or busy-spun (emulates CPU decode).
 struct SyntheticOptions {

@@ -34,7 +34,9 @@ std::vector<int64_t> idx_header(const std::vector<uint8_t>& bytes, const std::st
   ECH_CHECK(found == magic, "IDX ", what, " file '", path, "': bad magic ", hex32(found),
             " at offset 0 (expected ", hex32(magic), ")");
   std::vector<int64_t> dims;
-  for (int d = 0; d < rank; ++d) dims.push_back(read_be32(bytes.data() + 4 + 4 * d));
+  dims.reserve(static_cast<size_t>(rank));
+  for (size_t d = 0; d < static_cast<size_t>(rank); ++d)
+    dims.push_back(read_be32(bytes.data() + 4 + 4 * d));
   int64_t payload = 1;
   for (int d = 0; d < rank; ++d) {
     ECH_CHECK(dims[d] > 0 || (d == 0 && dims[d] == 0), "IDX ", what, " file '", path, "': dim ", d,
@@ -93,10 +95,7 @@ class MemoryDataset final : public Dataset {
     const int64_t c = images_.size(1), h = images_.size(2), w = images_.size(3);
     ECH_CHECK(static_cast<int64_t>(record.bytes.size()) == c * h * w, record.source,
               ": record has ", record.bytes.size(), " bytes, expected ", c * h * w);
-    Image image{h, w, c, std::vector<uint8_t>(record.bytes.size())};
-    for (int64_t ch = 0; ch < c; ++ch)  // (C, H, W) -> (H, W, C)
-      for (int64_t p = 0; p < h * w; ++p) image.pixels[p * c + ch] = record.bytes[ch * h * w + p];
-    return image;
+    return {h, w, c, record.bytes};  // already (C, H, W)
   }
 
  private:
@@ -124,11 +123,11 @@ class SyntheticDataset final : public Dataset {
               size(), ")");
     busy_or_sleep(options_.read_cost_us, options_.sleep);
     const int64_t h = options_.height, w = options_.width, c = options_.channels;
-    std::vector<uint8_t> bytes(h * w * c);
-    for (int64_t y = 0; y < h; ++y)
-      for (int64_t x = 0; x < w; ++x)
-        for (int64_t ch = 0; ch < c; ++ch)
-          bytes[(y * w + x) * c + ch] = synthetic_pixel(index, y, x, ch);
+    std::vector<uint8_t> bytes(h * w * c);  // (C, H, W)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t y = 0; y < h; ++y)
+        for (int64_t x = 0; x < w; ++x)
+          bytes[(ch * h + y) * w + x] = synthetic_pixel(index, y, x, ch);
     return {index, index % options_.num_classes, std::move(bytes),
             "synthetic[" + std::to_string(index) + "]"};
   }

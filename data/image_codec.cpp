@@ -39,6 +39,23 @@ bool is_jpeg(const std::vector<uint8_t>& bytes) {
 
 namespace {
 
+// Codecs store pixels interleaved (H, W, C); an Image is planar (C, H, W) like a tensor. These two
+// are the only layout conversions of the data path, at the boundary with the file formats.
+std::vector<uint8_t> to_planar(const uint8_t* hwc, int64_t h, int64_t w, int64_t c) {
+  std::vector<uint8_t> chw(static_cast<size_t>(h * w * c));
+  for (int64_t p = 0; p < h * w; ++p)
+    for (int64_t ch = 0; ch < c; ++ch) chw[ch * h * w + p] = hwc[p * c + ch];
+  return chw;
+}
+
+std::vector<uint8_t> to_interleaved(const Image& image) {
+  const int64_t h = image.height, w = image.width, c = image.channels;
+  std::vector<uint8_t> hwc(image.pixels.size());
+  for (int64_t p = 0; p < h * w; ++p)
+    for (int64_t ch = 0; ch < c; ++ch) hwc[p * c + ch] = image.pixels[ch * h * w + p];
+  return hwc;
+}
+
 Image decode_stb(const std::vector<uint8_t>& bytes, const std::string& source, int channels) {
 #ifdef ECHELON_WITH_STB
   ECH_CHECK(bytes.size() <= 0x7fffffff, source, ": image of ", bytes.size(), " bytes is too big");
@@ -49,8 +66,7 @@ Image decode_stb(const std::vector<uint8_t>& bytes, const std::string& source, i
       &stbi_image_free);
   ECH_CHECK(pixels != nullptr, source, ": cannot decode image (", bytes.size(),
             " bytes; stb_image: ", stbi_failure_reason() ? stbi_failure_reason() : "unknown", ")");
-  const size_t n = static_cast<size_t>(width) * height * channels;
-  return {height, width, channels, std::vector<uint8_t>(pixels.get(), pixels.get() + n)};
+  return {height, width, channels, to_planar(pixels.get(), height, width, channels)};
 #else
   (void)bytes;
   (void)channels;
@@ -66,14 +82,13 @@ Image decode_turbo(const std::vector<uint8_t>& bytes, const std::string& source,
   ECH_CHECK(tjDecompressHeader3(handle.get(), bytes.data(), bytes.size(), &width, &height,
                                 &subsampling, &colorspace) == 0,
             source, ": corrupt JPEG header (libjpeg-turbo: ", tjGetErrorStr2(handle.get()), ")");
-  Image image{height, width, channels,
-              std::vector<uint8_t>(static_cast<size_t>(width) * height * channels)};
+  std::vector<uint8_t> hwc(static_cast<size_t>(width) * height * channels);
   const int format = channels == 1 ? TJPF_GRAY : TJPF_RGB;
   // Warnings (e.g. premature end of data) are errors here: a truncated file must not pass.
-  ECH_CHECK(tjDecompress2(handle.get(), bytes.data(), bytes.size(), image.pixels.data(), width, 0,
-                          height, format, TJFLAG_STOPONWARNING) == 0,
+  ECH_CHECK(tjDecompress2(handle.get(), bytes.data(), bytes.size(), hwc.data(), width, 0, height,
+                          format, TJFLAG_STOPONWARNING) == 0,
             source, ": corrupt JPEG data (libjpeg-turbo: ", tjGetErrorStr2(handle.get()), ")");
-  return image;
+  return {height, width, channels, to_planar(hwc.data(), height, width, channels)};
 #else
   (void)bytes;
   (void)channels;
@@ -114,7 +129,8 @@ std::vector<uint8_t> encode_png(const Image& image) {
 #ifdef ECHELON_WITH_STB
   const int w = static_cast<int>(image.width), h = static_cast<int>(image.height);
   const int c = static_cast<int>(image.channels);
-  ECH_CHECK(stbi_write_png_to_func(&append_bytes, &out, w, h, c, image.pixels.data(), w * c) != 0,
+  const std::vector<uint8_t> hwc = to_interleaved(image);
+  ECH_CHECK(stbi_write_png_to_func(&append_bytes, &out, w, h, c, hwc.data(), w * c) != 0,
             "encode_png: stb_image_write failed");
 #else
   ECH_FAIL("encode_png: this build has no stb (ECHELON_WITH_STB)");
@@ -127,8 +143,9 @@ std::vector<uint8_t> encode_jpeg(const Image& image, int quality) {
   std::vector<uint8_t> out;
 #ifdef ECHELON_WITH_STB
   const int w = static_cast<int>(image.width), h = static_cast<int>(image.height);
+  const std::vector<uint8_t> hwc = to_interleaved(image);
   ECH_CHECK(stbi_write_jpg_to_func(&append_bytes, &out, w, h, static_cast<int>(image.channels),
-                                   image.pixels.data(), quality) != 0,
+                                   hwc.data(), quality) != 0,
             "encode_jpeg: stb_image_write failed");
 #else
   (void)quality;

@@ -17,13 +17,14 @@ bool have_stb();
 bool have_turbojpeg();
 bool is_jpeg(const std::vector<uint8_t>& bytes);  // starts with FF D8 FF
 
-// Decodes JPEG/PNG/BMP bytes to HWC with `channels` (1 or 3) channels. Auto = libjpeg-turbo for
-// JPEG when available, stb_image otherwise. Corrupt or unsupported data throws echelon::Error
-// naming `source` and the decoder's reason; a decoder missing from the build throws too.
+// Decodes JPEG/PNG/BMP bytes to a (C, H, W) image with `channels` (1 or 3) channels. Auto =
+// libjpeg-turbo for JPEG when available, stb_image otherwise. Corrupt or unsupported data throws
+// echelon::Error naming `source` and the decoder's reason; a decoder missing from the build throws
+// too.
 Image decode_image(const std::vector<uint8_t>& bytes, const std::string& source, int channels,
                    ImageDecoder decoder = ImageDecoder::Auto);
 
-// Encoders (stb_image_write). Throw when the build has no stb.
+// Encoders (stb_image_write) of a (C, H, W) image. Throw when the build has no stb.
 std::vector<uint8_t> encode_png(const Image& image);
 std::vector<uint8_t> encode_jpeg(const Image& image, int quality = 90);
 void write_file(const std::string& path, const std::vector<uint8_t>& bytes);

@@ -24,32 +24,26 @@ std::vector<uint8_t> read_file_raw(const std::string& path) {
 }
 
 std::vector<uint8_t> read_file(const std::string& path) {
-  std::vector<uint8_t> raw = read_file_raw(path);
-  if (raw.size() < 2 || raw[0] != 0x1f || raw[1] != 0x8b) return raw;
-  // Inflate with gzip header detection (windowBits 16 + MAX_WBITS).
-  z_stream stream{};
-  ECH_CHECK(inflateInit2(&stream, 16 + MAX_WBITS) == Z_OK, "zlib init failed for '", path, "'");
-  std::vector<uint8_t> out(raw.size() * 4 + 1024);
-  stream.next_in = raw.data();
-  stream.avail_in = static_cast<uInt>(raw.size());
+  // zlib's gz reader does the buffering and the member loop: it inflates every member of a
+  // multi-member file (what `cat a.gz b.gz` and pigz make) and passes a file without the gzip
+  // magic through unchanged.
+  std::unique_ptr<gzFile_s, int (*)(gzFile)> file(gzopen(path.c_str(), "rb"), &gzclose);
+  ECH_CHECK(file != nullptr, "cannot open '", path, "': ", std::strerror(errno));
+  ECH_CHECK(gzbuffer(file.get(), 1 << 17) == 0, "zlib: cannot size the buffer for '", path, "'");
+  std::vector<uint8_t> bytes;
+  uint8_t chunk[1 << 16];
+  int n;
+  while ((n = gzread(file.get(), chunk, sizeof(chunk))) > 0)
+    bytes.insert(bytes.end(), chunk, chunk + n);
+  // At the end of the input gzread returns 0 and leaves Z_BUF_ERROR when the file ended inside a
+  // gzip stream; a read error or corrupt data returns -1.
   int status = Z_OK;
-  while (status != Z_STREAM_END) {
-    if (stream.total_out == out.size()) out.resize(out.size() * 2);
-    stream.next_out = out.data() + stream.total_out;
-    stream.avail_out = static_cast<uInt>(out.size() - stream.total_out);
-    status = inflate(&stream, Z_NO_FLUSH);
-    if (status == Z_BUF_ERROR && stream.avail_in == 0) break;  // input ended early
-    if (status != Z_OK && status != Z_STREAM_END && status != Z_BUF_ERROR) break;
-  }
-  const size_t produced = stream.total_out;
-  const std::string message = stream.msg ? stream.msg : "";
-  inflateEnd(&stream);
-  ECH_CHECK(status == Z_STREAM_END, "'", path, "': gzip stream is ",
-            status == Z_BUF_ERROR ? "truncated" : "corrupt", " after ", produced,
-            " decompressed bytes", message.empty() ? "" : " (", message,
-            message.empty() ? "" : ")");
-  out.resize(produced);
-  return out;
+  const std::string message = gzerror(file.get(), &status);
+  if (n == 0 && status == Z_OK) return bytes;
+  ECH_CHECK(status != Z_ERRNO, "error reading '", path, "' after ", bytes.size(),
+            " bytes: ", message);
+  ECH_FAIL("'", path, "': gzip stream is ", status == Z_BUF_ERROR ? "truncated" : "corrupt",
+           " after ", bytes.size(), " decompressed bytes (zlib: ", message, ")");
 }
 
 }  // namespace echelon::data

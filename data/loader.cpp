@@ -5,14 +5,13 @@
 #include <atomic>
 #include <cmath>
 #include <numeric>
-#include <sstream>
 #include <thread>
 
 #include <echelon/base/error.h>
 #include <echelon/data/echo.h>
-#include <echelon/data/pipeline.h>
 #include <echelon/data/random_keys.h>
 #include <echelon/data/ring.h>
+#include <echelon/data/stages.h>
 
 #ifdef ECHELON_WITH_CUDA
 #include <echelon/cuda/stream.h>
@@ -67,7 +66,7 @@ void LoaderOptions::set_echo(const std::string& text) {
 namespace {
 
 struct Decoded {
-  Image image;  // (H, W, C)
+  Image image;  // (C, H, W)
   int64_t index = 0, label = 0, copy = 0;
   bool fresh = true;
 };
@@ -226,9 +225,12 @@ void Loader::Impl::run_shuffle() {
 Batch Loader::Impl::make_batch(std::vector<Sample>& group) const {
   const auto b = static_cast<int64_t>(group.size());
   const int64_t item = shape[0] * shape[1] * shape[2];
+  // For a GPU the batch is built straight in pinned memory, so the transfer stage copies it to the
+  // device asynchronously without first copying it into a pinned staging buffer.
+  const bool pinned = options.device.is_cuda();
   Batch batch;
-  batch.images = Tensor::empty({b, shape[0], shape[1], shape[2]}, kFloat32);
-  batch.labels = Tensor::empty({b}, kInt64);
+  batch.images = Tensor::empty({b, shape[0], shape[1], shape[2]}, kFloat32, Device::cpu(), pinned);
+  batch.labels = Tensor::empty({b}, kInt64, Device::cpu(), pinned);
   float* images = batch.images.data<float>();
   int64_t* labels = batch.labels.data<int64_t>();
   for (int64_t i = 0; i < b; ++i) {
@@ -244,6 +246,11 @@ void Loader::Impl::run_batch() {
   SpscRing<Batch>& out = options.device.is_cuda() ? host_batches : batches;
   int64_t batch_number = 0;
   try {
+#ifdef ECHELON_WITH_CUDA
+    // Pinned allocations go through the target device's context, not device 0's.
+    std::optional<cuda::DeviceGuard> device;
+    if (options.device.is_cuda()) device.emplace(options.device.index);
+#endif
     std::vector<Sample> group;
     bool open = true;
     auto emit = [&](bool last) {
@@ -295,11 +302,12 @@ void Loader::Impl::run_transfer() {
       std::optional<Batch> host = host_batches.pop();
       if (!host) break;
       const auto work_start = Clock::now();
-      // Pinned staging makes the H2D copy asynchronous on the copy stream; waiting for the event
-      // here (on this thread, not the trainer's) keeps the staging buffer alive until it is read.
+      // The batch is in pinned memory (make_batch), so the H2D copy is asynchronous on the copy
+      // stream; waiting for the event here (on this thread, not the trainer's) hands the
+      // consumer a batch that is already on the device.
       Batch device_batch = *host;
-      device_batch.images = host->images.pin_memory().to(options.device, /*non_blocking=*/true);
-      device_batch.labels = host->labels.pin_memory().to(options.device, /*non_blocking=*/true);
+      device_batch.images = host->images.to(options.device, /*non_blocking=*/true);
+      device_batch.labels = host->labels.to(options.device, /*non_blocking=*/true);
       cuda::Event done;
       done.record(copy_stream.get());
       done.synchronize();
@@ -337,7 +345,7 @@ void Loader::Impl::start() {
       index_of_ticket);
   start_stage<RawRecord, Decoded>(
       threads, control, decode_stats, workers, records, decoded,
-      [this, placement](RawRecord record, auto& emit) {
+      [this, placement](const RawRecord& record, auto& emit) {
         Decoded item{{}, record.index, record.label, 0, true};
         try {
           item.image = dataset.decode(record);
@@ -364,12 +372,12 @@ void Loader::Impl::start() {
       [](const RawRecord& record) { return record.index; });
   start_stage<Decoded, Sample>(
       threads, control, augment_stats, workers, decoded, samples,
-      [this, placement](Decoded item, auto& emit) {
+      [this, placement](const Decoded& item, auto& emit) {
         const Image image = augment_image(item.image, options.augment,
                                           {options.seed, epoch, item.index, item.copy});
         Sample sample{std::vector<float>(static_cast<size_t>(image.numel())), item.index,
                       item.label, item.fresh};
-        to_chw_float(image, options.augment, sample.chw.data());
+        to_float(image, options.augment, sample.chw.data());
         int64_t copies = 1;
         if (placement == EchoPlacement::AfterAugment) {
           copies = echo_copies(current_factor(), options.seed, epoch, item.index);
@@ -500,7 +508,7 @@ LoaderStats Loader::stats() const {
   s.measured_R = s.upstream_rate > 0 ? s.downstream_rate / s.upstream_rate : 0;
   s.consumer_stall_s = impl.consumer_stall_s;
   auto add = [&](const StageCounters& c, size_t occupancy, size_t capacity) {
-    StageStats stage;
+    LoaderStageStats stage;
     stage.name = c.name;
     stage.workers = c.workers;
     stage.items = c.outputs.load();
@@ -525,25 +533,33 @@ LoaderStats Loader::stats() const {
   return s;
 }
 
-std::string LoaderStats::to_json() const {
-  std::ostringstream out;
-  out.precision(6);
-  out << "{\"placement\":\"" << echo_placement_name(placement)
-      << "\",\"auto\":" << (echo_auto ? "true" : "false") << ",\"factor\":" << factor
-      << ",\"effective_factor\":" << effective_factor << ",\"fresh\":" << fresh
-      << ",\"echoed\":" << echoed << ",\"skipped\":" << skipped << ",\"batches\":" << batches
-      << ",\"upstream_rate\":" << upstream_rate << ",\"downstream_rate\":" << downstream_rate
-      << ",\"measured_R\":" << measured_R << ",\"consumer_stall_s\":" << consumer_stall_s
-      << ",\"elapsed_s\":" << elapsed_s << ",\"stages\":[";
-  for (size_t i = 0; i < stages.size(); ++i) {
-    const StageStats& st = stages[i];
-    out << (i ? "," : "") << "{\"name\":\"" << st.name << "\",\"workers\":" << st.workers
-        << ",\"items\":" << st.items << ",\"rate\":" << st.rate << ",\"busy_s\":" << st.busy_s
-        << ",\"stall_s\":" << st.stall_s << ",\"ring_occupancy\":" << st.ring_occupancy
-        << ",\"ring_capacity\":" << st.ring_capacity << "}";
-  }
-  out << "]}";
-  return out.str();
+json::Value LoaderStats::to_json() const {
+  json::Value stage_list = json::Value::array();
+  for (const LoaderStageStats& st : stages)
+    stage_list.push(json::Value::object()
+                        .set("name", st.name)
+                        .set("workers", st.workers)
+                        .set("items", st.items)
+                        .set("rate", st.rate)
+                        .set("busy_s", st.busy_s)
+                        .set("stall_s", st.stall_s)
+                        .set("ring_occupancy", st.ring_occupancy)
+                        .set("ring_capacity", st.ring_capacity));
+  return json::Value::object()
+      .set("placement", echo_placement_name(placement))
+      .set("auto", echo_auto)
+      .set("factor", factor)
+      .set("effective_factor", effective_factor)
+      .set("fresh", fresh)
+      .set("echoed", echoed)
+      .set("skipped", skipped)
+      .set("batches", batches)
+      .set("upstream_rate", upstream_rate)
+      .set("downstream_rate", downstream_rate)
+      .set("measured_R", measured_R)
+      .set("consumer_stall_s", consumer_stall_s)
+      .set("elapsed_s", elapsed_s)
+      .set("stages", std::move(stage_list));
 }
 
 }  // namespace echelon::data

@@ -7,9 +7,9 @@
 //     loader.start_epoch(epoch);
 //     while (auto batch = loader.next()) train_step(batch->images, batch->labels);
 //   }
-//   json = loader.stats();
+//   json::Value stats = loader.stats().to_json();
 //
-// Inside, a staged pipeline of worker threads joined by ring buffers (data/pipeline.h):
+// Inside, a staged pipeline of worker threads joined by ring buffers (data/stages.h):
 // source (per-epoch seeded shuffle) -> read -> decode -> [echo: before-augment] -> augment
 // -> [echo: after-augment] -> shuffle buffer -> batch -> [echo: batch] -> (device transfer).
 //
@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include <echelon/base/json.h>
 #include <echelon/data/dataset.h>
 #include <echelon/data/echo.h>
 #include <echelon/data/transforms.h>
@@ -60,8 +61,9 @@ struct LoaderOptions {
   AugmentOptions augment;
   OnBadSample on_bad_sample = OnBadSample::Fail;
 
-  // Where batches land. CUDA: pinned host staging + async copies on a copy stream, with
-  // `prefetch_batches` in flight (CUDA builds only; a CPU-only build throws for a CUDA device).
+  // Where batches land. CUDA: batches are built in pinned host memory, then copied asynchronously
+  // on a copy stream, with `prefetch_batches` in flight (CUDA builds only; a CPU-only build
+  // throws for a CUDA device).
   Device device = Device::cpu();
   int prefetch_batches = 2;
 
@@ -76,7 +78,8 @@ struct Batch {
   int64_t index = 0;  // batch number within the epoch, from 0
 };
 
-struct StageStats {
+// One stage of the loader (not a pipeline-parallel stage: that is parallel::StageStats).
+struct LoaderStageStats {
   std::string name;  // "read", "decode", "augment", "echo", "shuffle", "batch", ...
   int workers = 0;
   int64_t items = 0;           // items this stage emitted
@@ -101,8 +104,8 @@ struct LoaderStats {
   double measured_R = 0;          // downstream_rate / upstream_rate
   double consumer_stall_s = 0;    // time the consumer waited inside next()
   double elapsed_s = 0;           // wall time since start_epoch
-  std::vector<StageStats> stages;
-  std::string to_json() const;  // one JSON object, for summary.json / logs
+  std::vector<LoaderStageStats> stages;
+  json::Value to_json() const;  // one JSON object, for summary.json / logs
 };
 
 class Loader {

@@ -29,21 +29,23 @@ Image augment_image(const Image& image, const AugmentOptions& options, const Aug
   if (options.crop_padding == 0 && !draw.flip) return image;
   const int64_t h = image.height, w = image.width, c = image.channels, pad = options.crop_padding;
   Image out{h, w, c, std::vector<uint8_t>(image.pixels.size(), 0)};
-  for (int64_t y = 0; y < h; ++y) {
-    const int64_t src_y = y + draw.dy - pad;  // row in the unpadded source
-    if (src_y < 0 || src_y >= h) continue;    // padding rows stay zero
-    for (int64_t x = 0; x < w; ++x) {
-      const int64_t crop_x = draw.flip ? w - 1 - x : x;
-      const int64_t src_x = crop_x + draw.dx - pad;
-      if (src_x < 0 || src_x >= w) continue;
-      for (int64_t ch = 0; ch < c; ++ch)
-        out.pixels[(y * w + x) * c + ch] = image.pixels[(src_y * w + src_x) * c + ch];
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const uint8_t* src = image.pixels.data() + ch * h * w;  // (H, W) plane
+    uint8_t* dst = out.pixels.data() + ch * h * w;
+    for (int64_t y = 0; y < h; ++y) {
+      const int64_t src_y = y + draw.dy - pad;  // row in the unpadded source
+      if (src_y < 0 || src_y >= h) continue;    // padding rows stay zero
+      for (int64_t x = 0; x < w; ++x) {
+        const int64_t crop_x = draw.flip ? w - 1 - x : x;
+        const int64_t src_x = crop_x + draw.dx - pad;
+        if (src_x >= 0 && src_x < w) dst[y * w + x] = src[src_y * w + src_x];
+      }
     }
   }
   return out;
 }
 
-void to_chw_float(const Image& image, const AugmentOptions& options, float* out) {
+void to_float(const Image& image, const AugmentOptions& options, float* out) {
   const int64_t h = image.height, w = image.width, c = image.channels;
   auto channel_value = [&](const std::vector<float>& values, int64_t ch, float fallback,
                            const char* what) {
@@ -57,8 +59,8 @@ void to_chw_float(const Image& image, const AugmentOptions& options, float* out)
     const float std = channel_value(options.std, ch, 1.0f, "std");
     ECH_CHECK(std > 0, "normalize: std of channel ", ch, " is ", std, " (must be > 0)");
     const float scale = 1.0f / (255.0f * std), shift = -mean / std;
-    for (int64_t p = 0; p < h * w; ++p)  // (H, W, C) -> (C, H, W)
-      out[ch * h * w + p] = static_cast<float>(image.pixels[p * c + ch]) * scale + shift;
+    for (int64_t p = ch * h * w; p < (ch + 1) * h * w; ++p)
+      out[p] = static_cast<float>(image.pixels[p]) * scale + shift;
   }
 }
 

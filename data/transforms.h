@@ -1,7 +1,7 @@
-// Per-example transforms: random crop with zero padding, horizontal flip, HWC uint8 -> CHW float,
-// normalise per channel. Every random choice is a pure function of (seed, epoch, sample index,
-// echo copy) through Philox, so a run is reproducible no matter which worker thread ran it, and
-// the echo copies of one example before augmentation get different augmentations.
+// Per-example transforms on (C, H, W) images: random crop with zero padding, horizontal flip,
+// uint8 -> float, normalise per channel. Every random choice is a pure function of (seed, epoch,
+// sample index, echo copy) through Philox, so a run is reproducible no matter which worker thread
+// ran it, and the echo copies of one example before augmentation get different augmentations.
 #pragma once
 
 #include <cstdint>
@@ -34,10 +34,10 @@ struct AugmentDraw {
 };
 AugmentDraw draw_augment(const AugmentOptions& options, const AugmentKey& key);
 
-// Random crop (with padding) and flip on HWC bytes; the output has the input's size.
+// Random crop (with padding) and flip of a (C, H, W) image; the output has the input's size.
 Image augment_image(const Image& image, const AugmentOptions& options, const AugmentKey& key);
 
-// HWC uint8 -> CHW float in [0, 1], then (x - mean[c]) / std[c]. Writes C*H*W floats to `out`.
-void to_chw_float(const Image& image, const AugmentOptions& options, float* out);  // (C, H, W)
+// uint8 -> float in [0, 1], then (x - mean[c]) / std[c]. Writes C*H*W floats to `out`.
+void to_float(const Image& image, const AugmentOptions& options, float* out);  // (C, H, W)
 
 }  // namespace echelon::data

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fills the ignored .deps/ folder with what the lent GPU machine lacks: the header-only
-# dependencies this machine has as Debian packages (doctest, stb, CLI11, with their CMake config
+# dependencies this machine has as Debian packages (doctest, stb, CLI11, nlohmann-json, with their CMake config
 # files laid out as under /usr, so the configs' relative prefixes resolve to .deps) and the probe
 # script from ../shared/tools. Run it here, then name .deps in the device call's `carry`.
 # Use: tools/fill-deps.sh   (from anywhere; idempotent)
@@ -20,12 +20,14 @@ copy_dir() {  # copy_dir SRC DST: replaces DST with a copy of SRC, or warns when
 copy_dir /usr/include/doctest "$deps/include/doctest"
 copy_dir /usr/include/stb "$deps/include/stb"
 copy_dir /usr/include/CLI "$deps/include/CLI"
+copy_dir /usr/include/nlohmann "$deps/include/nlohmann"
 # zlib's two headers: the GPU machine may have libz.so.1 but not zlib1g-dev.
 for header in zlib.h zconf.h; do
   [[ -f /usr/include/$header ]] && cp /usr/include/$header "$deps/include/"
 done
 copy_dir /usr/lib/cmake/doctest "$deps/lib/cmake/doctest"
 copy_dir /usr/share/cmake/CLI11 "$deps/share/cmake/CLI11"
+copy_dir /usr/share/cmake/nlohmann_json "$deps/share/cmake/nlohmann_json"
 
 probe=$repo/../shared/tools/gpu-probe.sh
 if [[ -f $probe ]]; then

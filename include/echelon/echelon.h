@@ -20,6 +20,7 @@
 #include <echelon/layers/optim.h>
 #include <echelon/data/dataset.h>
 #include <echelon/data/loader.h>
+#include <echelon/data/registry.h>
 #include <echelon/data/transforms.h>
 #include <echelon/parallel/engine.h>
 #include <echelon/parallel/pipeline.h>

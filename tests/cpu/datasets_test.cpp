@@ -128,8 +128,36 @@ TEST_SUITE("datasets") {
     gz_bytes.resize(gz_bytes.size() / 2);
     write_file(gz.string(), gz_bytes);
     message = load_error(gz.string(), lab);
-    CHECK(message.find("gzip") != std::string::npos);
+    CHECK(message.find("gzip stream is truncated") != std::string::npos);
     CHECK(message.find(gz.string()) != std::string::npos);
+
+    write_gzip(gz, images);  // a flipped byte in the CRC-32 trailer
+    gz_bytes = read_file_for_test(gz);
+    gz_bytes[gz_bytes.size() - 6] ^= 0xFF;
+    write_file(gz.string(), gz_bytes);
+    message = load_error(gz.string(), lab);
+    CHECK(message.find("gzip stream is corrupt") != std::string::npos);
+    CHECK(message.find("incorrect data check") != std::string::npos);
+
+    CHECK(load_error(dir.string(), lab).find("error reading") != std::string::npos);
+  }
+
+  TEST_CASE("a multi-member gzip file (cat a.gz b.gz) is read whole") {
+    std::mt19937 rng(11);
+    const auto images = idx_images(6, 4, 5, rng);
+    const auto labels = idx_labels(6, rng);
+    const fs::path dir = temp_dir("multi_gzip");
+    const size_t half = images.size() / 2;
+    write_gzip(dir / "a.gz", {images.begin(), images.begin() + half});
+    write_gzip(dir / "b.gz", {images.begin() + half, images.end()});
+    std::vector<uint8_t> both = read_file_for_test(dir / "a.gz");
+    const std::vector<uint8_t> second = read_file_for_test(dir / "b.gz");
+    both.insert(both.end(), second.begin(), second.end());
+    write_file((dir / "img.gz").string(), both);
+    write_file((dir / "lab").string(), labels);
+    const LabeledImages set = load_idx((dir / "img.gz").string(), (dir / "lab").string());
+    const auto pixels = set.images.to_vector<uint8_t>();
+    CHECK(std::equal(pixels.begin(), pixels.end(), images.begin() + 16, images.end()));
   }
 
   TEST_CASE("Fashion-MNIST from the Debian package, when installed") {
@@ -212,6 +240,27 @@ TEST_SUITE("datasets") {
                          doctest::Contains("no class subfolders"), Error);
   }
 
+  TEST_CASE("image codecs: decoded images are planar (C, H, W), encoders interleave") {
+    if (!have_stb()) return;
+    // Pure red, one plane per channel. Were a layout conversion missing on either side, the gray
+    // decode would not be uniform or the colour planes would come back mixed.
+    const int64_t h = 4, w = 6;
+    Image red{h, w, 3, std::vector<uint8_t>(3 * h * w, 0)};
+    std::fill_n(red.pixels.begin(), h * w, uint8_t{255});
+    const std::vector<uint8_t> png = encode_png(red);
+    CHECK(decode_image(png, "red.png", 3).pixels == red.pixels);
+    const Image gray = decode_image(png, "red.png", 1);
+    REQUIRE(gray.pixels.size() == static_cast<size_t>(h * w));
+    for (const uint8_t p : gray.pixels) CHECK(std::abs(p - 76) <= 1);  // luma of pure red
+    for (const ImageDecoder decoder : {ImageDecoder::Stb, ImageDecoder::TurboJpeg}) {
+      if (decoder == ImageDecoder::TurboJpeg && !have_turbojpeg()) continue;
+      const Image jpeg = decode_image(encode_jpeg(red, 100), "red.jpg", 3, decoder);
+      for (int64_t ch = 0; ch < 3; ++ch)
+        for (int64_t p = 0; p < h * w; ++p)
+          CHECK(std::abs(jpeg.pixels[ch * h * w + p] - red.pixels[ch * h * w + p]) <= 8);
+    }
+  }
+
   TEST_CASE("synthetic dataset: known pixels and labels") {
     SyntheticOptions options;
     options.size = 17;
@@ -223,7 +272,7 @@ TEST_SUITE("datasets") {
     auto dataset = make_synthetic_dataset(options);
     const Image image = dataset->decode(dataset->read(11));
     CHECK(dataset->read(11).label == 2);
-    CHECK(image.pixels[(2 * 5 + 3) * 2 + 1] == synthetic_pixel(11, 2, 3, 1));
+    CHECK(image.pixels[(1 * 3 + 2) * 5 + 3] == synthetic_pixel(11, 2, 3, 1));  // (C, H, W)
     CHECK_THROWS_WITH_AS(dataset->decode(dataset->read(4)), doctest::Contains("synthetic[4]"),
                          Error);
     CHECK_THROWS_AS(dataset->read(17), Error);

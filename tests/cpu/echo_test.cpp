@@ -5,6 +5,7 @@
 #include <set>
 #include <thread>
 
+#include <echelon/base/json.h>
 #include <echelon/data/echo.h>
 #include <echelon/data/loader.h>
 
@@ -261,6 +262,13 @@ TEST_SUITE("echo") {
     CHECK(stats.factor <= 8.0);
     CHECK(stats.upstream_rate > 0);
     CHECK(stats.downstream_rate > 0);
-    CHECK(stats.to_json().find("\"placement\":\"after-augment\"") != std::string::npos);
+    const json::Value doc = stats.to_json();
+    CHECK(doc.at("placement").as_string() == "after-augment");
+    CHECK(doc.at("auto").as_bool());
+    CHECK(doc.at("fresh").as_int() == stats.fresh);
+    CHECK(doc.at("factor").as_double() == stats.factor);  // full precision, not 6 digits
+    REQUIRE(doc.at("stages").size() == stats.stages.size());
+    CHECK(doc.at("stages").as_array()[1].at("name").as_string() == stats.stages[1].name);
+    CHECK(json::parse(doc.dump()) == doc);
   }
 }

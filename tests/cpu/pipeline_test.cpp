@@ -70,7 +70,7 @@ TEST_SUITE("pipeline") {
       const auto ls = batch->labels.to_vector<int64_t>();
       for (int64_t i = 0; i < b; ++i) {
         labels.insert(ls[i]);
-        // (C, H, W) float of the synthetic HWC bytes / 255: check a corner of channel 1.
+        // (C, H, W) float of the synthetic bytes / 255: check a corner of channel 1.
         const float want = synthetic_pixel(ls[i], 2, 4, 1) / 255.0f;
         CHECK(pixels[i * 30 + 15 + 2 * 5 + 4] == doctest::Approx(want));
       }

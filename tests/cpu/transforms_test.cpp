@@ -38,9 +38,10 @@ TEST_SUITE("transforms") {
           for (int64_t c = 0; c < 3; ++c) {
             // Pad by 3, crop at (dy, dx), then mirror: out[y][x] = padded[y+dy][(flip?8-x:x)+dx].
             const int64_t sy = y + d.dy - 3, sx = (d.flip ? 8 - x : x) + d.dx - 3;
-            const uint8_t want =
-                sy < 0 || sy >= 7 || sx < 0 || sx >= 9 ? 0 : image.pixels[(sy * 9 + sx) * 3 + c];
-            REQUIRE(out.pixels[(y * 9 + x) * 3 + c] == want);
+            const uint8_t want = sy < 0 || sy >= 7 || sx < 0 || sx >= 9
+                                     ? 0
+                                     : image.pixels[(c * 7 + sy) * 9 + sx];  // (C, H, W)
+            REQUIRE(out.pixels[(c * 7 + y) * 9 + x] == want);
           }
     }
     CHECK(flips > 5);
@@ -65,23 +66,23 @@ TEST_SUITE("transforms") {
     CHECK(differ_epoch >= 15);
   }
 
-  TEST_CASE("HWC uint8 -> CHW float with per-channel normalisation") {
+  TEST_CASE("CHW uint8 -> CHW float with per-channel normalisation") {
     const Image image = random_image(3, 5, 3, 3);
     AugmentOptions options;
     options.mean = {0.5f, 0.25f, 0.1f};
     options.std = {0.2f, 0.5f, 1.5f};
     std::vector<float> out(45);
-    to_chw_float(image, options, out.data());
+    to_float(image, options, out.data());
     for (int64_t c = 0; c < 3; ++c)
       for (int64_t p = 0; p < 15; ++p) {
-        const float want = (image.pixels[p * 3 + c] / 255.0f - options.mean[c]) / options.std[c];
+        const float want = (image.pixels[c * 15 + p] / 255.0f - options.mean[c]) / options.std[c];
         CHECK(out[c * 15 + p] == doctest::Approx(want).epsilon(1e-5));
       }
     options.std = {0.2f, 0.0f, 1.0f};
-    CHECK_THROWS_WITH_AS(to_chw_float(image, options, out.data()),
+    CHECK_THROWS_WITH_AS(to_float(image, options, out.data()),
                          doctest::Contains("std of channel 1"), Error);
     options.std = {0.2f, 0.3f};
-    CHECK_THROWS_WITH_AS(to_chw_float(image, options, out.data()), doctest::Contains("3 channels"),
+    CHECK_THROWS_WITH_AS(to_float(image, options, out.data()), doctest::Contains("3 channels"),
                          Error);
   }
 }
