@@ -2,10 +2,10 @@
 // resolution, and the datasets a run trains and evaluates on.
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 
 #include <echelon/base/error.h>
 #include <echelon/data/loader.h>
+#include <echelon/data/registry.h>
 #include <echelon/layers/models/registry.h>
 #include <echelon/parallel/schedule.h>
 #include <echelon/app/train.h>
@@ -92,8 +92,6 @@ TrainOptions TrainOptions::from_json(const json::Value& v) {
 
 namespace {
 
-const std::vector<std::string> kDatasets = {"fashion-mnist", "mnist", "cifar10", "synthetic",
-                                            "folder"};
 const std::vector<std::string> kSchedules = {"constant", "step", "multistep", "cosine"};
 
 std::string join(const std::vector<std::string>& items) {
@@ -140,8 +138,8 @@ void validate(const TrainOptions& o) {
   for (const ModelInfo& m : models) model_names.push_back(m.name);
   ECH_CHECK(one_of(o.model, model_names), "--model: unknown model \"", o.model,
             "\" (known: ", join(model_names), ")");
-  ECH_CHECK(one_of(o.data, kDatasets), "--data: unknown dataset \"", o.data,
-            "\" (known: ", join(kDatasets), ")");
+  ECH_CHECK(one_of(o.data, data::dataset_names()), "--data: unknown dataset \"", o.data,
+            "\" (known: ", join(data::dataset_names()), ")");
   ECH_CHECK(o.data != "folder" || !o.data_dir.empty(), "--data folder needs --data-dir DIR");
   ECH_CHECK(o.epochs >= 1, "--epochs must be >= 1 (got ", o.epochs, ")");
   ECH_CHECK(o.batch_size >= 1, "--batch-size must be >= 1 (got ", o.batch_size, ")");
@@ -192,90 +190,8 @@ void validate(const TrainOptions& o) {
             o.workers, "): several workers per stage may reorder examples");
 }
 
-namespace {
-
-// The first `limit` examples of another dataset.
-class PrefixDataset : public data::Dataset {
- public:
-  PrefixDataset(std::shared_ptr<data::Dataset> inner, int64_t limit)
-      : inner_(std::move(inner)), size_(std::min(limit, inner_->size())) {}
-  int64_t size() const override { return size_; }
-  int64_t num_classes() const override { return inner_->num_classes(); }
-  Shape image_shape() const override { return inner_->image_shape(); }
-  std::string name() const override { return inner_->name(); }
-  data::RawRecord read(int64_t index) const override {
-    ECH_CHECK(index >= 0 && index < size_, name(), ": index ", index, " out of range [0, ", size_,
-              ")");
-    return inner_->read(index);
-  }
-  data::Image decode(const data::RawRecord& record) const override {
-    return inner_->decode(record);
-  }
-
- private:
-  std::shared_ptr<data::Dataset> inner_;
-  int64_t size_;
-};
-
-std::shared_ptr<data::Dataset> limit(std::shared_ptr<data::Dataset> dataset, int64_t n) {
-  if (n <= 0 || n >= dataset->size()) return dataset;
-  return std::make_shared<PrefixDataset>(std::move(dataset), n);
-}
-
-}  // namespace
-
 DataBundle load_data(const TrainOptions& o) {
-  DataBundle b;
-  b.name = o.data;
-  b.dir = o.data_dir;
-  if (o.data == "fashion-mnist" || o.data == "mnist") {
-    if (b.dir.empty())
-      b.dir = o.data == "mnist" ? "/usr/share/datasets/mnist" : data::kDefaultFashionMnistDir;
-    b.train = data::make_memory_dataset(data::load_fashion_mnist(b.dir, "train"), o.data);
-    b.test = data::make_memory_dataset(data::load_fashion_mnist(b.dir, "t10k"), o.data);
-    // Per-dataset pixel statistics (as in the torchvision examples).
-    const float mean = o.data == "mnist" ? 0.1307f : 0.2860f;
-    const float std = o.data == "mnist" ? 0.3081f : 0.3530f;
-    b.train_augment.mean = b.test_augment.mean = {mean};
-    b.train_augment.std = b.test_augment.std = {std};
-  } else if (o.data == "cifar10") {
-    if (b.dir.empty()) b.dir = "/usr/share/datasets/cifar10";
-    b.train = data::make_memory_dataset(data::load_cifar10(b.dir, "train"), o.data);
-    b.test = data::make_memory_dataset(data::load_cifar10(b.dir, "test"), o.data);
-    b.train_augment.mean = b.test_augment.mean = {0.4914f, 0.4822f, 0.4465f};
-    b.train_augment.std = b.test_augment.std = {0.2470f, 0.2435f, 0.2616f};
-    b.train_augment.crop_padding = 4;  // the standard CIFAR augmentation
-    b.train_augment.horizontal_flip = true;
-  } else if (o.data == "synthetic") {
-    data::SyntheticOptions s;
-    s.channels = 1;
-    s.height = s.width = 28;
-    s.size = o.limit_train > 0 ? o.limit_train : 4096;
-    b.train = data::make_synthetic_dataset(s);
-    s.size = o.limit_test > 0 ? o.limit_test : 1024;
-    b.test = data::make_synthetic_dataset(s);
-  } else if (o.data == "folder") {
-    const std::filesystem::path root(o.data_dir);
-    for (const char* split : {"train", "test"})
-      ECH_CHECK(std::filesystem::is_directory(root / split), "--data-dir ", o.data_dir,
-                ": an image folder dataset needs subfolders train/ and test/ (missing ", split,
-                "/)");
-    b.train = data::make_image_folder_dataset((root / "train").string(), 3);
-    b.test = data::make_image_folder_dataset((root / "test").string(), 3);
-  } else {
-    ECH_FAIL("--data: unknown dataset \"", o.data, "\"");
-  }
-  b.train = limit(b.train, o.limit_train);
-  b.test = limit(b.test, o.limit_test);
-  const Shape shape = b.train->image_shape();  // {C, H, W}
-  ECH_CHECK(shape.size() == 3 && shape[1] > 0 && shape[1] == shape[2], b.name,
-            ": images must be square and of one size for the model zoo, got {C, H, W} = ", shape);
-  ECH_CHECK(b.test->image_shape() == shape, b.name, ": test images ", b.test->image_shape(),
-            " differ from training images ", shape);
-  b.channels = shape[0];
-  b.image_size = shape[1];
-  b.num_classes = b.train->num_classes();
-  return b;
+  return data::load_dataset(o.data, o.data_dir, {o.limit_train, o.limit_test});
 }
 
 }  // namespace echelon::app

@@ -21,6 +21,7 @@
 
 #include <echelon/base/json.h>
 #include <echelon/data/dataset.h>
+#include <echelon/data/registry.h>
 #include <echelon/data/transforms.h>
 #include <echelon/parallel/engine.h>
 #include <echelon/app/metrics.h>
@@ -78,15 +79,10 @@ void validate(const TrainOptions& options);
 // "auto" -> cuda:0 when a device is usable, else cpu; validates "cuda:N" against the devices.
 Device resolve_device(const std::string& text);
 
-// The datasets a run uses, plus the shape of one example.
-struct DataBundle {
-  std::shared_ptr<data::Dataset> train, test;
-  data::AugmentOptions train_augment, test_augment;
-  int64_t channels = 0, image_size = 0, num_classes = 0;
-  std::string name, dir;
-};
-// Loads (or opens) the dataset named by options.data from options.data_dir (or its default),
-// applying limit_train / limit_test. Missing or corrupt files throw naming the file.
+// The datasets a run uses, plus the shape of one example (data/registry.h).
+using DataBundle = data::DatasetSplits;
+// data::load_dataset(options.data, options.data_dir, {options.limit_train, options.limit_test}).
+// Missing or corrupt files throw naming the file.
 DataBundle load_data(const TrainOptions& options);
 
 struct EvalResult {
