@@ -77,9 +77,11 @@ void Stage::account(size_t add, size_t remove) {
   stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.held_bytes);
 }
 
-void Stage::trace(TraceTrack track, std::string name, Clock::time_point start, int64_t id) {
-  if (context_.trace)
-    context_.trace->record(partition_, track, std::move(name), start, Clock::now(), id);
+void Stage::trace(TraceTrack track, const char* what, Clock::time_point start, int64_t id) {
+  // The name is only formatted when someone records: no string work per operation otherwise.
+  if (!context_.trace) return;
+  std::string name = id >= 0 ? str(what, ' ', id) : std::string(what);
+  context_.trace->record(partition_, track, std::move(name), start, Clock::now(), id);
 }
 
 void Stage::connect(const StageLinks& links, const StageContext& context) {
@@ -137,7 +139,7 @@ std::optional<Message> Stage::receive(Transport* from, const char* what, bool wa
     stats_.wait_s += seconds_since(start);
   }
   if (message && message->kind != Message::Kind::Flush) {
-    trace(TraceTrack::Receive, str("recv ", what, ' ', message->id), start, message->id);
+    trace(TraceTrack::Receive, what, start, message->id);
   }
   return message;
 }
@@ -151,19 +153,19 @@ bool Stage::send(Transport* to, Message message, const char* what) {
     std::lock_guard lock(stats_mutex_);
     stats_.send_s += seconds_since(start);
   }
-  if (!flush) trace(TraceTrack::Send, str("send ", what, ' ', id), start, id);
+  if (!flush) trace(TraceTrack::Send, what, start, id);
   return sent;
 }
 
 // The next message from upstream: a mini-batch to forward, or a Flush to pass on.
 Stage::Progress Stage::forward_next(bool wait) {
-  std::optional<Message> message = receive(links_.forward_in, "act", wait);
+  std::optional<Message> message = receive(links_.forward_in, "recv act", wait);
   if (!message) return wait ? Progress::Closed : Progress::Idle;
   if (message->kind == Message::Kind::Flush) {
     next_schedule_ = message->schedule;
     flushing_ = true;
     const bool passed =
-        !links_.forward_out || send(links_.forward_out, std::move(*message), "flush");
+        !links_.forward_out || send(links_.forward_out, std::move(*message), "send flush");
     return passed ? Progress::Ran : Progress::Closed;
   }
   ECH_CHECK(message->kind == Message::Kind::Forward, "expected an activation, got a gradient");
@@ -171,7 +173,8 @@ Stage::Progress Stage::forward_next(bool wait) {
   if (!links_.forward_out) return Progress::Ran;
   Message activation = in_flight_.back().message;
   activation.tensor = in_flight_.back().root.detach();
-  return send(links_.forward_out, std::move(activation), "act") ? Progress::Ran : Progress::Closed;
+  return send(links_.forward_out, std::move(activation), "send act") ? Progress::Ran
+                                                                     : Progress::Closed;
 }
 
 // The backward of the oldest mini-batch in flight (on the last partition it needs no message).
@@ -179,18 +182,19 @@ Stage::Progress Stage::backward_oldest(bool wait) {
   InFlight& state = in_flight_.front();
   std::optional<Message> grad;
   if (links_.backward_in) {
-    grad = receive(links_.backward_in, "grad", wait);
+    grad = receive(links_.backward_in, "recv grad", wait);
     if (!grad) return wait ? Progress::Closed : Progress::Idle;
     ECH_CHECK(grad->kind == Message::Kind::Backward && grad->id == state.message.id,
               "expected the gradient of mini-batch ", state.message.id, ", got message ", grad->id);
   }
   const auto start = Clock::now();
   Message upstream = backward(state, grad ? &*grad : nullptr);
-  trace(TraceTrack::Compute, str("B ", state.message.id), start, state.message.id);
+  trace(TraceTrack::Compute, "B", start, state.message.id);
   account(0, state.bytes);
   in_flight_.pop_front();
   if (!links_.backward_out) return Progress::Ran;
-  return send(links_.backward_out, std::move(upstream), "grad") ? Progress::Ran : Progress::Closed;
+  return send(links_.backward_out, std::move(upstream), "send grad") ? Progress::Ran
+                                                                     : Progress::Closed;
 }
 
 // Flushed: every mini-batch sent so far is through; gpipe applies its one update now.
@@ -249,7 +253,7 @@ Stage::InFlight Stage::forward(Message message) {
     stats_.busy_s += seconds_since(start);
   }
   account(state.bytes, 0);
-  trace(TraceTrack::Compute, str("F ", state.message.id), start, state.message.id);
+  trace(TraceTrack::Compute, "F", start, state.message.id);
   return state;
 }
 

@@ -112,6 +112,7 @@ class Stage {
   Progress forward_next(bool wait);
   Progress backward_oldest(bool wait);
   Progress finish_flush();
+  // `what` names the trace event: "recv act", "send grad", ...
   std::optional<Message> receive(Transport* from, const char* what, bool wait);
   bool send(Transport* to, Message message, const char* what);
   InFlight forward(Message message);
@@ -123,7 +124,8 @@ class Stage {
   std::vector<Tensor> predict_weights(int64_t steps, double lr);
   int64_t version() const;
   void account(size_t add, size_t remove);
-  void trace(TraceTrack track, std::string name, TraceRecorder::Clock::time_point start,
+  // Records "<what> <id>" ("F 3", "recv act 3"; just `what` for id -1) when tracing.
+  void trace(TraceTrack track, const char* what, TraceRecorder::Clock::time_point start,
              int64_t id);
 
   int partition_, num_partitions_;
