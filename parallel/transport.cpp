@@ -73,11 +73,20 @@ std::shared_ptr<cuda::Event> record_ready(int device) {
 }
 #endif
 
-// Between a host and a device: a synchronous Tensor::to on the receiving side.
-class HostStagedTransport : public RingTransport {
+// A ring between two given devices.
+class DeviceTransport : public RingTransport {
  public:
-  HostStagedTransport(Device from, Device to, size_t capacity)
+  DeviceTransport(Device from, Device to, size_t capacity)
       : RingTransport(capacity), from_(from), to_(to) {}
+
+ protected:
+  Device from_, to_;
+};
+
+// Between a host and a device: a synchronous Tensor::to on the receiving side.
+class HostStagedTransport : public DeviceTransport {
+ public:
+  using DeviceTransport::DeviceTransport;
   std::string kind() const override { return "host-staged"; }
 
  private:
@@ -94,16 +103,13 @@ class HostStagedTransport : public RingTransport {
     if (message.tensor.defined()) message.tensor = message.tensor.to(to_);
     if (message.labels.defined()) message.labels = message.labels.to(to_);
   }
-
-  Device from_, to_;
 };
 
 #if ECHELON_WITH_CUDA
 // Same GPU, another stream: an event carries the ordering; the memory is shared.
-class StreamTransport : public RingTransport {
+class StreamTransport : public DeviceTransport {
  public:
-  StreamTransport(Device from, Device to, size_t capacity)
-      : RingTransport(capacity), from_(from), to_(to) {}
+  using DeviceTransport::DeviceTransport;
   std::string kind() const override { return "cuda-stream"; }
 
  private:
@@ -113,15 +119,12 @@ class StreamTransport : public RingTransport {
     mark_used_here(message.tensor, to_.index);
     mark_used_here(message.labels, to_.index);
   }
-
-  Device from_, to_;
 };
 
 // GPU -> GPU: the receiver copies peer-to-peer on its own stream.
-class PeerTransport : public RingTransport {
+class PeerTransport : public DeviceTransport {
  public:
-  PeerTransport(Device from, Device to, size_t capacity)
-      : RingTransport(capacity), from_(from), to_(to) {}
+  using DeviceTransport::DeviceTransport;
   std::string kind() const override { return "cuda-peer"; }
 
  private:
@@ -149,8 +152,6 @@ class PeerTransport : public RingTransport {
     copied.synchronize();
     return dst;
   }
-
-  Device from_, to_;
 };
 #endif
 
