@@ -208,7 +208,7 @@ SpeedRow measure_speed(const std::string& model_name, const std::string& label,
   engine.finish_epoch();
   const std::vector<data::Batch> batches = random_batches(timed, batch_size, 8);
   std::vector<double> busy_before;
-  for (const StageStats& s : engine.stage_stats()) busy_before.push_back(s.busy_s);
+  for (const PartitionStats& s : engine.partition_stats()) busy_before.push_back(s.busy_s);
   const double cpu0 = cpu_seconds();
   const auto start = Clock::now();
   for (const auto& batch : batches) engine.train_step(batch);
@@ -221,7 +221,7 @@ SpeedRow measure_speed(const std::string& model_name, const std::string& label,
   // Sum of the partitions' compute over the slowest one: the speedup a perfect pipeline of
   // these partitions could reach with one core each.
   double total = 0, slowest = 0;
-  const auto stats = engine.stage_stats();
+  const auto stats = engine.partition_stats();
   for (size_t k = 0; k < stats.size(); ++k) {
     const double busy = stats[k].busy_s - busy_before[k];
     total += busy;
@@ -475,7 +475,7 @@ void run_accuracy(const Flags& flags) {
 
 size_t total_peak(const PipelineEngine& engine) {
   size_t bytes = 0;
-  for (const StageStats& s : engine.stage_stats()) bytes += s.peak_bytes;
+  for (const PartitionStats& s : engine.partition_stats()) bytes += s.peak_bytes;
   return bytes;
 }
 

@@ -35,6 +35,55 @@ struct Table {
   }
 };
 
+// Cost of layers [s, e) from the prefix sums of the per-layer costs.
+double segment(const std::vector<double>& prefix, int64_t s, int64_t e) {
+  return prefix[e] - prefix[s];
+}
+
+// Phase 1: the least possible slowest partition over K parts (best[K][n] is that optimum).
+Table least_slowest(const std::vector<double>& prefix, int K) {
+  const int64_t n = static_cast<int64_t>(prefix.size()) - 1;
+  Table slowest(K, n);
+  for (int j = 1; j <= K; ++j) {
+    for (int64_t i = j; i <= n; ++i) {
+      for (int64_t s = j - 1; s < i; ++s) {
+        const double candidate = std::max(slowest.best[j - 1][s], segment(prefix, s, i));
+        if (candidate < slowest.best[j][i]) {
+          slowest.best[j][i] = candidate;
+          slowest.from[j][i] = s;
+        }
+      }
+    }
+  }
+  return slowest;
+}
+
+// Phase 2: among splits whose every part costs at most `limit`, the cuts with the least memory
+// weighted by the batches each partition holds (K - k); empty when no split fits.
+std::vector<int64_t> least_memory(const std::vector<double>& prefix,
+                                  const std::vector<size_t>& activation_bytes, int K,
+                                  double limit) {
+  const int64_t n = static_cast<int64_t>(prefix.size()) - 1;
+  std::vector<double> bytes_prefix(n + 1, 0);
+  for (int64_t i = 0; i < n; ++i) bytes_prefix[i + 1] = bytes_prefix[i] + activation_bytes[i];
+  Table memory(K, n);
+  for (int j = 1; j <= K; ++j) {
+    for (int64_t i = j; i <= n; ++i) {
+      for (int64_t s = j - 1; s < i; ++s) {
+        if (segment(prefix, s, i) > limit || memory.best[j - 1][s] == kInf) continue;
+        const double candidate =
+            memory.best[j - 1][s] + (K - j + 1) * (bytes_prefix[i] - bytes_prefix[s]);
+        if (candidate < memory.best[j][i]) {
+          memory.best[j][i] = candidate;
+          memory.from[j][i] = s;
+        }
+      }
+    }
+  }
+  if (memory.best[K][n] == kInf) return {};
+  return memory.cuts(K, n);
+}
+
 }  // namespace
 
 BalanceResult balance_partitions(const std::vector<double>& cost, int num_partitions,
@@ -50,44 +99,12 @@ BalanceResult balance_partitions(const std::vector<double>& cost, int num_partit
     ECH_CHECK(cost[i] >= 0, "--balance auto: layer ", i, " has negative cost ", cost[i]);
     prefix[i + 1] = prefix[i] + cost[i];
   }
-  auto segment = [&](int64_t s, int64_t e) { return prefix[e] - prefix[s]; };
-
-  // Phase 1: the least possible slowest partition.
-  Table slowest(K, n);
-  for (int j = 1; j <= K; ++j) {
-    for (int64_t i = j; i <= n; ++i) {
-      for (int64_t s = j - 1; s < i; ++s) {
-        const double candidate = std::max(slowest.best[j - 1][s], segment(s, i));
-        if (candidate < slowest.best[j][i]) {
-          slowest.best[j][i] = candidate;
-          slowest.from[j][i] = s;
-        }
-      }
-    }
-  }
-  const double optimum = slowest.best[K][n];
+  const Table slowest = least_slowest(prefix, K);
   std::vector<int64_t> cuts = slowest.cuts(K, n);
-
-  // Phase 2: among splits within the optimum, the least memory weighted by batches held (K - k).
   if (!activation_bytes.empty()) {
-    std::vector<double> bytes_prefix(n + 1, 0);
-    for (int64_t i = 0; i < n; ++i) bytes_prefix[i + 1] = bytes_prefix[i] + activation_bytes[i];
-    const double limit = optimum * (1 + 1e-12);
-    Table memory(K, n);
-    for (int j = 1; j <= K; ++j) {
-      for (int64_t i = j; i <= n; ++i) {
-        for (int64_t s = j - 1; s < i; ++s) {
-          if (segment(s, i) > limit || memory.best[j - 1][s] == kInf) continue;
-          const double candidate =
-              memory.best[j - 1][s] + (K - j + 1) * (bytes_prefix[i] - bytes_prefix[s]);
-          if (candidate < memory.best[j][i]) {
-            memory.best[j][i] = candidate;
-            memory.from[j][i] = s;
-          }
-        }
-      }
-    }
-    if (memory.best[K][n] < kInf) cuts = memory.cuts(K, n);
+    std::vector<int64_t> lean =
+        least_memory(prefix, activation_bytes, K, slowest.best[K][n] * (1 + 1e-12));
+    if (!lean.empty()) cuts = std::move(lean);  // (with K = 1 both are empty)
   }
 
   BalanceResult result;
@@ -95,7 +112,7 @@ BalanceResult balance_partitions(const std::vector<double>& cost, int num_partit
   int64_t begin = 0;
   for (int k = 0; k < K; ++k) {
     const int64_t end = k + 1 < K ? cuts[k] : n;
-    result.partition_cost.push_back(segment(begin, end));
+    result.partition_cost.push_back(segment(prefix, begin, end));
     result.max_cost = std::max(result.max_cost, result.partition_cost.back());
     begin = end;
   }

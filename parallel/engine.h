@@ -1,8 +1,8 @@
-// The pluggable step engine: how one mini-batch turns into a parameter update. The trainer
-// (app/train.h) owns the loop — epochs, LR schedule, evaluation, logging, checkpoints — and
-// hands every batch to a StepEngine. The default engine is ordinary single-device training
-// (forward, loss, backward, SGD step). The pipeline engine (parallel/pipeline.h) splits the model
-// into partitions on worker threads/devices; a 1-stage pipeline must equal the default engine.
+// The step engine seam: how one mini-batch turns into a parameter update. The trainer owns the
+// loop — epochs, LR schedule, evaluation, logging, checkpoints — and hands every batch to a
+// StepEngine. There is one implementation, the pipeline engine (parallel/pipeline.h): it splits the
+// model into partitions on worker threads/devices, and ordinary single-device training (forward,
+// loss, backward, SGD step) is its 1-partition case, run inline on the caller's thread.
 //
 // Contract for every engine:
 //  - train_step() may be asynchronous: it returns the stats of the mini-batches that COMPLETED
@@ -59,15 +59,15 @@ class StepEngine {
   // One mini-batch: images (B, C, H, W) float32, labels (B) int64 (on the loader's device).
   virtual StepStats train_step(const data::Batch& batch) = 0;
   // Drains in-flight mini-batches at the end of an epoch and returns their stats.
-  virtual StepStats finish_epoch() { return {}; }
+  virtual StepStats finish_epoch() = 0;
   // Learning rate for the following steps.
   virtual void set_lr(double lr) = 0;
 
   // The whole model (parameters shared with the engine's partitions).
   virtual Sequential& model() = 0;
   // Logits (N, classes) for images (N, C, H, W), in eval mode and without autograd; restores
-  // the training mode afterwards. The default runs model().forward on the model's device.
-  virtual Tensor predict(const Tensor& images);
+  // the training mode afterwards.
+  virtual Tensor predict(const Tensor& images) = 0;
 
   // Optimizer state as SGD::state_dict() writes it: "momentum_buffer.<parameter name>" -> tensor
   // (host or device) and "step". A pipeline merges its partitions' SGD states (names are unique).
@@ -76,12 +76,12 @@ class StepEngine {
   virtual void load_optimizer_state(const StateDict& state) = 0;
   // Engine-specific block for summary.json (pipeline: per-partition busy/idle, staleness, ...);
   // null when there is nothing to add.
-  virtual json::Value report() const { return json::Value(); }
+  virtual json::Value report() const = 0;
 };
 
-// The default engine: forward, cross-entropy loss, backward, SGD step, all on `device` (the model
-// is moved there). A non-finite loss skips backward and the update. The trainer's LR schedule
-// changes sgd.lr per step through StepEngine::set_lr.
+// Ordinary training, named "single": forward, cross-entropy loss, backward, SGD step, all on
+// `device` (the model is moved there at the first batch), on the caller's thread. A non-finite
+// loss skips backward and the update. It is the pipeline engine with one partition, run inline.
 std::unique_ptr<StepEngine> make_single_device_engine(std::shared_ptr<Sequential> model,
                                                       const SGDOptions& sgd, Device device);
 

@@ -1,6 +1,7 @@
 #include <echelon/parallel/pipeline.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -15,8 +16,12 @@
 
 namespace echelon::parallel {
 
-namespace {
-constexpr size_t kUnbounded = std::numeric_limits<size_t>::max();
+PipelineOptions PipelineOptions::single() {
+  PipelineOptions options;
+  options.partitions = 1;
+  options.schedule = ScheduleKind::Sequential;
+  options.single_device = true;
+  return options;
 }
 
 void PipelineOptions::validate() const {
@@ -25,6 +30,8 @@ void PipelineOptions::validate() const {
   ECH_CHECK(!(balance_auto && !ppv.empty()), "--ppv and --balance auto exclude each other");
   if (!ppv.empty()) parse_ppv(ppv);
   if (schedule == ScheduleKind::Hybrid) hybrid_switch_epoch();
+  ECH_CHECK(!single_device || (partitions == 1 && ppv.empty() && !balance_auto),
+            "pipeline: single-device training has one partition");
 }
 
 int PipelineOptions::hybrid_switch_epoch() const {
@@ -43,8 +50,6 @@ PipelineEngine::PipelineEngine(std::shared_ptr<Sequential> model, const SGDOptio
       sgd_(sgd),
       device_(device),
       options_(std::move(options)),
-      results_(kUnbounded),
-      flushed_(kUnbounded),
       current_(options_.schedule),
       lr_(sgd.lr) {
   ECH_CHECK(model_ != nullptr, "pipeline: no model");
@@ -57,73 +62,90 @@ PipelineEngine::~PipelineEngine() {
 }
 
 std::string PipelineEngine::name() const {
-  return str("pipeline:", schedule_name(options_.schedule));
+  return options_.single_device ? "single" : str("pipeline:", schedule_name(options_.schedule));
+}
+
+std::vector<int64_t> PipelineEngine::choose_cuts(const Tensor& sample) {
+  if (!options_.ppv.empty()) return parse_ppv(options_.ppv);
+  if (!options_.balance_auto) {
+    return even_cuts(static_cast<int64_t>(model_->size()), options_.partitions);
+  }
+  model_->to(device_);
+  const std::vector<LayerProfile> profiles = profile_layers(*model_, sample.to(device_));
+  std::vector<double> cost;
+  std::vector<size_t> bytes;
+  for (const LayerProfile& p : profiles) {
+    cost.push_back(p.cost());
+    bytes.push_back(p.activation_bytes);
+  }
+  return balance_partitions(cost, options_.partitions, bytes).cuts;
 }
 
 void PipelineEngine::start(const Tensor& sample) {
   ECH_CHECK(!started(), "pipeline: already started");
-  const int64_t num_layers = static_cast<int64_t>(model_->size());
-  if (!options_.ppv.empty()) {
-    cuts_ = parse_ppv(options_.ppv);
-  } else if (options_.balance_auto) {
-    model_->to(device_);
-    const std::vector<LayerProfile> profiles = profile_layers(*model_, sample.to(device_));
-    std::vector<double> cost;
-    std::vector<size_t> bytes;
-    for (const LayerProfile& p : profiles) {
-      cost.push_back(p.cost());
-      bytes.push_back(p.activation_bytes);
-    }
-    cuts_ = balance_partitions(cost, options_.partitions, bytes).cuts;
-  } else {
-    cuts_ = even_cuts(num_layers, options_.partitions);
-  }
-  const std::vector<LayerRange> ranges = ranges_from_cuts(cuts_, num_layers);
+  cuts_ = choose_cuts(sample);
+  const std::vector<LayerRange> ranges =
+      ranges_from_cuts(cuts_, static_cast<int64_t>(model_->size()));
   const int K = static_cast<int>(ranges.size());
   ECH_CHECK(options_.devices.empty() || static_cast<int>(options_.devices.size()) == K,
             "pipeline: ", options_.devices.size(), " devices given for ", K, " partitions");
+  const std::vector<Device> devices =
+      options_.devices.empty() ? std::vector<Device>(K, device_) : options_.devices;
 
   if (!options_.trace_path.empty()) {
     trace_ = std::make_unique<TraceRecorder>(K);
     trace_->write(options_.trace_path);  // an unwritable path fails now, not after an epoch
   }
-  // Links never block in a valid schedule when they hold every mini-batch a partition may have
-  // in flight; only the driver's input link is short, so that the driver waits for partition 0.
-  const size_t capacity = static_cast<size_t>(std::max(K, options_.micro_batches)) + 2;
-  std::vector<Device> devices(K, device_);
-  if (!options_.devices.empty()) devices = options_.devices;
+  const std::vector<std::shared_ptr<Sequential>> parts = split_model(*model_, cuts_);
   for (int k = 0; k < K; ++k) {
-    auto layers = model_->slice(ranges[k].begin, ranges[k].end);
-    layers->to(devices[k]);
-    stages_.push_back(std::make_unique<Stage>(k, K, ranges[k], layers, devices[k], sgd_));
-  }
-  input_ = make_transport(device_, devices[0], 1);
-  for (int k = 0; k + 1 < K; ++k) {
-    forward_links_.push_back(make_transport(devices[k], devices[k + 1], capacity));
-    backward_links_.push_back(make_transport(devices[k + 1], devices[k], capacity));
+    parts[k]->to(devices[k]);
+    stages_.push_back(std::make_unique<Stage>(k, K, ranges[k], parts[k], devices[k], sgd_));
   }
   if (pending_optimizer_state_) {
     load_optimizer_state(*pending_optimizer_state_);
     pending_optimizer_state_.reset();
   }
+  connect(devices);
+  started_at_ = last_flush_at_ = std::chrono::steady_clock::now();
+  // One partition has no one to overlap with: it runs inline in submit() and flush().
+  inline_ = K == 1;
+  if (inline_) return;
+  for (const auto& stage : stages_) threads_.emplace_back([s = stage.get()] { s->run(); });
+}
+
+void PipelineEngine::connect(const std::vector<Device>& devices) {
+  const int K = static_cast<int>(devices.size());
+  // Links never block in a valid schedule when they hold every mini-batch a partition may have
+  // in flight; only the driver's input link is short, so that the driver waits for partition 0.
+  const size_t capacity = static_cast<size_t>(std::max(K, options_.micro_batches)) + 2;
+  // Inline, the driver and the partition share one thread and one stream: nothing to order.
+  input_ = K == 1 ? make_local_transport(1) : make_transport(device_, devices[0], 1);
+  for (int k = 0; k + 1 < K; ++k) {
+    forward_links_.push_back(make_transport(devices[k], devices[k + 1], capacity));
+    backward_links_.push_back(make_transport(devices[k + 1], devices[k], capacity));
+  }
+  // Results the driver has not collected yet: at most every message the pipeline can hold (the
+  // input slot, each forward link, one in each partition's hands) plus one step's submissions.
+  const size_t held = 1 + static_cast<size_t>(K - 1) * std::bit_ceil(capacity) +
+                      static_cast<size_t>(K) + static_cast<size_t>(options_.micro_batches);
+  results_ = std::make_unique<data::SpscRing<BatchResult>>(held);
+  flushed_ = std::make_unique<data::MpmcRing<int>>(static_cast<size_t>(K));
 
   StageContext context;
-  context.results = &results_;
-  context.flushed = &flushed_;
+  context.results = results_.get();
+  context.flushed = flushed_.get();
   context.schedule = current_;
   context.micro_batches = options_.micro_batches;
   context.predict_weights = options_.predict_weights;
   context.fail = [this](const std::string& error) { fail(error); };
   context.trace = trace_.get();
-  started_at_ = last_flush_at_ = std::chrono::steady_clock::now();
   for (int k = 0; k < K; ++k) {
     StageLinks links;
     links.forward_in = k == 0 ? input_.get() : forward_links_[k - 1].get();
     links.forward_out = k + 1 < K ? forward_links_[k].get() : nullptr;
     links.backward_in = k + 1 < K ? backward_links_[k].get() : nullptr;
     links.backward_out = k > 0 ? backward_links_[k - 1].get() : nullptr;
-    threads_.emplace_back(
-        [stage = stages_[k].get(), links, context] { stage->run(links, context); });
+    stages_[k]->connect(links, context);
   }
 }
 
@@ -140,8 +162,8 @@ void PipelineEngine::close_all() {
   if (input_) input_->close();
   for (auto& link : forward_links_) link->close();
   for (auto& link : backward_links_) link->close();
-  results_.close();
-  flushed_.close();
+  if (results_) results_->close();
+  if (flushed_) flushed_->close();
 }
 
 void PipelineEngine::rethrow_failure() {
@@ -158,6 +180,8 @@ void PipelineEngine::submit(Message message) {
   message.lr = lr_;
   ++unflushed_;
   if (!input_->send(std::move(message))) rethrow_failure();
+  // Inline, partition 0 takes every message at once, so its 1-slot input never blocks us.
+  if (inline_) stages_[0]->run_inline();
 }
 
 void PipelineEngine::flush(ScheduleKind next) {
@@ -165,8 +189,9 @@ void PipelineEngine::flush(ScheduleKind next) {
   marker.kind = Message::Kind::Flush;
   marker.schedule = next;
   if (!input_->send(std::move(marker))) rethrow_failure();
+  if (inline_) stages_[0]->run_inline();
   for (size_t k = 0; k < stages_.size(); ++k) {
-    if (!flushed_.pop()) rethrow_failure();
+    if (!flushed_->pop()) rethrow_failure();
   }
   current_ = next;
   unflushed_ = 0;
@@ -177,7 +202,8 @@ StepStats PipelineEngine::collect(bool aggregate_micro_batches) {
   StepStats stats = carried_;
   carried_ = {};
   int64_t last_index = std::numeric_limits<int64_t>::min();
-  while (std::optional<BatchResult> result = results_.try_pop()) {
+  if (!results_) return stats;
+  while (std::optional<BatchResult> result = results_->try_pop()) {
     if (!aggregate_micro_batches || result->batch_index != last_index) ++stats.batches;
     last_index = result->batch_index;
     stats.samples += result->samples;
@@ -249,7 +275,12 @@ Tensor PipelineEngine::predict(const Tensor& images) {
   const bool training = model_->is_training();
   model_->eval();
   Tensor x = images;
-  for (const auto& stage : stages_) x = stage->layers().forward(x.to(stage->device()));
+  try {
+    for (const auto& stage : stages_) x = stage->layers().forward(x.to(stage->device()));
+  } catch (...) {
+    model_->train(training);
+    throw;
+  }
   model_->train(training);
   return x;
 }
@@ -296,8 +327,8 @@ void PipelineEngine::load_optimizer_state(const StateDict& state) {
   ECH_CHECK(used == expected, "optimizer state: ", expected - used, " entries were not used");
 }
 
-std::vector<StageStats> PipelineEngine::stage_stats() const {
-  std::vector<StageStats> stats;
+std::vector<PartitionStats> PipelineEngine::partition_stats() const {
+  std::vector<PartitionStats> stats;
   for (const auto& stage : stages_) stats.push_back(stage->stats());
   return stats;
 }
@@ -307,7 +338,42 @@ double PipelineEngine::wall_seconds() const {
   return std::chrono::duration<double>(last_flush_at_ - started_at_).count();
 }
 
+namespace {
+// One partition's entry of the report's "stages" array; `wall`: the pipeline's wall time.
+json::Value partition_report(const PartitionStats& s, double wall, int64_t analytic) {
+  json::Value histogram = json::Value::object();
+  for (const auto& [staleness, count] : s.staleness)
+    histogram.set(std::to_string(staleness), count);
+  json::Value entry = json::Value::object();
+  entry.set("partition", s.partition)
+      .set("layers", json::Array{json::Value(s.layers.begin), json::Value(s.layers.end)})
+      .set("device", s.device)
+      .set("busy_s", s.busy_s)
+      .set("idle_s", std::max(0.0, wall - s.busy_s))
+      .set("wait_s", s.wait_s)
+      .set("send_s", s.send_s)
+      .set("bubble_fraction", wall > 0 ? std::max(0.0, 1.0 - s.busy_s / wall) : 0.0)
+      .set("forwards", s.forwards)
+      .set("backwards", s.backwards)
+      .set("updates", s.updates)
+      .set("skipped", s.skipped)
+      .set("staleness_analytic", analytic)
+      .set("staleness_max", s.max_staleness())
+      .set("staleness_histogram", std::move(histogram))
+      .set("peak_activation_bytes", static_cast<int64_t>(s.peak_bytes));
+#if ECHELON_WITH_CUDA
+  const Device device = Device::parse(s.device);
+  if (device.is_cuda()) {
+    entry.set("cuda_peak_allocated_bytes",
+              static_cast<int64_t>(cuda::allocator_stats(device.index).peak_allocated_bytes));
+  }
+#endif
+  return entry;
+}
+}  // namespace
+
 json::Value PipelineEngine::report() const {
+  if (options_.single_device) return json::Value();
   json::Value block = json::Value::object();
   block.set("schedule", schedule_name(options_.schedule))
       .set("schedule_now", schedule_name(current_))
@@ -321,36 +387,9 @@ json::Value PipelineEngine::report() const {
   const double wall = wall_seconds();
   block.set("wall_s", wall).set("images_per_s", wall > 0 ? samples_done_ / wall : 0.0);
   json::Value stages = json::Value::array();
-  for (const StageStats& s : stage_stats()) {
-    json::Value histogram = json::Value::object();
-    for (const auto& [staleness, count] : s.staleness)
-      histogram.set(std::to_string(staleness), count);
-    json::Value entry = json::Value::object();
-    entry.set("partition", s.partition)
-        .set("layers", json::Array{json::Value(s.layers.begin), json::Value(s.layers.end)})
-        .set("device", s.device)
-        .set("busy_s", s.busy_s)
-        .set("idle_s", std::max(0.0, wall - s.busy_s))
-        .set("wait_s", s.wait_s)
-        .set("send_s", s.send_s)
-        .set("bubble_fraction", wall > 0 ? std::max(0.0, 1.0 - s.busy_s / wall) : 0.0)
-        .set("forwards", s.forwards)
-        .set("backwards", s.backwards)
-        .set("updates", s.updates)
-        .set("skipped", s.skipped)
-        .set("staleness_analytic",
-             analytic_staleness(options_.schedule, static_cast<int>(stages_.size()), s.partition))
-        .set("staleness_max", s.max_staleness())
-        .set("staleness_histogram", std::move(histogram))
-        .set("peak_activation_bytes", static_cast<int64_t>(s.peak_bytes));
-#if ECHELON_WITH_CUDA
-    const Device device = Device::parse(s.device);
-    if (device.is_cuda()) {
-      entry.set("cuda_peak_allocated_bytes",
-                static_cast<int64_t>(cuda::allocator_stats(device.index).peak_allocated_bytes));
-    }
-#endif
-    stages.push(std::move(entry));
+  const int K = static_cast<int>(stages_.size());
+  for (const PartitionStats& s : partition_stats()) {
+    stages.push(partition_report(s, wall, analytic_staleness(options_.schedule, K, s.partition)));
   }
   block.set("stages", std::move(stages));
   return block;

@@ -1,7 +1,9 @@
-// The pipeline engine: a StepEngine that cuts the model into K partitions, runs each on its own
-// executor thread (a CPU worker, a CUDA device, or a CUDA stream on a shared GPU), joins them with
-// transports (transport.h) and runs one of the schedules of schedule.h. With K = 1, or with the
-// sequential schedule, it computes exactly what ordinary single-device training computes.
+// The pipeline engine, the one StepEngine: it cuts the model into K partitions, runs each on its
+// own executor thread (a CPU worker, a CUDA device, or a CUDA stream on a shared GPU), joins them
+// with transports (transport.h) and runs one of the schedules of schedule.h. With the sequential
+// schedule it computes exactly what ordinary single-device training computes. With K = 1 the
+// partition runs inline on the driver's thread and stream, no executor thread and no hand-off:
+// that IS ordinary training (make_single_device_engine).
 //
 // The driver (the trainer's thread) feeds mini-batches to partition 0 and collects losses from
 // the last partition; labels travel with the activations. train_step returns the mini-batches
@@ -9,6 +11,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -17,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include <echelon/data/ring.h>
 #include <echelon/parallel/engine.h>
 #include <echelon/parallel/partition.h>
 #include <echelon/parallel/schedule.h>
@@ -39,7 +43,11 @@ struct PipelineOptions {
   // prediction of the weights its backward will meet (Kosson et al. 2020); not in the paper.
   bool predict_weights = false;
   std::vector<Device> devices;  // per partition; empty: every partition on the engine's device
+  // Ordinary training (single()): named "single", and no pipeline block in summary.json.
+  bool single_device = false;
 
+  // One partition, sequential, single_device: what make_single_device_engine runs.
+  static PipelineOptions single();
   // Throws naming the flag when a value is out of range.
   void validate() const;
   // The epoch (0-based) from which hybrid runs sequential.
@@ -67,13 +75,16 @@ class PipelineEngine : public StepEngine {
   void start(const Tensor& sample);
   bool started() const { return !stages_.empty(); }
   std::vector<int64_t> cuts() const { return cuts_; }
-  std::vector<StageStats> stage_stats() const;
+  std::vector<PartitionStats> partition_stats() const;
   ScheduleKind current_schedule() const { return current_; }
   double wall_seconds() const;
   int64_t samples_done() const { return samples_done_; }
   const TraceRecorder* trace() const { return trace_.get(); }
 
  private:
+  std::vector<int64_t> choose_cuts(const Tensor& sample);
+  // Transports, the driver's rings and each stage's links; `devices` one per partition.
+  void connect(const std::vector<Device>& devices);
   void submit(Message message);
   void flush(ScheduleKind next);  // waits until every partition has drained
   StepStats collect(bool aggregate_micro_batches);
@@ -90,10 +101,11 @@ class PipelineEngine : public StepEngine {
   std::vector<std::unique_ptr<Stage>> stages_;
   std::unique_ptr<Transport> input_;
   std::vector<std::unique_ptr<Transport>> forward_links_, backward_links_;
-  BoundedQueue<BatchResult> results_;
-  BoundedQueue<int> flushed_;
+  std::unique_ptr<data::SpscRing<BatchResult>> results_;  // last partition -> driver
+  std::unique_ptr<data::MpmcRing<int>> flushed_;          // every partition -> driver
   std::unique_ptr<TraceRecorder> trace_;
-  std::vector<std::thread> threads_;
+  std::vector<std::thread> threads_;  // none when the one partition runs inline
+  bool inline_ = false;
 
   std::mutex error_mutex_;
   std::string error_;

@@ -83,19 +83,30 @@ int64_t analytic_staleness(ScheduleKind kind, int num_partitions, int partition)
   return policy.window - 1;
 }
 
+NextOp next_op(const StagePolicy& policy, int64_t in_flight, bool more_forwards) {
+  if (more_forwards && in_flight < policy.window) return NextOp::Forward;
+  if (in_flight > 0) return NextOp::Backward;
+  return NextOp::Drained;
+}
+
 std::vector<StageOp> stage_program(const StagePolicy& policy, int64_t num_batches) {
   ECH_CHECK(policy.window >= 1, "stage_program: window must be >= 1, got ", policy.window);
   std::vector<StageOp> program;
-  int64_t next_forward = 0, next_backward = 0;
-  while (next_backward < num_batches) {
-    if (next_forward < num_batches && next_forward - next_backward < policy.window) {
-      program.push_back({StageOp::Kind::Forward, next_forward++});
-    } else {
-      program.push_back({StageOp::Kind::Backward, next_backward++});
+  int64_t forwarded = 0, backwarded = 0;
+  for (;;) {
+    switch (next_op(policy, forwarded - backwarded, forwarded < num_batches)) {
+      case NextOp::Forward:
+        program.push_back({StageOp::Kind::Forward, forwarded++});
+        break;
+      case NextOp::Backward:
+        program.push_back({StageOp::Kind::Backward, backwarded++});
+        break;
+      case NextOp::Drained:
+        if (!policy.update_per_backward && num_batches > 0)
+          program.push_back({StageOp::Kind::Step, -1});
+        return program;
     }
   }
-  if (!policy.update_per_backward && num_batches > 0) program.push_back({StageOp::Kind::Step, -1});
-  return program;
 }
 
 double SimulationResult::bubble_fraction() const {
@@ -119,7 +130,7 @@ SimulationResult simulate(const std::vector<StagePolicy>& policies,
   // finish[k][i]: when partition k finished forward (fwd) / backward (bwd) of mini-batch i.
   std::vector<std::vector<double>> fwd(num_partitions, std::vector<double>(num_batches, unset));
   std::vector<std::vector<double>> bwd = fwd;
-  std::vector<size_t> next_op(num_partitions, 0);
+  std::vector<size_t> next_index(num_partitions, 0);  // each program's next operation
   std::vector<double> free_at(num_partitions, 0);
   SimulationResult result;
   result.busy.assign(num_partitions, 0);
@@ -127,8 +138,8 @@ SimulationResult simulate(const std::vector<StagePolicy>& policies,
   while (progress) {
     progress = false;
     for (size_t k = 0; k < num_partitions; ++k) {
-      while (next_op[k] < programs[k].size()) {
-        const StageOp op = programs[k][next_op[k]];
+      while (next_index[k] < programs[k].size()) {
+        const StageOp op = programs[k][next_index[k]];
         double ready = 0, cost = 0;
         if (op.kind == StageOp::Kind::Forward) {
           ready = k == 0 ? 0 : fwd[k - 1][op.id];
@@ -143,14 +154,14 @@ SimulationResult simulate(const std::vector<StagePolicy>& policies,
         result.busy[k] += cost;
         if (op.kind == StageOp::Kind::Forward) fwd[k][op.id] = free_at[k];
         if (op.kind == StageOp::Kind::Backward) bwd[k][op.id] = free_at[k];
-        ++next_op[k];
+        ++next_index[k];
         progress = true;
       }
     }
   }
   for (size_t k = 0; k < num_partitions; ++k) {
-    ECH_CHECK(next_op[k] == programs[k].size(), "simulate: partition ", k,
-              " deadlocks at operation ", next_op[k], " (windows must not grow with depth)");
+    ECH_CHECK(next_index[k] == programs[k].size(), "simulate: partition ", k,
+              " deadlocks at operation ", next_index[k], " (windows must not grow with depth)");
     result.makespan = std::max(result.makespan, free_at[k]);
   }
   return result;

@@ -3,11 +3,11 @@
 // it holds fewer it runs the next forward, otherwise the oldest pending backward (1F1B order).
 // The window, whether weights are stashed, and when the optimizer steps are all that differ:
 //
-//   sequential  window 1            no overlap at all (one mini-batch in the whole pipeline)
-//   stale       window K - k        Zhang & Abdelrahman 2019: update after every backward, no stash
-//   stash       window K - k        PipeDream 1F1B: same order, backward reads the forward's
-//   weights gpipe       window = micro      all micro-batches forward, then backward, one update at
-//   flush hybrid      stale, then sequential after the switch point
+//   sequential  window 1        no overlap at all (one mini-batch in the whole pipeline)
+//   stale       window K - k    Zhang & Abdelrahman 2019: update after every backward, no stash
+//   stash       window K - k    PipeDream 1F1B: same order, backward reads the forward's weights
+//   gpipe       window = micro  all micro-batches forward, then backward, one update at the flush
+//   hybrid      stale, then sequential after the switch point
 //
 // docs/pipeline.md derives the staleness that follows from the windows.
 #pragma once
@@ -44,6 +44,13 @@ StagePolicy stage_policy(ScheduleKind kind, int num_partitions, int partition,
 // mini-batch's forward and the weights its backward reads. Stale: window - 1 = K - 1 - k.
 int64_t analytic_staleness(ScheduleKind kind, int num_partitions, int partition);
 
+// THE executor rule (1F1B within a window), written once: what a partition does next when it holds
+// `in_flight` mini-batches between their forward and their backward, and `more_forwards` says
+// whether another forward may come before the flush. Drained: everything is through (the flush
+// point, where gpipe applies its one update). The stage executors and stage_program follow it.
+enum class NextOp : uint8_t { Forward, Backward, Drained };
+NextOp next_op(const StagePolicy& policy, int64_t in_flight, bool more_forwards);
+
 // One executor operation: forward or backward of mini-batch `id`, or the optimizer step at a flush.
 struct StageOp {
   enum class Kind : uint8_t { Forward, Backward, Step };
@@ -53,7 +60,7 @@ struct StageOp {
 };
 
 // The exact operation order a partition executes for `num_batches` mini-batches followed by a
-// flush. The executor follows the same rule online; tests and the simulator use this list.
+// flush (next_op applied offline); tests and the simulator use this list.
 std::vector<StageOp> stage_program(const StagePolicy& policy, int64_t num_batches);
 
 // Event-driven simulation of the executor loops with fixed per-partition forward/backward costs

@@ -61,9 +61,14 @@ std::string Stage::label() const {
              device_.to_string(), ")");
 }
 
-StageStats Stage::stats() const {
+PartitionStats Stage::stats() const {
   std::lock_guard lock(stats_mutex_);
   return stats_;
+}
+
+int64_t Stage::version() const {
+  std::lock_guard lock(stats_mutex_);
+  return stats_.version;
 }
 
 void Stage::account(size_t add, size_t remove) {
@@ -72,13 +77,21 @@ void Stage::account(size_t add, size_t remove) {
   stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.held_bytes);
 }
 
-void Stage::trace(const StageContext& context, TraceTrack track, std::string name,
-                  Clock::time_point start, int64_t id) {
-  if (context.trace)
-    context.trace->record(partition_, track, std::move(name), start, Clock::now(), id);
+void Stage::trace(TraceTrack track, const char* what, Clock::time_point start, int64_t id) {
+  // The name is only formatted when someone records: no string work per operation otherwise.
+  if (!context_.trace) return;
+  std::string name = id >= 0 ? str(what, ' ', id) : std::string(what);
+  context_.trace->record(partition_, track, std::move(name), start, Clock::now(), id);
 }
 
-void Stage::run(const StageLinks& links, const StageContext& context) {
+void Stage::connect(const StageLinks& links, const StageContext& context) {
+  links_ = links;
+  context_ = context;
+  policy_ = stage_policy(context.schedule, num_partitions_, partition_, context.micro_batches);
+  next_schedule_ = context.schedule;
+}
+
+void Stage::run() {
   try {
 #if ECHELON_WITH_CUDA
     // Each partition gets its own stream, so partitions sharing a GPU overlap.
@@ -89,27 +102,49 @@ void Stage::run(const StageLinks& links, const StageContext& context) {
       guard.emplace(*stream);
     }
 #endif
-    loop(links, context);
+    while (advance(/*wait=*/true) != Progress::Closed) {
+    }
   } catch (const std::exception& e) {
-    context.fail(str(label(), ": ", e.what()));
+    context_.fail(str(label(), ": ", e.what()));
   }
 }
 
-std::optional<Message> Stage::receive(Transport* from, const StageContext& context,
-                                      const char* what) {
+void Stage::run_inline() {
+  try {
+    while (advance(/*wait=*/false) == Progress::Ran) {
+    }
+  } catch (const std::exception& e) {
+    context_.fail(str(label(), ": ", e.what()));
+    throw;
+  }
+}
+
+Stage::Progress Stage::advance(bool wait) {
+  switch (next_op(policy_, static_cast<int64_t>(in_flight_.size()), !flushing_)) {
+    case NextOp::Forward:
+      return forward_next(wait);
+    case NextOp::Backward:
+      return backward_oldest(wait);
+    case NextOp::Drained:
+      return finish_flush();
+  }
+  return Progress::Closed;
+}
+
+std::optional<Message> Stage::receive(Transport* from, const char* what, bool wait) {
   const auto start = Clock::now();
-  std::optional<Message> message = from->recv();
+  std::optional<Message> message = wait ? from->recv() : from->try_recv();
   {
     std::lock_guard lock(stats_mutex_);
     stats_.wait_s += seconds_since(start);
   }
   if (message && message->kind != Message::Kind::Flush) {
-    trace(context, TraceTrack::Receive, str("recv ", what, ' ', message->id), start, message->id);
+    trace(TraceTrack::Receive, what, start, message->id);
   }
   return message;
 }
 
-bool Stage::send(Transport* to, Message message, const StageContext& context, const char* what) {
+bool Stage::send(Transport* to, Message message, const char* what) {
   const auto start = Clock::now();
   const int64_t id = message.id;
   const bool flush = message.kind == Message::Kind::Flush;
@@ -118,72 +153,64 @@ bool Stage::send(Transport* to, Message message, const StageContext& context, co
     std::lock_guard lock(stats_mutex_);
     stats_.send_s += seconds_since(start);
   }
-  if (!flush) trace(context, TraceTrack::Send, str("send ", what, ' ', id), start, id);
+  if (!flush) trace(TraceTrack::Send, what, start, id);
   return sent;
 }
 
-void Stage::loop(const StageLinks& links, const StageContext& context) {
-  const bool last = partition_ + 1 == num_partitions_;
-  StagePolicy policy =
-      stage_policy(context.schedule, num_partitions_, partition_, context.micro_batches);
-  ScheduleKind next_schedule = context.schedule;
-  std::deque<InFlight> in_flight;
-  bool flushing = false;
-  for (;;) {
-    if (!flushing && static_cast<int64_t>(in_flight.size()) < policy.window) {
-      std::optional<Message> message = receive(links.forward_in, context, "act");
-      if (!message) return;
-      if (message->kind == Message::Kind::Flush) {
-        next_schedule = message->schedule;
-        if (links.forward_out && !send(links.forward_out, std::move(*message), context, "flush")) {
-          return;
-        }
-        flushing = true;
-        continue;
-      }
-      ECH_CHECK(message->kind == Message::Kind::Forward, "expected an activation, got a gradient");
-      in_flight.push_back(forward(std::move(*message), policy, context));
-      if (links.forward_out) {
-        Message activation = in_flight.back().message;
-        activation.tensor = in_flight.back().root.detach();
-        if (!send(links.forward_out, std::move(activation), context, "act")) return;
-      }
-    } else if (!in_flight.empty()) {
-      InFlight& state = in_flight.front();
-      std::optional<Message> grad;
-      if (!last) {
-        grad = receive(links.backward_in, context, "grad");
-        if (!grad) return;
-        ECH_CHECK(grad->kind == Message::Kind::Backward && grad->id == state.message.id,
-                  "expected the gradient of mini-batch ", state.message.id, ", got message ",
-                  grad->id);
-      }
-      const auto start = Clock::now();
-      Message upstream = backward(state, grad ? &*grad : nullptr, policy);
-      trace(context, TraceTrack::Compute, str("B ", state.message.id), start, state.message.id);
-      account(0, state.bytes);
-      in_flight.pop_front();
-      if (links.backward_out && !send(links.backward_out, std::move(upstream), context, "grad")) {
-        return;
-      }
-    } else {
-      // Flushed: every mini-batch sent so far is through; gpipe applies its one update now.
-      if (pending_update_) {
-        const auto start = Clock::now();
-        step(pending_lr_);
-        trace(context, TraceTrack::Compute, "step", start, -1);
-      }
-      flushing = false;
-      policy = stage_policy(next_schedule, num_partitions_, partition_, context.micro_batches);
-      if (!context.flushed->push(partition_)) return;
-    }
+// The next message from upstream: a mini-batch to forward, or a Flush to pass on.
+Stage::Progress Stage::forward_next(bool wait) {
+  std::optional<Message> message = receive(links_.forward_in, "recv act", wait);
+  if (!message) return wait ? Progress::Closed : Progress::Idle;
+  if (message->kind == Message::Kind::Flush) {
+    next_schedule_ = message->schedule;
+    flushing_ = true;
+    const bool passed =
+        !links_.forward_out || send(links_.forward_out, std::move(*message), "send flush");
+    return passed ? Progress::Ran : Progress::Closed;
   }
+  ECH_CHECK(message->kind == Message::Kind::Forward, "expected an activation, got a gradient");
+  in_flight_.push_back(forward(std::move(*message)));
+  if (!links_.forward_out) return Progress::Ran;
+  Message activation = in_flight_.back().message;
+  activation.tensor = in_flight_.back().root.detach();
+  return send(links_.forward_out, std::move(activation), "send act") ? Progress::Ran
+                                                                     : Progress::Closed;
 }
 
-Stage::InFlight Stage::forward(Message message, const StagePolicy& policy,
-                               const StageContext& context) {
+// The backward of the oldest mini-batch in flight (on the last partition it needs no message).
+Stage::Progress Stage::backward_oldest(bool wait) {
+  InFlight& state = in_flight_.front();
+  std::optional<Message> grad;
+  if (links_.backward_in) {
+    grad = receive(links_.backward_in, "recv grad", wait);
+    if (!grad) return wait ? Progress::Closed : Progress::Idle;
+    ECH_CHECK(grad->kind == Message::Kind::Backward && grad->id == state.message.id,
+              "expected the gradient of mini-batch ", state.message.id, ", got message ", grad->id);
+  }
   const auto start = Clock::now();
-  const bool last = partition_ + 1 == num_partitions_;
+  Message upstream = backward(state, grad ? &*grad : nullptr);
+  trace(TraceTrack::Compute, "B", start, state.message.id);
+  account(0, state.bytes);
+  in_flight_.pop_front();
+  if (!links_.backward_out) return Progress::Ran;
+  return send(links_.backward_out, std::move(upstream), "send grad") ? Progress::Ran
+                                                                     : Progress::Closed;
+}
+
+// Flushed: every mini-batch sent so far is through; gpipe applies its one update now.
+Stage::Progress Stage::finish_flush() {
+  if (pending_update_) {
+    const auto start = Clock::now();
+    step(pending_lr_);
+    trace(TraceTrack::Compute, "step", start, -1);
+  }
+  flushing_ = false;
+  policy_ = stage_policy(next_schedule_, num_partitions_, partition_, context_.micro_batches);
+  return context_.flushed->push(partition_) ? Progress::Ran : Progress::Closed;
+}
+
+Stage::InFlight Stage::forward(Message message) {
+  const auto start = Clock::now();
   InFlight state;
   Tensor x = message.tensor;
   ECH_CHECK(x.defined(), "mini-batch ", message.id, " arrived without a tensor");
@@ -192,17 +219,17 @@ Stage::InFlight Stage::forward(Message message, const StagePolicy& policy,
     message.labels = message.labels.to(device_);
   }
   state.input = partition_ == 0 ? x : x.detach().set_requires_grad(true);
-  state.version = stats().version;
+  state.version = version();
   state.bytes = state.input.nbytes();
-  if (policy.stash_weights) {
+  if (policy_.stash_weights) {
     state.snapshot = clone_all(params_);
     for (const Tensor& t : state.snapshot) state.bytes += t.nbytes();
   }
   // Weight prediction: a stale partition's gradient lands `window - 1` updates after its
   // forward, so the forward runs on an extrapolation of the weights at that point instead.
   const int64_t predict_steps =
-      context.predict_weights && policy.update_per_backward && !policy.stash_weights
-          ? policy.window - 1
+      context_.predict_weights && policy_.update_per_backward && !policy_.stash_weights
+          ? policy_.window - 1
           : 0;
   std::vector<Tensor> current;
   if (predict_steps > 0) current = predict_weights(predict_steps, message.lr);
@@ -213,20 +240,8 @@ Stage::InFlight Stage::forward(Message message, const StagePolicy& policy,
   }
   // The graph holds the parameter tensors themselves: the backward reads w again, not w-hat.
   if (!current.empty()) assign_all(params_, current);
-  if (last) {
-    ECH_CHECK(message.labels.defined(), "mini-batch ", message.id,
-              " reached the last partition without labels");
-    Tensor loss = cross_entropy(out, message.labels);
-    BatchResult result;
-    result.id = message.id;
-    result.batch_index = message.batch_index;
-    result.samples = out.size(0);
-    result.loss = loss.item<float>();
-    result.correct = correct_count(out, message.labels);
-    result.finite = std::isfinite(result.loss);
-    state.skip = !result.finite;
-    state.root = loss;
-    context.results->push(result);
+  if (partition_ + 1 == num_partitions_) {
+    loss(state, message, out);
   } else {
     state.root = out;
   }
@@ -238,11 +253,30 @@ Stage::InFlight Stage::forward(Message message, const StagePolicy& policy,
     stats_.busy_s += seconds_since(start);
   }
   account(state.bytes, 0);
-  trace(context, TraceTrack::Compute, str("F ", state.message.id), start, state.message.id);
+  trace(TraceTrack::Compute, "F", start, state.message.id);
   return state;
 }
 
-Message Stage::backward(InFlight& state, const Message* grad, const StagePolicy& policy) {
+void Stage::loss(InFlight& state, const Message& message, const Tensor& out) {
+  ECH_CHECK(message.labels.defined(), "mini-batch ", message.id,
+            " reached the last partition without labels");
+  Tensor loss = cross_entropy(out, message.labels);
+  BatchResult result;
+  result.id = message.id;
+  result.batch_index = message.batch_index;
+  result.samples = out.size(0);
+  result.loss = loss.item<float>();
+  result.correct = correct_count(out, message.labels);
+  result.finite = std::isfinite(result.loss);
+  state.skip = !result.finite;
+  state.root = loss;
+  // The driver's results ring is sized for every message the pipeline can hold, so a full one
+  // is a bug; failing beats blocking the last partition (and with it the driver) for ever.
+  ECH_CHECK(context_.results->try_push(result) || context_.results->closed(),
+            "the results ring is full (", context_.results->capacity(), " entries)");
+}
+
+Message Stage::backward(InFlight& state, const Message* grad) {
   const auto start = Clock::now();
   Message upstream;
   upstream.kind = Message::Kind::Backward;
@@ -262,7 +296,7 @@ Message Stage::backward(InFlight& state, const Message* grad, const StagePolicy&
     assign_all(params_, state.snapshot);
   }
   // With stashing the backward reads the forward's weights (even a parameterless partition's).
-  const int64_t read_version = policy.stash_weights ? state.version : stats().version;
+  const int64_t read_version = policy_.stash_weights ? state.version : version();
   if (grad) {
     ::echelon::backward(state.root, grad->tensor);
   } else {
@@ -277,7 +311,7 @@ Message Stage::backward(InFlight& state, const Message* grad, const StagePolicy&
     ++stats_.staleness[read_version - state.version];
     stats_.busy_s += seconds_since(start);
   }
-  if (policy.update_per_backward) {
+  if (policy_.update_per_backward) {
     step(state.message.lr);
   } else {
     pending_update_ = true;

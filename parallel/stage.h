@@ -1,6 +1,7 @@
-// One pipeline partition and its executor loop. A Stage owns a slice of the model (sharing the
-// layer objects with the whole model), its own SGD over its own parameters, and a weight version
-// counter bumped by every update. Its executor thread follows the 1F1B rule of schedule.h.
+// One pipeline partition and its executor. A Stage owns a slice of the model (sharing the layer
+// objects with the whole model), its own SGD over its own parameters, and a weight version
+// counter bumped by every update. Its executor follows next_op of schedule.h, either on a thread
+// of its own (run) or inline on the driver's thread until it waits for a message (run_inline).
 //
 // Staleness is measured, not assumed: the forward of mini-batch i records the version it read,
 // the backward the version of the weights it reads (the current one, or the stashed one), and the
@@ -18,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include <echelon/data/ring.h>
 #include <echelon/layers/optim.h>
 #include <echelon/layers/sequential.h>
 #include <echelon/parallel/partition.h>
@@ -27,7 +29,8 @@
 
 namespace echelon::parallel {
 
-struct StageStats {
+// Per-partition counters for reports (PipelineEngine::partition_stats, summary.json).
+struct PartitionStats {
   int partition = 0;
   LayerRange layers;
   std::string device;
@@ -54,9 +57,9 @@ struct BatchResult {
 
 // What the executors share with the driver. Stages report through it and stop through it.
 struct StageContext {
-  BoundedQueue<BatchResult>* results = nullptr;  // the last stage's losses
-  BoundedQueue<int>* flushed = nullptr;          // each stage once per flush
-  ScheduleKind schedule = ScheduleKind::Stale;   // at start; each Flush names the next one
+  data::SpscRing<BatchResult>* results = nullptr;  // the last partition's losses, to the driver
+  data::MpmcRing<int>* flushed = nullptr;          // each partition once per flush
+  ScheduleKind schedule = ScheduleKind::Stale;     // at start; each Flush names the next one
   int micro_batches = 1;
   // Stale partitions run their forward on predicted weights (PipelineOptions::predict_weights).
   bool predict_weights = false;
@@ -76,10 +79,15 @@ class Stage {
   Stage(int partition, int num_partitions, LayerRange range, std::shared_ptr<Sequential> layers,
         Device device, const SGDOptions& sgd);
 
-  // The executor loop; returns when a transport closes. Exceptions go to context.fail.
-  void run(const StageLinks& links, const StageContext& context);
+  // Joins the stage to its links and the driver; before run or run_inline.
+  void connect(const StageLinks& links, const StageContext& context);
+  // The executor thread's loop; returns when a transport closes. Exceptions go to context.fail.
+  void run();
+  // On the caller's thread and stream: runs operations until the next one needs a message that
+  // has not arrived. An exception goes to context.fail and is rethrown as it was.
+  void run_inline();
 
-  StageStats stats() const;
+  PartitionStats stats() const;
   std::string label() const;  // "partition 1 (layers [2, 8) on cpu)"
   Sequential& layers() { return *layers_; }
   Device device() const { return device_; }
@@ -96,18 +104,29 @@ class Stage {
     std::vector<Tensor> snapshot;  // stashed weights
     bool skip = false;             // non-finite loss: no backward, no update
   };
+  // What one executor operation came to. Idle: only without waiting, no message yet.
+  enum class Progress : uint8_t { Ran, Idle, Closed };
 
-  void loop(const StageLinks& links, const StageContext& context);
-  std::optional<Message> receive(Transport* from, const StageContext& context, const char* what);
-  bool send(Transport* to, Message message, const StageContext& context, const char* what);
-  InFlight forward(Message message, const StagePolicy& policy, const StageContext& context);
-  Message backward(InFlight& state, const Message* grad, const StagePolicy& policy);
+  // One operation of the rule; `wait`: block for its message instead of returning Idle.
+  Progress advance(bool wait);
+  Progress forward_next(bool wait);
+  Progress backward_oldest(bool wait);
+  Progress finish_flush();
+  // `what` names the trace event: "recv act", "send grad", ...
+  std::optional<Message> receive(Transport* from, const char* what, bool wait);
+  bool send(Transport* to, Message message, const char* what);
+  InFlight forward(Message message);
+  // Last partition: the loss of `state` from the logits `out`, reported to the driver.
+  void loss(InFlight& state, const Message& message, const Tensor& out);
+  Message backward(InFlight& state, const Message* grad);
   void step(double lr);
   // Moves the parameters to w - steps * lr * momentum (in place); returns w to restore.
   std::vector<Tensor> predict_weights(int64_t steps, double lr);
+  int64_t version() const;
   void account(size_t add, size_t remove);
-  void trace(const StageContext& context, TraceTrack track, std::string name,
-             TraceRecorder::Clock::time_point start, int64_t id);
+  // Records "<what> <id>" ("F 3", "recv act 3"; just `what` for id -1) when tracing.
+  void trace(TraceTrack track, const char* what, TraceRecorder::Clock::time_point start,
+             int64_t id);
 
   int partition_, num_partitions_;
   LayerRange range_;
@@ -118,8 +137,16 @@ class Stage {
   bool pending_update_ = false;  // gpipe: gradients accumulated since the last step
   double pending_lr_ = 0;
 
-  mutable std::mutex stats_mutex_;
-  StageStats stats_;
+  // The executor's state between operations (only its own thread touches it).
+  StageLinks links_;
+  StageContext context_;
+  StagePolicy policy_;
+  ScheduleKind next_schedule_ = ScheduleKind::Stale;  // named by the Flush being processed
+  bool flushing_ = false;  // a Flush arrived: no forward until the partition is drained
+  std::deque<InFlight> in_flight_;
+
+  mutable std::mutex stats_mutex_;  // the driver reads stats while the executor runs
+  PartitionStats stats_;
 };
 
 }  // namespace echelon::parallel

@@ -1,6 +1,9 @@
 #include <echelon/parallel/transport.h>
 
+#include <utility>
+
 #include <echelon/base/error.h>
+#include <echelon/data/ring.h>
 
 #if ECHELON_WITH_CUDA
 #include <cuda_runtime.h>
@@ -14,17 +17,34 @@ namespace echelon::parallel {
 
 namespace {
 
-// CPU -> CPU: tensors are host memory; the handle moves through the queue.
+// Every in-process transport: the ring carries the message; subclasses add what their pair of
+// devices needs on the sending side (prepare) and the receiving side (arrive).
 class RingTransport : public Transport {
  public:
-  explicit RingTransport(size_t capacity) : queue_(capacity) {}
-  bool send(Message message) override { return queue_.push(std::move(message)); }
-  std::optional<Message> recv() override { return queue_.pop(); }
-  void close() override { queue_.close(); }
+  explicit RingTransport(size_t capacity) : ring_(capacity) {}
+  bool send(Message message) final {
+    prepare(message);
+    return ring_.push(std::move(message));
+  }
+  std::optional<Message> recv() final { return deliver(ring_.pop()); }
+  std::optional<Message> try_recv() final { return deliver(ring_.try_pop()); }
+  void close() final { ring_.close(); }
   std::string kind() const override { return "ring"; }
 
+ protected:
+  virtual void prepare(Message& /*message*/) {}
+  virtual void arrive(Message& /*message*/) {}
+
  private:
-  BoundedQueue<Message> queue_;
+  std::optional<Message> deliver(std::optional<Message> message) {
+    // A closed ring still hands out what it buffered; a closed transport is aborted and drops it
+    // (the rest is freed with the ring).
+    if (!message || ring_.closed()) return std::nullopt;
+    arrive(*message);
+    return message;
+  }
+
+  data::SpscRing<Message> ring_;
 };
 
 #if ECHELON_WITH_CUDA
@@ -53,89 +73,71 @@ std::shared_ptr<cuda::Event> record_ready(int device) {
 }
 #endif
 
-// Between a host and a device: a synchronous Tensor::to on the receiving side.
-class HostStagedTransport : public Transport {
+// A ring between two given devices.
+class DeviceTransport : public RingTransport {
  public:
-  HostStagedTransport(Device from, Device to, size_t capacity)
-      : from_(from), to_(to), queue_(capacity) {}
-  bool send(Message message) override {
+  DeviceTransport(Device from, Device to, size_t capacity)
+      : RingTransport(capacity), from_(from), to_(to) {}
+
+ protected:
+  Device from_, to_;
+};
+
+// Between a host and a device: a synchronous Tensor::to on the receiving side.
+class HostStagedTransport : public DeviceTransport {
+ public:
+  using DeviceTransport::DeviceTransport;
+  std::string kind() const override { return "host-staged"; }
+
+ private:
+  void prepare([[maybe_unused]] Message& message) override {
 #if ECHELON_WITH_CUDA
     if (from_.is_cuda()) message.ready = record_ready(from_.index);
 #endif
-    return queue_.push(std::move(message));
   }
-  std::optional<Message> recv() override {
-    std::optional<Message> message = queue_.pop();
+  void arrive(Message& message) override {
 #if ECHELON_WITH_CUDA
     // The copy runs on this thread's stream, which knows nothing of the sender's.
-    if (message && message->ready) message->ready->synchronize();
+    if (message.ready) message.ready->synchronize();
 #endif
-    if (message && message->tensor.defined()) message->tensor = message->tensor.to(to_);
-    if (message && message->labels.defined()) message->labels = message->labels.to(to_);
-    return message;
+    if (message.tensor.defined()) message.tensor = message.tensor.to(to_);
+    if (message.labels.defined()) message.labels = message.labels.to(to_);
   }
-  void close() override {
-    queue_.close();
-  }
-  std::string kind() const override {
-    return "host-staged";
-  }
-
- private:
-  Device from_, to_;
-  BoundedQueue<Message> queue_;
 };
 
 #if ECHELON_WITH_CUDA
 // Same GPU, another stream: an event carries the ordering; the memory is shared.
-class StreamTransport : public Transport {
+class StreamTransport : public DeviceTransport {
  public:
-  StreamTransport(Device from, Device to, size_t capacity)
-      : from_(from), to_(to), queue_(capacity) {}
-  bool send(Message message) override {
-    message.ready = record_ready(from_.index);
-    return queue_.push(std::move(message));
-  }
-  std::optional<Message> recv() override {
-    std::optional<Message> message = queue_.pop();
-    if (message) {
-      wait_ready(*message, to_.index);
-      mark_used_here(message->tensor, to_.index);
-      mark_used_here(message->labels, to_.index);
-    }
-    return message;
-  }
-  void close() override { queue_.close(); }
+  using DeviceTransport::DeviceTransport;
   std::string kind() const override { return "cuda-stream"; }
 
  private:
-  Device from_, to_;
-  BoundedQueue<Message> queue_;
+  void prepare(Message& message) override { message.ready = record_ready(from_.index); }
+  void arrive(Message& message) override {
+    wait_ready(message, to_.index);
+    mark_used_here(message.tensor, to_.index);
+    mark_used_here(message.labels, to_.index);
+  }
 };
 
 // GPU -> GPU: the receiver copies peer-to-peer on its own stream.
-class PeerTransport : public Transport {
+class PeerTransport : public DeviceTransport {
  public:
-  PeerTransport(Device from, Device to, size_t capacity) : from_(from), to_(to), queue_(capacity) {}
-  bool send(Message message) override {
-    message.ready = record_ready(from_.index);
-    return queue_.push(std::move(message));
-  }
-  std::optional<Message> recv() override {
-    std::optional<Message> message = queue_.pop();
-    if (!message) return message;
-    // A host wait, not a stream wait: a non-contiguous source is packed by contiguous() on this
-    // thread's stream of the sender's device, which knows nothing of the sender's stream. The
-    // copy below blocks the host anyway.
-    if (message->ready) message->ready->synchronize();
-    message->tensor = copy_peer(message->tensor);
-    message->labels = copy_peer(message->labels);
-    return message;
-  }
-  void close() override { queue_.close(); }
+  using DeviceTransport::DeviceTransport;
   std::string kind() const override { return "cuda-peer"; }
 
  private:
+  void prepare(Message& message) override { message.ready = record_ready(from_.index); }
+  void arrive(Message& message) override {
+    // A host wait, not a stream wait: a non-contiguous source is packed by contiguous() on this
+    // thread's stream of the sender's device, which knows nothing of the sender's stream. The
+    // copy below blocks the host anyway.
+    if (message.ready) message.ready->synchronize();
+    message.tensor = copy_peer(message.tensor);
+    message.labels = copy_peer(message.labels);
+  }
+
   Tensor copy_peer(const Tensor& source) {
     if (!source.defined()) return source;
     const Tensor src = source.contiguous();
@@ -150,9 +152,6 @@ class PeerTransport : public Transport {
     copied.synchronize();
     return dst;
   }
-
-  Device from_, to_;
-  BoundedQueue<Message> queue_;
 };
 #endif
 
@@ -167,6 +166,10 @@ std::unique_ptr<Transport> make_transport(Device from, Device to, size_t capacit
   }
 #endif
   return std::make_unique<HostStagedTransport>(from, to, capacity);
+}
+
+std::unique_ptr<Transport> make_local_transport(size_t capacity) {
+  return std::make_unique<RingTransport>(capacity);
 }
 
 }  // namespace echelon::parallel

@@ -69,7 +69,7 @@ TEST_SUITE("slow_pipeline") {
     }
     CHECK(epoch.mean_loss() < first_epoch_loss);
 
-    const auto stages = engine.stage_stats();
+    const auto stages = engine.partition_stats();
     REQUIRE(stages.size() == 2);
     CHECK(stages[0].max_staleness() == 1);  // K - 1 - k: partition 0 trained on stale weights
     CHECK(stages[1].max_staleness() == 0);

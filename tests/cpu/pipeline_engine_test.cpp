@@ -1,12 +1,14 @@
-// The pipeline engine on real (small) models: equivalence with ordinary training, measured
-// staleness against docs/pipeline.md, memory of stashing, and shutdown on errors. Every test
-// runs executor threads, so the suite is a concurrency suite (run it under ThreadSanitizer).
+// The pipeline engine on real (small) models: equivalence with ordinary training, the inline
+// single-device case, measured staleness against docs/pipeline.md, memory of stashing, and
+// shutdown on errors. Most tests run executor threads, so the suite is a concurrency suite (run it
+// under ThreadSanitizer).
 #include <doctest/doctest.h>
 
 #include <chrono>
 #include <cstdio>
 #include <future>
 #include <memory>
+#include <thread>
 
 #include <echelon/autograd/engine.h>
 #include <echelon/autograd/functions.h>
@@ -20,6 +22,7 @@
 #include <echelon/layers/relu.h>
 #include <echelon/layers/sequential.h>
 #include <echelon/layers/tanh.h>
+#include <echelon/parallel/engine.h>
 #include <echelon/parallel/pipeline.h>
 #include <echelon/tensor/ops.h>
 
@@ -178,9 +181,86 @@ class FailingLayer : public Module {
   int fail_at_, calls_ = 0;
 };
 
+// The identity, noting the thread its forward runs on.
+class ThreadProbe : public Module {
+ public:
+  Tensor forward(const Tensor& x) override {
+    seen_ = std::this_thread::get_id();
+    return x;
+  }
+  std::string name() const override { return "ThreadProbe"; }
+  std::thread::id seen() const { return seen_; }
+
+ private:
+  std::thread::id seen_;
+};
+
+// small_model(seed) with a ThreadProbe after its last layer (the same computation).
+std::shared_ptr<Sequential> probed_model(uint64_t seed, std::shared_ptr<ThreadProbe> probe) {
+  std::vector<std::shared_ptr<Module>> layers = small_model(seed)->layers();
+  layers.push_back(std::move(probe));
+  return std::make_shared<Sequential>(layers);
+}
+
 }  // namespace
 
 TEST_SUITE("concurrency_pipeline") {
+  TEST_CASE("single-device training is one partition inline: caller's thread, bit-identical") {
+    const auto batches = random_batches(5, 9, 31);
+    auto reference = small_model(4);
+    const std::vector<double> losses = train_reference(*reference, batches);
+    auto probe = std::make_shared<ThreadProbe>();
+    auto model = probed_model(4, probe);
+    auto engine = make_single_device_engine(model, sgd_config(), Device::cpu());
+    CHECK(engine->name() == "single");
+    for (size_t i = 0; i < batches.size(); ++i) {
+      const StepStats stats = engine->train_step(batches[i]);
+      // Completed within the call, on this thread, like ordinary training.
+      CHECK(stats.batches == 1);
+      CHECK(stats.loss_sum == losses[i] * 9);
+      CHECK(probe->seen() == std::this_thread::get_id());
+    }
+    CHECK(engine->finish_epoch().batches == 0);
+    CHECK(engine->report().is_null());  // summary.json gets no pipeline block
+    check_same_parameters(*model, *reference, 0);
+  }
+
+  TEST_CASE("a pipeline runs one partition inline and several on executor threads") {
+    const auto batches = random_batches(2, 4, 32);
+    for (const std::string ppv : {"", "3"}) {
+      CAPTURE(ppv);
+      auto probe = std::make_shared<ThreadProbe>();
+      PipelineEngine engine(probed_model(5, probe), sgd_config(), Device::cpu(),
+                            options_for(ScheduleKind::Stale, ppv));
+      CHECK(engine.name() == "pipeline:stale");
+      for (const auto& b : batches) engine.train_step(b);
+      engine.finish_epoch();
+      CHECK((probe->seen() == std::this_thread::get_id()) == ppv.empty());
+      CHECK(engine.report().at("partitions").as_int() == (ppv.empty() ? 1 : 2));
+    }
+  }
+
+  TEST_CASE(
+      "an error in the inline partition reaches the caller as thrown; the engine stays shut") {
+    std::vector<std::shared_ptr<Module>> layers = small_model(6)->layers();
+    layers.insert(layers.begin() + 2, std::make_shared<FailingLayer>(2));
+    auto engine = make_single_device_engine(std::make_shared<Sequential>(layers), sgd_config(),
+                                            Device::cpu());
+    const auto batches = random_batches(3, 4, 33);
+    CHECK(engine->train_step(batches[0]).batches == 1);
+    std::string thrown;
+    try {
+      engine->train_step(batches[1]);
+    } catch (const Error& e) {
+      thrown = e.what();
+    }
+    CHECK(thrown.find("injected failure at call 2") != std::string::npos);
+    CHECK(thrown.find("partition") == std::string::npos);  // as the layer threw it, not wrapped
+    CHECK_THROWS_WITH_AS(engine->train_step(batches[2]),
+                         doctest::Contains("pipeline (single): partition 0 (layers [0, 7) on cpu)"),
+                         Error);
+  }
+
   TEST_CASE("one partition: every schedule is bit-identical to ordinary training") {
     const auto batches = random_batches(5, 9, 11);
     auto reference = small_model(3);
@@ -208,7 +288,7 @@ TEST_SUITE("concurrency_pipeline") {
     PipelineRun run = train_pipeline(model, options_for(ScheduleKind::Sequential, "2,4"), batches);
     CHECK(run.engine->cuts() == std::vector<int64_t>{2, 4});
     check_same_parameters(*model, *reference, 0);
-    for (const StageStats& s : run.engine->stage_stats()) CHECK(s.max_staleness() == 0);
+    for (const PartitionStats& s : run.engine->partition_stats()) CHECK(s.max_staleness() == 0);
   }
 
   TEST_CASE("gpipe: micro-batch gradients equal the full-batch gradient") {
@@ -220,7 +300,7 @@ TEST_SUITE("concurrency_pipeline") {
     CHECK(run.stats.batches == 3);
     CHECK(run.stats.samples == 33);
     check_same_parameters(*model, *reference, 2e-5);
-    for (const StageStats& s : run.engine->stage_stats()) {
+    for (const PartitionStats& s : run.engine->partition_stats()) {
       CHECK(s.updates == 3);    // one synchronous update per mini-batch
       CHECK(s.backwards == 9);  // three micro-batches each
       CHECK(s.max_staleness() == 0);
@@ -233,7 +313,7 @@ TEST_SUITE("concurrency_pipeline") {
     for (auto kind : {ScheduleKind::Stale, ScheduleKind::Stash, ScheduleKind::GPipe}) {
       CAPTURE(std::string(schedule_name(kind)));
       PipelineRun run = train_pipeline(small_model(7), options_for(kind, "2,3,5", 2), batches);
-      const auto stats = run.engine->stage_stats();
+      const auto stats = run.engine->partition_stats();
       REQUIRE(stats.size() == 4);
       for (int k = 0; k < 4; ++k) {
         CAPTURE(k);
@@ -324,7 +404,7 @@ TEST_SUITE("concurrency_pipeline") {
     int i = 0;
     for (auto kind : {ScheduleKind::Sequential, ScheduleKind::Stale, ScheduleKind::Stash}) {
       PipelineRun run = train_pipeline(small_model(8), options_for(kind, "1,3"), batches);
-      for (const StageStats& s : run.engine->stage_stats()) {
+      for (const PartitionStats& s : run.engine->partition_stats()) {
         peak[i] += s.peak_bytes;
         CHECK(s.held_bytes == 0);  // everything released after the flush
       }
@@ -341,13 +421,13 @@ TEST_SUITE("concurrency_pipeline") {
     for (const auto& b : batches) engine.train_step(b);
     engine.finish_epoch();
     CHECK(engine.current_schedule() == ScheduleKind::Sequential);
-    CHECK(engine.stage_stats()[0].max_staleness() == 1);
-    const int64_t stale_before = engine.stage_stats()[0].staleness.at(1);
+    CHECK(engine.partition_stats()[0].max_staleness() == 1);
+    const int64_t stale_before = engine.partition_stats()[0].staleness.at(1);
     for (const auto& b : batches) engine.train_step(b);
     engine.finish_epoch();
     // No new stale backward in the sequential epoch.
-    CHECK(engine.stage_stats()[0].staleness.at(1) == stale_before);
-    CHECK(engine.stage_stats()[0].backwards == 12);
+    CHECK(engine.partition_stats()[0].staleness.at(1) == stale_before);
+    CHECK(engine.partition_stats()[0].backwards == 12);
   }
 
   TEST_CASE("predict equals the whole model's forward; trace file parses") {

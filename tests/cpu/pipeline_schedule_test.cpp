@@ -7,6 +7,8 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -22,7 +24,7 @@ using namespace echelon;
 using namespace echelon::parallel;
 
 namespace {
-// Replays a stage program the way Stage::loop does, counting weight versions: the staleness of
+// Replays a stage program the way a Stage executes it, counting weight versions: the staleness of
 // each backward is (updates before it) - (updates before its forward).
 std::vector<int64_t> replay_staleness(const StagePolicy& policy, int64_t num_batches) {
   std::vector<int64_t> at_forward(num_batches), staleness(num_batches);
@@ -73,6 +75,18 @@ TEST_SUITE("pipeline_schedule") {
       CHECK(parse_schedule(schedule_name(kind)) == kind);
     }
     CHECK_THROWS_WITH_AS(parse_schedule("pipedream"), doctest::Contains("pipedream"), Error);
+  }
+
+  TEST_CASE("next_op: forward while the window has room, then the oldest backward, drained last") {
+    StagePolicy policy;
+    policy.window = 2;
+    CHECK(next_op(policy, 0, true) == NextOp::Forward);
+    CHECK(next_op(policy, 1, true) == NextOp::Forward);
+    CHECK(next_op(policy, 2, true) == NextOp::Backward);
+    // A flush has arrived: no more forwards, backwards until nothing is in flight.
+    CHECK(next_op(policy, 2, false) == NextOp::Backward);
+    CHECK(next_op(policy, 1, false) == NextOp::Backward);
+    CHECK(next_op(policy, 0, false) == NextOp::Drained);
   }
 
   TEST_CASE("stale program is 1F1B with K - k warm-up forwards") {
@@ -210,6 +224,26 @@ TEST_SUITE("pipeline_schedule") {
     CHECK_FALSE(ring->recv().has_value());
     closer.join();
     CHECK_FALSE(ring->send(Message{}));
+  }
+
+  TEST_CASE("transports: try_recv never blocks; a closed transport delivers nothing it buffered") {
+    std::unique_ptr<Transport> channels[] = {make_transport(Device::cpu(), Device::cpu(), 3),
+                                             make_local_transport(1)};
+    for (auto& channel : channels) {
+      CHECK(channel->kind() == "ring");
+      CHECK_FALSE(channel->try_recv().has_value());
+      Message m;
+      m.id = 7;
+      REQUIRE(channel->send(m));
+      const std::optional<Message> got = channel->try_recv();
+      REQUIRE(got.has_value());
+      CHECK(got->id == 7);
+      REQUIRE(channel->send(m));
+      channel->close();
+      CHECK_FALSE(channel->recv().has_value());
+      CHECK_FALSE(channel->try_recv().has_value());
+      CHECK_FALSE(channel->send(m));
+    }
   }
 
   TEST_CASE("Chrome trace: valid JSON, complete events that never overlap on a track") {
