@@ -9,6 +9,7 @@
 #include <echelon/layers/models/registry.h>
 #include <echelon/parallel/schedule.h>
 #include <echelon/app/train.h>
+#include <echelon/app/flags.h>
 
 namespace echelon::app {
 
@@ -104,15 +105,14 @@ bool one_of(const std::string& value, const std::vector<std::string>& allowed) {
   return std::find(allowed.begin(), allowed.end(), value) != allowed.end();
 }
 
-// Drops the " [file.cpp:123]" tag of a nested error so the flag-named message stays one line.
-std::string detail(const Error& e) {
+}  // namespace
+
+std::string error_detail(const Error& e) {
   std::string message = e.what();
   const size_t tag = message.rfind(" [");
   if (tag != std::string::npos && !message.empty() && message.back() == ']') message.resize(tag);
   return message;
 }
-
-}  // namespace
 
 Device resolve_device(const std::string& text) {
   if (text == "auto") return cuda_available() ? Device::cuda(0) : Device::cpu();
@@ -172,16 +172,8 @@ void validate(const TrainOptions& o) {
             o.progress, "\" (known: auto, bar, lines, none)");
   ECH_CHECK(o.stop_after_epoch >= 0, "--stop-after-epoch must be >= 0");
   data::LoaderOptions loader;
-  try {
-    loader.set_echo(o.echo);
-  } catch (const Error& e) {
-    ECH_FAIL("--echo: ", detail(e));
-  }
-  try {
-    data::parse_echo_placement(o.echo_at);
-  } catch (const Error& e) {
-    ECH_FAIL("--echo-at: ", detail(e));
-  }
+  parse_flag("--echo", [&] { loader.set_echo(o.echo); });
+  parse_flag("--echo-at", [&] { return data::parse_echo_placement(o.echo_at); });
   // The auto factor follows measured timings, and several workers per stage may reorder
   // examples: both differ from run to run.
   ECH_CHECK(!(o.deterministic && loader.echo_auto),

@@ -58,7 +58,7 @@ void LoaderOptions::set_echo(const std::string& text) {
     used = 0;
   }
   ECH_CHECK(used == text.size() && !text.empty() && std::isfinite(value) && value >= 1.0,
-            "--echo '", text, "' must be a number >= 1 or 'auto'");
+            "echo factor '", text, "' must be a number >= 1 or 'auto'");
   echo_auto = false;
   echo_factor = value;
 }

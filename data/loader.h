@@ -67,7 +67,7 @@ struct LoaderOptions {
   Device device = Device::cpu();
   int prefetch_batches = 2;
 
-  // Parses "--echo" values: a number >= 1, or "auto". Sets echo_factor / echo_auto.
+  // Parses an echo factor: a number >= 1, or "auto". Sets echo_factor / echo_auto.
   void set_echo(const std::string& text);
 };
 

@@ -90,13 +90,13 @@ BalanceResult balance_partitions(const std::vector<double>& cost, int num_partit
                                  const std::vector<size_t>& activation_bytes) {
   const int64_t n = static_cast<int64_t>(cost.size());
   const int K = num_partitions;
-  ECH_CHECK(K >= 1 && K <= n, "--balance auto: cannot cut ", n, " layers into ", K,
+  ECH_CHECK(K >= 1 && K <= n, "auto balance: cannot cut ", n, " layers into ", K,
             " non-empty partitions");
   ECH_CHECK(activation_bytes.empty() || static_cast<int64_t>(activation_bytes.size()) == n,
-            "--balance auto: ", activation_bytes.size(), " memory entries for ", n, " layers");
+            "auto balance: ", activation_bytes.size(), " memory entries for ", n, " layers");
   std::vector<double> prefix(n + 1, 0);
   for (int64_t i = 0; i < n; ++i) {
-    ECH_CHECK(cost[i] >= 0, "--balance auto: layer ", i, " has negative cost ", cost[i]);
+    ECH_CHECK(cost[i] >= 0, "auto balance: layer ", i, " has negative cost ", cost[i]);
     prefix[i + 1] = prefix[i] + cost[i];
   }
   const Table slowest = least_slowest(prefix, K);

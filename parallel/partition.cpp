@@ -13,18 +13,18 @@ std::vector<int64_t> parse_ppv(const std::string& text) {
   std::stringstream stream(text);
   std::string item;
   while (std::getline(stream, item, ',')) {
-    ECH_CHECK(!item.empty(), "--ppv '", text, "': empty entry (expected e.g. 2,5)");
+    ECH_CHECK(!item.empty(), "partition points '", text, "': empty entry (expected e.g. 2,5)");
     for (char c : item) {
-      ECH_CHECK(std::isdigit(static_cast<unsigned char>(c)), "--ppv '", text, "': '", item,
+      ECH_CHECK(std::isdigit(static_cast<unsigned char>(c)), "partition points '", text, "': '", item,
                 "' is not a layer index");
     }
-    ECH_CHECK(item.size() < 10, "--ppv '", text, "': layer index '", item, "' is too large");
+    ECH_CHECK(item.size() < 10, "partition points '", text, "': layer index '", item, "' is too large");
     const int64_t cut = std::stoll(item);
-    ECH_CHECK(cuts.empty() || cut > cuts.back(), "--ppv '", text,
+    ECH_CHECK(cuts.empty() || cut > cuts.back(), "partition points '", text,
               "': cut points must rise strictly, got ", cut, " after ", cuts.back());
     cuts.push_back(cut);
   }
-  ECH_CHECK(!cuts.empty() && text.back() != ',', "--ppv '", text,
+  ECH_CHECK(!cuts.empty() && text.back() != ',', "partition points '", text,
             "': expected comma-separated layer indices, e.g. 2,5");
   return cuts;
 }
@@ -50,8 +50,8 @@ std::vector<LayerRange> ranges_from_cuts(const std::vector<int64_t>& cuts, int64
 }
 
 std::vector<int64_t> even_cuts(int64_t num_layers, int num_partitions) {
-  ECH_CHECK(num_partitions >= 1 && num_partitions <= num_layers, "--pipeline ", num_partitions,
-            ": need between 1 and ", num_layers, " partitions (one layer each at least)");
+  ECH_CHECK(num_partitions >= 1 && num_partitions <= num_layers, "cannot cut ", num_layers,
+            " layers into ", num_partitions, " partitions (one layer each at least)");
   std::vector<int64_t> cuts;
   for (int k = 1; k < num_partitions; ++k) cuts.push_back(num_layers * k / num_partitions);
   return cuts;

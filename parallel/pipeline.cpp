@@ -25,9 +25,9 @@ PipelineOptions PipelineOptions::single() {
 }
 
 void PipelineOptions::validate() const {
-  ECH_CHECK(partitions >= 1, "--pipeline must be >= 1, got ", partitions);
-  ECH_CHECK(micro_batches >= 1, "--micro-batches must be >= 1, got ", micro_batches);
-  ECH_CHECK(!(balance_auto && !ppv.empty()), "--ppv and --balance auto exclude each other");
+  ECH_CHECK(partitions >= 1, "pipeline: partitions must be >= 1, got ", partitions);
+  ECH_CHECK(micro_batches >= 1, "pipeline: micro_batches must be >= 1, got ", micro_batches);
+  ECH_CHECK(!(balance_auto && !ppv.empty()), "pipeline: explicit partition points (ppv) and balance_auto exclude each other");
   if (!ppv.empty()) parse_ppv(ppv);
   if (schedule == ScheduleKind::Hybrid) hybrid_switch_epoch();
   ECH_CHECK(!single_device || (partitions == 1 && ppv.empty() && !balance_auto),
@@ -36,10 +36,10 @@ void PipelineOptions::validate() const {
 
 int PipelineOptions::hybrid_switch_epoch() const {
   ECH_CHECK(std::isfinite(hybrid_switch) && hybrid_switch > 0,
-            "--hybrid-switch must be > 0 (an epoch, or a fraction of the epochs), got ",
+            "pipeline: hybrid_switch must be > 0 (an epoch, or a fraction of the epochs), got ",
             hybrid_switch);
   if (hybrid_switch >= 1) return static_cast<int>(hybrid_switch);
-  ECH_CHECK(total_epochs > 0, "--hybrid-switch ", hybrid_switch,
+  ECH_CHECK(total_epochs > 0, "pipeline: hybrid_switch ", hybrid_switch,
             " is a fraction of the epochs, but the number of epochs is unknown");
   return std::max(1, static_cast<int>(std::lround(hybrid_switch * total_epochs)));
 }

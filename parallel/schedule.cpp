@@ -44,7 +44,7 @@ std::string schedule_names() {
 
 ScheduleKind parse_schedule(const std::string& text) {
   const std::optional<ScheduleKind> kind = find_schedule(text);
-  ECH_CHECK(kind.has_value(), "--schedule-pipeline: unknown pipeline schedule '", text,
+  ECH_CHECK(kind.has_value(), "unknown pipeline schedule '", text,
             "' (expected ", schedule_names(), ")");
   return *kind;
 }

@@ -7,6 +7,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <echelon/app/flags.h>
+#include <echelon/parallel/partition.h>
 #include <echelon/parallel/pipeline.h>
 
 namespace echelon::app {
@@ -36,15 +38,23 @@ inline void add_pipeline_options(CLI::App& app, PipelineFlags& flags) {
                "stale/hybrid: forward on weights extrapolated by momentum (not in the paper)");
 }
 
-// After parsing: schedule and balance from text, epochs for a fractional hybrid switch.
+// After parsing: schedule and balance from text, epochs for a fractional hybrid switch. Checks
+// each flag here so that the error names it; PipelineOptions::validate() then checks the whole.
 inline void finish_pipeline_options(PipelineFlags& flags, int total_epochs) {
   parallel::PipelineOptions& o = flags.options;
-  o.schedule = parallel::parse_schedule(flags.schedule_text);
+  o.schedule = parse_flag("--schedule-pipeline",
+                          [&] { return parallel::parse_schedule(flags.schedule_text); });
   ECH_CHECK(flags.balance_text == "none" || flags.balance_text == "auto", "--balance: expected ",
             "none or auto, got '", flags.balance_text, "'");
   o.balance_auto = flags.balance_text == "auto";
   o.total_epochs = total_epochs;
   if (o.balance_auto && o.partitions < 2) o.partitions = 2;
+  ECH_CHECK(o.partitions >= 1, "--pipeline must be >= 1, got ", o.partitions);
+  ECH_CHECK(o.micro_batches >= 1, "--micro-batches must be >= 1, got ", o.micro_batches);
+  ECH_CHECK(!(o.balance_auto && !o.ppv.empty()), "--ppv and --balance auto exclude each other");
+  if (!o.ppv.empty()) parse_flag("--ppv", [&] { return parallel::parse_ppv(o.ppv); });
+  if (o.schedule == parallel::ScheduleKind::Hybrid)
+    parse_flag("--hybrid-switch", [&] { return o.hybrid_switch_epoch(); });
   o.validate();
 }
 

@@ -100,7 +100,13 @@ TEST_SUITE("cli") {
     check_usage_error(
         "train --data synthetic --device cpu --pipeline 2 --trace "
         "/proc/no-such-dir/trace.json",
-        "--trace: cannot create the folder '/proc/no-such-dir'");
+        "trace '/proc/no-such-dir/trace.json': cannot create the folder '/proc/no-such-dir'");
+    check_usage_error("train --data synthetic --device cpu --pipeline 2 --ppv 2,,5",
+                      "--ppv: partition points '2,,5': empty entry");
+    check_usage_error("train --data synthetic --device cpu --pipeline 2 --micro-batches 0",
+                      "--micro-batches must be >= 1");
+    check_usage_error("train --data synthetic --device cpu --schedule hybrid --hybrid-switch -1",
+                      "--hybrid-switch: pipeline: hybrid_switch must be > 0");
   }
 
   TEST_CASE("--schedule takes a pipeline schedule as well as an LR schedule") {

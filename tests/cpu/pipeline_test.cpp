@@ -139,7 +139,7 @@ TEST_SUITE("pipeline") {
     options.batch_size = 2;
     options.echo_factor = 0.5;
     CHECK_THROWS_WITH_AS(Loader(synthetic(5), options), doctest::Contains("echo_factor"), Error);
-    CHECK_THROWS_WITH_AS(options.set_echo("fast"), doctest::Contains("--echo 'fast'"), Error);
+    CHECK_THROWS_WITH_AS(options.set_echo("fast"), doctest::Contains("echo factor 'fast'"), Error);
     options.set_echo("2.5");
     CHECK(options.echo_factor == 2.5);
     options.set_echo("auto");
