@@ -120,8 +120,8 @@ LoadedCheckpoint load_checkpoint(const std::string& path) {
       info.steps.push_back({p[0].as_int(), p[1].as_double(), p[2].as_double()});
     }
   } catch (const Error& e) {
-    if (starts_with(e.what(), path)) throw;
-    ECH_FAIL(path, ": bad training history in the metadata: ", e.what());
+    if (starts_with(e.message(), path)) throw;
+    ECH_FAIL(path, ": bad training history in the metadata: ", e.message());
   }
   ECH_CHECK(info.in_channels > 0 && info.num_classes > 0 && info.epoch >= 0, path,
             ": checkpoint metadata has impossible values (in_channels ", info.in_channels,
@@ -152,7 +152,7 @@ std::shared_ptr<Sequential> restore_model(const LoadedCheckpoint& checkpoint,
   try {
     model->load_state_dict(checkpoint.model_state, /*strict=*/true);
   } catch (const Error& e) {
-    ECH_FAIL(path, ": weights do not fit model \"", info.model, "\": ", e.what());
+    ECH_FAIL(path, ": weights do not fit model \"", info.model, "\": ", e.message());
   }
   return model;
 }

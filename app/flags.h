@@ -3,15 +3,11 @@
 // "--ppv: partition points '2,,5': empty entry" and the library stays usable without a CLI.
 #pragma once
 
-#include <string>
 #include <string_view>
 
 #include <echelon/base/error.h>
 
 namespace echelon::app {
-
-// The message of `e` without its " [file.cpp:123]" tag, so the flag-named message stays one line.
-std::string error_detail(const Error& e);
 
 // Runs `parse` (a library call on one flag's value); an echelon::Error it throws is rethrown with
 // the flag's name in front.
@@ -20,7 +16,7 @@ decltype(auto) parse_flag(std::string_view flag, Parse&& parse) {
   try {
     return parse();
   } catch (const Error& e) {
-    ECH_FAIL(flag, ": ", error_detail(e));
+    ECH_FAIL(flag, ": ", e.message());
   }
 }
 

@@ -55,7 +55,7 @@ TrainOptions TrainOptions::from_json(const json::Value& v) {
     try {
       assign(*field);
     } catch (const Error& e) {
-      ECH_FAIL("config key \"", key, "\": ", e.what());
+      ECH_FAIL("config key \"", key, "\": ", e.message());
     }
   };
   with("model", [&](const json::Value& f) { o.model = f.as_string(); });
@@ -107,12 +107,6 @@ bool one_of(const std::string& value, const std::vector<std::string>& allowed) {
 
 }  // namespace
 
-std::string error_detail(const Error& e) {
-  std::string message = e.what();
-  const size_t tag = message.rfind(" [");
-  if (tag != std::string::npos && !message.empty() && message.back() == ']') message.resize(tag);
-  return message;
-}
 
 Device resolve_device(const std::string& text) {
   if (text == "auto") return cuda_available() ? Device::cuda(0) : Device::cpu();
@@ -135,6 +129,7 @@ Device resolve_device(const std::string& text) {
 void validate(const TrainOptions& o) {
   const std::vector<ModelInfo> models = list_models();
   std::vector<std::string> model_names;
+  model_names.reserve(models.size());
   for (const ModelInfo& m : models) model_names.push_back(m.name);
   ECH_CHECK(one_of(o.model, model_names), "--model: unknown model \"", o.model,
             "\" (known: ", join(model_names), ")");

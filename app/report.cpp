@@ -119,7 +119,7 @@ std::string svg_line_chart(const std::string& title, const std::string& x_label,
     std::string points;
     for (const auto& [x, y] : s.points)
       if (std::isfinite(x) && std::isfinite(y))
-        points += number(px(x), 6) + "," + number(py(y), 6) + " ";
+        points.append(number(px(x), 6)).append(",").append(number(py(y), 6)).append(" ");
     const std::string color = html_escape(s.color);
     svg += "<polyline fill=\"none\" stroke=\"" + color + "\" stroke-width=\"1.8\" points=\"" +
            points + "\"/>\n";

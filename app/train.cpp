@@ -18,6 +18,7 @@
 #include <echelon/app/report.h>
 #include <echelon/autograd/grad_mode.h>
 #include <echelon/base/error.h>
+#include <echelon/base/file.h>
 #include <echelon/layers/dropout.h>
 #include <echelon/layers/lr_schedule.h>
 #include <echelon/layers/models/registry.h>
@@ -82,7 +83,7 @@ void truncate_metrics(const std::string& path, int64_t first_epoch) {
     }
   }
   in.close();
-  safetensors::write_file_atomic(path, kept);
+  write_file_atomic(path, kept);
 }
 
 std::shared_ptr<LrSchedule> make_schedule(const TrainOptions& o) {
@@ -258,7 +259,7 @@ void TrainingRun::open_folder() {
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
   ECH_CHECK(!ec, "--out ", dir_, ": cannot create the folder: ", ec.message());
-  safetensors::write_file_atomic(in_dir("config.json"), info_.config.dump(2) + "\n");
+  write_file_atomic(in_dir("config.json"), info_.config.dump(2) + "\n");
   if (!options_.resume.empty()) truncate_metrics(in_dir("metrics.jsonl"), info_.epoch);
   metrics_.open(in_dir("metrics.jsonl"), /*append=*/!options_.resume.empty());
 }
@@ -444,10 +445,10 @@ void TrainingRun::write_outputs(bool final_run) {
     summary.set("pipeline", report);
   result_.summary = summary;
   if (dir_.empty()) return;
-  safetensors::write_file_atomic(in_dir("summary.json"), summary.dump(2) + "\n");
+  write_file_atomic(in_dir("summary.json"), summary.dump(2) + "\n");
   const ReportData report{"echelon: " + options_.model + " on " + data_.name, info_.config,
                           summary, result_.epochs, info_.steps};
-  safetensors::write_file_atomic(in_dir("report.html"), render_report_html(report));
+  write_file_atomic(in_dir("report.html"), render_report_html(report));
 }
 
 void TrainingRun::print_table() const {

@@ -59,14 +59,16 @@ int64_t reduced_count(const Shape& in_shape, const std::vector<int64_t>& dims) {
 // ---- arithmetic --------------------------------------------------------------------------------
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  Shape sa = a.shape(), sb = b.shape();
+  const Shape& sa = a.shape();
+  const Shape& sb = b.shape();
   return record("add", ops::add(a, b), {a, b}, [sa, sb](const Tensor& g, const Needs& n) -> Grads {
     return {n[0] ? ops::sum_to(g, sa) : Tensor(), n[1] ? ops::sum_to(g, sb) : Tensor()};
   });
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-  Shape sa = a.shape(), sb = b.shape();
+  const Shape& sa = a.shape();
+  const Shape& sb = b.shape();
   return record("sub", ops::sub(a, b), {a, b}, [sa, sb](const Tensor& g, const Needs& n) -> Grads {
     return {n[0] ? ops::sum_to(g, sa) : Tensor(), n[1] ? ops::sum_to(ops::neg(g), sb) : Tensor()};
   });
@@ -232,7 +234,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 // ---- reductions ------------------------------------------------------------------------------
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  Shape in_shape = x.shape();
+  const Shape& in_shape = x.shape();
   return record("sum", ops::sum(x, dims, keepdim), {x},
                 [in_shape, dims](const Tensor& g, const Needs&) -> Grads {
                   return {expand_reduced(g, in_shape, dims)};
@@ -240,7 +242,7 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  Shape in_shape = x.shape();
+  const Shape& in_shape = x.shape();
   const double scale = 1.0 / static_cast<double>(reduced_count(in_shape, dims));
   return record("mean", ops::mean(x, dims, keepdim), {x},
                 [in_shape, dims, scale](const Tensor& g, const Needs&) -> Grads {
@@ -267,7 +269,7 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
 // ---- shape -----------------------------------------------------------------------------------
 
 Tensor reshape(const Tensor& x, const Shape& shape) {
-  Shape in_shape = x.shape();
+  const Shape& in_shape = x.shape();
   return record(
       "reshape", x.reshape(shape), {x},
       [in_shape](const Tensor& g, const Needs&) -> Grads { return {g.reshape(in_shape)}; });
@@ -280,7 +282,7 @@ Tensor view(const Tensor& x, const Shape& shape) {
 }
 
 Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
-  Shape in_shape = x.shape();
+  const Shape& in_shape = x.shape();
   return record(
       "flatten", x.flatten(start_dim, end_dim), {x},
       [in_shape](const Tensor& g, const Needs&) -> Grads { return {g.reshape(in_shape)}; });
@@ -307,6 +309,7 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
   Tensor y = ops::concat(xs, dim);
   const int64_t d = wrap_dim(dim, xs[0].dim(), "concat");
   std::vector<int64_t> sizes;
+  sizes.reserve(xs.size());
   for (const Tensor& x : xs) sizes.push_back(x.size(d));
   return record("concat", y, xs, [sizes, d](const Tensor& g, const Needs& n) -> Grads {
     Grads grads(sizes.size());

@@ -48,14 +48,14 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
 Tensor max_pool2d(const Tensor& x, const Pool2dGeometry& window) {
   Tensor argmax;
   Tensor y = ops::max_pool2d(x, window, &argmax);
-  Shape in_shape = x.shape();
+  const Shape& in_shape = x.shape();
   return record("max_pool2d", y, {x}, [argmax, in_shape](const Tensor& g, const Needs&) -> Grads {
     return {ops::max_pool2d_backward(g, argmax, in_shape)};
   });
 }
 
 Tensor avg_pool2d(const Tensor& x, const Pool2dGeometry& window) {
-  Shape in_shape = x.shape();
+  const Shape& in_shape = x.shape();
   return record("avg_pool2d", ops::avg_pool2d(x, window), {x},
                 [in_shape, window](const Tensor& g, const Needs&) -> Grads {
                   return {ops::avg_pool2d_backward(g, in_shape, window)};

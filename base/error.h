@@ -12,10 +12,22 @@
 
 namespace echelon {
 
+// what() is the message followed by the source location " [file.cpp:123]" of the check that threw
+// (for bug reports); message() is the message alone (for users).
 class Error : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit Error(const std::string& message) : std::runtime_error(message), message_(message) {}
+  Error(const std::string& message, const std::string& location)
+      : std::runtime_error(message + " [" + location + "]"), message_(message) {}
+  const std::string& message() const { return message_; }
+
+ private:
+  std::string message_;
 };
+
+// The user-facing text of any exception: an Error's message without its source location, else
+// what(). Use it when wrapping one error's text into another's.
+std::string message_of(const std::exception& e);
 
 namespace detail {
 template <typename T>

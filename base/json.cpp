@@ -1,13 +1,12 @@
 #include <echelon/base/json.h>
 
 #include <cmath>
-#include <fstream>
 #include <limits>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include <echelon/base/error.h>
+#include <echelon/base/file.h>
 
 namespace echelon::json {
 
@@ -319,12 +318,6 @@ Value parse(const std::string& text, const std::string& what) {
   return builder.take();
 }
 
-Value parse_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  ECH_CHECK(in.good(), path, ": cannot open for reading");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return parse(buffer.str(), path);
-}
+Value parse_file(const std::string& path) { return parse(read_file(path, "JSON"), path); }
 
 }  // namespace echelon::json

@@ -15,7 +15,8 @@ namespace echelon::cuda {
 void throw_cublas_error(cublasStatus_t status, const char* call, const char* file, int line) {
   const char* slash = std::strrchr(file, '/');
   throw Error(str("cuBLAS error in ", call, ": ", cublasGetStatusName(status), " (",
-                  cublasGetStatusString(status), ") [", slash ? slash + 1 : file, ":", line, "]"));
+                  cublasGetStatusString(status), ")"),
+              str(slash ? slash + 1 : file, ":", line));
 }
 
 namespace {

@@ -14,7 +14,8 @@ void throw_cuda_error(cudaError_t err, const char* call, const char* file, int l
   cudaGetLastError();
   const char* slash = std::strrchr(file, '/');
   throw Error(str("CUDA error in ", call, ": ", cudaGetErrorName(err), " (",
-                  cudaGetErrorString(err), ") [", slash ? slash + 1 : file, ":", line, "]"));
+                  cudaGetErrorString(err), ")"),
+              str(slash ? slash + 1 : file, ":", line));
 }
 
 }  // namespace echelon::cuda

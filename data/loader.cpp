@@ -186,7 +186,7 @@ void Loader::Impl::run_source() {
       source_stats.outputs.fetch_add(1, std::memory_order_relaxed);
     }
   } catch (const std::exception& e) {
-    control.fail("source", -1, e.what());
+    control.fail("source", -1, message_of(e));
   }
   tickets.close();
 }
@@ -217,7 +217,7 @@ void Loader::Impl::run_shuffle() {
       open = forward(std::move(rest));
     }
   } catch (const std::exception& e) {
-    control.fail("shuffle", -1, e.what());
+    control.fail("shuffle", -1, message_of(e));
   }
   shuffled.close();
 }
@@ -287,7 +287,7 @@ void Loader::Impl::run_batch() {
     }
     if (open && !control.stopped()) emit(true);
   } catch (const std::exception& e) {
-    control.fail("batch", batch_number, e.what());
+    control.fail("batch", batch_number, message_of(e));
   }
   out.close();
 }
@@ -318,7 +318,7 @@ void Loader::Impl::run_transfer() {
       ++batch_number;
     }
   } catch (const std::exception& e) {
-    control.fail("transfer", batch_number, e.what());
+    control.fail("transfer", batch_number, message_of(e));
   }
 #endif
   batches.close();

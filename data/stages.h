@@ -119,7 +119,7 @@ void start_stage(std::vector<std::thread>& threads, PipelineControl& control,
           counters.add_busy(Clock::now() - work_start - emit_stall);
           counters.add_stall(emit_stall);
         } catch (const std::exception& e) {
-          control.fail(counters.name, index, e.what());
+          control.fail(counters.name, index, message_of(e));
           break;
         }
       }

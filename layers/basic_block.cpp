@@ -26,7 +26,7 @@ Tensor option_a_shortcut(const Tensor& x, int64_t planes, int64_t stride) {
       Tensor::zeros({x.size(0), planes, window.size(2), window.size(3)}, x.dtype(), x.device());
   Tensor target = y.narrow(1, pad, channels);
   ops::copy_(target, window);
-  Shape in_shape = x.shape();
+  const Shape& in_shape = x.shape();
   return autograd::record("option_a_shortcut", y, {x},
                           [in_shape, pad, channels, stride](
                               const Tensor& g, const std::vector<bool>&) -> std::vector<Tensor> {

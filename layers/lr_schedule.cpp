@@ -36,7 +36,8 @@ StepLr::StepLr(double base_lr, int64_t step_size, double gamma)
 }
 double StepLr::lr_at(int64_t epoch, int64_t step, int64_t steps_per_epoch) const {
   fractional_epoch(epoch, step, steps_per_epoch);
-  return base_lr_ * std::pow(gamma_, static_cast<double>(epoch / step_size_));
+  const int64_t decays = epoch / step_size_;  // whole steps only: the LR drops at their ends
+  return base_lr_ * std::pow(gamma_, static_cast<double>(decays));
 }
 std::string StepLr::describe() const {
   return str("step(lr=", base_lr_, ", step_size=", step_size_, ", gamma=", gamma_, ")");

@@ -27,7 +27,7 @@ Tensor Sequential::forward(const Tensor& x) {
     } catch (const Error& e) {
       // Name the failing layer: "layer 3 (Conv2d): conv2d: ..."
       throw Error(str("Sequential layer ", named_children()[i].first, " (", layers_[i]->name(),
-                      "): ", e.what()));
+                      "): ", e.message()));
     }
   }
   return h;

@@ -126,6 +126,7 @@ SimulationResult simulate(const std::vector<StagePolicy>& policies,
             num_partitions, ", ", forward_cost.size(), ", ", backward_cost.size());
   const double unset = -1;
   std::vector<std::vector<StageOp>> programs;
+  programs.reserve(policies.size());
   for (const StagePolicy& policy : policies) programs.push_back(stage_program(policy, num_batches));
   // finish[k][i]: when partition k finished forward (fwd) / backward (bwd) of mini-batch i.
   std::vector<std::vector<double>> fwd(num_partitions, std::vector<double>(num_batches, unset));

@@ -27,6 +27,7 @@ double seconds_since(Clock::time_point start) {
 std::vector<Tensor> clone_all(const std::vector<Tensor>& tensors) {
   NoGradGuard no_grad;
   std::vector<Tensor> copies;
+  copies.reserve(tensors.size());
   for (const Tensor& t : tensors) copies.push_back(t.detach().clone());
   return copies;
 }
@@ -105,7 +106,7 @@ void Stage::run() {
     while (advance(/*wait=*/true) != Progress::Closed) {
     }
   } catch (const std::exception& e) {
-    context_.fail(str(label(), ": ", e.what()));
+    context_.fail(str(label(), ": ", message_of(e)));
   }
 }
 
@@ -114,7 +115,7 @@ void Stage::run_inline() {
     while (advance(/*wait=*/false) == Progress::Ran) {
     }
   } catch (const std::exception& e) {
-    context_.fail(str(label(), ": ", e.what()));
+    context_.fail(str(label(), ": ", message_of(e)));
     throw;
   }
 }

@@ -4,6 +4,7 @@
 #include <system_error>
 
 #include <echelon/base/error.h>
+#include <echelon/base/file.h>
 #include <echelon/base/json.h>
 #include <echelon/tensor/safetensors.h>
 
@@ -78,7 +79,7 @@ void TraceRecorder::write(const std::string& path) const {
   std::error_code error;
   if (!parent.empty()) std::filesystem::create_directories(parent, error);
   ECH_CHECK(!error, "trace '", path, "': cannot create the folder '", parent.string(), "': ", error.message());
-  safetensors::write_file_atomic(path, to_json() + "\n");
+  write_file_atomic(path, to_json() + "\n");
 }
 
 }  // namespace echelon::parallel

@@ -67,7 +67,8 @@ bool all_finite(const Tensor& x);
 
 // ---- reductions (family: reduce) -------------------------------------------------------------
 // dims empty = all dims.
-Tensor reduce(ReduceOp op, const Tensor& x, std::vector<int64_t> dims = {}, bool keepdim = false);
+Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims = {},
+              bool keepdim = false);
 Tensor sum(const Tensor& x, std::vector<int64_t> dims = {}, bool keepdim = false);
 Tensor mean(const Tensor& x, std::vector<int64_t> dims = {}, bool keepdim = false);
 Tensor amax(const Tensor& x, std::vector<int64_t> dims = {}, bool keepdim = false);

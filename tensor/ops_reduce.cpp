@@ -21,7 +21,7 @@ struct ReducePlan {
   Shape out_shape;
 };
 
-ReducePlan plan_reduction(const Tensor& x, std::vector<int64_t> dims, bool keepdim,
+ReducePlan plan_reduction(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim,
                           const char* op) {
   const int64_t rank = x.dim();
   std::vector<bool> reduced(static_cast<size_t>(rank), dims.empty());
@@ -137,10 +137,10 @@ Tensor softmax_backward_impl(const Tensor& grad_out, const Tensor& y, int64_t di
 
 }  // namespace
 
-Tensor reduce(ReduceOp op, const Tensor& x, std::vector<int64_t> dims, bool keepdim) {
+Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   detail::check_defined(name(op), x);
   detail::check_floating(name(op), x);
-  const ReducePlan p = plan_reduction(x, std::move(dims), keepdim, name(op));
+  const ReducePlan p = plan_reduction(x, dims, keepdim, name(op));
   Tensor out = Tensor::empty(p.out_shape, x.dtype(), x.device());
   if (p.outer == 0) return out;
   if (p.inner == 0) {

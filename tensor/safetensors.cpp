@@ -1,18 +1,12 @@
 #include <echelon/tensor/safetensors.h>
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <bit>
-#include <cerrno>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <echelon/base/error.h>
+#include <echelon/base/file.h>
 #include <echelon/base/json.h>
 
 namespace echelon::safetensors {
@@ -152,10 +146,7 @@ Entry parse_entry(const std::string& what, const std::string& name, const json::
               " bytes but shape ", e.shape, " of ", dtype_code(e.dtype), " needs ", expected);
   } catch (const Error& error) {
     // Re-raise with the file and tensor in front, keeping the detail (minus its source tag).
-    std::string message = error.what();
-    const size_t tag = message.rfind(" [");
-    if (tag != std::string::npos && message.back() == ']') message.resize(tag);
-    ECH_FAIL(where, ": ", message);
+    ECH_FAIL(where, ": ", error.message());
   }
   return e;
 }
@@ -216,61 +207,11 @@ Contents deserialize(const std::string& bytes, const std::string& what) {
   return contents;
 }
 
-namespace {
-[[noreturn]] void fail_errno(const std::string& path, const char* action) {
-  ECH_FAIL(path, ": cannot ", action, ": ", std::strerror(errno));
-}
-}  // namespace
-
-void write_file_atomic(const std::string& path, const std::string& bytes) {
-  const std::filesystem::path target(path);
-  const std::filesystem::path dir =
-      target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
-  const std::string temp = (dir / ("." + target.filename().string() + ".tmp")).string();
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail_errno(temp, "create");
-  size_t written = 0;
-  while (written < bytes.size()) {
-    const ssize_t r = ::write(fd, bytes.data() + written, bytes.size() - written);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      const int saved = errno;
-      ::close(fd);
-      ::unlink(temp.c_str());
-      errno = saved;
-      fail_errno(temp, "write");
-    }
-    written += static_cast<size_t>(r);
-  }
-  if (::fsync(fd) != 0) {
-    ::close(fd);
-    ::unlink(temp.c_str());
-    fail_errno(temp, "fsync");
-  }
-  ::close(fd);
-  if (::rename(temp.c_str(), path.c_str()) != 0) {
-    ::unlink(temp.c_str());
-    fail_errno(path, "rename the temporary file onto");
-  }
-  // Persist the rename itself.
-  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd >= 0) {
-    ::fsync(dir_fd);
-    ::close(dir_fd);
-  }
-}
-
 void save(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
           const Metadata& metadata) {
   write_file_atomic(path, serialize(tensors, metadata));
 }
 
-Contents load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  ECH_CHECK(in.good(), path, ": cannot open checkpoint for reading");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return deserialize(buffer.str(), path);
-}
+Contents load(const std::string& path) { return deserialize(read_file(path, "checkpoint"), path); }
 
 }  // namespace echelon::safetensors

@@ -47,7 +47,4 @@ void save(const std::string& path, const std::vector<std::pair<std::string, Tens
           const Metadata& metadata = {});
 Contents load(const std::string& path);
 
-// Writes `bytes` to `path` atomically (as save()); also used for the run's JSON files.
-void write_file_atomic(const std::string& path, const std::string& bytes);
-
 }  // namespace echelon::safetensors

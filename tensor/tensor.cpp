@@ -431,6 +431,8 @@ void Tensor::register_hook(TensorHook hook) {
 
 // ---- explicit instantiations -------------------------------------------------------------------
 
+// T names a type below, and a type cannot be parenthesised.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define ECH_INSTANTIATE_TENSOR_TEMPLATES(T)                                            \
   template Tensor Tensor::from_vector<T>(const std::vector<T>&, const Shape&, Device); \
   template T* Tensor::data<T>() const;                                                 \
@@ -442,5 +444,6 @@ ECH_INSTANTIATE_TENSOR_TEMPLATES(int32_t)
 ECH_INSTANTIATE_TENSOR_TEMPLATES(int64_t)
 ECH_INSTANTIATE_TENSOR_TEMPLATES(uint8_t)
 #undef ECH_INSTANTIATE_TENSOR_TEMPLATES
+// NOLINTEND(bugprone-macro-parentheses)
 
 }  // namespace echelon

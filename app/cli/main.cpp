@@ -7,6 +7,7 @@
 // "echelon: error: ..." on stderr and exits with status 2.
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
@@ -27,6 +28,28 @@ namespace json = echelon::json;
 
 constexpr int kUsageError = 2;
 
+// Prints one "echelon: error:" line. The source location of the failing check is for bug
+// reports: shown only with ECHELON_DEBUG=1.
+int usage_error(const std::exception& e) {
+  std::cout.flush();
+  const char* debug = std::getenv("ECHELON_DEBUG");
+  const bool with_location = debug != nullptr && std::string(debug) == "1";
+  std::cerr << "echelon: error: " << (with_location ? e.what() : echelon::message_of(e)) << "\n";
+  return kUsageError;
+}
+
+// CLI11 reads an unknown first word as a stray argument ("A subcommand is required"): name it and
+// list the subcommands instead.
+void check_subcommand(const CLI::App& root, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return;
+  std::string known;
+  for (const CLI::App* sub : root.get_subcommands([](const CLI::App*) { return true; })) {
+    if (sub->get_name() == argv[1]) return;
+    known += (known.empty() ? "" : ", ") + sub->get_name();
+  }
+  ECH_FAIL("unknown subcommand '", argv[1], "' (expected one of: ", known, ")");
+}
+
 void on_interrupt(int) {
   app::request_stop();
 }
@@ -40,8 +63,10 @@ struct ScheduleFlag {
 
 void route_schedule_flag(const CLI::App& cmd, ScheduleFlag& flag, app::TrainOptions& train,
                          app::PipelineFlags& pipeline) {
+  pipeline.schedule_given = cmd.count("--schedule-pipeline") > 0;
   if (cmd.count("--schedule") == 0) return;
   if (parallel::find_schedule(flag.value)) {
+    pipeline.schedule_given = true;
     ECH_CHECK(cmd.count("--schedule-pipeline") == 0 || pipeline.schedule_text == flag.value,
               "--schedule ", flag.value, " and --schedule-pipeline ", pipeline.schedule_text,
               " disagree");
@@ -140,6 +165,8 @@ int run_models() {
 int main(int argc, char** argv) {
   CLI::App root{"echelon: train and evaluate CNNs (CPU and CUDA, pipeline-parallel)", "echelon"};
   root.require_subcommand(1);
+  root.set_version_flag("--version", std::string("echelon ") + ECHELON_VERSION);
+  root.option_defaults()->always_capture_default();  // --help shows every default
 
   app::TrainOptions train_options;
   ScheduleFlag schedule_flag;
@@ -155,10 +182,15 @@ int main(int argc, char** argv) {
   CLI::App* models_cmd = root.add_subcommand("models", "List the models and their sizes");
 
   try {
+    check_subcommand(root, argc, argv);
     root.parse(argc, argv);
+  } catch (const echelon::Error& e) {
+    return usage_error(e);
   } catch (const CLI::CallForHelp& e) {
     return root.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return root.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return root.exit(e);
   } catch (const CLI::ParseError& e) {
     std::cerr << "echelon: error: " << e.what() << " (see echelon --help)\n";
@@ -176,20 +208,14 @@ int main(int argc, char** argv) {
                                          ? train_options
                                          : merge_resume(*train_cmd, train_options, schedule_flag);
     // Pipeline flags are not stored in config.json: a resumed pipelined run passes them again.
-    app::finish_pipeline_options(pipeline_flags, static_cast<int>(options.epochs));
+    app::finish_pipeline_options(*train_cmd, pipeline_flags, static_cast<int>(options.epochs));
     const parallel::EngineFactory factory =
         pipeline_flags.enabled() ? parallel::pipeline_engine_factory(pipeline_flags.options)
                                  : parallel::EngineFactory{};
     std::signal(SIGINT, on_interrupt);
     const app::TrainResult result = app::train(options, std::cout, factory);
     return result.completed || options.stop_after_epoch > 0 ? 0 : 130;
-  } catch (const echelon::Error& e) {
-    std::cout.flush();
-    std::cerr << "echelon: error: " << e.what() << "\n";
-    return kUsageError;
   } catch (const std::exception& e) {
-    std::cout.flush();
-    std::cerr << "echelon: error: " << e.what() << "\n";
-    return kUsageError;
+    return usage_error(e);
   }
 }

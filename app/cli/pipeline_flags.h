@@ -19,6 +19,7 @@ struct PipelineFlags {
   parallel::PipelineOptions options;
   std::string schedule_text = "stale";
   std::string balance_text = "none";
+  bool schedule_given = false;  // --schedule-pipeline, or --schedule naming a pipeline schedule
   bool enabled() const { return options.partitions > 1 || !options.ppv.empty(); }
 };
 
@@ -38,10 +39,31 @@ inline void add_pipeline_options(CLI::App& app, PipelineFlags& flags) {
                "stale/hybrid: forward on weights extrapolated by momentum (not in the paper)");
 }
 
+// Flags that only mean something for a pipeline are errors without one (rather than being
+// silently ignored), and --pipeline K must agree with the partitions a --ppv gives.
+inline void check_pipeline_flags_agree(const CLI::App& cmd, PipelineFlags& flags) {
+  parallel::PipelineOptions& o = flags.options;
+  if (!o.ppv.empty()) {
+    const int from_ppv = static_cast<int>(
+        parse_flag("--ppv", [&] { return parallel::parse_ppv(o.ppv); }).size() + 1);
+    ECH_CHECK(cmd.count("--pipeline") == 0 || o.partitions == from_ppv, "--pipeline ",
+              o.partitions, " and --ppv ", o.ppv, " (", from_ppv, " partitions) disagree");
+    o.partitions = from_ppv;
+  }
+  if (flags.enabled() || flags.balance_text == "auto") return;
+  for (const char* flag : {"--micro-batches", "--hybrid-switch", "--trace", "--predict-weights"})
+    ECH_CHECK(cmd.count(flag) == 0, flag,
+              " needs a pipeline: add --pipeline K (K >= 2), --ppv or --balance auto");
+  // "sequential" is what a single device does anyway.
+  ECH_CHECK(!flags.schedule_given || flags.schedule_text == "sequential", "pipeline schedule '", flags.schedule_text,
+            "' needs a pipeline: add --pipeline K (K >= 2), --ppv or --balance auto");
+}
+
 // After parsing: schedule and balance from text, epochs for a fractional hybrid switch. Checks
 // each flag here so that the error names it; PipelineOptions::validate() then checks the whole.
-inline void finish_pipeline_options(PipelineFlags& flags, int total_epochs) {
+inline void finish_pipeline_options(const CLI::App& cmd, PipelineFlags& flags, int total_epochs) {
   parallel::PipelineOptions& o = flags.options;
+  check_pipeline_flags_agree(cmd, flags);
   o.schedule = parse_flag("--schedule-pipeline",
                           [&] { return parallel::parse_schedule(flags.schedule_text); });
   ECH_CHECK(flags.balance_text == "none" || flags.balance_text == "auto", "--balance: expected ",

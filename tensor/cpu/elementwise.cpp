@@ -157,6 +157,8 @@ void count_nonfinite(const T* x, int64_t n, int64_t* count) {
   *count = bad;
 }
 
+// T names a type below, and a type cannot be parenthesised.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define ECH_FLOAT_TWINS(T)                                                                  \
   template void unary<T>(UnaryOp, const T*, StridedIndexer, T*, int64_t);                   \
   template void unary_backward<T>(UnaryOp, const T*, const T*, const T*, T*, int64_t);      \
@@ -184,6 +186,7 @@ ECH_ALL_TYPE_TWINS(double)
 ECH_ALL_TYPE_TWINS(int32_t)
 ECH_ALL_TYPE_TWINS(int64_t)
 ECH_ALL_TYPE_TWINS(uint8_t)
+// NOLINTEND(bugprone-macro-parentheses)
 
 template void arange<float>(float*, int64_t);
 template void arange<double>(double*, int64_t);

@@ -85,6 +85,8 @@ void gemm_strided_batched_blas(bool trans_a, bool trans_b, int64_t M, int64_t N,
               C + b * stride_c, ldc);
 }
 
+// T names a type below, and a type cannot be parenthesised.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define ECH_GEMM_TWINS(T)                                                                         \
   template void gemm<T>(bool, bool, int64_t, int64_t, int64_t, T, const T*, int64_t, const T*,    \
                         int64_t, T, T*, int64_t);                                                 \
@@ -98,5 +100,6 @@ void gemm_strided_batched_blas(bool trans_a, bool trans_b, int64_t M, int64_t N,
                                              int64_t, int64_t, int64_t);
 ECH_GEMM_TWINS(float)
 ECH_GEMM_TWINS(double)
+// NOLINTEND(bugprone-macro-parentheses)
 
 }  // namespace echelon::cpu

@@ -148,6 +148,8 @@ void dropout_mask(int64_t count, double p, PhiloxState state, T* out) {
     out[i] = static_cast<double>(philox_uniform(state, static_cast<uint64_t>(i))) < p ? T(0) : keep;
 }
 
+// T names a type below, and a type cannot be parenthesised.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define ECH_INSTANTIATE_NORM(T)                                                                    \
   template void batch_norm_train_forward<T>(const NormArgs&, const T*, const T*, const T*, T*, T*, \
                                             double, double, T*, T*, T*);                           \
@@ -163,5 +165,6 @@ void dropout_mask(int64_t count, double p, PhiloxState state, T* out) {
 ECH_INSTANTIATE_NORM(float)
 ECH_INSTANTIATE_NORM(double)
 #undef ECH_INSTANTIATE_NORM
+// NOLINTEND(bugprone-macro-parentheses)
 
 }  // namespace echelon::cpu

@@ -122,6 +122,8 @@ void log_softmax_backward(const T* grad_out, const T* y, T* grad_in, int64_t out
   }
 }
 
+// T names a type below, and a type cannot be parenthesised.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define ECH_REDUCE_TWINS(T)                                                             \
   template void reduce<T>(ReduceOp, const T*, StridedIndexer, T*, int64_t, int64_t);    \
   template void argmax<T>(const T*, StridedIndexer, int64_t*, int64_t, int64_t);        \
@@ -131,5 +133,6 @@ void log_softmax_backward(const T* grad_out, const T* y, T* grad_in, int64_t out
   template void log_softmax_backward<T>(const T*, const T*, T*, int64_t, int64_t, int64_t);
 ECH_REDUCE_TWINS(float)
 ECH_REDUCE_TWINS(double)
+// NOLINTEND(bugprone-macro-parentheses)
 
 }  // namespace echelon::cpu

@@ -31,9 +31,9 @@ struct Run {
 };
 
 // Runs `echelon ARGS` with stdout and stderr captured to files.
-Run run(const std::string& args) {
+Run run(const std::string& args, const std::string& env = "") {
   const fs::path dir = temp_dir("io");
-  const std::string command = kBinary.string() + " " + args + " >" + (dir / "out").string() +
+  const std::string command = env + kBinary.string() + " " + args + " >" + (dir / "out").string() +
                               " 2>" + (dir / "err").string();
   const int raw = std::system(command.c_str());
   Run r;
@@ -63,6 +63,7 @@ void check_usage_error(const std::string& args, const std::string& needle) {
   CHECK(count_lines(r.err) == 1);
   CHECK(r.err.rfind("echelon: error: ", 0) == 0);
   CHECK_MESSAGE(r.err.find(needle) != std::string::npos, r.err);
+  CHECK_MESSAGE(r.err.find(".cpp:") == std::string::npos, "source location shown: ", r.err);
 }
 
 }  // namespace
@@ -91,8 +92,7 @@ TEST_SUITE("cli") {
     check_usage_error("train --epochs ten", "--epochs");
     check_usage_error("train --no-such-flag", "--no-such-flag");
     check_usage_error("train --echo 0.3", "--echo");
-    check_usage_error("frobnicate", "subcommand");
-    check_usage_error("train --schedule frob", "pipeline: sequential, stale");
+        check_usage_error("train --schedule frob", "pipeline: sequential, stale");
     check_usage_error("train --schedule stale --schedule-pipeline gpipe", "disagree");
     check_usage_error("train --pipeline 2 --schedule-pipeline frob",
                       "--schedule-pipeline: unknown pipeline schedule 'frob'");
@@ -105,8 +105,39 @@ TEST_SUITE("cli") {
                       "--ppv: partition points '2,,5': empty entry");
     check_usage_error("train --data synthetic --device cpu --pipeline 2 --micro-batches 0",
                       "--micro-batches must be >= 1");
-    check_usage_error("train --data synthetic --device cpu --schedule hybrid --hybrid-switch -1",
+    check_usage_error("train --data synthetic --device cpu --pipeline 2 --schedule hybrid --hybrid-switch -1",
                       "--hybrid-switch: pipeline: hybrid_switch must be > 0");
+  }
+
+  TEST_CASE("conflicting or pointless pipeline flags are errors, not silently ignored") {
+    if (!fs::exists(kBinary)) return;
+    const std::string base = "train --data synthetic --device cpu ";
+    check_usage_error(base + "--pipeline 4 --ppv 2,5",
+                      "--pipeline 4 and --ppv 2,5 (3 partitions) disagree");
+    check_usage_error(base + "--micro-batches 4", "--micro-batches needs a pipeline");
+    check_usage_error(base + "--trace /tmp/t.json", "--trace needs a pipeline");
+    check_usage_error(base + "--schedule gpipe", "pipeline schedule 'gpipe' needs a pipeline");
+    check_usage_error(base + "--schedule-pipeline stash", "'stash' needs a pipeline");
+  }
+
+  TEST_CASE("unknown subcommand, --version, defaults in --help, locations behind ECHELON_DEBUG") {
+    if (!fs::exists(kBinary)) return;
+    check_usage_error("frobnicate", "unknown subcommand 'frobnicate' (expected one of: train");
+    const Run version = run("--version");
+    CHECK(version.status == 0);
+    CHECK(version.out.rfind("echelon ", 0) == 0);
+    const Run help = run("train --help");
+    CHECK(help.status == 0);
+    CHECK_MESSAGE(help.out.find("--model TEXT=lenet5") != std::string::npos, help.out);
+    const Run debug = run("train --epochs 0 --data synthetic", "ECHELON_DEBUG=1 ");
+    CHECK(debug.status == 2);
+    CHECK_MESSAGE(debug.err.find(".cpp:") != std::string::npos, debug.err);
+  }
+
+  TEST_CASE("a folder given as a checkpoint is named as a folder") {
+    if (!fs::exists(kBinary)) return;
+    const fs::path dir = temp_dir("checkpoint_dir");
+    check_usage_error("eval --checkpoint " + dir.string(), ": is a directory, not a checkpoint file");
   }
 
   TEST_CASE("--schedule takes a pipeline schedule as well as an LR schedule") {

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include <echelon/base/error.h>
+#include <echelon/base/file.h>
 #include <echelon/base/json.h>
 #include <echelon/app/report.h>
 #include <echelon/app/train.h>
@@ -319,7 +320,7 @@ TEST_SUITE("trainer") {
                          Error);
     o.model = "lenet5";
     // Truncated.
-    echelon::safetensors::write_file_atomic(ckpt.string(), good.substr(0, good.size() / 2));
+    echelon::write_file_atomic(ckpt.string(), good.substr(0, good.size() / 2));
     try {
       app::train(o, log);
       FAIL("a truncated checkpoint was accepted");
