@@ -2,6 +2,7 @@
 // resolution, and the datasets a run trains and evaluates on.
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include <echelon/base/error.h>
 #include <echelon/data/loader.h>
@@ -105,6 +106,20 @@ bool one_of(const std::string& value, const std::vector<std::string>& allowed) {
   return std::find(allowed.begin(), allowed.end(), value) != allowed.end();
 }
 
+
+// Another run's folder is never replaced silently: its config, metrics and checkpoint would be
+// overwritten piece by piece as the new run goes.
+void check_out_folder(const TrainOptions& o) {
+  if (o.out.empty() || o.overwrite) return;
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (!fs::exists(fs::path(o.out) / "config.json", error)) return;
+  const bool resuming_it = !o.resume.empty() && fs::weakly_canonical(o.resume, error) ==
+                                                    fs::weakly_canonical(o.out, error);
+  ECH_CHECK(resuming_it, "--out ", o.out, ": already holds a run (config.json); pass --overwrite ",
+            "to replace it, or --resume ", o.out, " to continue it");
+}
+
 }  // namespace
 
 
@@ -175,6 +190,7 @@ void validate(const TrainOptions& o) {
             "--deterministic cannot be combined with --echo auto (timing-dependent)");
   ECH_CHECK(!(o.deterministic && o.workers > 1), "--deterministic needs --workers 1 (got ",
             o.workers, "): several workers per stage may reorder examples");
+  check_out_folder(o);
 }
 
 DataBundle load_data(const TrainOptions& o) {

@@ -53,6 +53,7 @@ struct TrainOptions {
   int threads = 0;     // BLAS threads; 0 = leave the library default
   std::string out;     // run folder; empty = no files written
   std::string resume;  // run folder to continue
+  bool overwrite = false;  // allow --out to replace another run's folder (not saved in config.json)
   bool deterministic = false;
   int64_t limit_train = 0, limit_test = 0;  // 0 = whole split
   // Data pipeline (data/loader.h).

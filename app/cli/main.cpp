@@ -104,6 +104,7 @@ void add_train_options(CLI::App& cmd, app::TrainOptions& o, ScheduleFlag& schedu
   cmd.add_option("--threads", o.threads, "BLAS threads (0: library default)");
   cmd.add_option("--out", o.out, "Run folder for config, metrics, summary, checkpoint, report");
   cmd.add_option("--resume", o.resume, "Continue the run in this folder from its checkpoint");
+  cmd.add_flag("--overwrite", o.overwrite, "Let --out replace the folder of another run");
   cmd.add_flag("--deterministic", o.deterministic,
                "Refuse settings that break bit-identical reruns (echo auto, workers > 1)");
   cmd.add_option("--limit-train", o.limit_train, "Use only the first N training examples");
@@ -138,6 +139,7 @@ app::TrainOptions merge_resume(const CLI::App& cmd, const app::TrainOptions& giv
   options.resume = given.resume;
   if (cmd.count("--out") == 0) options.out = given.resume;
   options.progress = given.progress;
+  options.overwrite = given.overwrite;
   options.stop_after_epoch = given.stop_after_epoch;
   return options;
 }

@@ -49,6 +49,13 @@ Run run(const std::string& args, const std::string& env = "") {
   return r;
 }
 
+std::string slurp_file(const fs::path& p) {
+  std::ifstream in(p);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
 size_t count_lines(const std::string& text) {
   size_t n = 0;
   for (const char c : text) n += c == '\n';
@@ -132,6 +139,21 @@ TEST_SUITE("cli") {
     const Run debug = run("train --epochs 0 --data synthetic", "ECHELON_DEBUG=1 ");
     CHECK(debug.status == 2);
     CHECK_MESSAGE(debug.err.find(".cpp:") != std::string::npos, debug.err);
+  }
+
+  TEST_CASE("--out into another run's folder needs --overwrite") {
+    if (!fs::exists(kBinary)) return;
+    const fs::path out = temp_dir("overwrite");
+    const std::string args =
+        "train --model lenet5 --data synthetic --limit-train 32 --limit-test 16 --epochs 1 "
+        "--batch-size 16 --device cpu --progress none --out " +
+        out.string();
+    REQUIRE(run(args).status == 0);
+    const std::string config_before = slurp_file(out / "config.json");
+    check_usage_error(args + " --lr 0.5", "already holds a run (config.json); pass --overwrite");
+    CHECK(slurp_file(out / "config.json") == config_before);  // untouched
+    CHECK(run(args + " --lr 0.5 --overwrite").status == 0);
+    CHECK(slurp_file(out / "config.json") != config_before);
   }
 
   TEST_CASE("a folder given as a checkpoint is named as a folder") {
