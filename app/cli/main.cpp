@@ -3,6 +3,7 @@
 //   echelon train --resume runs/lenet5 --epochs 20
 //   echelon eval --checkpoint runs/lenet5/checkpoint.safetensors
 //   echelon models
+//   echelon bench op conv2d --input 64,16,32,32 --impl naive,fast   (also model, pipeline, loader)
 // Every user error (bad flag value, missing dataset, damaged checkpoint) prints ONE line
 // "echelon: error: ..." on stderr and exits with status 2.
 #include <csignal>
@@ -12,12 +13,13 @@
 
 #include <CLI/CLI.hpp>
 
+#include <echelon/app/cli/bench_cmd.h>
+#include <echelon/app/cli/pipeline_flags.h>
+#include <echelon/app/train.h>
 #include <echelon/base/error.h>
 #include <echelon/base/json.h>
 #include <echelon/layers/models/registry.h>
-#include <echelon/app/cli/pipeline_flags.h>
 #include <echelon/parallel/schedule.h>
-#include <echelon/app/train.h>
 
 namespace {
 
@@ -96,7 +98,7 @@ void add_train_options(CLI::App& cmd, app::TrainOptions& o, ScheduleFlag& schedu
 
 // With --resume, the options come from DIR/config.json; flags given explicitly override them.
 app::TrainOptions merge_resume(const CLI::App& cmd, const app::TrainOptions& given,
-                                    const ScheduleFlag& schedule) {
+                               const ScheduleFlag& schedule) {
   const std::string config_path = (std::filesystem::path(given.resume) / "config.json").string();
   ECH_CHECK(std::filesystem::exists(config_path), "--resume ", given.resume,
             ": no config.json there (not a run folder?)");
@@ -154,6 +156,9 @@ int main(int argc, char** argv) {
 
   CLI::App* models_cmd = root.add_subcommand("models", "List the models and their sizes");
 
+  app::BenchCommand bench_command;
+  app::add_bench_command(root, bench_command);
+
   try {
     root.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -167,14 +172,15 @@ int main(int argc, char** argv) {
 
   try {
     if (*models_cmd) return run_models();
+    if (*bench_command.bench) return app::run_bench_command(bench_command, std::cout);
     if (*eval_cmd) {
       app::evaluate_checkpoint(eval_options, std::cout);
       return 0;
     }
     route_schedule_flag(*train_cmd, schedule_flag, train_options, pipeline_flags);
     app::TrainOptions options = train_options.resume.empty()
-                                         ? train_options
-                                         : merge_resume(*train_cmd, train_options, schedule_flag);
+                                    ? train_options
+                                    : merge_resume(*train_cmd, train_options, schedule_flag);
     // Pipeline flags are not stored in config.json: a resumed pipelined run passes them again.
     app::finish_pipeline_options(pipeline_flags, static_cast<int>(options.epochs));
     const parallel::EngineFactory factory =
