@@ -55,11 +55,11 @@ void print_model_table(const parallel::ModelBenchResult& r, std::ostream& out) {
        static_cast<long long>(shape[2]), static_cast<long long>(shape[3]),
        r.device.to_string().c_str(), r.threads);
   if (!r.layers.empty()) {
-    line(out, "%-3s %-34s %10s %9s %10s %9s %10s %7s\n", "#", "layer", "fwd ms", "fwd IQR",
+    line(out, "%-3s %-44s %10s %9s %10s %9s %10s %7s\n", "#", "layer", "fwd ms", "fwd IQR",
          "bwd ms", "bwd IQR", "act MiB", "share");
     for (const parallel::LayerBench& l : r.layers) {
       const parallel::LayerProfile& p = l.profile;
-      line(out, "%-3lld %-34.34s %10.3f %9.3f %10.3f %9.3f %10.3f %6.1f%%\n",
+      line(out, "%-3lld %-44.44s %10.3f %9.3f %10.3f %9.3f %10.3f %6.1f%%\n",
            static_cast<long long>(l.index), l.layer.c_str(), ms(p.forward_time.median_s),
            ms(p.forward_time.iqr_s()), ms(p.backward_time.median_s), ms(p.backward_time.iqr_s()),
            mib(static_cast<double>(p.activation_bytes)), 100.0 * l.share);

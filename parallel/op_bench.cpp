@@ -133,6 +133,7 @@ OpBenchResult run_op_bench(const OpBenchOptions& o) {
   OpBenchResult result;
   result.op = o.op;
   result.family = entry.family;
+  result.input = input;
   result.device = o.device;
   result.threads = o.device.is_cpu() ? ops::cpu_threads() : 0;
   result.warmup = o.warmup;
@@ -164,10 +165,13 @@ json::Value OpBenchResult::to_json() const {
                       .set("speedup_vs_baseline", p.speedup));
     list.push(json::Value::object().set("impl", impl.impl).set("passes", std::move(passes)));
   }
+  json::Value input_shape = json::Value::array();
+  for (const int64_t d : input) input_shape.push(d);
   return json::Value::object()
       .set("benchmark", "op")
       .set("op", op)
       .set("family", family)
+      .set("input", std::move(input_shape))
       .set("shapes", shapes)
       .set("device", device.to_string())
       .set("threads", threads)

@@ -51,7 +51,8 @@ struct OpImplResult {
 
 struct OpBenchResult {
   std::string op, family;
-  std::string shapes;  // "input (8, 16, 32, 32) -> output (8, 32, 32, 32)" and the like
+  std::vector<int64_t> input;  // the input shape used (the default when none was given)
+  std::string shapes;          // "input [8, 16, 32, 32] -> output [8, 32, 32, 32]" and the like
   Device device = Device::cpu();
   int threads = 0;  // BLAS threads in effect (0: library default)
   int warmup = 0, repeats = 0;
