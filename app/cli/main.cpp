@@ -129,6 +129,16 @@ void add_eval_options(CLI::App& cmd, app::EvalOptions& o) {
   cmd.add_option("--workers", o.workers, "Worker threads per pipeline stage");
 }
 
+// The pipeline engine when pipelining; ordinary training otherwise (the default engine, or the
+// same 1-partition engine with its trace when --trace is given).
+parallel::EngineFactory engine_factory(const app::PipelineFlags& flags) {
+  if (flags.enabled()) return parallel::pipeline_engine_factory(flags.options);
+  if (flags.options.trace_path.empty()) return {};
+  parallel::PipelineOptions single = parallel::PipelineOptions::single();
+  single.trace_path = flags.options.trace_path;
+  return parallel::pipeline_engine_factory(single);
+}
+
 int run_models() {
   std::printf("%-10s %12s  %s\n", "model", "parameters", "description");
   for (const echelon::ModelInfo& m : echelon::list_models())
@@ -183,9 +193,7 @@ int main(int argc, char** argv) {
                                     : merge_resume(*train_cmd, train_options, schedule_flag);
     // Pipeline flags are not stored in config.json: a resumed pipelined run passes them again.
     app::finish_pipeline_options(pipeline_flags, static_cast<int>(options.epochs));
-    const parallel::EngineFactory factory =
-        pipeline_flags.enabled() ? parallel::pipeline_engine_factory(pipeline_flags.options)
-                                 : parallel::EngineFactory{};
+    const parallel::EngineFactory factory = engine_factory(pipeline_flags);
     std::signal(SIGINT, on_interrupt);
     const app::TrainResult result = app::train(options, std::cout, factory);
     return result.completed || options.stop_after_epoch > 0 ? 0 : 130;
