@@ -62,9 +62,10 @@ void add_pipeline(CLI::App& bench, BenchCommand& c) {
   c.pipeline->add_option("--model", o.input.model, "Model name (see `echelon models`)");
   add_model_input(*c.pipeline, o.input);
   add_pipeline_options(*c.pipeline, c.pipeline_flags);
-  c.pipeline_flags.options.partitions = 2;
+  c.pipeline_flags.options.partitions = 2;  // the benchmark's default: a real pipeline
+  c.pipeline->get_option("--pipeline")->capture_default_str();
   c.pipeline->add_option("--schedule", c.pipeline_schedule,
-                         "sequential | stale | stash | gpipe | hybrid");
+                         "sequential | stale | stash | gpipe | hybrid (default: stale)");
   c.pipeline->add_option("--warmup", o.warmup, "Mini-batches before the measured window");
   c.pipeline->add_option("--steps", o.steps, "Measured mini-batches");
   add_common(*c.pipeline, c.pipeline_common);
@@ -113,6 +114,7 @@ int list_ops(std::ostream& out) {
 void add_bench_command(CLI::App& root, BenchCommand& c) {
   c.bench = root.add_subcommand("bench", "Microbenchmarks: ops, models, pipelines, the loader");
   c.bench->require_subcommand(1);
+  c.bench->option_defaults()->always_capture_default();  // --help shows every default
   add_op(*c.bench, c);
   add_model(*c.bench, c);
   add_pipeline(*c.bench, c);
