@@ -77,8 +77,12 @@ std::vector<std::string> chosen_impls(const OpBenchOptions& o) {
 
 void check_shape(const OpBenchOptions& o, const Shape& input) {
   ECH_CHECK(!input.empty(), "bench op ", o.op, ": input must have at least one dimension");
-  for (const int64_t d : input)
+  int64_t elements = 1;
+  for (const int64_t d : input) {
     ECH_CHECK(d >= 1, "bench op ", o.op, ": input dimensions must be >= 1, got ", input);
+    ECH_CHECK(!__builtin_mul_overflow(elements, d, &elements) && elements <= (int64_t{1} << 40),
+              "bench op ", o.op, ": input ", input, " has more than 2^40 elements");
+  }
   ECH_CHECK(o.out_channels >= 0 && o.kernel >= 0 && o.stride >= 0 && o.pad >= -1 && o.n >= 0,
             "bench op ", o.op, ": out_channels, kernel, stride and n must be >= 0, pad >= -1");
 }
