@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include <echelon/app/train.h>
@@ -14,14 +15,25 @@ namespace echelon::app {
 
 namespace {
 
-// Resolves --device and applies --threads; checks --json can be written before the run.
+void check_writable(const std::string& path, const char* flag) {
+  if (path.empty()) return;
+  std::ofstream probe(path, std::ios::app);
+  ECH_CHECK(probe.good(), flag, ": cannot write '", path, "'");
+}
+
+void write_text(const std::string& path, const char* flag, const std::string& text) {
+  if (path.empty()) return;
+  std::ofstream file(path, std::ios::trunc);
+  file << text;
+  ECH_CHECK(file.good(), flag, ": cannot write '", path, "'");
+}
+
+// Resolves --device and applies --threads; checks --json and --html can be written first.
 Device prepare(const BenchCommon& common) {
   ECH_CHECK(common.threads >= 0, "--threads must be >= 0 (got ", common.threads, ")");
   if (common.threads > 0) ops::set_cpu_threads(common.threads);
-  if (!common.json_path.empty()) {
-    std::ofstream probe(common.json_path, std::ios::app);
-    ECH_CHECK(probe.good(), "--json: cannot write '", common.json_path, "'");
-  }
+  check_writable(common.json_path, "--json");
+  check_writable(common.html_path, "--html");
   return resolve_device(common.device);
 }
 
@@ -37,12 +49,13 @@ void check_input(const parallel::ModelInput& in) {
   ECH_CHECK(in.classes >= 2, "--classes must be >= 2 (got ", in.classes, ")");
 }
 
-json::Value finish(const BenchCommon& common, json::Value result) {
-  if (!common.json_path.empty()) {
-    std::ofstream file(common.json_path, std::ios::trunc);
-    file << result.dump(2) << "\n";
-    ECH_CHECK(file.good(), "--json: cannot write '", common.json_path, "'");
-  }
+// Prints the table, writes --json and --html; returns the JSON.
+json::Value finish(const BenchCommon& common, json::Value result, const std::string& title,
+                   const std::ostringstream& table, const std::vector<BenchChart>& charts,
+                   std::ostream& out) {
+  out << table.str() << std::flush;
+  write_text(common.json_path, "--json", result.dump(2) + "\n");
+  write_text(common.html_path, "--html", render_bench_html(title, table.str(), charts));
   return result;
 }
 
@@ -69,8 +82,9 @@ json::Value bench_op(const BenchCommon& common, parallel::OpBenchOptions options
   check_rounds(options.warmup, options.repeats, "--repeats");
   options.device = prepare(common);
   const parallel::OpBenchResult r = parallel::run_op_bench(options);
-  print_op_table(r, out);
-  return finish(common, r.to_json());
+  std::ostringstream table;
+  print_op_table(r, table);
+  return finish(common, r.to_json(), "echelon bench op " + r.op, table, op_charts(r), out);
 }
 
 json::Value bench_model(const BenchCommon& common, parallel::ModelBenchOptions options,
@@ -79,8 +93,10 @@ json::Value bench_model(const BenchCommon& common, parallel::ModelBenchOptions o
   check_input(options.input);
   options.device = prepare(common);
   const parallel::ModelBenchResult r = parallel::run_model_bench(options);
-  print_model_table(r, out);
-  return finish(common, r.to_json());
+  std::ostringstream table;
+  print_model_table(r, table);
+  return finish(common, r.to_json(), "echelon bench model " + r.input.model, table, model_charts(r),
+                out);
 }
 
 json::Value bench_pipeline(const BenchCommon& common, parallel::PipelineBenchOptions options,
@@ -89,8 +105,10 @@ json::Value bench_pipeline(const BenchCommon& common, parallel::PipelineBenchOpt
   check_input(options.input);
   options.device = prepare(common);
   const parallel::PipelineBenchResult r = parallel::run_pipeline_bench(options);
-  print_pipeline_table(r, out);
-  return finish(common, r.to_json());
+  std::ostringstream table;
+  print_pipeline_table(r, table);
+  return finish(common, r.to_json(), "echelon bench pipeline " + r.engine, table,
+                pipeline_charts(r), out);
 }
 
 json::Value bench_loader(const BenchCommon& common, LoaderBenchSpec spec, std::ostream& out) {
@@ -106,8 +124,10 @@ json::Value bench_loader(const BenchCommon& common, LoaderBenchSpec spec, std::o
   loader.device = device;
   spec.options.consume = loader_consumer(spec, data, device);
   const parallel::LoaderBenchResult r = parallel::run_loader_bench(data.train, spec.options);
-  print_loader_table(r, out);
-  return finish(common, r.to_json().set("data", data.name).set("device", device.to_string()));
+  std::ostringstream table;
+  print_loader_table(r, table);
+  return finish(common, r.to_json().set("data", data.name).set("device", device.to_string()),
+                "echelon bench loader " + data.name, table, loader_charts(r), out);
 }
 
 }  // namespace echelon::app

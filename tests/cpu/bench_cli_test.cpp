@@ -61,6 +61,17 @@ TEST_SUITE("cli_bench") {
     }
   }
 
+  TEST_CASE("bench --html: the table and a bar chart as inline SVG") {
+    if (!fs::exists(kBinary)) return;
+    const fs::path page = temp_dir("bench_html") / "report.html";
+    const Run r = run("bench op relu --input 64 --repeats 1 --device cpu --html " + page.string());
+    REQUIRE_MESSAGE(r.status == 0, r.err);
+    const std::string html = echelon::test::slurp(page);
+    CHECK(has(html, "<svg"));
+    CHECK(has(html, "naive forward"));
+    CHECK(has(html, "median ms"));
+  }
+
   TEST_CASE("bench op: memory-bound ops report GB/s; --list names every family") {
     if (!fs::exists(kBinary)) return;
     const Run r = run("bench op max_pool2d --input 2,3,8,8 --repeats 1 --device cpu");
