@@ -211,8 +211,11 @@ void Loader::Impl::run_shuffle() {
       std::optional<Sample> sample = samples.pop();
       shuffle_stats.add_stall(Clock::now() - start);
       if (!sample) break;
-      shuffle_stats.inputs.fetch_add(1, std::memory_order_relaxed);
-      open = forward(buffer.add(std::move(*sample)));
+      const int64_t item = shuffle_stats.inputs.fetch_add(1, std::memory_order_relaxed);
+      const auto work_start = Clock::now();
+      std::optional<Sample> released = buffer.add(std::move(*sample));
+      if (options.shuffle_buffer > 0) shuffle_stats.traced(0, item, work_start);
+      open = forward(std::move(released));
     }
     while (open && !control.stopped()) {
       std::optional<Sample> rest = buffer.drain();

@@ -70,9 +70,10 @@ struct LoaderOptions {
   int prefetch_batches = 2;
 
   // Timeline hook (a Chrome trace): called by every loader worker after each item it worked on,
-  // with the stage ("read", "decode", "augment", "batch", "transfer"), the worker's index in its
-  // stage, the item (dataset index; batch number for batch and transfer) and the work's start
-  // and end. Called from many threads at once; empty: no calls.
+  // with the stage ("read", "decode", "augment", "shuffle" when shuffle_buffer > 0, "batch",
+  // "transfer"), the worker's index in its stage, the item (dataset index; arrival number for
+  // shuffle, batch number for batch and transfer) and the work's start and end. Called from many
+  // threads at once; empty: no calls.
   using WorkHook = std::function<void(const std::string& stage, int worker, int64_t item,
                                       std::chrono::steady_clock::time_point start,
                                       std::chrono::steady_clock::time_point end)>;

@@ -66,8 +66,8 @@ void check_trace(const Trace& t, int partitions) {
   for (int k = 0; k < partitions; ++k) CHECK(has_process(t, "partition " + std::to_string(k)));
   CHECK(has_process(t, "data loader"));
   CHECK(has_process(t, "trainer"));
-  for (const char* kind : {"F", "B", "step", "read", "decode", "augment", "batch", "next", "eval",
-                           "checkpoint", "epoch"})
+  for (const char* kind : {"F", "B", "step", "read", "decode", "augment", "shuffle", "batch",
+                           "next", "eval", "checkpoint", "epoch"})
     CHECK_MESSAGE(t.names.count(kind) == 1, kind);
   if (partitions > 1) CHECK(t.names.count("send") == 1);
   // The epoch span, on the trainer's clock, holds every other event: one clock for all tracks.
@@ -107,7 +107,8 @@ TEST_SUITE("cli_trace") {
       const fs::path dir = temp_dir("trace_" + std::to_string(partitions));
       const Run r =
           run("train --model lenet5 --data synthetic --limit-train 64 --limit-test 32 --epochs 1 "
-              "--batch-size 16 --workers 2 --device cpu --progress none --pipeline " +
+              "--batch-size 16 --workers 2 --shuffle-buffer 8 --device cpu --progress none "
+              "--pipeline " +
               std::to_string(partitions) + " --trace " + (dir / "trace.json").string() + " --out " +
               (dir / "run").string());
       REQUIRE_MESSAGE(r.status == 0, r.err);
