@@ -22,6 +22,7 @@
 #include <echelon/layers/dropout.h>
 #include <echelon/layers/lr_schedule.h>
 #include <echelon/layers/models/registry.h>
+#include <echelon/parallel/trace.h>
 #include <echelon/tensor/ops.h>
 #include <echelon/tensor/safetensors.h>
 
@@ -98,6 +99,15 @@ std::shared_ptr<LrSchedule> make_schedule(const TrainOptions& o) {
   return make_lr_schedule(s);
 }
 
+// Every loader worker's items on the trace, one track per stage worker ("decode 1").
+data::LoaderOptions::WorkHook loader_trace_hook(parallel::TraceRecorder& trace) {
+  return [&trace](const std::string& stage, int worker, int64_t item, Clock::time_point start,
+                  Clock::time_point end) {
+    trace.record_on(trace.add_track("data loader", str(stage, " ", worker)), stage, start, end,
+                    item);
+  };
+}
+
 data::LoaderOptions loader_options(const TrainOptions& o, const data::AugmentOptions& augment,
                                    Device device) {
   data::LoaderOptions l;
@@ -168,6 +178,9 @@ class TrainingRun {
   void save_epoch(const EpochRecord& record);
   void write_outputs(bool final_run);
   void print_table() const;
+  // A span on the trace's "trainer" process (nothing when not tracing).
+  void trace_span(const char* thread, const std::string& name, Clock::time_point start,
+                  int64_t id = -1);
   std::string in_dir(const char* file) const {
     return (std::filesystem::path(dir_) / file).string();
   }
@@ -182,6 +195,7 @@ class TrainingRun {
   std::shared_ptr<Sequential> model_;
   CheckpointInfo info_;
   std::unique_ptr<StepEngine> engine_;
+  parallel::TraceRecorder* trace_ = nullptr;  // the engine's, when --trace is given
   std::shared_ptr<LrSchedule> schedule_;
   std::unique_ptr<data::Loader> loader_;
   int64_t steps_per_epoch_ = 1;
@@ -205,17 +219,20 @@ TrainingRun::TrainingRun(const TrainOptions& options, std::ostream& out,
       data_(load_data(options)) {
   build_model(factory);
   schedule_ = make_schedule(options_);
-  loader_ = std::make_unique<data::Loader>(
-      data_.train, loader_options(options_, data_.train_augment, device_));
+  trace_ = engine_->trace_recorder();
+  data::LoaderOptions loader_settings = loader_options(options_, data_.train_augment, device_);
+  if (trace_) loader_settings.on_work = loader_trace_hook(*trace_);
+  loader_ = std::make_unique<data::Loader>(data_.train, loader_settings);
   // The LR schedule's notion of an epoch: batches including echoes (an epoch counts fresh
   // examples, so with echo factor e it has about e times the fresh batch count).
   const double echo_factor = loader_->options().echo_auto ? 1.0 : loader_->options().echo_factor;
   steps_per_epoch_ = std::max<int64_t>(
       1, static_cast<int64_t>(std::ceil(loader_->batches_per_epoch_fresh() * echo_factor)));
-  const bool tty = options_.progress == "bar" || (options_.progress == "auto" &&
-                                                  &out_ == &std::cout && is_terminal(STDOUT_FILENO));
-  progress_ = std::make_unique<ProgressDisplay>(out_, tty,
-                                                options_.progress == "none" ? 0 : options_.log_every);
+  const bool tty =
+      options_.progress == "bar" ||
+      (options_.progress == "auto" && &out_ == &std::cout && is_terminal(STDOUT_FILENO));
+  progress_ = std::make_unique<ProgressDisplay>(
+      out_, tty, options_.progress == "none" ? 0 : options_.log_every);
 }
 
 // A new model from the seed, or the checkpoint's model and optimizer state on --resume.
@@ -265,9 +282,9 @@ void TrainingRun::open_folder() {
 }
 
 void TrainingRun::announce() const {
-  out_ << "echelon train: " << options_.model << " (" << params_ << " parameters) on "
-       << data_.name << " (" << data_.train->size() << " train / " << data_.test->size()
-       << " test), device " << device_ << ", engine " << engine_->name() << "\n";
+  out_ << "echelon train: " << options_.model << " (" << params_ << " parameters) on " << data_.name
+       << " (" << data_.train->size() << " train / " << data_.test->size() << " test), device "
+       << device_ << ", engine " << engine_->name() << "\n";
   if (!options_.resume.empty())
     out_ << "resuming " << options_.resume << " after epoch " << info_.epoch << " (step "
          << info_.global_step << ")\n";
@@ -277,10 +294,11 @@ TrainResult TrainingRun::execute() {
   open_folder();
   announce();
   for (int64_t epoch = info_.epoch; epoch < options_.epochs; ++epoch) {
+    const auto epoch_start = Clock::now();
     EpochTotals totals;
     if (!train_epoch(epoch, totals)) {
-      out_ << "interrupted in epoch " << epoch + 1 << "; the checkpoint holds epoch "
-           << info_.epoch << "\n";
+      out_ << "interrupted in epoch " << epoch + 1 << "; the checkpoint holds epoch " << info_.epoch
+           << "\n";
       write_outputs(false);
       return std::move(result_);
     }
@@ -289,6 +307,8 @@ TrainResult TrainingRun::execute() {
     save_epoch(record);
     const bool last = epoch + 1 == options_.epochs;
     write_outputs(last);
+    trace_span("epochs", str("epoch ", epoch + 1), epoch_start, epoch);
+    if (trace_) trace_->save();
     if (!last && options_.stop_after_epoch > 0 && epoch + 1 >= options_.stop_after_epoch) {
       out_ << "stopping after epoch " << epoch + 1 << " (--stop-after-epoch)\n";
       return std::move(result_);
@@ -307,8 +327,11 @@ bool TrainingRun::train_epoch(int64_t epoch, EpochTotals& totals) {
   const auto epoch_start = Clock::now();
   parallel::StepStats since_log;
   int64_t step = 0;
-  while (auto batch = loader_->next()) {
-    if (g_stop_requested.load()) break;
+  for (;;) {
+    const auto wait_start = Clock::now();
+    std::optional<data::Batch> batch = loader_->next();
+    trace_span("main", "next batch", wait_start, step);
+    if (!batch || g_stop_requested.load()) break;
     totals.lr = schedule_->lr_at(epoch, std::min(step, steps_per_epoch_ - 1), steps_per_epoch_);
     engine_->set_lr(totals.lr);
     totals.fresh += batch->fresh;
@@ -341,8 +364,8 @@ void TrainingRun::account(const parallel::StepStats& stats, int64_t epoch, int64
       if (b.index == stats.nonfinite_batch) where = diagnose_nonfinite(engine_->model(), b.images);
     progress_->finish_line();
     ECH_FAIL("non-finite training loss at step ", global_step_ + 1, " (epoch ", epoch + 1,
-             ", batch ", stats.nonfinite_batch, "); ", where, ". Try a lower --lr (now ",
-             totals.lr, ")");
+             ", batch ", stats.nonfinite_batch, "); ", where, ". Try a lower --lr (now ", totals.lr,
+             ")");
   }
   if (stats.batches == 0) return;
   totals.stats.add(stats);
@@ -360,10 +383,10 @@ void TrainingRun::account(const parallel::StepStats& stats, int64_t epoch, int64
                      .set("loss", since_log.mean_loss())
                      .set("train_acc", since_log.accuracy())
                      .set("images_per_s", static_cast<double>(totals.stats.samples) / elapsed));
-  info_.steps.push_back(
-      {global_step_,
-       static_cast<double>(epoch) + static_cast<double>(step) / static_cast<double>(steps_per_epoch_),
-       since_log.mean_loss()});
+  info_.steps.push_back({global_step_,
+                         static_cast<double>(epoch) +
+                             static_cast<double>(step) / static_cast<double>(steps_per_epoch_),
+                         since_log.mean_loss()});
   since_log = parallel::StepStats{};
 }
 
@@ -383,8 +406,8 @@ EpochRecord TrainingRun::evaluate_epoch(int64_t epoch, const EpochTotals& totals
   record.fresh_images = totals.fresh;
   record.train_s = totals.train_s;
   record.eval_s = seconds_since(eval_start);
-  record.images_per_s =
-      static_cast<double>(totals.stats.samples) / std::max(totals.train_s, 1e-9);
+  trace_span("main", "eval", eval_start, epoch);
+  record.images_per_s = static_cast<double>(totals.stats.samples) / std::max(totals.train_s, 1e-9);
   record.global_step = global_step_;
   return record;
 }
@@ -409,8 +432,16 @@ void TrainingRun::save_epoch(const EpochRecord& record) {
   info_.global_step = global_step_;
   info_.history = result_.epochs;
   info_.wall_s = previous_wall_s_ + seconds_since(wall_start_);
-  if (!dir_.empty())
-    save_checkpoint(in_dir(kCheckpointFile), *model_, engine_->optimizer_state(), info_);
+  if (dir_.empty()) return;
+  const auto start = Clock::now();
+  save_checkpoint(in_dir(kCheckpointFile), *model_, engine_->optimizer_state(), info_);
+  trace_span("main", "checkpoint", start, record.epoch);
+}
+
+void TrainingRun::trace_span(const char* thread, const std::string& name, Clock::time_point start,
+                             int64_t id) {
+  if (trace_)
+    trace_->record_on(trace_->add_track("trainer", thread), name, start, Clock::now(), id);
 }
 
 // summary.json and report.html (rewritten after every epoch).
@@ -456,13 +487,14 @@ void TrainingRun::print_table() const {
   for (const EpochRecord& e : result_.epochs) {
     char row[160];
     std::snprintf(row, sizeof(row), "  %5lld   %10.4f  %9s  %10.4f  %9s  %7.0f\n",
-                  static_cast<long long>(e.epoch + 1), e.train_loss, format_percent(e.train_acc).c_str(),
-                  e.test_loss, format_percent(e.test_acc).c_str(), e.images_per_s);
+                  static_cast<long long>(e.epoch + 1), e.train_loss,
+                  format_percent(e.train_acc).c_str(), e.test_loss,
+                  format_percent(e.test_acc).c_str(), e.images_per_s);
     out_ << row;
   }
   out_ << "test accuracy " << format_percent(result_.summary.at("final_test_acc").as_double())
-       << " (best " << format_percent(result_.summary.at("best_test_acc").as_double()) << " at epoch "
-       << result_.summary.at("best_epoch").as_int() << ")";
+       << " (best " << format_percent(result_.summary.at("best_test_acc").as_double())
+       << " at epoch " << result_.summary.at("best_epoch").as_int() << ")";
   if (!dir_.empty()) out_ << "; report: " << in_dir("report.html");
   out_ << "\n";
 }

@@ -105,6 +105,9 @@ struct Loader::Impl {
         batch_stats("batch", 1),
         transfer_stats("transfer", 1),
         factor(options.echo_factor) {
+    for (StageCounters* c : {&source_stats, &read_stats, &decode_stats, &augment_stats,
+                             &shuffle_stats, &batch_stats, &transfer_stats})
+      c->on_work = &this->options.on_work;
     ECH_CHECK(shape.size() == 3 && shape[1] > 0 && shape[2] > 0, "Loader: dataset '",
               dataset.name(), "' has image shape ", shape, "; batching needs one fixed (C, H, W)");
     control.on_abort([this] {
@@ -208,8 +211,11 @@ void Loader::Impl::run_shuffle() {
       std::optional<Sample> sample = samples.pop();
       shuffle_stats.add_stall(Clock::now() - start);
       if (!sample) break;
-      shuffle_stats.inputs.fetch_add(1, std::memory_order_relaxed);
-      open = forward(buffer.add(std::move(*sample)));
+      const int64_t item = shuffle_stats.inputs.fetch_add(1, std::memory_order_relaxed);
+      const auto work_start = Clock::now();
+      std::optional<Sample> released = buffer.add(std::move(*sample));
+      if (options.shuffle_buffer > 0) shuffle_stats.traced(0, item, work_start);
+      open = forward(std::move(released));
     }
     while (open && !control.stopped()) {
       std::optional<Sample> rest = buffer.drain();
@@ -261,6 +267,7 @@ void Loader::Impl::run_batch() {
       const int64_t items = static_cast<int64_t>(group.size());
       Batch batch = make_batch(group);
       batch_stats.add_busy(Clock::now() - work_start);
+      batch_stats.traced(0, batch_number, work_start);
       int64_t copies = 1;
       if (options.echo_at == EchoPlacement::Batch) {
         copies = echo_copies(current_factor(), options.seed, epoch, batch_number);
@@ -312,6 +319,7 @@ void Loader::Impl::run_transfer() {
       done.record(copy_stream.get());
       done.synchronize();
       transfer_stats.add_busy(Clock::now() - work_start);
+      transfer_stats.traced(0, batch_number, work_start);
       transfer_stats.inputs.fetch_add(1, std::memory_order_relaxed);
       if (!batches.push(std::move(device_batch))) break;
       transfer_stats.outputs.fetch_add(1, std::memory_order_relaxed);

@@ -19,7 +19,9 @@
 // echo factor e an epoch yields about e * size() examples (size()/batch_size * e batches).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -66,6 +68,16 @@ struct LoaderOptions {
   // throws for a CUDA device).
   Device device = Device::cpu();
   int prefetch_batches = 2;
+
+  // Timeline hook (a Chrome trace): called by every loader worker after each item it worked on,
+  // with the stage ("read", "decode", "augment", "shuffle" when shuffle_buffer > 0, "batch",
+  // "transfer"), the worker's index in its stage, the item (dataset index; arrival number for
+  // shuffle, batch number for batch and transfer) and the work's start and end. Called from many
+  // threads at once; empty: no calls.
+  using WorkHook = std::function<void(const std::string& stage, int worker, int64_t item,
+                                      std::chrono::steady_clock::time_point start,
+                                      std::chrono::steady_clock::time_point end)>;
+  WorkHook on_work;
 
   // Parses an echo factor: a number >= 1, or "auto". Sets echo_factor / echo_auto.
   void set_echo(const std::string& text);

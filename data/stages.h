@@ -77,9 +77,15 @@ struct StageCounters {
   std::atomic<int64_t> busy_ns{0};
   std::atomic<int64_t> stall_ns{0};
   std::atomic<int> running{0};
+  // LoaderOptions::on_work, or null: told about every item a worker finished.
+  const std::function<void(const std::string&, int, int64_t, Clock::time_point, Clock::time_point)>*
+      on_work = nullptr;
 
   void add_busy(Clock::duration d) { busy_ns.fetch_add(to_ns(d), std::memory_order_relaxed); }
   void add_stall(Clock::duration d) { stall_ns.fetch_add(to_ns(d), std::memory_order_relaxed); }
+  void traced(int worker, int64_t item, Clock::time_point start) const {
+    if (on_work && *on_work) (*on_work)(name, worker, item, start, Clock::now());
+  }
   static int64_t to_ns(Clock::duration d) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
   }
@@ -95,7 +101,7 @@ void start_stage(std::vector<std::thread>& threads, PipelineControl& control,
                  IndexOf index_of) {
   counters.running.store(workers);
   for (int w = 0; w < workers; ++w) {
-    threads.emplace_back([&control, &counters, &in, &out, fn, index_of] {
+    threads.emplace_back([&control, &counters, &in, &out, fn, index_of, w] {
       Clock::duration emit_stall{};  // this worker's time blocked in emit()
       auto emit = [&](Out value) {
         const auto start = Clock::now();
@@ -118,6 +124,7 @@ void start_stage(std::vector<std::thread>& threads, PipelineControl& control,
           // Busy = the call minus the time emit() spent blocked on a full output ring.
           counters.add_busy(Clock::now() - work_start - emit_stall);
           counters.add_stall(emit_stall);
+          counters.traced(w, index, work_start);
         } catch (const std::exception& e) {
           control.fail(counters.name, index, message_of(e));
           break;

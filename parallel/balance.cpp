@@ -1,7 +1,6 @@
 #include <echelon/parallel/balance.h>
 
 #include <algorithm>
-#include <chrono>
 #include <limits>
 
 #include <echelon/autograd/engine.h>
@@ -122,10 +121,7 @@ BalanceResult balance_partitions(const std::vector<double>& cost, int num_partit
 std::vector<LayerProfile> profile_layers(Sequential& model, const Tensor& sample, int repeats,
                                          int warmup) {
   ECH_CHECK(repeats >= 1 && warmup >= 0, "profile_layers: repeats must be >= 1, got ", repeats);
-  using Clock = std::chrono::steady_clock;
-  const auto seconds = [](Clock::time_point a, Clock::time_point b) {
-    return std::chrono::duration<double>(b - a).count();
-  };
+  const Device device = sample.device();
   std::vector<LayerProfile> profiles(model.size());
   std::vector<std::vector<double>> forward_times(model.size()), backward_times(model.size());
   Generator gen(12345);
@@ -135,29 +131,25 @@ std::vector<LayerProfile> profile_layers(Sequential& model, const Tensor& sample
       // Each layer in isolation: its input is a fresh leaf, so backward stops at the layer.
       Tensor input = x.detach();
       if (i > 0) input.set_requires_grad(true);
-      const auto t0 = Clock::now();
-      Tensor output = model.at(i)->forward(input);
-      const auto t1 = Clock::now();
+      Tensor output;
+      const double forward_s = time_once([&] { output = model.at(i)->forward(input); }, device);
       const Tensor grad = ops::randn(output.shape(), gen, output.dtype(), output.device());
       const bool differentiable = output.requires_grad();
-      const auto t2 = Clock::now();
-      if (differentiable) backward(output, grad);
-      const auto t3 = Clock::now();
+      const double backward_s =
+          differentiable ? time_once([&] { backward(output, grad); }, device) : 0.0;
       if (round >= warmup) {
-        forward_times[i].push_back(seconds(t0, t1));
-        backward_times[i].push_back(differentiable ? seconds(t2, t3) : 0.0);
+        forward_times[i].push_back(forward_s);
+        backward_times[i].push_back(backward_s);
       }
       profiles[i].activation_bytes = output.nbytes();
       x = output.detach();
     }
   }
-  const auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
   for (size_t i = 0; i < model.size(); ++i) {
-    profiles[i].forward_s = median(forward_times[i]);
-    profiles[i].backward_s = median(backward_times[i]);
+    profiles[i].forward_time = summarize(forward_times[i]);
+    profiles[i].backward_time = summarize(backward_times[i]);
+    profiles[i].forward_s = profiles[i].forward_time.median_s;
+    profiles[i].backward_s = profiles[i].backward_time.median_s;
   }
   model.zero_grad();
   return profiles;

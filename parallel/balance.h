@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include <echelon/parallel/timing.h>
 #include <echelon/tensor/tensor.h>
 
 namespace echelon {
@@ -17,9 +18,10 @@ class Sequential;
 namespace echelon::parallel {
 
 struct LayerProfile {
-  double forward_s = 0;  // seconds per mini-batch
+  double forward_s = 0;  // seconds per mini-batch (the median of forward_time)
   double backward_s = 0;
-  size_t activation_bytes = 0;  // the layer's output, held until its backward
+  size_t activation_bytes = 0;              // the layer's output, held until its backward
+  TimingStats forward_time, backward_time;  // the spread, for the per-layer benchmark
   double cost() const { return forward_s + backward_s; }
 };
 
@@ -36,7 +38,8 @@ BalanceResult balance_partitions(const std::vector<double>& cost, int num_partit
                                  const std::vector<size_t>& activation_bytes = {});
 
 // Times each layer's forward and backward on `sample` (N, ...) after `warmup` untimed rounds,
-// taking the median of `repeats`; the model's parameter gradients are cleared afterwards.
+// taking the median of `repeats`; the model's parameter gradients are cleared afterwards. The
+// model and `sample` share a device; on CUDA each time is taken between device synchronisations.
 std::vector<LayerProfile> profile_layers(Sequential& model, const Tensor& sample, int repeats = 3,
                                          int warmup = 1);
 

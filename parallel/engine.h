@@ -34,6 +34,8 @@
 
 namespace echelon::parallel {
 
+class TraceRecorder;
+
 // What the trainer reports per step; engines sum over the mini-batches that completed.
 struct StepStats {
   int64_t batches = 0;  // mini-batches whose results are included (0 while a pipeline fills)
@@ -77,6 +79,9 @@ class StepEngine {
   // Engine-specific block for summary.json (pipeline: per-partition busy/idle, staleness, ...);
   // null when there is nothing to add.
   virtual json::Value report() const = 0;
+  // The Chrome trace this engine records into (parallel/trace.h), or null when not tracing: the
+  // trainer and the data loader add their tracks to it, on its clock.
+  virtual TraceRecorder* trace_recorder() { return nullptr; }
 };
 
 // Ordinary training, named "single": forward, cross-entropy loss, backward, SGD step, all on

@@ -54,6 +54,11 @@ PipelineEngine::PipelineEngine(std::shared_ptr<Sequential> model, const SGDOptio
       lr_(sgd.lr) {
   ECH_CHECK(model_ != nullptr, "pipeline: no model");
   options_.validate();
+  if (!options_.trace_path.empty()) {
+    // Created now, so the trainer and the data loader can record on its clock from the start.
+    trace_ = std::make_unique<TraceRecorder>();
+    trace_->set_output(options_.trace_path);  // an unwritable path fails now, not after an epoch
+  }
 }
 
 PipelineEngine::~PipelineEngine() {
@@ -92,10 +97,7 @@ void PipelineEngine::start(const Tensor& sample) {
   const std::vector<Device> devices =
       options_.devices.empty() ? std::vector<Device>(K, device_) : options_.devices;
 
-  if (!options_.trace_path.empty()) {
-    trace_ = std::make_unique<TraceRecorder>(K);
-    trace_->write(options_.trace_path);  // an unwritable path fails now, not after an epoch
-  }
+  if (trace_) trace_->set_partitions(K);
   const std::vector<std::shared_ptr<Sequential>> parts = split_model(*model_, cuts_);
   for (int k = 0; k < K; ++k) {
     parts[k]->to(devices[k]);
@@ -260,7 +262,7 @@ StepStats PipelineEngine::finish_epoch() {
     next = ScheduleKind::Sequential;
   }
   flush(next);
-  if (trace_) trace_->write(options_.trace_path);
+  if (trace_) trace_->save();
   return collect(current_ == ScheduleKind::GPipe);
 }
 

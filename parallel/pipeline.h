@@ -38,7 +38,7 @@ struct PipelineOptions {
   int micro_batches = 4;       // gpipe only
   double hybrid_switch = 0.5;  // hybrid: >= 1 an epoch number; in (0, 1) a fraction of epochs
   int total_epochs = 0;        // needed for a fractional hybrid switch
-  std::string trace_path;      // Chrome trace JSON, rewritten at every finish_epoch
+  std::string trace_path;      // Chrome trace JSON, rewritten at every finish_epoch (any K)
   // stale/hybrid: partition k runs its forward on w - (K-1-k) * lr * momentum, the linear
   // prediction of the weights its backward will meet (Kosson et al. 2020); not in the paper.
   bool predict_weights = false;
@@ -80,6 +80,7 @@ class PipelineEngine : public StepEngine {
   double wall_seconds() const;
   int64_t samples_done() const { return samples_done_; }
   const TraceRecorder* trace() const { return trace_.get(); }
+  TraceRecorder* trace_recorder() override { return trace_.get(); }
 
  private:
   std::vector<int64_t> choose_cuts(const Tensor& sample);

@@ -200,11 +200,7 @@ Stage::Progress Stage::backward_oldest(bool wait) {
 
 // Flushed: every mini-batch sent so far is through; gpipe applies its one update now.
 Stage::Progress Stage::finish_flush() {
-  if (pending_update_) {
-    const auto start = Clock::now();
-    step(pending_lr_);
-    trace(TraceTrack::Compute, "step", start, -1);
-  }
+  if (pending_update_) step(pending_lr_);
   flushing_ = false;
   policy_ = stage_policy(next_schedule_, num_partitions_, partition_, context_.micro_batches);
   return context_.flushed->push(partition_) ? Progress::Ran : Progress::Closed;
@@ -340,6 +336,8 @@ void Stage::step(double lr) {
   sgd_.step();
   sgd_.zero_grad();
   pending_update_ = false;
+  // Within "B" when the update follows each backward: the span nests inside it on the track.
+  trace(TraceTrack::Compute, "step", start, -1);
   std::lock_guard lock(stats_mutex_);
   ++stats_.updates;
   ++stats_.version;

@@ -125,7 +125,8 @@ Tensor randperm(int64_t n, Generator& gen);  // int64, CPU
 
 // ---- neural-network ops (families: conv, pool, norm, loss, optim) ----------------------------
 // Which convolution runs on CUDA: Ours (im2col + our GEMM, or a direct kernel) or Cudnn.
-// On CPU there is one path (the naive twin, or im2col + BLAS when built).
+// On CPU: im2col + BLAS when built, unless set_matmul_impl(MatmulImpl::Naive) asks for the naive
+// direct twin (the op benchmark of parallel/op_bench.h compares the two).
 enum class ConvImpl : uint8_t { Ours, Cudnn };
 void set_conv_impl(ConvImpl impl);  // process-wide default for conv2d
 ConvImpl conv_impl();
@@ -133,10 +134,12 @@ ConvImpl conv_impl();
 // `g` is the caller's, and (KH, KW) must equal its kernel; its shapes are ignored.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dGeometry& g);
 struct Conv2dGrads {
-  Tensor input, weight, bias;  // input undefined unless need_input; bias undefined if no bias
+  Tensor input, weight, bias;  // input undefined unless need_input, weight unless need_weight;
+                               // bias undefined if no bias
 };
 Conv2dGrads conv2d_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight,
-                            bool has_bias, bool need_input, const Conv2dGeometry& g);
+                            bool has_bias, bool need_input, const Conv2dGeometry& g,
+                            bool need_weight = true);
 
 // The window of `g` is the caller's; its shapes are ignored.
 // (N, C, H, W) -> (N, C, OH, OW); *argmax receives int64 flat indices into each H*W plane.

@@ -49,6 +49,11 @@ Conv2dGeometry conv_geometry_of(const char* op, const Tensor& x, const Tensor& w
   return conv_geometry(op, x.shape(), weight.size(0), window);
 }
 
+// The CPU convolution: im2col + BLAS when built, unless MatmulImpl::Naive asks for the twin.
+bool cpu_conv_uses_blas() {
+  return cpu::blas_available() && matmul_impl() != MatmulImpl::Naive;
+}
+
 }  // namespace
 
 void set_conv_impl(ConvImpl impl) {
@@ -91,7 +96,7 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   }
   ECH_DISPATCH_FLOATING(x.dtype(), op, {
     // im2col + BLAS is the fast CPU path; without BLAS the direct twin is faster than a naive GEMM.
-    if (cpu::blas_available())
+    if (cpu_conv_uses_blas())
       cpu::conv2d_forward_gemm(a, x.data<scalar_t>(), weight.data<scalar_t>(),
                                ptr_or_null<scalar_t>(bias), y.data<scalar_t>());
     else
@@ -102,7 +107,8 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
 }
 
 Conv2dGrads conv2d_backward(const Tensor& grad_out_in, const Tensor& x_in, const Tensor& weight_in,
-                            bool has_bias, bool need_input, const Conv2dGeometry& window) {
+                            bool has_bias, bool need_input, const Conv2dGeometry& window,
+                            bool need_weight) {
   const char* op = "conv2d_backward";
   const Conv2dGeometry a = conv_geometry_of(op, x_in, weight_in, window);
   check_float_like(op, grad_out_in, x_in, "grad_out");
@@ -110,7 +116,7 @@ Conv2dGrads conv2d_backward(const Tensor& grad_out_in, const Tensor& x_in, const
   const Tensor grad_out = grad_out_in.contiguous(), x = x_in.contiguous(),
                weight = weight_in.contiguous();
   Conv2dGrads grads;
-  grads.weight = Tensor::empty(weight.shape(), x.dtype(), x.device());
+  if (need_weight) grads.weight = Tensor::empty(weight.shape(), x.dtype(), x.device());
   if (has_bias) grads.bias = Tensor::empty({a.o}, x.dtype(), x.device());
   if (need_input) grads.input = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (x.is_cuda()) {
@@ -120,8 +126,9 @@ Conv2dGrads conv2d_backward(const Tensor& grad_out_in, const Tensor& x_in, const
     const cudaStream_t stream = stream_of(x);
     if (conv_impl() == ConvImpl::Cudnn) {
 #if ECHELON_WITH_CUDNN
-      cudnn::conv2d_backward_weight(a, grad_out.data<float>(), x.data<float>(),
-                                    grads.weight.data<float>(), device, stream);
+      if (need_weight)
+        cudnn::conv2d_backward_weight(a, grad_out.data<float>(), x.data<float>(),
+                                      grads.weight.data<float>(), device, stream);
       if (has_bias)
         cudnn::conv2d_backward_bias(a, grad_out.data<float>(), grads.bias.data<float>(), device,
                                     stream);
@@ -132,8 +139,9 @@ Conv2dGrads conv2d_backward(const Tensor& grad_out_in, const Tensor& x_in, const
       ECH_FAIL(op, ": ConvImpl::Cudnn requested but Echelon was built without cuDNN");
 #endif
     } else {
-      cuda::conv2d_backward_weight(a, grad_out.data<float>(), x.data<float>(),
-                                   grads.weight.data<float>(), device, stream);
+      if (need_weight)
+        cuda::conv2d_backward_weight(a, grad_out.data<float>(), x.data<float>(),
+                                     grads.weight.data<float>(), device, stream);
       if (has_bias)
         cuda::conv2d_backward_bias(a, grad_out.data<float>(), grads.bias.data<float>(), stream);
       if (need_input)
@@ -147,13 +155,15 @@ Conv2dGrads conv2d_backward(const Tensor& grad_out_in, const Tensor& x_in, const
   }
   ECH_DISPATCH_FLOATING(x.dtype(), op, {
     const scalar_t* g = grad_out.data<scalar_t>();
-    if (cpu::blas_available()) {
-      cpu::conv2d_backward_weight_gemm(a, g, x.data<scalar_t>(), grads.weight.data<scalar_t>());
+    if (cpu_conv_uses_blas()) {
+      if (need_weight)
+        cpu::conv2d_backward_weight_gemm(a, g, x.data<scalar_t>(), grads.weight.data<scalar_t>());
       if (need_input)
         cpu::conv2d_backward_input_gemm(a, g, weight.data<scalar_t>(),
                                         grads.input.data<scalar_t>());
     } else {
-      cpu::conv2d_backward_weight(a, g, x.data<scalar_t>(), grads.weight.data<scalar_t>());
+      if (need_weight)
+        cpu::conv2d_backward_weight(a, g, x.data<scalar_t>(), grads.weight.data<scalar_t>());
       if (need_input)
         cpu::conv2d_backward_input(a, g, weight.data<scalar_t>(), grads.input.data<scalar_t>());
     }

@@ -3,6 +3,7 @@
 //   echelon train --resume runs/lenet5 --epochs 20
 //   echelon eval --checkpoint runs/lenet5/checkpoint.safetensors
 //   echelon models
+//   echelon bench op conv2d --input 64,16,32,32 --impl naive,fast   (also model, pipeline, loader)
 // Every user error (bad flag value, missing dataset, damaged checkpoint) prints ONE line
 // "echelon: error: ..." on stderr and exits with status 2.
 #include <csignal>
@@ -13,12 +14,13 @@
 
 #include <CLI/CLI.hpp>
 
+#include <echelon/app/cli/bench_cmd.h>
+#include <echelon/app/cli/pipeline_flags.h>
+#include <echelon/app/train.h>
 #include <echelon/base/error.h>
 #include <echelon/base/json.h>
 #include <echelon/layers/models/registry.h>
-#include <echelon/app/cli/pipeline_flags.h>
 #include <echelon/parallel/schedule.h>
-#include <echelon/app/train.h>
 
 namespace {
 
@@ -122,7 +124,7 @@ void add_train_options(CLI::App& cmd, app::TrainOptions& o, ScheduleFlag& schedu
 
 // With --resume, the options come from DIR/config.json; flags given explicitly override them.
 app::TrainOptions merge_resume(const CLI::App& cmd, const app::TrainOptions& given,
-                                    const ScheduleFlag& schedule) {
+                               const ScheduleFlag& schedule) {
   const std::string config_path = (std::filesystem::path(given.resume) / "config.json").string();
   ECH_CHECK(std::filesystem::exists(config_path), "--resume ", given.resume,
             ": no config.json there (not a run folder?)");
@@ -154,6 +156,16 @@ void add_eval_options(CLI::App& cmd, app::EvalOptions& o) {
   cmd.add_option("--workers", o.workers, "Worker threads per pipeline stage");
 }
 
+// The pipeline engine when pipelining; ordinary training otherwise (the default engine, or the
+// same 1-partition engine with its trace when --trace is given).
+parallel::EngineFactory engine_factory(const app::PipelineFlags& flags) {
+  if (flags.enabled()) return parallel::pipeline_engine_factory(flags.options);
+  if (flags.options.trace_path.empty()) return {};
+  parallel::PipelineOptions single = parallel::PipelineOptions::single();
+  single.trace_path = flags.options.trace_path;
+  return parallel::pipeline_engine_factory(single);
+}
+
 int run_models() {
   std::printf("%-10s %12s  %s\n", "model", "parameters", "description");
   for (const echelon::ModelInfo& m : echelon::list_models())
@@ -183,6 +195,9 @@ int main(int argc, char** argv) {
 
   CLI::App* models_cmd = root.add_subcommand("models", "List the models and their sizes");
 
+  app::BenchCommand bench_command;
+  app::add_bench_command(root, bench_command);
+
   try {
     check_subcommand(root, argc, argv);
     root.parse(argc, argv);
@@ -201,19 +216,18 @@ int main(int argc, char** argv) {
 
   try {
     if (*models_cmd) return run_models();
+    if (*bench_command.bench) return app::run_bench_command(bench_command, std::cout);
     if (*eval_cmd) {
       app::evaluate_checkpoint(eval_options, std::cout);
       return 0;
     }
     route_schedule_flag(*train_cmd, schedule_flag, train_options, pipeline_flags);
     app::TrainOptions options = train_options.resume.empty()
-                                         ? train_options
-                                         : merge_resume(*train_cmd, train_options, schedule_flag);
+                                    ? train_options
+                                    : merge_resume(*train_cmd, train_options, schedule_flag);
     // Pipeline flags are not stored in config.json: a resumed pipelined run passes them again.
     app::finish_pipeline_options(*train_cmd, pipeline_flags, static_cast<int>(options.epochs));
-    const parallel::EngineFactory factory =
-        pipeline_flags.enabled() ? parallel::pipeline_engine_factory(pipeline_flags.options)
-                                 : parallel::EngineFactory{};
+    const parallel::EngineFactory factory = engine_factory(pipeline_flags);
     std::signal(SIGINT, on_interrupt);
     const app::TrainResult result = app::train(options, std::cout, factory);
     return result.completed || options.stop_after_epoch > 0 ? 0 : 130;

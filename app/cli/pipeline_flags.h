@@ -51,7 +51,7 @@ inline void check_pipeline_flags_agree(const CLI::App& cmd, PipelineFlags& flags
     o.partitions = from_ppv;
   }
   if (flags.enabled() || flags.balance_text == "auto") return;
-  for (const char* flag : {"--micro-batches", "--hybrid-switch", "--trace", "--predict-weights"})
+  for (const char* flag : {"--micro-batches", "--hybrid-switch", "--predict-weights"})
     ECH_CHECK(cmd.count(flag) == 0, flag,
               " needs a pipeline: add --pipeline K (K >= 2), --ppv or --balance auto");
   // "sequential" is what a single device does anyway.

@@ -23,5 +23,10 @@
 #include <echelon/data/registry.h>
 #include <echelon/data/transforms.h>
 #include <echelon/parallel/engine.h>
+#include <echelon/parallel/loader_bench.h>
+#include <echelon/parallel/model_bench.h>
+#include <echelon/parallel/op_bench.h>
 #include <echelon/parallel/pipeline.h>
+#include <echelon/parallel/timing.h>
+#include <echelon/app/bench.h>
 #include <echelon/app/train.h>

@@ -1,79 +1,21 @@
 // Runs the `echelon` binary as a user would and checks exit codes and the one-line errors.
 #include <doctest/doctest.h>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 
+#include "tests/support/cli_run.h"
+
 namespace fs = std::filesystem;
 
-namespace {
-
-fs::path temp_dir(const std::string& name) {
-  const char* root = std::getenv("ECHELON_TEST_TMP");
-  fs::path dir = fs::path(root ? root : fs::temp_directory_path().string()) /
-                 ("cli_test_" + std::to_string(::getpid())) / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-const fs::path kBinary = fs::path(ECHELON_BINARY_DIR) / "echelon";
-
-struct Run {
-  int status = -1;
-  std::string out, err;
-};
-
-// Runs `echelon ARGS` with stdout and stderr captured to files.
-Run run(const std::string& args, const std::string& env = "") {
-  const fs::path dir = temp_dir("io");
-  const std::string command = env + kBinary.string() + " " + args + " >" + (dir / "out").string() +
-                              " 2>" + (dir / "err").string();
-  const int raw = std::system(command.c_str());
-  Run r;
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  auto slurp = [](const fs::path& p) {
-    std::ifstream in(p);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-  };
-  r.out = slurp(dir / "out");
-  r.err = slurp(dir / "err");
-  return r;
-}
-
-std::string slurp_file(const fs::path& p) {
-  std::ifstream in(p);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-size_t count_lines(const std::string& text) {
-  size_t n = 0;
-  for (const char c : text) n += c == '\n';
-  return n;
-}
-
-// One line on stderr, starting "echelon: error: " and containing `needle`.
-void check_usage_error(const std::string& args, const std::string& needle) {
-  CAPTURE(args);
-  const Run r = run(args);
-  CHECK(r.status == 2);
-  CHECK(count_lines(r.err) == 1);
-  CHECK(r.err.rfind("echelon: error: ", 0) == 0);
-  CHECK_MESSAGE(r.err.find(needle) != std::string::npos, r.err);
-  CHECK_MESSAGE(r.err.find(".cpp:") == std::string::npos, "source location shown: ", r.err);
-}
-
-}  // namespace
+using echelon::test::check_usage_error;
+using echelon::test::kBinary;
+using echelon::test::run;
+using echelon::test::slurp;
+using echelon::test::Run;
+using echelon::test::temp_dir;
 
 TEST_SUITE("cli") {
   TEST_CASE("models lists the zoo with parameter counts") {
@@ -122,7 +64,6 @@ TEST_SUITE("cli") {
     check_usage_error(base + "--pipeline 4 --ppv 2,5",
                       "--pipeline 4 and --ppv 2,5 (3 partitions) disagree");
     check_usage_error(base + "--micro-batches 4", "--micro-batches needs a pipeline");
-    check_usage_error(base + "--trace /tmp/t.json", "--trace needs a pipeline");
     check_usage_error(base + "--schedule gpipe", "pipeline schedule 'gpipe' needs a pipeline");
     check_usage_error(base + "--schedule-pipeline stash", "'stash' needs a pipeline");
   }
@@ -149,11 +90,11 @@ TEST_SUITE("cli") {
         "--batch-size 16 --device cpu --progress none --out " +
         out.string();
     REQUIRE(run(args).status == 0);
-    const std::string config_before = slurp_file(out / "config.json");
+    const std::string config_before = slurp(out / "config.json");
     check_usage_error(args + " --lr 0.5", "already holds a run (config.json); pass --overwrite");
-    CHECK(slurp_file(out / "config.json") == config_before);  // untouched
+    CHECK(slurp(out / "config.json") == config_before);  // untouched
     CHECK(run(args + " --lr 0.5 --overwrite").status == 0);
-    CHECK(slurp_file(out / "config.json") != config_before);
+    CHECK(slurp(out / "config.json") != config_before);
   }
 
   TEST_CASE("a folder given as a checkpoint is named as a folder") {

@@ -1,0 +1,86 @@
+#include <echelon/parallel/model_bench.h>
+
+#include <algorithm>
+
+#include <echelon/base/error.h>
+#include <echelon/layers/models/registry.h>
+#include <echelon/tensor/ops.h>
+
+namespace echelon::parallel {
+
+namespace {
+
+std::vector<LayerBench> per_layer(Sequential& model, const Tensor& sample, int warmup, int repeats,
+                                  double& total) {
+  const std::vector<LayerProfile> profiles = profile_layers(model, sample, repeats, warmup);
+  std::vector<LayerBench> layers;
+  total = 0;
+  for (const LayerProfile& p : profiles) total += p.cost();
+  for (size_t i = 0; i < profiles.size(); ++i)
+    layers.push_back({static_cast<int64_t>(i), model.at(i)->describe(), profiles[i],
+                      total > 0 ? profiles[i].cost() / total : 0});
+  return layers;
+}
+
+}  // namespace
+
+void ModelInput::validate() const {
+  ECH_CHECK(batch_size >= 1, "bench: batch_size must be >= 1 (got ", batch_size, ")");
+  ECH_CHECK(channels >= 0, "bench: channels must be >= 0 (got ", channels, ")");
+  ECH_CHECK(image_size >= 0, "bench: image_size must be >= 0 (got ", image_size, ")");
+  ECH_CHECK(classes >= 2, "bench: classes must be >= 2 (got ", classes, ")");
+}
+
+SGDOptions bench_sgd_options() {
+  SGDOptions sgd;
+  sgd.lr = 0.01;
+  sgd.momentum = 0.9;
+  return sgd;
+}
+
+std::shared_ptr<Sequential> ModelInput::make_model() const {
+  const Shape shape = image_shape();
+  return echelon::make_model(model, shape[1], classes, seed, shape[2]);
+}
+
+std::vector<data::Batch> ModelInput::make_batches(Device device, int count) const {
+  Generator gen(seed + 1);
+  std::vector<int64_t> labels(static_cast<size_t>(batch_size));
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<int64_t>(i) % classes;
+  const Tensor label_tensor = Tensor::from_vector(labels, {batch_size}).to(device);
+  std::vector<data::Batch> batches;
+  for (int i = 0; i < count; ++i)
+    batches.push_back(
+        {ops::randn(image_shape(), gen, kFloat32, device), label_tensor, batch_size, i});
+  return batches;
+}
+
+Shape ModelInput::image_shape() const {
+  const int64_t c = channels > 0 ? channels : (model == "lenet5" ? 1 : 3);
+  const int64_t size = image_size > 0 ? image_size : (c == 1 ? 28 : 32);
+  return {batch_size, c, size, size};
+}
+
+ModelBenchResult run_model_bench(const ModelBenchOptions& o) {
+  o.input.validate();
+  ECH_CHECK(o.warmup >= 0 && o.repeats >= 1, "bench model: repeats must be >= 1 and warmup >= 0");
+  ModelBenchResult result;
+  result.input = o.input;
+  result.device = o.device;
+  result.threads = o.device.is_cpu() ? ops::cpu_threads() : 0;
+  std::shared_ptr<Sequential> model = o.input.make_model();
+  model->to(o.device);
+  const std::vector<data::Batch> batches = o.input.make_batches(o.device, 1);
+  if (o.per_layer)
+    result.layers =
+        per_layer(*model, batches[0].images, o.warmup, o.repeats, result.layers_total_s);
+  std::unique_ptr<StepEngine> engine =
+      make_single_device_engine(model, bench_sgd_options(), o.device);
+  result.step = time_repeated([&] { engine->train_step(batches[0]); }, o.device,
+                              std::max(o.warmup, 1), o.repeats);
+  result.images_per_s =
+      result.step.median_s > 0 ? static_cast<double>(o.input.batch_size) / result.step.median_s : 0;
+  return result;
+}
+
+}  // namespace echelon::parallel
