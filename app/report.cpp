@@ -121,8 +121,11 @@ std::string svg_line_chart(const std::string& title, const std::string& x_label,
       if (std::isfinite(x) && std::isfinite(y))
         points.append(number(px(x), 6)).append(",").append(number(py(y), 6)).append(" ");
     const std::string color = html_escape(s.color);
-    svg += "<polyline fill=\"none\" stroke=\"" + color + "\" stroke-width=\"1.8\" points=\"" +
-           points + "\"/>\n";
+    svg.append("<polyline fill=\"none\" stroke=\"")
+        .append(color)
+        .append("\" stroke-width=\"1.8\" points=\"")
+        .append(points)
+        .append("\"/>\n");
     if (s.points.size() <= 60) {  // markers only where they stay readable
       for (const auto& [x, y] : s.points)
         if (std::isfinite(x) && std::isfinite(y))

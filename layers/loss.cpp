@@ -1,5 +1,8 @@
 #include <echelon/layers/loss.h>
 
+#include <cmath>
+
+
 #include <echelon/autograd/functions.h>
 #include <echelon/base/error.h>
 #include <echelon/tensor/ops.h>
@@ -17,7 +20,7 @@ int64_t correct_count(const Tensor& logits, const Tensor& target) {
   NoGradGuard no_grad;
   Tensor predicted = ops::argmax(logits, 1);
   Tensor labels = target.dtype() == kInt64 ? target : ops::cast(target, kInt64);
-  return static_cast<int64_t>(ops::sum(ops::eq(predicted, labels)).item<float>() + 0.5f);
+  return std::lround(ops::sum(ops::eq(predicted, labels)).item<float>());
 }
 
 double accuracy(const Tensor& logits, const Tensor& target) {

@@ -397,7 +397,7 @@ json::Value PipelineEngine::report() const {
   return block;
 }
 
-EngineFactory pipeline_engine_factory(PipelineOptions options) {
+EngineFactory pipeline_engine_factory(const PipelineOptions& options) {
   options.validate();
   return [options](std::shared_ptr<Sequential> model, const SGDOptions& sgd, Device device) {
     return std::unique_ptr<StepEngine>(

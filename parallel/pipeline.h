@@ -124,6 +124,6 @@ class PipelineEngine : public StepEngine {
 };
 
 // The trainer's factory for `options` (see parallel/engine.h EngineFactory).
-EngineFactory pipeline_engine_factory(PipelineOptions options);
+EngineFactory pipeline_engine_factory(const PipelineOptions& options);
 
 }  // namespace echelon::parallel

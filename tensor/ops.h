@@ -69,9 +69,9 @@ bool all_finite(const Tensor& x);
 // dims empty = all dims.
 Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims = {},
               bool keepdim = false);
-Tensor sum(const Tensor& x, std::vector<int64_t> dims = {}, bool keepdim = false);
-Tensor mean(const Tensor& x, std::vector<int64_t> dims = {}, bool keepdim = false);
-Tensor amax(const Tensor& x, std::vector<int64_t> dims = {}, bool keepdim = false);
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor amax(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);  // int64
 // Sums a broadcast result back down to `shape` (the gradient of broadcasting).
 Tensor sum_to(const Tensor& x, const Shape& shape);

@@ -166,14 +166,14 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bo
   return out;
 }
 
-Tensor sum(const Tensor& x, std::vector<int64_t> dims, bool keepdim) {
-  return reduce(ReduceOp::Sum, x, std::move(dims), keepdim);
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  return reduce(ReduceOp::Sum, x, dims, keepdim);
 }
-Tensor mean(const Tensor& x, std::vector<int64_t> dims, bool keepdim) {
-  return reduce(ReduceOp::Mean, x, std::move(dims), keepdim);
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  return reduce(ReduceOp::Mean, x, dims, keepdim);
 }
-Tensor amax(const Tensor& x, std::vector<int64_t> dims, bool keepdim) {
-  return reduce(ReduceOp::Max, x, std::move(dims), keepdim);
+Tensor amax(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  return reduce(ReduceOp::Max, x, dims, keepdim);
 }
 
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {

@@ -183,6 +183,7 @@ Contents deserialize(const std::string& bytes, const std::string& what) {
 
   // The spec requires the data buffer to be fully indexed, without holes or overlaps.
   std::vector<const Entry*> by_offset;
+  by_offset.reserve(entries.size());
   for (const Entry& e : entries) by_offset.push_back(&e);
   std::sort(by_offset.begin(), by_offset.end(), [](const Entry* a, const Entry* b) {
     return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;

@@ -164,6 +164,8 @@ void conv2d_backward_weight_gemm(const Conv2dGeometry& a, const T* grad_out, con
   }
 }
 
+// T names a type below, and a type cannot be parenthesised.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define ECH_INSTANTIATE_CONV(T)                                                                  \
   template void conv2d_forward<T>(const Conv2dGeometry&, const T*, const T*, const T*, T*);      \
   template void conv2d_backward_input<T>(const Conv2dGeometry&, const T*, const T*, T*);         \
@@ -175,5 +177,6 @@ void conv2d_backward_weight_gemm(const Conv2dGeometry& a, const T* grad_out, con
 ECH_INSTANTIATE_CONV(float)
 ECH_INSTANTIATE_CONV(double)
 #undef ECH_INSTANTIATE_CONV
+// NOLINTEND(bugprone-macro-parentheses)
 
 }  // namespace echelon::cpu
