@@ -145,7 +145,11 @@ LoadedCheckpoint load_checkpoint(const std::string& path) {
     else if (!starts_with(name, kTrainerPrefix))
       loaded.model_state.insert(name, tensor);
   }
-  const int64_t saved_epoch = contents.at("trainer.epoch").item<int64_t>();
+  const Tensor* epoch_tensor = contents.find("trainer.epoch");
+  ECH_CHECK(epoch_tensor != nullptr && epoch_tensor->dtype() == kInt64 &&
+                epoch_tensor->numel() == 1,
+            path, ": checkpoint lacks the int64 scalar tensor \"trainer.epoch\"");
+  const int64_t saved_epoch = epoch_tensor->item<int64_t>();
   ECH_CHECK(saved_epoch == info.epoch, path, ": tensor trainer.epoch = ", saved_epoch,
             " disagrees with the metadata epoch ", info.epoch);
   return loaded;
