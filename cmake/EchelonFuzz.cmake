@@ -42,6 +42,10 @@ function(echelon_instrument_parsers)
   if(NOT echelon_parser_flags)
     return()
   endif()
+  if(ECHELON_FUZZ_COVERAGE)
+    # Every program linking the instrumented parsers needs the profile runtime.
+    target_link_options(echelon_base PUBLIC -fprofile-instr-generate)
+  endif()
   foreach(source IN LISTS ECHELON_PARSER_SOURCES)
     set_property(SOURCE ${PROJECT_SOURCE_DIR}/${source} DIRECTORY ${PROJECT_SOURCE_DIR}
                  ${PROJECT_SOURCE_DIR}/app/cli APPEND PROPERTY COMPILE_OPTIONS ${echelon_parser_flags})
