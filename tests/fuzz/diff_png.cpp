@@ -40,6 +40,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       chunks_fit = false;
       break;
     }
+    if (std::memcmp(bytes.data() + at + 4, "IEND", 4) == 0) break;  // decoders stop here
     at += 12 + length;
   }
   png_image image;

@@ -3,6 +3,8 @@
 // the text. Contract: parses, or an echelon::Error whose message quotes the text.
 #include "fuzz_common.h"
 
+#include <algorithm>
+
 #include <echelon/app/train.h>
 #include <echelon/data/loader.h>
 #include <echelon/parallel/partition.h>
@@ -13,7 +15,10 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   namespace fuzz = echelon::fuzz;
   if (size < 1) return 0;
-  const std::string text(reinterpret_cast<const char*>(data + 1), size - 1);
+  // The text as argv delivers it: a C string, so it ends at the first NUL (an error message, a
+  // C string too, could not quote what follows).
+  std::string text(reinterpret_cast<const char*>(data + 1), size - 1);
+  text.resize(std::min(text.size(), text.find('\0')));
   fuzz::expect_parse_or_error(text, [&] {
     switch (data[0] % 8) {
       case 0: {
