@@ -74,11 +74,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                               PNG_FORMAT_FLAG_COLORMAP)) == 0 &&
                           (channels == 3 || (original_format & PNG_FORMAT_FLAG_COLOR) == 0);
   if (!comparable) return 0;
-  const int64_t plane = ours.height * ours.width;
-  for (int64_t p = 0; p < plane; ++p)
-    for (int c = 0; c < channels; ++c)
-      if (ours.pixels[c * plane + p] != pixels[p * channels + c])
-        fuzz::finding("our decoder and libpng disagree on pixel " + std::to_string(p));
+  if (pixels.size() != ours.pixels.size()) fuzz::finding("pixel buffers differ in size");
+  const int64_t p =
+      fuzz::first_planar_mismatch(ours.pixels, pixels, ours.height * ours.width, channels);
+  if (p >= 0) fuzz::finding("our decoder and libpng disagree on pixel " + std::to_string(p));
 #else
   (void)data;
   (void)size;

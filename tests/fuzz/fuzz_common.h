@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -95,6 +96,33 @@ inline std::string write_scratch(const std::string& name, std::string_view bytes
     finding("short write to " + path);
   std::fclose(file);
   return path;
+}
+
+// Pixel loops of the differential targets: not traced by libFuzzer (comparison tracing per pixel
+// made large images time out), they are not what is being fuzzed.
+#if defined(__clang__)
+#define ECHELON_FUZZ_UNTRACED __attribute__((no_sanitize("coverage")))
+#else
+#define ECHELON_FUZZ_UNTRACED
+#endif
+
+ECHELON_FUZZ_UNTRACED inline double mean_abs_difference(const std::vector<uint8_t>& a,
+                                                        const std::vector<uint8_t>& b) {
+  if (a.size() != b.size()) return 256.0;
+  double total = 0;
+  for (size_t i = 0; i < a.size(); ++i) total += std::abs(int{a[i]} - int{b[i]});
+  return a.empty() ? 0 : total / static_cast<double>(a.size());
+}
+
+// Index of the first pixel where planar (C, H, W) `planar` and interleaved (H, W, C) `hwc`
+// differ, or -1.
+ECHELON_FUZZ_UNTRACED inline int64_t first_planar_mismatch(const std::vector<uint8_t>& planar,
+                                                           const std::vector<uint8_t>& hwc,
+                                                           int64_t plane, int channels) {
+  for (int64_t p = 0; p < plane; ++p)
+    for (int c = 0; c < channels; ++c)
+      if (planar[c * plane + p] != hwc[p * channels + c]) return p;
+  return -1;
 }
 
 inline std::vector<uint8_t> as_bytes(std::string_view text) {
