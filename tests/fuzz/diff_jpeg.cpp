@@ -1,8 +1,8 @@
 // Differential: the same JPEG bytes decoded by libjpeg-turbo and by stb_image (both decoders the
 // image-folder data set can use, data/image_codec.cpp). Each follows the contract on its own.
 // When both accept, the dimensions must agree and the pixels must be within kMeanTolerance
-// (mean absolute difference, 0..255 scale): the two differ only in IDCT and chroma upsampling
-// rounding. Acceptance itself may differ (stb has no arithmetic coding; libjpeg-turbo stops on
+// (mean absolute difference, 0..255 scale): the two differ in IDCT, saturation and chroma
+// upsampling. Acceptance itself may differ (stb has no arithmetic coding; libjpeg-turbo stops on
 // any warning), so a one-sided rejection is not a finding.
 #include "fuzz_common.h"
 
@@ -12,7 +12,10 @@
 #include <echelon/data/image_codec.h>
 
 namespace {
-constexpr double kMeanTolerance = 8.0;
+// Mean absolute difference allowed (of 255). Clean photos differ by ~1; legal files with extreme
+// quantization tables (a luma quantizer of 164 found by fuzzing) saturate the two IDCTs
+// differently, 12-14 seen; a channel swap, transposition or wrong colour conversion is far above.
+constexpr double kMeanTolerance = 32.0;
 
 // Whether every Huffman table (DHT) holds only symbols the JPEG spec allows: DC sizes <= 11; AC
 // run/size pairs with size 1..10, or 0x00 (EOB) and 0xF0 (ZRL). Neither decoder checks this, and
