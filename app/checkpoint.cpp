@@ -11,6 +11,9 @@ namespace echelon::app {
 namespace {
 
 constexpr const char* kOptimizerPrefix = "optimizer.";
+constexpr int64_t kMaxInChannels = 64;
+constexpr int64_t kMaxClasses = 100'000;
+constexpr int64_t kMaxImageSize = 256;
 constexpr const char* kTrainerPrefix = "trainer.";
 
 Tensor int64_scalar(int64_t value) {
@@ -123,9 +126,16 @@ LoadedCheckpoint load_checkpoint(const std::string& path) {
     if (starts_with(e.message(), path)) throw;
     ECH_FAIL(path, ": bad training history in the metadata: ", e.message());
   }
-  ECH_CHECK(info.in_channels > 0 && info.num_classes > 0 && info.epoch >= 0, path,
-            ": checkpoint metadata has impossible values (in_channels ", info.in_channels,
-            ", num_classes ", info.num_classes, ", epoch ", info.epoch, ")");
+  // Bounded before anything is built from them: a damaged num_classes (1e12) must not become an
+  // allocation. The zoo's models are CIFAR/MNIST-scale (image_size 0 = the model's default).
+  ECH_CHECK(info.in_channels >= 1 && info.in_channels <= kMaxInChannels && info.num_classes >= 1 &&
+                info.num_classes <= kMaxClasses && info.epoch >= 0 && info.global_step >= 0 &&
+                (info.image_size == 0 ||
+                 (info.image_size >= 1 && info.image_size <= kMaxImageSize)),
+            path, ": checkpoint metadata has impossible values (in_channels ", info.in_channels,
+            " of 1..", kMaxInChannels, ", num_classes ", info.num_classes, " of 1..", kMaxClasses,
+            ", image_size ", info.image_size, " of 0..", kMaxImageSize, ", epoch ", info.epoch,
+            ", global_step ", info.global_step, ")");
   ECH_CHECK(static_cast<int64_t>(info.history.size()) == info.epoch, path, ": metadata records ",
             info.history.size(), " epochs of history but epoch = ", info.epoch);
 
@@ -135,7 +145,11 @@ LoadedCheckpoint load_checkpoint(const std::string& path) {
     else if (!starts_with(name, kTrainerPrefix))
       loaded.model_state.insert(name, tensor);
   }
-  const int64_t saved_epoch = contents.at("trainer.epoch").item<int64_t>();
+  const Tensor* epoch_tensor = contents.find("trainer.epoch");
+  ECH_CHECK(epoch_tensor != nullptr && epoch_tensor->dtype() == kInt64 &&
+                epoch_tensor->numel() == 1,
+            path, ": checkpoint lacks the int64 scalar tensor \"trainer.epoch\"");
+  const int64_t saved_epoch = epoch_tensor->item<int64_t>();
   ECH_CHECK(saved_epoch == info.epoch, path, ": tensor trainer.epoch = ", saved_epoch,
             " disagrees with the metadata epoch ", info.epoch);
   return loaded;
@@ -147,8 +161,28 @@ std::shared_ptr<Sequential> restore_model(const LoadedCheckpoint& checkpoint,
   const CheckpointInfo& info = checkpoint.info;
   ECH_CHECK(expected_model.empty() || expected_model == info.model, path,
             ": checkpoint holds model \"", info.model, "\", not \"", expected_model, "\"");
-  auto model =
-      make_model(info.model, info.in_channels, info.num_classes, info.seed, info.image_size);
+  // Before building (allocating) the model: the tensors must be able to hold it. Every zoo model
+  // ends with a Linear classifier (num_classes, K) and starts with a convolution
+  // (O, in_channels, kh, kw); a file whose metadata disagrees is refused without allocating.
+  const Tensor* classifier = nullptr;
+  const Tensor* first_conv = nullptr;
+  for (const auto& item : checkpoint.model_state) {
+    const Tensor& t = item.second;
+    if (t.dim() == 2) classifier = &t;
+    if (t.dim() == 4 && first_conv == nullptr) first_conv = &t;
+  }
+  ECH_CHECK(classifier != nullptr && classifier->size(0) == info.num_classes, path,
+            ": metadata num_classes ", info.num_classes, " does not match the classifier weight ",
+            classifier ? classifier->shape() : Shape{}, " in the file");
+  ECH_CHECK(first_conv != nullptr && first_conv->size(1) == info.in_channels, path,
+            ": metadata in_channels ", info.in_channels, " does not match the first convolution ",
+            first_conv ? first_conv->shape() : Shape{}, " in the file");
+  std::shared_ptr<Sequential> model;
+  try {
+    model = make_model(info.model, info.in_channels, info.num_classes, info.seed, info.image_size);
+  } catch (const Error& e) {
+    ECH_FAIL(path, ": the metadata describes no model we can build: ", e.what());
+  }
   try {
     model->load_state_dict(checkpoint.model_state, /*strict=*/true);
   } catch (const Error& e) {

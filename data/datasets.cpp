@@ -37,14 +37,19 @@ std::vector<int64_t> idx_header(const std::vector<uint8_t>& bytes, const std::st
   dims.reserve(static_cast<size_t>(rank));
   for (size_t d = 0; d < static_cast<size_t>(rank); ++d)
     dims.push_back(read_be32(bytes.data() + 4 + 4 * d));
+  // Overflow-safe: each dim is < 2^32, and the product is checked against the real file size
+  // before it is multiplied further, so it never exceeds 2^63 (a header whose dims multiply past
+  // int64 used to wrap to a small number and pass).
+  const auto size = static_cast<int64_t>(bytes.size());
   int64_t payload = 1;
   for (int d = 0; d < rank; ++d) {
     ECH_CHECK(dims[d] > 0 || (d == 0 && dims[d] == 0), "IDX ", what, " file '", path, "': dim ", d,
               " is ", dims[d], " at offset ", 4 + 4 * d);
     payload *= dims[d];
+    ECH_CHECK(payload <= size, "IDX ", what, " file '", path, "': dims ", dims, " need more than ",
+              payload, " bytes, file has ", size, " (truncated or corrupt header)");
   }
   const int64_t expected = static_cast<int64_t>(header) + payload;
-  const auto size = static_cast<int64_t>(bytes.size());
   ECH_CHECK(size >= expected, "IDX ", what, " file '", path, "': truncated: dims ", dims, " need ",
             expected, " bytes, file has ", size, " (data ends inside item ",
             (size - static_cast<int64_t>(header)) / std::max<int64_t>(1, payload / dims[0]),
@@ -176,9 +181,16 @@ LabeledImages load_fashion_mnist(const std::string& dir, const std::string& spli
   auto pick = [](const std::string& base) {
     return std::filesystem::exists(base + ".gz") ? base + ".gz" : base;
   };
-  LabeledImages set =
-      load_idx(pick(prefix + "-images-idx3-ubyte"), pick(prefix + "-labels-idx1-ubyte"));
+  const std::string labels_path = pick(prefix + "-labels-idx1-ubyte");
+  LabeledImages set = load_idx(pick(prefix + "-images-idx3-ubyte"), labels_path);
   set.num_classes = 10;
+  // Checked at load, naming the record: a label past the classes would otherwise surface at a
+  // training step (or, for the test split, only after an epoch).
+  const int64_t* labels = set.labels.data<int64_t>();
+  for (int64_t i = 0; i < set.labels.size(0); ++i)
+    ECH_CHECK(labels[i] >= 0 && labels[i] < set.num_classes, "IDX labels file '", labels_path,
+              "': record ", i, " at offset ", 8 + i, " has label ", labels[i], " (expected 0..",
+              set.num_classes - 1, ")");
   return set;
 }
 

@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -24,26 +25,46 @@ std::vector<uint8_t> read_file_raw(const std::string& path) {
 }
 
 std::vector<uint8_t> read_file(const std::string& path) {
-  // zlib's gz reader does the buffering and the member loop: it inflates every member of a
-  // multi-member file (what `cat a.gz b.gz` and pigz make) and passes a file without the gzip
-  // magic through unchanged.
-  std::unique_ptr<gzFile_s, int (*)(gzFile)> file(gzopen(path.c_str(), "rb"), &gzclose);
-  ECH_CHECK(file != nullptr, "cannot open '", path, "': ", std::strerror(errno));
-  ECH_CHECK(gzbuffer(file.get(), 1 << 17) == 0, "zlib: cannot size the buffer for '", path, "'");
-  std::vector<uint8_t> bytes;
-  uint8_t chunk[1 << 16];
-  int n;
-  while ((n = gzread(file.get(), chunk, sizeof(chunk))) > 0)
-    bytes.insert(bytes.end(), chunk, chunk + n);
-  // At the end of the input gzread returns 0 and leaves Z_BUF_ERROR when the file ended inside a
-  // gzip stream; a read error or corrupt data returns -1.
-  int status = Z_OK;
-  const std::string message = gzerror(file.get(), &status);
-  if (n == 0 && status == Z_OK) return bytes;
-  ECH_CHECK(status != Z_ERRNO, "error reading '", path, "' after ", bytes.size(),
-            " bytes: ", message);
-  ECH_FAIL("'", path, "': gzip stream is ", status == Z_BUF_ERROR ? "truncated" : "corrupt",
-           " after ", bytes.size(), " decompressed bytes (zlib: ", message, ")");
+  std::vector<uint8_t> raw = read_file_raw(path);
+  if (raw.size() < 2 || raw[0] != 0x1f || raw[1] != 0x8b) return raw;  // not gzip: as is
+  // Every member in turn (what `cat a.gz b.gz` and pigz make). zlib's gzread used to do this, but
+  // it silently ignores bytes after a member that do not start another one: a damaged or
+  // appended-to file then loaded short. Here anything after the last member is an error.
+  std::vector<uint8_t> out;
+  size_t offset = 0;
+  int member = 0;
+  while (offset < raw.size()) {
+    ECH_CHECK(raw.size() - offset >= 2 && raw[offset] == 0x1f && raw[offset + 1] == 0x8b, "'",
+              path, "': ", raw.size() - offset, " bytes after gzip member ", member,
+              " at offset ", offset, " are not another gzip member (trailing garbage)");
+    z_stream stream{};
+    ECH_CHECK(inflateInit2(&stream, 16 + MAX_WBITS) == Z_OK, "zlib: cannot start inflating '",
+              path, "'");
+    std::unique_ptr<z_stream, int (*)(z_streamp)> guard(&stream, &inflateEnd);
+    stream.next_in = raw.data() + offset;
+    stream.avail_in = static_cast<uInt>(std::min<size_t>(raw.size() - offset, 1u << 30));
+    int status = Z_OK;
+    uint8_t chunk[1 << 16];
+    while (status == Z_OK) {
+      stream.next_out = chunk;
+      stream.avail_out = sizeof(chunk);
+      status = inflate(&stream, Z_NO_FLUSH);
+      out.insert(out.end(), chunk, chunk + (sizeof(chunk) - stream.avail_out));
+      // A member larger than 1 GiB of input is fed in slices.
+      if (status == Z_BUF_ERROR && stream.avail_in == 0 && stream.next_in < raw.data() + raw.size()) {
+        const size_t at = static_cast<size_t>(stream.next_in - raw.data());
+        stream.avail_in = static_cast<uInt>(std::min<size_t>(raw.size() - at, 1u << 30));
+        status = Z_OK;
+      }
+    }
+    ECH_CHECK(status == Z_STREAM_END, "'", path, "': gzip stream is ",
+              status == Z_BUF_ERROR ? "truncated" : "corrupt", " in member ", member,
+              " at offset ", offset, " after ", out.size(), " decompressed bytes (zlib: ",
+              stream.msg ? stream.msg : zError(status), ")");
+    offset = static_cast<size_t>(stream.next_in - raw.data());
+    ++member;
+  }
+  return out;
 }
 
 }  // namespace echelon::data

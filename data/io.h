@@ -8,8 +8,8 @@
 namespace echelon::data {
 
 // The bytes of `path`. When the file starts with the gzip magic (1f 8b) it is decompressed (every
-// member of a multi-member file); a truncated or corrupt gzip stream throws echelon::Error naming
-// the file and the zlib error.
+// member of a multi-member file); a truncated or corrupt gzip member, or bytes after the last
+// member that are not another member, throw echelon::Error naming the file, member and offset.
 std::vector<uint8_t> read_file(const std::string& path);
 // The bytes of `path`, never decompressed.
 std::vector<uint8_t> read_file_raw(const std::string& path);

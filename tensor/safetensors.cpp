@@ -123,19 +123,27 @@ Entry parse_entry(const std::string& what, const std::string& name, const json::
   Entry e{name, kFloat32, {}, 0, 0};
   try {
     e.dtype = parse_dtype_code(v.at("dtype").as_string());
-    uint64_t numel = 1;
+    uint64_t numel = 1, nonzero = 1;
+    // JSON integers only: the format has no "1.0" for a size (5.5 and 1.0 are both rejected).
+    auto integer = [](const json::Value& x, const char* field) {
+      ECH_CHECK(x.is_int(), field, " entries must be JSON integers, got ", x.dump());
+      return x.as_int();
+    };
     for (const json::Value& d : v.at("shape").as_array()) {
-      const int64_t dim = d.as_int();
+      const int64_t dim = integer(d, "shape");
       ECH_CHECK(dim >= 0, "negative dimension ", dim);
-      // Bound the product so the size check below cannot overflow.
-      ECH_CHECK(dim == 0 || numel <= (uint64_t{1} << 62) / static_cast<uint64_t>(dim),
+      // Bound the product of the non-zero dims too (not only numel, which a 0 makes 0): the
+      // tensor's strides are such products and must not overflow.
+      ECH_CHECK(dim == 0 || nonzero <= (uint64_t{1} << 62) / static_cast<uint64_t>(dim),
                 "shape is too large");
+      if (dim != 0) nonzero *= static_cast<uint64_t>(dim);
       numel *= static_cast<uint64_t>(dim);
       e.shape.push_back(dim);
     }
     const json::Array& offsets = v.at("data_offsets").as_array();
     ECH_CHECK(offsets.size() == 2, "data_offsets must have 2 entries, has ", offsets.size());
-    const int64_t begin = offsets[0].as_int(), end = offsets[1].as_int();
+    const int64_t begin = integer(offsets[0], "data_offsets");
+    const int64_t end = integer(offsets[1], "data_offsets");
     ECH_CHECK(begin >= 0 && begin <= end, "data_offsets [", begin, ", ", end, "] are not ordered");
     e.begin = static_cast<uint64_t>(begin);
     e.end = static_cast<uint64_t>(end);

@@ -122,20 +122,38 @@ void add_bench_command(CLI::App& root, BenchCommand& c) {
   add_loader(*c.bench, c);
 }
 
-int run_bench_command(BenchCommand& c, std::ostream& out) {
+void finish_bench_command(BenchCommand& c) {
+  using Which = BenchCommand::Which;
   if (*c.op) {
-    if (c.list_ops) return list_ops(out);
-    ECH_CHECK(!c.op_options.op.empty(), "bench op: name an op (see `echelon bench op --list`)");
-    bench_op(c.op_common, c.op_options, out);
+    c.which = Which::Op;
   } else if (*c.model) {
-    bench_model(c.model_common, c.model_options, out);
+    c.which = Which::Model;
   } else if (*c.pipeline) {
+    c.which = Which::Pipeline;
     if (!c.pipeline_schedule.empty()) c.pipeline_flags.schedule_text = c.pipeline_schedule;
     finish_pipeline_options(*c.pipeline, c.pipeline_flags, 1);
     c.pipeline_options.pipeline = c.pipeline_flags.options;
-    bench_pipeline(c.pipeline_common, c.pipeline_options, out);
-  } else if (*c.loader) {
-    bench_loader(c.loader_common, c.loader_spec, out);
+  } else {
+    c.which = Which::Loader;
+  }
+}
+
+int run_bench_command(BenchCommand& c, std::ostream& out) {
+  switch (c.which) {
+    case BenchCommand::Which::Op:
+      if (c.list_ops) return list_ops(out);
+      ECH_CHECK(!c.op_options.op.empty(), "bench op: name an op (see `echelon bench op --list`)");
+      bench_op(c.op_common, c.op_options, out);
+      break;
+    case BenchCommand::Which::Model:
+      bench_model(c.model_common, c.model_options, out);
+      break;
+    case BenchCommand::Which::Pipeline:
+      bench_pipeline(c.pipeline_common, c.pipeline_options, out);
+      break;
+    case BenchCommand::Which::Loader:
+      bench_loader(c.loader_common, c.loader_spec, out);
+      break;
   }
   return 0;
 }

@@ -15,6 +15,8 @@
 namespace echelon::app {
 
 struct BenchCommand {
+  enum class Which { Op, Model, Pipeline, Loader };
+  Which which = Which::Op;  // set by finish_bench_command
   CLI::App* bench = nullptr;
   CLI::App *op = nullptr, *model = nullptr, *pipeline = nullptr, *loader = nullptr;
   BenchCommon op_common, model_common, pipeline_common, loader_common;
@@ -29,7 +31,10 @@ struct BenchCommand {
 
 // Registers `bench` and its four subcommands on `root`; the flags land in `command`.
 void add_bench_command(CLI::App& root, BenchCommand& command);
-// Runs the subcommand that was given (after parsing); returns the exit status.
+// After parsing (while the CLI::App is alive): notes which subcommand was given and checks its
+// pipeline flags.
+void finish_bench_command(BenchCommand& command);
+// Runs the subcommand that was given (after finish_bench_command); returns the exit status.
 int run_bench_command(BenchCommand& command, std::ostream& out);
 
 }  // namespace echelon::app

@@ -108,7 +108,10 @@ TEST_SUITE("models") {
       Tensor loss = cross_entropy(net->forward(x), Tensor::from_vector<int64_t>({3, 8}, {2}));
       backward(loss);
       CHECK(x.grad().shape() == x.shape());
-      for (const auto& [pname, p] : net->named_parameters()) {
+      // Named copies, not structured bindings: clang 14 cannot capture those in CAPTURE's lambda.
+      for (const auto& named : net->named_parameters()) {
+        const std::string& pname = named.first;
+        const Tensor& p = named.second;
         CAPTURE(pname);
         REQUIRE(p.grad().defined());
         CHECK(p.grad().shape() == p.shape());

@@ -121,7 +121,9 @@ TEST_SUITE("ops") {
         {BinaryOp::Max, [](double p, double q) { return std::max(p, q); }},
         {BinaryOp::Min, [](double p, double q) { return std::min(p, q); }},
         {BinaryOp::Pow, [](double p, double q) { return std::pow(p, q); }}};
-    for (const auto& [op, fn] : cases) {
+    for (const auto& each : cases) {  // not a structured binding: INFO's lambda captures `op`
+      const BinaryOp op = each.first;
+      const auto& fn = each.second;
       INFO("op ", name(op));
       const Tensor out = ops::binary(op, a, b);
       REQUIRE(out.shape() == Shape{3, 4, 5});

@@ -321,7 +321,9 @@ std::vector<CaseResult> run_gpu_parity(const std::string& filter) {
                                                                    {"cuda/cublas",
                                                                     ops::MatmulImpl::Blas}}
             : std::vector<std::pair<std::string, ops::MatmulImpl>>{{"cuda", ops::MatmulImpl::Auto}};
-    for (const auto& [variant, impl] : variants) {
+    for (const auto& each : variants) {  // not a structured binding: the lambda captures impl
+      const std::string& variant = each.first;
+      const ops::MatmulImpl impl = each.second;
       results.push_back(guarded_run(c, variant, [&] {
         Tensor ref;
         {

@@ -412,6 +412,7 @@ void im2col_cases() {
   dilated.pad_h = 2;
   dilated.pad_w = 0;
   dilated.dilation_h = dilated.dilation_w = 2;
+  // Init-captures ([g = g]): clang 14 cannot capture a structured binding directly.
   for (const auto& [suffix, g] : {std::pair{"/k3s2p1", g3}, std::pair{"/dilated", dilated}}) {
     const Shape x_shape{2, 3, 11, 13};
     const Conv2dGeometry s = g.for_input(x_shape[0], x_shape[1], x_shape[2], x_shape[3], 0);
@@ -419,12 +420,12 @@ void im2col_cases() {
     add({std::string("im2col") + suffix,
          "im2col",
          {f32(x_shape)},
-         [g](const auto& in) { return ops::im2col(in[0], g); },
+         [g = g](const auto& in) { return ops::im2col(in[0], g); },
          Tolerance{0, 0}});
     add({std::string("col2im") + suffix,
          "im2col",
          {f32({x_shape[0], cols_h, cols_w})},
-         [g, x_shape](const auto& in) { return ops::col2im(in[0], g, x_shape); },
+         [g = g, x_shape](const auto& in) { return ops::col2im(in[0], g, x_shape); },
          tol});
   }
 }

@@ -57,6 +57,7 @@ void conv_cases() {
   impls.push_back({"cudnn", ops::ConvImpl::Cudnn});
 #endif
   const Tolerance tol{1e-4, 1e-4};
+  // Init-captures ([impl = impl]): clang 14 cannot capture a structured binding directly.
   for (const auto& [impl_name, impl] : impls)
     for (const ConvCase& g : geometries) {
       const std::string suffix = "/" + impl_name + "/" + g.name;
@@ -65,7 +66,7 @@ void conv_cases() {
       add({"conv2d" + suffix,
            "conv",
            {f32(g.x), f32(g.w), f32({out_channels})},
-           [impl, p](const auto& in) {
+           [impl = impl, p](const auto& in) {
              ConvImplScope scope(impl);
              return ops::conv2d(in[0], in[1], in[2], p);
            },
@@ -74,19 +75,19 @@ void conv_cases() {
       const Shape y_shape = {geo.n, geo.o, geo.out_h, geo.out_w};
       const std::vector<InputSpec> backward_inputs = {f32(y_shape), f32(g.x), f32(g.w)};
       add({"conv2d_backward_input" + suffix, "conv", backward_inputs,
-           [impl, p](const auto& in) {
+           [impl = impl, p](const auto& in) {
              ConvImplScope scope(impl);
              return ops::conv2d_backward(in[0], in[1], in[2], false, true, p).input;
            },
            tol});
       add({"conv2d_backward_weight" + suffix, "conv", backward_inputs,
-           [impl, p](const auto& in) {
+           [impl = impl, p](const auto& in) {
              ConvImplScope scope(impl);
              return ops::conv2d_backward(in[0], in[1], in[2], false, false, p).weight;
            },
            Tolerance{5e-4, 1e-4}});
       add({"conv2d_backward_bias" + suffix, "conv", backward_inputs,
-           [impl, p](const auto& in) {
+           [impl = impl, p](const auto& in) {
              ConvImplScope scope(impl);
              return ops::conv2d_backward(in[0], in[1], in[2], true, false, p).bias;
            },
@@ -114,7 +115,9 @@ void pool_cases() {
       {"2x2", floor2}, {"3x3_s2_p1_ceil", ceil3}, {"3x2_ceil_exclude_pad", rect}};
   const Shape x = {3, 5, 11, 9};
   const Tolerance tol{1e-6, 1e-5};
-  for (const auto& [name, p] : params) {
+  for (const auto& named : params) {  // not a structured binding: the lambdas capture p
+    const auto& name = named.first;
+    const auto p = named.second;
     // Registration runs before main: the shape comes from the geometry, not from a tensor.
     const Pool2dGeometry geo = p.for_input(x[0], x[1], x[2], x[3]);
     const Shape y = {geo.n, geo.c, geo.out_h, geo.out_w};

@@ -1,0 +1,184 @@
+// The `echelon` command line: flags -> Command (see command.h).
+#include <echelon/app/cli/command.h>
+
+#include <filesystem>
+#include <sstream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include <echelon/base/error.h>
+#include <echelon/base/json.h>
+#include <echelon/parallel/schedule.h>
+
+namespace echelon::app {
+namespace {
+
+// `--schedule` names either an LR schedule or a pipeline schedule (the names do not overlap);
+// `--lr-schedule` and `--schedule-pipeline` are the unambiguous spellings.
+struct ScheduleFlag {
+  std::string value;
+  bool sets_lr_schedule = false;  // set by route_schedule_flag: --schedule named an LR schedule
+};
+
+void route_schedule_flag(const CLI::App& cmd, ScheduleFlag& flag, TrainOptions& train,
+                         PipelineFlags& pipeline) {
+  pipeline.schedule_given = cmd.count("--schedule-pipeline") > 0;
+  if (cmd.count("--schedule") == 0) return;
+  if (parallel::find_schedule(flag.value)) {
+    pipeline.schedule_given = true;
+    ECH_CHECK(cmd.count("--schedule-pipeline") == 0 || pipeline.schedule_text == flag.value,
+              "--schedule ", flag.value, " and --schedule-pipeline ", pipeline.schedule_text,
+              " disagree");
+    pipeline.schedule_text = flag.value;
+    return;
+  }
+  ECH_CHECK(cmd.count("--lr-schedule") == 0 || train.schedule == flag.value, "--schedule ",
+            flag.value, " and --lr-schedule ", train.schedule, " disagree");
+  train.schedule = flag.value;  // an unknown name is rejected by validate(), naming both kinds
+  flag.sets_lr_schedule = true;
+}
+
+void add_train_options(CLI::App& cmd, TrainOptions& o, ScheduleFlag& schedule) {
+  cmd.add_option("--model", o.model, "Model name (see `echelon models`)");
+  cmd.add_option("--data", o.data, "fashion-mnist | mnist | cifar10 | synthetic | folder");
+  cmd.add_option("--data-dir", o.data_dir, "Dataset folder (default: the dataset's usual place)");
+  cmd.add_option("--epochs", o.epochs, "Epochs to train (an epoch counts fresh examples)");
+  cmd.add_option("--batch-size", o.batch_size, "Mini-batch size");
+  cmd.add_option("--lr", o.lr, "Learning rate");
+  cmd.add_option("--momentum", o.momentum, "SGD momentum");
+  cmd.add_flag("--nesterov", o.nesterov, "Nesterov momentum");
+  cmd.add_option("--wd", o.wd, "Weight decay");
+  cmd.add_option("--schedule", schedule.value,
+                 "LR schedule (constant | step | multistep | cosine) or pipeline schedule"
+                 " (sequential | stale | stash | gpipe | hybrid)");
+  cmd.add_option("--lr-schedule", o.schedule, "LR schedule: constant | step | multistep | cosine");
+  cmd.add_option("--warmup-epochs", o.warmup_epochs, "Linear LR warm-up length in epochs");
+  cmd.add_option("--step-size", o.step_size, "Epochs between decays (--schedule step)");
+  cmd.add_option("--milestones", o.milestones, "Decay epochs, e.g. 30,60 (--schedule multistep)")
+      ->delimiter(',');
+  cmd.add_option("--gamma", o.gamma, "Decay factor (step, multistep)");
+  cmd.add_option("--device", o.device, "auto | cpu | cuda | cuda:N");
+  cmd.add_option("--conv-impl", o.conv_impl, "Convolution on CUDA: ours | cudnn");
+  cmd.add_option("--seed", o.seed, "Seed of model init, shuffling, augmentation and dropout");
+  cmd.add_option("--threads", o.threads, "BLAS threads (0: library default)");
+  cmd.add_option("--out", o.out, "Run folder for config, metrics, summary, checkpoint, report");
+  cmd.add_option("--resume", o.resume, "Continue the run in this folder from its checkpoint");
+  cmd.add_flag("--overwrite", o.overwrite, "Let --out replace the folder of another run");
+  cmd.add_flag("--deterministic", o.deterministic,
+               "Refuse settings that break bit-identical reruns (echo auto, workers > 1)");
+  cmd.add_option("--limit-train", o.limit_train, "Use only the first N training examples");
+  cmd.add_option("--limit-test", o.limit_test, "Use only the first N test examples");
+  cmd.add_option("--echo", o.echo, "Data echoing factor E >= 1, or auto");
+  cmd.add_option("--echo-at", o.echo_at, "before-augment | after-augment | batch");
+  cmd.add_option("--shuffle-buffer", o.shuffle_buffer, "Shuffle buffer after echoing (items)");
+  cmd.add_option("--workers", o.workers,
+                 "Worker threads per data stage (> 1 may reorder examples)");
+  cmd.add_option("--log-every", o.log_every, "Steps between metrics.jsonl step records");
+  cmd.add_option("--progress", o.progress, "auto | bar | lines | none");
+  cmd.add_option("--stop-after-epoch", o.stop_after_epoch,
+                 "Stop after this many epochs as if interrupted (for testing --resume)");
+}
+
+// With --resume, the options come from DIR/config.json; flags given explicitly override them.
+TrainOptions merge_resume(const CLI::App& cmd, const TrainOptions& given,
+                                    const ScheduleFlag& schedule) {
+  const std::string config_path = (std::filesystem::path(given.resume) / "config.json").string();
+  ECH_CHECK(std::filesystem::exists(config_path), "--resume ", given.resume,
+            ": no config.json there (not a run folder?)");
+  json::Value merged = json::parse_file(config_path);
+  ECH_CHECK(merged.is_object(), config_path, ": expected a JSON object");
+  const json::Value flags = given.to_json();
+  for (const auto& [key, value] : flags.as_object()) {
+    const bool given_flag = key == "schedule"
+                                ? cmd.count("--lr-schedule") > 0 || schedule.sets_lr_schedule
+                                : cmd.count("--" + key) > 0;
+    if (given_flag) merged.set(key, value);
+  }
+  TrainOptions options = TrainOptions::from_json(merged);
+  options.resume = given.resume;
+  if (cmd.count("--out") == 0) options.out = given.resume;
+  options.progress = given.progress;
+  options.overwrite = given.overwrite;
+  options.stop_after_epoch = given.stop_after_epoch;
+  return options;
+}
+
+void add_eval_options(CLI::App& cmd, EvalOptions& o) {
+  cmd.add_option("--checkpoint", o.checkpoint, "checkpoint.safetensors file")->required();
+  cmd.add_option("--data", o.data, "Dataset (default: the checkpoint's)");
+  cmd.add_option("--data-dir", o.data_dir, "Dataset folder");
+  cmd.add_option("--device", o.device, "auto | cpu | cuda | cuda:N");
+  cmd.add_option("--batch-size", o.batch_size, "Evaluation batch size");
+  cmd.add_option("--limit-test", o.limit_test, "Use only the first N examples");
+  cmd.add_option("--workers", o.workers, "Worker threads per pipeline stage");
+}
+
+// CLI11 reads an unknown first word as a stray argument ("A subcommand is required"): name it and
+// list the subcommands instead.
+void check_subcommand(const CLI::App& root, int argc, const char* const* argv) {
+  if (argc < 2 || argv[1][0] == '-') return;
+  std::string known;
+  for (const CLI::App* sub : root.get_subcommands([](const CLI::App*) { return true; })) {
+    if (sub->get_name() == argv[1]) return;
+    known += (known.empty() ? "" : ", ") + sub->get_name();
+  }
+  ECH_FAIL("unknown subcommand '", argv[1], "' (expected one of: ", known, ")");
+}
+
+}  // namespace
+
+Command parse_command_line(int argc, const char* const* argv) {
+  Command command;
+  CLI::App root{"echelon: train and evaluate CNNs (CPU and CUDA, pipeline-parallel)", "echelon"};
+  root.require_subcommand(1);
+  root.set_version_flag("--version", std::string("echelon ") + ECHELON_VERSION);
+  root.option_defaults()->always_capture_default();  // --help shows every default
+
+  ScheduleFlag schedule_flag;
+  CLI::App* train_cmd = root.add_subcommand("train", "Train a model");
+  add_train_options(*train_cmd, command.train, schedule_flag);
+  add_pipeline_options(*train_cmd, command.pipeline);
+
+  CLI::App* eval_cmd = root.add_subcommand("eval", "Evaluate a checkpoint on a test set");
+  add_eval_options(*eval_cmd, command.eval);
+
+  CLI::App* models_cmd = root.add_subcommand("models", "List the models and their sizes");
+  add_bench_command(root, command.bench);
+
+  check_subcommand(root, argc, argv);
+  try {
+    root.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help (CallForHelp, CallForAllHelp) is a "parse error" with exit code 0.
+    if (e.get_exit_code() == 0) {
+      std::ostringstream out, err;
+      command.exit_code = root.exit(e, out, err);
+      command.text = out.str() + err.str();
+      return command;
+    }
+    throw Error(str(e.what(), " (see echelon --help)"));  // one line, no source location
+  }
+  if (*models_cmd) {
+    command.kind = Command::Kind::Models;
+    return command;
+  }
+  if (*eval_cmd) {
+    command.kind = Command::Kind::Eval;
+    return command;
+  }
+  if (*command.bench.bench) {
+    command.kind = Command::Kind::Bench;
+    finish_bench_command(command.bench);
+    return command;
+  }
+  command.kind = Command::Kind::Train;
+  route_schedule_flag(*train_cmd, schedule_flag, command.train, command.pipeline);
+  if (!command.train.resume.empty())
+    command.train = merge_resume(*train_cmd, command.train, schedule_flag);
+  // Pipeline flags are not stored in config.json: a resumed pipelined run passes them again.
+  finish_pipeline_options(*train_cmd, command.pipeline, static_cast<int>(command.train.epochs));
+  return command;
+}
+
+}  // namespace echelon::app
