@@ -7,7 +7,10 @@ find_package(Boost 1.66 REQUIRED COMPONENTS context)
 
 file(GLOB echelon_sim_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/cuda/sim/*.cpp)
 file(GLOB echelon_sim_cuda_cpp CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/cuda/*.cpp)
-file(GLOB echelon_sim_cu CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/cuda/kernels/*.cu)
+# tools/cudasim-mutants.sh points this at a copy of the kernels with one planted bug.
+set(ECHELON_CUDASIM_KERNELS ${PROJECT_SOURCE_DIR}/cuda/kernels CACHE PATH
+    "Folder of the .cu files the emulation build compiles")
+file(GLOB echelon_sim_cu CONFIGURE_DEPENDS ${ECHELON_CUDASIM_KERNELS}/*.cu)
 # .cu files are C++ here: `-x c++` (the compiler would not take the extension otherwise), and
 # nvcc's `#pragma unroll` is not a warning.
 set_source_files_properties(${echelon_sim_cu} PROPERTIES LANGUAGE CXX COMPILE_OPTIONS "-xc++;-Wno-unknown-pragmas")
