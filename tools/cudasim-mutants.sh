@@ -1,24 +1,27 @@
 #!/usr/bin/env bash
 # Proves that the CUDA emulation bites: plants one bug at a time in a COPY of cuda/kernels/*.cu,
-# rebuilds only the GPU test binary of an emulation build that compiles that copy
+# rebuilds only the GPU test binary of an emulation build pointed at that copy
 # (-DECHELON_CUDASIM_KERNELS=DIR), and runs it under the `cudasim` orders until one fails. A
 # mutant that passes every order "survived": the script prints a table and exits 1.
 #
-#   tools/cudasim-mutants.sh [BUILD_DIR]     (default: build-sim-mutants; ccache makes reruns fast)
+#   tools/cudasim-mutants.sh [BUILD_DIR]     (default build-sim; an existing emulation build is
+#                                             reused: only the .cu objects recompile, and the
+#                                             folder is pointed back at cuda/kernels on exit)
 #   CUDASIM_MUTANTS=matmul-tile-index,...    run only these mutants
 #   CUDASIM_MUTANTS_KEEP=1                   keep the work folder (kernel copies) for a look
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-build=${1:-build-sim-mutants}
+build=${1:-build-sim}
 work=$(mktemp -d "${TMPDIR:-/tmp}/cudasim-mutants.XXXXXX")
-[ "${CUDASIM_MUTANTS_KEEP:-0}" = 1 ] || trap 'rm -rf "$work"' EXIT
+restore() {
+  cmake -S "$root" -B "$build" -DECHELON_CUDASIM_KERNELS="$root/cuda/kernels" >/dev/null || true
+  [ "${CUDASIM_MUTANTS_KEEP:-0}" = 1 ] || rm -rf "$work"
+}
+trap restore EXIT
 kernels=$work/kernels
 mkdir -p "$kernels"
 cp cuda/kernels/*.cu "$kernels/"
-# The debug info would otherwise put the build folder into ccache's hash: this build then reuses
-# the objects of any other emulation build with the same flags.
-export CCACHE_NOHASHDIR=1
 export OPENBLAS_NUM_THREADS=1
 
 # name | file | original text | mutated text (python string literals, exact match required)
@@ -39,7 +42,9 @@ mutants=(
 orders=("forward 0" "reverse 7" "random:1 0" "random:2 3")
 
 echo "== configure $build (kernels from $kernels)"
-cmake -S "$root" -B "$build" -G Ninja -DECHELON_CUDA_SIM=ON -DECHELON_BENCH=OFF \
+generator=()
+[ -f "$build/CMakeCache.txt" ] || generator=(-G Ninja -DECHELON_BENCH=OFF)
+cmake -S "$root" -B "$build" "${generator[@]}" -DECHELON_CUDA_SIM=ON \
       -DECHELON_CUDASIM_KERNELS="$kernels" >/dev/null
 start=$SECONDS
 echo "== build the unmutated binary"
@@ -96,7 +101,6 @@ EOF
   echo "$line"
   table+=$'\n'"$line"
 done
-cmake --build "$build" --target echelon_gpu_tests >/dev/null  # back to the unmutated kernels
 
 echo
 echo "$table"

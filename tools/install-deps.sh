@@ -4,7 +4,8 @@
 # otherwise Echelon builds CPU-only.
 set -euo pipefail
 packages=(cmake ninja-build g++ make pkg-config ccache zlib1g-dev doctest-dev libcli11-dev
-          libopenblas-dev libstb-dev libturbojpeg0-dev libbenchmark-dev dataset-fashion-mnist)
+          libopenblas-dev libstb-dev libturbojpeg0-dev libbenchmark-dev dataset-fashion-mnist
+          libboost-context-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
