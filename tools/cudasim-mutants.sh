@@ -19,6 +19,7 @@ restore() {
   [ "${CUDASIM_MUTANTS_KEEP:-0}" = 1 ] || rm -rf "$work"
 }
 trap restore EXIT
+trap 'exit 130' INT TERM  # so that EXIT runs the restore
 kernels=$work/kernels
 mkdir -p "$kernels"
 cp cuda/kernels/*.cu "$kernels/"

@@ -1,10 +1,12 @@
 // CUDA emulation: the launch model. Why this shape:
 // - every CUDA thread is a Boost.Context fiber; a block runs to completion on the stream's worker
 //   thread before the next block starts, so `__shared__` (thread_local) is per block;
-// - a fiber runs until it reaches a barrier or a warp collective (or exits), then the next ready
-//   thread of the block runs, in the chosen order (forward, reverse, or reshuffled at every pass):
-//   what two threads do between two barriers is serialised in that order, so a missing barrier
-//   turns into a wrong result in at least one order instead of "works by luck";
+// - a fiber runs until it reaches a barrier or a warp collective (or exits); then the first ready
+//   thread in the block's priority order runs (forward, reverse, or a permutation redrawn at
+//   every barrier). A warp whose collective completes thus runs on at once, ahead of the threads
+//   after it: warps progress at very different speeds, as they may on a GPU, and what two
+//   threads do between two barriers is serialised in that order, so a missing barrier turns into
+//   a wrong result in at least one order instead of "works by luck";
 // - a barrier is released only when every live thread of the block waits at the same one, a warp
 //   collective only when every lane its mask names arrived with the same mask; anything else
 //   (a lane that exited, a barrier in a branch, a deadlock) fails the launch with a message that
@@ -193,6 +195,9 @@ struct Block {
   std::string error;
   bool aborting = false;
   int exited = 0;
+  std::vector<int> priority;  // thread indices, highest priority first
+  std::vector<int> rank;      // rank[thread] = its position in `priority`
+  size_t wake = 0;            // lowest rank made ready by a warp collective since the last check
 };
 
 thread_local Block* t_block = nullptr;
@@ -352,7 +357,10 @@ bool resolve_warp(Block& b, const SimThread& t) {
     }
   }
   for (int lane = 0; lane < 32; ++lane)
-    if (t.mask >> lane & 1u) b.threads[static_cast<size_t>(base + lane)].state = SimThread::State::Ready;
+    if (t.mask >> lane & 1u) {
+      b.threads[static_cast<size_t>(base + lane)].state = SimThread::State::Ready;
+      b.wake = std::min(b.wake, static_cast<size_t>(b.rank[static_cast<size_t>(base + lane)]));
+    }
   return true;
 }
 
@@ -438,24 +446,33 @@ bool run_block(Block& b, const Grid& g, const uint3& block_idx, std::mt19937_64&
   b.exited = 0;
   std::fill(b.dynamic_smem.begin(), b.dynamic_smem.end(), 0xFF);
   t_coords.block_idx = block_idx;
-  std::vector<int> pass(n);
+  b.priority.resize(n);
+  b.rank.resize(n);
   for (unsigned i = 0; i < n; ++i) {
     SimThread& t = b.threads[i];
     t.linear = static_cast<int>(i);
     t.idx = {i % g.block.x, i / g.block.x % g.block.y, i / (g.block.x * g.block.y)};
-    pass[i] = static_cast<int>(g.order.kind == OrderKind::Reverse ? n - 1 - i : i);
+    b.priority[i] = static_cast<int>(g.order.kind == OrderKind::Reverse ? n - 1 - i : i);
   }
+  const auto redraw = [&] {
+    if (g.order.kind == OrderKind::Random) std::shuffle(b.priority.begin(), b.priority.end(), rng);
+    for (unsigned i = 0; i < n; ++i) b.rank[static_cast<size_t>(b.priority[i])] = static_cast<int>(i);
+  };
+  redraw();
+  size_t cursor = 0;  // every thread ranked before it is not ready
   while (b.error.empty() && b.exited < static_cast<int>(n)) {
-    if (g.order.kind == OrderKind::Random) std::shuffle(pass.begin(), pass.end(), rng);
-    bool ran = false;
-    for (const int i : pass) {
-      SimThread& t = b.threads[static_cast<size_t>(i)];
-      if (t.state != SimThread::State::Ready) continue;
-      ran = true;
-      resume(b, t);
-      if (!b.error.empty()) break;
+    while (cursor < n && b.threads[static_cast<size_t>(b.priority[cursor])].state !=
+                             SimThread::State::Ready)
+      ++cursor;
+    if (cursor == n) {
+      resolve_stall(b);  // releases a barrier (all ready again) or fails
+      redraw();
+      cursor = 0;
+      continue;
     }
-    if (!ran && b.error.empty()) resolve_stall(b);
+    b.wake = n;
+    resume(b, b.threads[static_cast<size_t>(b.priority[cursor])]);
+    cursor = std::min(cursor, b.wake);
   }
   if (b.error.empty()) return true;
   // Unwind every suspended fiber (and skip the ones never started) so all stacks are returned.
