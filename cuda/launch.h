@@ -22,7 +22,7 @@
 #else
 #define ECH_LAUNCH_NAMED(name, grid, block, smem, stream, ...) \
   __VA_ARGS__<<<grid, block, smem, stream>>>
-#define ECH_DYNAMIC_SHARED(T, name)                             \
+#define ECH_DYNAMIC_SHARED(T, name)                                \
   extern __shared__ __align__(16) unsigned char ech_smem_##name[]; \
   T* const name = reinterpret_cast<T*>(ech_smem_##name)
 #endif

@@ -35,7 +35,7 @@ mutants=(
   "matmul-tail-off-by-one|matmul.cu|'if (n >= N) break;'|'if (n >= N - 1) break;'"
   "matmul-shared-race|matmul.cu|'    __syncthreads();  // the next iteration overwrites the tiles\n'|''"
   "norm-divergent-barrier|norm.cu|'  if (threadIdx.x == 0) *shared = total;\n  __syncthreads();'|'  if (threadIdx.x == 0) {\n    *shared = total;\n    __syncthreads();\n  }'"
-  "norm-cub-reuse-race|norm.cu|'  const double result = *shared;\n  __syncthreads();'|'  const double result = *shared;'"
+  "norm-missing-barrier|norm.cu|'*shared = total;\n  __syncthreads();\n  const double result'|'*shared = total;\n  const double result'"
   "im2col-missing-bounds-check|im2col.cu|'h >= 0 && h < g.height && w >= 0 && w < g.width'|'h >= 0 && h < g.height && w >= 0'"
   "softmax-short-warp-sum|reduce.cu|'offset > 0; offset /= 2) v += __shfl_xor_sync'|'offset > 1; offset /= 2) v += __shfl_xor_sync'"
 )
@@ -92,7 +92,11 @@ EOF
     failed=$(run_orders)
     if [ -n "$failed" ]; then
       verdict="caught"
-      why="$failed: $(grep -m1 -oE 'cudasim: .{0,90}|ERROR: .{0,90}|CRASHED.{0,60}|FAIL .{0,90}' "$work/run.log" || echo 'timeout')"
+      # The emulator's diagnosis, else the first parity case that failed, else doctest's line.
+      why=$(grep -m1 -oE 'cudasim: kernel [a-z_0-9]+|cudasim: [^(]{0,60}' "$work/run.log" ||
+            grep -m1 -oE 'logged: [^ ]+ \[[a-z/]+\]' "$work/run.log" ||
+            grep -m1 -oE 'ERROR: .{0,60}|CRASHED.{0,40}' "$work/run.log" || echo "timeout")
+      why="$failed: $(echo "$why" | sed 's/^ *//')"
     else
       verdict="SURVIVED"; why="passes every order"; survivors=$((survivors + 1))
     fi

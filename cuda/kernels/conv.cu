@@ -137,8 +137,8 @@ void conv2d_backward_weight(const ConvArgs& a, const float* grad_out, const floa
 void conv2d_backward_bias(const ConvArgs& a, const float* grad_out, float* grad_bias,
                           cudaStream_t stream) {
   if (a.o == 0) return;
-  ECH_LAUNCH(static_cast<unsigned>(a.o), kBlock, 0, stream, bias_grad_kernel)(
-      grad_out, grad_bias, a.n, a.o, a.out_h * a.out_w);
+  ECH_LAUNCH(static_cast<unsigned>(a.o), kBlock, 0, stream, bias_grad_kernel)
+  (grad_out, grad_bias, a.n, a.o, a.out_h * a.out_w);
   ECH_CUDA_CHECK_LAUNCH("conv2d_backward_bias");
 }
 

@@ -91,8 +91,8 @@ int64_t cross_entropy_forward(int64_t n, int64_t classes, const float* logits,
   unsigned long long bad_host = ~0ull;
   try {
     ECH_CUDA_CHECK(cudaMemsetAsync(bad, 0xFF, sizeof(unsigned long long), stream));
-    ECH_LAUNCH(static_cast<unsigned>(n), kBlock, 0, stream, cross_entropy_rows_kernel)(
-        classes, logits, target, log_probs, row_loss, bad);
+    ECH_LAUNCH(static_cast<unsigned>(n), kBlock, 0, stream, cross_entropy_rows_kernel)
+    (classes, logits, target, log_probs, row_loss, bad);
     ECH_CUDA_CHECK_LAUNCH("cross_entropy_forward");
     ECH_LAUNCH(1, kBlock, 0, stream, mean_kernel)(n, row_loss, loss);
     ECH_CUDA_CHECK_LAUNCH("cross_entropy_forward (mean)");

@@ -205,7 +205,8 @@ void launch_softmax_forward(const char* op, const T* x, T* y, int64_t outer, int
                             int64_t inner, cudaStream_t stream) {
   if (outer * inner == 0 || dim_size == 0) return;
   ECH_LAUNCH(grid_for_rows(outer * inner, kRowBlock / kWarp), kRowBlock, 0, stream,
-             softmax_forward_kernel<T, kind>)(x, y, outer, dim_size, inner);
+             softmax_forward_kernel<T, kind>)
+  (x, y, outer, dim_size, inner);
   ECH_CUDA_CHECK_LAUNCH(op);
 }
 
@@ -214,7 +215,8 @@ void launch_softmax_backward(const char* op, const T* grad_out, const T* y, T* g
                              int64_t outer, int64_t dim_size, int64_t inner, cudaStream_t stream) {
   if (outer * inner == 0 || dim_size == 0) return;
   ECH_LAUNCH(grid_for_rows(outer * inner, kRowBlock / kWarp), kRowBlock, 0, stream,
-             softmax_backward_kernel<T, kind>)(grad_out, y, grad_in, outer, dim_size, inner);
+             softmax_backward_kernel<T, kind>)
+  (grad_out, y, grad_in, outer, dim_size, inner);
   ECH_CUDA_CHECK_LAUNCH(op);
 }
 
@@ -230,10 +232,11 @@ void reduce(ReduceOp op, const T* x, StridedIndexer x_ix, T* out, int64_t outer,
             " elements)");
   if (inner <= kThreadPerRowLimit) {
     ECH_LAUNCH(grid_for_rows(outer, kRowBlock), kRowBlock, 0, stream,
-               reduce_row_per_thread_kernel<T>)(op, x, x_ix, out, outer, inner);
+               reduce_row_per_thread_kernel<T>)
+    (op, x, x_ix, out, outer, inner);
   } else {
-    ECH_LAUNCH(grid_for_rows(outer, 1), kRowBlock, 0, stream,
-               reduce_row_per_block_kernel<T>)(op, x, x_ix, out, outer, inner);
+    ECH_LAUNCH(grid_for_rows(outer, 1), kRowBlock, 0, stream, reduce_row_per_block_kernel<T>)
+    (op, x, x_ix, out, outer, inner);
   }
   ECH_CUDA_CHECK_LAUNCH("reduce");
 }
@@ -244,8 +247,8 @@ void argmax(const T* x, StridedIndexer x_ix, int64_t* out, int64_t outer, int64_
   if (outer <= 0) return;
   ECH_CHECK(inner >= 1, "argmax: cannot take the argmax of an empty dimension (", outer,
             " rows of ", inner, " elements)");
-  ECH_LAUNCH(grid_for_rows(outer, 1), kRowBlock, 0, stream, argmax_kernel<T>)(x, x_ix, out, outer,
-                                                                             inner);
+  ECH_LAUNCH(grid_for_rows(outer, 1), kRowBlock, 0, stream, argmax_kernel<T>)
+  (x, x_ix, out, outer, inner);
   ECH_CUDA_CHECK_LAUNCH("argmax");
 }
 

@@ -11,8 +11,11 @@
 
 namespace cub {
 
-enum BlockReduceAlgorithm { BLOCK_REDUCE_RAKING, BLOCK_REDUCE_WARP_REDUCTIONS,
-                            BLOCK_REDUCE_RAKING_COMMUTATIVE_ONLY };
+enum BlockReduceAlgorithm {
+  BLOCK_REDUCE_RAKING,
+  BLOCK_REDUCE_WARP_REDUCTIONS,
+  BLOCK_REDUCE_RAKING_COMMUTATIVE_ONLY
+};
 
 struct Sum {
   template <typename T>
@@ -36,10 +39,10 @@ class BlockReduce {
     const dim3 b = blockDim;
     if (static_cast<int>(b.x) != BLOCK_DIM_X || static_cast<int>(b.y) != BLOCK_DIM_Y ||
         static_cast<int>(b.z) != BLOCK_DIM_Z)
-      echelon::cudasim::detail::device_error(
-          "cub::BlockReduce<T, " + std::to_string(BLOCK_DIM_X) + "> used in a block of (" +
-          std::to_string(b.x) + "," + std::to_string(b.y) + "," + std::to_string(b.z) +
-          ") threads");
+      echelon::cudasim::detail::device_error("cub::BlockReduce<T, " + std::to_string(BLOCK_DIM_X) +
+                                             "> used in a block of (" + std::to_string(b.x) + "," +
+                                             std::to_string(b.y) + "," + std::to_string(b.z) +
+                                             ") threads");
   }
 
   T Sum(T input) { return Reduce(input, cub::Sum()); }

@@ -22,9 +22,8 @@ long long extent(long long rows, long long cols, long long ld) {
 }
 
 bool inside_device(const float* p, long long elements) {
-  return elements == 0 ||
-         echelon::cudasim::detail::where(p, static_cast<size_t>(elements) * sizeof(float)) ==
-             Where::Device;
+  return elements == 0 || echelon::cudasim::detail::where(
+                              p, static_cast<size_t>(elements) * sizeof(float)) == Where::Device;
 }
 
 }  // namespace
@@ -111,13 +110,14 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
                     !inside_device(A, extent(a_rows, a_cols, lda)) ||
                     !inside_device(B + last * stride_b, extent(b_rows, b_cols, ldb)) ||
                     !inside_device(B, extent(b_rows, b_cols, ldb)))) ||
-      !inside_device(C, extent(m, n, ldc)) || !inside_device(C + last * stride_c, extent(m, n, ldc))) {
+      !inside_device(C, extent(m, n, ldc)) ||
+      !inside_device(C + last * stride_c, extent(m, n, ldc))) {
     echelon::cudasim::detail::fail(
         cudaErrorIllegalAddress,
         "cublasSgemm: a matrix (m=" + std::to_string(m) + ", n=" + std::to_string(n) +
-            ", k=" + std::to_string(k) + ", lda=" + std::to_string(lda) + ", ldb=" +
-            std::to_string(ldb) + ", ldc=" + std::to_string(ldc) + ", batch=" +
-            std::to_string(batch_count) + ") reaches outside device memory");
+            ", k=" + std::to_string(k) + ", lda=" + std::to_string(lda) +
+            ", ldb=" + std::to_string(ldb) + ", ldc=" + std::to_string(ldc) +
+            ", batch=" + std::to_string(batch_count) + ") reaches outside device memory");
     return CUBLAS_STATUS_EXECUTION_FAILED;
   }
   const float al = *alpha, be = *beta;  // pointer mode host: read at the call

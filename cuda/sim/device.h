@@ -7,11 +7,11 @@
 // is ECH_DYNAMIC_SHARED(T, name) (cuda/launch.h), NaN-filled at every block start.
 #pragma once
 
+#include <math.h>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <math.h>
 #include <string>
 #include <type_traits>
 
@@ -89,11 +89,11 @@ inline int __syncthreads_or(int pred, ECH_SIM_SITE) {
   return echelon::cudasim::detail::barrier(pred ? 1 : 0, file, line) != 0;
 }
 
-#define ECH_SIM_SHUFFLE(name, op)                                                              \
-  template <typename T>                                                                        \
-  inline T name(unsigned mask, T var, int arg, int width = warpSize, ECH_SIM_SITE) {           \
-    using namespace echelon::cudasim::detail;                                                  \
-    return from_bits<T>(warp_op(WarpOp::op, mask, to_bits(var), arg, width, file, line));     \
+#define ECH_SIM_SHUFFLE(name, op)                                                         \
+  template <typename T>                                                                   \
+  inline T name(unsigned mask, T var, int arg, int width = warpSize, ECH_SIM_SITE) {      \
+    using namespace echelon::cudasim::detail;                                             \
+    return from_bits<T>(warp_op(WarpOp::op, mask, to_bits(var), arg, width, file, line)); \
   }
 ECH_SIM_SHUFFLE(__shfl_sync, Shfl)
 ECH_SIM_SHUFFLE(__shfl_up_sync, ShflUp)
@@ -180,34 +180,84 @@ using std::isfinite;
 using std::isinf;
 using std::isnan;
 
-inline float __expf(float x) { return std::exp(x); }
-inline float __exp10f(float x) { return std::pow(10.0f, x); }
-inline float __logf(float x) { return std::log(x); }
-inline float __log2f(float x) { return std::log2(x); }
-inline float __log10f(float x) { return std::log10(x); }
-inline float __sinf(float x) { return std::sin(x); }
-inline float __cosf(float x) { return std::cos(x); }
-inline float __tanf(float x) { return std::tan(x); }
-inline float __powf(float x, float y) { return std::pow(x, y); }
-inline float __fdividef(float x, float y) { return x / y; }
-inline float __frcp_rn(float x) { return 1.0f / x; }
-inline float __fsqrt_rn(float x) { return std::sqrt(x); }
-inline float __fadd_rn(float x, float y) { return x + y; }
-inline float __fmul_rn(float x, float y) { return x * y; }
-inline float __fmaf_rn(float x, float y, float z) { return std::fma(x, y, z); }
-inline float __saturatef(float x) { return std::isnan(x) ? 0.0f : (x < 0 ? 0.0f : (x > 1 ? 1.0f : x)); }
-inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
-inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
-inline int __float2int_rn(float x) { return static_cast<int>(std::nearbyint(x)); }
-inline int __popc(unsigned x) { return __builtin_popcount(x); }
-inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
-inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz(static_cast<unsigned>(x)); }
-inline int __ffs(int x) { return __builtin_ffs(x); }
+inline float __expf(float x) {
+  return std::exp(x);
+}
+inline float __exp10f(float x) {
+  return std::pow(10.0f, x);
+}
+inline float __logf(float x) {
+  return std::log(x);
+}
+inline float __log2f(float x) {
+  return std::log2(x);
+}
+inline float __log10f(float x) {
+  return std::log10(x);
+}
+inline float __sinf(float x) {
+  return std::sin(x);
+}
+inline float __cosf(float x) {
+  return std::cos(x);
+}
+inline float __tanf(float x) {
+  return std::tan(x);
+}
+inline float __powf(float x, float y) {
+  return std::pow(x, y);
+}
+inline float __fdividef(float x, float y) {
+  return x / y;
+}
+inline float __frcp_rn(float x) {
+  return 1.0f / x;
+}
+inline float __fsqrt_rn(float x) {
+  return std::sqrt(x);
+}
+inline float __fadd_rn(float x, float y) {
+  return x + y;
+}
+inline float __fmul_rn(float x, float y) {
+  return x * y;
+}
+inline float __fmaf_rn(float x, float y, float z) {
+  return std::fma(x, y, z);
+}
+inline float __saturatef(float x) {
+  return std::isnan(x) ? 0.0f : (x < 0 ? 0.0f : (x > 1 ? 1.0f : x));
+}
+inline float rsqrtf(float x) {
+  return 1.0f / std::sqrt(x);
+}
+inline double rsqrt(double x) {
+  return 1.0 / std::sqrt(x);
+}
+inline int __float2int_rn(float x) {
+  return static_cast<int>(std::nearbyint(x));
+}
+inline int __popc(unsigned x) {
+  return __builtin_popcount(x);
+}
+inline int __popcll(unsigned long long x) {
+  return __builtin_popcountll(x);
+}
+inline int __clz(int x) {
+  return x == 0 ? 32 : __builtin_clz(static_cast<unsigned>(x));
+}
+inline int __ffs(int x) {
+  return __builtin_ffs(x);
+}
 
 // CUDA's global min/max overloads (math_functions.h) for the integer and floating types.
-#define ECH_SIM_MINMAX(T)                           \
-  inline T min(T a, T b) { return a < b ? a : b; } \
-  inline T max(T a, T b) { return a > b ? a : b; }
+#define ECH_SIM_MINMAX(T)  \
+  inline T min(T a, T b) { \
+    return a < b ? a : b;  \
+  }                        \
+  inline T max(T a, T b) { \
+    return a > b ? a : b;  \
+  }
 ECH_SIM_MINMAX(int)
 ECH_SIM_MINMAX(unsigned)
 ECH_SIM_MINMAX(long)
@@ -215,7 +265,15 @@ ECH_SIM_MINMAX(unsigned long)
 ECH_SIM_MINMAX(long long)
 ECH_SIM_MINMAX(unsigned long long)
 #undef ECH_SIM_MINMAX
-inline float min(float a, float b) { return std::fmin(a, b); }
-inline float max(float a, float b) { return std::fmax(a, b); }
-inline double min(double a, double b) { return std::fmin(a, b); }
-inline double max(double a, double b) { return std::fmax(a, b); }
+inline float min(float a, float b) {
+  return std::fmin(a, b);
+}
+inline float max(float a, float b) {
+  return std::fmax(a, b);
+}
+inline double min(double a, double b) {
+  return std::fmin(a, b);
+}
+inline double max(double a, double b) {
+  return std::fmax(a, b);
+}

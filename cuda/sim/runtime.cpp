@@ -98,7 +98,7 @@ constexpr unsigned char kGuardByte = 0xA5;
 
 struct Allocation {
   size_t size;
-  int device;  // -1: pinned host memory
+  int device;           // -1: pinned host memory
   unsigned char* base;  // start of the front guard
 };
 
@@ -114,7 +114,7 @@ struct State {
   std::map<uintptr_t, Allocation> allocations;  // by user pointer
   std::vector<size_t> used;                     // bytes per device
   std::set<CUstream_st*> streams;
-  std::vector<CUstream_st*> legacy;  // per device, created on first use
+  std::vector<CUstream_st*> legacy;                           // per device, created on first use
   std::map<CUevent_st*, std::shared_ptr<CUevent_st>> events;  // queued records hold a share
   std::mutex sticky_mutex;
   cudaError_t sticky = cudaSuccess;
@@ -229,16 +229,17 @@ cudaError_t check_copy(const char* call, void* dst, const void* src, size_t coun
     return usage(cudaErrorInvalidMemcpyDirection, std::string(call) + ": invalid kind");
   const bool dst_device = where(dst) == Where::Device, src_device = where(src) == Where::Device;
   if (dst_device && where(dst, count) != Where::Device)
-    return usage(cudaErrorInvalidValue, std::string(call) + ": destination overruns its allocation");
+    return usage(cudaErrorInvalidValue,
+                 std::string(call) + ": destination overruns its allocation");
   if (src_device && where(src, count) != Where::Device)
     return usage(cudaErrorInvalidValue, std::string(call) + ": source overruns its allocation");
   const bool want_dst = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
   const bool want_src = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
   if (kind != cudaMemcpyDefault && (dst_device != want_dst || src_device != want_src))
     return usage(cudaErrorInvalidValue,
-                 std::string(call) + ": kind cudaMemcpy" + kind_name(kind) + " but the destination is " +
-                     (dst_device ? "device" : "host") + " memory and the source " +
-                     (src_device ? "device" : "host") + " memory");
+                 std::string(call) + ": kind cudaMemcpy" + kind_name(kind) +
+                     " but the destination is " + (dst_device ? "device" : "host") +
+                     " memory and the source " + (src_device ? "device" : "host") + " memory");
   return cudaSuccess;
 }
 
@@ -342,13 +343,18 @@ void check_guards(const std::string& after) {
       }
     }
   }
-  if (!problem.empty())
-    fail(cudaErrorIllegalAddress, after + ": out-of-bounds write: " + problem);
+  if (!problem.empty()) fail(cudaErrorIllegalAddress, after + ": out-of-bounds write: " + problem);
 }
 
-int current_device() { return t_device; }
-int device_count() { return std::max(state().devices, 0); }
-uint64_t next_launch_id() { return state().launch_ids++; }
+int current_device() {
+  return t_device;
+}
+int device_count() {
+  return std::max(state().devices, 0);
+}
+uint64_t next_launch_id() {
+  return state().launch_ids++;
+}
 void count_launch(uint64_t blocks, uint64_t threads) {
   State& st = state();
   ++st.kernels;
@@ -391,7 +397,9 @@ cudaError_t cudaGetLastError() {
   return err;
 }
 
-cudaError_t cudaPeekAtLastError() { return result(t_last_error); }
+cudaError_t cudaPeekAtLastError() {
+  return result(t_last_error);
+}
 
 const char* cudaGetErrorName(cudaError_t error) {
   switch (error) {
@@ -538,7 +546,9 @@ cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned) {
   return result(cudaSuccess);
 }
 
-cudaError_t cudaMallocHost(void** ptr, size_t size) { return cudaHostAlloc(ptr, size, 0); }
+cudaError_t cudaMallocHost(void** ptr, size_t size) {
+  return cudaHostAlloc(ptr, size, 0);
+}
 
 cudaError_t cudaFreeHost(void* ptr) {
   if (!ptr) return result(cudaSuccess);

@@ -107,7 +107,9 @@ Order order() {
   return knobs().order;
 }
 
-void set_grid_cap(unsigned blocks) { knobs().grid_cap = blocks; }
+void set_grid_cap(unsigned blocks) {
+  knobs().grid_cap = blocks;
+}
 
 unsigned grid_cap(unsigned kernel_cap) {
   const unsigned cap = knobs().grid_cap;
@@ -116,7 +118,9 @@ unsigned grid_cap(unsigned kernel_cap) {
 
 namespace detail {
 
-Order launch_order() { return order(); }
+Order launch_order() {
+  return order();
+}
 
 // ---- fibers: pooled stacks with a guard page, and AddressSanitizer's switch annotations ---------
 
@@ -428,10 +432,10 @@ void resolve_stall(Block& b) {
 
 std::string describe(const Grid& g, const uint3& block) {
   std::ostringstream out;
-  out << "kernel " << g.kernel << " (launched at " << site(g.file, g.line) << ", grid ("
-      << g.grid.x << "," << g.grid.y << "," << g.grid.z << ") x block (" << g.block.x << ","
-      << g.block.y << "," << g.block.z << "), order " << to_string(g.order) << "), block ("
-      << block.x << "," << block.y << "," << block.z << "): ";
+  out << "kernel " << g.kernel << " (launched at " << site(g.file, g.line) << ", grid (" << g.grid.x
+      << "," << g.grid.y << "," << g.grid.z << ") x block (" << g.block.x << "," << g.block.y << ","
+      << g.block.z << "), order " << to_string(g.order) << "), block (" << block.x << "," << block.y
+      << "," << block.z << "): ";
   return out.str();
 }
 
@@ -456,13 +460,14 @@ bool run_block(Block& b, const Grid& g, const uint3& block_idx, std::mt19937_64&
   }
   const auto redraw = [&] {
     if (g.order.kind == OrderKind::Random) std::shuffle(b.priority.begin(), b.priority.end(), rng);
-    for (unsigned i = 0; i < n; ++i) b.rank[static_cast<size_t>(b.priority[i])] = static_cast<int>(i);
+    for (unsigned i = 0; i < n; ++i)
+      b.rank[static_cast<size_t>(b.priority[i])] = static_cast<int>(i);
   };
   redraw();
   size_t cursor = 0;  // every thread ranked before it is not ready
   while (b.error.empty() && b.exited < static_cast<int>(n)) {
-    while (cursor < n && b.threads[static_cast<size_t>(b.priority[cursor])].state !=
-                             SimThread::State::Ready)
+    while (cursor < n &&
+           b.threads[static_cast<size_t>(b.priority[cursor])].state != SimThread::State::Ready)
       ++cursor;
     if (cursor == n) {
       resolve_stall(b);  // releases a barrier (all ready again) or fails
@@ -485,9 +490,13 @@ bool run_block(Block& b, const Grid& g, const uint3& block_idx, std::mt19937_64&
 
 }  // namespace
 
-const Coordinates& coordinates() { return t_coords; }
+const Coordinates& coordinates() {
+  return t_coords;
+}
 
-void* dynamic_shared() { return t_block ? t_block->dynamic_smem.data() : nullptr; }
+void* dynamic_shared() {
+  return t_block ? t_block->dynamic_smem.data() : nullptr;
+}
 
 uint64_t warp_op(WarpOp op, unsigned mask, uint64_t value, int arg, int width, const char* file,
                  int line) {
@@ -554,7 +563,8 @@ void run_grid(const Grid& g) {
   }
   t_block = nullptr;
   count_launch(blocks, blocks * g.block.x * g.block.y * g.block.z);
-  if (ok) check_guards("kernel " + std::string(g.kernel) + " (launched at " + site(g.file, g.line) + ")");
+  if (ok)
+    check_guards("kernel " + std::string(g.kernel) + " (launched at " + site(g.file, g.line) + ")");
 }
 
 void launch(const char* kernel, const char* file, int line, dim3 grid, dim3 block,
@@ -563,8 +573,8 @@ void launch(const char* kernel, const char* file, int line, dim3 grid, dim3 bloc
   // The driver's limits (compute capability 9.0): these fail the launch, not the context.
   const uint64_t threads = uint64_t{block.x} * block.y * block.z;
   if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0 ||
-      block.x > 1024 || block.y > 1024 || block.z > 64 || threads > 1024 ||
-      grid.x > 2147483647u || grid.y > 65535 || grid.z > 65535) {
+      block.x > 1024 || block.y > 1024 || block.z > 64 || threads > 1024 || grid.x > 2147483647u ||
+      grid.y > 65535 || grid.z > 65535) {
     result(cudaErrorInvalidConfiguration);
     return;
   }
@@ -583,8 +593,8 @@ void launch(const char* kernel, const char* file, int line, dim3 grid, dim3 bloc
       return;
     }
   }
-  Grid g{kernel, file, line, grid, block, dynamic_smem, launch_order(), next_launch_id(),
-         std::move(body)};
+  Grid g{kernel,           file,           line, grid, block, dynamic_smem, launch_order(),
+         next_launch_id(), std::move(body)};
   result(enqueue(stream, [g = std::move(g)] { run_grid(g); }));
 }
 

@@ -138,8 +138,8 @@ TEST_SUITE("cudasim_intrinsics") {
         CAPTURE(width);
         DeviceBuffer<int> idx(64), up(64), down(64), xr(64);
         DeviceBuffer<double> dbl(64);
-        ECH_LAUNCH(1, 64, 0, nullptr, shuffle_kernel)(width, idx.get(), up.get(), down.get(),
-                                                      xr.get(), dbl.get());
+        ECH_LAUNCH(1, 64, 0, nullptr, shuffle_kernel)
+        (width, idx.get(), up.get(), down.get(), xr.get(), dbl.get());
         REQUIRE(cudaGetLastError() == cudaSuccess);
         const auto i = idx.host(), u = up.host(), d = down.host(), x = xr.host();
         const auto f = dbl.host();
@@ -160,8 +160,8 @@ TEST_SUITE("cudasim_intrinsics") {
       OrderScope scope(order);
       DeviceBuffer<unsigned> ballot(32);
       DeviceBuffer<int> any(32), all(32), all_true(32);
-      ECH_LAUNCH(1, 32, 0, nullptr, vote_kernel)(ballot.get(), any.get(), all.get(),
-                                                 all_true.get());
+      ECH_LAUNCH(1, 32, 0, nullptr, vote_kernel)
+      (ballot.get(), any.get(), all.get(), all_true.get());
       unsigned expected = 0;
       for (int t = 0; t < 32; t += 3) expected |= 1u << t;
       for (const unsigned b : ballot.host()) CHECK(b == expected);
@@ -175,16 +175,16 @@ TEST_SUITE("cudasim_intrinsics") {
     DeviceBuffer<int> out(32);
     ECH_LAUNCH(1, 32, 0, nullptr, half_mask_kernel)(out.get());
     const auto v = out.host();
-    CHECK(v[0] == 120);          // 0 + 1 + ... + 15
-    CHECK(v[16] == 376);         // 16 + ... + 31
+    CHECK(v[0] == 120);   // 0 + 1 + ... + 15
+    CHECK(v[16] == 376);  // 16 + ... + 31
   }
 
   TEST_CASE("3-D blocks, 2-D grids, shared memory and the counting barriers") {
     for (const auto order : kOrders) {
       OrderScope scope(order);
       DeviceBuffer<int> coords(6 * 64 * 4), reversed(6 * 64), counts(6 * 3);
-      ECH_LAUNCH(dim3(3, 2), dim3(8, 4, 2), 0, nullptr, coordinates_kernel)(
-          coords.get(), reversed.get(), counts.get());
+      ECH_LAUNCH(dim3(3, 2), dim3(8, 4, 2), 0, nullptr, coordinates_kernel)
+      (coords.get(), reversed.get(), counts.get());
       const auto c = coords.host(), r = reversed.host(), n = counts.host();
       for (int b = 0; b < 6; ++b) {
         CHECK(n[b * 3 + 0] == 16);
@@ -206,8 +206,8 @@ TEST_SUITE("cudasim_intrinsics") {
     std::vector<float> in(3 * 40);
     std::iota(in.begin(), in.end(), 0.0f);
     DeviceBuffer<float> x(in), y(in.size()), untouched(1);
-    ECH_LAUNCH(3, 40, 41 * sizeof(float), nullptr, dynamic_shared_kernel)(x.get(), y.get(),
-                                                                           untouched.get());
+    ECH_LAUNCH(3, 40, 41 * sizeof(float), nullptr, dynamic_shared_kernel)
+    (x.get(), y.get(), untouched.get());
     const auto out = y.host();
     for (int b = 0; b < 3; ++b)
       for (int t = 0; t < 40; ++t) CHECK(out[b * 40 + t] == in[b * 40 + 39 - t]);
@@ -220,8 +220,8 @@ TEST_SUITE("cudasim_intrinsics") {
         hi(std::vector<int>{-1}), cas(std::vector<int>{0});
     DeviceBuffer<unsigned long long> count(std::vector<unsigned long long>{0});
     DeviceBuffer<double> dsum(std::vector<double>{0.0});
-    ECH_LAUNCH(4, 100, 0, nullptr, atomics_kernel)(fsum.get(), isum.get(), count.get(), lo.get(),
-                                                   hi.get(), cas.get(), dsum.get());
+    ECH_LAUNCH(4, 100, 0, nullptr, atomics_kernel)
+    (fsum.get(), isum.get(), count.get(), lo.get(), hi.get(), cas.get(), dsum.get());
     CHECK(fsum.host()[0] == 200.0f);
     CHECK(isum.host()[0] == 399 * 400 / 2);
     CHECK(count.host()[0] == 400u);

@@ -51,14 +51,16 @@ __global__ void neighbour_kernel(const int* in, int* out) {
   out[t] = tile[(t + 1) % 64];
 }
 
-std::vector<float> gemm_reference(bool ta, bool tb, int m, int n, int k, const std::vector<float>& a,
-                                  int lda, const std::vector<float>& b, int ldb) {
+std::vector<float> gemm_reference(bool ta, bool tb, int m, int n, int k,
+                                  const std::vector<float>& a, int lda, const std::vector<float>& b,
+                                  int ldb) {
   std::vector<float> c(static_cast<size_t>(m) * n);
   for (int j = 0; j < n; ++j)
     for (int i = 0; i < m; ++i) {
       double acc = 0;
       for (int p = 0; p < k; ++p)
-        acc += double(ta ? a[i * lda + p] : a[p * lda + i]) * (tb ? b[p * ldb + j] : b[j * ldb + p]);
+        acc +=
+            double(ta ? a[i * lda + p] : a[p * lda + i]) * (tb ? b[p * ldb + j] : b[j * ldb + p]);
       c[static_cast<size_t>(j) * m + i] = static_cast<float>(acc);
     }
   return c;
@@ -196,8 +198,8 @@ TEST_SUITE("cudasim_runtime") {
                       2, &one, small.get(), 4) == CUBLAS_STATUS_INVALID_VALUE);  // lda < m
     CHECK(failure_of([&] {
             CHECK(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, small.get(), 4,
-                              small.get(), 4, &one, small.get(), 4) ==
-                  CUBLAS_STATUS_EXECUTION_FAILED);
+                              small.get(), 4, &one, small.get(),
+                              4) == CUBLAS_STATUS_EXECUTION_FAILED);
           }).find("reaches outside device memory") != std::string::npos);
     cudaStream_t s;
     cudaStreamCreate(&s);

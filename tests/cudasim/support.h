@@ -24,8 +24,7 @@ class DeviceBuffer {
     ECH_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&ptr_), n * sizeof(T)));
   }
   DeviceBuffer(const std::vector<T>& values) : DeviceBuffer(values.size()) {
-    ECH_CUDA_CHECK(
-        cudaMemcpy(ptr_, values.data(), n_ * sizeof(T), cudaMemcpyHostToDevice));
+    ECH_CUDA_CHECK(cudaMemcpy(ptr_, values.data(), n_ * sizeof(T), cudaMemcpyHostToDevice));
   }
   ~DeviceBuffer() { cudaFree(ptr_); }
   DeviceBuffer(const DeviceBuffer&) = delete;
