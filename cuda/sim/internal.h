@@ -17,6 +17,9 @@ cudaError_t result(cudaError_t err);
 // then every runtime call returns `code` (ECHELON_CUDASIM_ABORT=1: abort() here instead).
 void fail(cudaError_t code, const std::string& message);
 bool failed();
+cudaError_t& last_error();  // the calling thread's
+const char* sticky_text(
+    cudaError_t err);  // the diagnosis when `err` is the sticky error, else null
 
 // Enqueues `task` on `stream` (nullptr: the legacy default stream of the current device).
 // cudaErrorInvalidResourceHandle for a stream that does not exist.

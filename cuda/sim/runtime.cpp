@@ -362,6 +362,16 @@ void count_launch(uint64_t blocks, uint64_t threads) {
   st.threads += threads;
 }
 
+cudaError_t& last_error() {
+  return t_last_error;
+}
+
+const char* sticky_text(cudaError_t err) {
+  State& st = state();
+  std::lock_guard lock(st.sticky_mutex);
+  return err != cudaSuccess && err == st.sticky ? st.messages.back().c_str() : nullptr;
+}
+
 }  // namespace echelon::cudasim::detail
 
 namespace echelon::cudasim {
@@ -390,77 +400,6 @@ Stats stats() {
 // ---- the runtime API ---------------------------------------------------------------------------
 
 using namespace echelon::cudasim::detail;
-
-cudaError_t cudaGetLastError() {
-  const cudaError_t err = result(t_last_error);
-  t_last_error = cudaSuccess;
-  return err;
-}
-
-cudaError_t cudaPeekAtLastError() {
-  return result(t_last_error);
-}
-
-const char* cudaGetErrorName(cudaError_t error) {
-  switch (error) {
-#define ECH_SIM_NAME(e) \
-  case e:               \
-    return #e;
-    ECH_SIM_NAME(cudaSuccess)
-    ECH_SIM_NAME(cudaErrorInvalidValue)
-    ECH_SIM_NAME(cudaErrorMemoryAllocation)
-    ECH_SIM_NAME(cudaErrorInvalidConfiguration)
-    ECH_SIM_NAME(cudaErrorInvalidDevicePointer)
-    ECH_SIM_NAME(cudaErrorInvalidMemcpyDirection)
-    ECH_SIM_NAME(cudaErrorNoDevice)
-    ECH_SIM_NAME(cudaErrorInvalidDevice)
-    ECH_SIM_NAME(cudaErrorInvalidResourceHandle)
-    ECH_SIM_NAME(cudaErrorNotReady)
-    ECH_SIM_NAME(cudaErrorIllegalAddress)
-    ECH_SIM_NAME(cudaErrorLaunchFailure)
-    ECH_SIM_NAME(cudaErrorUnknown)
-#undef ECH_SIM_NAME
-  }
-  return "cudaErrorUnknown";
-}
-
-const char* cudaGetErrorString(cudaError_t error) {
-  {
-    // A sticky fault's string carries the emulator's diagnosis (kernel, block, barrier site).
-    State& st = state();
-    std::lock_guard lock(st.sticky_mutex);
-    if (error != cudaSuccess && error == st.sticky) return st.messages.back().c_str();
-  }
-  switch (error) {
-    case cudaSuccess:
-      return "no error";
-    case cudaErrorInvalidValue:
-      return "invalid argument";
-    case cudaErrorMemoryAllocation:
-      return "out of memory";
-    case cudaErrorInvalidConfiguration:
-      return "invalid configuration argument";
-    case cudaErrorInvalidDevicePointer:
-      return "invalid device pointer";
-    case cudaErrorInvalidMemcpyDirection:
-      return "invalid copy direction for memcpy";
-    case cudaErrorNoDevice:
-      return "no CUDA-capable device is detected";
-    case cudaErrorInvalidDevice:
-      return "invalid device ordinal";
-    case cudaErrorInvalidResourceHandle:
-      return "invalid resource handle";
-    case cudaErrorNotReady:
-      return "device not ready";
-    case cudaErrorIllegalAddress:
-      return "an illegal memory access was encountered";
-    case cudaErrorLaunchFailure:
-      return "unspecified launch failure";
-    case cudaErrorUnknown:
-      return "unknown error";
-  }
-  return "unrecognized error code";
-}
 
 cudaError_t cudaGetDeviceCount(int* count) {
   *count = device_count();
