@@ -24,7 +24,6 @@
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))
 #define __shared__ thread_local
-#define __constant__ const
 
 namespace echelon::cudasim::detail {
 

@@ -76,7 +76,7 @@ __global__ void dynamic_shared_kernel(const float* in, float* out, float* untouc
 }
 
 __global__ void atomics_kernel(float* fsum, int* isum, unsigned long long* count, int* lo, int* hi,
-                               int* cas, double* dsum) {
+                               int* cas, double* dsum, int* sub, int* exch) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
   atomicAdd(fsum, 0.5f);
   atomicAdd(isum, t);
@@ -84,6 +84,8 @@ __global__ void atomics_kernel(float* fsum, int* isum, unsigned long long* count
   atomicMin(lo, 1000 - t);
   atomicMax(hi, t);
   atomicAdd(dsum, 0.25);
+  atomicSub(sub, 2);
+  atomicExch(exch, 7);
   // Each thread increments *cas once through a CAS loop.
   int old = *cas, assumed;
   do {
@@ -91,11 +93,12 @@ __global__ void atomics_kernel(float* fsum, int* isum, unsigned long long* count
     old = atomicCAS(cas, assumed, assumed + 1);
   } while (old != assumed);
   __threadfence();
+  __threadfence_block();
 }
 
 __global__ void math_kernel(const float* x, float* out) {
   const float v = __ldg(x + threadIdx.x);
-  float* o = out + threadIdx.x * 16;
+  float* o = out + threadIdx.x * 26;
   o[0] = __expf(v);
   o[1] = __logf(v);
   o[2] = __sinf(v);
@@ -112,6 +115,16 @@ __global__ void math_kernel(const float* x, float* out) {
   o[13] = static_cast<float>(max(static_cast<int64_t>(threadIdx.x), int64_t{2}));
   o[14] = static_cast<float>(min(static_cast<int>(threadIdx.x), 1));
   o[15] = static_cast<float>(__popc(threadIdx.x) + __ffs(static_cast<int>(threadIdx.x)));
+  o[16] = __exp10f(v);
+  o[17] = __log2f(v);
+  o[18] = __log10f(v);
+  o[19] = __tanf(v);
+  o[20] = __frcp_rn(v);
+  o[21] = __fsqrt_rn(v);
+  o[22] = __fadd_rn(v, 0.25f);
+  o[23] = __fmul_rn(v, 3.0f);
+  o[24] = static_cast<float>(__popcll(0xF0F0ull << threadIdx.x));
+  o[25] = static_cast<float>(__clz(static_cast<int>(threadIdx.x)));
 }
 
 template <int kThreads>
@@ -220,8 +233,10 @@ TEST_SUITE("cudasim_intrinsics") {
         hi(std::vector<int>{-1}), cas(std::vector<int>{0});
     DeviceBuffer<unsigned long long> count(std::vector<unsigned long long>{0});
     DeviceBuffer<double> dsum(std::vector<double>{0.0});
+    DeviceBuffer<int> sub(std::vector<int>{1000}), exch(std::vector<int>{-1});
     ECH_LAUNCH(4, 100, 0, nullptr, atomics_kernel)
-    (fsum.get(), isum.get(), count.get(), lo.get(), hi.get(), cas.get(), dsum.get());
+    (fsum.get(), isum.get(), count.get(), lo.get(), hi.get(), cas.get(), dsum.get(), sub.get(),
+     exch.get());
     CHECK(fsum.host()[0] == 200.0f);
     CHECK(isum.host()[0] == 399 * 400 / 2);
     CHECK(count.host()[0] == 400u);
@@ -229,16 +244,18 @@ TEST_SUITE("cudasim_intrinsics") {
     CHECK(hi.host()[0] == 399);
     CHECK(cas.host()[0] == 400);
     CHECK(dsum.host()[0] == 100.0);
+    CHECK(sub.host()[0] == 200);
+    CHECK(exch.host()[0] == 7);
   }
 
   TEST_CASE("__ldg and the fast-math intrinsics match their libm definitions") {
     const std::vector<float> in{0.5f, 1.0f, 2.5f, 7.0f};
-    DeviceBuffer<float> x(in), out(in.size() * 16);
+    DeviceBuffer<float> x(in), out(in.size() * 26);
     ECH_LAUNCH(1, 4, 0, nullptr, math_kernel)(x.get(), out.get());
     const auto o = out.host();
     for (size_t t = 0; t < in.size(); ++t) {
       const float v = in[t];
-      const float* r = o.data() + t * 16;
+      const float* r = o.data() + t * 26;
       CHECK(r[0] == doctest::Approx(std::exp(v)));
       CHECK(r[1] == doctest::Approx(std::log(v)));
       CHECK(r[2] == doctest::Approx(std::sin(v)));
@@ -256,6 +273,16 @@ TEST_SUITE("cudasim_intrinsics") {
       CHECK(r[14] == std::min<float>(static_cast<float>(t), 1.0f));
       CHECK(r[15] == static_cast<float>(__builtin_popcount(static_cast<unsigned>(t)) +
                                         __builtin_ffs(static_cast<int>(t))));
+      CHECK(r[16] == doctest::Approx(std::pow(10.0f, v)));
+      CHECK(r[17] == doctest::Approx(std::log2(v)));
+      CHECK(r[18] == doctest::Approx(std::log10(v)));
+      CHECK(r[19] == doctest::Approx(std::tan(v)));
+      CHECK(r[20] == 1.0f / v);
+      CHECK(r[21] == std::sqrt(v));
+      CHECK(r[22] == v + 0.25f);
+      CHECK(r[23] == v * 3.0f);
+      CHECK(r[24] == 8.0f);
+      CHECK(r[25] == static_cast<float>(t == 0 ? 32 : __builtin_clz(static_cast<unsigned>(t))));
     }
   }
 

@@ -170,6 +170,20 @@ TEST_SUITE("cudasim_runtime") {
     cudaDeviceSynchronize();
     CHECK(static_cast<float*>(pinned)[0] == 0.0f);
     CHECK(cudaFreeHost(pinned) == cudaSuccess);
+    void* host = nullptr;
+    REQUIRE(cudaMallocHost(&host, 8) == cudaSuccess);
+    CHECK(cudaFreeHost(host) == cudaSuccess);
+    CHECK(cudaFreeHost(x.get()) == cudaErrorInvalidValue);  // device memory
+    cudaGetLastError();
+  }
+
+  TEST_CASE("peer copies check the devices they name") {
+    DeviceBuffer<float> a(std::vector<float>{1, 2, 3, 4}), b(4);
+    CHECK(cudaMemcpyPeerAsync(b.get(), 0, a.get(), 0, 16, nullptr) == cudaSuccess);
+    CHECK(b.host() == std::vector<float>{1, 2, 3, 4});
+    CHECK(cudaMemcpyPeerAsync(b.get(), 1, a.get(), 0, 16, nullptr) == cudaErrorInvalidValue);
+    CHECK(cudaMemcpyPeerAsync(b.get(), 0, a.get(), 0, 20, nullptr) == cudaErrorInvalidValue);
+    cudaGetLastError();
   }
 
   TEST_CASE("cuBLAS stand-in: column-major SGEMM with every transpose, and its checks") {
