@@ -85,9 +85,10 @@ __global__ void wrong_block_reduce_kernel(double* out) {
 TEST_SUITE("cudasim_errors") {
   TEST_CASE("a barrier that part of the block skips fails the launch, naming kernel and site") {
     DeviceBuffer<float> out(256);
-    const std::string why =
-        failure_of([&] { ECH_LAUNCH(2, 256, 0, nullptr, divergent_barrier_kernel)
-                         (out.get()); });
+    const std::string why = failure_of([&] {
+      ECH_LAUNCH(2, 256, 0, nullptr, divergent_barrier_kernel)
+      (out.get());
+    });
     CHECK(contains(why, "kernel divergent_barrier_kernel"));
     CHECK(contains(why, "errors_test.cpp:"));
     CHECK(contains(why, "reached by 200 of 256 threads; 56 exited"));
@@ -96,9 +97,10 @@ TEST_SUITE("cudasim_errors") {
 
   TEST_CASE("threads waiting at two different __syncthreads() fail") {
     DeviceBuffer<float> out(64);
-    const std::string why =
-        failure_of([&] { ECH_LAUNCH(1, 64, 0, nullptr, two_barriers_kernel)
-                         (out.get()); });
+    const std::string why = failure_of([&] {
+      ECH_LAUNCH(1, 64, 0, nullptr, two_barriers_kernel)
+      (out.get());
+    });
     CHECK(contains(why, "different __syncthreads()"));
   }
 
@@ -107,51 +109,60 @@ TEST_SUITE("cudasim_errors") {
     for (const auto order : kOrders) {
       OrderScope scope(order);
       DeviceBuffer<float> out(64);
-      CHECK(contains(
-          failure_of([&] { ECH_LAUNCH(1, 32, 0, nullptr, exited_lane_kernel)
-                           (out.get()); }),
-          "names lane 7, which has exited"));
-      CHECK(contains(
-          failure_of([&] { ECH_LAUNCH(1, 32, 0, nullptr, mask_without_self_kernel)
-                           (out.get()); }),
-          "with a mask without itself"));
-      CHECK(contains(
-          failure_of([&] { ECH_LAUNCH(1, 16, 0, nullptr, read_outside_mask_kernel)
-                           (out.get()); }),
-          "reads lane 20, which mask 0x0000ffff does not name"));
-      CHECK(contains(
-          failure_of([&] { ECH_LAUNCH(1, 40, 0, nullptr, partial_warp_kernel)
-                           (out.get()); }),
-          "which does not exist (block of 40 threads)"));
+      CHECK(contains(failure_of([&] {
+                       ECH_LAUNCH(1, 32, 0, nullptr, exited_lane_kernel)
+                       (out.get());
+                     }),
+                     "names lane 7, which has exited"));
+      CHECK(contains(failure_of([&] {
+                       ECH_LAUNCH(1, 32, 0, nullptr, mask_without_self_kernel)
+                       (out.get());
+                     }),
+                     "with a mask without itself"));
+      CHECK(contains(failure_of([&] {
+                       ECH_LAUNCH(1, 16, 0, nullptr, read_outside_mask_kernel)
+                       (out.get());
+                     }),
+                     "reads lane 20, which mask 0x0000ffff does not name"));
+      CHECK(contains(failure_of([&] {
+                       ECH_LAUNCH(1, 40, 0, nullptr, partial_warp_kernel)
+                       (out.get());
+                     }),
+                     "which does not exist (block of 40 threads)"));
     }
   }
 
   TEST_CASE("a lane at a barrier while its warp shuffles: divergent warp") {
     DeviceBuffer<float> out(32);
-    const std::string why =
-        failure_of([&] { ECH_LAUNCH(1, 32, 0, nullptr, warp_vs_barrier_kernel)
-                         (out.get()); });
+    const std::string why = failure_of([&] {
+      ECH_LAUNCH(1, 32, 0, nullptr, warp_vs_barrier_kernel)
+      (out.get());
+    });
     CHECK(contains(why, "waits at __syncthreads()"));
   }
 
   TEST_CASE("lanes of one mask calling different collectives") {
     DeviceBuffer<int> out(32);
-    const std::string why =
-        failure_of([&] { ECH_LAUNCH(1, 32, 0, nullptr, mixed_collectives_kernel)
-                         (out.get()); });
+    const std::string why = failure_of([&] {
+      ECH_LAUNCH(1, 32, 0, nullptr, mixed_collectives_kernel)
+      (out.get());
+    });
     CHECK(contains(why, "must call the same collective"));
   }
 
   TEST_CASE("__trap() and a misused cub::BlockReduce fail the launch") {
     DeviceBuffer<float> out(32);
-    CHECK(contains(failure_of([&] { ECH_LAUNCH(1, 32, 0, nullptr, trap_kernel)
-                                    (out.get()); }),
+    CHECK(contains(failure_of([&] {
+                     ECH_LAUNCH(1, 32, 0, nullptr, trap_kernel)
+                     (out.get());
+                   }),
                    "__trap() called"));
     DeviceBuffer<double> sum(1);
-    CHECK(contains(
-        failure_of([&] { ECH_LAUNCH(1, 64, 0, nullptr, wrong_block_reduce_kernel)
-                         (sum.get()); }),
-        "cub::BlockReduce<T, 128> used in a block of (64,1,1)"));
+    CHECK(contains(failure_of([&] {
+                     ECH_LAUNCH(1, 64, 0, nullptr, wrong_block_reduce_kernel)
+                     (sum.get());
+                   }),
+                   "cub::BlockReduce<T, 128> used in a block of (64,1,1)"));
   }
 
   TEST_CASE("a write past the end of an allocation is caught by the guard bytes") {
@@ -159,9 +170,10 @@ TEST_SUITE("cudasim_errors") {
     MESSAGE("skipped under AddressSanitizer: the guards are poisoned, ASan reports the write");
 #else
     DeviceBuffer<float> out(100);
-    const std::string why =
-        failure_of([&] { ECH_LAUNCH(1, 101, 0, nullptr, out_of_bounds_kernel)
-                         (out.get(), 100); });
+    const std::string why = failure_of([&] {
+      ECH_LAUNCH(1, 101, 0, nullptr, out_of_bounds_kernel)
+      (out.get(), 100);
+    });
     CHECK(contains(why, "out_of_bounds_kernel"));
     CHECK(contains(why, "wrote up to 4 bytes past the end of a device allocation of 400 bytes"));
 #endif
