@@ -32,6 +32,12 @@ namespace {
 
 std::atomic<ConvImpl> g_conv_impl{ConvImpl::Ours};
 
+// im2col + BLAS is the fast CPU path. MatmulImpl::Naive (the parity harness's reference mode)
+// forces the direct naive twin, so that CUDA conv is checked against naive code, not OpenBLAS.
+bool use_gemm_conv() {
+  return cpu::blas_available() && matmul_impl() != MatmulImpl::Naive;
+}
+
 // ---- conv -------------------------------------------------------------------------------------
 
 // The geometry of convolving x (N, C, H, W) with weight (O, C, KH, KW) through `window`.
@@ -90,8 +96,8 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
 #endif
   }
   ECH_DISPATCH_FLOATING(x.dtype(), op, {
-    // im2col + BLAS is the fast CPU path; without BLAS the direct twin is faster than a naive GEMM.
-    if (cpu::blas_available())
+    // Without BLAS the direct twin is faster than a naive GEMM.
+    if (use_gemm_conv())
       cpu::conv2d_forward_gemm(a, x.data<scalar_t>(), weight.data<scalar_t>(),
                                ptr_or_null<scalar_t>(bias), y.data<scalar_t>());
     else
@@ -147,7 +153,7 @@ Conv2dGrads conv2d_backward(const Tensor& grad_out_in, const Tensor& x_in, const
   }
   ECH_DISPATCH_FLOATING(x.dtype(), op, {
     const scalar_t* g = grad_out.data<scalar_t>();
-    if (cpu::blas_available()) {
+    if (use_gemm_conv()) {
       cpu::conv2d_backward_weight_gemm(a, g, x.data<scalar_t>(), grads.weight.data<scalar_t>());
       if (need_input)
         cpu::conv2d_backward_input_gemm(a, g, weight.data<scalar_t>(),
