@@ -66,6 +66,8 @@ void PipelineEngine::start(const Tensor& sample) {
   if (!options_.ppv.empty()) {
     cuts_ = parse_ppv(options_.ppv);
   } else if (options_.balance_auto) {
+    // Profiled here, before any stage stream exists, on this thread's stream; profile_layers
+    // returns only once that work has finished, so the stages cannot race it.
     model_->to(device_);
     const std::vector<LayerProfile> profiles = profile_layers(*model_, sample.to(device_));
     std::vector<double> cost;

@@ -136,6 +136,11 @@ Tensor randperm(int64_t n, Generator& gen);  // int64, CPU
 enum class ConvImpl : uint8_t { Ours, Cudnn };
 void set_conv_impl(ConvImpl impl);  // process-wide default for conv2d
 ConvImpl conv_impl();
+// Deterministic algorithms only (process-wide; bitwise-reproducible runs): cuDNN convolutions
+// choose among the algorithms cuDNN reports deterministic, and throw when there is none. Our own
+// conv kernels are deterministic either way.
+void set_deterministic(bool on);
+bool deterministic();
 struct Conv2dParams {
   int64_t stride_h = 1, stride_w = 1;
   int64_t pad_h = 0, pad_w = 0;
