@@ -40,10 +40,10 @@ void sync_after_launch(const char* op, const char* file, int line);
 // With ECHELON_SYNC_LAUNCHES=1 in the environment it also waits for the device after every
 // launch, so a fault inside the kernel (illegal address, trap) is reported against `op` instead
 // of surfacing at some later, unrelated call. Off, it costs one predictable branch.
-#define ECH_CUDA_CHECK_LAUNCH(op)                                  \
-  do {                                                             \
-    ECH_CUDA_CHECK_NAMED(cudaGetLastError(), op);                  \
-    if (::echelon::cuda::sync_launches())                          \
+#define ECH_CUDA_CHECK_LAUNCH(op)                                 \
+  do {                                                            \
+    ECH_CUDA_CHECK_NAMED(cudaGetLastError(), op);                 \
+    if (::echelon::cuda::sync_launches())                         \
       ::echelon::cuda::sync_after_launch(op, __FILE__, __LINE__); \
   } while (0)
 #define ECH_CUDA_CHECK_NAMED(call, op)                                     \

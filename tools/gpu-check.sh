@@ -42,7 +42,8 @@
 #      CUDNN_ROOT / NCCL_ROOT / CUBLAS_ROOT (override where a library is taken from),
 #      NVIDIA_SITE (extra ':'-separated folders searched like site-packages), PREFER_WHEELS=1
 #      (search the wheels before the toolkit and system folders),
-#      STOP_AFTER=probe|configure|build (print the table after that step),
+#      STOP_AFTER=probe|configure|build (print the table after that step), SKIP_CONFIGURE=1
+#      (reuse an already configured BUILD as it is),
 #      ECHELON_FAKE_GPU=1 (run the script's logic on a machine without a GPU: the test binary
 #      then exits 77 and its rows read "skipped"; the CLI runs fail).
 # Without a GPU (and without ECHELON_FAKE_GPU=1) it prints "no GPU: skipping" and exits 0.
@@ -55,23 +56,23 @@ BUDGET_S=${BUDGET_S:-450}
 LOGS=$BUILD/gpu-check-logs
 RESERVE_S=15  # kept back for packing the logs and printing the table
 
-# Time boxes (seconds). The budget caps each in turn; the sum is more than the budget on purpose:
-# whatever runs fast leaves room for the later steps.
-T_CONFIGURE=90
-T_BUILD=240
-T_SUITE=90         # one suite, one pass
-T_TRAIN=60         # one training run
-T_SANITIZER=75     # one compute-sanitizer tool, all families
-T_FAMILY=60        # one family under a sanitizer
-T_PIPELINE=45
-T_BENCH=40
+# Time boxes (seconds; each may be overridden from the environment). The budget caps each in turn;
+# the sum is more than the budget on purpose: whatever runs fast leaves room for the later steps.
+T_CONFIGURE=${T_CONFIGURE:-90}
+T_BUILD=${T_BUILD:-240}
+T_SUITE=${T_SUITE:-90}  # one suite, one pass
+T_TRAIN=${T_TRAIN:-60}  # one training run
+T_SANITIZER=${T_SANITIZER:-75}  # one compute-sanitizer tool, all families
+T_FAMILY=${T_FAMILY:-60}  # one family under a sanitizer
+T_PIPELINE=${T_PIPELINE:-45}
+T_BENCH=${T_BENCH:-40}
 # Families whose kernels use shared memory or warp shuffles come first under the sanitizers.
 FAMILY_ORDER=(reduce matmul norm loss conv pool im2col shape elementwise optim random)
 
 has_gpu() {
   [[ ${ECHELON_FAKE_GPU:-0} == 1 ]] && return 0
   command -v nvidia-smi >/dev/null 2>&1 || return 1
-  nvidia-smi -L 2>/dev/null | grep -q '^GPU '
+  nvidia-smi -L 2>/dev/null | grep '^GPU ' >/dev/null  # not -q: see SIGPIPE below
 }
 if ! has_gpu; then
   echo "no GPU: skipping"
@@ -86,8 +87,8 @@ any_failed=0
 
 left() { echo $((BUDGET_S - RESERVE_S - (SECONDS - start))); }
 row() {  # row NAME STATUS SECONDS NOTE
-  rows+=("$(printf '%-24s %-8s %5s  %s' "$1" "$2" "$3" "$4")")
-  printf '[%4ds] %-24s %-8s %5s  %s\n' $((SECONDS - start)) "$1" "$2" "$3" "$4"
+  rows+=("$(printf '%-28s %-8s %5s  %s' "$1" "$2" "$3" "$4")")
+  printf '[%4ds] %-28s %-8s %5s  %s\n' $((SECONDS - start)) "$1" "$2" "$3" "$4"
 }
 log_name() { echo "$LOGS/${1//[^A-Za-z0-9._-]/_}.txt"; }
 
@@ -120,7 +121,11 @@ step() {
     0) verdict=ok ;;
     77) verdict=skipped note="no usable CUDA device" ;;
     124 | 137) verdict=timeout note="after ${limit}s; $note" ;;
-    *) verdict="rc=$step_rc" ;;
+    *)
+      verdict="rc=$step_rc"
+      # The failing line itself (doctest's summary is not it); the whole log is in failures.txt.
+      [[ -z $summary ]] && note=$(grep -av '^\s*$' "$log" | tail -1 | cut -c1-90)
+      ;;
   esac
   if ((step_rc != 0 && step_rc != 77)); then
     any_failed=1
@@ -348,7 +353,7 @@ finish() {
   {
     echo
     echo "gpu-check summary: $((SECONDS - start)) s of a ${BUDGET_S} s budget; logs in $OUT (logs.tar.gz, failures.txt)"
-    printf '%-24s %-8s %5s  %s\n' step status secs note
+    printf '%-28s %-8s %5s  %s\n' step status secs note
     printf '%s\n' "${rows[@]}"
   } | tee "$OUT/summary.txt"
   exit "$any_failed"
@@ -365,14 +370,20 @@ if [[ -z $nvcc ]]; then
 fi
 
 # ---- build ---------------------------------------------------------------------------------------
-step configure "$T_CONFIGURE" cmake "${cmake_args[@]}"
-if ((step_rc != 0)); then finish; fi
+if [[ ${SKIP_CONFIGURE:-0} == 1 && -f $BUILD/CMakeCache.txt ]]; then
+  row configure skipped - "SKIP_CONFIGURE=1: $BUILD as configured before"
+else
+  step configure "$T_CONFIGURE" cmake "${cmake_args[@]}"
+  ((step_rc != 0)) && finish
+fi
 [[ ${STOP_AFTER:-} == configure ]] && finish
 step build "$T_BUILD" cmake --build "$BUILD" -j "$(nproc)" --target echelon_gpu_tests
 ((step_rc != 0)) && finish
 extra=()
+# Not `ninja ... | grep -q`: under pipefail, grep's early exit fails the pipeline (SIGPIPE).
+targets=$(ninja -C "$BUILD" -t targets all 2>/dev/null)
 for target in echelon_cli bench_ops; do
-  ninja -C "$BUILD" -t targets all 2>/dev/null | grep -q "^$target:" && extra+=("$target")
+  [[ $'\n'$targets == *$'\n'"$target:"* ]] && extra+=("$target")
 done
 # -k 0: one broken target must not hide the others.
 ((${#extra[@]})) && step build_extra "$T_BUILD" cmake --build "$BUILD" -j "$(nproc)" --target "${extra[@]}" -- -k 0
@@ -431,7 +442,7 @@ fi
 mapfile -t all_families < <("$gpu_tests" --parity-list 2>/dev/null | awk 'NF {print $1}' | sort -u)
 families=()
 for f in "${FAMILY_ORDER[@]}"; do
-  printf '%s\n' "${all_families[@]}" | grep -qx "$f" && families+=("$f")
+  [[ " ${all_families[*]} " == *" $f "* ]] && families+=("$f")
 done
 for f in "${all_families[@]}"; do
   [[ " ${families[*]} " == *" $f "* ]] || families+=("$f")

@@ -132,8 +132,6 @@ void run_first_usable(const std::vector<Perf>& results, cudnnConvolutionDescript
            policy.deterministic ? "; our kernels (ConvImpl::Ours) are deterministic" : "");
 }
 
-
-
 }  // namespace
 
 void conv2d_forward(const ConvArgs& a, const float* x, const float* w, const float* bias, float* y,
@@ -204,8 +202,8 @@ void conv2d_backward_weight(const ConvArgs& a, const float* grad_out, const floa
   run_first_usable(perf, d.conv, policy, device, stream, "backward-filter",
                    [&](const cudnnConvolutionBwdFilterAlgoPerf_t& p, void* ws) {
                      return cudnnConvolutionBackwardFilter(handle, &one, d.x, x, d.y, grad_out,
-                                                           d.conv, p.algo, ws, p.memory, &zero,
-                                                           d.w, grad_w);
+                                                           d.conv, p.algo, ws, p.memory, &zero, d.w,
+                                                           grad_w);
                    });
 }
 

@@ -13,12 +13,12 @@ using namespace echelon;
 TEST_SUITE("balance_gpu") {
   TEST_CASE("profile_layers on CUDA: every layer timed, no work in flight on return") {
     const Device cuda = Device::cuda(0);
+    cuda::Stream stream;
+    cuda::StreamGuard guard(stream);  // the model, the sample and the profile on one stream
     const auto model = make_model("lenet5", 1, 10, 7);
     model->to(cuda);
-    cuda::Stream stream;
-    cuda::StreamGuard guard(stream);
-    const parity::InputSpec spec{{256, 1, 28, 28}, kFloat32, -1.0, 1.0, parity::Layout::Contiguous,
-                                 {}};
+    const parity::InputSpec spec{{256, 1, 28, 28},           kFloat32, -1.0, 1.0,
+                                 parity::Layout::Contiguous, {}};
     const Tensor sample = parity::make_inputs({spec}, 3, cuda)[0];
     const std::vector<parallel::LayerProfile> profiles =
         parallel::profile_layers(*model, sample, /*repeats=*/3, /*warmup=*/1);

@@ -72,11 +72,12 @@ bool launches_block() {
   const char* env = std::getenv("CUDA_LAUNCH_BLOCKING");
   return env != nullptr && std::string(env) == "1";
 }
-#define SKIP_IF_LAUNCHES_BLOCK()                                                       \
-  if (launches_block()) {                                                              \
-    MESSAGE("skipped under CUDA_LAUNCH_BLOCKING=1: a blocked stream cannot be set up"); \
-    return;                                                                            \
-  }
+// True (after saying so) when a StreamBlocker test must not run.
+bool skip_when_launches_block() {
+  if (!launches_block()) return false;
+  MESSAGE("skipped under CUDA_LAUNCH_BLOCKING=1: a blocked stream cannot be set up");
+  return true;
+}
 }  // namespace
 
 TEST_SUITE("allocator_gpu") {
@@ -125,7 +126,7 @@ TEST_SUITE("allocator_gpu") {
   }
 
   TEST_CASE("a block used on another stream is reused only after that stream's work") {
-    SKIP_IF_LAUNCHES_BLOCK();
+    if (skip_when_launches_block()) return;
     cuda::Stream a, b;
     void* p = cuda::device_malloc(0, 8192, a.get());
     cuda::record_stream(0, p, b.get());
@@ -151,7 +152,7 @@ TEST_SUITE("allocator_gpu") {
   }
 
   TEST_CASE("a tensor freed on another stream than its own waits for that stream") {
-    SKIP_IF_LAUNCHES_BLOCK();
+    if (skip_when_launches_block()) return;
     cuda::Stream copy_stream, user_stream;
     const Shape shape = {4099};
     {
@@ -348,7 +349,7 @@ TEST_SUITE("transfer_gpu") {
   }
 
   TEST_CASE("a pinned block is not reused while a copy recorded on it may still run") {
-    SKIP_IF_LAUNCHES_BLOCK();
+    if (skip_when_launches_block()) return;
     cuda::Stream stream;
     void* device = cuda::device_malloc(0, 20000, stream.get());
     void* p = cuda::pinned_malloc(20000);
