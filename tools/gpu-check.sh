@@ -449,13 +449,11 @@ for f in "${all_families[@]}"; do
 done
 # sanitize TOOL: every family under compute-sanitizer --tool TOOL until its time box is spent.
 sanitize() {
-  local tool=$1 t0=$SECONDS fam rc budget limit clean=() bad=() failed=() not_run=() log
+  local tool=$1 t0=$SECONDS fam rc budget limit log clean=() bad=() failed=() not_run=()
   if [[ -z $sanitizer ]]; then
     row "$tool" skipped - "compute-sanitizer not found (see probe.txt)"
     return
   fi
-  log=$(log_name "$tool")
-  : >"$log"
   for fam in "${families[@]}"; do
     budget=$((T_SANITIZER - (SECONDS - t0)))
     limit=$(left)
@@ -465,15 +463,16 @@ sanitize() {
       not_run+=("$fam")
       continue
     fi
-    printf '\n===== %s, family %s\n' "$tool" "$fam" >>"$log"
+    log=$(log_name "$tool-$fam")
+    printf '$ ECHELON_PARITY_FILTER=%s %s --tool %s ... (limit %ss)\n' "$fam" "$sanitizer" "$tool" "$limit" >"$log"
     ECHELON_PARITY_FILTER=$fam timeout --kill-after=5 "$limit" "$sanitizer" --tool "$tool" \
       --error-exitcode 86 --print-limit 30 "$gpu_tests" --test-suite=parity_gpu >>"$log" 2>&1
     rc=$?
     case $rc in
       0) clean+=("$fam") ;;
-      86) bad+=("$fam") ;;
+      86) bad+=("$fam") failed_logs+=("$log") ;;
       124 | 137) not_run+=("$fam(timeout)") ;;
-      *) failed+=("$fam(rc=$rc)") ;;
+      *) failed+=("$fam(rc=$rc)") failed_logs+=("$log") ;;
     esac
   done
   local verdict=ok note
@@ -482,10 +481,7 @@ sanitize() {
   ((${#failed[@]})) && note+="; failed: ${failed[*]}" && verdict=errors
   ((${#not_run[@]})) && note+="; not run: ${not_run[*]}"
   ((${#clean[@]} == 0 && ${#bad[@]} == 0 && ${#failed[@]} == 0)) && verdict=skipped
-  if [[ $verdict == errors ]]; then
-    any_failed=1
-    failed_logs+=("$log")
-  fi
+  [[ $verdict == errors ]] && any_failed=1
   row "$tool" "$verdict" $((SECONDS - t0)) "$note"
 }
 sanitize memcheck
