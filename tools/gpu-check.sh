@@ -19,12 +19,14 @@
 #   async      every suite again with asynchronous launches, as in real use (the stream and
 #              allocator tests need real concurrency). A failed suite is run once more with
 #              ECHELON_SYNC_LAUNCHES=1, which waits after every launch and names the failing op.
+#   memcheck,  compute-sanitizer --tool memcheck, then --tool racecheck, on the parity suite:
+#   racecheck  every case in one process; if that run crashes, fails or times out, one process
+#              per kernel family (ECHELON_PARITY_FILTER), shared-memory families first, until the
+#              tool's time box is spent. The row names the kernels blamed; a row says so when
+#              compute-sanitizer is absent.
 #   train      LeNet-5 on cuda:0 (Fashion-MNIST when present, else synthetic data), and one
 #              run with --conv-impl cudnn --deterministic. A failure reruns with
 #              ECHELON_SYNC_LAUNCHES=1.
-#   memcheck,  compute-sanitizer --tool memcheck, then --tool racecheck, on the parity suite:
-#   racecheck  one process per kernel family (ECHELON_PARITY_FILTER), shared-memory families
-#              first, until the tool's time box is spent; a row when compute-sanitizer is absent.
 #   pipeline   a 2-partition pipeline on one GPU with --balance auto, stale and sequential
 #              schedules, with Chrome traces.
 #   bench      bench_ops' GPU cases, when Google Benchmark was found.
@@ -45,7 +47,9 @@
 #      STOP_AFTER=probe|configure|build (print the table after that step), SKIP_CONFIGURE=1
 #      (reuse an already configured BUILD as it is),
 #      ECHELON_FAKE_GPU=1 (run the script's logic on a machine without a GPU: the test binary
-#      then exits 77 and its rows read "skipped"; the CLI runs fail).
+#      then exits 77 and its rows read "skipped"; the CLI runs fail; ctest's gpu_check_probe
+#      runs the probe that way), T_BUILD, T_SUITE, T_SANITIZER, T_FAMILY, T_TRAIN, ... (the
+#      time boxes below).
 # Without a GPU (and without ECHELON_FAKE_GPU=1) it prints "no GPU: skipping" and exits 0.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -413,6 +417,92 @@ for s in "${ordered[@]}"; do
   fi
 done
 
+# ---- compute-sanitizer on the parity suite ---------------------------------------------------------
+# The whole suite in one process first (cheapest: one context, one instrumentation); when that run
+# does not finish cleanly (crash, test failure, time-out), one process per kernel family, so a
+# crash hides nothing and the families are told apart.
+mapfile -t all_families < <("$gpu_tests" --parity-list 2>/dev/null | awk 'NF {print $1}' | sort -u)
+families=()
+for f in "${FAMILY_ORDER[@]}"; do
+  [[ " ${all_families[*]} " == *" $f "* ]] && families+=("$f")
+done
+for f in "${all_families[@]}"; do
+  [[ " ${families[*]} " == *" $f "* ]] || families+=("$f")
+done
+# sanitizer_run TOOL FAMILY LIMIT LOG: one compute-sanitizer process over the parity suite
+# (FAMILY empty: every case); returns its status (86: the tool found hazards).
+sanitizer_run() {
+  printf '$ ECHELON_PARITY_FILTER=%s %s --tool %s ... (limit %ss)\n' "$2" "$sanitizer" "$1" "$3" >"$4"
+  ECHELON_PARITY_FILTER=$2 timeout --kill-after=5 "$3" "$sanitizer" --tool "$1" \
+    --error-exitcode 86 --print-limit 30 "$gpu_tests" --test-suite=parity_gpu >>"$4" 2>&1
+}
+# kernels_in LOG: the kernels compute-sanitizer blamed, for the row.
+kernels_in() {
+  grep -aoE '^=========  +at [A-Za-z_][A-Za-z0-9_:]*' "$1" | awk '{print $NF}' | sort -u | head -4 |
+    tr '\n' ' '
+}
+# sanitize TOOL: see above; each tool gets T_SANITIZER seconds for the per-family runs.
+sanitize() {
+  local tool=$1 t0=$SECONDS fam rc budget limit log clean=() bad=() failed=() not_run=()
+  if [[ -z $sanitizer ]]; then
+    row "$tool" skipped - "compute-sanitizer not found (see probe.txt)"
+    return
+  fi
+  limit=$(left)
+  ((limit > T_SANITIZER)) && limit=$T_SANITIZER
+  if ((limit < 10)); then
+    row "$tool" skipped - "time budget spent"
+    return
+  fi
+  log=$(log_name "$tool-all")
+  sanitizer_run "$tool" "" "$limit" "$log"
+  rc=$?
+  case $rc in
+    0)
+      row "$tool" ok $((SECONDS - t0)) "every parity case, one process: no hazard"
+      return
+      ;;
+    86)
+      any_failed=1
+      failed_logs+=("$log")
+      row "$tool" errors $((SECONDS - t0)) "HAZARDS in: $(kernels_in "$log")(${log#"$BUILD"/})"
+      return
+      ;;
+    124 | 137) row "$tool-all" timeout $((SECONDS - t0)) "after ${limit}s; per family next" ;;
+    *) row "$tool-all" "rc=$rc" $((SECONDS - t0)) "per family next" && failed_logs+=("$log") ;;
+  esac
+  t0=$SECONDS
+  for fam in "${families[@]}"; do
+    budget=$((T_SANITIZER - (SECONDS - t0)))
+    limit=$(left)
+    ((budget < limit)) && limit=$budget
+    ((limit > T_FAMILY)) && limit=$T_FAMILY
+    if ((limit < 10)); then
+      not_run+=("$fam")
+      continue
+    fi
+    log=$(log_name "$tool-$fam")
+    sanitizer_run "$tool" "$fam" "$limit" "$log"
+    rc=$?
+    case $rc in
+      0) clean+=("$fam") ;;
+      86) bad+=("$fam:$(kernels_in "$log")") failed_logs+=("$log") ;;
+      124 | 137) not_run+=("$fam(timeout)") ;;
+      *) failed+=("$fam(rc=$rc)") failed_logs+=("$log") ;;
+    esac
+  done
+  local verdict=ok note
+  note="clean: ${clean[*]:-none}"
+  ((${#bad[@]})) && note+="; HAZARDS: ${bad[*]}" && verdict=errors
+  ((${#failed[@]})) && note+="; failed: ${failed[*]}" && verdict=errors
+  ((${#not_run[@]})) && note+="; not run: ${not_run[*]}"
+  ((${#clean[@]} == 0 && ${#bad[@]} == 0 && ${#failed[@]} == 0)) && verdict=skipped
+  [[ $verdict == errors ]] && any_failed=1
+  row "$tool" "$verdict" $((SECONDS - t0)) "$note"
+}
+sanitize memcheck
+sanitize racecheck
+
 # ---- training smoke runs ---------------------------------------------------------------------------
 cli=$BUILD/echelon
 # train NAME ARGS...: one `echelon train` on cuda:0; a failure reruns with ECHELON_SYNC_LAUNCHES=1.
@@ -437,55 +527,6 @@ if [[ -x $cli ]]; then
 else
   row train skipped - "echelon CLI not built"
 fi
-
-# ---- compute-sanitizer on the parity suite, one family per process -----------------------------------
-mapfile -t all_families < <("$gpu_tests" --parity-list 2>/dev/null | awk 'NF {print $1}' | sort -u)
-families=()
-for f in "${FAMILY_ORDER[@]}"; do
-  [[ " ${all_families[*]} " == *" $f "* ]] && families+=("$f")
-done
-for f in "${all_families[@]}"; do
-  [[ " ${families[*]} " == *" $f "* ]] || families+=("$f")
-done
-# sanitize TOOL: every family under compute-sanitizer --tool TOOL until its time box is spent.
-sanitize() {
-  local tool=$1 t0=$SECONDS fam rc budget limit log clean=() bad=() failed=() not_run=()
-  if [[ -z $sanitizer ]]; then
-    row "$tool" skipped - "compute-sanitizer not found (see probe.txt)"
-    return
-  fi
-  for fam in "${families[@]}"; do
-    budget=$((T_SANITIZER - (SECONDS - t0)))
-    limit=$(left)
-    ((budget < limit)) && limit=$budget
-    ((limit > T_FAMILY)) && limit=$T_FAMILY
-    if ((limit < 10)); then
-      not_run+=("$fam")
-      continue
-    fi
-    log=$(log_name "$tool-$fam")
-    printf '$ ECHELON_PARITY_FILTER=%s %s --tool %s ... (limit %ss)\n' "$fam" "$sanitizer" "$tool" "$limit" >"$log"
-    ECHELON_PARITY_FILTER=$fam timeout --kill-after=5 "$limit" "$sanitizer" --tool "$tool" \
-      --error-exitcode 86 --print-limit 30 "$gpu_tests" --test-suite=parity_gpu >>"$log" 2>&1
-    rc=$?
-    case $rc in
-      0) clean+=("$fam") ;;
-      86) bad+=("$fam") failed_logs+=("$log") ;;
-      124 | 137) not_run+=("$fam(timeout)") ;;
-      *) failed+=("$fam(rc=$rc)") failed_logs+=("$log") ;;
-    esac
-  done
-  local verdict=ok note
-  note="clean: ${clean[*]:-none}"
-  ((${#bad[@]})) && note+="; HAZARDS: ${bad[*]}" && verdict=errors
-  ((${#failed[@]})) && note+="; failed: ${failed[*]}" && verdict=errors
-  ((${#not_run[@]})) && note+="; not run: ${not_run[*]}"
-  ((${#clean[@]} == 0 && ${#bad[@]} == 0 && ${#failed[@]} == 0)) && verdict=skipped
-  [[ $verdict == errors ]] && any_failed=1
-  row "$tool" "$verdict" $((SECONDS - t0)) "$note"
-}
-sanitize memcheck
-sanitize racecheck
 
 # ---- pipeline on one GPU: 2 partitions, --balance auto -------------------------------------------
 # Each partition on its own stream; the trace shows the overlap, summary.json's pipeline block the
