@@ -9,11 +9,25 @@
 #include <echelon/layers/sequential.h>
 #include <echelon/tensor/ops.h>
 
+#if ECHELON_WITH_CUDA
+#include <echelon/cuda/stream.h>
+#endif
+
 namespace echelon::parallel {
 
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Waits until the work the calling thread queued on `device` has run. CUDA launches return before
+// the kernel runs, so a host clock read without this times the enqueue, not the layer.
+void wait_for_device(const Device& device) {
+#if ECHELON_WITH_CUDA
+  if (device.is_cuda()) ECH_CUDA_CHECK(cudaStreamSynchronize(cuda::current_stream(device.index)));
+#else
+  (void)device;
+#endif
+}
 
 // best[j][i]: the optimum over the first i layers cut into j parts; from[j][i]: where part j
 // starts.
@@ -126,6 +140,13 @@ std::vector<LayerProfile> profile_layers(Sequential& model, const Tensor& sample
   const auto seconds = [](Clock::time_point a, Clock::time_point b) {
     return std::chrono::duration<double>(b - a).count();
   };
+  // Every launch below goes to the calling thread's current stream on the sample's device;
+  // waiting for that stream before each clock read makes the interval cover the layer's work.
+  const Device device = sample.device();
+  const auto now = [&device] {
+    wait_for_device(device);
+    return Clock::now();
+  };
   std::vector<LayerProfile> profiles(model.size());
   std::vector<std::vector<double>> forward_times(model.size()), backward_times(model.size());
   Generator gen(12345);
@@ -135,14 +156,14 @@ std::vector<LayerProfile> profile_layers(Sequential& model, const Tensor& sample
       // Each layer in isolation: its input is a fresh leaf, so backward stops at the layer.
       Tensor input = x.detach();
       if (i > 0) input.set_requires_grad(true);
-      const auto t0 = Clock::now();
+      const auto t0 = now();
       Tensor output = model.at(i)->forward(input);
-      const auto t1 = Clock::now();
+      const auto t1 = now();
       const Tensor grad = ops::randn(output.shape(), gen, output.dtype(), output.device());
       const bool differentiable = output.requires_grad();
-      const auto t2 = Clock::now();
+      const auto t2 = now();
       if (differentiable) backward(output, grad);
-      const auto t3 = Clock::now();
+      const auto t3 = now();
       if (round >= warmup) {
         forward_times[i].push_back(seconds(t0, t1));
         backward_times[i].push_back(differentiable ? seconds(t2, t3) : 0.0);
@@ -160,6 +181,9 @@ std::vector<LayerProfile> profile_layers(Sequential& model, const Tensor& sample
     profiles[i].backward_s = median(backward_times[i]);
   }
   model.zero_grad();
+  // Nothing of the profile may still run when the caller hands the parameters to the stages'
+  // own streams (which do not wait for this one): the gradients zeroed just now included.
+  wait_for_device(device);
   return profiles;
 }
 
