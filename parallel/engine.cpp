@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include <echelon/autograd/grad_mode.h>
 #include <echelon/base/error.h>
 #include <echelon/parallel/pipeline.h>
 
