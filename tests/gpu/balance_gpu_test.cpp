@@ -17,7 +17,13 @@ TEST_SUITE("balance_gpu") {
     cuda::StreamGuard guard(stream);  // the model, the sample and the profile on one stream
     const auto model = make_model("lenet5", 1, 10, 7);
     model->to(cuda);
-    const parity::InputSpec spec{{256, 1, 28, 28},           kFloat32, -1.0, 1.0,
+    // The emulation build (ECHELON_CUDA_SIM) runs every CUDA thread on the CPU: a smaller batch.
+#if ECHELON_CUDA_SIM
+    const int64_t batch = 8;
+#else
+    const int64_t batch = 256;
+#endif
+    const parity::InputSpec spec{{batch, 1, 28, 28},         kFloat32, -1.0, 1.0,
                                  parity::Layout::Contiguous, {}};
     const Tensor sample = parity::make_inputs({spec}, 3, cuda)[0];
     const std::vector<parallel::LayerProfile> profiles =
