@@ -134,8 +134,8 @@ void run_first_usable(const std::vector<Perf>& results, cudnnConvolutionDescript
 
 }  // namespace
 
-void conv2d_forward(const Conv2dGeometry& a, const float* x, const float* w, const float* bias, float* y,
-                    int device, cudaStream_t stream, AlgoPolicy policy) {
+void conv2d_forward(const Conv2dGeometry& a, const float* x, const float* w, const float* bias,
+                    float* y, int device, cudaStream_t stream, AlgoPolicy policy) {
   cuda::DeviceGuard guard(device);
   cudnnHandle_t handle = cuda::cudnn_handle(device, stream);
   Descriptors d(a);
@@ -165,8 +165,8 @@ void conv2d_forward(const Conv2dGeometry& a, const float* x, const float* w, con
   }
 }
 
-void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const float* w, float* grad_in,
-                           int device, cudaStream_t stream, AlgoPolicy policy) {
+void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const float* w,
+                           float* grad_in, int device, cudaStream_t stream, AlgoPolicy policy) {
   cuda::DeviceGuard guard(device);
   cudnnHandle_t handle = cuda::cudnn_handle(device, stream);
   Descriptors d(a);
@@ -186,8 +186,8 @@ void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const
                    });
 }
 
-void conv2d_backward_weight(const Conv2dGeometry& a, const float* grad_out, const float* x, float* grad_w,
-                            int device, cudaStream_t stream, AlgoPolicy policy) {
+void conv2d_backward_weight(const Conv2dGeometry& a, const float* grad_out, const float* x,
+                            float* grad_w, int device, cudaStream_t stream, AlgoPolicy policy) {
   cuda::DeviceGuard guard(device);
   cudnnHandle_t handle = cuda::cudnn_handle(device, stream);
   Descriptors d(a);

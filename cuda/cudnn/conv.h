@@ -20,14 +20,14 @@ struct AlgoPolicy {
   bool deterministic = false;
 };
 
-void conv2d_forward(const Conv2dGeometry& a, const float* x, const float* w, const float* bias, float* y,
-                    int device, cudaStream_t stream, AlgoPolicy policy = {});
-void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const float* w, float* grad_in,
-                           int device, cudaStream_t stream, AlgoPolicy policy = {});
-void conv2d_backward_weight(const Conv2dGeometry& a, const float* grad_out, const float* x, float* grad_w,
-                            int device, cudaStream_t stream, AlgoPolicy policy = {});
+void conv2d_forward(const Conv2dGeometry& a, const float* x, const float* w, const float* bias,
+                    float* y, int device, cudaStream_t stream, AlgoPolicy policy = {});
+void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const float* w,
+                           float* grad_in, int device, cudaStream_t stream, AlgoPolicy policy = {});
+void conv2d_backward_weight(const Conv2dGeometry& a, const float* grad_out, const float* x,
+                            float* grad_w, int device, cudaStream_t stream, AlgoPolicy policy = {});
 // A fixed reduction over (N, H, W): deterministic, no algorithm to choose.
-void conv2d_backward_bias(const Conv2dGeometry& a, const float* grad_out, float* grad_bias, int device,
-                          cudaStream_t stream);
+void conv2d_backward_bias(const Conv2dGeometry& a, const float* grad_out, float* grad_bias,
+                          int device, cudaStream_t stream);
 
 }  // namespace echelon::cudnn
