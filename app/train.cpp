@@ -131,17 +131,21 @@ SGDOptions sgd_config(const TrainOptions& o) {
   return sgd;
 }
 
-// The process-wide switches a run sets (conv implementation, CPU threads), restored when the run
-// ends, so train() leaves the process as it found it.
+// The process-wide switches a run sets (conv implementation, deterministic algorithms, CPU
+// threads), restored when the run ends, so train() leaves the process as it found it.
 class ScopedRunSettings {
  public:
   explicit ScopedRunSettings(const TrainOptions& o)
-      : conv_impl_(ops::conv_impl()), cpu_threads_(ops::cpu_threads()) {
+      : conv_impl_(ops::conv_impl()),
+        deterministic_(ops::deterministic()),
+        cpu_threads_(ops::cpu_threads()) {
     ops::set_conv_impl(o.conv_impl == "cudnn" ? ops::ConvImpl::Cudnn : ops::ConvImpl::Ours);
+    ops::set_deterministic(o.deterministic);
     if (o.threads > 0) ops::set_cpu_threads(o.threads);
   }
   ~ScopedRunSettings() {
     ops::set_conv_impl(conv_impl_);
+    ops::set_deterministic(deterministic_);
     ops::set_cpu_threads(cpu_threads_);
   }
   ScopedRunSettings(const ScopedRunSettings&) = delete;
@@ -149,6 +153,7 @@ class ScopedRunSettings {
 
  private:
   ops::ConvImpl conv_impl_;
+  bool deterministic_;
   int cpu_threads_;
 };
 

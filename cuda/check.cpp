@@ -4,7 +4,9 @@
 // bare code.
 #include <echelon/cuda/check.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 namespace echelon::cuda {
 
@@ -16,6 +18,25 @@ void throw_cuda_error(cudaError_t err, const char* call, const char* file, int l
   throw Error(str("CUDA error in ", call, ": ", cudaGetErrorName(err), " (",
                   cudaGetErrorString(err), ")"),
               str(slash ? slash + 1 : file, ":", line));
+}
+
+bool read_sync_launches_env() {
+  const char* value = std::getenv("ECHELON_SYNC_LAUNCHES");
+  if (value == nullptr) return false;
+  const std::string v = value;
+  return !(v.empty() || v == "0" || v == "false" || v == "off" || v == "no");
+}
+
+void sync_after_launch(const char* op, const char* file, int line) {
+  // The whole device, not one stream: the macro does not know the stream, and in this debugging
+  // mode every earlier launch was already waited for, so a failure here belongs to `op` (or to a
+  // launch another thread made since).
+  const cudaError_t err = cudaDeviceSynchronize();
+  if (err == cudaSuccess) return;
+  const std::string what = str(op,
+                               " (failed while running, seen by ECHELON_SYNC_LAUNCHES=1; a fault "
+                               "inside a kernel leaves the CUDA context unusable)");
+  throw_cuda_error(err, what.c_str(), file, line);
 }
 
 }  // namespace echelon::cuda

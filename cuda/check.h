@@ -2,12 +2,31 @@
 // naming the call (the op), the library's error string and file:line. Never exit() or abort().
 #pragma once
 
+#include <atomic>
+
 #include <cuda_runtime.h>
 
 #include <echelon/base/error.h>
 
 namespace echelon::cuda {
 [[noreturn]] void throw_cuda_error(cudaError_t err, const char* call, const char* file, int line);
+
+// ECHELON_SYNC_LAUNCHES=1: read once, at the first launch (the environment of a running process
+// is not expected to change; a test can flip it with set_sync_launches).
+bool read_sync_launches_env();
+inline std::atomic<bool>& sync_launches_flag() {
+  static std::atomic<bool> flag{read_sync_launches_env()};
+  return flag;
+}
+inline bool sync_launches() {
+  return sync_launches_flag().load(std::memory_order_relaxed);
+}
+inline void set_sync_launches(bool on) {
+  sync_launches_flag().store(on, std::memory_order_relaxed);
+}
+// Waits for the device and throws naming `op` when the kernel (or anything queued before it)
+// failed. Sticky errors (illegal address) leave the context unusable; the message says so.
+void sync_after_launch(const char* op, const char* file, int line);
 }  // namespace echelon::cuda
 
 #define ECH_CUDA_CHECK(call)                                                  \
@@ -18,7 +37,15 @@ namespace echelon::cuda {
   } while (0)
 
 // After a kernel launch: catches bad launch configurations at the launch site, named by `op`.
-#define ECH_CUDA_CHECK_LAUNCH(op) ECH_CUDA_CHECK_NAMED(cudaGetLastError(), op)
+// With ECHELON_SYNC_LAUNCHES=1 in the environment it also waits for the device after every
+// launch, so a fault inside the kernel (illegal address, trap) is reported against `op` instead
+// of surfacing at some later, unrelated call. Off, it costs one predictable branch.
+#define ECH_CUDA_CHECK_LAUNCH(op)                                 \
+  do {                                                            \
+    ECH_CUDA_CHECK_NAMED(cudaGetLastError(), op);                 \
+    if (::echelon::cuda::sync_launches())                         \
+      ::echelon::cuda::sync_after_launch(op, __FILE__, __LINE__); \
+  } while (0)
 #define ECH_CUDA_CHECK_NAMED(call, op)                                     \
   do {                                                                     \
     cudaError_t ech_err_ = (call);                                         \

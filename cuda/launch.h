@@ -1,5 +1,9 @@
 // The one launch helper: a 1-D grid-stride launch over n elements on a stream, checked.
 //   launch_1d("relu", n, stream, relu_kernel, x, y, n);
+// Every other launch goes through ECH_LAUNCH instead of <<<>>>, so that the emulation build
+// (ECHELON_CUDA_SIM, cuda/sim/) runs the same source on the CPU:
+//   ECH_LAUNCH(grid, block, smem, stream, kernel<T>)(args...);   // kernel last: it may hold commas
+// Dynamic shared memory: ECH_DYNAMIC_SHARED(float, tile); declares `float* tile`.
 #pragma once
 
 #include <algorithm>
@@ -9,17 +13,43 @@
 
 #include <echelon/cuda/check.h>
 
+#if ECHELON_CUDA_SIM
+#include <echelon/cuda/sim/launch.h>
+#define ECH_LAUNCH_NAMED(name, grid, block, smem, stream, ...) \
+  ::echelon::cudasim::Launch(name, __FILE__, __LINE__, grid, block, smem, stream, __VA_ARGS__)
+#define ECH_DYNAMIC_SHARED(T, name) \
+  T* const name = static_cast<T*>(::echelon::cudasim::detail::dynamic_shared())
+#else
+#define ECH_LAUNCH_NAMED(name, grid, block, smem, stream, ...) \
+  __VA_ARGS__<<<grid, block, smem, stream>>>
+#define ECH_DYNAMIC_SHARED(T, name)                                \
+  extern __shared__ __align__(16) unsigned char ech_smem_##name[]; \
+  T* const name = reinterpret_cast<T*>(ech_smem_##name)
+#endif
+#define ECH_LAUNCH(grid, block, smem, stream, ...) \
+  ECH_LAUNCH_NAMED(#__VA_ARGS__, grid, block, smem, stream, __VA_ARGS__)
+
 namespace echelon::cuda {
 
 inline constexpr int kBlock = 256;
 
+// Grid-stride kernels cap their grids here. The emulation can lower the cap
+// (ECHELON_CUDASIM_GRID_CAP) so that tests make every block loop over several items.
+inline unsigned max_grid_blocks() {
+#if ECHELON_CUDA_SIM
+  return cudasim::grid_cap(65535u * 8);
+#else
+  return 65535u * 8;
+#endif
+}
+
 inline unsigned grid_for(int64_t n, int block = kBlock) {
   // Grid-stride loops cover any n; cap the grid so huge n does not overflow gridDim.x.
   const int64_t blocks = (n + block - 1) / block;
-  return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, 65535LL * 8));
+  return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, max_grid_blocks()));
 }
 
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) || ECHELON_CUDA_SIM
 // Grid-stride loop bounds: for (int64_t i = grid_start(); i < n; i += grid_step()). 64-bit, so
 // tensors past 2^31 elements index correctly.
 __device__ __forceinline__ int64_t grid_start() {
@@ -33,7 +63,7 @@ __device__ __forceinline__ int64_t grid_step() {
 template <typename Kernel, typename... Args>
 void launch_1d(const char* op, int64_t n, cudaStream_t stream, Kernel kernel, Args... args) {
   if (n <= 0) return;
-  kernel<<<grid_for(n), kBlock, 0, stream>>>(args...);
+  ECH_LAUNCH_NAMED(op, grid_for(n), kBlock, 0, stream, kernel)(args...);
   ECH_CUDA_CHECK_LAUNCH(op);
 }
 

@@ -8,11 +8,25 @@
 #include <echelon/layers/sequential.h>
 #include <echelon/tensor/ops.h>
 
+#if ECHELON_WITH_CUDA
+#include <echelon/cuda/stream.h>
+#endif
+
 namespace echelon::parallel {
 
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Waits until the work the calling thread queued on `device` has run. CUDA launches return before
+// the kernel runs, so a host clock read without this times the enqueue, not the layer.
+void wait_for_device(const Device& device) {
+#if ECHELON_WITH_CUDA
+  if (device.is_cuda()) ECH_CUDA_CHECK(cudaStreamSynchronize(cuda::current_stream(device.index)));
+#else
+  (void)device;
+#endif
+}
 
 // best[j][i]: the optimum over the first i layers cut into j parts; from[j][i]: where part j
 // starts.
@@ -152,6 +166,9 @@ std::vector<LayerProfile> profile_layers(Sequential& model, const Tensor& sample
     profiles[i].backward_s = profiles[i].backward_time.median_s;
   }
   model.zero_grad();
+  // Nothing of the profile may still run when the caller hands the parameters to the stages'
+  // own streams (which do not wait for this one): the gradients zeroed just now included.
+  wait_for_device(device);
   return profiles;
 }
 

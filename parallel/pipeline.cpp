@@ -75,6 +75,8 @@ std::vector<int64_t> PipelineEngine::choose_cuts(const Tensor& sample) {
   if (!options_.balance_auto) {
     return even_cuts(static_cast<int64_t>(model_->size()), options_.partitions);
   }
+  // Profiled here, before any stage stream exists, on this thread's stream; profile_layers
+  // returns only once that work has finished, so the stages cannot race it.
   model_->to(device_);
   const std::vector<LayerProfile> profiles = profile_layers(*model_, sample.to(device_));
   std::vector<double> cost;

@@ -130,6 +130,11 @@ Tensor randperm(int64_t n, Generator& gen);  // int64, CPU
 enum class ConvImpl : uint8_t { Ours, Cudnn };
 void set_conv_impl(ConvImpl impl);  // process-wide default for conv2d
 ConvImpl conv_impl();
+// Deterministic algorithms only (process-wide; bitwise-reproducible runs): cuDNN convolutions
+// choose among the algorithms cuDNN reports deterministic, and throw when there is none. Our own
+// conv kernels are deterministic either way.
+void set_deterministic(bool on);
+bool deterministic();
 // x (N, C, H, W), weight (O, C, KH, KW), bias (O) or undefined -> (N, O, OH, OW). The window of
 // `g` is the caller's, and (KH, KW) must equal its kernel; its shapes are ignored.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dGeometry& g);

@@ -31,6 +31,7 @@ using detail::stream_of;
 namespace {
 
 std::atomic<ConvImpl> g_conv_impl{ConvImpl::Ours};
+std::atomic<bool> g_deterministic{false};
 
 // ---- conv -------------------------------------------------------------------------------------
 
@@ -62,6 +63,12 @@ void set_conv_impl(ConvImpl impl) {
 ConvImpl conv_impl() {
   return g_conv_impl.load();
 }
+void set_deterministic(bool on) {
+  g_deterministic.store(on);
+}
+bool deterministic() {
+  return g_deterministic.load();
+}
 
 Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in,
               const Conv2dGeometry& window) {
@@ -81,7 +88,8 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
     if (conv_impl() == ConvImpl::Cudnn) {
 #if ECHELON_WITH_CUDNN
       cudnn::conv2d_forward(a, x.data<float>(), weight.data<float>(), ptr_or_null<float>(bias),
-                            y.data<float>(), x.device().index, stream_of(x));
+                            y.data<float>(), x.device().index, stream_of(x),
+                            cudnn::AlgoPolicy{deterministic()});
 #else
       ECH_FAIL(op, ": ConvImpl::Cudnn requested but Echelon was built without cuDNN");
 #endif
@@ -126,15 +134,16 @@ Conv2dGrads conv2d_backward(const Tensor& grad_out_in, const Tensor& x_in, const
     const cudaStream_t stream = stream_of(x);
     if (conv_impl() == ConvImpl::Cudnn) {
 #if ECHELON_WITH_CUDNN
+      const cudnn::AlgoPolicy policy{deterministic()};
       if (need_weight)
         cudnn::conv2d_backward_weight(a, grad_out.data<float>(), x.data<float>(),
-                                      grads.weight.data<float>(), device, stream);
+                                      grads.weight.data<float>(), device, stream, policy);
       if (has_bias)
         cudnn::conv2d_backward_bias(a, grad_out.data<float>(), grads.bias.data<float>(), device,
                                     stream);
       if (need_input)
         cudnn::conv2d_backward_input(a, grad_out.data<float>(), weight.data<float>(),
-                                     grads.input.data<float>(), device, stream);
+                                     grads.input.data<float>(), device, stream, policy);
 #else
       ECH_FAIL(op, ": ConvImpl::Cudnn requested but Echelon was built without cuDNN");
 #endif

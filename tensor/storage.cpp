@@ -83,12 +83,14 @@ Allocator* cuda_allocator(int index) {
             count, " CUDA device(s) visible)");
   // One allocator object per device, created on first use and never freed (tensors in static
   // objects may release memory during exit).
+  // The vector is never freed either: destroyed at exit, it left its allocators unreachable
+  // (LeakSanitizer in the emulation build).
   static std::mutex mutex;
-  static std::vector<Allocator*> allocators;
+  static auto* allocators = new std::vector<Allocator*>();
   std::lock_guard<std::mutex> lock(mutex);
-  if (allocators.empty()) allocators.resize(static_cast<size_t>(count), nullptr);
-  if (!allocators[index]) allocators[index] = new CudaAllocator(index);
-  return allocators[index];
+  if (allocators->empty()) allocators->resize(static_cast<size_t>(count), nullptr);
+  if (!(*allocators)[index]) (*allocators)[index] = new CudaAllocator(index);
+  return (*allocators)[index];
 #else
   ECH_FAIL("cuda_allocator: cannot allocate on cuda:", index, ": Echelon was built without CUDA");
 #endif

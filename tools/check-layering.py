@@ -50,8 +50,11 @@ def main():
     failures, checked = [], 0
     for layer, _ in LAYERS:
         prefix = os.path.join(source, layer) + os.sep
+        # cuda/sim/ is its own target (echelon_cudasim, emulation build only), below cuda.
         entry = next((c for c in commands if c["file"].startswith(prefix)
-                      and c["file"].endswith(".cpp")), None)
+                      and c["file"].endswith(".cpp")
+                      and not c["file"].startswith(os.path.join(source, "cuda", "sim") + os.sep)),
+                     None)
         if entry is None:
             continue  # headers-only layer (kernels, cuda without CUDA)
         args = shlex.split(entry["command"]) if "command" in entry else entry["arguments"]

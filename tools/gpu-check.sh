@@ -1,152 +1,551 @@
 #!/usr/bin/env bash
-# The GPU check for the lent GPU machine (see DESIGN.md "The GPU machine"): probe the machine,
-# configure and build the CUDA backend there (binaries built elsewhere may not run), run the GPU
-# tests, the parity harness in GPU mode, the GPU benchmarks and a short LeNet-5 training run.
-# Without a GPU it prints "no GPU: skipping" and exits 0.
+# The GPU check: one call on a machine with an NVIDIA GPU (the lent H200) that builds the CUDA
+# backend there and runs what a first GPU window must answer, within BUDGET_S seconds, writing
+# everything under $OUT and printing a table last. See DESIGN.md "The GPU machine".
 #
-# Use (repo root):  tools/fill-deps.sh            # here, once: fills the ignored .deps/
-#                   bash tools/gpu-check.sh        # there, with .deps carried; logs in $OUT
-# Env: OUT (log folder, default build-gpu/logs), BUILD (default build-gpu), BUDGET_S (default 450:
-# steps are skipped once the budget is spent), ECHELON_FAKE_GPU=1 (test the configure/build
-# steps on a machine without a GPU; the run steps then skip themselves with exit 77),
-# STOP_AFTER=configure (print the table after configuring).
+# Steps, in order of priority (each time-boxed; one that no longer fits the budget is skipped
+# with a row that says so; a failed step never stops the script):
+#   probe      what the machine has: GPU and driver, nvcc, cmake, ninja, g++, and where cuBLAS,
+#              cuDNN and NCCL (library and headers) and compute-sanitizer are: a *_ROOT variable,
+#              the CUDA toolkit, system folders, or NVIDIA's Python wheels (site-packages/nvidia/
+#              ...). Printed and kept in probe.txt. .deps/gpu-probe.sh (a tiny nvcc program that
+#              links all three) runs in the background meanwhile.
+#   configure  cmake, CUDA arch 90, Release, with what the probe found (a wheel's libX.so.N is
+#              passed by full path, its headers with -isystem; header-only deps from .deps/).
+#   build      echelon_gpu_tests; then the echelon CLI and bench_ops when configured.
+#   blocking   every doctest suite of echelon_gpu_tests as its own process (a crash in one does
+#              not hide the others), with CUDA_LAUNCH_BLOCKING=1 so a fault is reported by the
+#              launch that caused it.
+#   async      every suite again with asynchronous launches, as in real use (the stream and
+#              allocator tests need real concurrency). A failed suite is run once more with
+#              ECHELON_SYNC_LAUNCHES=1, which waits after every launch and names the failing op.
+#   memcheck,  compute-sanitizer --tool memcheck, then --tool racecheck, on the parity suite:
+#   racecheck  every case in one process; if that run crashes, fails or times out, one process
+#              per kernel family (ECHELON_PARITY_FILTER), shared-memory families first, until the
+#              tool's time box is spent. The row names the kernels blamed; a row says so when
+#              compute-sanitizer is absent.
+#   train      LeNet-5 on cuda:0 (Fashion-MNIST when present, else synthetic data), and one
+#              run with --conv-impl cudnn --deterministic. A failure reruns with
+#              ECHELON_SYNC_LAUNCHES=1.
+#   pipeline   a 2-partition pipeline on one GPU with --balance auto, stale and sequential
+#              schedules, with Chrome traces.
+#   bench      bench_ops' GPU cases, when Google Benchmark was found.
+# What comes back in $OUT (the device tool returns at most 8 files): summary.txt (the table),
+# failures.txt (the tail of every failed step's log), probe.txt, logs.tar.gz (every log, trace
+# and run summary). Exit status 0 when every step that ran passed, 1 otherwise.
+#
+# Use (repository root):
+#   here, once:  tools/fill-deps.sh     # fills the ignored .deps/ (doctest, CLI11, stb and zlib
+#                                       # headers, gpu-probe.sh); .deps travels with `carry`
+#   device tool: run(command="bash tools/gpu-check.sh", carry=[".deps"], timeout_s=540)
+#                BUDGET_S=300 bash tools/gpu-check.sh   (a shorter window; steps are dropped
+#                from the end of the list above)
+# Env: BUDGET_S (default 450: 7.5 minutes), BUILD (default build-gpu), OUT (default $BUILD/out),
+#      CUDNN_ROOT / NCCL_ROOT / CUBLAS_ROOT (override where a library is taken from),
+#      NVIDIA_SITE (extra ':'-separated folders searched like site-packages), PREFER_WHEELS=1
+#      (search the wheels before the toolkit and system folders),
+#      STOP_AFTER=probe|configure|build (print the table after that step), SKIP_CONFIGURE=1
+#      (reuse an already configured BUILD as it is),
+#      ECHELON_FAKE_GPU=1 (run the script's logic on a machine without a GPU: the test binary
+#      then exits 77 and its rows read "skipped"; the CLI runs fail; ctest's gpu_check_probe
+#      runs the probe that way), T_BUILD, T_SUITE, T_SANITIZER, T_FAMILY, T_TRAIN, ... (the
+#      time boxes below).
+# Without a GPU (and without ECHELON_FAKE_GPU=1) it prints "no GPU: skipping" and exits 0.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo" || exit 1
 BUILD=${BUILD:-build-gpu}
-OUT=${OUT:-$BUILD/logs}
+OUT=${OUT:-$BUILD/out}
 BUDGET_S=${BUDGET_S:-450}
-mkdir -p "$OUT"
-start=$(date +%s)
-declare -a rows=()
+LOGS=$BUILD/gpu-check-logs
+RESERVE_S=15  # kept back for packing the logs and printing the table
+
+# Time boxes (seconds; each may be overridden from the environment). The budget caps each in turn;
+# the sum is more than the budget on purpose: whatever runs fast leaves room for the later steps.
+T_CONFIGURE=${T_CONFIGURE:-90}
+T_BUILD=${T_BUILD:-240}
+T_SUITE=${T_SUITE:-90}  # one suite, one pass
+T_TRAIN=${T_TRAIN:-60}  # one training run
+T_SANITIZER=${T_SANITIZER:-75}  # one compute-sanitizer tool, all families
+T_FAMILY=${T_FAMILY:-60}  # one family under a sanitizer
+T_PIPELINE=${T_PIPELINE:-45}
+T_BENCH=${T_BENCH:-40}
+# Families whose kernels use shared memory or warp shuffles come first under the sanitizers.
+FAMILY_ORDER=(reduce matmul norm loss conv pool im2col shape elementwise optim random)
 
 has_gpu() {
   [[ ${ECHELON_FAKE_GPU:-0} == 1 ]] && return 0
   command -v nvidia-smi >/dev/null 2>&1 || return 1
-  nvidia-smi -L 2>/dev/null | grep -q '^GPU '
+  nvidia-smi -L 2>/dev/null | grep '^GPU ' >/dev/null  # not -q: see SIGPIPE below
 }
 if ! has_gpu; then
   echo "no GPU: skipping"
   exit 0
 fi
 
-# step NAME LOG TIMEOUT_S COMMAND...: runs, times and records one step; never aborts the script.
+mkdir -p "$BUILD" "$OUT" || exit 1
+rm -rf "$LOGS" && mkdir -p "$LOGS" || exit 1
+start=$SECONDS
+declare -a rows=() failed_logs=()
+any_failed=0
+
+left() { echo $((BUDGET_S - RESERVE_S - (SECONDS - start))); }
+row() {  # row NAME STATUS SECONDS NOTE
+  rows+=("$(printf '%-28s %-8s %5s  %s' "$1" "$2" "$3" "$4")")
+  printf '[%4ds] %-28s %-8s %5s  %s\n' $((SECONDS - start)) "$1" "$2" "$3" "$4"
+}
+log_name() { echo "$LOGS/${1//[^A-Za-z0-9._-]/_}.txt"; }
+
+# step NAME LIMIT_S COMMAND...: runs one command with its log in $LOGS/NAME.txt, time-boxed by
+# LIMIT_S and by what is left of the budget; records a row. Sets step_rc (77: skipped by the
+# program; 124: timed out; 200: not run). Never aborts the script.
+step_rc=0
 step() {
-  local name=$1 log=$2 limit=$3
-  shift 3
-  local now status t0
-  now=$(date +%s)
-  if ((now - start + 10 > BUDGET_S)); then
-    rows+=("$(printf '%-14s %-8s %6s  %s' "$name" skipped - "time budget spent")")
+  local name=$1 limit=$2
+  shift 2
+  local log remaining t0 verdict note
+  log=$(log_name "$name")
+  remaining=$(left)
+  if ((remaining < 10)); then
+    row "$name" skipped - "time budget spent"
+    step_rc=200
     return
   fi
-  # A step never runs past the script's budget.
-  ((limit > BUDGET_S - (now - start))) && limit=$((BUDGET_S - (now - start)))
-  t0=$(date +%s)
-  echo "== $name: $*" | tee -a "$OUT/$log"
-  timeout --kill-after=10 "$limit" "$@" >>"$OUT/$log" 2>&1
-  status=$?
-  local verdict=ok
-  ((status == 77)) && verdict=skipped
-  ((status == 124 || status == 137)) && verdict=timeout
-  ((status != 0 && status != 77 && status != 124 && status != 137)) && verdict="rc=$status"
-  rows+=("$(printf '%-14s %-8s %5ss  %s' "$name" "$verdict" $(($(date +%s) - t0)) "$OUT/$log")")
-  tail -n 3 "$OUT/$log"
+  ((limit > remaining)) && limit=$remaining
+  t0=$SECONDS
+  printf '$ %s\n' "$*" >"$log"
+  timeout --kill-after=5 "$limit" "$@" >>"$log" 2>&1
+  step_rc=$?
+  note=${log#"$BUILD"/}
+  # doctest's last line says how many cases passed; keep it in the row.
+  local summary
+  summary=$(grep -a '^\[doctest\] test cases:' "$log" | tail -1 | sed 's/^\[doctest\] test cases: *//')
+  [[ -n $summary ]] && note="$summary"
+  case $step_rc in
+    0) verdict=ok ;;
+    77) verdict=skipped note="no usable CUDA device" ;;
+    124 | 137) verdict=timeout note="after ${limit}s; $note" ;;
+    *)
+      verdict="rc=$step_rc"
+      # The failing line itself (doctest's summary is not it); the whole log is in failures.txt.
+      [[ -z $summary ]] && note=$(grep -av '^\s*$' "$log" | tail -1 | cut -c1-90)
+      ;;
+  esac
+  if ((step_rc != 0 && step_rc != 77)); then
+    any_failed=1
+    failed_logs+=("$log")
+  fi
+  row "$name" "$verdict" $((SECONDS - t0)) "$note"
 }
 
-# ---- where things are ------------------------------------------------------------------------
-if [[ -f .deps/gpu-probe.sh ]]; then
-  # The probe tees its own copy into its $OUT; keep ours the only one under our $OUT.
-  step probe probe.txt 120 env OUT=/tmp bash .deps/gpu-probe.sh
+# ---- probe: what is where ------------------------------------------------------------------------
+probe_log=$LOGS/probe.txt
+say() { printf '%-18s %s\n' "$1" "$2" | tee -a "$probe_log"; }
+
+site_roots() {  # site-packages folders of python3, then NVIDIA_SITE
+  {
+    python3 -c 'import site; print("\n".join(site.getsitepackages() + [site.getusersitepackages()]))' 2>/dev/null
+    tr ':' '\n' <<<"${NVIDIA_SITE:-}"
+  } | awk 'NF && !seen[$0]++'
+}
+# Roots of NVIDIA's wheels: site-packages/nvidia/<name> (cudnn, nccl, cublas, cu13, ...), each
+# laid out as include/ and lib/ (the CUDA 13 wheels share one root, nvidia/cu13).
+wheel_roots=()
+while IFS= read -r site_dir; do
+  [[ -d $site_dir/nvidia ]] || continue
+  for d in "$site_dir"/nvidia/*/; do
+    [[ -d $d/include || -d $d/lib || -d $d/bin ]] && wheel_roots+=("${d%/}")
+  done
+done < <(site_roots)
+
+lib_in() {  # lib_in DIR NAME: DIR/libNAME.so, else the first DIR/libNAME.so.<N>
+  local f
+  for f in "$1/lib$2.so" "$1/lib$2".so.[0-9]*; do
+    [[ -e $f ]] && { echo "$f"; return 0; }
+  done
+  return 1
+}
+# locate NAME HEADER LIB ROOTS...: the first root holding both HEADER (under include/) and
+# libLIB (lib64/, lib/, lib/x86_64-linux-gnu/). Sets found_inc, found_lib, found_root.
+locate() {
+  local name=$1 header=$2 lib=$3 root inc l i d
+  shift 3
+  found_inc="" found_lib="" found_root=""
+  for root in "$@"; do
+    [[ -n $root && -d $root ]] || continue
+    inc=""
+    for i in "$root/include" "$root/targets/x86_64-linux/include" "$root/include/x86_64-linux-gnu"; do
+      [[ -f $i/$header ]] && { inc=$i; break; }
+    done
+    [[ -n $inc ]] || continue
+    for d in "$root/lib64" "$root/lib" "$root/targets/x86_64-linux/lib" "$root/lib/x86_64-linux-gnu"; do
+      l=$(lib_in "$d" "$lib") && { found_inc=$inc found_lib=$l found_root=$root; return 0; }
+    done
+  done
+  echo "$name: no root holds both $header and lib$lib" >>"$probe_log"
+  return 1
+}
+origin_of() {  # origin_of ROOT: where a root came from, for the probe's table
+  local r
+  for r in "${wheel_roots[@]}"; do
+    [[ $1 == "$r" ]] && { echo wheel; return; }
+  done
+  case $1 in
+    "$cuda_root") echo toolkit ;;
+    /usr | /usr/local) echo system ;;
+    *) echo env/other ;;
+  esac
+}
+
+probe_t0=$SECONDS
+: >"$probe_log"
+{
+  echo "gpu-check probe, $(date -u +%FT%TZ)"
+  nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv,noheader 2>&1 | head -2
+} >>"$probe_log"
+if [[ ${ECHELON_FAKE_GPU:-0} == 1 ]]; then
+  say gpu "none: ECHELON_FAKE_GPU=1 (the script's logic only)"
 else
-  rows+=("$(printf '%-14s %-8s %6s  %s' probe skipped - ".deps/gpu-probe.sh absent: run tools/fill-deps.sh")")
+  say gpu "$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1)"
 fi
 
-wheel_dir() {  # prints the folder of python package nvidia.$1, if installed
-  python3 -c "import nvidia.$1 as m; print(list(m.__path__)[0])" 2>/dev/null
-}
+nvcc=$(command -v nvcc 2>/dev/null)
+[[ -z $nvcc && -x /usr/local/cuda/bin/nvcc ]] && nvcc=/usr/local/cuda/bin/nvcc
+if [[ -z $nvcc ]]; then
+  for r in "${wheel_roots[@]}"; do
+    [[ -x $r/bin/nvcc ]] && { nvcc=$r/bin/nvcc; break; }
+  done
+fi
+cuda_root=""
+if [[ -n $nvcc ]]; then
+  cuda_root=$(dirname "$(dirname "$(readlink -f "$nvcc")")")
+  say nvcc "$nvcc ($("$nvcc" --version 2>/dev/null | grep -o 'release [0-9.]*'); root $cuda_root)"
+else
+  say nvcc "absent (PATH, /usr/local/cuda/bin, wheels): nothing can be built"
+fi
+for tool in cmake ninja g++ python3 ccache; do
+  path=$(command -v "$tool" 2>/dev/null)
+  say "$tool" "${path:-absent}${path:+ ($("$tool" --version 2>&1 | head -1))}"
+done
+
+# cuBLAS, cuDNN, NCCL: an explicit *_ROOT, the toolkit, system folders, then the wheels.
 cmake_args=(-S . -B "$BUILD" -G Ninja -DECHELON_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90
-            -DCMAKE_BUILD_TYPE=Release)
-for lib in cudnn nccl; do
-  upper=${lib^^}
-  var=${upper}_ROOT
-  root=${!var:-}
-  [[ -z $root ]] && root=$(wheel_dir "$lib")
-  if [[ -n $root ]]; then
-    cmake_args+=("-D${upper}_ROOT=$root")
-    # The wheels ship only libX.so.N; FindCUDNN/FindNCCL accept that name.
-    export LD_LIBRARY_PATH="$root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+            -DCMAKE_BUILD_TYPE=Release -DECHELON_NATIVE=OFF)
+[[ -n $nvcc ]] && cmake_args+=("-DCMAKE_CUDA_COMPILER=$nvcc" "-DCUDAToolkit_ROOT=$cuda_root")
+extra_includes=()
+declare -a lib_dirs=()
+for spec in "cublas cublas_v2.h cublas CUBLAS_ROOT" "cudnn cudnn.h cudnn CUDNN_ROOT" "nccl nccl.h nccl NCCL_ROOT"; do
+  read -r name header lib var <<<"$spec"
+  roots=("$cuda_root" /usr /usr/local "${wheel_roots[@]}")
+  [[ ${PREFER_WHEELS:-0} == 1 ]] && roots=("${wheel_roots[@]}" "$cuda_root" /usr /usr/local)
+  if locate "$name" "$header" "$lib" "${!var:-}" "${roots[@]}"; then
+    origin=$(origin_of "$found_root")
+    [[ -n ${!var:-} && $found_root == "${!var}" ]] && origin="env"
+    version=""
+    [[ $name == cudnn && -f $found_inc/cudnn_version.h ]] &&
+      version=" v$(awk '/#define CUDNN_(MAJOR|MINOR|PATCHLEVEL) /{printf "%s%s", sep, $3; sep="."}' "$found_inc/cudnn_version.h")"
+    [[ $name == nccl ]] &&
+      version=" v$(awk '/#define NCCL_(MAJOR|MINOR|PATCH) /{printf "%s%s", sep, $3; sep="."}' "$found_inc/nccl.h")"
+    say "$name" "$origin$version: $found_lib (headers $found_inc)"
+    case $name in
+      cublas)
+        if [[ $origin != toolkit ]]; then
+          # CMake's CUDA::cublas looks only in the toolkit: hand it the files.
+          lt=$(lib_in "$(dirname "$found_lib")" cublasLt)
+          cmake_args+=("-DCUDA_cublas_LIBRARY=$found_lib")
+          [[ -n $lt ]] && cmake_args+=("-DCUDA_cublasLt_LIBRARY=$lt")
+          extra_includes+=("$found_inc")
+        fi
+        ;;
+      # The files themselves, not only a root: a cached result of an earlier configure of the
+      # same build folder would otherwise win.
+      cudnn) cmake_args+=("-DCUDNN_ROOT=$found_root" "-DCUDNN_INCLUDE_DIR=$found_inc" "-DCUDNN_LIBRARY=$found_lib") ;;
+      nccl) cmake_args+=("-DNCCL_ROOT=$found_root" "-DNCCL_INCLUDE_DIR=$found_inc" "-DNCCL_LIBRARY=$found_lib") ;;
+    esac
+    [[ $origin != toolkit && $origin != system ]] && lib_dirs+=("$(dirname "$found_lib")")
+  else
+    say "$name" "absent (looked in \$$var, the toolkit, /usr, /usr/local and ${#wheel_roots[@]} wheel folders)"
   fi
 done
+if ((${#extra_includes[@]})); then
+  flags=$(printf -- '-isystem %s ' "${extra_includes[@]}")
+  cmake_args+=("-DCMAKE_CXX_FLAGS=$flags" "-DCMAKE_CUDA_FLAGS=$flags")
+fi
+if ((${#lib_dirs[@]})); then
+  # The wheels' libraries (and the ones they dlopen, e.g. cuDNN's sub-libraries) at run time.
+  LD_LIBRARY_PATH=$(printf '%s:' "${lib_dirs[@]}")${LD_LIBRARY_PATH:-}
+  export LD_LIBRARY_PATH
+fi
+
+sanitizer=$(command -v compute-sanitizer 2>/dev/null)
+if [[ -z $sanitizer ]]; then
+  for c in "$cuda_root/bin/compute-sanitizer" "$cuda_root/compute-sanitizer/compute-sanitizer" \
+           /usr/local/cuda*/bin/compute-sanitizer /opt/nvidia/*/compute-sanitizer* /opt/nvidia/*/*/compute-sanitizer; do
+    [[ -f $c && -x $c ]] && { sanitizer=$c; break; }
+  done
+fi
+if [[ -z $sanitizer ]]; then
+  for r in "${wheel_roots[@]}"; do
+    sanitizer=$(find "$r" -maxdepth 3 -name compute-sanitizer -type f -perm -u+x 2>/dev/null | head -1)
+    [[ -n $sanitizer ]] && break
+  done
+fi
+say compute-sanitizer "${sanitizer:-absent: the memcheck/racecheck steps are skipped}${sanitizer:+ ($("$sanitizer" --version 2>/dev/null | grep -io 'version [0-9.]*' | head -1))}"
+
+# Header-only dependencies and optional libraries.
 if [[ -d .deps/include ]]; then
   cmake_args+=("-Ddoctest_DIR=$repo/.deps/lib/cmake/doctest" "-DCLI11_DIR=$repo/.deps/share/cmake/CLI11"
                "-DCMAKE_PREFIX_PATH=$repo/.deps")
+  say deps ".deps: $(find .deps/include -mindepth 1 -maxdepth 1 -printf '%f ')"
+else
+  say deps ".deps absent: run tools/fill-deps.sh here and carry .deps (doctest/CLI11 may be missing)"
 fi
 # OpenBLAS and zlib may lack their -dev packages there.
-[[ -f /usr/include/cblas.h || -d /usr/include/x86_64-linux-gnu/openblas-pthread ]] ||
+if [[ ! -f /usr/include/cblas.h && ! -d /usr/include/x86_64-linux-gnu/openblas-pthread ]]; then
   cmake_args+=(-DECHELON_BLAS=OFF)
+  say openblas "absent: CPU twins run naive"
+fi
 if [[ ! -f /usr/include/zlib.h && -f .deps/include/zlib.h ]]; then
-  zlib_so=$(ls /lib/x86_64-linux-gnu/libz.so* /usr/lib/x86_64-linux-gnu/libz.so* 2>/dev/null | head -1)
+  zlib_so=$(find /lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu -maxdepth 1 -name 'libz.so*' 2>/dev/null | sort | head -1)
   [[ -n $zlib_so ]] && cmake_args+=("-DZLIB_INCLUDE_DIR=$repo/.deps/include" "-DZLIB_LIBRARY=$zlib_so")
+  say zlib "headers from .deps, library ${zlib_so:-absent}"
 fi
-
-# ---- build -----------------------------------------------------------------------------------
-step configure configure.txt 120 cmake "${cmake_args[@]}"
-if [[ ${STOP_AFTER:-} == configure ]]; then
-  printf '%s\n' "${rows[@]}"
-  exit 0
-fi
-# Only what the checks run (the CPU tests are CI's job); optional targets only when configured.
-step build_tests build.txt 300 cmake --build "$BUILD" -j "$(nproc)" --target echelon_gpu_tests
-extra=()
-for target in bench_ops echelon_cli; do
-  ninja -C "$BUILD" -t targets all 2>/dev/null | grep -q "^$target:" && extra+=("$target")
-done
-if ((${#extra[@]})); then
-  # -k 0: one broken target must not hide the others.
-  step build_extra build.txt 200 cmake --build "$BUILD" -j "$(nproc)" --target "${extra[@]}" -- -k 0
-fi
-
-# ---- run ---------------------------------------------------------------------------------------
-gpu_tests=$BUILD/tests/echelon_gpu_tests
-step gpu_tests gpu_tests.txt 150 "$gpu_tests" --test-suite-exclude=parity_gpu --duration=true
-step parity_gpu parity.txt 120 "$gpu_tests" --test-suite=parity_gpu --duration=true
-if [[ -x $BUILD/bench/bench_ops ]]; then
-  step bench_gpu bench.txt 120 "$BUILD/bench/bench_ops" --benchmark_filter='GPU' \
-    --benchmark_min_time=0.05 --benchmark_counters_tabular=true
-else
-  rows+=("$(printf '%-14s %-8s %6s  %s' bench_gpu skipped - "bench_ops not built (libbenchmark absent?)")")
-fi
-cli=$BUILD/echelon
 data_dir=/usr/share/datasets/fashion-mnist
-if [[ -x $cli && -d $data_dir ]]; then
-  step train_lenet train.txt 150 "$cli" train --model lenet5 --data fashion-mnist --data-dir "$data_dir" \
-    --epochs 1 --device cuda:0 --out "$BUILD/run-lenet5"
-elif [[ -x $cli ]]; then
-  # No dataset on this machine: a synthetic smoke run still exercises the CUDA training step.
-  step train_synth train.txt 150 "$cli" train --model lenet5 --data synthetic --limit-train 4096 \
-    --limit-test 1024 --epochs 1 --device cuda:0 --out "$BUILD/run-lenet5-synthetic"
-  rows+=("$(printf '%-14s %-8s %6s  %s' train_lenet skipped - "$data_dir absent")")
+if [[ -d $data_dir ]]; then
+  say datasets "$data_dir present"
 else
-  rows+=("$(printf '%-14s %-8s %6s  %s' train_lenet skipped - "echelon binary not built")")
+  say datasets "$data_dir absent: synthetic data"
+fi
+say wheels "${#wheel_roots[@]} NVIDIA wheel folders: $(printf '%s ' "${wheel_roots[@]##*/}")"
+{
+  printf 'cmake'
+  printf ' %q' "${cmake_args[@]}"
+  echo
+} >>"$probe_log"
+cp "$probe_log" "$OUT/probe.txt"
+row probe ok $((SECONDS - probe_t0)) "probe.txt"
+
+# The shared probe (a tiny nvcc program linking cuBLAS, cuDNN and NCCL as the wheels lay them out)
+# runs beside the build; its row is added at the end.
+probe_pid=""
+if [[ -f .deps/gpu-probe.sh ]]; then
+  mkdir -p "$LOGS/gpu-probe"
+  (OUT=$LOGS/gpu-probe timeout 150 bash .deps/gpu-probe.sh >"$LOGS/gpu-probe.txt" 2>&1) &
+  probe_pid=$!
 fi
 
-# Pipeline experiment (d): 2 partitions on one GPU, each on its own stream; the trace shows the
-# overlap, summary.json's pipeline block the busy/idle split. Sequential beside it as the baseline.
+finish() {
+  local status=ok
+  if [[ -n $probe_pid ]]; then
+    if kill -0 "$probe_pid" 2>/dev/null; then
+      kill "$probe_pid" 2>/dev/null
+      status=stopped
+    fi
+    wait "$probe_pid" 2>/dev/null
+    row gpu-probe.sh "$status" - "$(grep -aE 'kernel ok|cudnnCreate|nccl [0-9]' "$LOGS/gpu-probe.txt" 2>/dev/null | tr '\n' ';' | cut -c1-70)"
+  else
+    row gpu-probe.sh skipped - ".deps/gpu-probe.sh absent: run tools/fill-deps.sh"
+  fi
+  {
+    for log in "${failed_logs[@]}"; do
+      printf '\n===== %s (last 60 lines)\n' "${log#"$BUILD"/}"
+      tail -n 60 "$log"
+    done
+  } >"$OUT/failures.txt"
+  [[ -s $OUT/failures.txt ]] || echo "no step failed" >"$OUT/failures.txt"
+  tar -czf "$OUT/logs.tar.gz" -C "$BUILD" "$(basename "$LOGS")" 2>/dev/null
+  {
+    echo
+    echo "gpu-check summary: $((SECONDS - start)) s of a ${BUDGET_S} s budget; logs in $OUT (logs.tar.gz, failures.txt)"
+    printf '%-28s %-8s %5s  %s\n' step status secs note
+    printf '%s\n' "${rows[@]}"
+  } | tee "$OUT/summary.txt"
+  exit "$any_failed"
+}
+
+# Stopped from outside (the device call's limit): still pack what there is.
+trap 'row interrupted - - "signal: packing the logs"; any_failed=1; finish' TERM INT
+
+[[ ${STOP_AFTER:-} == probe ]] && finish
+if [[ -z $nvcc ]]; then
+  row configure skipped - "no nvcc"
+  any_failed=1
+  finish
+fi
+
+# ---- build ---------------------------------------------------------------------------------------
+if [[ ${SKIP_CONFIGURE:-0} == 1 && -f $BUILD/CMakeCache.txt ]]; then
+  row configure skipped - "SKIP_CONFIGURE=1: $BUILD as configured before"
+else
+  step configure "$T_CONFIGURE" cmake "${cmake_args[@]}"
+  ((step_rc != 0)) && finish
+fi
+[[ ${STOP_AFTER:-} == configure ]] && finish
+step build "$T_BUILD" cmake --build "$BUILD" -j "$(nproc)" --target echelon_gpu_tests
+((step_rc != 0)) && finish
+extra=()
+# Not `ninja ... | grep -q`: under pipefail, grep's early exit fails the pipeline (SIGPIPE).
+targets=$(ninja -C "$BUILD" -t targets all 2>/dev/null)
+for target in echelon_cli bench_ops; do
+  [[ $'\n'$targets == *$'\n'"$target:"* ]] && extra+=("$target")
+done
+# -k 0: one broken target must not hide the others.
+((${#extra[@]})) && step build_extra "$T_BUILD" cmake --build "$BUILD" -j "$(nproc)" --target "${extra[@]}" -- -k 0
+[[ ${STOP_AFTER:-} == build ]] && finish
+
+# ---- the GPU test binary, one suite per process ----------------------------------------------------
+gpu_tests=$BUILD/tests/echelon_gpu_tests
+mapfile -t suites < <("$gpu_tests" --list-test-suites 2>/dev/null |
+                      grep -av -e '^\[doctest\]' -e '^===' | awk 'NF {print $1}')
+if ((${#suites[@]} == 0)); then
+  row suites rc=1 - "echelon_gpu_tests --list-test-suites listed nothing"
+  any_failed=1
+  finish
+fi
+# The parity suite is the longest: last in each pass, so a time-out there costs only itself.
+ordered=()
+for s in "${suites[@]}"; do [[ $s != parity_gpu ]] && ordered+=("$s"); done
+for s in "${suites[@]}"; do [[ $s == parity_gpu ]] && ordered+=("$s"); done
+
+for s in "${ordered[@]}"; do
+  step "blocking:$s" "$T_SUITE" env CUDA_LAUNCH_BLOCKING=1 "$gpu_tests" --test-suite="$s" --duration=true
+done
+for s in "${ordered[@]}"; do
+  step "async:$s" "$T_SUITE" "$gpu_tests" --test-suite="$s" --duration=true
+  if ((step_rc != 0 && step_rc != 77 && step_rc != 124 && step_rc != 200)); then
+    step "async:$s+sync" "$T_SUITE" env ECHELON_SYNC_LAUNCHES=1 "$gpu_tests" --test-suite="$s" --duration=true
+  fi
+done
+
+# ---- compute-sanitizer on the parity suite ---------------------------------------------------------
+# The whole suite in one process first (cheapest: one context, one instrumentation); when that run
+# does not finish cleanly (crash, test failure, time-out), one process per kernel family, so a
+# crash hides nothing and the families are told apart.
+mapfile -t all_families < <("$gpu_tests" --parity-list 2>/dev/null | awk 'NF {print $1}' | sort -u)
+families=()
+for f in "${FAMILY_ORDER[@]}"; do
+  [[ " ${all_families[*]} " == *" $f "* ]] && families+=("$f")
+done
+for f in "${all_families[@]}"; do
+  [[ " ${families[*]} " == *" $f "* ]] || families+=("$f")
+done
+# sanitizer_run TOOL FAMILY LIMIT LOG: one compute-sanitizer process over the parity suite
+# (FAMILY empty: every case); returns its status (86: the tool found hazards).
+sanitizer_run() {
+  printf '$ ECHELON_PARITY_FILTER=%s %s --tool %s ... (limit %ss)\n' "$2" "$sanitizer" "$1" "$3" >"$4"
+  ECHELON_PARITY_FILTER=$2 timeout --kill-after=5 "$3" "$sanitizer" --tool "$1" \
+    --error-exitcode 86 --print-limit 30 "$gpu_tests" --test-suite=parity_gpu >>"$4" 2>&1
+}
+# kernels_in LOG: the kernels compute-sanitizer blamed, for the row.
+kernels_in() {
+  grep -aoE '^=========  +at [A-Za-z_][A-Za-z0-9_:]*' "$1" | awk '{print $NF}' | sort -u | head -4 |
+    tr '\n' ' '
+}
+# sanitize TOOL: see above; each tool gets T_SANITIZER seconds for the per-family runs.
+sanitize() {
+  local tool=$1 t0=$SECONDS fam rc budget limit log clean=() bad=() failed=() not_run=()
+  if [[ -z $sanitizer ]]; then
+    row "$tool" skipped - "compute-sanitizer not found (see probe.txt)"
+    return
+  fi
+  limit=$(left)
+  ((limit > T_SANITIZER)) && limit=$T_SANITIZER
+  if ((limit < 10)); then
+    row "$tool" skipped - "time budget spent"
+    return
+  fi
+  log=$(log_name "$tool-all")
+  sanitizer_run "$tool" "" "$limit" "$log"
+  rc=$?
+  case $rc in
+    0)
+      row "$tool" ok $((SECONDS - t0)) "every parity case, one process: no hazard"
+      return
+      ;;
+    86)
+      any_failed=1
+      failed_logs+=("$log")
+      row "$tool" errors $((SECONDS - t0)) "HAZARDS in: $(kernels_in "$log")(${log#"$BUILD"/})"
+      return
+      ;;
+    124 | 137) row "$tool-all" timeout $((SECONDS - t0)) "after ${limit}s; per family next" ;;
+    *) row "$tool-all" "rc=$rc" $((SECONDS - t0)) "per family next" && failed_logs+=("$log") ;;
+  esac
+  t0=$SECONDS
+  for fam in "${families[@]}"; do
+    budget=$((T_SANITIZER - (SECONDS - t0)))
+    limit=$(left)
+    ((budget < limit)) && limit=$budget
+    ((limit > T_FAMILY)) && limit=$T_FAMILY
+    if ((limit < 10)); then
+      not_run+=("$fam")
+      continue
+    fi
+    log=$(log_name "$tool-$fam")
+    sanitizer_run "$tool" "$fam" "$limit" "$log"
+    rc=$?
+    case $rc in
+      0) clean+=("$fam") ;;
+      86) bad+=("$fam:$(kernels_in "$log")") failed_logs+=("$log") ;;
+      124 | 137) not_run+=("$fam(timeout)") ;;
+      *) failed+=("$fam(rc=$rc)") failed_logs+=("$log") ;;
+    esac
+  done
+  local verdict=ok note
+  note="clean: ${clean[*]:-none}"
+  ((${#bad[@]})) && note+="; HAZARDS: ${bad[*]}" && verdict=errors
+  ((${#failed[@]})) && note+="; failed: ${failed[*]}" && verdict=errors
+  ((${#not_run[@]})) && note+="; not run: ${not_run[*]}"
+  ((${#clean[@]} == 0 && ${#bad[@]} == 0 && ${#failed[@]} == 0)) && verdict=skipped
+  [[ $verdict == errors ]] && any_failed=1
+  row "$tool" "$verdict" $((SECONDS - t0)) "$note"
+}
+sanitize memcheck
+sanitize racecheck
+
+# ---- training smoke runs ---------------------------------------------------------------------------
+cli=$BUILD/echelon
+# train NAME ARGS...: one `echelon train` on cuda:0; a failure reruns with ECHELON_SYNC_LAUNCHES=1.
+train() {
+  local name=$1
+  shift
+  step "$name" "$T_TRAIN" "$cli" train --device cuda:0 --progress lines --out "$LOGS/run-$name" "$@"
+  if ((step_rc != 0 && step_rc != 124 && step_rc != 200)); then
+    rm -rf "$LOGS/run-$name"
+    step "$name+sync" "$T_TRAIN" env ECHELON_SYNC_LAUNCHES=1 "$cli" train --device cuda:0 \
+      --progress lines --out "$LOGS/run-$name-sync" "$@"
+  fi
+}
+if [[ -x $cli ]]; then
+  if [[ -d $data_dir ]]; then
+    data=(--data fashion-mnist --data-dir "$data_dir" --limit-train 8192 --limit-test 2000)
+  else
+    data=(--data synthetic --limit-train 4096 --limit-test 1024)
+  fi
+  train train_lenet5 --model lenet5 "${data[@]}" --epochs 1
+  train train_cudnn_det --model lenet5 "${data[@]}" --epochs 1 --conv-impl cudnn --deterministic
+else
+  row train skipped - "echelon CLI not built"
+fi
+
+# ---- pipeline on one GPU: 2 partitions, --balance auto -------------------------------------------
+# Each partition on its own stream; the trace shows the overlap, summary.json's pipeline block the
+# busy/idle split. Sequential beside it as the baseline.
 if [[ -x $cli ]]; then
   for schedule in stale sequential; do
-    step "pipe_$schedule" "pipeline-$schedule.txt" 90 "$cli" train --model resnet20 --data synthetic \
-      --limit-train 4096 --limit-test 512 --epochs 2 --batch-size 128 --device cuda:0 --pipeline 2 \
-      --balance auto --schedule "$schedule" --trace "$OUT/pipeline-$schedule-trace.json" \
-      --out "$BUILD/run-pipeline-$schedule"
-    cp "$BUILD/run-pipeline-$schedule/summary.json" "$OUT/pipeline-$schedule-summary.json" 2>/dev/null
+    step "pipeline_$schedule" "$T_PIPELINE" "$cli" train --model resnet20 --data synthetic \
+      --limit-train 2048 --limit-test 512 --epochs 1 --batch-size 128 --device cuda:0 \
+      --pipeline 2 --balance auto --schedule-pipeline "$schedule" --progress lines \
+      --trace "$LOGS/pipeline-$schedule-trace.json" --out "$LOGS/run-pipeline-$schedule"
   done
 fi
 
-# ---- summary (last) ----------------------------------------------------------------------------
-{
-  echo
-  echo "gpu-check summary ($(($(date +%s) - start)) s total)"
-  printf '%-14s %-8s %6s  %s\n' step status time log
-  printf '%s\n' "${rows[@]}"
-} | tee "$OUT/summary.txt"
+# ---- benchmarks ---------------------------------------------------------------------------------
+if [[ -x $BUILD/bench/bench_ops ]]; then
+  step bench_gpu "$T_BENCH" "$BUILD/bench/bench_ops" --benchmark_filter='GPU' \
+    --benchmark_min_time=0.05 --benchmark_counters_tabular=true
+else
+  row bench_gpu skipped - "bench_ops not built (Google Benchmark absent)"
+fi
+
+finish

@@ -1,9 +1,13 @@
-// cuDNN convolution: descriptors built per call (cheap next to the convolution itself), the best
-// heuristic algorithm that cuDNN reports usable, workspace from the caching allocator. Freeing
-// the workspace right after the enqueue is safe: the allocator reuses a block only on the same
-// stream, so a later user is ordered after this convolution.
+// cuDNN convolution: descriptors built per call (cheap next to the convolution itself), the
+// heuristic candidates tried in order until one runs, workspace from the caching allocator.
+// Freeing the workspace right after the enqueue is safe: the allocator reuses a block only on the
+// same stream, so a later user is ordered after this convolution.
 #if ECHELON_WITH_CUDNN
 #include <echelon/cuda/cudnn/conv.h>
+
+#include <optional>
+#include <string>
+#include <vector>
 
 #include <echelon/cuda/allocator.h>
 #include <echelon/cuda/cudnn/handle.h>
@@ -70,44 +74,84 @@ class Workspace {
   void* ptr_ = nullptr;
 };
 
-// First heuristic result cuDNN marks usable, preferring plain FMA kernels, then default math;
-// `kind` names the direction in the error. The heuristics may report another math type than the
-// descriptor's (the _v7 queries try several); the descriptor is set to the chosen one, because a
-// convolution call whose algorithm and descriptor disagree on it can fail.
-template <typename Perf>
-Perf pick(const Perf* results, int count, cudnnConvolutionDescriptor_t conv, const char* kind) {
-  const Perf* chosen = nullptr;
-  for (const cudnnMathType_t preferred : {CUDNN_FMA_MATH, CUDNN_DEFAULT_MATH}) {
-    for (int i = 0; i < count && !chosen; ++i)
-      if (results[i].status == CUDNN_STATUS_SUCCESS && results[i].mathType == preferred)
-        chosen = &results[i];
+// Order of preference among math types: plain FP32 FMA kernels match the CPU twin; default math
+// may use TF32 tensor cores on Hopper (~1e-3 relative); explicit tensor-op math last.
+// ALLOW_CONVERSION (inputs rounded to half precision) is never used.
+int math_rank(cudnnMathType_t math) {
+  switch (math) {
+    case CUDNN_FMA_MATH:
+      return 0;
+    case CUDNN_DEFAULT_MATH:
+      return 1;
+    case CUDNN_TENSOR_OP_MATH:
+      return 2;
+    default:
+      return -1;
   }
-  for (int i = 0; i < count && !chosen; ++i)
-    if (results[i].status == CUDNN_STATUS_SUCCESS) chosen = &results[i];
-  ECH_CHECK(chosen != nullptr, "conv2d (cudnn): no usable ", kind, " algorithm among ", count,
-            " candidates");
-  ECH_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, chosen->mathType));
-  return *chosen;
 }
+constexpr int kMathRanks = 3;
 
-constexpr int kMaxAlgos = 16;
+// Tries cuDNN's heuristic candidates (already in its predicted-speed order) by math rank: the
+// first whose workspace the allocator can provide and whose call cuDNN accepts wins. Under a
+// deterministic policy only CUDNN_DETERMINISTIC candidates are eligible. `run(perf, workspace)`
+// enqueues the convolution and returns cuDNN's status. The descriptor's math type is set to the
+// candidate's, because a call whose algorithm and descriptor disagree on it can fail.
+template <typename Perf, typename Run>
+void run_first_usable(const std::vector<Perf>& results, cudnnConvolutionDescriptor_t conv,
+                      AlgoPolicy policy, int device, cudaStream_t stream, const char* kind,
+                      Run run) {
+  std::string tried;
+  int eligible = 0;
+  for (int rank = 0; rank < kMathRanks; ++rank) {
+    for (const Perf& perf : results) {
+      if (perf.status != CUDNN_STATUS_SUCCESS || math_rank(perf.mathType) != rank) continue;
+      if (policy.deterministic && perf.determinism != CUDNN_DETERMINISTIC) continue;
+      ++eligible;
+      ECH_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, perf.mathType));
+      std::optional<Workspace> ws;
+      try {
+        ws.emplace(device, perf.memory, stream);
+      } catch (const Error&) {
+        tried += str(" algo ", static_cast<int>(perf.algo), ": workspace of ", perf.memory,
+                     " bytes did not fit;");
+        continue;
+      }
+      const cudnnStatus_t status = run(perf, ws->get());
+      if (status == CUDNN_STATUS_SUCCESS) {
+        if (cuda::sync_launches())
+          cuda::sync_after_launch(str("conv2d ", kind, " (cudnn)").c_str(), __FILE__, __LINE__);
+        return;
+      }
+      tried += str(" algo ", static_cast<int>(perf.algo), ": ", cudnnGetErrorString(status), ";");
+    }
+  }
+  ECH_FAIL("conv2d (cudnn): no usable ", kind, " algorithm among ", results.size(),
+           " heuristic candidates (", eligible, " eligible",
+           policy.deterministic ? ", deterministic only" : "", ")",
+           tried.empty() ? std::string() : str(":", tried),
+           policy.deterministic ? "; our kernels (ConvImpl::Ours) are deterministic" : "");
+}
 
 }  // namespace
 
 void conv2d_forward(const Conv2dGeometry& a, const float* x, const float* w, const float* bias,
-                    float* y, int device, cudaStream_t stream) {
+                    float* y, int device, cudaStream_t stream, AlgoPolicy policy) {
   cuda::DeviceGuard guard(device);
   cudnnHandle_t handle = cuda::cudnn_handle(device, stream);
   Descriptors d(a);
-  cudnnConvolutionFwdAlgoPerf_t perf[kMaxAlgos];
+  int max_count = 0;
+  ECH_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &max_count));
+  std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<size_t>(max_count));
   int count = 0;
-  ECH_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle, d.x, d.w, d.conv, d.y, kMaxAlgos,
-                                                         &count, perf));
-  const auto best = pick(perf, count, d.conv, "forward");
-  Workspace ws(device, best.memory, stream);
+  ECH_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle, d.x, d.w, d.conv, d.y, max_count,
+                                                         &count, perf.data()));
+  perf.resize(static_cast<size_t>(count));
   const float one = 1.0f, zero = 0.0f;
-  ECH_CUDNN_CHECK(cudnnConvolutionForward(handle, &one, d.x, x, d.w, w, d.conv, best.algo, ws.get(),
-                                          best.memory, &zero, d.y, y));
+  run_first_usable(perf, d.conv, policy, device, stream, "forward",
+                   [&](const cudnnConvolutionFwdAlgoPerf_t& p, void* ws) {
+                     return cudnnConvolutionForward(handle, &one, d.x, x, d.w, w, d.conv, p.algo,
+                                                    ws, p.memory, &zero, d.y, y);
+                   });
   if (bias) {
     cudnnTensorDescriptor_t bias_desc = nullptr;
     ECH_CUDNN_CHECK(cudnnCreateTensorDescriptor(&bias_desc));
@@ -122,37 +166,45 @@ void conv2d_forward(const Conv2dGeometry& a, const float* x, const float* w, con
 }
 
 void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const float* w,
-                           float* grad_in, int device, cudaStream_t stream) {
+                           float* grad_in, int device, cudaStream_t stream, AlgoPolicy policy) {
   cuda::DeviceGuard guard(device);
   cudnnHandle_t handle = cuda::cudnn_handle(device, stream);
   Descriptors d(a);
-  cudnnConvolutionBwdDataAlgoPerf_t perf[kMaxAlgos];
+  int max_count = 0;
+  ECH_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &max_count));
+  std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(static_cast<size_t>(max_count));
   int count = 0;
   ECH_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, d.w, d.y, d.conv, d.x,
-                                                              kMaxAlgos, &count, perf));
-  const auto best = pick(perf, count, d.conv, "backward-data");
-  Workspace ws(device, best.memory, stream);
+                                                              max_count, &count, perf.data()));
+  perf.resize(static_cast<size_t>(count));
   const float one = 1.0f, zero = 0.0f;
-  ECH_CUDNN_CHECK(cudnnConvolutionBackwardData(handle, &one, d.w, w, d.y, grad_out, d.conv,
-                                               best.algo, ws.get(), best.memory, &zero, d.x,
-                                               grad_in));
+  run_first_usable(perf, d.conv, policy, device, stream, "backward-data",
+                   [&](const cudnnConvolutionBwdDataAlgoPerf_t& p, void* ws) {
+                     return cudnnConvolutionBackwardData(handle, &one, d.w, w, d.y, grad_out,
+                                                         d.conv, p.algo, ws, p.memory, &zero, d.x,
+                                                         grad_in);
+                   });
 }
 
 void conv2d_backward_weight(const Conv2dGeometry& a, const float* grad_out, const float* x,
-                            float* grad_w, int device, cudaStream_t stream) {
+                            float* grad_w, int device, cudaStream_t stream, AlgoPolicy policy) {
   cuda::DeviceGuard guard(device);
   cudnnHandle_t handle = cuda::cudnn_handle(device, stream);
   Descriptors d(a);
-  cudnnConvolutionBwdFilterAlgoPerf_t perf[kMaxAlgos];
+  int max_count = 0;
+  ECH_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &max_count));
+  std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(static_cast<size_t>(max_count));
   int count = 0;
   ECH_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, d.x, d.y, d.conv, d.w,
-                                                                kMaxAlgos, &count, perf));
-  const auto best = pick(perf, count, d.conv, "backward-filter");
-  Workspace ws(device, best.memory, stream);
+                                                                max_count, &count, perf.data()));
+  perf.resize(static_cast<size_t>(count));
   const float one = 1.0f, zero = 0.0f;
-  ECH_CUDNN_CHECK(cudnnConvolutionBackwardFilter(handle, &one, d.x, x, d.y, grad_out, d.conv,
-                                                 best.algo, ws.get(), best.memory, &zero, d.w,
-                                                 grad_w));
+  run_first_usable(perf, d.conv, policy, device, stream, "backward-filter",
+                   [&](const cudnnConvolutionBwdFilterAlgoPerf_t& p, void* ws) {
+                     return cudnnConvolutionBackwardFilter(handle, &one, d.x, x, d.y, grad_out,
+                                                           d.conv, p.algo, ws, p.memory, &zero, d.w,
+                                                           grad_w);
+                   });
 }
 
 void conv2d_backward_bias(const Conv2dGeometry& a, const float* grad_out, float* grad_bias,

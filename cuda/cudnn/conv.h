@@ -1,8 +1,9 @@
 // The cuDNN convolution path (ConvImpl::Cudnn): same arguments as cuda/kernels/conv.h, through
 // the legacy cudnnConvolution{Forward,BackwardData,BackwardFilter} API. Algorithms come from
-// cuDNN's heuristics (the *_v7 queries), restricted to plain FP32 math (no TF32) so results
-// match the CPU twin; workspace comes from the caching allocator. Declared in every CUDA
-// build; defined only when cuDNN was found (ECHELON_WITH_CUDNN), so callers guard on that.
+// cuDNN's heuristics (the *_v7 queries, several candidates each): plain FP32 math (FMA) first so
+// results match the CPU twin, and the first candidate whose workspace fits and that cuDNN
+// accepts runs; workspace comes from the caching allocator. Declared in every CUDA build;
+// defined only when cuDNN was found (ECHELON_WITH_CUDNN), so callers guard on that.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -11,12 +12,21 @@
 
 namespace echelon::cudnn {
 
+// How an algorithm is chosen among cuDNN's heuristic candidates.
+struct AlgoPolicy {
+  // Only candidates cuDNN reports as CUDNN_DETERMINISTIC (bitwise-reproducible runs; backward
+  // filter/data algorithm 0 accumulate with atomics). None eligible: the call throws rather than
+  // run a non-deterministic one.
+  bool deterministic = false;
+};
+
 void conv2d_forward(const Conv2dGeometry& a, const float* x, const float* w, const float* bias,
-                    float* y, int device, cudaStream_t stream);
+                    float* y, int device, cudaStream_t stream, AlgoPolicy policy = {});
 void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const float* w,
-                           float* grad_in, int device, cudaStream_t stream);
+                           float* grad_in, int device, cudaStream_t stream, AlgoPolicy policy = {});
 void conv2d_backward_weight(const Conv2dGeometry& a, const float* grad_out, const float* x,
-                            float* grad_w, int device, cudaStream_t stream);
+                            float* grad_w, int device, cudaStream_t stream, AlgoPolicy policy = {});
+// A fixed reduction over (N, H, W): deterministic, no algorithm to choose.
 void conv2d_backward_bias(const Conv2dGeometry& a, const float* grad_out, float* grad_bias,
                           int device, cudaStream_t stream);
 

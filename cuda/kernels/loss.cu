@@ -91,10 +91,10 @@ int64_t cross_entropy_forward(int64_t n, int64_t classes, const float* logits,
   unsigned long long bad_host = ~0ull;
   try {
     ECH_CUDA_CHECK(cudaMemsetAsync(bad, 0xFF, sizeof(unsigned long long), stream));
-    cross_entropy_rows_kernel<<<static_cast<unsigned>(n), kBlock, 0, stream>>>(
-        classes, logits, target, log_probs, row_loss, bad);
+    ECH_LAUNCH(static_cast<unsigned>(n), kBlock, 0, stream, cross_entropy_rows_kernel)
+    (classes, logits, target, log_probs, row_loss, bad);
     ECH_CUDA_CHECK_LAUNCH("cross_entropy_forward");
-    mean_kernel<<<1, kBlock, 0, stream>>>(n, row_loss, loss);
+    ECH_LAUNCH(1, kBlock, 0, stream, mean_kernel)(n, row_loss, loss);
     ECH_CUDA_CHECK_LAUNCH("cross_entropy_forward (mean)");
     ECH_CUDA_CHECK(
         cudaMemcpyAsync(&bad_host, bad, sizeof(bad_host), cudaMemcpyDeviceToHost, stream));

@@ -122,9 +122,9 @@ void launch_tiled(const char* op, bool trans_a, bool trans_b, int64_t M, int64_t
   for (int64_t batch0 = 0; batch0 < batch; batch0 += kMaxGridZ) {
     const dim3 grid(static_cast<unsigned>(tiles_n), static_cast<unsigned>(tiles_m),
                     static_cast<unsigned>(std::min(kMaxGridZ, batch - batch0)));
-    sgemm_tiled_kernel<<<grid, kThreads, 0, stream>>>(trans_a, trans_b, M, N, K, alpha, A, lda,
-                                                      stride_a, B, ldb, stride_b, beta, C, ldc,
-                                                      stride_c, batch0);
+    ECH_LAUNCH(grid, kThreads, 0, stream, sgemm_tiled_kernel)
+    (trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C, ldc, stride_c,
+     batch0);
     ECH_CUDA_CHECK_LAUNCH(op);
   }
 }

@@ -160,8 +160,8 @@ void batch_norm_train_forward(const NormArgs& a, const float* x, const float* ga
                               double momentum, double eps, float* y, float* save_mean,
                               float* save_invstd, cudaStream_t stream) {
   if (a.c == 0) return;
-  batch_norm_train_kernel<<<static_cast<unsigned>(a.c), kBlock, 0, stream>>>(
-      a, x, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean, save_invstd);
+  ECH_LAUNCH(static_cast<unsigned>(a.c), kBlock, 0, stream, batch_norm_train_kernel)
+  (a, x, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean, save_invstd);
   ECH_CUDA_CHECK_LAUNCH("batch_norm_train_forward");
 }
 
@@ -176,8 +176,8 @@ void batch_norm_backward(const NormArgs& a, const float* grad_out, const float* 
                          const float* gamma, const float* save_mean, const float* save_invstd,
                          float* grad_in, float* grad_gamma, float* grad_beta, cudaStream_t stream) {
   if (a.c == 0) return;
-  batch_norm_backward_kernel<<<static_cast<unsigned>(a.c), kBlock, 0, stream>>>(
-      a, grad_out, x, gamma, save_mean, save_invstd, grad_in, grad_gamma, grad_beta);
+  ECH_LAUNCH(static_cast<unsigned>(a.c), kBlock, 0, stream, batch_norm_backward_kernel)
+  (a, grad_out, x, gamma, save_mean, save_invstd, grad_in, grad_gamma, grad_beta);
   ECH_CUDA_CHECK_LAUNCH("batch_norm_backward");
 }
 

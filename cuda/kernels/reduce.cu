@@ -22,7 +22,6 @@ constexpr int kWarp = 32;
 constexpr int kRowBlock = 256;
 constexpr int kThreadPerRowLimit = 32;  // inner at or below this: one thread per row
 constexpr unsigned kFullMask = 0xffffffffu;
-constexpr unsigned kMaxGrid = 65535u * 8;
 
 __device__ __forceinline__ float reduce_identity(ReduceOp op) {
   switch (op) {
@@ -197,16 +196,17 @@ __global__ void softmax_backward_kernel(const T* grad_out, const T* y, T* grad_i
 
 unsigned grid_for_rows(int64_t rows, int64_t rows_per_block) {
   const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
-  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > kMaxGrid ? kMaxGrid : blocks));
+  const int64_t cap = max_grid_blocks();
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > cap ? cap : blocks));
 }
 
 template <typename T, SoftmaxKind kind>
 void launch_softmax_forward(const char* op, const T* x, T* y, int64_t outer, int64_t dim_size,
                             int64_t inner, cudaStream_t stream) {
   if (outer * inner == 0 || dim_size == 0) return;
-  softmax_forward_kernel<T, kind>
-      <<<grid_for_rows(outer * inner, kRowBlock / kWarp), kRowBlock, 0, stream>>>(x, y, outer,
-                                                                                  dim_size, inner);
+  ECH_LAUNCH(grid_for_rows(outer * inner, kRowBlock / kWarp), kRowBlock, 0, stream,
+             softmax_forward_kernel<T, kind>)
+  (x, y, outer, dim_size, inner);
   ECH_CUDA_CHECK_LAUNCH(op);
 }
 
@@ -214,9 +214,9 @@ template <typename T, SoftmaxKind kind>
 void launch_softmax_backward(const char* op, const T* grad_out, const T* y, T* grad_in,
                              int64_t outer, int64_t dim_size, int64_t inner, cudaStream_t stream) {
   if (outer * inner == 0 || dim_size == 0) return;
-  softmax_backward_kernel<T, kind>
-      <<<grid_for_rows(outer * inner, kRowBlock / kWarp), kRowBlock, 0, stream>>>(
-          grad_out, y, grad_in, outer, dim_size, inner);
+  ECH_LAUNCH(grid_for_rows(outer * inner, kRowBlock / kWarp), kRowBlock, 0, stream,
+             softmax_backward_kernel<T, kind>)
+  (grad_out, y, grad_in, outer, dim_size, inner);
   ECH_CUDA_CHECK_LAUNCH(op);
 }
 
@@ -231,11 +231,12 @@ void reduce(ReduceOp op, const T* x, StridedIndexer x_ix, T* out, int64_t outer,
   ECH_CHECK(inner >= 1, "reduce: cannot reduce an empty dimension (", outer, " rows of ", inner,
             " elements)");
   if (inner <= kThreadPerRowLimit) {
-    reduce_row_per_thread_kernel<T>
-        <<<grid_for_rows(outer, kRowBlock), kRowBlock, 0, stream>>>(op, x, x_ix, out, outer, inner);
+    ECH_LAUNCH(grid_for_rows(outer, kRowBlock), kRowBlock, 0, stream,
+               reduce_row_per_thread_kernel<T>)
+    (op, x, x_ix, out, outer, inner);
   } else {
-    reduce_row_per_block_kernel<T>
-        <<<grid_for_rows(outer, 1), kRowBlock, 0, stream>>>(op, x, x_ix, out, outer, inner);
+    ECH_LAUNCH(grid_for_rows(outer, 1), kRowBlock, 0, stream, reduce_row_per_block_kernel<T>)
+    (op, x, x_ix, out, outer, inner);
   }
   ECH_CUDA_CHECK_LAUNCH("reduce");
 }
@@ -246,7 +247,8 @@ void argmax(const T* x, StridedIndexer x_ix, int64_t* out, int64_t outer, int64_
   if (outer <= 0) return;
   ECH_CHECK(inner >= 1, "argmax: cannot take the argmax of an empty dimension (", outer,
             " rows of ", inner, " elements)");
-  argmax_kernel<T><<<grid_for_rows(outer, 1), kRowBlock, 0, stream>>>(x, x_ix, out, outer, inner);
+  ECH_LAUNCH(grid_for_rows(outer, 1), kRowBlock, 0, stream, argmax_kernel<T>)
+  (x, x_ix, out, outer, inner);
   ECH_CUDA_CHECK_LAUNCH("argmax");
 }
 

@@ -3,6 +3,7 @@
 //   --parity-list               print the parity cases and exit
 //   --parity-perf[=REPEATS]     median time of every parity case on cuda:0 and on the CPU
 //   --parity-filter=TEXT        restrict the perf mode to cases whose name contains TEXT
+// doctest's listing options (--list-test-suites ...) work without a device.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -32,9 +33,32 @@ int print_perf(int repeats, const std::string& filter) {
   return 0;
 }
 
+// doctest's listing options (--list-test-suites, -lts, --list-test-cases, -ltc, ...): they run
+// no test, so they work without a device (tools/gpu-check.sh lists the suites that way).
+bool only_lists(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const std::string bare = arg.rfind("--dt-", 0) == 0 ? "--" + arg.substr(5) : arg;
+    if (bare.rfind("--list-", 0) == 0 || bare == "-ltc" || bare == "-lts" || bare == "-lr")
+      return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--parity-list") {  // registration needs no device
+      std::cout << echelon::parity::list_cases();
+      return 0;
+    }
+  }
+  if (only_lists(argc, argv)) {
+    doctest::Context context;
+    context.applyCommandLine(argc, argv);
+    return context.run();
+  }
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || count == 0) {
@@ -46,10 +70,6 @@ int main(int argc, char** argv) {
   int perf_repeats = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--parity-list") {
-      std::cout << echelon::parity::list_cases();
-      return 0;
-    }
     if (arg.rfind("--parity-perf", 0) == 0)
       perf_repeats = arg.size() > 14 ? std::stoi(arg.substr(14)) : 21;
     if (arg.rfind("--parity-filter=", 0) == 0) filter = arg.substr(16);

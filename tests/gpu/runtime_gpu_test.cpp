@@ -4,8 +4,11 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <echelon/cuda/allocator.h>
 #include <echelon/cuda/blas.h>
@@ -21,31 +24,68 @@ Tensor random_cpu(const Shape& shape, uint64_t seed) {
                              Device::cpu())[0];
 }
 // Blocks a stream with a host function until released (or destroyed), so that work queued on it
-// is deterministically "still running" while a test looks at the allocator.
+// is deterministically "still running" while a test looks at the allocator. While it blocks, the
+// test must not call anything that may wait for the device (cudaMalloc, cudaHostAlloc, cudaFree
+// can synchronise): the tests allocate what they need before blocking and check that no cache
+// miss happened inside. The wait is bounded, so a hidden synchronisation fails the test
+// (timed_out) instead of hanging it.
 class StreamBlocker {
  public:
+  static constexpr std::chrono::seconds kLimit{10};
+
   explicit StreamBlocker(cudaStream_t stream) : stream_(stream) {
-    ECH_CUDA_CHECK(cudaLaunchHostFunc(stream, &StreamBlocker::spin, &released_));
+    ECH_CUDA_CHECK(cudaLaunchHostFunc(stream, &StreamBlocker::spin, &state_));
   }
   ~StreamBlocker() {
     release();
-    cudaStreamSynchronize(stream_);  // the host function reads released_
+    cudaStreamSynchronize(stream_);  // the host function reads state_
   }
   StreamBlocker(const StreamBlocker&) = delete;
   StreamBlocker& operator=(const StreamBlocker&) = delete;
-  void release() { released_.store(true); }
+  void release() { state_.released.store(true); }
+  // True when the host function gave up before release(): something in the blocked section
+  // waited for the stream, so what the test saw there proves nothing.
+  bool timed_out() const { return state_.timed_out.load(); }
 
  private:
-  static void spin(void* flag) {
-    while (!static_cast<std::atomic<bool>*>(flag)->load()) std::this_thread::yield();
+  struct State {
+    std::atomic<bool> released{false};
+    std::atomic<bool> timed_out{false};
+  };
+  static void spin(void* arg) {
+    auto* state = static_cast<State*>(arg);
+    const auto deadline = std::chrono::steady_clock::now() + kLimit;
+    while (!state->released.load()) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        state->timed_out.store(true);
+        return;
+      }
+      std::this_thread::yield();
+    }
   }
   cudaStream_t stream_;
-  std::atomic<bool> released_{false};
+  State state_;
 };
+
+// Under CUDA_LAUNCH_BLOCKING=1 (tools/gpu-check.sh's first pass) a launch may wait for its work,
+// so "queued but not yet run" cannot be set up: the StreamBlocker tests run in the normal pass.
+bool launches_block() {
+  const char* env = std::getenv("CUDA_LAUNCH_BLOCKING");
+  return env != nullptr && std::string(env) == "1";
+}
+// True (after saying so) when a StreamBlocker test must not run.
+bool skip_when_launches_block() {
+  if (!launches_block()) return false;
+  MESSAGE("skipped under CUDA_LAUNCH_BLOCKING=1: a blocked stream cannot be set up");
+  return true;
+}
 }  // namespace
 
 TEST_SUITE("allocator_gpu") {
   TEST_CASE("a freed block is reused for a request of the same size class") {
+    // Nothing cached from earlier tests: a new stream's handle may equal a destroyed stream's,
+    // whose cached blocks would serve the first request without a cudaMalloc.
+    cuda::empty_cache(0);
     cuda::Stream stream;
     const cuda::AllocatorStats before = cuda::allocator_stats(0);
     void* first = cuda::device_malloc(0, 1000, stream.get());
@@ -90,17 +130,24 @@ TEST_SUITE("allocator_gpu") {
   }
 
   TEST_CASE("a block used on another stream is reused only after that stream's work") {
+    if (skip_when_launches_block()) return;
     cuda::Stream a, b;
     void* p = cuda::device_malloc(0, 8192, a.get());
     cuda::record_stream(0, p, b.get());
+    // A second block of the class, cached on a before blocking: the request inside the blocked
+    // section is served from the cache (no cudaMalloc, which may wait for the blocked stream).
+    cuda::device_free(0, cuda::device_malloc(0, 8192, a.get()));
     void* q = nullptr;  // held until the end, so that the second request can only get p back
     {
       StreamBlocker blocker(b.get());  // b's queued work has not run yet
+      const uint64_t mallocs = cuda::allocator_stats(0).num_cuda_mallocs;
       cuda::device_free(0, p);
       q = cuda::device_malloc(0, 8192, a.get());
       CHECK(q != p);
+      CHECK(cuda::allocator_stats(0).num_cuda_mallocs == mallocs);
       blocker.release();
       b.synchronize();
+      CHECK_FALSE(blocker.timed_out());
     }
     void* r = cuda::device_malloc(0, 8192, a.get());
     CHECK(r == p);
@@ -109,29 +156,40 @@ TEST_SUITE("allocator_gpu") {
   }
 
   TEST_CASE("a tensor freed on another stream than its own waits for that stream") {
+    if (skip_when_launches_block()) return;
     cuda::Stream copy_stream, user_stream;
+    const Shape shape = {4099};
+    {
+      // Two blocks of the class cached on copy_stream before blocking (see above).
+      cuda::StreamGuard guard(copy_stream);
+      const Tensor warm1 = Tensor::empty(shape, kFloat32, Device::cuda(0));
+      const Tensor warm2 = Tensor::empty(shape, kFloat32, Device::cuda(0));
+    }
     const void* first = nullptr;
     Tensor again;  // held until the end, so that `later` can only get the first block back
     {
       StreamBlocker blocker(user_stream.get());
+      const uint64_t mallocs = cuda::allocator_stats(0).num_cuda_mallocs;
       {
         Tensor t;
         {
           cuda::StreamGuard guard(copy_stream);
-          t = Tensor::empty({4099}, kFloat32, Device::cuda(0));
+          t = Tensor::empty(shape, kFloat32, Device::cuda(0));
         }
         first = t.raw_data();
         cuda::StreamGuard guard(user_stream);  // the freeing thread's current stream
         t = Tensor();
       }
       cuda::StreamGuard guard(copy_stream);
-      again = Tensor::empty({4099}, kFloat32, Device::cuda(0));
+      again = Tensor::empty(shape, kFloat32, Device::cuda(0));
       CHECK(again.raw_data() != first);
+      CHECK(cuda::allocator_stats(0).num_cuda_mallocs == mallocs);
       blocker.release();
       user_stream.synchronize();
+      CHECK_FALSE(blocker.timed_out());
     }
     cuda::StreamGuard guard(copy_stream);
-    const Tensor later = Tensor::empty({4099}, kFloat32, Device::cuda(0));
+    const Tensor later = Tensor::empty(shape, kFloat32, Device::cuda(0));
     CHECK(later.raw_data() == first);
   }
 
@@ -242,6 +300,45 @@ TEST_SUITE("stream_gpu") {
   }
 }
 
+TEST_SUITE("sync_launches_gpu") {
+  TEST_CASE("ECHELON_SYNC_LAUNCHES is read as a switch") {
+    const char* saved = std::getenv("ECHELON_SYNC_LAUNCHES");
+    const std::string saved_value = saved ? saved : "";
+    for (const char* on : {"1", "true", "yes"}) {
+      ::setenv("ECHELON_SYNC_LAUNCHES", on, 1);
+      CHECK_MESSAGE(cuda::read_sync_launches_env(), on);
+    }
+    for (const char* off : {"0", "", "off", "false"}) {
+      ::setenv("ECHELON_SYNC_LAUNCHES", off, 1);
+      CHECK_FALSE_MESSAGE(cuda::read_sync_launches_env(), off);
+    }
+    ::unsetenv("ECHELON_SYNC_LAUNCHES");
+    CHECK_FALSE(cuda::read_sync_launches_env());
+    if (saved) ::setenv("ECHELON_SYNC_LAUNCHES", saved_value.c_str(), 1);
+  }
+
+  TEST_CASE("on: every kernel has finished when its op returns") {
+    const bool before = cuda::sync_launches();
+    cuda::set_sync_launches(true);
+    cuda::Stream stream;
+    int still_running = 0;
+    {
+      cuda::StreamGuard guard(stream);
+#if ECHELON_CUDA_SIM
+      Tensor x = random_cpu({1 << 14}, 5).to(Device::cuda(0));  // the emulator is slow enough
+#else
+      Tensor x = random_cpu({1 << 22}, 5).to(Device::cuda(0));  // 16 MiB: not done in a blink
+#endif
+      for (int i = 0; i < 16; ++i) {
+        x = ops::mul(x, 1.0001);
+        if (cudaStreamQuery(stream.get()) != cudaSuccess) ++still_running;
+      }
+    }
+    cuda::set_sync_launches(before);
+    CHECK(still_running == 0);
+  }
+}
+
 TEST_SUITE("transfer_gpu") {
   TEST_CASE("asynchronous to() from pinned memory round-trips") {
     const Tensor host = random_cpu({257, 1031}, 11);
@@ -260,23 +357,29 @@ TEST_SUITE("transfer_gpu") {
   }
 
   TEST_CASE("a pinned block is not reused while a copy recorded on it may still run") {
+    if (skip_when_launches_block()) return;
     cuda::Stream stream;
     void* device = cuda::device_malloc(0, 20000, stream.get());
     void* p = cuda::pinned_malloc(20000);
+    // A second pinned block of the class, cached before blocking: cudaHostAlloc may synchronise.
+    void* spare = cuda::pinned_malloc(20000);
+    cuda::pinned_free(spare);
+    void* q = nullptr;  // held until the end, so that the last request can only get p back
     {
       StreamBlocker blocker(stream.get());
       ECH_CUDA_CHECK(cudaMemcpyAsync(device, p, 20000, cudaMemcpyHostToDevice, stream.get()));
       cuda::pinned_record_stream(p, stream.get());
       cuda::pinned_free(p);
-      void* q = cuda::pinned_malloc(20000);
+      q = cuda::pinned_malloc(20000);
       CHECK(q != p);
-      cuda::pinned_free(q);
       blocker.release();
       stream.synchronize();
+      CHECK_FALSE(blocker.timed_out());
     }
     void* r = cuda::pinned_malloc(20000);
     CHECK(r == p);
     cuda::pinned_free(r);
+    cuda::pinned_free(q);
     cuda::device_free(0, device);
   }
 
@@ -284,9 +387,16 @@ TEST_SUITE("transfer_gpu") {
     void* p = cuda::pinned_malloc(10000);
     cuda::pinned_free(p);
     CHECK(cudaDeviceSynchronize() == cudaSuccess);
-    void* q = cuda::pinned_malloc(9000);
-    CHECK(q == p);
-    cuda::pinned_free(q);
+    // Earlier tests may have cached blocks of the same size class, served first: take blocks of
+    // the class until p comes back (it must, before any new cudaHostAlloc).
+    std::vector<void*> taken;
+    bool reused = false;
+    for (int i = 0; i < 64 && !reused; ++i) {
+      taken.push_back(cuda::pinned_malloc(9000));
+      reused = taken.back() == p;
+    }
+    CHECK(reused);
+    for (void* q : taken) cuda::pinned_free(q);
     CHECK_THROWS_AS(cuda::pinned_free(reinterpret_cast<void*>(0x40)), Error);
   }
 }

@@ -280,7 +280,8 @@ std::vector<CaseResult> run_cpu_parity(const std::string& filter) {
         return check_guarded_copy(out);
       }));
     }
-    if (c.family == "matmul") {
+    // matmul and conv have an OpenBLAS path besides the naive twin: check one against the other.
+    if (c.family == "matmul" || c.family == "conv") {
       if (!cpu::blas_available()) {
         results.push_back({c.name, "cpu/naive-vs-blas", true, true, "built without OpenBLAS"});
         continue;

@@ -9,7 +9,7 @@
 //   run_gpu_parity: inputs drawn on CPU, copied to CUDA, CUDA output vs CPU output (matmul cases
 //     run once per CUDA GEMM: ours and cuBLAS).
 //   run_cpu_parity: float32 vs float64 twin on upcast inputs (same op, same values), and for
-//     matmul cases the naive twin vs the OpenBLAS path.
+//     matmul and conv cases the naive twin vs the OpenBLAS path.
 //   list_cases / run_perf: what is covered; median time per case.
 // Every output is also copied into a NaN-filled view of a guarded buffer (check_guarded_copy):
 // a short copy leaves NaN, an out-of-bounds write changes a guard.

@@ -1,0 +1,97 @@
+// CUDA emulation (ECHELON_CUDA_SIM): the host runtime API that Echelon uses, with the real names,
+// signatures and error codes (numeric values as in CUDA 13's driver_types.h), implemented on
+// the CPU by cuda/sim/runtime.cpp. Device memory is host memory; streams are worker threads.
+// Only what the project calls (plus the obvious neighbours) exists: a missing function is a
+// compile error, never a silent no-op.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+struct dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  constexpr dim3(unsigned vx = 1, unsigned vy = 1, unsigned vz = 1) : x(vx), y(vy), z(vz) {}
+};
+struct uint3 {
+  unsigned x, y, z;
+};
+
+enum cudaError_t {
+  cudaSuccess = 0,
+  cudaErrorInvalidValue = 1,
+  cudaErrorMemoryAllocation = 2,
+  cudaErrorInvalidConfiguration = 9,
+  cudaErrorInvalidDevicePointer = 17,
+  cudaErrorInvalidMemcpyDirection = 21,
+  cudaErrorNoDevice = 100,
+  cudaErrorInvalidDevice = 101,
+  cudaErrorInvalidResourceHandle = 400,
+  cudaErrorNotReady = 600,
+  cudaErrorIllegalAddress = 700,
+  cudaErrorLaunchFailure = 719,
+  cudaErrorUnknown = 999,
+};
+using cudaError = cudaError_t;
+
+enum cudaMemcpyKind {
+  cudaMemcpyHostToHost = 0,
+  cudaMemcpyHostToDevice = 1,
+  cudaMemcpyDeviceToHost = 2,
+  cudaMemcpyDeviceToDevice = 3,
+  cudaMemcpyDefault = 4,
+};
+
+struct CUstream_st;  // opaque, defined by the emulator
+struct CUevent_st;
+using cudaStream_t = CUstream_st*;
+using cudaEvent_t = CUevent_st*;
+using cudaHostFn_t = void (*)(void* user_data);
+
+#define cudaStreamDefault 0x00
+#define cudaStreamNonBlocking 0x01
+#define cudaEventDefault 0x00
+#define cudaEventBlockingSync 0x01
+#define cudaEventDisableTiming 0x02
+#define cudaHostAllocDefault 0x00
+#define cudaHostAllocPortable 0x01
+
+// ---- errors and devices
+cudaError_t cudaGetLastError();
+cudaError_t cudaPeekAtLastError();
+const char* cudaGetErrorName(cudaError_t error);
+const char* cudaGetErrorString(cudaError_t error);
+cudaError_t cudaGetDeviceCount(int* count);
+cudaError_t cudaGetDevice(int* device);
+cudaError_t cudaSetDevice(int device);
+cudaError_t cudaDeviceSynchronize();
+
+// ---- memory
+cudaError_t cudaMalloc(void** ptr, size_t size);
+cudaError_t cudaFree(void* ptr);
+cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned flags);
+cudaError_t cudaMallocHost(void** ptr, size_t size);
+cudaError_t cudaFreeHost(void* ptr);
+cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes);
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind);
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
+                            cudaStream_t stream = nullptr);
+cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int src_device,
+                                size_t count, cudaStream_t stream = nullptr);
+cudaError_t cudaMemset(void* ptr, int value, size_t count);
+cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStream_t stream = nullptr);
+
+// ---- streams and events
+cudaError_t cudaStreamCreate(cudaStream_t* stream);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags);
+cudaError_t cudaStreamDestroy(cudaStream_t stream);
+cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+cudaError_t cudaStreamQuery(cudaStream_t stream);
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags = 0);
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* user_data);
+cudaError_t cudaEventCreate(cudaEvent_t* event);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags);
+cudaError_t cudaEventDestroy(cudaEvent_t event);
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = nullptr);
+cudaError_t cudaEventQuery(cudaEvent_t event);
+cudaError_t cudaEventSynchronize(cudaEvent_t event);
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);

@@ -1,0 +1,40 @@
+// CUDA emulation: the cuBLAS entry points Echelon uses. The GEMMs are a plain column-major
+// reference (the BLAS definition, double accumulation) run on the handle's stream, so the
+// row-major "swap trick" in cuda/kernels/matmul.cu is checked against the CPU twin. Arguments are
+// validated as cuBLAS does (INVALID_VALUE), and every matrix must lie inside device memory.
+#pragma once
+
+#include <echelon/cuda/sim/api.h>
+
+struct cublasContext;
+using cublasHandle_t = cublasContext*;
+
+enum cublasStatus_t {
+  CUBLAS_STATUS_SUCCESS = 0,
+  CUBLAS_STATUS_NOT_INITIALIZED = 1,
+  CUBLAS_STATUS_ALLOC_FAILED = 3,
+  CUBLAS_STATUS_INVALID_VALUE = 7,
+  CUBLAS_STATUS_EXECUTION_FAILED = 13,
+  CUBLAS_STATUS_INTERNAL_ERROR = 14,
+  CUBLAS_STATUS_NOT_SUPPORTED = 15,
+};
+
+enum cublasOperation_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUBLAS_OP_C = 2 };
+
+cublasStatus_t cublasCreate(cublasHandle_t* handle);
+cublasStatus_t cublasDestroy(cublasHandle_t handle);
+cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream);
+cublasStatus_t cublasGetStream(cublasHandle_t handle, cudaStream_t* stream);
+const char* cublasGetStatusName(cublasStatus_t status);
+const char* cublasGetStatusString(cublasStatus_t status);
+
+cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t transa,
+                           cublasOperation_t transb, int m, int n, int k, const float* alpha,
+                           const float* A, int lda, const float* B, int ldb, const float* beta,
+                           float* C, int ldc);
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa,
+                                         cublasOperation_t transb, int m, int n, int k,
+                                         const float* alpha, const float* A, int lda,
+                                         long long stride_a, const float* B, int ldb,
+                                         long long stride_b, const float* beta, float* C, int ldc,
+                                         long long stride_c, int batch_count);

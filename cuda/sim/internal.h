@@ -1,0 +1,55 @@
+// CUDA emulation: what the runtime (runtime.cpp), the scheduler (scheduler.cpp) and the cuBLAS
+// stand-in (cublas.cpp) share. Not for use outside cuda/sim.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include <echelon/cuda/sim/sim.h>
+
+namespace echelon::cudasim::detail {
+
+// Records `err` as the calling thread's last error (unless it is cudaSuccess/cudaErrorNotReady)
+// and returns it; a sticky error, once set, is returned instead of anything else.
+cudaError_t result(cudaError_t err);
+// A failure that a GPU would turn into a sticky context error: prints `message` to stderr once,
+// then every runtime call returns `code` (ECHELON_CUDASIM_ABORT=1: abort() here instead).
+void fail(cudaError_t code, const std::string& message);
+bool failed();
+cudaError_t& last_error();  // the calling thread's
+const char* sticky_text(
+    cudaError_t err);  // the diagnosis when `err` is the sticky error, else null
+
+// Enqueues `task` on `stream` (nullptr: the legacy default stream of the current device).
+// cudaErrorInvalidResourceHandle for a stream that does not exist.
+cudaError_t enqueue(cudaStream_t stream, std::function<void()> task);
+
+// Where a pointer lives. Device and pinned memory are the emulator's own allocations.
+enum class Where : uint8_t { Host, Device, Pinned };
+Where where(const void* ptr, size_t bytes = 0);  // Host also when [ptr, ptr+bytes) overruns
+int device_of(const void* ptr);                  // -1 unless device memory
+// Checks every live device allocation's guard bytes; a changed guard fails the context,
+// naming `after` (the kernel or copy that ran last).
+void check_guards(const std::string& after);
+
+int current_device();
+int device_count();
+Order launch_order();  // the order for a launch enqueued now
+uint64_t next_launch_id();
+void count_launch(uint64_t blocks, uint64_t threads);
+
+// Runs one launch; called on the stream's worker thread.
+struct Grid {
+  const char* kernel;
+  const char* file;
+  int line;
+  dim3 grid, block;
+  size_t dynamic_smem;
+  Order order;
+  uint64_t launch_id;
+  std::function<void()> body;
+};
+void run_grid(const Grid& grid);
+
+}  // namespace echelon::cudasim::detail

@@ -1,0 +1,681 @@
+// CUDA emulation: the runtime. Why it is built this way:
+// - device memory is host memory, NaN-filled (0xFF bytes) on allocation so that a kernel reading
+//   what nobody wrote produces NaN, with guard bytes on both sides, checked after every kernel and
+//   copy (and poisoned for AddressSanitizer, which then reports the faulting access itself);
+// - a stream is a worker thread with a queue, an event a (recorded, completed) generation pair,
+//   so cross-stream code really runs concurrently and a missing wait shows up as a wrong value
+//   or a TSan/ASan report instead of passing because everything ran in order;
+// - errors follow the real runtime: usage errors go to the thread's last error, kernel faults
+//   are sticky and returned by every later call.
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <echelon/cuda/sim/internal.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define ECH_SIM_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ECH_SIM_ASAN 1
+#endif
+#endif
+#if ECH_SIM_ASAN
+#include <sanitizer/asan_interface.h>
+#define ECH_SIM_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define ECH_SIM_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define ECH_SIM_POISON(p, n) ((void)(p), (void)(n))
+#define ECH_SIM_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
+using echelon::cudasim::detail::result;
+
+// ---- streams and events ------------------------------------------------------------------------
+
+struct CUstream_st {
+  int device = 0;
+  unsigned flags = 0;
+  bool legacy = false;
+  std::mutex mutex;
+  std::condition_variable cv;
+  struct Task {
+    std::function<void()> fn;
+    std::vector<std::pair<CUstream_st*, uint64_t>> after;  // (stream, its task count) to wait for
+  };
+  std::deque<Task> queue;
+  uint64_t enqueued = 0, completed = 0;
+  bool stop = false;
+  std::thread worker;
+
+  void wait_for(uint64_t count) {
+    std::unique_lock lock(mutex);
+    cv.wait(lock, [&] { return completed >= count; });
+  }
+  void run() {
+    for (;;) {
+      Task task;
+      {
+        std::unique_lock lock(mutex);
+        cv.wait(lock, [&] { return stop || !queue.empty(); });
+        if (queue.empty()) return;
+        task = std::move(queue.front());
+        queue.pop_front();
+      }
+      for (auto& [other, count] : task.after) other->wait_for(count);
+      if (task.fn) task.fn();
+      std::lock_guard lock(mutex);
+      ++completed;
+      cv.notify_all();
+    }
+  }
+};
+
+struct CUevent_st {
+  unsigned flags = 0;
+  std::mutex mutex;
+  std::condition_variable cv;
+  uint64_t recorded = 0, completed = 0;  // generations: record() bumps `recorded`
+  std::chrono::steady_clock::time_point when;
+};
+
+namespace echelon::cudasim::detail {
+namespace {
+
+constexpr size_t kGuard = 256;  // bytes each side; also cudaMalloc's alignment
+constexpr unsigned char kGuardByte = 0xA5;
+
+struct Allocation {
+  size_t size;
+  int device;           // -1: pinned host memory
+  unsigned char* base;  // start of the front guard
+};
+
+int env_int(const char* name, int fallback) {
+  const char* value = std::getenv(name);
+  return value && *value ? std::atoi(value) : fallback;
+}
+
+struct State {
+  std::mutex mutex;
+  int devices = env_int("ECHELON_CUDASIM_DEVICES", 1);
+  size_t memory_limit = static_cast<size_t>(env_int("ECHELON_CUDASIM_MEMORY_MB", 8192)) << 20;
+  std::map<uintptr_t, Allocation> allocations;  // by user pointer
+  std::vector<size_t> used;                     // bytes per device
+  std::set<CUstream_st*> streams;
+  std::vector<CUstream_st*> legacy;                           // per device, created on first use
+  std::map<CUevent_st*, std::shared_ptr<CUevent_st>> events;  // queued records hold a share
+  std::mutex sticky_mutex;
+  cudaError_t sticky = cudaSuccess;
+  std::deque<std::string> messages;  // never shrinks: cudaGetErrorString returns c_str()s
+  std::atomic<uint64_t> launch_ids{0}, kernels{0}, blocks{0}, threads{0};
+  State() : used(static_cast<size_t>(std::max(devices, 0)), 0), legacy(used.size(), nullptr) {}
+};
+
+// Never destroyed: worker threads may still wait on it while the process exits.
+State& state() {
+  static State* s = new State;
+  return *s;
+}
+
+thread_local cudaError_t t_last_error = cudaSuccess;
+thread_local int t_device = 0;
+
+CUstream_st* start_stream(int device, unsigned flags, bool legacy) {
+  auto* s = new CUstream_st;
+  s->device = device;
+  s->flags = flags;
+  s->legacy = legacy;
+  s->worker = std::thread([s] { s->run(); });
+  return s;
+}
+
+// The stream a handle names, or nullptr when the handle is not a live stream.
+CUstream_st* resolve(cudaStream_t stream) {
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  if (stream == nullptr) {
+    if (t_device < 0 || t_device >= st.devices) return nullptr;
+    CUstream_st*& legacy = st.legacy[static_cast<size_t>(t_device)];
+    if (!legacy) legacy = start_stream(t_device, cudaStreamDefault, true);
+    return legacy;
+  }
+  return st.streams.count(stream) ? stream : nullptr;
+}
+
+// Legacy default stream semantics: it waits for all blocking streams of its device, and they
+// wait for it. Our own streams are all non-blocking, but cudaStreamCreate's are not.
+std::vector<std::pair<CUstream_st*, uint64_t>> implicit_waits(CUstream_st* s) {
+  std::vector<std::pair<CUstream_st*, uint64_t>> after;
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  auto tail = [](CUstream_st* other) {
+    std::lock_guard l(other->mutex);
+    return other->enqueued;
+  };
+  if (s->legacy) {
+    for (CUstream_st* other : st.streams)
+      if (other->device == s->device && !(other->flags & cudaStreamNonBlocking))
+        after.emplace_back(other, tail(other));
+  } else if (!(s->flags & cudaStreamNonBlocking)) {
+    if (CUstream_st* legacy = st.legacy[static_cast<size_t>(s->device)])
+      after.emplace_back(legacy, tail(legacy));
+  }
+  return after;
+}
+
+uint64_t push(CUstream_st* s, std::function<void()> fn) {
+  auto after = implicit_waits(s);
+  std::lock_guard lock(s->mutex);
+  s->queue.push_back({std::move(fn), std::move(after)});
+  s->cv.notify_all();
+  return ++s->enqueued;
+}
+
+uint64_t tail_of(CUstream_st* s) {
+  std::lock_guard lock(s->mutex);
+  return s->enqueued;
+}
+
+void synchronize_device(int device) {
+  std::vector<CUstream_st*> all;
+  {
+    State& st = state();
+    std::lock_guard lock(st.mutex);
+    for (CUstream_st* s : st.streams)
+      if (s->device == device) all.push_back(s);
+    if (device >= 0 && device < st.devices && st.legacy[static_cast<size_t>(device)])
+      all.push_back(st.legacy[static_cast<size_t>(device)]);
+  }
+  for (CUstream_st* s : all) s->wait_for(tail_of(s));
+}
+
+std::shared_ptr<CUevent_st> find_event(cudaEvent_t event) {
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  auto it = st.events.find(event);
+  return it == st.events.end() ? nullptr : it->second;
+}
+bool valid_event(cudaEvent_t event) {
+  return find_event(event) != nullptr;
+}
+
+// Usage errors carry an explanation on stderr: the error code alone rarely says which pointer.
+cudaError_t usage(cudaError_t err, const std::string& why) {
+  std::fprintf(stderr, "cudasim: %s\n", why.c_str());
+  return result(err);
+}
+
+const char* kind_name(cudaMemcpyKind kind) {
+  static const char* names[] = {"HostToHost", "HostToDevice", "DeviceToHost", "DeviceToDevice",
+                                "Default"};
+  return kind >= 0 && kind <= 4 ? names[kind] : "?";
+}
+
+cudaError_t check_copy(const char* call, void* dst, const void* src, size_t count,
+                       cudaMemcpyKind kind) {
+  if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault)
+    return usage(cudaErrorInvalidMemcpyDirection, std::string(call) + ": invalid kind");
+  const bool dst_device = where(dst) == Where::Device, src_device = where(src) == Where::Device;
+  if (dst_device && where(dst, count) != Where::Device)
+    return usage(cudaErrorInvalidValue,
+                 std::string(call) + ": destination overruns its allocation");
+  if (src_device && where(src, count) != Where::Device)
+    return usage(cudaErrorInvalidValue, std::string(call) + ": source overruns its allocation");
+  const bool want_dst = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+  const bool want_src = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  if (kind != cudaMemcpyDefault && (dst_device != want_dst || src_device != want_src))
+    return usage(cudaErrorInvalidValue,
+                 std::string(call) + ": kind cudaMemcpy" + kind_name(kind) +
+                     " but the destination is " + (dst_device ? "device" : "host") +
+                     " memory and the source " + (src_device ? "device" : "host") + " memory");
+  return cudaSuccess;
+}
+
+cudaError_t copy_async(const char* call, void* dst, const void* src, size_t count,
+                       cudaStream_t stream) {
+  if (count == 0) return result(cudaSuccess);
+  return result(enqueue(stream, [dst, src, count, call] {
+    if (failed()) return;
+    std::memmove(dst, src, count);
+    check_guards(call);
+  }));
+}
+
+}  // namespace
+
+// ---- shared with the scheduler -----------------------------------------------------------------
+
+cudaError_t result(cudaError_t err) {
+  State& st = state();
+  {
+    std::lock_guard lock(st.sticky_mutex);
+    if (st.sticky != cudaSuccess) return st.sticky;
+  }
+  if (err != cudaSuccess && err != cudaErrorNotReady) t_last_error = err;
+  return err;
+}
+
+void fail(cudaError_t code, const std::string& message) {
+  State& st = state();
+  {
+    std::lock_guard lock(st.sticky_mutex);
+    if (st.sticky != cudaSuccess) return;  // the first fault is the one worth reading
+    st.sticky = code;
+    st.messages.push_back(message);
+  }
+  std::fprintf(stderr, "cudasim: %s\n", message.c_str());
+  if (env_int("ECHELON_CUDASIM_ABORT", 0)) std::abort();
+}
+
+bool failed() {
+  State& st = state();
+  std::lock_guard lock(st.sticky_mutex);
+  return st.sticky != cudaSuccess;
+}
+
+cudaError_t enqueue(cudaStream_t stream, std::function<void()> task) {
+  CUstream_st* s = resolve(stream);
+  if (!s) return cudaErrorInvalidResourceHandle;
+  push(s, std::move(task));
+  return cudaSuccess;
+}
+
+Where where(const void* ptr, size_t bytes) {
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  const auto p = reinterpret_cast<uintptr_t>(ptr);
+  auto it = st.allocations.upper_bound(p);
+  if (it == st.allocations.begin()) return Where::Host;
+  --it;
+  if (p + bytes > it->first + it->second.size || (bytes == 0 && p > it->first + it->second.size))
+    return Where::Host;
+  return it->second.device >= 0 ? Where::Device : Where::Pinned;
+}
+
+int device_of(const void* ptr) {
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  const auto p = reinterpret_cast<uintptr_t>(ptr);
+  auto it = st.allocations.upper_bound(p);
+  if (it == st.allocations.begin()) return -1;
+  --it;
+  return p <= it->first + it->second.size ? it->second.device : -1;
+}
+
+void check_guards(const std::string& after) {
+  State& st = state();
+  std::string problem;
+  {
+    std::lock_guard lock(st.mutex);
+    for (const auto& [user, a] : st.allocations) {
+      if (a.device < 0) continue;
+      const unsigned char* front = a.base;
+      const unsigned char* back = a.base + kGuard + a.size;
+      ECH_SIM_UNPOISON(front, kGuard);
+      ECH_SIM_UNPOISON(back, kGuard);
+      size_t before = 0, past = 0;  // how far the damage reaches on each side
+      for (size_t i = 0; i < kGuard; ++i) {
+        if (front[i] != kGuardByte && before == 0) before = kGuard - i;
+        if (back[i] != kGuardByte) past = i + 1;
+      }
+      if (before) problem = "wrote up to " + std::to_string(before) + " bytes before";
+      if (past) problem = "wrote up to " + std::to_string(past) + " bytes past the end of";
+      // Repaired, so that one overrun is reported once, not again by every later check.
+      std::memset(const_cast<unsigned char*>(front), kGuardByte, kGuard);
+      std::memset(const_cast<unsigned char*>(back), kGuardByte, kGuard);
+      ECH_SIM_POISON(front, kGuard);
+      ECH_SIM_POISON(back, kGuard);
+      if (!problem.empty()) {
+        problem += " a device allocation of " + std::to_string(a.size) + " bytes";
+        break;
+      }
+    }
+  }
+  if (!problem.empty()) fail(cudaErrorIllegalAddress, after + ": out-of-bounds write: " + problem);
+}
+
+int current_device() {
+  return t_device;
+}
+int device_count() {
+  return std::max(state().devices, 0);
+}
+uint64_t next_launch_id() {
+  return state().launch_ids++;
+}
+void count_launch(uint64_t blocks, uint64_t threads) {
+  State& st = state();
+  ++st.kernels;
+  st.blocks += blocks;
+  st.threads += threads;
+}
+
+cudaError_t& last_error() {
+  return t_last_error;
+}
+
+const char* sticky_text(cudaError_t err) {
+  State& st = state();
+  std::lock_guard lock(st.sticky_mutex);
+  return err != cudaSuccess && err == st.sticky ? st.messages.back().c_str() : nullptr;
+}
+
+}  // namespace echelon::cudasim::detail
+
+namespace echelon::cudasim {
+
+std::string sticky_message() {
+  auto& st = detail::state();
+  std::lock_guard lock(st.sticky_mutex);
+  return st.sticky == cudaSuccess ? std::string() : st.messages.back();
+}
+
+void clear_sticky_error() {
+  for (int d = 0; d < detail::device_count(); ++d) detail::synchronize_device(d);
+  auto& st = detail::state();
+  std::lock_guard lock(st.sticky_mutex);
+  st.sticky = cudaSuccess;
+  detail::t_last_error = cudaSuccess;
+}
+
+Stats stats() {
+  auto& st = detail::state();
+  return {st.kernels.load(), st.blocks.load(), st.threads.load()};
+}
+
+}  // namespace echelon::cudasim
+
+// ---- the runtime API ---------------------------------------------------------------------------
+
+using namespace echelon::cudasim::detail;
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  *count = device_count();
+  return result(*count == 0 ? cudaErrorNoDevice : cudaSuccess);
+}
+
+cudaError_t cudaGetDevice(int* device) {
+  *device = t_device;
+  return result(cudaSuccess);
+}
+
+cudaError_t cudaSetDevice(int device) {
+  if (device < 0 || device >= device_count()) return result(cudaErrorInvalidDevice);
+  t_device = device;
+  return result(cudaSuccess);
+}
+
+cudaError_t cudaDeviceSynchronize() {
+  synchronize_device(t_device);
+  return result(cudaSuccess);
+}
+
+cudaError_t cudaMalloc(void** ptr, size_t size) {
+  *ptr = nullptr;
+  if (size == 0) return result(cudaSuccess);
+  State& st = state();
+  const size_t padded = (size + kGuard - 1) / kGuard * kGuard;
+  {
+    std::lock_guard lock(st.mutex);
+    if (t_device < 0 || t_device >= st.devices) return result(cudaErrorInvalidDevice);
+    size_t& used = st.used[static_cast<size_t>(t_device)];
+    if (size > st.memory_limit || used + padded > st.memory_limit)
+      return result(cudaErrorMemoryAllocation);
+    used += padded;
+  }
+  auto* base = static_cast<unsigned char*>(std::aligned_alloc(kGuard, padded + 2 * kGuard));
+  if (!base) {
+    std::lock_guard lock(st.mutex);
+    st.used[static_cast<size_t>(t_device)] -= padded;
+    return result(cudaErrorMemoryAllocation);
+  }
+  std::memset(base, kGuardByte, kGuard);
+  std::memset(base + kGuard, 0xFF, size);  // float NaN, int -1: "nobody wrote this"
+  std::memset(base + kGuard + size, kGuardByte, padded - size + kGuard);
+  ECH_SIM_POISON(base, kGuard);
+  ECH_SIM_POISON(base + kGuard + size, padded - size + kGuard);
+  *ptr = base + kGuard;
+  std::lock_guard lock(st.mutex);
+  st.allocations[reinterpret_cast<uintptr_t>(*ptr)] = {size, t_device, base};
+  return result(cudaSuccess);
+}
+
+cudaError_t cudaFree(void* ptr) {
+  if (!ptr) return result(cudaSuccess);
+  State& st = state();
+  Allocation a{};
+  {
+    std::lock_guard lock(st.mutex);
+    auto it = st.allocations.find(reinterpret_cast<uintptr_t>(ptr));
+    if (it == st.allocations.end() || it->second.device < 0)
+      return usage(cudaErrorInvalidValue, "cudaFree: not a pointer returned by cudaMalloc");
+    a = it->second;
+  }
+  synchronize_device(a.device);  // as the real cudaFree does
+  check_guards("cudaFree");
+  std::lock_guard lock(st.mutex);
+  st.allocations.erase(reinterpret_cast<uintptr_t>(ptr));
+  st.used[static_cast<size_t>(a.device)] -= (a.size + kGuard - 1) / kGuard * kGuard;
+  ECH_SIM_UNPOISON(a.base, a.size + 3 * kGuard);
+  std::free(a.base);
+  return result(cudaSuccess);
+}
+
+cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned) {
+  const size_t padded = (std::max<size_t>(size, 1) + kGuard - 1) / kGuard * kGuard;
+  auto* base = static_cast<unsigned char*>(std::aligned_alloc(kGuard, padded));
+  if (!base) return result(cudaErrorMemoryAllocation);
+  std::memset(base, 0xFF, padded);
+  *ptr = base;
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  st.allocations[reinterpret_cast<uintptr_t>(base)] = {size, -1, base};
+  return result(cudaSuccess);
+}
+
+cudaError_t cudaMallocHost(void** ptr, size_t size) {
+  return cudaHostAlloc(ptr, size, 0);
+}
+
+cudaError_t cudaFreeHost(void* ptr) {
+  if (!ptr) return result(cudaSuccess);
+  State& st = state();
+  {
+    std::lock_guard lock(st.mutex);
+    auto it = st.allocations.find(reinterpret_cast<uintptr_t>(ptr));
+    if (it == st.allocations.end() || it->second.device >= 0)
+      return usage(cudaErrorInvalidValue, "cudaFreeHost: not a pointer returned by cudaHostAlloc");
+    st.allocations.erase(it);
+  }
+  std::free(ptr);
+  return result(cudaSuccess);
+}
+
+cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  if (t_device < 0 || t_device >= st.devices) return result(cudaErrorInvalidDevice);
+  *total_bytes = st.memory_limit;
+  *free_bytes = st.memory_limit - st.used[static_cast<size_t>(t_device)];
+  return result(cudaSuccess);
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
+                            cudaStream_t stream) {
+  if (const cudaError_t err = check_copy("cudaMemcpyAsync", dst, src, count, kind)) return err;
+  return copy_async("cudaMemcpyAsync", dst, src, count, stream);
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
+  if (const cudaError_t err = check_copy("cudaMemcpy", dst, src, count, kind)) return err;
+  if (const cudaError_t err = copy_async("cudaMemcpy", dst, src, count, nullptr)) return err;
+  return cudaStreamSynchronize(nullptr);
+}
+
+cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int src_device,
+                                size_t count, cudaStream_t stream) {
+  if (device_of(dst) != dst_device || where(dst, count) != Where::Device ||
+      device_of(src) != src_device || where(src, count) != Where::Device)
+    return usage(cudaErrorInvalidValue,
+                 "cudaMemcpyPeerAsync: a pointer is not device memory of the device named, or "
+                 "the range overruns its allocation");
+  return copy_async("cudaMemcpyPeerAsync", dst, src, count, stream);
+}
+
+cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStream_t stream) {
+  if (count == 0) return result(cudaSuccess);
+  if (where(ptr, count) != Where::Device)
+    return usage(cudaErrorInvalidValue, "cudaMemsetAsync: the range is not device memory");
+  return result(enqueue(stream, [ptr, value, count] {
+    if (!failed()) std::memset(ptr, value, count);
+  }));
+}
+
+cudaError_t cudaMemset(void* ptr, int value, size_t count) {
+  if (const cudaError_t err = cudaMemsetAsync(ptr, value, count, nullptr)) return err;
+  return cudaStreamSynchronize(nullptr);
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags) {
+  if (t_device < 0 || t_device >= device_count()) return result(cudaErrorInvalidDevice);
+  CUstream_st* s = start_stream(t_device, flags, false);
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  st.streams.insert(s);
+  *stream = s;
+  return result(cudaSuccess);
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t* stream) {
+  return cudaStreamCreateWithFlags(stream, cudaStreamDefault);
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  State& st = state();
+  {
+    std::lock_guard lock(st.mutex);
+    if (!stream || !st.streams.erase(stream)) return result(cudaErrorInvalidResourceHandle);
+  }
+  {
+    // Queued work still completes (as on a GPU); the worker exits once the queue is empty.
+    std::lock_guard lock(stream->mutex);
+    stream->stop = true;
+    stream->cv.notify_all();
+  }
+  stream->worker.join();
+  delete stream;
+  return result(cudaSuccess);
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  CUstream_st* s = resolve(stream);
+  if (!s) return result(cudaErrorInvalidResourceHandle);
+  s->wait_for(tail_of(s));
+  return result(cudaSuccess);
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  CUstream_st* s = resolve(stream);
+  if (!s) return result(cudaErrorInvalidResourceHandle);
+  std::lock_guard lock(s->mutex);
+  return result(s->completed >= s->enqueued ? cudaSuccess : cudaErrorNotReady);
+}
+
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* user_data) {
+  return result(enqueue(stream, [fn, user_data] { fn(user_data); }));
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags) {
+  auto e = std::make_shared<CUevent_st>();
+  e->flags = flags;
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  st.events[e.get()] = e;
+  *event = e.get();
+  return result(cudaSuccess);
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t* event) {
+  return cudaEventCreateWithFlags(event, cudaEventDefault);
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  // A record still queued keeps its share of the event (the real runtime defers the release too).
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  return result(st.events.erase(event) ? cudaSuccess : cudaErrorInvalidResourceHandle);
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t handle, cudaStream_t stream) {
+  const std::shared_ptr<CUevent_st> event = find_event(handle);
+  if (!event) return result(cudaErrorInvalidResourceHandle);
+  uint64_t generation = 0;
+  {
+    std::lock_guard lock(event->mutex);
+    generation = ++event->recorded;
+  }
+  const cudaError_t err = enqueue(stream, [event, generation] {
+    std::lock_guard lock(event->mutex);
+    event->completed = std::max(event->completed, generation);
+    event->when = std::chrono::steady_clock::now();
+    event->cv.notify_all();
+  });
+  if (err != cudaSuccess) {
+    std::lock_guard lock(event->mutex);
+    event->completed = std::max(event->completed, generation);  // nothing will complete it
+  }
+  return result(err);
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  if (!valid_event(event)) return result(cudaErrorInvalidResourceHandle);
+  std::lock_guard lock(event->mutex);
+  return result(event->completed >= event->recorded ? cudaSuccess : cudaErrorNotReady);
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  if (!valid_event(event)) return result(cudaErrorInvalidResourceHandle);
+  std::unique_lock lock(event->mutex);
+  const uint64_t target = event->recorded;
+  event->cv.wait(lock, [&] { return event->completed >= target; });
+  return result(cudaSuccess);
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t handle, unsigned) {
+  const std::shared_ptr<CUevent_st> event = find_event(handle);
+  if (!event) return result(cudaErrorInvalidResourceHandle);
+  uint64_t target = 0;
+  {
+    std::lock_guard lock(event->mutex);
+    target = event->recorded;  // the most recent record at the time of the call, as specified
+  }
+  if (target == 0) return result(cudaSuccess);
+  return result(enqueue(stream, [event, target] {
+    std::unique_lock lock(event->mutex);
+    event->cv.wait(lock, [&] { return event->completed >= target; });
+  }));
+}
+
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if (!valid_event(start) || !valid_event(end)) return result(cudaErrorInvalidResourceHandle);
+  if ((start->flags | end->flags) & cudaEventDisableTiming)
+    return result(cudaErrorInvalidResourceHandle);
+  std::scoped_lock lock(start->mutex, end->mutex);
+  if (start->recorded == 0 || end->recorded == 0) return result(cudaErrorInvalidResourceHandle);
+  if (start->completed < start->recorded || end->completed < end->recorded)
+    return result(cudaErrorNotReady);
+  *ms = std::chrono::duration<float, std::milli>(end->when - start->when).count();
+  return result(cudaSuccess);
+}

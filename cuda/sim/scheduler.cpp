@@ -1,0 +1,602 @@
+// CUDA emulation: the launch model. Why this shape:
+// - every CUDA thread is a Boost.Context fiber; a block runs to completion on the stream's worker
+//   thread before the next block starts, so `__shared__` (thread_local) is per block;
+// - a fiber runs until it reaches a barrier or a warp collective (or exits); then the first ready
+//   thread in the block's priority order runs (forward, reverse, or a permutation redrawn at
+//   every barrier). A warp whose collective completes thus runs on at once, ahead of the threads
+//   after it: warps progress at very different speeds, as they may on a GPU, and what two
+//   threads do between two barriers is serialised in that order, so a missing barrier turns into
+//   a wrong result in at least one order instead of "works by luck";
+// - a barrier is released only when every live thread of the block waits at the same one, a warp
+//   collective only when every lane its mask names arrived with the same mask; anything else
+//   (a lane that exited, a barrier in a branch, a deadlock) fails the launch with a message that
+//   names the kernel, the block and the call site.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <boost/context/fiber.hpp>
+
+#include <echelon/cuda/sim/device.h>
+#include <echelon/cuda/sim/internal.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define ECH_SIM_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ECH_SIM_ASAN 1
+#endif
+#endif
+#if ECH_SIM_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+namespace ctx = boost::context;
+
+namespace echelon::cudasim {
+
+// ---- knobs -------------------------------------------------------------------------------------
+
+namespace {
+
+struct Knobs {
+  std::mutex mutex;
+  Order order;
+  std::atomic<unsigned> grid_cap{0};
+  Knobs() {
+    if (const char* text = std::getenv("ECHELON_CUDASIM_ORDER"); text && *text) {
+      try {
+        order = parse_order(text);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "cudasim: ECHELON_CUDASIM_ORDER: %s\n", e.what());
+        std::abort();  // a typo must not silently test the default order
+      }
+    }
+    if (const char* cap = std::getenv("ECHELON_CUDASIM_GRID_CAP"); cap && *cap)
+      grid_cap = static_cast<unsigned>(std::strtoul(cap, nullptr, 10));
+  }
+};
+
+Knobs& knobs() {
+  static Knobs* k = new Knobs;
+  return *k;
+}
+
+}  // namespace
+
+Order parse_order(const std::string& text) {
+  if (text == "forward") return {OrderKind::Forward, 0};
+  if (text == "reverse") return {OrderKind::Reverse, 0};
+  if (text.rfind("random:", 0) == 0 && text.size() > 7 &&
+      text.find_first_not_of("0123456789", 7) == std::string::npos)
+    return {OrderKind::Random, std::stoull(text.substr(7))};
+  throw std::invalid_argument("unknown order '" + text +
+                              "' (expected forward, reverse or random:SEED)");
+}
+
+std::string to_string(Order order) {
+  switch (order.kind) {
+    case OrderKind::Forward:
+      return "forward";
+    case OrderKind::Reverse:
+      return "reverse";
+    case OrderKind::Random:
+      return "random:" + std::to_string(order.seed);
+  }
+  return "?";
+}
+
+void set_order(Order order) {
+  std::lock_guard lock(knobs().mutex);
+  knobs().order = order;
+}
+
+Order order() {
+  std::lock_guard lock(knobs().mutex);
+  return knobs().order;
+}
+
+void set_grid_cap(unsigned blocks) {
+  knobs().grid_cap = blocks;
+}
+
+unsigned grid_cap(unsigned kernel_cap) {
+  const unsigned cap = knobs().grid_cap;
+  return cap > 0 && cap < kernel_cap ? cap : kernel_cap;
+}
+
+namespace detail {
+
+Order launch_order() {
+  return order();
+}
+
+// ---- fibers: pooled stacks with a guard page, and AddressSanitizer's switch annotations ---------
+
+namespace {
+
+#if ECH_SIM_ASAN
+constexpr size_t kStackSize = size_t{512} << 10;  // ASan's redzones make frames much larger
+#else
+constexpr size_t kStackSize = size_t{64} << 10;
+#endif
+
+struct StackPool {
+  std::vector<ctx::stack_context> idle;
+  const void* last_bottom = nullptr;  // of the stack handed out last (for ASan)
+  ~StackPool() {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    for (const ctx::stack_context& s : idle)
+      munmap(static_cast<char*>(s.sp) - s.size - page, s.size + page);
+  }
+};
+thread_local StackPool t_stacks;
+
+// Stacks are reused within a worker thread: a block of 1024 threads must not mmap 1024 stacks
+// per launch. The page below each stack is PROT_NONE, so an overflow faults instead of
+// corrupting the neighbour.
+struct PooledStack {
+  ctx::stack_context allocate() {
+    ctx::stack_context s;
+    if (!t_stacks.idle.empty()) {
+      s = t_stacks.idle.back();
+      t_stacks.idle.pop_back();
+    } else {
+      const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+      void* mem = mmap(nullptr, kStackSize + page, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (mem == MAP_FAILED) throw std::bad_alloc();
+      mprotect(mem, page, PROT_NONE);
+      s.size = kStackSize;
+      s.sp = static_cast<char*>(mem) + page + kStackSize;
+    }
+    t_stacks.last_bottom = static_cast<char*>(s.sp) - s.size;
+    return s;
+  }
+  void deallocate(ctx::stack_context& s) noexcept { t_stacks.idle.push_back(s); }
+};
+
+struct Abort {};  // unwinds a CUDA thread's fiber when its block failed
+
+struct SimThread {
+  enum class State : uint8_t { Ready, Barrier, Warp, Exited };
+  uint3 idx{};
+  int linear = 0;
+  State state = State::Ready;
+  bool started = false;
+  ctx::fiber fiber;  // the thread's context while suspended
+  ctx::fiber back;   // the scheduler's context while the thread runs
+  const void* stack_bottom = nullptr;
+  const char* file = nullptr;  // where it waits
+  int line = 0;
+  int pred = 0, barrier_result = 0;
+  WarpOp op = WarpOp::Syncwarp;
+  unsigned mask = 0;
+  int arg = 0, width = 32;
+  uint64_t value = 0, result = 0;
+#if ECH_SIM_ASAN
+  void* fake_stack = nullptr;
+  const void* back_bottom = nullptr;
+  size_t back_size = 0;
+#endif
+};
+
+struct Block {
+  const Grid* grid = nullptr;
+  std::vector<SimThread> threads;
+  std::vector<unsigned char> dynamic_smem;
+  std::string error;
+  bool aborting = false;
+  int exited = 0;
+  std::vector<int> priority;  // thread indices, highest priority first
+  std::vector<int> rank;      // rank[thread] = its position in `priority`
+  size_t wake = 0;            // lowest rank made ready by a warp collective since the last check
+};
+
+thread_local Block* t_block = nullptr;
+thread_local SimThread* t_thread = nullptr;
+thread_local Coordinates t_coords{};
+
+const char* op_name(WarpOp op) {
+  switch (op) {
+    case WarpOp::Shfl:
+      return "__shfl_sync";
+    case WarpOp::ShflUp:
+      return "__shfl_up_sync";
+    case WarpOp::ShflDown:
+      return "__shfl_down_sync";
+    case WarpOp::ShflXor:
+      return "__shfl_xor_sync";
+    case WarpOp::Ballot:
+      return "__ballot_sync";
+    case WarpOp::Any:
+      return "__any_sync";
+    case WarpOp::All:
+      return "__all_sync";
+    case WarpOp::Syncwarp:
+      return "__syncwarp";
+  }
+  return "?";
+}
+
+std::string site(const char* file, int line) {
+  const char* slash = file ? std::strrchr(file, '/') : nullptr;
+  return std::string(slash ? slash + 1 : (file ? file : "?")) + ":" + std::to_string(line);
+}
+
+std::string hex(unsigned v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08x", v);
+  return buf;
+}
+
+// Called on the CUDA thread's fiber: back to the scheduler until it resumes us.
+void suspend(SimThread& t) {
+#if ECH_SIM_ASAN
+  __sanitizer_start_switch_fiber(&t.fake_stack, t.back_bottom, t.back_size);
+#endif
+  t.back = std::move(t.back).resume();
+#if ECH_SIM_ASAN
+  __sanitizer_finish_switch_fiber(t.fake_stack, &t.back_bottom, &t.back_size);
+#endif
+  if (t_block->aborting) throw Abort{};
+}
+
+void fail_block(Block& b, const std::string& why) {
+  if (b.error.empty()) b.error = why;
+}
+
+// Called on the scheduler's context: runs thread t until it waits or exits.
+void resume(Block& b, SimThread& t) {
+  t_thread = &t;
+  t_coords.thread_idx = t.idx;
+  if (!t.started) {
+    t.started = true;
+    t.fiber = ctx::fiber(std::allocator_arg, PooledStack{}, [&b, &t](ctx::fiber&& back) {
+      t.back = std::move(back);
+#if ECH_SIM_ASAN
+      __sanitizer_finish_switch_fiber(nullptr, &t.back_bottom, &t.back_size);
+#endif
+      if (!b.aborting) {
+        try {
+          b.grid->body();
+        } catch (const Abort&) {
+        } catch (const std::exception& e) {
+          fail_block(b, std::string("the kernel threw: ") + e.what());
+        }
+      }
+      t.state = SimThread::State::Exited;
+      ++b.exited;
+#if ECH_SIM_ASAN
+      __sanitizer_start_switch_fiber(nullptr, t.back_bottom, t.back_size);
+#endif
+      return std::move(t.back);
+    });
+    t.stack_bottom = t_stacks.last_bottom;
+  }
+#if ECH_SIM_ASAN
+  void* fake = nullptr;
+  __sanitizer_start_switch_fiber(&fake, t.stack_bottom, kStackSize);
+#endif
+  t.fiber = std::move(t.fiber).resume();
+#if ECH_SIM_ASAN
+  __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#endif
+}
+
+// Every lane that `t`'s mask names has arrived at a warp op: check they agree, compute results.
+// Returns false (and fails the block) when they do not.
+bool resolve_warp(Block& b, const SimThread& t) {
+  const int base = t.linear / 32 * 32;
+  for (int lane = 0; lane < 32; ++lane) {
+    if (!(t.mask >> lane & 1u)) continue;
+    const SimThread& other = b.threads[static_cast<size_t>(base + lane)];
+    if (other.op != t.op || other.mask != t.mask) {
+      fail_block(b, std::string(op_name(t.op)) + "(mask " + hex(t.mask) + ") at " +
+                        site(t.file, t.line) + " meets " + op_name(other.op) + "(mask " +
+                        hex(other.mask) + ") at " + site(other.file, other.line) + " in lane " +
+                        std::to_string(lane) + ": lanes of a mask must call the same collective");
+      return false;
+    }
+  }
+  const int width = t.width;
+  if (width <= 0 || width > 32 || (width & (width - 1))) {
+    fail_block(b, std::string(op_name(t.op)) + " at " + site(t.file, t.line) + ": width " +
+                      std::to_string(width) + " is not a power of two <= 32");
+    return false;
+  }
+  uint64_t ballot = 0;
+  for (int lane = 0; lane < 32; ++lane)
+    if (t.mask >> lane & 1u && b.threads[static_cast<size_t>(base + lane)].value)
+      ballot |= 1ull << lane;
+  for (int lane = 0; lane < 32; ++lane) {
+    if (!(t.mask >> lane & 1u)) continue;
+    SimThread& me = b.threads[static_cast<size_t>(base + lane)];
+    const int seg = lane / width * width, arg = me.arg;
+    int src = lane;
+    switch (t.op) {
+      case WarpOp::Shfl:
+        src = seg + ((arg % width) + width) % width;
+        break;
+      case WarpOp::ShflUp:
+        src = lane - seg >= arg ? lane - arg : lane;
+        break;
+      case WarpOp::ShflDown:
+        src = lane - seg + arg < width ? lane + arg : lane;
+        break;
+      case WarpOp::ShflXor:
+        src = (lane ^ arg) < seg + width ? lane ^ arg : lane;
+        break;
+      case WarpOp::Ballot:
+        me.result = ballot;
+        break;
+      case WarpOp::Any:
+        me.result = ballot != 0;
+        break;
+      case WarpOp::All:
+        me.result = ballot == t.mask;
+        break;
+      case WarpOp::Syncwarp:
+        break;
+    }
+    if (t.op <= WarpOp::ShflXor) {
+      if (src < 0 || src >= 32 || !(t.mask >> src & 1u)) {
+        fail_block(b, std::string(op_name(t.op)) + " at " + site(me.file, me.line) + ": lane " +
+                          std::to_string(lane) + " reads lane " + std::to_string(src) +
+                          ", which mask " + hex(t.mask) + " does not name");
+        return false;
+      }
+      me.result = b.threads[static_cast<size_t>(base + src)].value;
+    }
+  }
+  for (int lane = 0; lane < 32; ++lane)
+    if (t.mask >> lane & 1u) {
+      b.threads[static_cast<size_t>(base + lane)].state = SimThread::State::Ready;
+      b.wake = std::min(b.wake, static_cast<size_t>(b.rank[static_cast<size_t>(base + lane)]));
+    }
+  return true;
+}
+
+// Why a warp op cannot complete, or "" when every named lane is waiting at a warp op.
+std::string warp_blocker(const Block& b, const SimThread& t) {
+  const int n = static_cast<int>(b.threads.size());
+  const int base = t.linear / 32 * 32, my_lane = t.linear % 32;
+  const std::string what = std::string(op_name(t.op)) + "(mask " + hex(t.mask) + ") at " +
+                           site(t.file, t.line) + " in warp " + std::to_string(t.linear / 32);
+  if (!(t.mask >> my_lane & 1u))
+    return what + ": lane " + std::to_string(my_lane) + " calls it with a mask without itself";
+  for (int lane = 0; lane < 32; ++lane) {
+    if (!(t.mask >> lane & 1u)) continue;
+    if (base + lane >= n)
+      return what + ": the mask names lane " + std::to_string(lane) +
+             ", which does not exist (block of " + std::to_string(n) + " threads)";
+    const SimThread& other = b.threads[static_cast<size_t>(base + lane)];
+    if (other.state == SimThread::State::Exited)
+      return what + ": the mask names lane " + std::to_string(lane) + ", which has exited";
+    if (other.state == SimThread::State::Barrier)
+      return what + ": lane " + std::to_string(lane) + " waits at __syncthreads() at " +
+             site(other.file, other.line) + " instead (divergent warp)";
+    if (other.state != SimThread::State::Warp) return "-";  // still running: not a verdict yet
+  }
+  return "";
+}
+
+// Nobody is ready: release the barrier everyone waits at, or explain why the block is stuck.
+void resolve_stall(Block& b) {
+  const int n = static_cast<int>(b.threads.size());
+  const SimThread* at_barrier = nullptr;
+  int waiting = 0, pred_count = 0;
+  for (const SimThread& t : b.threads) {
+    if (t.state == SimThread::State::Warp) {
+      const std::string why = warp_blocker(b, t);
+      fail_block(b, why.empty() || why == "-" ? "deadlock at " + std::string(op_name(t.op)) +
+                                                    " at " + site(t.file, t.line)
+                                              : why);
+      return;
+    }
+    if (t.state != SimThread::State::Barrier) continue;
+    if (at_barrier && (t.file != at_barrier->file || t.line != at_barrier->line)) {
+      fail_block(b, "threads wait at different __syncthreads(): " +
+                        site(at_barrier->file, at_barrier->line) + " (thread " +
+                        std::to_string(at_barrier->linear) + ") and " + site(t.file, t.line) +
+                        " (thread " + std::to_string(t.linear) + ")");
+      return;
+    }
+    at_barrier = &t;
+    ++waiting;
+    pred_count += t.pred;
+  }
+  if (b.exited > 0) {
+    fail_block(b, "__syncthreads() at " + site(at_barrier->file, at_barrier->line) +
+                      " reached by " + std::to_string(waiting) + " of " + std::to_string(n) +
+                      " threads; " + std::to_string(b.exited) +
+                      " exited without reaching it (a barrier in a branch not all threads take)");
+    return;
+  }
+  for (SimThread& t : b.threads) {
+    t.barrier_result = pred_count;
+    t.state = SimThread::State::Ready;
+  }
+}
+
+std::string describe(const Grid& g, const uint3& block) {
+  std::ostringstream out;
+  out << "kernel " << g.kernel << " (launched at " << site(g.file, g.line) << ", grid (" << g.grid.x
+      << "," << g.grid.y << "," << g.grid.z << ") x block (" << g.block.x << "," << g.block.y << ","
+      << g.block.z << "), order " << to_string(g.order) << "), block (" << block.x << "," << block.y
+      << "," << block.z << "): ";
+  return out.str();
+}
+
+// Runs one block; false when it failed (the sticky error is set).
+bool run_block(Block& b, const Grid& g, const uint3& block_idx, std::mt19937_64& rng) {
+  const unsigned n = g.block.x * g.block.y * g.block.z;
+  b.grid = &g;
+  b.threads.clear();
+  b.threads.resize(n);
+  b.error.clear();
+  b.aborting = false;
+  b.exited = 0;
+  std::fill(b.dynamic_smem.begin(), b.dynamic_smem.end(), 0xFF);
+  t_coords.block_idx = block_idx;
+  b.priority.resize(n);
+  b.rank.resize(n);
+  for (unsigned i = 0; i < n; ++i) {
+    SimThread& t = b.threads[i];
+    t.linear = static_cast<int>(i);
+    t.idx = {i % g.block.x, i / g.block.x % g.block.y, i / (g.block.x * g.block.y)};
+    b.priority[i] = static_cast<int>(g.order.kind == OrderKind::Reverse ? n - 1 - i : i);
+  }
+  const auto redraw = [&] {
+    if (g.order.kind == OrderKind::Random) std::shuffle(b.priority.begin(), b.priority.end(), rng);
+    for (unsigned i = 0; i < n; ++i)
+      b.rank[static_cast<size_t>(b.priority[i])] = static_cast<int>(i);
+  };
+  redraw();
+  size_t cursor = 0;  // every thread ranked before it is not ready
+  while (b.error.empty() && b.exited < static_cast<int>(n)) {
+    while (cursor < n &&
+           b.threads[static_cast<size_t>(b.priority[cursor])].state != SimThread::State::Ready)
+      ++cursor;
+    if (cursor == n) {
+      resolve_stall(b);  // releases a barrier (all ready again) or fails
+      redraw();
+      cursor = 0;
+      continue;
+    }
+    b.wake = n;
+    resume(b, b.threads[static_cast<size_t>(b.priority[cursor])]);
+    cursor = std::min(cursor, b.wake);
+  }
+  if (b.error.empty()) return true;
+  // Unwind every suspended fiber (and skip the ones never started) so all stacks are returned.
+  b.aborting = true;
+  for (SimThread& t : b.threads)
+    if (t.state != SimThread::State::Exited) resume(b, t);
+  fail(cudaErrorLaunchFailure, describe(g, block_idx) + b.error);
+  return false;
+}
+
+}  // namespace
+
+const Coordinates& coordinates() {
+  return t_coords;
+}
+
+void* dynamic_shared() {
+  return t_block ? t_block->dynamic_smem.data() : nullptr;
+}
+
+uint64_t warp_op(WarpOp op, unsigned mask, uint64_t value, int arg, int width, const char* file,
+                 int line) {
+  SimThread& t = *t_thread;
+  Block& b = *t_block;
+  t.op = op;
+  t.mask = mask;
+  t.value = value;
+  t.arg = arg;
+  t.width = width;
+  t.file = file;
+  t.line = line;
+  t.state = SimThread::State::Warp;
+  const std::string why = warp_blocker(b, t);
+  if (why.empty()) {
+    resolve_warp(b, t);
+  } else if (why != "-") {
+    fail_block(b, why);
+  }
+  if (t.state != SimThread::State::Ready || !b.error.empty()) suspend(t);
+  return t.result;
+}
+
+void device_error(const std::string& message) {
+  fail_block(*t_block, message);
+  suspend(*t_thread);  // the scheduler aborts the block: this throws Abort
+  throw Abort{};
+}
+
+int barrier(int pred, const char* file, int line) {
+  SimThread& t = *t_thread;
+  t.state = SimThread::State::Barrier;
+  t.file = file;
+  t.line = line;
+  t.pred = pred;
+  suspend(t);
+  return t.barrier_result;
+}
+
+void run_grid(const Grid& g) {
+  if (failed()) return;  // a dead context runs nothing
+  Block block;
+  block.dynamic_smem.resize(g.dynamic_smem);
+  t_block = &block;
+  const uint64_t blocks = uint64_t{g.grid.x} * g.grid.y * g.grid.z;
+  std::mt19937_64 rng(g.order.seed * 0x9E3779B97F4A7C15ull + g.launch_id);
+  std::vector<uint64_t> sequence;
+  if (g.order.kind == OrderKind::Random) {
+    sequence.resize(blocks);
+    for (uint64_t i = 0; i < blocks; ++i) sequence[i] = i;
+    std::shuffle(sequence.begin(), sequence.end(), rng);
+  }
+  t_coords.block_dim = g.block;
+  t_coords.grid_dim = g.grid;
+  bool ok = true;
+  for (uint64_t k = 0; k < blocks && ok; ++k) {
+    const uint64_t i = g.order.kind == OrderKind::Random    ? sequence[k]
+                       : g.order.kind == OrderKind::Reverse ? blocks - 1 - k
+                                                            : k;
+    const uint3 idx{static_cast<unsigned>(i % g.grid.x),
+                    static_cast<unsigned>(i / g.grid.x % g.grid.y),
+                    static_cast<unsigned>(i / (uint64_t{g.grid.x} * g.grid.y))};
+    ok = run_block(block, g, idx, rng);
+  }
+  t_block = nullptr;
+  count_launch(blocks, blocks * g.block.x * g.block.y * g.block.z);
+  if (ok)
+    check_guards("kernel " + std::string(g.kernel) + " (launched at " + site(g.file, g.line) + ")");
+}
+
+void launch(const char* kernel, const char* file, int line, dim3 grid, dim3 block,
+            size_t dynamic_smem, cudaStream_t stream, std::vector<PointerArg> pointers,
+            std::function<void()> body) {
+  // The driver's limits (compute capability 9.0): these fail the launch, not the context.
+  const uint64_t threads = uint64_t{block.x} * block.y * block.z;
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0 ||
+      block.x > 1024 || block.y > 1024 || block.z > 64 || threads > 1024 || grid.x > 2147483647u ||
+      grid.y > 65535 || grid.z > 65535) {
+    result(cudaErrorInvalidConfiguration);
+    return;
+  }
+  if (dynamic_smem > 48 * 1024) {  // without cudaFuncSetAttribute's opt-in, which we never use
+    result(cudaErrorInvalidValue);
+    return;
+  }
+  for (const PointerArg& p : pointers) {
+    if (p.ptr && where(p.ptr) == Where::Host) {
+      std::ostringstream out;
+      out << "kernel " << kernel << " (launched at " << site(file, line) << "): argument "
+          << p.index << " = " << p.ptr
+          << " is host memory (not from cudaMalloc or cudaHostAlloc): a GPU would fault on it";
+      fail(cudaErrorIllegalAddress, out.str());
+      result(cudaSuccess);
+      return;
+    }
+  }
+  Grid g{kernel,           file,           line, grid, block, dynamic_smem, launch_order(),
+         next_launch_id(), std::move(body)};
+  result(enqueue(stream, [g = std::move(g)] { run_grid(g); }));
+}
+
+}  // namespace detail
+}  // namespace echelon::cudasim

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Proves that the CUDA emulation bites: plants one bug at a time in a COPY of cuda/kernels/*.cu,
+# rebuilds only the GPU test binary of an emulation build pointed at that copy
+# (-DECHELON_CUDASIM_KERNELS=DIR), and runs it under the `cudasim` orders until one fails. A
+# mutant that passes every order "survived": the script prints a table and exits 1.
+#
+#   tools/cudasim-mutants.sh [BUILD_DIR]     (default build-sim; an existing emulation build is
+#                                             reused: only the .cu objects recompile, and the
+#                                             folder is pointed back at cuda/kernels on exit)
+#   CUDASIM_MUTANTS=matmul-tile-index,...    run only these mutants
+#   CUDASIM_MUTANTS_KEEP=1                   keep the work folder (kernel copies) for a look
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+build=${1:-build-sim}
+work=$(mktemp -d "${TMPDIR:-/tmp}/cudasim-mutants.XXXXXX")
+restore() {
+  cmake -S "$root" -B "$build" -DECHELON_CUDASIM_KERNELS="$root/cuda/kernels" >/dev/null || true
+  [ "${CUDASIM_MUTANTS_KEEP:-0}" = 1 ] || rm -rf "$work"
+}
+trap restore EXIT
+trap 'exit 130' INT TERM  # so that EXIT runs the restore
+kernels=$work/kernels
+mkdir -p "$kernels"
+cp cuda/kernels/*.cu "$kernels/"
+export OPENBLAS_NUM_THREADS=1
+
+# name | file | original text | mutated text (python string literals, exact match required)
+mutants=(
+  "reduce-missing-barrier|reduce.cu|'  if (lane == 0) partial[warp] = v;\n  __syncthreads();\n'|'  if (lane == 0) partial[warp] = v;\n'"
+  "reduce-shared-reuse-race|reduce.cu|'  __syncthreads();  // partial[] is reused by the next row\n'|''"
+  "reduce-wrong-shuffle-mask|reduce.cu|'v = combine(op, v, __shfl_down_sync(kFullMask, v, offset));'|'v = combine(op, v, __shfl_down_sync(0x0000ffffu, v, offset));'"
+  "reduce-grid-stride|reduce.cu|'for (int64_t o = blockIdx.x; o < outer; o += gridDim.x) {\n    float acc'|'for (int64_t o = blockIdx.x; o < outer; o += 2 * gridDim.x) {\n    float acc'"
+  "matmul-tile-index|matmul.cu|'b_frag[j] = b_tile[k][thread_col * kThreadN + j];'|'b_frag[j] = b_tile[k][thread_row * kThreadN + j];'"
+  "matmul-tail-off-by-one|matmul.cu|'if (n >= N) break;'|'if (n >= N - 1) break;'"
+  "matmul-shared-race|matmul.cu|'    __syncthreads();  // the next iteration overwrites the tiles\n'|''"
+  "norm-divergent-barrier|norm.cu|'  if (threadIdx.x == 0) *shared = total;\n  __syncthreads();'|'  if (threadIdx.x == 0) {\n    *shared = total;\n    __syncthreads();\n  }'"
+  "norm-missing-barrier|norm.cu|'*shared = total;\n  __syncthreads();\n  const double result'|'*shared = total;\n  const double result'"
+  "im2col-missing-bounds-check|im2col.cu|'h >= 0 && h < g.h && w >= 0 && w < g.w'|'h >= 0 && h < g.h && w >= 0'"
+  "softmax-short-warp-sum|reduce.cu|'offset > 0; offset /= 2) v += __shfl_xor_sync'|'offset > 1; offset /= 2) v += __shfl_xor_sync'"
+)
+# The orders and grid caps of the ctest entries (tests/cudasim/CMakeLists.txt).
+orders=("forward 0" "reverse 7" "random:1 0" "random:2 3")
+
+echo "== configure $build (kernels from $kernels)"
+generator=()
+[ -f "$build/CMakeCache.txt" ] || generator=(-G Ninja -DECHELON_BENCH=OFF)
+cmake -S "$root" -B "$build" "${generator[@]}" -DECHELON_CUDA_SIM=ON \
+      -DECHELON_CUDASIM_KERNELS="$kernels" >/dev/null
+start=$SECONDS
+echo "== build the unmutated binary"
+cmake --build "$build" --target echelon_gpu_tests -- -j"$(nproc)" >/dev/null
+echo "   built in $((SECONDS - start))s"
+
+run_orders() {  # prints "order" of the first failing run, or nothing
+  for entry in "${orders[@]}"; do
+    read -r order cap <<<"$entry"
+    if ! ECHELON_CUDASIM_ORDER=$order ECHELON_CUDASIM_GRID_CAP=$cap timeout 300 \
+         "$build/tests/echelon_gpu_tests" -aa=1 >"$work/run.log" 2>&1; then
+      echo "$order"
+      return
+    fi
+  done
+}
+
+# The unmutated kernels must pass, or every "caught" below means nothing.
+if [ -n "$(run_orders)" ]; then
+  echo "cudasim-mutants: the unmutated kernels fail; fix that first:"
+  tail -20 "$work/run.log"
+  exit 1
+fi
+
+survivors=0
+table="$(printf '%-30s %-12s %-10s %s' mutant file verdict 'first failing order / why')"
+for m in "${mutants[@]}"; do
+  IFS='|' read -r name file before after <<<"$m"
+  if [ -n "${CUDASIM_MUTANTS:-}" ] && [[ ",$CUDASIM_MUTANTS," != *",$name,"* ]]; then continue; fi
+  cp "$root/cuda/kernels/$file" "$kernels/$file"
+  python3 - "$kernels/$file" <<EOF
+import sys
+path = sys.argv[1]
+text = open(path).read()
+before, after = $before, $after
+if text.count(before) != 1:
+    sys.exit("mutant $name: the original text occurs %d times in $file (update the mutant)" % text.count(before))
+open(path, "w").write(text.replace(before, after))
+EOF
+  t0=$SECONDS
+  if ! cmake --build "$build" --target echelon_gpu_tests >"$work/build.log" 2>&1; then
+    verdict="caught"; why="does not compile"
+  else
+    failed=$(run_orders)
+    if [ -n "$failed" ]; then
+      verdict="caught"
+      # The emulator's diagnosis, else the first parity case that failed, else doctest's line.
+      why=$(grep -m1 -oE 'cudasim: kernel [a-z_0-9]+|cudasim: [^(]{0,60}' "$work/run.log" ||
+            grep -m1 -oE 'logged: [^ ]+ \[[a-z/]+\]' "$work/run.log" ||
+            grep -m1 -oE 'ERROR: .{0,60}|CRASHED.{0,40}' "$work/run.log" || echo "timeout")
+      why="$failed: $(echo "$why" | sed 's/^ *//')"
+    else
+      verdict="SURVIVED"; why="passes every order"; survivors=$((survivors + 1))
+    fi
+  fi
+  cp "$root/cuda/kernels/$file" "$kernels/$file"
+  line="$(printf '%-30s %-12s %-10s %s (%ds)' "$name" "$file" "$verdict" "$why" $((SECONDS - t0)))"
+  echo "$line"
+  table+=$'\n'"$line"
+done
+
+echo
+echo "$table"
+echo "cudasim-mutants: $survivors survivor(s), $((SECONDS - start))s"
+[ "$survivors" -eq 0 ]
