@@ -128,14 +128,14 @@ LoadedCheckpoint load_checkpoint(const std::string& path) {
   }
   // Bounded before anything is built from them: a damaged num_classes (1e12) must not become an
   // allocation. The zoo's models are CIFAR/MNIST-scale (image_size 0 = the model's default).
-  ECH_CHECK(info.in_channels >= 1 && info.in_channels <= kMaxInChannels && info.num_classes >= 1 &&
-                info.num_classes <= kMaxClasses && info.epoch >= 0 && info.global_step >= 0 &&
-                (info.image_size == 0 ||
-                 (info.image_size >= 1 && info.image_size <= kMaxImageSize)),
-            path, ": checkpoint metadata has impossible values (in_channels ", info.in_channels,
-            " of 1..", kMaxInChannels, ", num_classes ", info.num_classes, " of 1..", kMaxClasses,
-            ", image_size ", info.image_size, " of 0..", kMaxImageSize, ", epoch ", info.epoch,
-            ", global_step ", info.global_step, ")");
+  ECH_CHECK(
+      info.in_channels >= 1 && info.in_channels <= kMaxInChannels && info.num_classes >= 1 &&
+          info.num_classes <= kMaxClasses && info.epoch >= 0 && info.global_step >= 0 &&
+          (info.image_size == 0 || (info.image_size >= 1 && info.image_size <= kMaxImageSize)),
+      path, ": checkpoint metadata has impossible values (in_channels ", info.in_channels,
+      " of 1..", kMaxInChannels, ", num_classes ", info.num_classes, " of 1..", kMaxClasses,
+      ", image_size ", info.image_size, " of 0..", kMaxImageSize, ", epoch ", info.epoch,
+      ", global_step ", info.global_step, ")");
   ECH_CHECK(static_cast<int64_t>(info.history.size()) == info.epoch, path, ": metadata records ",
             info.history.size(), " epochs of history but epoch = ", info.epoch);
 
@@ -146,9 +146,9 @@ LoadedCheckpoint load_checkpoint(const std::string& path) {
       loaded.model_state.insert(name, tensor);
   }
   const Tensor* epoch_tensor = contents.find("trainer.epoch");
-  ECH_CHECK(epoch_tensor != nullptr && epoch_tensor->dtype() == kInt64 &&
-                epoch_tensor->numel() == 1,
-            path, ": checkpoint lacks the int64 scalar tensor \"trainer.epoch\"");
+  ECH_CHECK(
+      epoch_tensor != nullptr && epoch_tensor->dtype() == kInt64 && epoch_tensor->numel() == 1,
+      path, ": checkpoint lacks the int64 scalar tensor \"trainer.epoch\"");
   const int64_t saved_epoch = epoch_tensor->item<int64_t>();
   ECH_CHECK(saved_epoch == info.epoch, path, ": tensor trainer.epoch = ", saved_epoch,
             " disagrees with the metadata epoch ", info.epoch);

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
+#include <echelon/app/metrics.h>
 #include <echelon/base/json.h>
 #include <echelon/layers/sequential.h>
 #include <echelon/layers/state_dict.h>
-#include <echelon/app/metrics.h>
 
 namespace echelon::app {
 

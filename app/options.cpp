@@ -4,13 +4,13 @@
 #include <cmath>
 #include <filesystem>
 
+#include <echelon/app/flags.h>
+#include <echelon/app/train.h>
 #include <echelon/base/error.h>
 #include <echelon/data/loader.h>
 #include <echelon/data/registry.h>
 #include <echelon/layers/models/registry.h>
 #include <echelon/parallel/schedule.h>
-#include <echelon/app/train.h>
-#include <echelon/app/flags.h>
 
 namespace echelon::app {
 
@@ -106,7 +106,6 @@ bool one_of(const std::string& value, const std::vector<std::string>& allowed) {
   return std::find(allowed.begin(), allowed.end(), value) != allowed.end();
 }
 
-
 // Another run's folder is never replaced silently: its config, metrics and checkpoint would be
 // overwritten piece by piece as the new run goes.
 void check_out_folder(const TrainOptions& o) {
@@ -121,7 +120,6 @@ void check_out_folder(const TrainOptions& o) {
 }
 
 }  // namespace
-
 
 Device resolve_device(const std::string& text) {
   if (text == "auto") return cuda_available() ? Device::cuda(0) : Device::cpu();

@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
-#include <echelon/base/json.h>
 #include <echelon/app/metrics.h>
+#include <echelon/base/json.h>
 
 namespace echelon::app {
 

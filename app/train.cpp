@@ -482,8 +482,8 @@ void TrainingRun::write_outputs(bool final_run) {
   result_.summary = summary;
   if (dir_.empty()) return;
   write_file_atomic(in_dir("summary.json"), summary.dump(2) + "\n");
-  const ReportData report{"echelon: " + options_.model + " on " + data_.name, info_.config,
-                          summary, result_.epochs, info_.steps};
+  const ReportData report{"echelon: " + options_.model + " on " + data_.name, info_.config, summary,
+                          result_.epochs, info_.steps};
   write_file_atomic(in_dir("report.html"), render_report_html(report));
 }
 

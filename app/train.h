@@ -19,12 +19,12 @@
 #include <string>
 #include <vector>
 
+#include <echelon/app/metrics.h>
 #include <echelon/base/json.h>
 #include <echelon/data/dataset.h>
 #include <echelon/data/registry.h>
 #include <echelon/data/transforms.h>
 #include <echelon/parallel/engine.h>
-#include <echelon/app/metrics.h>
 
 namespace echelon::app {
 
@@ -50,9 +50,9 @@ struct TrainOptions {
   std::string device = "auto";      // auto | cpu | cuda | cuda:N
   std::string conv_impl = "ours";   // ours | cudnn
   uint64_t seed = 0;
-  int threads = 0;     // BLAS threads; 0 = leave the library default
-  std::string out;     // run folder; empty = no files written
-  std::string resume;  // run folder to continue
+  int threads = 0;         // BLAS threads; 0 = leave the library default
+  std::string out;         // run folder; empty = no files written
+  std::string resume;      // run folder to continue
   bool overwrite = false;  // allow --out to replace another run's folder (not saved in config.json)
   bool deterministic = false;
   int64_t limit_train = 0, limit_test = 0;  // 0 = whole split

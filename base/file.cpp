@@ -18,9 +18,9 @@ std::string read_file(const std::string& path, const char* what) {
   ECH_CHECK(!std::filesystem::is_directory(path, error), path, ": is a directory, not a ", what,
             " file");
   std::ifstream in(path, std::ios::binary);
-  ECH_CHECK(in.good(), path, ": cannot open ", what, " file for reading: ",
-            std::filesystem::exists(path, error) ? "permission denied or unreadable"
-                                                 : "no such file");
+  ECH_CHECK(
+      in.good(), path, ": cannot open ", what, " file for reading: ",
+      std::filesystem::exists(path, error) ? "permission denied or unreadable" : "no such file");
   std::ostringstream buffer;
   buffer << in.rdbuf();
   ECH_CHECK(!in.bad(), path, ": read error");

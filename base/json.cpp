@@ -318,6 +318,8 @@ Value parse(const std::string& text, const std::string& what) {
   return builder.take();
 }
 
-Value parse_file(const std::string& path) { return parse(read_file(path, "JSON"), path); }
+Value parse_file(const std::string& path) {
+  return parse(read_file(path, "JSON"), path);
+}
 
 }  // namespace echelon::json

@@ -19,11 +19,11 @@
 #include <string>
 #include <vector>
 
+#include <echelon/app/train.h>
 #include <echelon/base/error.h>
 #include <echelon/data/loader.h>
 #include <echelon/layers/models/registry.h>
 #include <echelon/parallel/engine.h>
-#include <echelon/app/train.h>
 
 using namespace echelon;
 
@@ -54,7 +54,7 @@ Cell parse_cell(const std::string& text) {
 }
 
 struct Sets {
-  app::DataBundle full;                   // whole train and test splits
+  app::DataBundle full;                        // whole train and test splits
   std::shared_ptr<data::Dataset> test_subset;  // the first `subset` test images
 };
 
@@ -107,9 +107,8 @@ void run(const Sets& sets, const Cell& cell, const Config& config) {
       fresh += batch->fresh;
       if (fresh < next_eval) continue;
       next_eval += config.eval_every;
-      accuracy =
-          app::evaluate(*engine, sets.test_subset, data.test_augment, 500, 1, Device::cpu())
-              .accuracy;
+      accuracy = app::evaluate(*engine, sets.test_subset, data.test_augment, 500, 1, Device::cpu())
+                     .accuracy;
       std::fprintf(stderr, "  e=%g %s seed=%llu: %lld fresh, %lld steps, test acc %.4f\n",
                    cell.factor, data::echo_placement_name(cell.placement),
                    static_cast<unsigned long long>(config.seed), static_cast<long long>(fresh),
@@ -125,8 +124,7 @@ void run(const Sets& sets, const Cell& cell, const Config& config) {
   const double full_accuracy =
       sets.test_subset == data.test
           ? accuracy
-          : app::evaluate(*engine, data.test, data.test_augment, 500, 1, Device::cpu())
-                .accuracy;
+          : app::evaluate(*engine, data.test, data.test_augment, 500, 1, Device::cpu()).accuracy;
   const double wall_s = std::chrono::duration<double>(Clock::now() - start).count();
   std::printf("| %g | %s | %llu | %s | %lld | %.4f | %.4f | %.0f |\n", cell.factor,
               data::echo_placement_name(cell.placement),

@@ -20,7 +20,6 @@
 #include <echelon/tensor/ops.h>
 #include <echelon/tensor/random.h>
 
-
 namespace {
 
 using namespace echelon;

@@ -15,9 +15,9 @@ void throw_cuda_error(cudaError_t err, const char* call, const char* file, int l
   // non-sticky "last error" keeps later messages about their own calls.
   cudaGetLastError();
   const char* slash = std::strrchr(file, '/');
-  throw Error(str("CUDA error in ", call, ": ", cudaGetErrorName(err), " (",
-                  cudaGetErrorString(err), ")"),
-              str(slash ? slash + 1 : file, ":", line));
+  throw Error(
+      str("CUDA error in ", call, ": ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ")"),
+      str(slash ? slash + 1 : file, ":", line));
 }
 
 bool read_sync_launches_env() {

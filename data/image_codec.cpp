@@ -49,16 +49,16 @@ namespace {
 constexpr int64_t kMaxPixels = int64_t{1} << 25;
 
 [[maybe_unused]] void check_dimensions(int64_t width, int64_t height, const std::string& source,
-                      const char* format) {
+                                       const char* format) {
   ECH_CHECK(width >= 1 && height >= 1, source, ": ", format, " header has invalid dimensions ",
             width, "x", height);
   ECH_CHECK(width * height <= kMaxPixels, source, ": ", format, " image of ", width, "x", height,
             " pixels exceeds the limit of ", kMaxPixels, " pixels");
 }
 
-// PNG chunk CRCs and the zlib checksum of the image data (stb_image checks neither): a damaged file must not be trained on. Walks
-// the chunks from the signature to IEND; names the chunk and its offset.
-// The image data (all IDAT chunks, one zlib stream) must inflate completely with a correct
+// PNG chunk CRCs and the zlib checksum of the image data (stb_image checks neither): a damaged file
+// must not be trained on. Walks the chunks from the signature to IEND; names the chunk and its
+// offset. The image data (all IDAT chunks, one zlib stream) must inflate completely with a correct
 // Adler-32: stb_image does not check it, so a damaged stream under a recomputed chunk CRC was
 // decoded (found by the diff_png target against libpng).
 [[maybe_unused]] void check_png_zlib(const std::vector<uint8_t>& idat, const std::string& source) {
@@ -75,8 +75,8 @@ constexpr int64_t kMaxPixels = int64_t{1} << 25;
     status = inflate(&stream, Z_NO_FLUSH);
   }
   ECH_CHECK(status == Z_STREAM_END, source, ": PNG image data (IDAT) is ",
-            status == Z_BUF_ERROR ? "truncated" : "corrupt", " (zlib: ",
-            stream.msg ? stream.msg : zError(status), ")");
+            status == Z_BUF_ERROR ? "truncated" : "corrupt",
+            " (zlib: ", stream.msg ? stream.msg : zError(status), ")");
 }
 
 [[maybe_unused]] void check_png_crcs(const std::vector<uint8_t>& bytes, const std::string& source) {
@@ -92,8 +92,8 @@ constexpr int64_t kMaxPixels = int64_t{1} << 25;
         crc32(crc32(0, nullptr, 0), bytes.data() + offset + 4, static_cast<uInt>(length + 4)));
     ECH_CHECK(stored == computed, source, ": PNG chunk '", type, "' at offset ", offset,
               " has a bad CRC (damaged file)");
-    if (type == "IDAT") idat.insert(idat.end(), bytes.data() + offset + 8,
-                                    bytes.data() + offset + 8 + length);
+    if (type == "IDAT")
+      idat.insert(idat.end(), bytes.data() + offset + 8, bytes.data() + offset + 8 + length);
     if (type == "IEND") {
       check_png_zlib(idat, source);
       return;

@@ -34,12 +34,12 @@ std::vector<uint8_t> read_file(const std::string& path) {
   size_t offset = 0;
   int member = 0;
   while (offset < raw.size()) {
-    ECH_CHECK(raw.size() - offset >= 2 && raw[offset] == 0x1f && raw[offset + 1] == 0x8b, "'",
-              path, "': ", raw.size() - offset, " bytes after gzip member ", member,
-              " at offset ", offset, " are not another gzip member (trailing garbage)");
+    ECH_CHECK(raw.size() - offset >= 2 && raw[offset] == 0x1f && raw[offset + 1] == 0x8b, "'", path,
+              "': ", raw.size() - offset, " bytes after gzip member ", member, " at offset ",
+              offset, " are not another gzip member (trailing garbage)");
     z_stream stream{};
-    ECH_CHECK(inflateInit2(&stream, 16 + MAX_WBITS) == Z_OK, "zlib: cannot start inflating '",
-              path, "'");
+    ECH_CHECK(inflateInit2(&stream, 16 + MAX_WBITS) == Z_OK, "zlib: cannot start inflating '", path,
+              "'");
     std::unique_ptr<z_stream, int (*)(z_streamp)> guard(&stream, &inflateEnd);
     stream.next_in = raw.data() + offset;
     stream.avail_in = static_cast<uInt>(std::min<size_t>(raw.size() - offset, 1u << 30));
@@ -51,16 +51,17 @@ std::vector<uint8_t> read_file(const std::string& path) {
       status = inflate(&stream, Z_NO_FLUSH);
       out.insert(out.end(), chunk, chunk + (sizeof(chunk) - stream.avail_out));
       // A member larger than 1 GiB of input is fed in slices.
-      if (status == Z_BUF_ERROR && stream.avail_in == 0 && stream.next_in < raw.data() + raw.size()) {
+      if (status == Z_BUF_ERROR && stream.avail_in == 0 &&
+          stream.next_in < raw.data() + raw.size()) {
         const size_t at = static_cast<size_t>(stream.next_in - raw.data());
         stream.avail_in = static_cast<uInt>(std::min<size_t>(raw.size() - at, 1u << 30));
         status = Z_OK;
       }
     }
     ECH_CHECK(status == Z_STREAM_END, "'", path, "': gzip stream is ",
-              status == Z_BUF_ERROR ? "truncated" : "corrupt", " in member ", member,
-              " at offset ", offset, " after ", out.size(), " decompressed bytes (zlib: ",
-              stream.msg ? stream.msg : zError(status), ")");
+              status == Z_BUF_ERROR ? "truncated" : "corrupt", " in member ", member, " at offset ",
+              offset, " after ", out.size(),
+              " decompressed bytes (zlib: ", stream.msg ? stream.msg : zError(status), ")");
     offset = static_cast<size_t>(stream.next_in - raw.data());
     ++member;
   }

@@ -2,7 +2,6 @@
 
 #include <cmath>
 
-
 #include <echelon/autograd/functions.h>
 #include <echelon/base/error.h>
 #include <echelon/tensor/ops.h>

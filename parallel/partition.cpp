@@ -15,10 +15,11 @@ std::vector<int64_t> parse_ppv(const std::string& text) {
   while (std::getline(stream, item, ',')) {
     ECH_CHECK(!item.empty(), "partition points '", text, "': empty entry (expected e.g. 2,5)");
     for (char c : item) {
-      ECH_CHECK(std::isdigit(static_cast<unsigned char>(c)), "partition points '", text, "': '", item,
-                "' is not a layer index");
+      ECH_CHECK(std::isdigit(static_cast<unsigned char>(c)), "partition points '", text, "': '",
+                item, "' is not a layer index");
     }
-    ECH_CHECK(item.size() < 10, "partition points '", text, "': layer index '", item, "' is too large");
+    ECH_CHECK(item.size() < 10, "partition points '", text, "': layer index '", item,
+              "' is too large");
     const int64_t cut = std::stoll(item);
     ECH_CHECK(cuts.empty() || cut > cuts.back(), "partition points '", text,
               "': cut points must rise strictly, got ", cut, " after ", cuts.back());

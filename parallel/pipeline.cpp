@@ -27,7 +27,8 @@ PipelineOptions PipelineOptions::single() {
 void PipelineOptions::validate() const {
   ECH_CHECK(partitions >= 1, "pipeline: partitions must be >= 1, got ", partitions);
   ECH_CHECK(micro_batches >= 1, "pipeline: micro_batches must be >= 1, got ", micro_batches);
-  ECH_CHECK(!(balance_auto && !ppv.empty()), "pipeline: explicit partition points (ppv) and balance_auto exclude each other");
+  ECH_CHECK(!(balance_auto && !ppv.empty()),
+            "pipeline: explicit partition points (ppv) and balance_auto exclude each other");
   if (!ppv.empty()) parse_ppv(ppv);
   if (schedule == ScheduleKind::Hybrid) hybrid_switch_epoch();
   ECH_CHECK(!single_device || (partitions == 1 && ppv.empty() && !balance_auto),

@@ -44,8 +44,8 @@ std::string schedule_names() {
 
 ScheduleKind parse_schedule(const std::string& text) {
   const std::optional<ScheduleKind> kind = find_schedule(text);
-  ECH_CHECK(kind.has_value(), "unknown pipeline schedule '", text,
-            "' (expected ", schedule_names(), ")");
+  ECH_CHECK(kind.has_value(), "unknown pipeline schedule '", text, "' (expected ", schedule_names(),
+            ")");
   return *kind;
 }
 

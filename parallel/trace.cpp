@@ -141,7 +141,8 @@ void TraceRecorder::write(const std::string& path) const {
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   std::error_code error;
   if (!parent.empty()) std::filesystem::create_directories(parent, error);
-  ECH_CHECK(!error, "trace '", path, "': cannot create the folder '", parent.string(), "': ", error.message());
+  ECH_CHECK(!error, "trace '", path, "': cannot create the folder '", parent.string(),
+            "': ", error.message());
   write_file_atomic(path, to_json() + "\n");
 }
 

@@ -221,6 +221,8 @@ void save(const std::string& path, const std::vector<std::pair<std::string, Tens
   write_file_atomic(path, serialize(tensors, metadata));
 }
 
-Contents load(const std::string& path) { return deserialize(read_file(path, "checkpoint"), path); }
+Contents load(const std::string& path) {
+  return deserialize(read_file(path, "checkpoint"), path);
+}
 
 }  // namespace echelon::safetensors

@@ -82,7 +82,7 @@ void add_train_options(CLI::App& cmd, TrainOptions& o, ScheduleFlag& schedule) {
 
 // With --resume, the options come from DIR/config.json; flags given explicitly override them.
 TrainOptions merge_resume(const CLI::App& cmd, const TrainOptions& given,
-                                    const ScheduleFlag& schedule) {
+                          const ScheduleFlag& schedule) {
   const std::string config_path = (std::filesystem::path(given.resume) / "config.json").string();
   ECH_CHECK(std::filesystem::exists(config_path), "--resume ", given.resume,
             ": no config.json there (not a run folder?)");

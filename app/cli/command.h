@@ -13,18 +13,18 @@ namespace echelon::app {
 struct Command {
   enum class Kind { Exit, Models, Train, Eval, Bench };
   Kind kind = Kind::Exit;
-  int exit_code = 0;  // Kind::Exit: --help and friends
-  std::string text;   // Kind::Exit: what to print on stdout
-  TrainOptions train;        // Kind::Train: merged with DIR/config.json on --resume
-  PipelineFlags pipeline;    // Kind::Train: finished (schedule, balance, validated)
-  EvalOptions eval;          // Kind::Eval
-  BenchCommand bench;        // Kind::Bench: finished (finish_bench_command)
+  int exit_code = 0;       // Kind::Exit: --help and friends
+  std::string text;        // Kind::Exit: what to print on stdout
+  TrainOptions train;      // Kind::Train: merged with DIR/config.json on --resume
+  PipelineFlags pipeline;  // Kind::Train: finished (schedule, balance, validated)
+  EvalOptions eval;        // Kind::Eval
+  BenchCommand bench;      // Kind::Bench: finished (finish_bench_command)
 };
 
-// Parses argv (argv[0] is the program name; an unknown subcommand is named, with the known ones) and, for `train`, routes --schedule, merges the
-// options of `--resume DIR` with DIR/config.json and finishes the pipeline flags. Does not touch
-// any run folder. Every bad flag, value or config.json throws echelon::Error (flag errors end
-// with "(see echelon --help)").
+// Parses argv (argv[0] is the program name; an unknown subcommand is named, with the known ones)
+// and, for `train`, routes --schedule, merges the options of `--resume DIR` with DIR/config.json
+// and finishes the pipeline flags. Does not touch any run folder. Every bad flag, value or
+// config.json throws echelon::Error (flag errors end with "(see echelon --help)").
 Command parse_command_line(int argc, const char* const* argv);
 
 }  // namespace echelon::app

@@ -46,8 +46,8 @@ inline void check_pipeline_flags_agree(const CLI::App& cmd, PipelineFlags& flags
   if (!o.ppv.empty()) {
     const int from_ppv = static_cast<int>(
         parse_flag("--ppv", [&] { return parallel::parse_ppv(o.ppv); }).size() + 1);
-    ECH_CHECK(cmd.count("--pipeline") == 0 || o.partitions == from_ppv, "--pipeline ",
-              o.partitions, " and --ppv ", o.ppv, " (", from_ppv, " partitions) disagree");
+    ECH_CHECK(cmd.count("--pipeline") == 0 || o.partitions == from_ppv, "--pipeline ", o.partitions,
+              " and --ppv ", o.ppv, " (", from_ppv, " partitions) disagree");
     o.partitions = from_ppv;
   }
   if (flags.enabled() || flags.balance_text == "auto") return;
@@ -55,7 +55,8 @@ inline void check_pipeline_flags_agree(const CLI::App& cmd, PipelineFlags& flags
     ECH_CHECK(cmd.count(flag) == 0, flag,
               " needs a pipeline: add --pipeline K (K >= 2), --ppv or --balance auto");
   // "sequential" is what a single device does anyway.
-  ECH_CHECK(!flags.schedule_given || flags.schedule_text == "sequential", "pipeline schedule '", flags.schedule_text,
+  ECH_CHECK(!flags.schedule_given || flags.schedule_text == "sequential", "pipeline schedule '",
+            flags.schedule_text,
             "' needs a pipeline: add --pipeline K (K >= 2), --ppv or --balance auto");
 }
 

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <vector>
 
-#include <echelon/tensor/cpu/im2col.h>
 #include <echelon/kernels/conv.h>
+#include <echelon/tensor/cpu/im2col.h>
 #include <echelon/tensor/cpu/matmul.h>
 
 namespace echelon::cpu {

@@ -13,8 +13,8 @@ namespace fs = std::filesystem;
 using echelon::test::check_usage_error;
 using echelon::test::kBinary;
 using echelon::test::run;
-using echelon::test::slurp;
 using echelon::test::Run;
+using echelon::test::slurp;
 using echelon::test::temp_dir;
 
 TEST_SUITE("cli") {
@@ -41,7 +41,7 @@ TEST_SUITE("cli") {
     check_usage_error("train --epochs ten", "--epochs");
     check_usage_error("train --no-such-flag", "--no-such-flag");
     check_usage_error("train --echo 0.3", "--echo");
-        check_usage_error("train --schedule frob", "pipeline: sequential, stale");
+    check_usage_error("train --schedule frob", "pipeline: sequential, stale");
     check_usage_error("train --schedule stale --schedule-pipeline gpipe", "disagree");
     check_usage_error("train --pipeline 2 --schedule-pipeline frob",
                       "--schedule-pipeline: unknown pipeline schedule 'frob'");
@@ -54,8 +54,9 @@ TEST_SUITE("cli") {
                       "--ppv: partition points '2,,5': empty entry");
     check_usage_error("train --data synthetic --device cpu --pipeline 2 --micro-batches 0",
                       "--micro-batches must be >= 1");
-    check_usage_error("train --data synthetic --device cpu --pipeline 2 --schedule hybrid --hybrid-switch -1",
-                      "--hybrid-switch: pipeline: hybrid_switch must be > 0");
+    check_usage_error(
+        "train --data synthetic --device cpu --pipeline 2 --schedule hybrid --hybrid-switch -1",
+        "--hybrid-switch: pipeline: hybrid_switch must be > 0");
   }
 
   TEST_CASE("conflicting or pointless pipeline flags are errors, not silently ignored") {
@@ -100,7 +101,8 @@ TEST_SUITE("cli") {
   TEST_CASE("a folder given as a checkpoint is named as a folder") {
     if (!fs::exists(kBinary)) return;
     const fs::path dir = temp_dir("checkpoint_dir");
-    check_usage_error("eval --checkpoint " + dir.string(), ": is a directory, not a checkpoint file");
+    check_usage_error("eval --checkpoint " + dir.string(),
+                      ": is a directory, not a checkpoint file");
   }
 
   TEST_CASE("--schedule takes a pipeline schedule as well as an LR schedule") {

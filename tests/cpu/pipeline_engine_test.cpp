@@ -469,7 +469,8 @@ TEST_SUITE("concurrency_pipeline") {
   TEST_CASE("bad options are rejected naming the option, never a command-line flag") {
     PipelineOptions options;
     options.micro_batches = 0;
-    CHECK_THROWS_WITH_AS(options.validate(), doctest::Contains("pipeline: micro_batches must be >= 1"), Error);
+    CHECK_THROWS_WITH_AS(options.validate(),
+                         doctest::Contains("pipeline: micro_batches must be >= 1"), Error);
     options = PipelineOptions();
     options.ppv = "3,1";
     CHECK_THROWS_WITH_AS(options.validate(), doctest::Contains("partition points '3,1'"), Error);

@@ -166,7 +166,7 @@ TEST_SUITE("tensor") {
 
   TEST_CASE("cuda tensors cannot exist without a usable device") {
     if (cuda_device_count() > 0) return;
-    // A CPU-only build says so; a CUDA build on a machine without a GPU names the missing device.
+      // A CPU-only build says so; a CUDA build on a machine without a GPU names the missing device.
 #if ECHELON_WITH_CUDA
     const char* expected = "does not exist";
 #else

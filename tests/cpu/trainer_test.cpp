@@ -8,12 +8,12 @@
 #include <iostream>
 #include <sstream>
 
+#include <echelon/app/checkpoint.h>
+#include <echelon/app/report.h>
+#include <echelon/app/train.h>
 #include <echelon/base/error.h>
 #include <echelon/base/file.h>
 #include <echelon/base/json.h>
-#include <echelon/app/report.h>
-#include <echelon/app/train.h>
-#include <echelon/app/checkpoint.h>
 #include <echelon/tensor/safetensors.h>
 
 using echelon::Error;
@@ -134,8 +134,7 @@ TEST_SUITE("trainer") {
     o.wd = 5e-4;
     o.echo = "2.5";
     o.seed = 123456789012345ull;
-    const app::TrainOptions back =
-        app::TrainOptions::from_json(json::parse(o.to_json().dump(2)));
+    const app::TrainOptions back = app::TrainOptions::from_json(json::parse(o.to_json().dump(2)));
     CHECK(back.to_json() == o.to_json());
     CHECK_THROWS_WITH_AS(app::TrainOptions::from_json(json::parse(R"({"epochs": "ten"})")),
                          doctest::Contains("config key \"epochs\""), Error);
@@ -316,8 +315,7 @@ TEST_SUITE("trainer") {
 
     // Another model's checkpoint.
     o.model = "resnet20";
-    CHECK_THROWS_WITH_AS(app::train(o, log), doctest::Contains("holds model \"lenet5\""),
-                         Error);
+    CHECK_THROWS_WITH_AS(app::train(o, log), doctest::Contains("holds model \"lenet5\""), Error);
     o.model = "lenet5";
     // Truncated.
     echelon::write_file_atomic(ckpt.string(), good.substr(0, good.size() / 2));
@@ -329,8 +327,7 @@ TEST_SUITE("trainer") {
     }
     // A valid safetensors file that is not a checkpoint.
     echelon::safetensors::save(ckpt.string(), {{"w", echelon::Tensor::ones({3})}});
-    CHECK_THROWS_WITH_AS(app::train(o, log), doctest::Contains("not an echelon checkpoint"),
-                         Error);
+    CHECK_THROWS_WITH_AS(app::train(o, log), doctest::Contains("not an echelon checkpoint"), Error);
     // Weights with the wrong shape for the recorded model.
     echelon::safetensors::Contents contents = echelon::safetensors::deserialize(good);
     for (auto& [name, tensor] : contents.tensors)

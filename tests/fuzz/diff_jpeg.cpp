@@ -2,8 +2,9 @@
 // image-folder data set can use, data/image_codec.cpp). Each follows the contract on its own.
 // When both accept, the dimensions must agree. Pixels within kMeanTolerance (mean absolute
 // difference, 0..255) are checked only with ECHELON_FUZZ_JPEG_PIXELS=1: fuzzing found legal files
-// the two decoders render far apart (IDCT saturation, upsampling), so it is not a CI contract. Acceptance itself may differ (stb has no arithmetic coding; libjpeg-turbo stops on
-// any warning), so a one-sided rejection is not a finding.
+// the two decoders render far apart (IDCT saturation, upsampling), so it is not a CI contract.
+// Acceptance itself may differ (stb has no arithmetic coding; libjpeg-turbo stops on any warning),
+// so a one-sided rejection is not a finding.
 #include "fuzz_common.h"
 
 #include <cmath>

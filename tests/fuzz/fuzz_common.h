@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>

@@ -46,7 +46,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fuzz::finding(std::string("a parsed value does not write back: ") + e.what());
   }
   try {
-    if (!(json::parse(written, "rewritten") == value)) fuzz::finding("dump/parse round trip differs");
+    if (!(json::parse(written, "rewritten") == value))
+      fuzz::finding("dump/parse round trip differs");
   } catch (const std::exception& e) {
     fuzz::finding(std::string("written JSON does not read back: ") + e.what());
   }
