@@ -86,15 +86,30 @@ void save_checkpoint(const std::string& path, const Sequential& model,
   safetensors::save(path, tensors, meta);
 }
 
-LoadedCheckpoint load_checkpoint(const std::string& path) {
-  const safetensors::Contents contents = safetensors::load(path);
-  const auto& meta = contents.metadata;
-  const auto format = meta.find("format");
-  ECH_CHECK(format != meta.end() && format->second == kCheckpointFormat, path,
-            ": not an echelon checkpoint (metadata \"format\" is not \"", kCheckpointFormat, "\")");
+namespace {
 
-  LoadedCheckpoint loaded;
-  CheckpointInfo& info = loaded.info;
+// The training history (per-epoch records and the step curve) stored as JSON metadata.
+void read_history(const safetensors::Metadata& meta, const std::string& path,
+                  CheckpointInfo& info) {
+  try {
+    // Named locals: a range-for over a temporary's member would dangle.
+    const json::Value history = meta_json(meta, "history", path);
+    const json::Value steps = meta_json(meta, "steps", path);
+    for (const json::Value& v : history.as_array())
+      info.history.push_back(EpochRecord::from_json(v));
+    for (const json::Value& v : steps.as_array()) {
+      const json::Array& p = v.as_array();
+      ECH_CHECK(p.size() == 3, "a step point has ", p.size(), " entries, expected 3");
+      info.steps.push_back({p[0].as_int(), p[1].as_double(), p[2].as_double()});
+    }
+  } catch (const Error& e) {
+    if (starts_with(e.message(), path)) throw;
+    ECH_FAIL(path, ": bad training history in the metadata: ", e.message());
+  }
+}
+
+CheckpointInfo read_info(const safetensors::Metadata& meta, const std::string& path) {
+  CheckpointInfo info;
   info.model = meta_at(meta, "model", path);
   info.dataset = meta_at(meta, "dataset", path);
   info.data_dir = meta_at(meta, "data_dir", path);
@@ -111,21 +126,7 @@ LoadedCheckpoint load_checkpoint(const std::string& path) {
   }
   info.wall_s = meta_json(meta, "wall_s", path).as_double();
   info.config = meta_json(meta, "config", path);
-  try {
-    // Named locals: a range-for over a temporary's member would dangle.
-    const json::Value history = meta_json(meta, "history", path);
-    const json::Value steps = meta_json(meta, "steps", path);
-    for (const json::Value& v : history.as_array())
-      info.history.push_back(EpochRecord::from_json(v));
-    for (const json::Value& v : steps.as_array()) {
-      const json::Array& p = v.as_array();
-      ECH_CHECK(p.size() == 3, "a step point has ", p.size(), " entries, expected 3");
-      info.steps.push_back({p[0].as_int(), p[1].as_double(), p[2].as_double()});
-    }
-  } catch (const Error& e) {
-    if (starts_with(e.message(), path)) throw;
-    ECH_FAIL(path, ": bad training history in the metadata: ", e.message());
-  }
+  read_history(meta, path, info);
   // Bounded before anything is built from them: a damaged num_classes (1e12) must not become an
   // allocation. The zoo's models are CIFAR/MNIST-scale (image_size 0 = the model's default).
   ECH_CHECK(
@@ -138,7 +139,20 @@ LoadedCheckpoint load_checkpoint(const std::string& path) {
       ", global_step ", info.global_step, ")");
   ECH_CHECK(static_cast<int64_t>(info.history.size()) == info.epoch, path, ": metadata records ",
             info.history.size(), " epochs of history but epoch = ", info.epoch);
+  return info;
+}
 
+}  // namespace
+
+LoadedCheckpoint load_checkpoint(const std::string& path) {
+  const safetensors::Contents contents = safetensors::load(path);
+  const auto& meta = contents.metadata;
+  const auto format = meta.find("format");
+  ECH_CHECK(format != meta.end() && format->second == kCheckpointFormat, path,
+            ": not an echelon checkpoint (metadata \"format\" is not \"", kCheckpointFormat, "\")");
+
+  LoadedCheckpoint loaded;
+  loaded.info = read_info(meta, path);
   for (const auto& [name, tensor] : contents.tensors) {
     if (starts_with(name, kOptimizerPrefix))
       loaded.optimizer_state.insert(name.substr(std::string(kOptimizerPrefix).size()), tensor);
@@ -150,8 +164,8 @@ LoadedCheckpoint load_checkpoint(const std::string& path) {
       epoch_tensor != nullptr && epoch_tensor->dtype() == kInt64 && epoch_tensor->numel() == 1,
       path, ": checkpoint lacks the int64 scalar tensor \"trainer.epoch\"");
   const int64_t saved_epoch = epoch_tensor->item<int64_t>();
-  ECH_CHECK(saved_epoch == info.epoch, path, ": tensor trainer.epoch = ", saved_epoch,
-            " disagrees with the metadata epoch ", info.epoch);
+  ECH_CHECK(saved_epoch == loaded.info.epoch, path, ": tensor trainer.epoch = ", saved_epoch,
+            " disagrees with the metadata epoch ", loaded.info.epoch);
   return loaded;
 }
 

@@ -22,21 +22,6 @@ Maker maker(const OpBenchOptions& o) {
   return Maker{Generator(o.seed), o.device};
 }
 
-double bytes_of(std::initializer_list<const Tensor*> tensors) {
-  double total = 0;
-  for (const Tensor* t : tensors) total += static_cast<double>(t->nbytes());
-  return total;
-}
-
-std::string shapes(const Shape& in, const Shape& out) {
-  return "input " + shape_str(in) + " -> output " + shape_str(out);
-}
-
-void need_rank(const OpBenchOptions& o, const Shape& input, size_t rank, const char* layout) {
-  ECH_CHECK(input.size() == rank, "bench op ", o.op, ": input must be ", layout, " (", rank,
-            " numbers), got ", input);
-}
-
 Conv2dGeometry conv_window(const OpBenchOptions& o) {
   Conv2dGeometry g;
   g.kernel_h = g.kernel_w = o.kernel > 0 ? o.kernel : 3;
@@ -188,6 +173,21 @@ BenchCase binary_case(const OpBenchOptions& o, const Shape& in) {
 }
 
 }  // namespace
+
+double bytes_of(std::initializer_list<const Tensor*> tensors) {
+  double total = 0;
+  for (const Tensor* t : tensors) total += static_cast<double>(t->nbytes());
+  return total;
+}
+
+std::string shapes(const Shape& in, const Shape& out) {
+  return "input " + shape_str(in) + " -> output " + shape_str(out);
+}
+
+void need_rank(const OpBenchOptions& o, const Shape& input, size_t rank, const char* layout) {
+  ECH_CHECK(input.size() == rank, "bench op ", o.op, ": input must be ", layout, " (", rank,
+            " numbers), got ", input);
+}
 
 // The rest of the table (softmax, losses, optimizer, reductions, shape, im2col, random).
 std::vector<BenchOpEntry> more_bench_ops();

@@ -4,11 +4,13 @@
 #pragma once
 
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
 #include <echelon/parallel/op_bench.h>
 #include <echelon/tensor/shape.h>
+#include <echelon/tensor/tensor.h>
 
 namespace echelon::parallel::detail {
 
@@ -31,5 +33,11 @@ struct BenchOpEntry {
 };
 
 const std::vector<BenchOpEntry>& bench_op_table();
+
+// Shared by the two halves of the table (op_bench_cases.cpp, op_bench_cases_more.cpp).
+double bytes_of(std::initializer_list<const Tensor*> tensors);  // their bytes, summed
+std::string shapes(const Shape& in, const Shape& out);          // "input [..] -> output [..]"
+// Throws naming the op when `input` does not have `rank` sizes (`layout`, e.g. "(N, C, H, W)").
+void need_rank(const OpBenchOptions& o, const Shape& input, size_t rank, const char* layout);
 
 }  // namespace echelon::parallel::detail

@@ -12,21 +12,6 @@ Tensor random_values(const OpBenchOptions& o, Generator& gen, const Shape& shape
   return ops::add(ops::rand(shape, gen, kFloat32, o.device), -0.5);
 }
 
-double bytes_of(std::initializer_list<const Tensor*> tensors) {
-  double total = 0;
-  for (const Tensor* t : tensors) total += static_cast<double>(t->nbytes());
-  return total;
-}
-
-std::string shapes(const Shape& in, const Shape& out) {
-  return "input " + shape_str(in) + " -> output " + shape_str(out);
-}
-
-void need_rank(const OpBenchOptions& o, const Shape& input, size_t rank, const char* layout) {
-  ECH_CHECK(input.size() == rank, "bench op ", o.op, ": input must be ", layout, " (", rank,
-            " numbers), got ", input);
-}
-
 template <bool kLog>
 BenchCase softmax_case(const OpBenchOptions& o, const Shape& in) {
   need_rank(o, in, 2, "N,C");
