@@ -49,6 +49,7 @@ std::vector<data::Batch> ModelInput::make_batches(Device device, int count) cons
   for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<int64_t>(i) % classes;
   const Tensor label_tensor = Tensor::from_vector(labels, {batch_size}).to(device);
   std::vector<data::Batch> batches;
+  batches.reserve(static_cast<size_t>(std::max(count, 0)));
   for (int i = 0; i < count; ++i)
     batches.push_back(
         {ops::randn(image_shape(), gen, kFloat32, device), label_tensor, batch_size, i});

@@ -66,7 +66,7 @@ class ImplSettings {
 };
 
 std::vector<std::string> chosen_impls(const OpBenchOptions& o) {
-  const std::vector<std::string> available = op_impls(o.op, o.device);
+  std::vector<std::string> available = op_impls(o.op, o.device);
   if (o.impls.empty()) return available;
   for (const std::string& impl : o.impls)
     ECH_CHECK(std::find(available.begin(), available.end(), impl) != available.end(),
