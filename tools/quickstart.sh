@@ -18,9 +18,10 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DECHELON_CUDA
 cmake --build "$build" --target echelon_cli -j "$(nproc)"
 
 out=${OUT:-runs/quickstart-lenet5}
-# --device auto picks cuda:0 when a GPU is usable, else the CPU.
+# --device auto picks cuda:0 when a GPU is usable, else the CPU. --overwrite: a rerun of the quick
+# start replaces its own earlier run.
 "$build/echelon" train --model lenet5 --data fashion-mnist --epochs "${EPOCHS:-10}" \
-    --batch-size 64 --lr 0.01 --momentum 0.9 --device auto --out "$out"
+    --batch-size 64 --lr 0.01 --momentum 0.9 --device auto --out "$out" --overwrite
 
 acc=$(python3 -c "import json,sys; print('%.2f%%' % (100*json.load(open(sys.argv[1]))['final_test_acc']))" \
       "$out/summary.json" 2>/dev/null || grep -o '"final_test_acc": [0-9.]*' "$out/summary.json")
