@@ -7,8 +7,6 @@ namespace echelon::parallel::detail {
 
 namespace {
 
-constexpr double kF32 = 4;  // bytes per float32
-
 // Random float32 values in [-0.5, 0.5) on the benchmark's device (never zeros: no fast paths).
 struct Maker {
   Generator gen;

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include <echelon/cuda/launch.h>
+#include <echelon/kernels/cast.h>
 
 namespace echelon::cuda {
 namespace {
@@ -142,7 +143,7 @@ template <typename Src, typename Dst>
 __global__ void copy_cast_kernel(const Src* src, StridedIndexer src_ix, Dst* dst,
                                  StridedIndexer dst_ix, int64_t n) {
   for (int64_t i = grid_start(); i < n; i += grid_step())
-    dst[strided_offset(dst_ix, i)] = static_cast<Dst>(src[strided_offset(src_ix, i)]);
+    dst[strided_offset(dst_ix, i)] = cast_value<Dst>(src[strided_offset(src_ix, i)]);
 }
 
 template <typename T>

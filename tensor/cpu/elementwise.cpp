@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include <echelon/base/error.h>
+#include <echelon/kernels/cast.h>
 
 namespace echelon::cpu {
 namespace {
@@ -137,7 +138,7 @@ void arange(T* out, int64_t n) {
 template <typename Src, typename Dst>
 void copy_cast(const Src* src, StridedIndexer src_ix, Dst* dst, StridedIndexer dst_ix, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
-    dst[strided_offset(dst_ix, i)] = static_cast<Dst>(src[strided_offset(src_ix, i)]);
+    dst[strided_offset(dst_ix, i)] = cast_value<Dst>(src[strided_offset(src_ix, i)]);
 }
 
 template <typename T>

@@ -1,6 +1,7 @@
 // Tensor core: factories, metadata, views and strides, copies, casts, dtype/device/shape helpers.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -156,6 +157,12 @@ TEST_SUITE("tensor") {
     const Tensor x = Tensor::from_vector<double>({1.75, -2.5, 3.0, 200.9}, {4});
     CHECK(x.to(kInt32).to_vector<int32_t>() == std::vector<int32_t>{1, -2, 3, 200});
     CHECK(x.to(kUInt8).to_vector<uint8_t>()[3] == 200);
+    // Values an integer type cannot hold are defined (kernels/cast.h): truncate into int64, wrap.
+    CHECK(x.to(kUInt8).to_vector<uint8_t>()[1] == 254);
+    const Tensor odd = Tensor::from_vector<double>({std::nan(""), 1e30, -1e30, 3e9}, {4});
+    CHECK(odd.to(kInt64).to_vector<int64_t>() ==
+          std::vector<int64_t>{0, INT64_MAX, INT64_MIN, 3000000000});
+    CHECK(odd.to(kInt32).to_vector<int32_t>()[3] == static_cast<int32_t>(int64_t{3000000000}));
     CHECK(x.to(kFloat32).to_vector<float>()[0] == 1.75f);
     CHECK(x.to(kFloat64).same(x));
     const Tensor strided = random_tensor({4, 5}, 7).transpose(0, 1).to(kFloat32);

@@ -1,0 +1,29 @@
+// Element casts shared by the CPU twin (tensor/cpu/elementwise.cpp) and the CUDA kernel
+// (cuda/kernels/elementwise.cu), so both give the same answer for every value.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include <echelon/base/op_kinds.h>
+
+namespace echelon {
+
+// static_cast<Dst>(v), except that a floating value an integer type cannot hold (a negative
+// value into uint8, 1e10 into int32, NaN) is undefined behaviour in C++ and differs between CPU
+// and GPU. Defined here as PyTorch's CPU does in practice: truncate towards zero into int64, then
+// wrap to the target's width (-2.5 -> uint8 254); NaN becomes 0, beyond int64 saturates.
+template <typename Dst, typename Src>
+ECH_HD Dst cast_value(Src v) {
+  if constexpr (std::is_floating_point_v<Src> && std::is_integral_v<Dst>) {
+    constexpr double kInt64Limit = 9223372036854775808.0;  // 2^63
+    if (!(v == v)) return Dst(0);
+    if (static_cast<double>(v) >= kInt64Limit) return static_cast<Dst>(INT64_MAX);
+    if (static_cast<double>(v) < -kInt64Limit) return static_cast<Dst>(INT64_MIN);
+    return static_cast<Dst>(static_cast<int64_t>(v));
+  } else {
+    return static_cast<Dst>(v);
+  }
+}
+
+}  // namespace echelon
