@@ -9,23 +9,18 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/temp_dir.h"
+
 #include <echelon/base/error.h>
 #include <echelon/data/dataset.h>
 #include <echelon/data/image_codec.h>
 
 namespace fs = std::filesystem;
+using echelon::test::temp_dir;
 using namespace echelon;
 using namespace echelon::data;
 
 namespace {
-
-fs::path temp_dir(const std::string& name) {
-  const char* root = std::getenv("ECHELON_TEST_TMP");
-  fs::path dir = fs::path(root ? root : fs::temp_directory_path().string()) / ("data_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
 
 void put_be32(std::vector<uint8_t>& out, uint32_t v) {
   for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<uint8_t>(v >> shift));

@@ -7,23 +7,18 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/temp_dir.h"
+
 #include <echelon/base/error.h>
 #include <echelon/data/image_codec.h>
 #include <echelon/data/registry.h>
 
 namespace fs = std::filesystem;
+using echelon::test::temp_dir;
 using namespace echelon;
 using namespace echelon::data;
 
 namespace {
-
-fs::path temp_dir(const std::string& name) {
-  const char* root = std::getenv("ECHELON_TEST_TMP");
-  fs::path dir = fs::path(root ? root : fs::temp_directory_path().string()) / ("registry_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
 
 // `records` CIFAR-10 records: label i % 10, pixel bytes (i + offset) & 0xFF.
 void write_cifar(const fs::path& path, int records) {
@@ -67,7 +62,7 @@ TEST_SUITE("dataset_registry") {
     CHECK(m.train_augment.mean == std::vector<float>{0.1307f});
     CHECK(m.test_augment.std == std::vector<float>{0.3081f});
     CHECK_THROWS_WITH_AS(load_dataset("mnist", temp_dir("no_mnist").string()),
-                         doctest::Contains("registry_no_mnist/train-images-idx3-ubyte"), Error);
+                         doctest::Contains("no_mnist/train-images-idx3-ubyte"), Error);
   }
 
   TEST_CASE("cifar10: 3 channels, crop and flip for training only, CHW pixels as stored") {

@@ -8,6 +8,8 @@
 #include <iostream>
 #include <sstream>
 
+#include "tests/support/temp_dir.h"
+
 #include <echelon/app/checkpoint.h>
 #include <echelon/app/report.h>
 #include <echelon/app/train.h>
@@ -18,19 +20,11 @@
 
 using echelon::Error;
 namespace fs = std::filesystem;
+using echelon::test::temp_dir;
 namespace json = echelon::json;
 namespace app = echelon::app;
 
 namespace {
-
-fs::path temp_dir(const std::string& name) {
-  const char* root = std::getenv("ECHELON_TEST_TMP");
-  fs::path dir = fs::path(root ? root : fs::temp_directory_path().string()) /
-                 ("trainer_test_" + std::to_string(::getpid())) / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
 
 bool have_fashion_mnist() {
   return fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");

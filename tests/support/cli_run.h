@@ -13,19 +13,11 @@
 #include <sstream>
 #include <string>
 
+#include "tests/support/temp_dir.h"
+
 namespace echelon::test {
 
 namespace fs = std::filesystem;
-
-// A fresh folder under $ECHELON_TEST_TMP (or the system's) for this process and `name`.
-inline fs::path temp_dir(const std::string& name) {
-  const char* root = std::getenv("ECHELON_TEST_TMP");
-  fs::path dir = fs::path(root ? root : fs::temp_directory_path().string()) /
-                 ("cli_test_" + std::to_string(::getpid())) / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
 
 inline const fs::path kBinary = fs::path(ECHELON_BINARY_DIR) / "echelon";
 
