@@ -41,6 +41,15 @@ std::vector<int64_t> idx_header(const std::vector<uint8_t>& bytes, const std::st
   // before it is multiplied further, so it never exceeds 2^63 (a header whose dims multiply past
   // int64 used to wrap to a small number and pass).
   const auto size = static_cast<int64_t>(bytes.size());
+  // An empty set (count 0) needs no payload, but its item dims still become a tensor shape: a
+  // count-0 header with 2^32 x 2^32 items must fail here, naming the file, not in the allocator.
+  constexpr int64_t kMaxItemBytes = int64_t{1} << 31;
+  int64_t item_bytes = 1;
+  for (int d = 1; d < rank; ++d) {
+    item_bytes *= dims[d];
+    ECH_CHECK(item_bytes <= kMaxItemBytes, "IDX ", what, " file '", path, "': dims ", dims,
+              " make one item larger than 2 GiB (corrupt header, dims at offset 8)");
+  }
   int64_t payload = 1;
   for (int d = 0; d < rank; ++d) {
     ECH_CHECK(dims[d] > 0 || (d == 0 && dims[d] == 0), "IDX ", what, " file '", path, "': dim ", d,

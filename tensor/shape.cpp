@@ -6,9 +6,22 @@
 
 namespace echelon {
 
+namespace {
+
+// a * b, or an error naming the shape when it does not fit int64 (a corrupt file header can ask
+// for 2^32 x 2^32 elements; wrapping would give a small, wrong size).
+int64_t checked_product(int64_t a, int64_t b, const Shape& shape) {
+  int64_t product = 0;
+  ECH_CHECK(!__builtin_mul_overflow(a, b, &product), "shape ", shape,
+            " has more elements than int64 can count");
+  return product;
+}
+
+}  // namespace
+
 int64_t shape_numel(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  for (int64_t s : shape) n = checked_product(n, s, shape);
   return n;
 }
 
@@ -17,7 +30,7 @@ Strides contiguous_strides(const Shape& shape) {
   int64_t running = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     strides[i] = running;
-    running *= std::max<int64_t>(shape[i], 1);
+    running = checked_product(running, std::max<int64_t>(shape[i], 1), shape);
   }
   return strides;
 }

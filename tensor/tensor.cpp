@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <sstream>
 
 #include <echelon/tensor/ops.h>
@@ -21,7 +22,11 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, bool pinned
   ECH_CHECK(!(pinned && device.is_cuda()),
             "Tensor::empty: pinned memory is host memory, but device is ", device.to_string());
   auto impl = std::make_shared<TensorImpl>();
-  const size_t nbytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  const int64_t numel = shape_numel(shape);
+  ECH_CHECK(numel <= std::numeric_limits<int64_t>::max() / dtype_size(dtype),
+            "Tensor::empty: shape ", shape, " of ", dtype_name(dtype),
+            " needs more bytes than int64 can count");
+  const size_t nbytes = static_cast<size_t>(numel) * dtype_size(dtype);
   impl->storage = std::make_shared<Storage>(nbytes, allocator_for(device, pinned), pinned);
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);

@@ -12,6 +12,8 @@
 # DIR/fuzz-corpus/<target>, which is merged (minimised) at the end. Findings (crash-*, timeout-*,
 # oom-*, leak-*) land in DIR/fuzz-findings/<target>/: add the input to tests/fuzz/corpus/<target>/
 # as crash-<what> once the parser is fixed, so the replay test keeps it fixed.
+# FUZZ_SEED=N fixes libFuzzer's random seed (CI does, so a run is reproducible and a finding is
+# not a coin toss between two CI runs of the same commit; local campaigns keep a fresh seed).
 # Prints per target: CPU-seconds, execs, execs/s, corpus size, new inputs, coverage, findings.
 # Exits 1 when any target has a finding.
 set -euo pipefail
@@ -106,13 +108,14 @@ run_one() {  # target seconds
   local t=$1 s=$2 build=$3
   local work="$build/fuzz-corpus/$t" findings="$build/fuzz-findings/$t"
   mkdir -p "$work" "$findings"
-  local dict=()
+  local dict=() seed=()
+  [ -n "${FUZZ_SEED:-}" ] && seed=(-seed="$FUZZ_SEED")
   [ "${4:--}" != - ] && dict=(-dict="tests/fuzz/dicts/$4.dict")
   # -timeout 2 s per input, 512 MB per allocation, 1 GB RSS (issue 16's budget); the seeds are
   # read, new inputs go to the working corpus.
   ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   "$build/fuzz/fuzz_$t" -max_total_time="$s" -timeout=2 -rss_limit_mb=1024 -malloc_limit_mb=512 \
-    -max_len=65536 -print_final_stats=1 -artifact_prefix="$findings/" "${dict[@]}" \
+    -max_len=65536 -print_final_stats=1 -artifact_prefix="$findings/" "${dict[@]}" "${seed[@]}" \
     "$work" "tests/fuzz/corpus/$t" >"$build/fuzz-logs/$t.log" 2>&1 || true
   # Minimise: keep only inputs that add coverage.
   local merged="$build/fuzz-corpus/$t.merged"

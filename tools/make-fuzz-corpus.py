@@ -69,6 +69,9 @@ def idx_seeds():
           struct.pack(">IIII", 0x803, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF) + b"\0" * 16 + SEP + labels)
     write("idx", "dims-overflow-to-zero",
           struct.pack(">IIII", 0x803, 0x10000, 0x10000, 0x10000) + b"\0" * 16 + SEP + labels)
+    # Found by fuzz_idx in CI: zero items of 2^32 x 2^32 pixels overflowed the tensor shape.
+    write("idx", "empty-set-huge-items",
+          struct.pack(">IIII", 0x803, 0, 0xFFFFFF7F, 0xA70000FF) + SEP + idx_labels([]))
     write("idx", "label-out-of-range", images + SEP + idx_labels([0, 200, 4]))
     write("idx", "count-mismatch", images + SEP + idx_labels([0, 1]))
     write("idx", "truncated-images", images[:-7] + SEP + labels)

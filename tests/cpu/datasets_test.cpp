@@ -135,6 +135,16 @@ TEST_SUITE("datasets") {
     CHECK(message.find("incorrect data check") != std::string::npos);
 
     CHECK(load_error(dir.string(), lab).find("error reading") != std::string::npos);
+
+    // Found by fuzz_idx: zero images of 4294967167 x 2801795071 pixels used to reach the tensor
+    // shape and overflow int64 there (undefined behaviour) instead of failing on the header.
+    const std::vector<uint8_t> empty_huge = {0,    0,    8,    3,    0,    0,    0,    0,
+                                             0xFF, 0xFF, 0xFF, 0x7F, 0xA7, 0x00, 0x00, 0xFF};
+    write_file(img, empty_huge);
+    write_file(lab, {0, 0, 8, 1, 0, 0, 0, 0});
+    message = load_error(img, lab);
+    CHECK(message.find("larger than 2 GiB") != std::string::npos);
+    CHECK(message.find(img) != std::string::npos);
   }
 
   TEST_CASE("a multi-member gzip file (cat a.gz b.gz) is read whole") {

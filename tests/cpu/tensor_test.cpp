@@ -206,6 +206,13 @@ TEST_SUITE("tensor") {
                          Error);
     CHECK(contiguous_strides({2, 3, 4}) == Strides{12, 4, 1});
     CHECK(shape_numel({2, 0, 4}) == 0);
+    const int64_t big = int64_t{1} << 40;
+    CHECK_THROWS_WITH_AS(shape_numel({big, big}), doctest::Contains("more elements than int64"),
+                         Error);
+    CHECK_THROWS_WITH_AS(contiguous_strides({0, big, big}),
+                         doctest::Contains("more elements than int64"), Error);
+    CHECK_THROWS_WITH_AS(Tensor::empty({int64_t{1} << 61}, kFloat64),
+                         doctest::Contains("more bytes than int64"), Error);
     CHECK(shape_str({2, 3}) == "[2, 3]");
     CHECK(std::string(name(UnaryOp::Sigmoid)) == "sigmoid");
     CHECK(std::string(name(BinaryOp::Pow)) == "pow");
