@@ -81,6 +81,7 @@ void save_checkpoint(const std::string& path, const Sequential& model,
       {"wall_s", json::Value(info.wall_s).dump()},
       {"config", info.config.dump()},
       {"history", history.dump()},
+      {"history_epoch_base", "1"},
       {"steps", steps.dump()},
   };
   safetensors::save(path, tensors, meta);
@@ -95,8 +96,9 @@ void read_history(const safetensors::Metadata& meta, const std::string& path,
     // Named locals: a range-for over a temporary's member would dangle.
     const json::Value history = meta_json(meta, "history", path);
     const json::Value steps = meta_json(meta, "steps", path);
+    const int64_t epoch_base = meta.count("history_epoch_base") ? 1 : 0;
     for (const json::Value& v : history.as_array())
-      info.history.push_back(EpochRecord::from_json(v));
+      info.history.push_back(EpochRecord::from_json(v, epoch_base));
     for (const json::Value& v : steps.as_array()) {
       const json::Array& p = v.as_array();
       ECH_CHECK(p.size() == 3, "a step point has ", p.size(), " entries, expected 3");

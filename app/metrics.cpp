@@ -98,7 +98,7 @@ void MetricsWriter::write(const json::Value& record) {
 json::Value EpochRecord::to_json() const {
   return json::Value::object()
       .set("type", "epoch")
-      .set("epoch", epoch)
+      .set("epoch", epoch + 1)
       .set("global_step", global_step)
       .set("lr", lr)
       .set("train_loss", train_loss)
@@ -112,9 +112,11 @@ json::Value EpochRecord::to_json() const {
       .set("images_per_s", images_per_s);
 }
 
-EpochRecord EpochRecord::from_json(const json::Value& v) {
+EpochRecord EpochRecord::from_json(const json::Value& v, int64_t epoch_base) {
   EpochRecord r;
-  r.epoch = v.at("epoch").as_int();
+  r.epoch = v.at("epoch").as_int() - epoch_base;
+  ECH_CHECK(r.epoch >= 0, v.at("epoch").where(), ": epoch ", r.epoch + epoch_base,
+            " (epochs count from ", epoch_base, ")");
   r.global_step = v.at("global_step").as_int();
   r.lr = v.at("lr").as_double();
   r.train_loss = v.at("train_loss").as_double();

@@ -79,8 +79,11 @@ struct EpochRecord {
   double images_per_s = 0;  // train_images / train_s
   int64_t global_step = 0;  // optimizer steps done after this epoch
 
-  json::Value to_json() const;  // {"type":"epoch", ...}
-  static EpochRecord from_json(const json::Value& v);
+  // {"type":"epoch", "epoch": N, ...}: in files epochs count from 1, as the console and
+  // summary.json's best_epoch do. from_json reads `epoch_base`-based numbers (checkpoints written
+  // before epoch_base was recorded count from 0).
+  json::Value to_json() const;
+  static EpochRecord from_json(const json::Value& v, int64_t epoch_base = 1);
 };
 
 // A sampled training-loss point for the loss curve.

@@ -44,7 +44,8 @@ json::Value TrainOptions::to_json() const {
       .set("echo-at", echo_at)
       .set("shuffle-buffer", shuffle_buffer)
       .set("workers", workers)
-      .set("log-every", log_every);
+      .set("log-every", log_every)
+      .set("engine", engine);
 }
 
 TrainOptions TrainOptions::from_json(const json::Value& v) {
@@ -89,6 +90,10 @@ TrainOptions TrainOptions::from_json(const json::Value& v) {
   with("shuffle-buffer", [&](const json::Value& f) { o.shuffle_buffer = f.as_int(); });
   with("workers", [&](const json::Value& f) { o.workers = static_cast<int>(f.as_int()); });
   with("log-every", [&](const json::Value& f) { o.log_every = f.as_int(); });
+  with("engine", [&](const json::Value& f) {
+    ECH_CHECK(f.is_object(), "expected an object of pipeline flags");
+    o.engine = f;
+  });
   return o;
 }
 

@@ -68,8 +68,8 @@ std::string diagnose_nonfinite(Sequential& model, const Tensor& images) {
   return "every layer's output is finite; the loss itself overflowed";
 }
 
-// Keeps only the records of epochs before `first_epoch` (a resumed run rewrites the rest).
-void truncate_metrics(const std::string& path, int64_t first_epoch) {
+// Keeps only the records of the first `epochs_done` epochs (a resumed run rewrites the rest).
+void truncate_metrics(const std::string& path, int64_t epochs_done) {
   std::ifstream in(path);
   if (!in.good()) return;
   std::string kept, line;
@@ -78,7 +78,7 @@ void truncate_metrics(const std::string& path, int64_t first_epoch) {
     try {
       const json::Value record = json::parse(line, path);
       const json::Value* epoch = record.find("epoch");
-      if (epoch && epoch->as_int() < first_epoch) kept += line + "\n";
+      if (epoch && epoch->as_int() <= epochs_done) kept += line + "\n";  // numbered from 1
     } catch (const Error&) {
       // A line torn by the interruption: dropped, the resumed run writes it again.
     }
@@ -272,7 +272,10 @@ void TrainingRun::build_model(const EngineFactory& factory) {
   engine_ = factory ? factory(model_, sgd, device_)
                     : parallel::make_single_device_engine(model_, sgd, device_);
   ECH_CHECK(engine_ != nullptr, "train: the engine factory returned no engine");
-  if (!options_.resume.empty()) engine_->load_optimizer_state(resumed.optimizer_state);
+  if (!options_.resume.empty()) {
+    engine_->load_optimizer_state(resumed.optimizer_state);
+    engine_->continue_after_epochs(static_cast<int>(info_.epoch));
+  }
 }
 
 // The run folder: config.json, and metrics.jsonl cut back to the epochs the checkpoint holds.
@@ -381,7 +384,7 @@ void TrainingRun::account(const parallel::StepStats& stats, int64_t epoch, int64
   const double elapsed = seconds_since(epoch_start);
   metrics_.write(json::Value::object()
                      .set("type", "step")
-                     .set("epoch", epoch)
+                     .set("epoch", epoch + 1)
                      .set("step", step)
                      .set("global_step", global_step_)
                      .set("lr", totals.lr)

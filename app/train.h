@@ -69,6 +69,10 @@ struct TrainOptions {
   std::string progress = "auto";  // auto | bar | lines | none
   // Testing aid: stop (as if interrupted) after this many epochs; 0 = run all.
   int64_t stop_after_epoch = 0;
+  // The engine's flags (--pipeline, --ppv, --schedule-pipeline, ...; app/cli/pipeline_flags.h
+  // writes and reads them), saved in config.json as the object "engine" so that --resume
+  // continues with the same engine.
+  json::Value engine = json::Value::object();
 
   json::Value to_json() const;  // keys are the CLI flag names without "--"
   // Reads back to_json()'s object; missing keys keep defaults; errors name the key.

@@ -76,6 +76,10 @@ class StepEngine {
   virtual StateDict optimizer_state() const = 0;
   // Restores it; throws echelon::Error naming the key when a name or shape does not match.
   virtual void load_optimizer_state(const StateDict& state) = 0;
+  // On --resume: the run already finished `epochs_done` epochs. Engines whose behaviour depends on
+  // the epoch (the hybrid pipeline switches to sequential at an epoch) continue where it stopped;
+  // call before the first train_step.
+  virtual void continue_after_epochs(int epochs_done) { (void)epochs_done; }
   // Engine-specific block for summary.json (pipeline: per-partition busy/idle, staleness, ...);
   // null when there is nothing to add.
   virtual json::Value report() const = 0;

@@ -269,6 +269,13 @@ StepStats PipelineEngine::finish_epoch() {
   return collect(current_ == ScheduleKind::GPipe);
 }
 
+void PipelineEngine::continue_after_epochs(int epochs_done) {
+  ECH_CHECK(!started(), "pipeline: continue_after_epochs must come before the first step");
+  epochs_done_ = epochs_done;
+  if (options_.schedule == ScheduleKind::Hybrid && epochs_done_ >= options_.hybrid_switch_epoch())
+    current_ = ScheduleKind::Sequential;
+}
+
 Tensor PipelineEngine::predict(const Tensor& images) {
   check_alive();
   if (!started()) start(images);

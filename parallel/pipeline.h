@@ -63,6 +63,7 @@ class PipelineEngine : public StepEngine {
   std::string name() const override;
   StepStats train_step(const data::Batch& batch) override;
   StepStats finish_epoch() override;
+  void continue_after_epochs(int epochs_done) override;
   void set_lr(double lr) override { lr_ = lr; }
   Sequential& model() override { return *model_; }
   Tensor predict(const Tensor& images) override;

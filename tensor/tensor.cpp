@@ -23,7 +23,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, bool pinned
             "Tensor::empty: pinned memory is host memory, but device is ", device.to_string());
   auto impl = std::make_shared<TensorImpl>();
   const int64_t numel = shape_numel(shape);
-  ECH_CHECK(numel <= std::numeric_limits<int64_t>::max() / dtype_size(dtype),
+  ECH_CHECK(numel <= std::numeric_limits<int64_t>::max() / static_cast<int64_t>(dtype_size(dtype)),
             "Tensor::empty: shape ", shape, " of ", dtype_name(dtype),
             " needs more bytes than int64 can count");
   const size_t nbytes = static_cast<size_t>(numel) * dtype_size(dtype);

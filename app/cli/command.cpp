@@ -90,6 +90,7 @@ TrainOptions merge_resume(const CLI::App& cmd, const TrainOptions& given,
   ECH_CHECK(merged.is_object(), config_path, ": expected a JSON object");
   const json::Value flags = given.to_json();
   for (const auto& [key, value] : flags.as_object()) {
+    if (key == "engine") continue;  // the pipeline flags: restore_pipeline_flags
     const bool given_flag = key == "schedule"
                                 ? cmd.count("--lr-schedule") > 0 || schedule.sets_lr_schedule
                                 : cmd.count("--" + key) > 0;
@@ -174,10 +175,12 @@ Command parse_command_line(int argc, const char* const* argv) {
   }
   command.kind = Command::Kind::Train;
   route_schedule_flag(*train_cmd, schedule_flag, command.train, command.pipeline);
-  if (!command.train.resume.empty())
+  if (!command.train.resume.empty()) {
     command.train = merge_resume(*train_cmd, command.train, schedule_flag);
-  // Pipeline flags are not stored in config.json: a resumed pipelined run passes them again.
+    restore_pipeline_flags(*train_cmd, command.train.engine, command.pipeline);
+  }
   finish_pipeline_options(*train_cmd, command.pipeline, static_cast<int>(command.train.epochs));
+  command.train.engine = pipeline_flags_to_json(command.pipeline);
   return command;
 }
 

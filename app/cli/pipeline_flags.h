@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include <echelon/app/flags.h>
+#include <echelon/base/json.h>
 #include <echelon/parallel/partition.h>
 #include <echelon/parallel/pipeline.h>
 
@@ -58,6 +59,52 @@ inline void check_pipeline_flags_agree(const CLI::App& cmd, PipelineFlags& flags
   ECH_CHECK(!flags.schedule_given || flags.schedule_text == "sequential", "pipeline schedule '",
             flags.schedule_text,
             "' needs a pipeline: add --pipeline K (K >= 2), --ppv or --balance auto");
+}
+
+// The flags as config.json's "engine" object (keys: the flag names without "--"). The trace path
+// is an output of this invocation, not a property of the run, and is not saved.
+inline json::Value pipeline_flags_to_json(const PipelineFlags& flags) {
+  const parallel::PipelineOptions& o = flags.options;
+  return json::Value::object()
+      .set("pipeline", o.partitions)
+      .set("ppv", o.ppv)
+      .set("balance", flags.balance_text)
+      .set("schedule-pipeline", flags.schedule_text)
+      .set("micro-batches", o.micro_batches)
+      .set("hybrid-switch", o.hybrid_switch)
+      .set("predict-weights", o.predict_weights);
+}
+
+// On --resume: each flag not given again takes its value from the run's config.json ("engine",
+// read by TrainOptions::from_json), so a pipelined run resumes pipelined. The partition flags
+// (--pipeline, --ppv, --balance) go together: giving any one of them replaces all three.
+inline void restore_pipeline_flags(const CLI::App& cmd, const json::Value& saved,
+                                   PipelineFlags& flags) {
+  parallel::PipelineOptions& o = flags.options;
+  auto restore = [&](const char* key, bool given, auto&& assign) {
+    const json::Value* value = saved.find(key);
+    if (given || !value) return;
+    try {
+      assign(*value);
+    } catch (const Error& e) {
+      ECH_FAIL("config.json: engine key \"", key, "\": ", e.message());
+    }
+  };
+  const bool partition_given =
+      cmd.count("--pipeline") + cmd.count("--ppv") + cmd.count("--balance") > 0;
+  restore("pipeline", partition_given,
+          [&](const json::Value& v) { o.partitions = static_cast<int>(v.as_int()); });
+  restore("ppv", partition_given, [&](const json::Value& v) { o.ppv = v.as_string(); });
+  restore("balance", partition_given,
+          [&](const json::Value& v) { flags.balance_text = v.as_string(); });
+  restore("schedule-pipeline", flags.schedule_given,
+          [&](const json::Value& v) { flags.schedule_text = v.as_string(); });
+  restore("micro-batches", cmd.count("--micro-batches") > 0,
+          [&](const json::Value& v) { o.micro_batches = static_cast<int>(v.as_int()); });
+  restore("hybrid-switch", cmd.count("--hybrid-switch") > 0,
+          [&](const json::Value& v) { o.hybrid_switch = v.as_double(); });
+  restore("predict-weights", cmd.count("--predict-weights") > 0,
+          [&](const json::Value& v) { o.predict_weights = v.as_bool(); });
 }
 
 // After parsing: schedule and balance from text, epochs for a fractional hybrid switch. Checks

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "tests/support/cli_run.h"
 
@@ -96,6 +97,35 @@ TEST_SUITE("cli") {
     CHECK(slurp(out / "config.json") == config_before);  // untouched
     CHECK(run(args + " --lr 0.5 --overwrite").status == 0);
     CHECK(slurp(out / "config.json") != config_before);
+  }
+
+  TEST_CASE("a pipelined run resumes pipelined, and a hybrid run resumes in its schedule") {
+    if (!fs::exists(kBinary)) return;
+    const fs::path whole = temp_dir("hybrid_whole"), parts = temp_dir("hybrid_parts");
+    const std::string args =
+        "train --model lenet5 --data synthetic --limit-train 64 --limit-test 16 --batch-size 16 "
+        "--device cpu --progress none --deterministic --lr 0.1 --pipeline 2 --schedule hybrid "
+        "--hybrid-switch 2 --epochs 3 --out ";
+    REQUIRE(run(args + whole.string()).status == 0);
+    REQUIRE(run(args + parts.string() + " --stop-after-epoch 2").status == 0);
+    // No pipeline flag given again: config.json's "engine" brings them back, and the third epoch
+    // runs sequential as in the uninterrupted run (it used to restart the hybrid at epoch 0).
+    const Run resumed = run("train --progress none --resume " + parts.string());
+    REQUIRE(resumed.status == 0);
+    CHECK(resumed.out.find("engine pipeline:hybrid") != std::string::npos);
+    const auto losses = [](const fs::path& dir) {
+      std::vector<std::string> found;
+      std::istringstream lines(slurp(dir / "metrics.jsonl"));
+      for (std::string line; std::getline(lines, line);)
+        if (line.find("\"type\":\"epoch\"") != std::string::npos)
+          found.push_back(line.substr(0, line.find(",\"train_images\"")));
+      return found;
+    };
+    REQUIRE(losses(whole).size() == 3);
+    CHECK(losses(whole)[0].find("\"epoch\":1,") != std::string::npos);  // from 1, as printed
+    CHECK(losses(parts) == losses(whole));
+    CHECK(slurp(parts / "summary.json").find("\"schedule_now\": \"sequential\"") !=
+          std::string::npos);
   }
 
   TEST_CASE("a folder given as a checkpoint is named as a folder") {

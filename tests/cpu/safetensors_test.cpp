@@ -164,6 +164,15 @@ TEST_SUITE("safetensors") {
     CHECK(error_of(with_header(missing, "")).find("lacks \"shape\"") != std::string::npos);
     const std::string bad_meta = R"({"__metadata__":{"k":1}})";
     CHECK(error_of(with_header(bad_meta, "")).find("not a string") != std::string::npos);
+    // The format requires a UTF-8 header: a stray 0xFF, an overlong form and a lone surrogate are
+    // refused; a size written as 1.0 is not a JSON integer.
+    for (const std::string name : {"\xff", "\xc0\xaf", "\\ud800"}) {
+      CAPTURE(name);
+      const std::string text = "{\"" + name + R"(":{"dtype":"U8","shape":[0],"data_offsets":[0,0]}})";
+      CHECK(error_of(with_header(text, "")) != "<no error>");
+    }
+    const std::string real_shape = R"({"a":{"dtype":"U8","shape":[1.0],"data_offsets":[0,1]}})";
+    CHECK(error_of(with_header(real_shape, "x")).find("JSON integers") != std::string::npos);
     // A header length field of 2^63 must not allocate or crash.
     std::string huge = good;
     huge[7] = static_cast<char>(0x80);
