@@ -1,10 +1,12 @@
 #include <echelon/app/metrics.h>
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include <echelon/base/error.h>
 
@@ -34,8 +36,27 @@ bool is_terminal(int fd) {
   return ::isatty(fd) == 1;
 }
 
-ProgressDisplay::ProgressDisplay(std::ostream& out, bool tty, int64_t log_every)
-    : out_(out), tty_(tty), log_every_(log_every) {}
+int terminal_columns() {
+  winsize size{};
+  if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) return size.ws_col;
+  if (const char* columns = std::getenv("COLUMNS")) {
+    const int parsed = std::atoi(columns);
+    if (parsed > 0) return parsed;
+  }
+  return 80;
+}
+
+ProgressDisplay::ProgressDisplay(std::ostream& out, bool tty, int64_t log_every, int columns)
+    : out_(out), tty_(tty), log_every_(log_every), columns_(columns) {}
+
+std::string ProgressDisplay::fit_line(const ProgressState& state, int columns) {
+  const int room = std::max(columns - 1, 1);
+  const int without_bar = static_cast<int>(render(state, false).size());
+  const int bar_width = std::min(30, room - without_bar - 3);  // "[" + bar + "] "
+  std::string line = bar_width >= 5 ? render(state, true, bar_width) : render(state, false);
+  if (static_cast<int>(line.size()) > room) line.resize(static_cast<size_t>(room));
+  return line;
+}
 
 std::string ProgressDisplay::render(const ProgressState& s, bool with_bar, int bar_width) {
   std::string line = str("epoch ", s.epoch + 1, "/", s.epochs, " ");
@@ -67,8 +88,9 @@ void ProgressDisplay::update(const ProgressState& state) {
     const bool last = state.steps > 0 && state.step >= state.steps;
     if (!last && line_open_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
     last_draw_ = now;
-    // Pad with spaces so a shorter line fully covers the previous one.
-    out_ << '\r' << render(state, true) << "   " << std::flush;
+    // ESC[K clears the rest of the line: a shorter line leaves nothing of the previous one.
+    const int columns = columns_ > 0 ? columns_ : terminal_columns();
+    out_ << '\r' << fit_line(state, columns) << "\x1b[K" << std::flush;
     line_open_ = true;
     return;
   }

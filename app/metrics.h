@@ -32,24 +32,32 @@ class ProgressDisplay {
  public:
   // tty: redraw one line with \r (throttled to ~10 redraws/s); otherwise print a plain line
   // every `log_every` steps. A log_every of 0 prints only at epoch ends.
-  ProgressDisplay(std::ostream& out, bool tty, int64_t log_every);
+  // A tty bar fits `columns` (0: the terminal's width, from TIOCGWINSZ, $COLUMNS, or 80).
+  ProgressDisplay(std::ostream& out, bool tty, int64_t log_every, int columns = 0);
   void update(const ProgressState& state);
   // Ends the bar's line (tty) so the next output starts on a fresh line.
   void finish_line();
 
   // One progress line (exposed for tests): "epoch 2/10 [#####.....] 469/938 ..."
   static std::string render(const ProgressState& state, bool with_bar, int bar_width = 24);
+  // The tty line for a terminal `columns` wide: shorter than that (a line that fills the last
+  // column wraps on some terminals), the bar taking what the numbers leave (at most 30 cells,
+  // none below 5), and cut at the end when even the numbers do not fit.
+  static std::string fit_line(const ProgressState& state, int columns);
 
  private:
   std::ostream& out_;
   bool tty_;
   int64_t log_every_;
+  int columns_;
   bool line_open_ = false;
   std::chrono::steady_clock::time_point last_draw_{};
 };
 
 // True when the file descriptor (1 = stdout, 2 = stderr) is a terminal.
 bool is_terminal(int fd);
+// The terminal's width in columns: TIOCGWINSZ on stdout, else $COLUMNS, else 80.
+int terminal_columns();
 
 // Appends one compact JSON object per line to DIR/metrics.jsonl, flushed per line so a crash
 // loses at most the line being written.

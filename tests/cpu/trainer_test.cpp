@@ -160,11 +160,25 @@ TEST_SUITE("trainer") {
     lines.update(s);
     CHECK(plain.str() == "epoch 2/10 25/100  1234 img/s  loss 0.5679  ETA 0:30\n");
     std::ostringstream tty;
-    app::ProgressDisplay bar_display(tty, /*tty=*/true, 0);
+    app::ProgressDisplay bar_display(tty, /*tty=*/true, 0, /*columns=*/60);
     bar_display.update(s);
     bar_display.finish_line();
     CHECK(tty.str().front() == '\r');
     CHECK(tty.str().back() == '\n');
+    CHECK(tty.str().find("\x1b[K") != std::string::npos);  // clears what a longer line left
+    // The line fits the terminal (one column spare: filling the last one wraps on some).
+    CHECK(tty.str().find("\x1b[K") - 1 <= 59);
+    s.step = 25;
+    const std::string at80 = app::ProgressDisplay::fit_line(s, 80);
+    CHECK(at80 ==
+          "epoch 2/10 [######..................] 25/100  1234 img/s  loss 0.5679  ETA 0:30");
+    CHECK(at80.size() == 79);
+    const std::string wide = app::ProgressDisplay::fit_line(s, 200);
+    CHECK(wide.find("[" + std::string(3, '#')) != std::string::npos);  // 30-cell bar, 25% full
+    CHECK(wide.find(std::string(22, '.')) != std::string::npos);
+    const std::string narrow = app::ProgressDisplay::fit_line(s, 50);  // no room for a bar
+    CHECK(narrow == "epoch 2/10 25/100  1234 img/s  loss 0.5679  ETA 0");
+    CHECK(app::ProgressDisplay::fit_line(s, 12) == "epoch 2/10 ");
   }
 
   TEST_CASE("report.html is self-contained with both charts") {
