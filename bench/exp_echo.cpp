@@ -3,7 +3,7 @@
 // echo factor e, the wall time to a fixed number of consumer steps; speedup over e = 1 beside the
 // ideal min(e, R), and echo = auto. Each cell runs `reps` times; the table shows the median time
 // (sleeps overshoot on a loaded machine, so single runs are noisy).
-// Usage: exp_echo [steps] [batch_ms] [reps]
+// Usage: exp_echo [steps] [batch_ms] [reps]   (exp_echo --help)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,6 +13,8 @@
 #include <vector>
 
 #include <echelon/data/loader.h>
+
+#include "bench/driver_args.h"
 
 using namespace echelon::data;
 
@@ -71,9 +73,17 @@ Run median_run(double r, double e, bool automatic, int steps, double batch_ms, i
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int steps = argc > 1 ? std::atoi(argv[1]) : 150;
-  const double batch_ms = argc > 2 ? std::atof(argv[2]) : 8.0;
-  const int reps = argc > 3 ? std::max(1, std::atoi(argv[3])) : 3;
+  int steps = 150;
+  double batch_ms = 8.0;
+  int reps = 3;
+  CLI::App app{"Data echoing speedup vs the ideal min(e, R) on a synthetic slow upstream",
+               "exp_echo"};
+  app.option_defaults()->always_capture_default();
+  app.add_option("steps", steps, "Consumer steps per run")->check(CLI::Range(1, 1000000));
+  app.add_option("batch_ms", batch_ms, "Consumer cost per batch (ms, slept)")
+      ->check(CLI::Range(0.01, 10000.0));
+  app.add_option("reps", reps, "Runs per cell (the median is shown)")->check(CLI::Range(1, 1000));
+  echelon::bench::parse_args_or_exit(app, argc, argv);
   std::printf(
       "steps=%d batch=16 consumer=%.1f ms/batch workers=2 placement=after-augment "
       "shuffle_buffer=64, median of %d runs\n\n",

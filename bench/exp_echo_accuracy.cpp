@@ -2,7 +2,8 @@
 // on Fashion-MNIST with LeNet-5 (SGD lr 0.01, momentum 0.9, batch 64; augmentation: random crop
 // with padding 2 + horizontal flip), for each echo factor and placement.
 //
-// Usage: exp_echo_accuracy SEED CELL... [--target 0.88] [--cap-epochs 6] [--eval-every 15000]
+// Usage (exp_echo_accuracy --help): exp_echo_accuracy SEED CELL... [--target 0.88] [--cap-epochs 6]
+// [--eval-every 15000]
 //                          [--subset 2000] [--shuffle-buffer 1024]
 //   CELL = E:PLACEMENT, e.g. 1:after-augment 2:before-augment 4:batch
 // Every --eval-every fresh examples the model is evaluated on the whole test set (or, with
@@ -24,6 +25,8 @@
 #include <echelon/data/loader.h>
 #include <echelon/layers/models/registry.h>
 #include <echelon/parallel/engine.h>
+
+#include "bench/driver_args.h"
 
 using namespace echelon;
 
@@ -47,7 +50,11 @@ Cell parse_cell(const std::string& text) {
   const size_t colon = text.find(':');
   ECH_CHECK(colon != std::string::npos, "cell '", text, "' is not E:PLACEMENT");
   Cell cell;
-  cell.factor = std::stod(text.substr(0, colon));
+  const std::string factor = text.substr(0, colon);
+  char* end = nullptr;
+  cell.factor = std::strtod(factor.c_str(), &end);
+  ECH_CHECK(!factor.empty() && *end == '\0', "cell '", text, "': echo factor '", factor,
+            "' is not a number");
   ECH_CHECK(cell.factor >= 1, "cell '", text, "': echo factor must be >= 1");
   cell.placement = data::parse_echo_placement(text.substr(colon + 1));
   return cell;
@@ -138,39 +145,31 @@ void run(const Sets& sets, const Cell& cell, const Config& config) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  Config config;
+  std::vector<std::string> cell_texts;
+  CLI::App app{"Fresh examples to reach a test accuracy, per echo factor and placement",
+               "exp_echo_accuracy"};
+  app.option_defaults()->always_capture_default();
+  app.add_option("seed", config.seed, "Seed of init, shuffling and augmentation")->required();
+  app.add_option("cells", cell_texts, "E:PLACEMENT, e.g. 1:after-augment 2:before-augment 4:batch")
+      ->required();
+  app.add_option("--target", config.target, "Test accuracy to reach")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--cap-epochs", config.cap_epochs, "Give up after this many fresh epochs")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--eval-every", config.eval_every, "Fresh examples between evaluations")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--subset", config.subset, "Evaluate on the first N test images (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--shuffle-buffer", config.shuffle_buffer, "Shuffle buffer after the echo")
+      ->check(CLI::NonNegativeNumber);
+  echelon::bench::parse_args_or_exit(app, argc, argv);
   try {
-    ECH_CHECK(argc >= 3,
-              "usage: exp_echo_accuracy SEED CELL... [--target T] [--cap-epochs N] "
-              "[--eval-every N] [--subset N] [--shuffle-buffer N]");
-    Config config;
-    config.seed = std::stoull(argv[1]);
     std::vector<Cell> cells;
-    for (int i = 2; i < argc; ++i) {
-      const std::string arg = argv[i];
-      if (arg.rfind("--", 0) == 0) {
-        ECH_CHECK(i + 1 < argc, arg, " needs a value");
-        const std::string value = argv[++i];
-        if (arg == "--target") {
-          config.target = std::stod(value);
-        } else if (arg == "--cap-epochs") {
-          config.cap_epochs = std::stod(value);
-        } else if (arg == "--eval-every") {
-          config.eval_every = std::stoll(value);
-        } else if (arg == "--subset") {
-          config.subset = std::stoll(value);
-        } else if (arg == "--shuffle-buffer") {
-          config.shuffle_buffer = std::stoll(value);
-        } else {
-          ECH_FAIL("unknown option ", arg);
-        }
-      } else {
-        cells.push_back(parse_cell(arg));
-      }
-    }
+    for (const std::string& text : cell_texts) cells.push_back(parse_cell(text));
     const Sets sets = load_sets(config.subset);
     for (const Cell& cell : cells) run(sets, cell, config);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "exp_echo_accuracy: %s\n", e.what());
+    std::fprintf(stderr, "exp_echo_accuracy: error: %s\n", echelon::message_of(e).c_str());
     return 1;
   }
   return 0;

@@ -37,6 +37,8 @@
 #include <echelon/tensor/ops.h>
 #include <echelon/tensor/random.h>
 
+#include "bench/driver_args.h"
+
 // OpenBLAS's own thread count (weak: absent without BLAS). Each partition must be one thread.
 
 using namespace echelon;
@@ -534,54 +536,40 @@ void run_memory(const Flags& flags) {
 
 Flags parse_flags(int argc, char** argv) {
   Flags flags;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    const auto value = [&]() -> std::string {
-      ECH_CHECK(i + 1 < argc, "exp_pipeline: ", arg, " needs a value");
-      return argv[++i];
-    };
-    if (arg == "--quick") {
-      flags.quick = true;
-    } else if (arg == "--only") {
-      flags.only = value();
-      ECH_CHECK(flags.only == "speed" || flags.only == "accuracy" || flags.only == "memory",
-                "exp_pipeline: --only expects speed, accuracy or memory, got '", flags.only, "'");
-    } else if (arg == "--models") {
-      std::stringstream list(value());
-      for (std::string item; std::getline(list, item, ',');) flags.models.push_back(item);
-    } else if (arg == "--repeat") {
-      flags.repeat = std::stoi(value());
-      ECH_CHECK(flags.repeat >= 1, "exp_pipeline: --repeat must be >= 1");
-    } else if (arg == "--data") {
-      flags.data_dir = value();
-    } else if (arg == "--epochs") {
-      flags.epochs = std::stoi(value());
-    } else if (arg == "--train") {
-      flags.train = std::stoll(value());
-    } else if (arg == "--test") {
-      flags.test = std::stoll(value());
-    } else if (arg == "--batch") {
-      flags.batch = std::stoll(value());
-    } else if (arg == "--lr") {
-      flags.lr = std::stod(value());
-    } else if (arg == "--warmup") {
-      flags.warmup = std::stod(value());
-    } else if (arg == "--seeds") {
-      flags.seeds = std::stoi(value());
-      ECH_CHECK(flags.seeds >= 1, "exp_pipeline: --seeds must be >= 1");
-    } else if (arg == "--hybrid-switch") {
-      flags.hybrid_switch = std::stod(value());
-    } else if (arg == "--schedules") {
-      std::stringstream list(value());
-      for (std::string item; std::getline(list, item, ',');) flags.schedules.push_back(item);
-    } else {
-      ECH_FAIL(
-          "exp_pipeline: unknown argument '", arg,
-          "' (use --quick, --only speed|accuracy|memory, --models a,b, --repeat N, --data DIR,",
-          " --epochs N, --train N, --test N, --batch N, --lr X, --warmup EPOCHS, --seeds N,",
-          " --hybrid-switch X,", " --schedules stale,deep,hybrid,stash,gpipe,predict)");
-    }
-  }
+  CLI::App app{"Stale-weight pipelining: speed, activation memory and accuracy per schedule",
+               "exp_pipeline"};
+  app.option_defaults()->always_capture_default();
+  app.add_flag("--quick", flags.quick, "Small sizes (minutes, for CI and a first look)");
+  app.add_option("--only", flags.only, "One experiment: speed | accuracy | memory")
+      ->check(CLI::IsMember({"speed", "accuracy", "memory"}));
+  app.add_option("--models", flags.models, "Models, e.g. lenet5,resnet20 (default: per experiment)")
+      ->delimiter(',');
+  app.add_option("--repeat", flags.repeat, "Speed: rounds per engine, best kept")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--data", flags.data_dir, "Fashion-MNIST folder");
+  app.add_option("--epochs", flags.epochs, "Accuracy: epochs (0: the model's default)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--train", flags.train, "Accuracy: training examples (0: default)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--test", flags.test, "Accuracy: test examples (0: default)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--batch", flags.batch, "Accuracy: batch size (0: default)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--lr", flags.lr, "Accuracy: learning rate (0: default)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--warmup", flags.warmup, "Accuracy: LR warm-up epochs (-1: default)")
+      ->check(CLI::Range(-1.0, 1000.0));
+  app.add_option("--seeds", flags.seeds, "Accuracy: seeds per schedule")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--hybrid-switch", flags.hybrid_switch,
+                 "Hybrid: epoch (>= 1) or fraction of epochs (< 1)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--schedules", flags.schedules,
+                 "Accuracy: sequential,stale,deep,hybrid,stash,gpipe,predict (default: all)")
+      ->delimiter(',')
+      ->check(
+          CLI::IsMember({"sequential", "stale", "deep", "hybrid", "stash", "gpipe", "predict"}));
+  echelon::bench::parse_args_or_exit(app, argc, argv);
   return flags;
 }
 
@@ -600,7 +588,7 @@ int main(int argc, char** argv) {
     if (flags.only.empty() || flags.only == "accuracy") run_accuracy(flags);
     return 0;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "exp_pipeline: %s\n", e.what());
+    std::fprintf(stderr, "exp_pipeline: error: %s\n", echelon::message_of(e).c_str());
     return 1;
   }
 }
