@@ -1,5 +1,6 @@
-// report.html: a self-contained page (no scripts, no external files) with the run's loss and
-// accuracy curves as inline SVG, the configuration and the summary. Any browser opens it offline.
+// report.html: a self-contained page (no scripts, no external files): loss, accuracy and
+// time-per-epoch curves, the data loader's stages and the pipeline's partitions as bar charts
+// (inline SVG), and the summary and configuration as tables. Any browser opens it offline.
 #pragma once
 
 #include <string>
@@ -20,12 +21,23 @@ struct ChartSeries {
 // A line chart with axes, "nice" ticks, a legend and labelled axes, as an <svg> element.
 std::string svg_line_chart(const std::string& title, const std::string& x_label,
                            const std::string& y_label, const std::vector<ChartSeries>& series,
-                           int width = 560, int height = 320);
+                           int width = 680, int height = 320);
+
+// One bar of svg_bar_chart: a label and its stacked parts (same order as the part names).
+struct BarRow {
+  std::string label;
+  std::vector<double> parts;
+};
+// Horizontal stacked bars, one row per BarRow, e.g. a data stage's busy and stalled seconds.
+std::string svg_bar_chart(const std::string& title, const std::string& x_label,
+                          const std::vector<ChartSeries>& parts, const std::vector<BarRow>& rows,
+                          int width = 680);
 
 struct ReportData {
   std::string title;
   json::Value config;   // object: shown as a key/value table
-  json::Value summary;  // object: shown as a key/value table (nested values as compact JSON)
+  json::Value summary;  // object: a key/value table; nested objects as nested tables, arrays of
+                        // objects (data stages, partitions) as tables with a column per key
   std::vector<EpochRecord> epochs;
   std::vector<StepPoint> steps;  // sampled training loss
 };

@@ -201,11 +201,46 @@ TEST_SUITE("trainer") {
     size_t charts = 0;
     for (size_t at = html.find("<svg"); at != std::string::npos; at = html.find("<svg", at + 1))
       ++charts;
-    CHECK(charts == 2);
+    CHECK(charts == 3);  // loss, accuracy, time per epoch
+    CHECK(html.find("Time per epoch") != std::string::npos);
+    CHECK(html.find("train (mean per log") != std::string::npos);  // what the step curve is
     CHECK(html.find("<polyline") != std::string::npos);
     CHECK(html.find("<script") == std::string::npos);
     CHECK(html.find("http://www.w3.org/2000/svg") != std::string::npos);
     CHECK(html.find("src=") == std::string::npos);  // nothing external
+  }
+
+  TEST_CASE("report.html: legends beside the plot, echo and pipeline blocks as tables and bars") {
+    // The legend starts right of the plot's frame (x = 64 + plot width), never over a curve.
+    const std::string chart = app::svg_line_chart("t", "x", "y", {{"series", "#000", {{0, 1}}}});
+    const size_t frame = chart.find("<rect x=\"64\" y=\"36\" width=\"");
+    REQUIRE(frame != std::string::npos);
+    const double plot_w = std::stod(chart.substr(chart.find("width=\"", frame) + 7));
+    const size_t legend = chart.find(">series<");
+    REQUIRE(legend != std::string::npos);
+    const size_t x_at = chart.rfind("<text x=\"", legend) + 9;
+    CHECK(std::stod(chart.substr(x_at)) > 64 + plot_w);
+
+    app::ReportData data;
+    data.title = "r";
+    json::Value stage =
+        json::Value::object().set("name", "decode").set("busy_s", 1.5).set("stall_s", 0.25);
+    json::Value partition =
+        json::Value::object().set("partition", 1).set("busy_s", 2.0).set("wait_s", 0.5);
+    data.summary = json::Value::object()
+                       .set("echo", json::Value::object()
+                                        .set("factor", 2.0)
+                                        .set("stages", json::Value::array().push(stage)))
+                       .set("pipeline", json::Value::object().set(
+                                            "stages", json::Value::array().push(partition)));
+    const std::string html = app::render_report_html(data);
+    CHECK(html.find("{\"") == std::string::npos);              // no block shown as one line of JSON
+    CHECK(html.find("<th>busy_s</th>") != std::string::npos);  // a column per stage key
+    CHECK(html.find("<td>decode</td>") != std::string::npos);
+    CHECK(html.find("Data loader stages") != std::string::npos);
+    CHECK(html.find("Pipeline partitions") != std::string::npos);
+    CHECK(html.find("<title>busy_s: 1.5</title>") != std::string::npos);  // bar tooltips
+    CHECK(html.find(">partition 1<") != std::string::npos);
   }
 
   TEST_CASE("one short epoch learns: accuracy far above what a broken gradient reaches") {
