@@ -20,6 +20,12 @@ Tensor int64_scalar(int64_t value) {
   return Tensor::from_vector(std::vector<int64_t>{value}, Shape{});
 }
 
+json::Value class_names_json(const std::vector<std::string>& names) {
+  json::Value list = json::Value::array();
+  for (const std::string& name : names) list.push(name);
+  return list;
+}
+
 bool starts_with(const std::string& text, const std::string& prefix) {
   return text.rfind(prefix, 0) == 0;
 }
@@ -82,6 +88,7 @@ void save_checkpoint(const std::string& path, const Sequential& model,
       {"config", info.config.dump()},
       {"history", history.dump()},
       {"history_epoch_base", "1"},
+      {"class_names", class_names_json(info.class_names).dump()},
       {"steps", steps.dump()},
   };
   safetensors::save(path, tensors, meta);
@@ -129,6 +136,18 @@ CheckpointInfo read_info(const safetensors::Metadata& meta, const std::string& p
   info.wall_s = meta_json(meta, "wall_s", path).as_double();
   info.config = meta_json(meta, "config", path);
   read_history(meta, path, info);
+  if (meta.count("class_names")) {
+    try {
+      const json::Value names = meta_json(meta, "class_names", path);  // named: see read_history
+      for (const json::Value& name : names.as_array()) info.class_names.push_back(name.as_string());
+    } catch (const Error& e) {
+      ECH_FAIL(path, ": checkpoint metadata \"class_names\": ", e.message());
+    }
+    ECH_CHECK(info.class_names.empty() ||
+                  static_cast<int64_t>(info.class_names.size()) >= info.num_classes,
+              path, ": checkpoint metadata names ", info.class_names.size(), " classes for ",
+              info.num_classes, " model outputs");
+  }
   // Bounded before anything is built from them: a damaged num_classes (1e12) must not become an
   // allocation. The zoo's models are CIFAR/MNIST-scale (image_size 0 = the model's default).
   ECH_CHECK(

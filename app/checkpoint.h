@@ -23,9 +23,13 @@ namespace echelon::app {
 
 inline constexpr const char* kCheckpointFormat = "echelon.checkpoint.v1";
 inline constexpr const char* kCheckpointFile = "checkpoint.safetensors";
+// The checkpoint of the epoch with the best test accuracy so far (the first of equals).
+inline constexpr const char* kBestCheckpointFile = "checkpoint-best.safetensors";
 
 struct CheckpointInfo {
-  std::string model, dataset, data_dir;
+  std::string model, dataset;
+  std::string data_dir;                  // absolute, so eval finds it from another folder
+  std::vector<std::string> class_names;  // label i's name; empty in checkpoints older than it
   int64_t in_channels = 0, num_classes = 0, image_size = 0;
   int64_t epoch = 0;  // epochs completed
   int64_t global_step = 0;

@@ -54,15 +54,18 @@ EvalResult evaluate_checkpoint(const EvalOptions& options, std::ostream& out) {
   const LoadedCheckpoint checkpoint = load_checkpoint(options.checkpoint);
   auto model = restore_model(checkpoint, options.checkpoint);
 
-  TrainOptions data_options;
-  data_options.data = options.data.empty() ? checkpoint.info.dataset : options.data;
-  data_options.data_dir = options.data.empty() && options.data_dir.empty()
+  // Only the test split is read (no train/ needed), labelled as the model was trained: an image
+  // folder's test classes map to the checkpoint's class names.
+  const std::string dataset = options.data.empty() ? checkpoint.info.dataset : options.data;
+  const std::string dir = options.data.empty() && options.data_dir.empty()
                               ? checkpoint.info.data_dir
                               : options.data_dir;
-  data_options.limit_test = options.limit_test;
-  const DataBundle data = load_data(data_options);
+  data::DatasetLimits limits{0, options.limit_test, /*test_only=*/true, {}};
+  if (dataset == checkpoint.info.dataset) limits.class_names = checkpoint.info.class_names;
+  const DataBundle data = data::load_dataset(dataset, dir, limits);
+  // A test split may lack the last classes (fewer outputs seen), never have more.
   ECH_CHECK(data.channels == checkpoint.info.in_channels &&
-                data.num_classes == checkpoint.info.num_classes,
+                data.num_classes <= checkpoint.info.num_classes,
             options.checkpoint, ": model expects ", checkpoint.info.in_channels, " channels and ",
             checkpoint.info.num_classes, " classes, dataset ", data.name, " has ", data.channels,
             " and ", data.num_classes);

@@ -261,7 +261,10 @@ void TrainingRun::build_model(const EngineFactory& factory) {
     info_.seed = options_.seed;
   }
   info_.dataset = data_.name;
-  info_.data_dir = data_.dir;
+  // Absolute: `echelon eval` of the checkpoint may run from another folder. Empty stays empty
+  // (synthetic data has no folder).
+  info_.data_dir = data_.dir.empty() ? "" : std::filesystem::absolute(data_.dir).string();
+  info_.class_names = data_.class_names;
   info_.config = options_.to_json();
   params_ = model_->num_parameters();
   previous_wall_s_ = info_.wall_s;
@@ -442,7 +445,11 @@ void TrainingRun::save_epoch(const EpochRecord& record) {
   info_.wall_s = previous_wall_s_ + seconds_since(wall_start_);
   if (dir_.empty()) return;
   const auto start = Clock::now();
-  save_checkpoint(in_dir(kCheckpointFile), *model_, engine_->optimizer_state(), info_);
+  const StateDict optimizer_state = engine_->optimizer_state();
+  save_checkpoint(in_dir(kCheckpointFile), *model_, optimizer_state, info_);
+  const bool best = std::all_of(result_.epochs.begin(), result_.epochs.end() - 1,
+                                [&](const EpochRecord& e) { return e.test_acc < record.test_acc; });
+  if (best) save_checkpoint(in_dir(kBestCheckpointFile), *model_, optimizer_state, info_);
   trace_span("main", "checkpoint", start, record.epoch);
 }
 

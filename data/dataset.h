@@ -83,7 +83,13 @@ std::shared_ptr<Dataset> make_memory_dataset(LabeledImages set, std::string name
 // .png .bmp (case-insensitive), sorted. read() loads the file; decode() uses libjpeg-turbo for
 // JPEG when built with it (faster), stb_image otherwise. `channels` forces 1 or 3 channels
 // (0: 3). Throws naming the folder when it has no classes or no images.
-std::shared_ptr<Dataset> make_image_folder_dataset(const std::string& root, int channels = 3);
+// `classes` fixes the labels instead (label i = classes[i]): a test split takes its training
+// split's classes, so a class missing from it does not shift the others' labels; a subfolder not
+// among them is an error naming it.
+std::shared_ptr<Dataset> make_image_folder_dataset(const std::string& root, int channels = 3,
+                                                   const std::vector<std::string>& classes = {});
+// The class subfolders of an image folder, sorted: the labels make_image_folder_dataset gives.
+std::vector<std::string> image_folder_classes(const std::string& root);
 
 // Synthetic examples with a known cost, to emulate slow storage / slow decode. Image i of class
 // i % classes has pixel (c, y, x) = (i * 31 + y * 7 + x * 3 + c * 11) mod 256, so tests can

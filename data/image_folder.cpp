@@ -20,25 +20,29 @@ bool is_image_file(const fs::path& path) {
   return ext == ".jpg" || ext == ".jpeg" || ext == ".png" || ext == ".bmp";
 }
 
+std::string joined(const std::vector<std::string>& names) {
+  std::string text;
+  for (const std::string& name : names) text += (text.empty() ? "" : ", ") + name;
+  return text;
+}
+
 class ImageFolderDataset final : public Dataset {
  public:
-  ImageFolderDataset(const std::string& root, int channels)
+  ImageFolderDataset(const std::string& root, int channels, std::vector<std::string> classes)
       : root_(root), channels_(channels == 0 ? 3 : channels) {
     ECH_CHECK(channels_ == 1 || channels_ == 3, "image folder '", root,
               "': channels must be 1 or 3");
-    ECH_CHECK(fs::is_directory(root), "image folder '", root, "' is not a directory");
-    std::vector<fs::path> classes;
-    for (const auto& entry : fs::directory_iterator(root))
-      if (entry.is_directory()) classes.push_back(entry.path());
-    std::sort(classes.begin(), classes.end());
-    ECH_CHECK(!classes.empty(), "image folder '", root, "' has no class subfolders");
-    for (size_t label = 0; label < classes.size(); ++label) {
+    const std::vector<std::string> found = image_folder_classes(root);
+    if (classes.empty()) classes = found;
+    for (const std::string& name : found) {
+      const auto at = std::find(classes.begin(), classes.end(), name);
+      ECH_CHECK(at != classes.end(), "image folder '", root, "': class folder '", name,
+                "' is not one of the training classes (", joined(classes), ")");
       std::vector<fs::path> images;
-      for (const auto& entry : fs::directory_iterator(classes[label]))
+      for (const auto& entry : fs::directory_iterator(fs::path(root) / name))
         if (entry.is_regular_file() && is_image_file(entry.path())) images.push_back(entry.path());
       std::sort(images.begin(), images.end());
-      for (const auto& image : images)
-        files_.push_back({image.string(), static_cast<int64_t>(label)});
+      for (const auto& image : images) files_.push_back({image.string(), at - classes.begin()});
     }
     num_classes_ = static_cast<int64_t>(classes.size());
     ECH_CHECK(!files_.empty(), "image folder '", root, "' has ", num_classes_,
@@ -76,8 +80,19 @@ class ImageFolderDataset final : public Dataset {
 
 }  // namespace
 
-std::shared_ptr<Dataset> make_image_folder_dataset(const std::string& root, int channels) {
-  return std::make_shared<ImageFolderDataset>(root, channels);
+std::vector<std::string> image_folder_classes(const std::string& root) {
+  ECH_CHECK(fs::is_directory(root), "image folder '", root, "' is not a directory");
+  std::vector<std::string> classes;
+  for (const auto& entry : fs::directory_iterator(root))
+    if (entry.is_directory()) classes.push_back(entry.path().filename().string());
+  std::sort(classes.begin(), classes.end());
+  ECH_CHECK(!classes.empty(), "image folder '", root, "' has no class subfolders");
+  return classes;
+}
+
+std::shared_ptr<Dataset> make_image_folder_dataset(const std::string& root, int channels,
+                                                   const std::vector<std::string>& classes) {
+  return std::make_shared<ImageFolderDataset>(root, channels, classes);
 }
 
 }  // namespace echelon::data

@@ -38,20 +38,50 @@ void normalize(DatasetSplits& d, std::vector<float> mean, std::vector<float> std
   d.train_augment.std = d.test_augment.std = std::move(std);
 }
 
+const std::vector<std::string> kFashionMnistClasses = {
+    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+    "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
+const std::vector<std::string> kDigitClasses = {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
+const std::vector<std::string> kCifar10Classes = {
+    "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"};
+
+// An image folder's splits: root/train/<class>/... and root/test/<class>/..., labelled by the
+// training split's classes (or the given ones), so both splits agree on every label.
+void open_image_folder(DatasetSplits& d, const std::string& dir, const DatasetLimits& limits) {
+  ECH_CHECK(!dir.empty(), "dataset 'folder' needs a directory (with train/ and test/)");
+  d.dir = dir;
+  const std::filesystem::path root(dir);
+  for (const char* split : {"train", "test"}) {
+    if (limits.test_only && std::string(split) == "train") continue;
+    ECH_CHECK(std::filesystem::is_directory(root / split), "image folder dataset '", dir,
+              "' needs subfolders ", limits.test_only ? "" : "train/ and ", "test/ (missing ",
+              split, "/)");
+  }
+  d.class_names = !limits.class_names.empty() ? limits.class_names
+                  : limits.test_only          ? image_folder_classes((root / "test").string())
+                                              : image_folder_classes((root / "train").string());
+  if (!limits.test_only)
+    d.train = make_image_folder_dataset((root / "train").string(), 3, d.class_names);
+  d.test = make_image_folder_dataset((root / "test").string(), 3, d.class_names);
+}
+
 void open_splits(DatasetSplits& d, const std::string& name, const std::string& dir,
                  const DatasetLimits& limits) {
+  const bool train = !limits.test_only;
   if (name == "fashion-mnist" || name == "mnist") {
     d.dir = !dir.empty() ? dir : name == "mnist" ? kDefaultMnistDir : kDefaultFashionMnistDir;
-    d.train = make_memory_dataset(load_fashion_mnist(d.dir, "train"), name);
+    if (train) d.train = make_memory_dataset(load_fashion_mnist(d.dir, "train"), name);
     d.test = make_memory_dataset(load_fashion_mnist(d.dir, "t10k"), name);
+    d.class_names = name == "mnist" ? kDigitClasses : kFashionMnistClasses;
     if (name == "mnist")
       normalize(d, {0.1307f}, {0.3081f});
     else
       normalize(d, {0.2860f}, {0.3530f});
   } else if (name == "cifar10") {
     d.dir = !dir.empty() ? dir : kDefaultCifar10Dir;
-    d.train = make_memory_dataset(load_cifar10(d.dir, "train"), name);
+    if (train) d.train = make_memory_dataset(load_cifar10(d.dir, "train"), name);
     d.test = make_memory_dataset(load_cifar10(d.dir, "test"), name);
+    d.class_names = kCifar10Classes;
     normalize(d, {0.4914f, 0.4822f, 0.4465f}, {0.2470f, 0.2435f, 0.2616f});
     d.train_augment.crop_padding = 4;  // the standard CIFAR augmentation
     d.train_augment.horizontal_flip = true;
@@ -61,18 +91,12 @@ void open_splits(DatasetSplits& d, const std::string& name, const std::string& d
     s.channels = 1;
     s.height = s.width = 28;
     s.size = limits.train > 0 ? limits.train : 4096;
-    d.train = make_synthetic_dataset(s);
+    if (train) d.train = make_synthetic_dataset(s);
     s.size = limits.test > 0 ? limits.test : 1024;
     d.test = make_synthetic_dataset(s);
+    for (int64_t c = 0; c < s.num_classes; ++c) d.class_names.push_back(std::to_string(c));
   } else if (name == "folder") {
-    ECH_CHECK(!dir.empty(), "dataset 'folder' needs a directory (with train/ and test/)");
-    d.dir = dir;
-    const std::filesystem::path root(dir);
-    for (const char* split : {"train", "test"})
-      ECH_CHECK(std::filesystem::is_directory(root / split), "image folder dataset '", dir,
-                "' needs subfolders train/ and test/ (missing ", split, "/)");
-    d.train = make_image_folder_dataset((root / "train").string(), 3);
-    d.test = make_image_folder_dataset((root / "test").string(), 3);
+    open_image_folder(d, dir, limits);
   } else {
     std::string known;
     for (const std::string& n : dataset_names()) known += (known.empty() ? "" : ", ") + n;
@@ -99,16 +123,16 @@ DatasetSplits load_dataset(const std::string& name, const std::string& dir, Data
   DatasetSplits d;
   d.name = name;
   open_splits(d, name, dir, limits);
-  d.train = take_prefix(d.train, limits.train);
+  if (d.train) d.train = take_prefix(d.train, limits.train);
   d.test = take_prefix(d.test, limits.test);
-  const Shape shape = d.train->image_shape();  // {C, H, W}
+  const Shape shape = (d.train ? d.train : d.test)->image_shape();  // {C, H, W}
   ECH_CHECK(shape.size() == 3 && shape[1] > 0 && shape[1] == shape[2], name,
             ": images must be square and of one size for the model zoo, got {C, H, W} = ", shape);
   ECH_CHECK(d.test->image_shape() == shape, name, ": test images ", d.test->image_shape(),
             " differ from training images ", shape);
   d.channels = shape[0];
   d.image_size = shape[1];
-  d.num_classes = d.train->num_classes();
+  d.num_classes = (d.train ? d.train : d.test)->num_classes();
   return d;
 }
 

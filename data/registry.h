@@ -27,6 +27,11 @@ const std::vector<std::string>& dataset_names();
 // (0: 4096 train, 1024 test).
 struct DatasetLimits {
   int64_t train = 0, test = 0;
+  // Only the test split (`echelon eval`): the training files need not exist; train is null.
+  bool test_only = false;
+  // The label order to use (from a checkpoint); empty: the data set's own. Image folders label
+  // by it instead of by their subfolders.
+  std::vector<std::string> class_names;
 };
 
 // A data set's two splits, how to feed them, and the shape of one example.
@@ -36,6 +41,7 @@ struct DatasetSplits {
   int64_t channels = 0, image_size = 0, num_classes = 0;
   std::string name;  // as asked for
   std::string dir;   // where the files were read: `dir`, or the data set's default folder
+  std::vector<std::string> class_names;  // label i's name ("T-shirt/top", a folder's subfolder)
 };
 
 // Opens data set `name` from `dir` (empty: its default folder; "folder" needs one, with train/ and

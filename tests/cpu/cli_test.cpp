@@ -128,6 +128,35 @@ TEST_SUITE("cli") {
           std::string::npos);
   }
 
+  TEST_CASE("checkpoint-best, class names and an absolute data folder; eval needs only test/") {
+    if (!fs::exists(kBinary)) return;
+    const fs::path out = temp_dir("best");
+    const std::string args =
+        "train --model lenet5 --data synthetic --limit-train 64 --limit-test 32 --batch-size 16 "
+        "--device cpu --progress none --epochs 3 --lr 0.05 --out " +
+        out.string();
+    REQUIRE(run(args).status == 0);
+    REQUIRE(fs::exists(out / "checkpoint-best.safetensors"));
+    const std::string summary = slurp(out / "summary.json");
+    const auto number_after = [&](const std::string& key) {
+      return std::stod(summary.substr(summary.find(key) + key.size() + 2));
+    };
+    // The best checkpoint scores the summary's best accuracy, the last one the final accuracy.
+    const Run best = run("eval --device cpu --limit-test 32 --checkpoint " +
+                         (out / "checkpoint-best.safetensors").string());
+    REQUIRE(best.status == 0);
+    const auto accuracy = [](const std::string& line) {
+      return std::stod(line.substr(line.find("accuracy ") + 9));
+    };
+    CHECK(accuracy(best.out) ==
+          doctest::Approx(100 * number_after("\"best_test_acc\"")).epsilon(0.002));
+    // It is the best epoch's checkpoint (the first of equals), not the last epoch's.
+    const int best_epoch = static_cast<int>(number_after("\"best_epoch\""));
+    CHECK(best.out.find("(epoch " + std::to_string(best_epoch) + ")") != std::string::npos);
+    const std::string checkpoint = slurp(out / "checkpoint.safetensors");
+    CHECK(checkpoint.find(R"("class_names":"[\"0\",\"1\",)") != std::string::npos);
+  }
+
   TEST_CASE("a folder given as a checkpoint is named as a folder") {
     if (!fs::exists(kBinary)) return;
     const fs::path dir = temp_dir("checkpoint_dir");

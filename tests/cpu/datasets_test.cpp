@@ -14,6 +14,7 @@
 #include <echelon/base/error.h>
 #include <echelon/data/dataset.h>
 #include <echelon/data/image_codec.h>
+#include <echelon/data/registry.h>
 
 namespace fs = std::filesystem;
 using echelon::test::temp_dir;
@@ -200,6 +201,35 @@ TEST_SUITE("datasets") {
                          doctest::Contains("record 1 at offset 3073 has label 12"), Error);
     CHECK_THROWS_WITH_AS(load_cifar10(dir.string(), "train"), doctest::Contains("data_batch_1"),
                          Error);
+  }
+
+  TEST_CASE("image folder splits share the training split's labels") {
+    if (!have_stb()) return;
+    const fs::path dir = temp_dir("folder_splits");
+    const Image image{4, 4, 3, std::vector<uint8_t>(4 * 4 * 3, 7)};
+    const auto put = [&](const fs::path& file) {
+      fs::create_directories(file.parent_path());
+      write_file(file.string(), encode_png(image));
+    };
+    for (const char* cls : {"ant", "bee", "cat"}) put(dir / "train" / cls / "a.png");
+    // test/ lacks "bee": "cat" must still be label 2, not 1.
+    put(dir / "test" / "cat" / "x.png");
+    DatasetSplits splits = load_dataset("folder", dir.string());
+    CHECK(splits.class_names == std::vector<std::string>{"ant", "bee", "cat"});
+    CHECK(splits.num_classes == 3);
+    CHECK(splits.test->read(0).label == 2);
+    // Test only (eval): train/ may be absent; the labels come from the given class names.
+    fs::remove_all(dir / "train");
+    splits =
+        load_dataset("folder", dir.string(), {0, 0, /*test_only=*/true, {"ant", "bee", "cat"}});
+    CHECK(splits.train == nullptr);
+    CHECK(splits.test->read(0).label == 2);
+    // A test class the model was not trained on is an error naming it.
+    put(dir / "test" / "dog" / "y.png");
+    CHECK_THROWS_WITH_AS(
+        load_dataset("folder", dir.string(), {0, 0, true, {"ant", "bee", "cat"}}),
+        doctest::Contains("class folder 'dog' is not one of the training classes (ant, bee, cat)"),
+        Error);
   }
 
   TEST_CASE("image folder: PNG and JPEG decode; corrupt files name the file") {
