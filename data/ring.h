@@ -12,8 +12,10 @@
 // Both: try_push/try_pop never block. push/pop spin briefly, then yield, then park on a futex
 // (std::atomic wait/notify), so an idle stage costs no CPU. close() ends the stream: pushes fail,
 // consumers drain what is left and then see end-of-stream (pop returns nullopt). Element types
-// may be move-only. Parking costs the publishing side one seq_cst fence to see whether anyone
-// sleeps (a Dekker handshake with the sleeper); the data itself never goes through a lock.
+// may be move-only. Whether anyone sleeps is a Dekker handshake between publisher and sleeper;
+// with asymmetric fences (data/asymmetric_fence.h) the publisher's half is a compiler barrier
+// plus one load of a rarely-written line, and the sleeper pays a membarrier system call. So a
+// push or pop costs what a textbook lock-free ring costs; the data never goes through a lock.
 #pragma once
 
 #include <atomic>
@@ -28,6 +30,7 @@
 #include <utility>
 
 #include <echelon/base/error.h>
+#include <echelon/data/asymmetric_fence.h>
 
 namespace echelon::data {
 
@@ -39,6 +42,7 @@ namespace detail {
 inline size_t ring_capacity(size_t requested, const char* ring) {
   ECH_CHECK(requested >= 1 && requested <= (size_t{1} << 30), ring, ": capacity ", requested,
             " must be in [1, 2^30]");
+  asymmetric_fences_enabled();  // fixes the fence mode before the ring's first operation
   return std::bit_ceil(requested);
 }
 
@@ -52,7 +56,7 @@ class Parker {
     for (;;) {
       const uint32_t seen = epoch_.load(std::memory_order_acquire);
       sleepers_.fetch_add(1, std::memory_order_relaxed);
-      std::atomic_thread_fence(std::memory_order_seq_cst);
+      asymmetric_fence_heavy();  // pairs with wake()'s light fence: one of us sees the other
       if (ready()) {
         sleepers_.fetch_sub(1, std::memory_order_relaxed);
         return;
@@ -64,9 +68,12 @@ class Parker {
   }
   // Called after publishing: wakes sleepers, if any.
   void wake() {
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (sleepers_.load(std::memory_order_relaxed) != 0) wake_all();
+    asymmetric_fence_light();
+    if (sleepers_.load(std::memory_order_relaxed) != 0) [[unlikely]]
+      wake_all();
   }
+  // Threads inside park_until (announced sleepers); for tests and stats.
+  uint32_t sleepers() const { return sleepers_.load(std::memory_order_relaxed); }
   void wake_all() {
     epoch_.fetch_add(1, std::memory_order_release);
     epoch_.notify_all();
@@ -78,13 +85,26 @@ class Parker {
 };
 
 // Spin, then yield, then park: cheap when the other side is about to act, free when it is idle.
+// Few yields: on an oversubscribed machine a yield can hand the core away for a whole time slice,
+// while a parked thread is woken (and usually scheduled at once) by the very publish it waits for.
 // attempt() returns true when done.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 template <typename Try, typename Ready>
 void blocking(Try&& attempt, Ready&& ready, Parker& parker) {
-  constexpr int kSpins = 64, kYields = 16;
+  constexpr int kSpins = 64, kYields = 2;
   for (int i = 0;; ++i) {
     if (attempt()) return;
-    if (i < kSpins) continue;
+    if (i < kSpins) {
+      cpu_relax();
+      continue;
+    }
     if (i < kSpins + kYields) {
       std::this_thread::yield();
       continue;
@@ -123,6 +143,9 @@ class SpscRing {
     return tail_.load(std::memory_order_acquire) - head;
   }
   bool closed() const { return closed_.load(std::memory_order_acquire); }
+  // Consumers / producers parked (asleep) in pop() / push() right now; for tests.
+  uint32_t parked_consumers() const { return not_empty_.sleepers(); }
+  uint32_t parked_producers() const { return not_full_.sleepers(); }
 
   // Producer side. On failure (full or closed) `value` is left untouched.
   bool try_push(T& value) {
@@ -226,6 +249,9 @@ class MpmcRing {
     return enqueue > dequeue ? enqueue - dequeue : 0;
   }
   bool closed() const { return closed_.load(std::memory_order_acquire); }
+  // Consumers / producers parked (asleep) in pop() / push() right now; for tests.
+  uint32_t parked_consumers() const { return not_empty_.sleepers(); }
+  uint32_t parked_producers() const { return not_full_.sleepers(); }
 
   // On failure (full or closed) `value` is left untouched.
   bool try_push(T& value) {
