@@ -66,14 +66,31 @@ void check_jpeg_supported(const std::vector<uint8_t>& bytes, const std::string& 
 
 #ifdef ECHELON_WITH_TURBOJPEG
 namespace {
+// One handle per thread for headers and one for pixels, reused across images. A TurboJPEG handle
+// carries state from call to call (the stop-on-warning and warning flags; found by diff_jpeg: the
+// same file was accepted or rejected depending on the file before it), so each handle serves only
+// one kind of call, and a handle that saw an error is replaced by a fresh one. Then a decode's
+// outcome depends on its own bytes only, never on the thread's history.
+using Handle = std::unique_ptr<void, int (*)(tjhandle)>;
 struct ThreadDecoder {
-  std::unique_ptr<void, int (*)(tjhandle)> handle{tjInitDecompress(), &tjDestroy};
-  std::vector<uint8_t> pixels;
+  Handle header{nullptr, &tjDestroy};
+  Handle pixels{nullptr, &tjDestroy};
+  std::vector<uint8_t> buffer;
 };
-ThreadDecoder& thread_decoder(const std::string& source) {
+ThreadDecoder& thread_decoder() {
   thread_local ThreadDecoder decoder;
-  ECH_CHECK(decoder.handle != nullptr, source, ": libjpeg-turbo init failed");
   return decoder;
+}
+tjhandle fresh_if_needed(Handle& handle, const std::string& source) {
+  if (handle == nullptr) handle.reset(tjInitDecompress());
+  ECH_CHECK(handle != nullptr, source, ": libjpeg-turbo init failed");
+  return handle.get();
+}
+// Throws naming `source` with the handle's message, after retiring the handle.
+[[noreturn]] void fail(Handle& handle, const std::string& source, const char* what) {
+  const std::string reason = tjGetErrorStr2(handle.get());
+  handle.reset();
+  ECH_FAIL(source, ": ", what, " (libjpeg-turbo: ", reason, ")");
 }
 }  // namespace
 #endif
@@ -82,11 +99,12 @@ void jpeg_dimensions(const std::vector<uint8_t>& bytes, const std::string& sourc
                      int& width) {
 #ifdef ECHELON_WITH_TURBOJPEG
   check_jpeg_supported(bytes, source);
-  tjhandle handle = thread_decoder(source).handle.get();
+  ThreadDecoder& decoder = thread_decoder();
+  tjhandle handle = fresh_if_needed(decoder.header, source);
   int subsampling = 0, colorspace = 0;
-  ECH_CHECK(tjDecompressHeader3(handle, bytes.data(), bytes.size(), &width, &height, &subsampling,
-                                &colorspace) == 0,
-            source, ": corrupt JPEG header (libjpeg-turbo: ", tjGetErrorStr2(handle), ")");
+  if (tjDecompressHeader3(handle, bytes.data(), bytes.size(), &width, &height, &subsampling,
+                          &colorspace) != 0)
+    fail(decoder.header, source, "corrupt JPEG header");
   check_image_dimensions(width, height, source, "JPEG");
 #else
   (void)bytes;
@@ -102,16 +120,16 @@ Interleaved decode_jpeg_interleaved(const std::vector<uint8_t>& bytes, const std
   int width = 0, height = 0;
   jpeg_dimensions(bytes, source, height, width);
 #ifdef ECHELON_WITH_TURBOJPEG
-  ThreadDecoder& decoder = thread_decoder(source);
-  tjhandle handle = decoder.handle.get();
+  ThreadDecoder& decoder = thread_decoder();
+  tjhandle handle = fresh_if_needed(decoder.pixels, source);
   const tjscalingfactor factor{1, scale_denom};
   const int out_w = TJSCALED(width, factor), out_h = TJSCALED(height, factor);
-  decoder.pixels.resize(static_cast<size_t>(out_w) * out_h * channels);
+  decoder.buffer.resize(static_cast<size_t>(out_w) * out_h * channels);
   // Warnings (e.g. premature end of data) are errors here: a truncated file must not pass.
-  ECH_CHECK(tjDecompress2(handle, bytes.data(), bytes.size(), decoder.pixels.data(), out_w, 0,
-                          out_h, channels == 1 ? TJPF_GRAY : TJPF_RGB, TJFLAG_STOPONWARNING) == 0,
-            source, ": corrupt JPEG data (libjpeg-turbo: ", tjGetErrorStr2(handle), ")");
-  return {out_h, out_w, channels, decoder.pixels.data()};
+  if (tjDecompress2(handle, bytes.data(), bytes.size(), decoder.buffer.data(), out_w, 0, out_h,
+                    channels == 1 ? TJPF_GRAY : TJPF_RGB, TJFLAG_STOPONWARNING) != 0)
+    fail(decoder.pixels, source, "corrupt JPEG data");
+  return {out_h, out_w, channels, decoder.buffer.data()};
 #else
   (void)channels;
   return {};
@@ -122,10 +140,18 @@ Interleaved decode_jpeg_interleaved(const std::vector<uint8_t>& bytes, const std
 
 namespace {
 
+// A pixel loop, not parsing: kept out of libFuzzer's comparison tracing (as in image_codec.cpp).
+#if defined(__clang__)
+#define ECHELON_NO_FUZZ_COVERAGE __attribute__((no_sanitize("coverage")))
+#else
+#define ECHELON_NO_FUZZ_COVERAGE
+#endif
+
 // Crop (with zero padding), flip and normalise interleaved rows into planar floats, one pass.
 // Produces exactly what augment_image + to_float produce on the planar image: the same
 // coefficients (normalise_coefficients), the same expression per pixel, padding = 0 * scale +
 // shift.
+ECHELON_NO_FUZZ_COVERAGE
 void augment_interleaved_to_float(const detail::Interleaved& image, const AugmentOptions& options,
                                   const AugmentKey& key, float* out) {
   const int64_t h = image.height, w = image.width, c = image.channels;
