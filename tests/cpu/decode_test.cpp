@@ -47,6 +47,46 @@ AugmentOptions options_with(int64_t pad, bool flip, std::vector<float> mean,
   return options;
 }
 
+// Sum over pixels of |scaled - box average of the denom x denom block of full|; the largest in
+// `worst`.
+double box_filter_difference(const Image& full, const Image& scaled, int denom, double& worst) {
+  double total = 0;
+  for (int64_t ch = 0; ch < scaled.channels; ++ch)
+    for (int64_t y = 0; y < scaled.height; ++y)
+      for (int64_t x = 0; x < scaled.width; ++x) {
+        double box = 0;
+        for (int dy = 0; dy < denom; ++dy)
+          for (int dx = 0; dx < denom; ++dx)
+            box += full.pixels[(ch * full.height + y * denom + dy) * full.width + x * denom + dx];
+        box /= denom * denom;
+        const double diff =
+            std::abs(box - scaled.pixels[(ch * scaled.height + y) * scaled.width + x]);
+        total += diff;
+        worst = std::max(worst, diff);
+      }
+  return total;
+}
+
+// Fused vs three-step for one encoded image, every setting, 12 augmentation keys.
+void check_fused_matches(const std::vector<uint8_t>& jpeg, int channels,
+                         const std::vector<AugmentOptions>& settings) {
+  for (size_t s = 0; s < settings.size(); ++s) {
+    if (channels == 1 && settings[s].mean.size() == 3) continue;
+    for (int64_t index = 0; index < 12; ++index) {  // different crops, flips on and off
+      CAPTURE(channels);
+      CAPTURE(s);
+      CAPTURE(index);
+      const AugmentKey key{7, 1, index, 0};
+      std::vector<float> fused;
+      int64_t h = 0, w = 0;
+      CHECK(decode_augment_to_float(jpeg, "t.jpg", channels, settings[s], key, fused, h, w));
+      CHECK(h == 37);
+      CHECK(w == 23);
+      CHECK(fused == three_step(jpeg, channels, settings[s], key, ImageDecoder::TurboJpeg));
+    }
+  }
+}
+
 }  // namespace
 
 TEST_SUITE("decode") {
@@ -56,24 +96,8 @@ TEST_SUITE("decode") {
         options_with(0, false, {}, {}), options_with(4, true, {0.5f}, {0.25f}),
         options_with(3, true, {0.4f, 0.5f, 0.6f}, {0.2f, 0.3f, 0.4f}),
         options_with(40, true, {}, {})};  // padding wider than the image: all-padding rows too
-    for (int channels : {1, 3}) {
-      const std::vector<uint8_t> jpeg = encode_jpeg(test_image(37, 23, 3), 85);
-      for (size_t s = 0; s < settings.size(); ++s) {
-        if (channels == 1 && settings[s].mean.size() == 3) continue;
-        for (int64_t index = 0; index < 12; ++index) {  // different crops, flips on and off
-          CAPTURE(channels);
-          CAPTURE(s);
-          CAPTURE(index);
-          const AugmentKey key{7, 1, index, 0};
-          std::vector<float> fused;
-          int64_t h = 0, w = 0;
-          CHECK(decode_augment_to_float(jpeg, "t.jpg", channels, settings[s], key, fused, h, w));
-          CHECK(h == 37);
-          CHECK(w == 23);
-          CHECK(fused == three_step(jpeg, channels, settings[s], key, ImageDecoder::TurboJpeg));
-        }
-      }
-    }
+    const std::vector<uint8_t> jpeg = encode_jpeg(test_image(37, 23, 3), 85);
+    for (int channels : {1, 3}) check_fused_matches(jpeg, channels, settings);
   }
 
   TEST_CASE("fused path on a PNG falls back to the three-step path, same floats") {
@@ -107,20 +131,8 @@ TEST_SUITE("decode") {
       const Image scaled = decode_image_scaled(jpeg, "t.jpg", 3, 96 / denom, 80 / denom);
       REQUIRE(scaled.height == 96 / denom);
       REQUIRE(scaled.width == 80 / denom);
-      double total = 0, worst = 0;
-      for (int64_t ch = 0; ch < 3; ++ch)
-        for (int64_t y = 0; y < scaled.height; ++y)
-          for (int64_t x = 0; x < scaled.width; ++x) {
-            double box = 0;
-            for (int dy = 0; dy < denom; ++dy)
-              for (int dx = 0; dx < denom; ++dx)
-                box += full.pixels[(ch * 96 + y * denom + dy) * 80 + x * denom + dx];
-            box /= denom * denom;
-            const double diff = std::abs(box - scaled.pixels[(ch * scaled.height + y) *
-                                                                 scaled.width + x]);
-            total += diff;
-            worst = std::max(worst, diff);
-          }
+      double worst = 0;
+      const double total = box_filter_difference(full, scaled, denom, worst);
       const double mean = total / static_cast<double>(scaled.numel());
       MESSAGE("1/", denom, ": mean |scaled - box(full)| ", mean, ", max ", worst);
       // Bound (docs/data.md): the scaled IDCT keeps the low frequencies of the same coefficients,
