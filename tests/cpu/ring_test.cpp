@@ -187,7 +187,7 @@ void check_wake_latency(int pushes, std::chrono::milliseconds bound) {
     const auto deadline = Clock::now() + std::chrono::seconds(2);
     while (ring.parked_consumers() == 0 && Clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::microseconds(200));
-    parked_before_push += ring.parked_consumers() == 1;
+    parked_before_push += ring.parked_consumers() >= 1;
     const Clock::time_point pushed_at = Clock::now();
     REQUIRE(ring.push(i));
     std::unique_lock<std::mutex> lock(mutex);
