@@ -46,13 +46,18 @@ bool asymmetric_fences_enabled() {
 }
 
 void asymmetric_fence_heavy_slow() {
-#if defined(__linux__) && !defined(ECHELON_TSAN)
+#if defined(ECHELON_TSAN)
+  g_tsan_fence_word.fetch_add(1, std::memory_order_acq_rel);
+  return;
+#elif defined(__linux__)
   if (g_asymmetric_fences.load(std::memory_order_relaxed)) {
     // Cannot fail once registered (EINVAL/EPERM only without registration).
     if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return;
   }
-#endif
   std::atomic_thread_fence(std::memory_order_seq_cst);
+#else
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+#endif
 }
 
 }  // namespace echelon::data::detail
