@@ -163,7 +163,8 @@ void check_stress(int producers, int consumers, int64_t per_producer, size_t cap
 }
 
 // A consumer parks on an empty ring; each push must wake it within `bound`. The main thread waits
-// for the consumer's report with a timeout, so a lost wake-up fails instead of hanging.
+// for the consumer's report with a timeout, so a lost wake-up fails instead of hanging (checked:
+// with Parker::wake() planted to do nothing it fails in seconds, 1 of 40 items popped).
 template <typename Ring>
 void check_wake_latency(int pushes, std::chrono::milliseconds bound) {
   using Clock = std::chrono::steady_clock;
