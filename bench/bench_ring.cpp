@@ -1,10 +1,21 @@
-// Ring throughput: SPSC and MPMC lock-free rings vs a mutex + condition-variable queue, payloads
-// of 8 B and 4 KiB, items/s through a producer thread and a consumer thread (MPMC: 2 x 2).
+// Ring throughput, items/s through a bounded queue of 1024 slots, against two peers built here:
+//  - ReferenceSpsc: the textbook fastest single-producer queue (two cache-line-separated indices,
+//    each side's cached copy of the other's index, acquire/release only; no close, no parking);
+//  - MutexQueue: one mutex + two condition variables (what a lock-free ring must beat).
+// Modes: "spin" = both sides busy-spin on try_push/try_pop (the reference's only mode);
+// "block" = push/pop (spin, yield, park) with close() ending the stream. Threads are pinned to
+// distinct cores when there are enough (ECHELON_BENCH_PIN=0 turns pinning off).
+// Payload: 8-byte items (and 4 KiB for the SPSC rows, where the copy dominates).
 #include <benchmark/benchmark.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <array>
+#include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -14,10 +25,48 @@
 
 namespace {
 
-using Small = uint64_t;
-using Large = std::array<uint64_t, 512>;  // 4 KiB
+using echelon::data::MpmcRing;
+using echelon::data::SpscRing;
 
-// The peer: a bounded queue guarded by one mutex and two condition variables.
+constexpr size_t kCapacity = 1024;
+
+template <typename T>
+class ReferenceSpsc {
+ public:
+  explicit ReferenceSpsc(size_t capacity)
+      : mask_(capacity - 1), slots_(std::make_unique<T[]>(capacity)) {}
+  bool try_push(const T& value) {
+    const size_t tail = tail_.load(std::memory_order_relaxed);
+    if (tail - cached_head_ > mask_) {
+      cached_head_ = head_.load(std::memory_order_acquire);
+      if (tail - cached_head_ > mask_) return false;
+    }
+    slots_[tail & mask_] = value;
+    tail_.store(tail + 1, std::memory_order_release);
+    return true;
+  }
+  std::optional<T> try_pop() {
+    const size_t head = head_.load(std::memory_order_relaxed);
+    if (head == cached_tail_) {
+      cached_tail_ = tail_.load(std::memory_order_acquire);
+      if (head == cached_tail_) return std::nullopt;
+    }
+    std::optional<T> value(slots_[head & mask_]);
+    head_.store(head + 1, std::memory_order_release);
+    return value;
+  }
+
+ private:
+  const size_t mask_;
+  std::unique_ptr<T[]> slots_;
+  alignas(64) std::atomic<size_t> head_{0};
+  size_t cached_tail_ = 0;
+  alignas(64) std::atomic<size_t> tail_{0};
+  size_t cached_head_ = 0;
+  char pad_[64 - sizeof(size_t)];  // the next object does not share the producer's line
+};
+
+// Bounded queue guarded by one mutex and two condition variables.
 template <typename T>
 class MutexQueue {
  public:
@@ -54,71 +103,135 @@ class MutexQueue {
   bool closed_ = false;
 };
 
+void pin_to_core(int index) {
+  const char* pin = std::getenv("ECHELON_BENCH_PIN");
+  if (pin != nullptr && pin[0] == '0') return;
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (cores < 2) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(static_cast<unsigned>(index) % cores, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+template <typename T>
+T item(int64_t i) {
+  T value{};
+  if constexpr (std::is_integral_v<T>)
+    value = static_cast<T>(i);
+  else
+    value[0] = static_cast<uint64_t>(i);
+  return value;
+}
+template <typename T>
+uint64_t key(const T& value) {
+  if constexpr (std::is_integral_v<T>)
+    return value;
+  else
+    return value[0];
+}
+
+// Both sides busy-spin on try_push / try_pop; the consumer knows the count (no close needed).
 template <typename Queue, typename T>
-void pass_items(benchmark::State& state, int producers, int consumers) {
+void spin_1x1(benchmark::State& state) {
   const int64_t items = state.range(0);
   for (auto _ : state) {
-    Queue queue(1024);
+    Queue queue(kCapacity);
+    std::thread producer([&] {
+      pin_to_core(0);
+      for (int64_t i = 0; i < items; ++i) {
+        T value = item<T>(i);
+        while (!queue.try_push(value)) {
+        }
+      }
+    });
+    pin_to_core(1);
+    uint64_t sum = 0;
+    for (int64_t i = 0; i < items; ++i) {
+      std::optional<T> value;
+      while (!(value = queue.try_pop())) {
+      }
+      sum += key(*value);
+    }
+    benchmark::DoNotOptimize(sum);
+    producer.join();
+  }
+  state.SetItemsProcessed(state.iterations() * items);
+}
+
+// Blocking push/pop, `producers` x `consumers` threads; the last producer closes the queue.
+template <typename Queue, typename T>
+void block_pxc(benchmark::State& state, int producers, int consumers) {
+  const int64_t items = state.range(0) / producers * producers;
+  for (auto _ : state) {
+    Queue queue(kCapacity);
     std::atomic<int> producers_left{producers};
     std::vector<std::thread> threads;
     for (int p = 0; p < producers; ++p)
-      threads.emplace_back([&] {
-        T value{};
-        for (int64_t i = 0; i < items / producers; ++i) {
-          value[0] = static_cast<uint64_t>(i);
-          queue.push(value);
-        }
+      threads.emplace_back([&, p] {
+        pin_to_core(2 * p);
+        for (int64_t i = 0; i < items / producers; ++i) queue.push(item<T>(i));
         if (producers_left.fetch_sub(1) == 1) queue.close();
       });
     for (int c = 0; c < consumers; ++c)
-      threads.emplace_back([&] {
+      threads.emplace_back([&, c] {
+        pin_to_core(2 * c + 1);
         uint64_t sum = 0;
-        while (auto v = queue.pop()) sum += (*v)[0];
+        while (auto v = queue.pop()) sum += key(*v);
         benchmark::DoNotOptimize(sum);
       });
     for (auto& t : threads) t.join();
   }
-  state.SetItemsProcessed(state.iterations() * (items / producers) * producers);
+  state.SetItemsProcessed(state.iterations() * items);
 }
 
-template <typename T>
-struct Box {  // gives Small an operator[] so one driver handles both payloads
-  T value{};
-  uint64_t& operator[](size_t) { return value; }
-  const uint64_t& operator[](size_t) const { return value; }
-};
-
-template <template <typename> class Q, typename T>
-void spsc(benchmark::State& state) {
-  pass_items<Q<T>, T>(state, 1, 1);
+// One thread pushes a burst of 256 and pops it back: no second core, no cache-line transfer, so
+// this isolates the instructions of the fast path (fences, extra loads) from scheduling noise.
+template <typename Queue, typename T>
+void same_thread(benchmark::State& state) {
+  constexpr int kBurst = 256;
+  Queue queue(kCapacity);
+  uint64_t sum = 0;
+  for (auto _ : state) {
+    for (int i = 0; i < kBurst; ++i) {
+      T value = item<T>(i);
+      queue.try_push(value);
+    }
+    for (int i = 0; i < kBurst; ++i) sum += key(*queue.try_pop());
+  }
+  benchmark::DoNotOptimize(sum);
+  state.SetItemsProcessed(state.iterations() * kBurst);
 }
-template <template <typename> class Q, typename T>
-void mpmc(benchmark::State& state) {
-  pass_items<Q<T>, T>(state, 2, 2);
+
+template <typename Queue, typename T>
+void block_1x1(benchmark::State& state) {
+  block_pxc<Queue, T>(state, 1, 1);
+}
+template <typename Queue, typename T>
+void block_2x2(benchmark::State& state) {
+  block_pxc<Queue, T>(state, 2, 2);
 }
 
-using SmallBox = Box<Small>;
+using Small = uint64_t;
+using Large = std::array<uint64_t, 512>;  // 4 KiB
+constexpr int64_t kSmallItems = 1 << 22, kLargeItems = 1 << 16;
 
-BENCHMARK(spsc<echelon::data::SpscRing, SmallBox>)
-    ->Name("spsc_ring/8B")
-    ->Arg(1 << 20)
-    ->UseRealTime();
-BENCHMARK(spsc<MutexQueue, SmallBox>)->Name("mutex_queue_1x1/8B")->Arg(1 << 20)->UseRealTime();
-BENCHMARK(mpmc<echelon::data::MpmcRing, SmallBox>)
-    ->Name("mpmc_ring_2x2/8B")
-    ->Arg(1 << 20)
-    ->UseRealTime();
-BENCHMARK(mpmc<MutexQueue, SmallBox>)->Name("mutex_queue_2x2/8B")->Arg(1 << 20)->UseRealTime();
-BENCHMARK(spsc<echelon::data::SpscRing, Large>)
-    ->Name("spsc_ring/4KiB")
-    ->Arg(1 << 16)
-    ->UseRealTime();
-BENCHMARK(spsc<MutexQueue, Large>)->Name("mutex_queue_1x1/4KiB")->Arg(1 << 16)->UseRealTime();
-BENCHMARK(mpmc<echelon::data::MpmcRing, Large>)
-    ->Name("mpmc_ring_2x2/4KiB")
-    ->Arg(1 << 16)
-    ->UseRealTime();
-BENCHMARK(mpmc<MutexQueue, Large>)->Name("mutex_queue_2x2/4KiB")->Arg(1 << 16)->UseRealTime();
+#define RING_BENCH(fn, queue, type, label, n) \
+  BENCHMARK(fn<queue<type>, type>)->Name(label)->Arg(n)->UseRealTime()->MeasureProcessCPUTime()
+
+BENCHMARK(same_thread<ReferenceSpsc<Small>, Small>)->Name("spsc_same_thread/8B/reference");
+BENCHMARK(same_thread<SpscRing<Small>, Small>)->Name("spsc_same_thread/8B/echelon");
+BENCHMARK(same_thread<MpmcRing<Small>, Small>)->Name("mpmc_same_thread/8B/echelon");
+RING_BENCH(spin_1x1, ReferenceSpsc, Small, "spsc_spin/8B/reference", kSmallItems);
+RING_BENCH(spin_1x1, SpscRing, Small, "spsc_spin/8B/echelon", kSmallItems);
+RING_BENCH(block_1x1, SpscRing, Small, "spsc_block/8B/echelon", kSmallItems);
+RING_BENCH(block_1x1, MutexQueue, Small, "spsc_block/8B/mutex", kSmallItems / 4);
+RING_BENCH(spin_1x1, ReferenceSpsc, Large, "spsc_spin/4KiB/reference", kLargeItems);
+RING_BENCH(spin_1x1, SpscRing, Large, "spsc_spin/4KiB/echelon", kLargeItems);
+RING_BENCH(block_1x1, MpmcRing, Small, "mpmc_1x1/8B/echelon", kSmallItems / 4);
+RING_BENCH(block_1x1, MutexQueue, Small, "mpmc_1x1/8B/mutex", kSmallItems / 4);
+RING_BENCH(block_2x2, MpmcRing, Small, "mpmc_2x2/8B/echelon", kSmallItems / 4);
+RING_BENCH(block_2x2, MutexQueue, Small, "mpmc_2x2/8B/mutex", kSmallItems / 4);
 
 }  // namespace
 

@@ -33,6 +33,11 @@ if(ECHELON_STB_LIB AND ECHELON_STB_INCLUDE)
   set(ECHELON_HAVE_STB ON)
 endif()
 message(STATUS "Echelon: libjpeg-turbo ${ECHELON_HAVE_TURBOJPEG}, stb_image ${ECHELON_HAVE_STB}")
+if(NOT ECHELON_HAVE_TURBOJPEG AND ECHELON_HAVE_STB)
+  # One JPEG decoder per build (docs/fuzzing.md): stb renders some JPEGs differently.
+  message(WARNING "Echelon: libjpeg-turbo (libturbojpeg0-dev) not found: JPEGs are decoded by "
+                  "stb_image, whose pixels differ from builds with libjpeg-turbo")
+endif()
 
 if(ECHELON_WITH_CUDA)
   find_package(CUDNN)

@@ -13,6 +13,7 @@ set(ECHELON_PARSER_SOURCES
   data/io.cpp
   data/datasets.cpp
   data/image_codec.cpp
+  data/jpeg_decode.cpp
   data/loader.cpp
   tensor/safetensors.cpp
   tensor/device.cpp

@@ -11,12 +11,11 @@
 #include <echelon/base/error.h>
 #include <echelon/data/io.h>
 
+#include <echelon/data/jpeg_decode.h>
+
 #ifdef ECHELON_WITH_STB
 #include <stb/stb_image.h>
 #include <stb/stb_image_write.h>
-#endif
-#ifdef ECHELON_WITH_TURBOJPEG
-#include <turbojpeg.h>
 #endif
 
 namespace echelon::data {
@@ -41,20 +40,24 @@ bool is_jpeg(const std::vector<uint8_t>& bytes) {
   return bytes.size() >= 3 && bytes[0] == 0xFF && bytes[1] == 0xD8 && bytes[2] == 0xFF;
 }
 
-namespace {
+namespace detail {
 
 // The largest image we decode: 2^25 pixels (e.g. 5792 x 5792), checked from the header before any
 // allocation, so a header claiming 65500 x 65500 cannot make us allocate gigabytes. Far above
 // what a CNN trains on; the decoders' own working memory stays within a few hundred MB.
 constexpr int64_t kMaxPixels = int64_t{1} << 25;
 
-[[maybe_unused]] void check_dimensions(int64_t width, int64_t height, const std::string& source,
-                                       const char* format) {
+void check_image_dimensions(int64_t width, int64_t height, const std::string& source,
+                            const char* format) {
   ECH_CHECK(width >= 1 && height >= 1, source, ": ", format, " header has invalid dimensions ",
             width, "x", height);
   ECH_CHECK(width * height <= kMaxPixels, source, ": ", format, " image of ", width, "x", height,
             " pixels exceeds the limit of ", kMaxPixels, " pixels");
 }
+
+}  // namespace detail
+
+namespace {
 
 // PNG chunk CRCs and the zlib checksum of the image data (stb_image checks neither): a damaged file
 // must not be trained on. Walks the chunks from the signature to IEND; names the chunk and its
@@ -140,10 +143,11 @@ Image decode_stb(const std::vector<uint8_t>& bytes, const std::string& source, i
   ECH_CHECK(bytes.size() <= 0x7fffffff, source, ": image of ", bytes.size(), " bytes is too big");
   int width = 0, height = 0, stored = 0;
   if (is_png(bytes)) check_png_crcs(bytes, source);
+  if (is_jpeg(bytes)) detail::check_jpeg_supported(bytes, source);
   // The header first: dimensions are checked before stb allocates anything.
   if (stbi_info_from_memory(bytes.data(), static_cast<int>(bytes.size()), &width, &height,
                             &stored) != 0)
-    check_dimensions(width, height, source, "image");
+    detail::check_image_dimensions(width, height, source, "image");
   std::unique_ptr<stbi_uc, void (*)(void*)> pixels(
       stbi_load_from_memory(bytes.data(), static_cast<int>(bytes.size()), &width, &height, &stored,
                             channels),
@@ -158,27 +162,11 @@ Image decode_stb(const std::vector<uint8_t>& bytes, const std::string& source, i
 #endif
 }
 
-Image decode_turbo(const std::vector<uint8_t>& bytes, const std::string& source, int channels) {
-#ifdef ECHELON_WITH_TURBOJPEG
-  std::unique_ptr<void, int (*)(tjhandle)> handle(tjInitDecompress(), &tjDestroy);
-  ECH_CHECK(handle != nullptr, source, ": libjpeg-turbo init failed");
-  int width = 0, height = 0, subsampling = 0, colorspace = 0;
-  ECH_CHECK(tjDecompressHeader3(handle.get(), bytes.data(), bytes.size(), &width, &height,
-                                &subsampling, &colorspace) == 0,
-            source, ": corrupt JPEG header (libjpeg-turbo: ", tjGetErrorStr2(handle.get()), ")");
-  check_dimensions(width, height, source, "JPEG");
-  std::vector<uint8_t> hwc(static_cast<size_t>(width) * height * channels);
-  const int format = channels == 1 ? TJPF_GRAY : TJPF_RGB;
-  // Warnings (e.g. premature end of data) are errors here: a truncated file must not pass.
-  ECH_CHECK(tjDecompress2(handle.get(), bytes.data(), bytes.size(), hwc.data(), width, 0, height,
-                          format, TJFLAG_STOPONWARNING) == 0,
-            source, ": corrupt JPEG data (libjpeg-turbo: ", tjGetErrorStr2(handle.get()), ")");
-  return {height, width, channels, to_planar(hwc.data(), height, width, channels)};
-#else
-  (void)bytes;
-  (void)channels;
-  ECH_FAIL(source, ": cannot decode: this build has no libjpeg-turbo (ECHELON_WITH_TURBOJPEG)");
-#endif
+Image decode_turbo(const std::vector<uint8_t>& bytes, const std::string& source, int channels,
+                   int scale_denom = 1) {
+  const detail::Interleaved hwc =
+      detail::decode_jpeg_interleaved(bytes, source, channels, scale_denom);
+  return {hwc.height, hwc.width, channels, to_planar(hwc.pixels, hwc.height, hwc.width, channels)};
 }
 
 #ifdef ECHELON_WITH_STB
@@ -206,6 +194,20 @@ Image decode_image(const std::vector<uint8_t>& bytes, const std::string& source,
       (decoder == ImageDecoder::Auto && have_turbojpeg() && is_jpeg(bytes)))
     return decode_turbo(bytes, source, channels);
   return decode_stb(bytes, source, channels);
+}
+
+Image decode_image_scaled(const std::vector<uint8_t>& bytes, const std::string& source,
+                          int channels, int64_t min_height, int64_t min_width) {
+  if (!have_turbojpeg() || !is_jpeg(bytes)) return decode_image(bytes, source, channels);
+  ECH_CHECK(channels == 1 || channels == 3, source, ": channels must be 1 or 3, got ", channels);
+  int height = 0, width = 0;
+  detail::jpeg_dimensions(bytes, source, height, width);
+  // The smallest DCT scale whose output (ceil(dim / denom)) still covers the target.
+  int denom = 8;
+  while (denom > 1 &&
+         ((height + denom - 1) / denom < min_height || (width + denom - 1) / denom < min_width))
+    denom /= 2;
+  return decode_turbo(bytes, source, channels, denom);
 }
 
 std::vector<uint8_t> encode_png(const Image& image) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <echelon/data/dataset.h>
+#include <echelon/data/transforms.h>
 
 namespace echelon::data {
 
@@ -18,11 +19,30 @@ bool have_turbojpeg();
 bool is_jpeg(const std::vector<uint8_t>& bytes);  // starts with FF D8 FF
 
 // Decodes JPEG/PNG/BMP bytes to a (C, H, W) image with `channels` (1 or 3) channels. Auto =
-// libjpeg-turbo for JPEG when available, stb_image otherwise. Corrupt or unsupported data throws
+// libjpeg-turbo for every JPEG when the build has it (ONE JPEG decoder, so training sees the same
+// pixels on every machine: stb and libjpeg-turbo differ, docs/fuzzing.md), stb_image for other
+// formats and for JPEG only in builds without libjpeg-turbo. 12-bit and CMYK JPEGs are refused
+// with an error naming the file (both decoders). Corrupt or unsupported data throws
 // echelon::Error naming `source` and the decoder's reason; a decoder missing from the build throws
 // too.
 Image decode_image(const std::vector<uint8_t>& bytes, const std::string& source, int channels,
                    ImageDecoder decoder = ImageDecoder::Auto);
+
+// JPEG decoded at a reduced size in the DCT domain (libjpeg-turbo scaled IDCT, 1/2, 1/4 or 1/8):
+// the smallest scale whose output is at least min_height x min_width. Much cheaper than a full
+// decode when the consumer wants a small image; pixels differ from a full decode followed by a
+// box filter by a bounded amount (tests/cpu/decode_test.cpp, docs/data.md). Other formats, or no
+// libjpeg-turbo: the full-size decode_image.
+Image decode_image_scaled(const std::vector<uint8_t>& bytes, const std::string& source,
+                          int channels, int64_t min_height, int64_t min_width);
+
+// decode_image + augment_image + to_float in one call, into `out` (C, H, W floats, resized) and
+// the image's height and width. JPEG with libjpeg-turbo takes the fused path (a reused decoder per
+// thread; crop, flip and normalise in one pass from the decoder's rows; returns true); anything
+// else the three-step path (returns false). Both give bit-identical floats.
+bool decode_augment_to_float(const std::vector<uint8_t>& bytes, const std::string& source,
+                             int channels, const AugmentOptions& options, const AugmentKey& key,
+                             std::vector<float>& out, int64_t& height, int64_t& width);
 
 // Encoders (stb_image_write) of a (C, H, W) image. Throw when the build has no stb.
 std::vector<uint8_t> encode_png(const Image& image);

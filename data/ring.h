@@ -9,11 +9,13 @@
 // a sequence number that says whether it is ready for the producer or the consumer of a given
 // lap, so producers and consumers claim slots with one CAS each and never take a lock.
 //
-// Both: try_push/try_pop never block. push/pop spin briefly, then yield, then park on a futex
-// (std::atomic wait/notify), so an idle stage costs no CPU. close() ends the stream: pushes fail,
+// Both: try_push/try_pop never block. push/pop spin briefly, then park on a futex
+// (data/futex.h), so an idle stage costs no CPU. close() ends the stream: pushes fail,
 // consumers drain what is left and then see end-of-stream (pop returns nullopt). Element types
-// may be move-only. Parking costs the publishing side one seq_cst fence to see whether anyone
-// sleeps (a Dekker handshake with the sleeper); the data itself never goes through a lock.
+// may be move-only. Whether anyone sleeps is a Dekker handshake between publisher and sleeper;
+// with asymmetric fences (data/asymmetric_fence.h) the publisher's half is a compiler barrier
+// plus one load of a rarely-written line, and the sleeper pays a membarrier system call. So a
+// push or pop costs what a textbook lock-free ring costs; the data never goes through a lock.
 #pragma once
 
 #include <atomic>
@@ -23,11 +25,12 @@
 #include <memory>
 #include <new>
 #include <optional>
-#include <thread>
 #include <type_traits>
 #include <utility>
 
 #include <echelon/base/error.h>
+#include <echelon/data/asymmetric_fence.h>
+#include <echelon/data/futex.h>
 
 namespace echelon::data {
 
@@ -39,10 +42,20 @@ namespace detail {
 inline size_t ring_capacity(size_t requested, const char* ring) {
   ECH_CHECK(requested >= 1 && requested <= (size_t{1} << 30), ring, ": capacity ", requested,
             " must be in [1, 2^30]");
+  asymmetric_fences_enabled();  // fixes the fence mode before the ring's first operation
   return std::bit_ceil(requested);
 }
 
 // Sleep/wake handshake for one direction of a ring ("not empty" or "not full").
+//
+// A sleeper announces itself (sleepers_ += 1), then re-checks the ring; a publisher, after
+// publishing, looks at sleepers_ (the Dekker pair, made cheap for the publisher by the
+// asymmetric fences). The first publisher that sees an announcement TAKES all of them
+// (exchange to 0) and wakes everyone; later publishers see 0 and make no system call. So a burst
+// of pushes into a ring whose consumer is still waking up costs one futex wake, not one per push
+// (on a loaded machine that wake-up takes milliseconds). An announcement is never withdrawn (a
+// decrement could remove another sleeper's announcement and lose its wake-up): a sleeper that finds
+// the ring ready leaves a stale count, which costs one spurious wake later, never a lost one.
 class Parker {
  public:
   // Blocks until ready() is true; ready() is re-checked after announcing the sleep, so a wake
@@ -51,46 +64,63 @@ class Parker {
   void park_until(Ready&& ready) {
     for (;;) {
       const uint32_t seen = epoch_.load(std::memory_order_acquire);
-      sleepers_.fetch_add(1, std::memory_order_relaxed);
-      std::atomic_thread_fence(std::memory_order_seq_cst);
-      if (ready()) {
-        sleepers_.fetch_sub(1, std::memory_order_relaxed);
-        return;
-      }
-      epoch_.wait(seen, std::memory_order_acquire);
-      sleepers_.fetch_sub(1, std::memory_order_relaxed);
+      // Release: a waker that takes this announcement also sees `seen`, so its epoch increment
+      // comes after it and the wait below returns.
+      sleepers_.fetch_add(1, std::memory_order_acq_rel);
+      asymmetric_fence_heavy();  // pairs with wake()'s light fence: one of us sees the other
+      if (ready()) return;
+      futex_wait(epoch_, seen);
       if (ready()) return;
     }
   }
   // Called after publishing: wakes sleepers, if any.
   void wake() {
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (sleepers_.load(std::memory_order_relaxed) != 0) wake_all();
+    asymmetric_fence_light();
+    if (sleepers_.load(std::memory_order_relaxed) != 0) [[unlikely]]
+      take_and_wake();
   }
+  // close(): wakes everyone, announced or about to announce.
   void wake_all() {
-    epoch_.fetch_add(1, std::memory_order_release);
-    epoch_.notify_all();
+    sleepers_.store(0, std::memory_order_relaxed);
+    epoch_.fetch_add(1, std::memory_order_acq_rel);
+    futex_wake_all(epoch_);
   }
+  // Announced sleepers not yet woken (may include stale announcements); for tests.
+  uint32_t sleepers() const { return sleepers_.load(std::memory_order_relaxed); }
 
  private:
+  void take_and_wake() {
+    if (sleepers_.exchange(0, std::memory_order_acq_rel) == 0) return;  // another waker took it
+    epoch_.fetch_add(1, std::memory_order_acq_rel);
+    futex_wake_all(epoch_);
+  }
+
   std::atomic<uint32_t> epoch_{0};
   std::atomic<uint32_t> sleepers_{0};
 };
 
-// Spin, then yield, then park: cheap when the other side is about to act, free when it is idle.
+// Spin, then park: cheap when the other side is about to act, free when it is idle. No
+// sched_yield: on an oversubscribed machine a yield can hand the core away for a whole time
+// slice, while a parked thread is woken by the very publish it waits for.
 // attempt() returns true when done.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 template <typename Try, typename Ready>
 void blocking(Try&& attempt, Ready&& ready, Parker& parker) {
-  constexpr int kSpins = 64, kYields = 16;
+  constexpr int kSpins = 64;
   for (int i = 0;; ++i) {
     if (attempt()) return;
-    if (i < kSpins) continue;
-    if (i < kSpins + kYields) {
-      std::this_thread::yield();
+    if (i < kSpins) {
+      cpu_relax();
       continue;
     }
-    parker.park_until(ready);
-    i = kSpins + kYields;  // after a wake, try again, park again if another thread won
+    parker.park_until(ready);  // then try again; park again if another thread won
   }
 }
 
@@ -123,6 +153,9 @@ class SpscRing {
     return tail_.load(std::memory_order_acquire) - head;
   }
   bool closed() const { return closed_.load(std::memory_order_acquire); }
+  // Announced sleepers in pop() / push() (an upper bound on who sleeps right now); for tests.
+  uint32_t parked_consumers() const { return not_empty_.sleepers(); }
+  uint32_t parked_producers() const { return not_full_.sleepers(); }
 
   // Producer side. On failure (full or closed) `value` is left untouched.
   bool try_push(T& value) {
@@ -226,6 +259,9 @@ class MpmcRing {
     return enqueue > dequeue ? enqueue - dequeue : 0;
   }
   bool closed() const { return closed_.load(std::memory_order_acquire); }
+  // Announced sleepers in pop() / push() (an upper bound on who sleeps right now); for tests.
+  uint32_t parked_consumers() const { return not_empty_.sleepers(); }
+  uint32_t parked_producers() const { return not_full_.sleepers(); }
 
   // On failure (full or closed) `value` is left untouched.
   bool try_push(T& value) {

@@ -45,20 +45,31 @@ Image augment_image(const Image& image, const AugmentOptions& options, const Aug
   return out;
 }
 
-void to_float(const Image& image, const AugmentOptions& options, float* out) {
-  const int64_t h = image.height, w = image.width, c = image.channels;
+NormaliseCoefficients normalise_coefficients(const AugmentOptions& options, int64_t channels) {
   auto channel_value = [&](const std::vector<float>& values, int64_t ch, float fallback,
                            const char* what) {
     if (values.empty()) return fallback;
-    ECH_CHECK(values.size() == 1 || static_cast<int64_t>(values.size()) == c, "normalize: ", what,
-              " has ", values.size(), " values for an image with ", c, " channels");
+    ECH_CHECK(values.size() == 1 || static_cast<int64_t>(values.size()) == channels,
+              "normalize: ", what, " has ", values.size(), " values for an image with ", channels,
+              " channels");
     return values.size() == 1 ? values[0] : values[ch];
   };
-  for (int64_t ch = 0; ch < c; ++ch) {
+  NormaliseCoefficients coeffs;
+  for (int64_t ch = 0; ch < channels; ++ch) {
     const float mean = channel_value(options.mean, ch, 0.0f, "mean");
     const float std = channel_value(options.std, ch, 1.0f, "std");
     ECH_CHECK(std > 0, "normalize: std of channel ", ch, " is ", std, " (must be > 0)");
-    const float scale = 1.0f / (255.0f * std), shift = -mean / std;
+    coeffs.scale.push_back(1.0f / (255.0f * std));
+    coeffs.shift.push_back(-mean / std);
+  }
+  return coeffs;
+}
+
+void to_float(const Image& image, const AugmentOptions& options, float* out) {
+  const int64_t h = image.height, w = image.width, c = image.channels;
+  const NormaliseCoefficients coeffs = normalise_coefficients(options, c);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const float scale = coeffs.scale[ch], shift = coeffs.shift[ch];
     for (int64_t p = ch * h * w; p < (ch + 1) * h * w; ++p)
       out[p] = static_cast<float>(image.pixels[p]) * scale + shift;
   }

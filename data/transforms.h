@@ -37,6 +37,13 @@ AugmentDraw draw_augment(const AugmentOptions& options, const AugmentKey& key);
 // Random crop (with padding) and flip of a (C, H, W) image; the output has the input's size.
 Image augment_image(const Image& image, const AugmentOptions& options, const AugmentKey& key);
 
+// Per-channel out = pixel * scale + shift, from mean/std (one value or one per channel); throws
+// naming the option when the counts do not match `channels` or a std is not > 0.
+struct NormaliseCoefficients {
+  std::vector<float> scale, shift;
+};
+NormaliseCoefficients normalise_coefficients(const AugmentOptions& options, int64_t channels);
+
 // uint8 -> float in [0, 1], then (x - mean[c]) / std[c]. Writes C*H*W floats to `out`.
 void to_float(const Image& image, const AugmentOptions& options, float* out);  // (C, H, W)
 

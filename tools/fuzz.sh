@@ -53,7 +53,7 @@ declare -A sources=(
   [resume]="app/cli/command.cpp app/options.cpp"
   [cli]="app/cli/command.cpp app/options.cpp"
   [spec]="parallel/partition.cpp tensor/device.cpp parallel/schedule.cpp tensor/dtype.cpp"
-  [diff_jpeg]="data/image_codec.cpp"
+  [diff_jpeg]="data/image_codec.cpp data/jpeg_decode.cpp"
   [diff_png]="data/image_codec.cpp"
   [diff_gzip]="data/io.cpp"
 )

@@ -1,21 +1,29 @@
-// Differential: the same JPEG bytes decoded by libjpeg-turbo and by stb_image (both decoders the
-// image-folder data set can use, data/image_codec.cpp). Each follows the contract on its own.
-// When both accept, the dimensions must agree. Pixels within kMeanTolerance (mean absolute
-// difference, 0..255) are checked only with ECHELON_FUZZ_JPEG_PIXELS=1: fuzzing found legal files
-// the two decoders render far apart (IDCT saturation, upsampling), so it is not a CI contract.
-// Acceptance itself may differ (stb has no arithmetic coding; libjpeg-turbo stops on any warning),
-// so a one-sided rejection is not a finding.
+// Differential: the same JPEG bytes through every JPEG path Echelon has.
+//
+// Echelon decodes JPEG with ONE decoder, libjpeg-turbo (stb only in builds without it), so that
+// training sees the same pixels on every machine. What is asserted, on every input:
+//  1. libjpeg-turbo through two of our APIs — decode_image (tjDecompress2 -> planar uint8, then
+//     augment_image + to_float) and decode_augment_to_float (the fused one-pass path the data
+//     pipeline uses) — accepts and rejects alike and gives bit-identical floats, for the crop and
+//     flip drawn from the input;
+//  2. libjpeg-turbo vs stb_image: when both accept, the same dimensions. One-sided rejection is
+//     allowed (stb has no arithmetic coding; libjpeg-turbo stops on any warning).
+// stb vs libjpeg-turbo PIXELS are not a contract (docs/fuzzing.md): the two IDCTs and upsamplers
+// legitimately render some legal files far apart (36.6/255 seen). ECHELON_FUZZ_JPEG_PIXELS=1
+// still measures it, for a debugger, on non-progressive files with valid Huffman tables.
 #include "fuzz_common.h"
 
 #include <cmath>
 #include <cstdlib>
 
 #include <echelon/data/image_codec.h>
+#include <echelon/data/transforms.h>
 
 namespace {
-// Mean absolute difference allowed (of 255). Clean photos differ by ~1; legal files with extreme
-// quantization tables (a luma quantizer of 164 found by fuzzing) saturate the two IDCTs
-// differently, 12-14 seen; a channel swap, transposition or wrong colour conversion is far above.
+// Diagnostic only (ECHELON_FUZZ_JPEG_PIXELS=1). Mean absolute difference (of 255). Clean photos
+// differ by ~1; legal files with extreme quantization tables (a luma quantizer of 164 found by
+// fuzzing) saturate the two IDCTs differently, 12-14 seen; a channel swap, transposition or wrong
+// colour conversion is far above.
 constexpr double kMeanTolerance = 32.0;
 
 // Whether every Huffman table (DHT) holds only symbols the JPEG spec allows: DC sizes <= 11; AC
@@ -55,13 +63,50 @@ bool huffman_tables_valid(const std::vector<uint8_t>& b) {
 
 }  // namespace
 
+namespace {
+
+namespace ed = echelon::data;
+
+// Contract 1: the fused path and the three-step path of libjpeg-turbo agree exactly.
+void check_turbo_two_apis(const std::vector<uint8_t>& bytes, const std::string& source,
+                          int channels, uint8_t augment_byte) {
+  ed::AugmentOptions options;
+  options.crop_padding = augment_byte % 5;
+  options.horizontal_flip = (augment_byte & 8) != 0;
+  const ed::AugmentKey key{augment_byte, 0, augment_byte >> 4, 0};
+  std::vector<float> three_step, fused;
+  bool three_step_ok = false, fused_ok = false;
+  echelon::fuzz::expect_parse_or_error(source, [&] {
+    const ed::Image image = ed::augment_image(
+        ed::decode_image(bytes, source, channels, ed::ImageDecoder::TurboJpeg), options, key);
+    three_step.resize(static_cast<size_t>(image.numel()));
+    ed::to_float(image, options, three_step.data());
+    three_step_ok = true;
+  });
+  echelon::fuzz::expect_parse_or_error(source, [&] {
+    int64_t height = 0, width = 0;
+    ed::decode_augment_to_float(bytes, source, channels, options, key, fused, height, width);
+    fused_ok = true;
+  });
+  if (three_step_ok != fused_ok)
+    echelon::fuzz::finding(std::string("libjpeg-turbo: the fused path ") +
+                           (fused_ok ? "accepts" : "rejects") + " what decode_image " +
+                           (three_step_ok ? "accepts" : "rejects"));
+  if (three_step_ok && three_step != fused)
+    echelon::fuzz::finding(
+        "libjpeg-turbo: fused decode + augment differs from the three-step path");
+}
+
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   namespace fuzz = echelon::fuzz;
-  namespace ed = echelon::data;
   if (!ed::have_stb() || !ed::have_turbojpeg() || size < 1) return 0;
   const int channels = data[0] & 1 ? 1 : 3;
   const std::vector<uint8_t> bytes(data + 1, data + size);
   const std::string source = "fuzz/diff.jpg";
+  // Only JPEG takes the fused libjpeg-turbo path; other bytes go to stb there (Auto).
+  if (ed::is_jpeg(bytes)) check_turbo_two_apis(bytes, source, channels, data[0]);
   ed::Image turbo, stb;
   bool turbo_ok = false, stb_ok = false;
   fuzz::expect_parse_or_error(source, [&] {
@@ -75,9 +120,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!turbo_ok || !stb_ok) return 0;
   if (turbo.height != stb.height || turbo.width != stb.width || turbo.channels != stb.channels)
     fuzz::finding("libjpeg-turbo and stb disagree on the dimensions");
-  // Pixels are NOT asserted (open, docs/fuzzing.md): on legal fuzzed files the two decoders
-  // differ by up to 36.6/255 on average (crash-divergence-36, crash-extreme-quant-table), beyond
-  // any tolerance that would still mean "the same image". The measure stays, for a debugger.
   if (std::getenv("ECHELON_FUZZ_JPEG_PIXELS") != nullptr && huffman_tables_valid(bytes)) {
     const double mean = echelon::fuzz::mean_abs_difference(turbo.pixels, stb.pixels);
     if (mean > kMeanTolerance)
