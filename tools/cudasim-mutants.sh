@@ -37,6 +37,7 @@ mutants=(
   "norm-divergent-barrier|norm.cu|'  if (threadIdx.x == 0) *shared = total;\n  __syncthreads();'|'  if (threadIdx.x == 0) {\n    *shared = total;\n    __syncthreads();\n  }'"
   "norm-missing-barrier|norm.cu|'*shared = total;\n  __syncthreads();\n  const double result'|'*shared = total;\n  const double result'"
   "im2col-missing-bounds-check|im2col.cu|'h >= 0 && h < g.h && w >= 0 && w < g.w'|'h >= 0 && h < g.h && w >= 0'"
+  "elementwise-vector-tail|elementwise.cu|'for (int64_t i = n_vec * kVec + grid_start(); i < n;'|'for (int64_t i = n_vec * kVec + 1 + grid_start(); i < n;'"
   "softmax-short-warp-sum|reduce.cu|'offset > 0; offset /= 2) v += __shfl_xor_sync'|'offset > 1; offset /= 2) v += __shfl_xor_sync'"
 )
 # The orders and grid caps of the ctest entries (tests/cudasim/CMakeLists.txt).
