@@ -5,7 +5,8 @@
 //   forward      y_n (O, L)   = w (O, R) x cols_n (R, L)             (batched, w shared)
 //   grad input   cols_n (R, L) = w^T (R, O) x grad_out_n (O, L), then col2im (batched)
 //   grad weight  grad_w (O, R) += grad_out_n (O, L) x cols_n^T (L, R)  (one GEMM per image)
-// with R = C*KH*KW and L = OH*OW. The bias gradient is a per-channel reduction (CUB).
+// with R = C*KH*KW and L = OH*OW. The bias gradient is a per-channel reduction over a 2-D grid
+// (channel x chunk, cuda/kernels/channels.cuh) with an ordered second pass.
 #include <echelon/cuda/kernels/conv.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <echelon/cuda/kernels/im2col.h>
 #include <echelon/cuda/kernels/matmul.h>
 #include <echelon/cuda/launch.h>
+#include <echelon/cuda/kernels/channels.cuh>
 
 namespace echelon::cuda {
 
@@ -31,19 +33,27 @@ __global__ void add_bias_kernel(float* y, const float* bias, int64_t out_channel
     y[i] += bias[(i / plane) % out_channels];
 }
 
-// One block per output channel o: grad_bias[o] = sum over n, q of grad_out (N, O, L).
-__global__ void bias_grad_kernel(const float* grad_out, float* grad_bias, int64_t n,
-                                 int64_t out_channels, int64_t plane) {
+// Bias gradient as a 2-D grid (cuda/kernels/channels.cuh): pass 1 sums chunk k of output
+// channel o of grad_out (N, O, L) into partial (O, chunks); pass 2 adds the chunks in order.
+__global__ void bias_grad_chunks_kernel(NormArgs a, ChannelChunks cc, const float* grad_out,
+                                        double* partial) {
   using Reduce = cub::BlockReduce<double, kBlock>;
   __shared__ typename Reduce::TempStorage temp;
-  const int64_t o = blockIdx.x;
+  const int64_t o = blockIdx.y, end = chunk_end(cc);
   double acc = 0.0;
-  for (int64_t i = threadIdx.x; i < n * plane; i += blockDim.x) {
-    const int64_t image = i / plane, q = i % plane;
-    acc += grad_out[(image * out_channels + o) * plane + q];
-  }
+  for (ChannelWalk w(a, o, chunk_begin(cc) + threadIdx.x, blockDim.x); w.i < end; w.advance())
+    acc += grad_out[w.offset()];
   const double total = Reduce(temp).Sum(acc);
-  if (threadIdx.x == 0) grad_bias[o] = static_cast<float>(total);
+  if (threadIdx.x == 0) partial[o * cc.chunks + blockIdx.x] = total;
+}
+
+__global__ void bias_grad_finish_kernel(const double* partial, int chunks, int64_t out_channels,
+                                        float* grad_bias) {
+  for (int64_t o = grid_start(); o < out_channels; o += grid_step()) {
+    double total = 0.0;
+    for (int k = 0; k < chunks; ++k) total += partial[o * chunks + k];
+    grad_bias[o] = static_cast<float>(total);
+  }
 }
 
 // ---- helpers
@@ -137,9 +147,14 @@ void conv2d_backward_weight(const Conv2dGeometry& a, const float* grad_out, cons
 void conv2d_backward_bias(const Conv2dGeometry& a, const float* grad_out, float* grad_bias,
                           cudaStream_t stream) {
   if (a.o == 0) return;
-  ECH_LAUNCH(static_cast<unsigned>(a.o), kBlock, 0, stream, bias_grad_kernel)
-  (grad_out, grad_bias, a.n, a.o, a.out_h * a.out_w);
-  ECH_CUDA_CHECK_LAUNCH("conv2d_backward_bias");
+  const NormArgs planes{a.n, a.o, a.out_h * a.out_w};  // grad_out as (N, O, L)
+  const ChannelChunks cc = channel_chunks(planes);
+  Scratch partial(static_cast<size_t>(a.o * cc.chunks) * sizeof(double), stream);
+  ECH_LAUNCH(channel_grid(cc, a.o), kBlock, 0, stream, bias_grad_chunks_kernel)
+  (planes, cc, grad_out, partial.as<double>());
+  ECH_CUDA_CHECK_LAUNCH("conv2d_backward_bias (chunks)");
+  launch_1d("conv2d_backward_bias", a.o, stream, bias_grad_finish_kernel,
+            partial.as<const double>(), cc.chunks, a.o, grad_bias);
 }
 
 }  // namespace echelon::cuda
