@@ -5,6 +5,11 @@
 // threads; short rows get one thread each, so that e.g. a (1e6, 3) reduction does not launch a
 // million mostly idle blocks. Accumulation is in float with a tree at the end, so the result
 // differs from the CPU twin's double accumulation by rounding only.
+// Why a column kernel: a reduction over a non-inner dim (sum over the batch of an (N, F) tensor,
+// bias gradients of a linear layer) has, after the permute, rows whose elements are far apart
+// but neighbouring ROWS adjacent in memory. Row kernels would read with a stride; the column
+// kernel gives 32 neighbouring outputs to the 32 lanes of a warp (coalesced loads) and splits
+// the reduced elements over the block's 8 warps, combined in warp order (deterministic).
 // Why a warp per softmax row: rows are class scores (tens to thousands of entries); a warp's
 // shuffles give the max and the sum without shared memory or block barriers.
 #include <echelon/cuda/kernels/reduce.h>
@@ -91,6 +96,39 @@ __global__ void reduce_row_per_thread_kernel(ReduceOp op, const T* x, StridedInd
     for (int64_t r = 0; r < inner; ++r)
       acc = combine(op, acc, x[strided_offset(x_ix, o * inner + r)]);
     out[o] = finish(op, acc, inner);
+  }
+}
+
+constexpr int kColumns = 32, kColumnRows = 8;  // the column kernel's block: (32, 8)
+
+// Offset of element r of the reduced part: the common single-dim case needs no division.
+__device__ __forceinline__ int64_t inner_offset(const StridedIndexer& ix, int64_t r) {
+  return ix.rank == 1 ? r * ix.strides[0] : strided_offset(ix, r);
+}
+
+// out[o] = op over r of x[outer_ix(o) + inner_ix(r)]. Lane x owns output o = tile * 32 + x,
+// warp y the reduced elements r = y, y + 8, ...; the 8 partials are combined in warp order.
+template <typename T>
+__global__ void reduce_columns_kernel(ReduceOp op, const T* x, StridedIndexer outer_ix,
+                                      StridedIndexer inner_ix, T* out, int64_t outer,
+                                      int64_t inner) {
+  __shared__ float partial[kColumnRows][kColumns + 1];
+  const int64_t tiles = (outer + kColumns - 1) / kColumns;
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int64_t o = tile * kColumns + threadIdx.x;
+    float acc = reduce_identity(op);
+    if (o < outer) {
+      const T* column = x + strided_offset(outer_ix, o);
+      for (int64_t r = threadIdx.y; r < inner; r += kColumnRows)
+        acc = combine(op, acc, column[inner_offset(inner_ix, r)]);
+    }
+    partial[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && o < outer) {
+      for (int w = 1; w < kColumnRows; ++w) acc = combine(op, acc, partial[w][threadIdx.x]);
+      out[o] = finish(op, acc, inner);
+    }
+    __syncthreads();  // partial[] is reused by the next tile
   }
 }
 
@@ -220,6 +258,28 @@ void launch_softmax_backward(const char* op, const T* grad_out, const T* y, T* g
   ECH_CUDA_CHECK_LAUNCH(op);
 }
 
+// The column layout: x_ix splits into outer dims [0, k) and reduced dims [k, rank) (no dim
+// merged across the split), the last outer dim is contiguous and the last reduced one is not.
+bool split_columns(const StridedIndexer& ix, int64_t outer, StridedIndexer& outer_ix,
+                   StridedIndexer& inner_ix) {
+  int64_t product = 1;
+  int k = 0;
+  while (k < ix.rank && product < outer) product *= ix.sizes[k++];
+  if (product != outer || k == 0 || k == ix.rank) return false;
+  if (ix.strides[k - 1] != 1 || ix.strides[ix.rank - 1] == 1) return false;
+  outer_ix = StridedIndexer{};
+  inner_ix = StridedIndexer{};
+  outer_ix.rank = k;
+  inner_ix.rank = ix.rank - k;
+  for (int d = 0; d < ix.rank; ++d) {
+    StridedIndexer& part = d < k ? outer_ix : inner_ix;
+    const int j = d < k ? d : d - k;
+    part.sizes[j] = ix.sizes[d];
+    part.strides[j] = ix.strides[d];
+  }
+  return true;
+}
+
 }  // namespace
 
 // ---- launchers ---------------------------------------------------------------------------------
@@ -230,7 +290,12 @@ void reduce(ReduceOp op, const T* x, StridedIndexer x_ix, T* out, int64_t outer,
   if (outer <= 0) return;
   ECH_CHECK(inner >= 1, "reduce: cannot reduce an empty dimension (", outer, " rows of ", inner,
             " elements)");
-  if (inner <= kThreadPerRowLimit) {
+  StridedIndexer outer_ix, inner_ix;
+  if (split_columns(x_ix, outer, outer_ix, inner_ix)) {
+    ECH_LAUNCH(grid_for_rows(outer, kColumns), dim3(kColumns, kColumnRows), 0, stream,
+               reduce_columns_kernel<T>)
+    (op, x, outer_ix, inner_ix, out, outer, inner);
+  } else if (inner <= kThreadPerRowLimit) {
     ECH_LAUNCH(grid_for_rows(outer, kRowBlock), kRowBlock, 0, stream,
                reduce_row_per_thread_kernel<T>)
     (op, x, x_ix, out, outer, inner);

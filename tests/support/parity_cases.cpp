@@ -287,6 +287,27 @@ void reduce_cases() {
        {f32({31, 7}, L::Transposed)},
        [](const auto& in) { return ops::argmax(in[0], 0, true); },
        Tolerance{0, 0}});
+  // Column layouts (the reduced dim is not innermost in memory): the column kernel.
+  add({"sum/columns_dim0",
+       "reduce",
+       {f32({301, 67})},
+       [](const auto& in) { return ops::sum(in[0], {0}); },
+       Tolerance{1e-4, 1e-4}});
+  add({"amax/columns_merged_outer",
+       "reduce",
+       {f32({3, 7, 40})},
+       [](const auto& in) { return ops::amax(in[0], {0}); },
+       Tolerance{0, 0}});
+  add({"mean/columns_transposed", "reduce", {f32({19, 45}, L::Transposed)}, [](const auto& in) {
+         return ops::mean(in[0], {1});
+       }});
+  add({"sum/columns_two_reduced_dims",
+       "reduce",
+       {f32({6, 5, 35})},
+       [](const auto& in) {
+         return ops::sum(in[0], {0, 1});
+       },
+       Tolerance{1e-5, 1e-4}});
   add({"sum_to/broadcast_grad",
        "reduce",
        {f32({9, 13, 7})},
