@@ -4,7 +4,9 @@
 // Images are processed in chunks so the columns buffer stays under kColumnsBudget bytes:
 //   forward      y_n (O, L)   = w (O, R) x cols_n (R, L)             (batched, w shared)
 //   grad input   cols_n (R, L) = w^T (R, O) x grad_out_n (O, L), then col2im (batched)
-//   grad weight  grad_w (O, R) += grad_out_n (O, L) x cols_n^T (L, R)  (one GEMM per image)
+//   grad weight  grad_w (O, R) = sum_n grad_out_n (O, L) x cols_n^T (L, R): split-K over the
+//                images (gemm_batch_reduce: each group of images summed in one block's
+//                registers), then the groups' partials added in group order (deterministic)
 // with R = C*KH*KW and L = OH*OW. The bias gradient is a per-channel reduction over a 2-D grid
 // (channel x chunk, cuda/kernels/channels.cuh) with an ordered second pass.
 #include <echelon/cuda/kernels/conv.h>
@@ -56,6 +58,16 @@ __global__ void bias_grad_finish_kernel(const double* partial, int chunks, int64
   }
 }
 
+// out (count) = [out +] sum over g of partial (groups, count), added in group order.
+__global__ void sum_groups_kernel(const float* partial, int64_t groups, int64_t count,
+                                  bool accumulate, float* out) {
+  for (int64_t i = grid_start(); i < count; i += grid_step()) {
+    float total = accumulate ? out[i] : 0.0f;
+    for (int64_t g = 0; g < groups; ++g) total += partial[g * count + i];
+    out[i] = total;
+  }
+}
+
 // ---- helpers
 // --------------------------------------------------------------------------------------
 
@@ -91,6 +103,24 @@ class Columns {
   int64_t per_image_ = 0, chunk_ = 1;
   float* data_ = nullptr;
 };
+
+// How many image groups the weight-gradient split-K uses: enough (tiles x groups) blocks to
+// fill the GPU, at most one per image, and at most kPartialBudget bytes of partial sums.
+#if ECHELON_CUDA_SIM
+constexpr int64_t kSplitTargetBlocks = 2;  // test shapes then get groups of several images
+#else
+constexpr int64_t kSplitTargetBlocks = 2 * 132;  // two blocks per SM of an H200
+#endif
+constexpr size_t kPartialBudget = size_t{64} << 20;
+
+int64_t weight_groups(int64_t out_channels, int64_t rows, int64_t images) {
+  const int64_t tiles = ((out_channels + 63) / 64) * ((rows + 63) / 64);  // the small GEMM tile
+  const int64_t by_budget = std::max<int64_t>(static_cast<int64_t>(kPartialBudget / sizeof(float)) /
+                                                  std::max<int64_t>(out_channels * rows, 1),
+                                              1);
+  return std::clamp<int64_t>((kSplitTargetBlocks + tiles - 1) / tiles, 1,
+                             std::min(images, by_budget));
+}
 
 }  // namespace
 
@@ -131,17 +161,39 @@ void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const
 void conv2d_backward_weight(const Conv2dGeometry& a, const float* grad_out, const float* x,
                             float* grad_w, int device, cudaStream_t stream) {
   const int64_t rows = a.c * a.kernel_h * a.kernel_w, plane = a.out_h * a.out_w;
-  ECH_CUDA_CHECK(
-      cudaMemsetAsync(grad_w, 0, static_cast<size_t>(a.o * rows) * sizeof(float), stream));
-  if (a.n * plane == 0) return;
-  Columns cols(a, device, stream);
-  for (int64_t n0 = 0; n0 < a.n; n0 += cols.chunk()) {
-    const int64_t images = std::min(cols.chunk(), a.n - n0);
-    im2col(x + n0 * a.c * a.h * a.w, cols.data(), a.with_images(images), stream);
-    for (int64_t i = 0; i < images; ++i)
-      gemm(false, true, a.o, rows, plane, 1.0f, grad_out + (n0 + i) * a.o * plane, plane,
-           cols.data() + i * cols.per_image(), plane, 1.0f, grad_w, rows, stream);
+  const int64_t weights = a.o * rows;
+  if (a.n * plane == 0) {
+    ECH_CUDA_CHECK(
+        cudaMemsetAsync(grad_w, 0, static_cast<size_t>(weights) * sizeof(float), stream));
+    return;
   }
+  Columns cols(a, device, stream);
+  const int64_t groups = weight_groups(a.o, rows, cols.chunk());
+  // Partial weight gradients of the image groups (groups, O, R); none when one group.
+  float* partial = groups > 1
+                       ? static_cast<float*>(device_malloc(
+                             device, static_cast<size_t>(groups * weights) * sizeof(float), stream))
+                       : nullptr;
+  try {
+    for (int64_t n0 = 0; n0 < a.n; n0 += cols.chunk()) {
+      const int64_t images = std::min(cols.chunk(), a.n - n0);
+      const int64_t per_group = (images + groups - 1) / groups;
+      const int64_t used = (images + per_group - 1) / per_group;
+      const bool first = n0 == 0;
+      im2col(x + n0 * a.c * a.h * a.w, cols.data(), a.with_images(images), stream);
+      gemm_batch_reduce(false, true, a.o, rows, plane, 1.0f, grad_out + n0 * a.o * plane, plane,
+                        a.o * plane, cols.data(), plane, cols.per_image(),
+                        used > 1 || first ? 0.0f : 1.0f, used > 1 ? partial : grad_w, rows, weights,
+                        images, per_group, stream);
+      if (used > 1)
+        launch_1d("conv2d_backward_weight (groups)", weights, stream, sum_groups_kernel,
+                  static_cast<const float*>(partial), used, weights, !first, grad_w);
+    }
+  } catch (...) {
+    if (partial) device_free(device, partial);
+    throw;
+  }
+  if (partial) device_free(device, partial);
 }
 
 void conv2d_backward_bias(const Conv2dGeometry& a, const float* grad_out, float* grad_bias,
