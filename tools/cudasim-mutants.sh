@@ -42,7 +42,8 @@ mutants=(
   "elementwise-vector-tail|elementwise.cu|'for (int64_t i = n_vec * kVec + grid_start(); i < n;'|'for (int64_t i = n_vec * kVec + 1 + grid_start(); i < n;'"
   "norm-skip-last-chunk|norm.cu|'for (int k = 1; k < chunks; ++k) {'|'for (int k = 1; k < chunks - 1; ++k) {'"
   "norm-missing-stats-barrier|norm.cu|'cc.chunks, stats);\n  __syncthreads();'|'cc.chunks, stats);'"
-  "reduce-columns-reuse-race|reduce.cu|'    __syncthreads();  // partial[] is reused by the next tile\n'|''"
+  "reduce-columns-reuse-race|reduce.cu|'    __syncthreads();  // shared[] is reused by the next tile\n'|''"
+  "reduce-column-chunk-skip|reduce.cu|'for (int64_t k = 1; k < chunks; ++k) acc'|'for (int64_t k = 2; k < chunks; ++k) acc'"
   "softmax-short-warp-sum|reduce.cu|'offset > 0; offset /= 2) v += __shfl_xor_sync'|'offset > 1; offset /= 2) v += __shfl_xor_sync'"
 )
 # The orders and grid caps of the ctest entries (tests/cudasim/CMakeLists.txt).

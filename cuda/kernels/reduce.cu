@@ -14,9 +14,11 @@
 // shuffles give the max and the sum without shared memory or block barriers.
 #include <echelon/cuda/kernels/reduce.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include <echelon/cuda/launch.h>
+#include <echelon/cuda/kernels/channels.cuh>
 
 namespace echelon::cuda {
 namespace {
@@ -107,28 +109,46 @@ __device__ __forceinline__ int64_t inner_offset(const StridedIndexer& ix, int64_
 }
 
 // out[o] = op over r of x[outer_ix(o) + inner_ix(r)]. Lane x owns output o = tile * 32 + x,
-// warp y the reduced elements r = y, y + 8, ...; the 8 partials are combined in warp order.
+// warp y the reduced elements r = y, y + 8, ... of this block's row chunk (blockIdx.y); the 8
+// partials are combined in warp order. With several row chunks (few outputs, many rows: a
+// column sum over a large batch) each chunk's result goes to partial (chunks, outer) and
+// reduce_column_chunks_kernel combines them in chunk order.
 template <typename T>
 __global__ void reduce_columns_kernel(ReduceOp op, const T* x, StridedIndexer outer_ix,
-                                      StridedIndexer inner_ix, T* out, int64_t outer,
-                                      int64_t inner) {
-  __shared__ float partial[kColumnRows][kColumns + 1];
+                                      StridedIndexer inner_ix, T* out, float* partial,
+                                      int64_t outer, int64_t inner, int64_t chunk_rows) {
+  __shared__ float shared[kColumnRows][kColumns + 1];
   const int64_t tiles = (outer + kColumns - 1) / kColumns;
+  const int64_t r_begin = blockIdx.y * chunk_rows, r_end = min(inner, r_begin + chunk_rows);
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     const int64_t o = tile * kColumns + threadIdx.x;
     float acc = reduce_identity(op);
     if (o < outer) {
       const T* column = x + strided_offset(outer_ix, o);
-      for (int64_t r = threadIdx.y; r < inner; r += kColumnRows)
+      for (int64_t r = r_begin + threadIdx.y; r < r_end; r += kColumnRows)
         acc = combine(op, acc, column[inner_offset(inner_ix, r)]);
     }
-    partial[threadIdx.y][threadIdx.x] = acc;
+    shared[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
     if (threadIdx.y == 0 && o < outer) {
-      for (int w = 1; w < kColumnRows; ++w) acc = combine(op, acc, partial[w][threadIdx.x]);
-      out[o] = finish(op, acc, inner);
+      for (int w = 1; w < kColumnRows; ++w) acc = combine(op, acc, shared[w][threadIdx.x]);
+      if (partial)
+        partial[blockIdx.y * outer + o] = acc;
+      else
+        out[o] = finish(op, acc, inner);
     }
-    __syncthreads();  // partial[] is reused by the next tile
+    __syncthreads();  // shared[] is reused by the next tile
+  }
+}
+
+// out[o] = the chunks' partial (chunks, outer) results for o, combined in chunk order.
+template <typename T>
+__global__ void reduce_column_chunks_kernel(ReduceOp op, const float* partial, int64_t chunks,
+                                            T* out, int64_t outer, int64_t inner) {
+  for (int64_t o = grid_start(); o < outer; o += grid_step()) {
+    float acc = partial[o];
+    for (int64_t k = 1; k < chunks; ++k) acc = combine(op, acc, partial[k * outer + o]);
+    out[o] = finish(op, acc, inner);
   }
 }
 
@@ -280,6 +300,37 @@ bool split_columns(const StridedIndexer& ix, int64_t outer, StridedIndexer& oute
   return true;
 }
 
+#if ECHELON_CUDA_SIM
+constexpr int64_t kColumnTargetBlocks = 4, kMinChunkRows = 16;  // tests reach both paths
+#else
+constexpr int64_t kColumnTargetBlocks = 4 * 132, kMinChunkRows = 256;  // ~4 blocks per SM
+#endif
+
+template <typename T>
+void reduce_columns(ReduceOp op, const T* x, const StridedIndexer& outer_ix,
+                    const StridedIndexer& inner_ix, T* out, int64_t outer, int64_t inner,
+                    cudaStream_t stream) {
+  const int64_t tiles = (outer + kColumns - 1) / kColumns;
+  // Row chunks: enough blocks to fill the GPU when there are few outputs; one otherwise.
+  const int64_t want = (kColumnTargetBlocks + tiles - 1) / tiles;
+  const int64_t chunks = std::clamp<int64_t>(
+      want, 1, std::min<int64_t>(std::max<int64_t>(inner / kMinChunkRows, 1), 65535));
+  const int64_t chunk_rows = (inner + chunks - 1) / chunks;
+  const dim3 grid(grid_for_rows(outer, kColumns), static_cast<unsigned>(chunks));
+  const dim3 block(kColumns, kColumnRows);
+  if (chunks == 1) {
+    ECH_LAUNCH(grid, block, 0, stream, reduce_columns_kernel<T>)
+    (op, x, outer_ix, inner_ix, out, nullptr, outer, inner, chunk_rows);
+    return;
+  }
+  Scratch partial(static_cast<size_t>(chunks * outer) * sizeof(float), stream);
+  ECH_LAUNCH(grid, block, 0, stream, reduce_columns_kernel<T>)
+  (op, x, outer_ix, inner_ix, out, partial.as<float>(), outer, inner, chunk_rows);
+  ECH_CUDA_CHECK_LAUNCH("reduce (column chunks)");
+  launch_1d("reduce (combine column chunks)", outer, stream, reduce_column_chunks_kernel<T>, op,
+            partial.as<const float>(), chunks, out, outer, inner);
+}
+
 }  // namespace
 
 // ---- launchers ---------------------------------------------------------------------------------
@@ -292,9 +343,7 @@ void reduce(ReduceOp op, const T* x, StridedIndexer x_ix, T* out, int64_t outer,
             " elements)");
   StridedIndexer outer_ix, inner_ix;
   if (split_columns(x_ix, outer, outer_ix, inner_ix)) {
-    ECH_LAUNCH(grid_for_rows(outer, kColumns), dim3(kColumns, kColumnRows), 0, stream,
-               reduce_columns_kernel<T>)
-    (op, x, outer_ix, inner_ix, out, outer, inner);
+    reduce_columns(op, x, outer_ix, inner_ix, out, outer, inner, stream);
   } else if (inner <= kThreadPerRowLimit) {
     ECH_LAUNCH(grid_for_rows(outer, kRowBlock), kRowBlock, 0, stream,
                reduce_row_per_thread_kernel<T>)
