@@ -9,6 +9,8 @@
 // A thread's 8 columns are two groups of 4, the second TN/2 further on (not 8 adjacent
 // columns): a quarter-warp's 16-byte loads then cover 32 consecutive floats, one per bank (8
 // adjacent columns per thread made lanes 0 and 4 collide: a 2-way bank conflict). Rows likewise.
+// Double-buffered: the global loads of the next k-slice are issued into registers before the
+// current slice's FMAs and stored to the other shared buffer after them (one barrier per slice).
 // Loads are bounds-checked (zero-filled), so any M, N, K and both transposes work, at the cost
 // of no vectorised global loads; the global load mapping follows the storage order (k fastest
 // for row-major A, m fastest for transposed A) so neighbouring threads read neighbouring
@@ -44,27 +46,66 @@ struct Tile {
 using LargeTile = Tile<128, 128, 8, 8>;
 using SmallTile = Tile<64, 64, 4, 4>;
 
-// Stages op(A) rows m0.. and op(B) columns n0.. of k-slice k0 into the shared tiles.
+// A thread's share of one k-slice of op(A) rows m0.. and op(B) columns n0.., held in registers
+// between the global loads (fetch) and the shared-memory stores (stage).
 template <typename T>
-__device__ __forceinline__ void load_tiles(bool trans_a, bool trans_b, int64_t M, int64_t N,
-                                           int64_t K, const float* A, int64_t lda, const float* B,
-                                           int64_t ldb, int64_t m0, int64_t n0, int64_t k0,
-                                           float (*a_tile)[T::kM + kPad],
-                                           float (*b_tile)[T::kN + kPad]) {
-  const int tid = threadIdx.x;
+struct Slice {
+  float a[T::kLoads], b[T::kLoads];
+
+  __device__ __forceinline__ void fetch(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                                        const float* A, int64_t lda, const float* B, int64_t ldb,
+                                        int64_t m0, int64_t n0, int64_t k0) {
 #pragma unroll
-  for (int j = 0; j < T::kLoads; ++j) {
-    const int idx = tid + j * kThreads;
-    // A: row-major (M, K) has k contiguous; transposed storage (K, M) has m contiguous.
-    const int am = trans_a ? idx % T::kM : idx / kTileK;
-    const int ak = trans_a ? idx / T::kM : idx % kTileK;
-    const int64_t m = m0 + am, ka = k0 + ak;
-    a_tile[ak][am] = (m < M && ka < K) ? (trans_a ? A[ka * lda + m] : A[m * lda + ka]) : 0.0f;
-    // B: row-major (K, N) has n contiguous; transposed storage (N, K) has k contiguous.
-    const int bn = trans_b ? idx / kTileK : idx % T::kN;
-    const int bk = trans_b ? idx % kTileK : idx / T::kN;
-    const int64_t n = n0 + bn, kb = k0 + bk;
-    b_tile[bk][bn] = (n < N && kb < K) ? (trans_b ? B[n * ldb + kb] : B[kb * ldb + n]) : 0.0f;
+    for (int j = 0; j < T::kLoads; ++j) {
+      const int idx = threadIdx.x + j * kThreads;
+      // A: row-major (M, K) has k contiguous; transposed storage (K, M) has m contiguous.
+      const int64_t m = m0 + (trans_a ? idx % T::kM : idx / kTileK);
+      const int64_t ka = k0 + (trans_a ? idx / T::kM : idx % kTileK);
+      a[j] = (m < M && ka < K) ? (trans_a ? A[ka * lda + m] : A[m * lda + ka]) : 0.0f;
+      // B: row-major (K, N) has n contiguous; transposed storage (N, K) has k contiguous.
+      const int64_t n = n0 + (trans_b ? idx / kTileK : idx % T::kN);
+      const int64_t kb = k0 + (trans_b ? idx % kTileK : idx / T::kN);
+      b[j] = (n < N && kb < K) ? (trans_b ? B[n * ldb + kb] : B[kb * ldb + n]) : 0.0f;
+    }
+  }
+
+  __device__ __forceinline__ void stage(bool trans_a, bool trans_b, float (*a_tile)[T::kM + kPad],
+                                        float (*b_tile)[T::kN + kPad]) const {
+#pragma unroll
+    for (int j = 0; j < T::kLoads; ++j) {
+      const int idx = threadIdx.x + j * kThreads;
+      a_tile[trans_a ? idx / T::kM : idx % kTileK][trans_a ? idx % T::kM : idx / kTileK] = a[j];
+      b_tile[trans_b ? idx % kTileK : idx / T::kN][trans_b ? idx / kTileK : idx % T::kN] = b[j];
+    }
+  }
+};
+
+// acc += the (ThM x ThN) products of one staged k-slice.
+template <typename T>
+__device__ __forceinline__ void multiply_slice(const float (*a_tile)[T::kM + kPad],
+                                               const float (*b_tile)[T::kN + kPad], int thread_row,
+                                               int thread_col, float (&acc)[T::kThM][T::kThN]) {
+#pragma unroll
+  for (int k = 0; k < kTileK; ++k) {
+    float a_frag[T::kThM], b_frag[T::kThN];
+#pragma unroll
+    for (int g = 0; g < T::kThM / kVec; ++g) {
+      const float4 v =
+          *reinterpret_cast<const float4*>(&a_tile[k][g * T::kRows * kVec + thread_row * kVec]);
+      a_frag[g * kVec] = v.x, a_frag[g * kVec + 1] = v.y, a_frag[g * kVec + 2] = v.z,
+                 a_frag[g * kVec + 3] = v.w;
+    }
+#pragma unroll
+    for (int g = 0; g < T::kThN / kVec; ++g) {
+      const float4 v =
+          *reinterpret_cast<const float4*>(&b_tile[k][g * T::kCols * kVec + thread_col * kVec]);
+      b_frag[g * kVec] = v.x, b_frag[g * kVec + 1] = v.y, b_frag[g * kVec + 2] = v.z,
+                 b_frag[g * kVec + 3] = v.w;
+    }
+#pragma unroll
+    for (int i = 0; i < T::kThM; ++i)
+#pragma unroll
+      for (int j = 0; j < T::kThN; ++j) acc[i][j] = fmaf(a_frag[i], b_frag[j], acc[i][j]);
   }
 }
 
@@ -80,42 +121,33 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t group = group0 + blockIdx.z;
   const int64_t m0 = static_cast<int64_t>(blockIdx.y) * T::kM;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::kN;
-  __shared__ __align__(16) float a_tile[kTileK][T::kM + kPad];  // [k][m] = op(A)(m0+m, k0+k)
-  __shared__ __align__(16) float b_tile[kTileK][T::kN + kPad];  // [k][n] = op(B)(k0+k, n0+n)
+  // Two buffers: while the block multiplies slice s from one, each thread's registers hold
+  // slice s + 1 (its global loads in flight), stored into the other buffer afterwards; one
+  // barrier per slice. Slices run over the group's batches, then k: s = (batch, k0 / kTileK).
+  __shared__ __align__(16) float a_tile[2][kTileK][T::kM + kPad];  // [k][m] = op(A)(m0+m, k0+k)
+  __shared__ __align__(16) float b_tile[2][kTileK][T::kN + kPad];  // [k][n] = op(B)(k0+k, n0+n)
   const int thread_col = threadIdx.x % T::kCols, thread_row = threadIdx.x / T::kCols;
   float acc[T::kThM][T::kThN] = {};
 
-  const int64_t b_end = min(batch, (group + 1) * per_block);
-  for (int64_t b = group * per_block; b < b_end; ++b) {
-    const float* a_b = A + b * stride_a;
-    const float* b_b = B + b * stride_b;
-    for (int64_t k0 = 0; k0 < K; k0 += kTileK) {
-      load_tiles<T>(trans_a, trans_b, M, N, K, a_b, lda, b_b, ldb, m0, n0, k0, a_tile, b_tile);
-      __syncthreads();
-#pragma unroll
-      for (int k = 0; k < kTileK; ++k) {
-        float a_frag[T::kThM], b_frag[T::kThN];
-#pragma unroll
-        for (int g = 0; g < T::kThM / kVec; ++g) {
-          const float4 v =
-              *reinterpret_cast<const float4*>(&a_tile[k][g * T::kRows * kVec + thread_row * kVec]);
-          a_frag[g * kVec] = v.x, a_frag[g * kVec + 1] = v.y, a_frag[g * kVec + 2] = v.z,
-                     a_frag[g * kVec + 3] = v.w;
-        }
-#pragma unroll
-        for (int g = 0; g < T::kThN / kVec; ++g) {
-          const float4 v =
-              *reinterpret_cast<const float4*>(&b_tile[k][g * T::kCols * kVec + thread_col * kVec]);
-          b_frag[g * kVec] = v.x, b_frag[g * kVec + 1] = v.y, b_frag[g * kVec + 2] = v.z,
-                     b_frag[g * kVec + 3] = v.w;
-        }
-#pragma unroll
-        for (int i = 0; i < T::kThM; ++i)
-#pragma unroll
-          for (int j = 0; j < T::kThN; ++j) acc[i][j] = fmaf(a_frag[i], b_frag[j], acc[i][j]);
-      }
-      __syncthreads();  // the next iteration overwrites the tiles
-    }
+  const int64_t b_begin = group * per_block, b_end = min(batch, b_begin + per_block);
+  const int64_t k_slices = (K + kTileK - 1) / kTileK;
+  const int64_t slices = b_end > b_begin ? (b_end - b_begin) * k_slices : 0;
+  Slice<T> next;
+  const auto fetch = [&](int64_t s) {
+    const int64_t b = b_begin + s / k_slices, k0 = (s % k_slices) * kTileK;
+    next.fetch(trans_a, trans_b, M, N, K, A + b * stride_a, lda, B + b * stride_b, ldb, m0, n0, k0);
+  };
+  if (slices > 0) {
+    fetch(0);
+    next.stage(trans_a, trans_b, a_tile[0], b_tile[0]);
+  }
+  __syncthreads();
+  for (int64_t s = 0; s < slices; ++s) {
+    const int cur = static_cast<int>(s & 1);
+    if (s + 1 < slices) fetch(s + 1);
+    multiply_slice<T>(a_tile[cur], b_tile[cur], thread_row, thread_col, acc);
+    if (s + 1 < slices) next.stage(trans_a, trans_b, a_tile[cur ^ 1], b_tile[cur ^ 1]);
+    __syncthreads();  // slice s + 1 staged; nobody reads buffer cur any more
   }
 
   C += group * stride_c;
