@@ -35,6 +35,7 @@ mutants=(
   "matmul-tail-off-by-one|matmul.cu|'if (n >= N) continue;'|'if (n >= N - 1) continue;'"
   "matmul-batch-reduce-group|matmul.cu|'const int64_t b = b_begin + s / k_slices,'|'const int64_t b = b_begin + s / k_slices / 2,'"
   "conv-groups-order|conv.cu|'for (int64_t g = 0; g < groups; ++g) total'|'for (int64_t g = 1; g < groups; ++g) total'"
+  "matmul-epilogue-bias|matmul.cu|'const float bias = row_bias ? row_bias[m] : 0.0f;'|'const float bias = row_bias && m > 0 ? row_bias[m] : 0.0f;'"
   "matmul-shared-race|matmul.cu|'    __syncthreads();  // slice s + 1 staged; nobody reads buffer cur any more\n'|''"
   "norm-divergent-barrier|norm.cu|'  if (threadIdx.x == 0) *shared = total;\n  __syncthreads();'|'  if (threadIdx.x == 0) {\n    *shared = total;\n    __syncthreads();\n  }'"
   "norm-missing-barrier|norm.cu|'*shared = total;\n  __syncthreads();\n  const double result'|'*shared = total;\n  const double result'"

@@ -2,7 +2,8 @@
 // Why this shape: a convolution is a GEMM once the input patches are unrolled into columns, and
 // the GEMM is where the time goes, so one good GEMM serves forward and both backward passes.
 // Images are processed in chunks so the columns buffer stays under kColumnsBudget bytes:
-//   forward      y_n (O, L)   = w (O, R) x cols_n (R, L)             (batched, w shared)
+//   forward      y_n (O, L)   = w (O, R) x cols_n (R, L) + bias      (batched, w shared; the
+//                bias added in the GEMM epilogue)
 //   grad input   cols_n (R, L) = w^T (R, O) x grad_out_n (O, L), then col2im (batched)
 //   grad weight  grad_w (O, R) = sum_n grad_out_n (O, L) x cols_n^T (L, R): split-K over the
 //                images (gemm_batch_reduce: each group of images summed in one block's
@@ -26,14 +27,6 @@ namespace echelon::cuda {
 namespace {
 
 // ---- kernels ------------------------------------------------------------------------------------
-
-// y (N, O, L) += bias (O)
-__global__ void add_bias_kernel(float* y, const float* bias, int64_t out_channels, int64_t plane,
-                                int64_t total) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    y[i] += bias[(i / plane) % out_channels];
-}
 
 // Bias gradient as a 2-D grid (cuda/kernels/channels.cuh): pass 1 sums chunk k of output
 // channel o of grad_out (N, O, L) into partial (O, chunks); pass 2 adds the chunks in order.
@@ -135,13 +128,11 @@ void conv2d_forward(const Conv2dGeometry& a, const float* x, const float* w, con
   for (int64_t n0 = 0; n0 < a.n; n0 += cols.chunk()) {
     const int64_t images = std::min(cols.chunk(), a.n - n0);
     im2col(x + n0 * a.c * a.h * a.w, cols.data(), a.with_images(images), stream);
-    gemm_strided_batched(false, false, a.o, plane, rows, 1.0f, w, rows, 0, cols.data(), plane,
-                         cols.per_image(), 0.0f, y + n0 * a.o * plane, plane, a.o * plane, images,
-                         stream);
+    // The bias (null: none) is added in the GEMM's epilogue, not by a pass over y.
+    gemm_strided_batched_row_bias(false, false, a.o, plane, rows, w, rows, 0, cols.data(), plane,
+                                  cols.per_image(), bias, y + n0 * a.o * plane, plane, a.o * plane,
+                                  images, stream);
   }
-  if (bias)
-    launch_1d("conv2d_forward (bias)", a.n * a.o * plane, stream, add_bias_kernel, y, bias, a.o,
-              plane, a.n * a.o * plane);
 }
 
 void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const float* w,

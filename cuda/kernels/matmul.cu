@@ -117,7 +117,7 @@ __global__ void __launch_bounds__(kThreads)
                        const float* __restrict__ A, int64_t lda, int64_t stride_a,
                        const float* __restrict__ B, int64_t ldb, int64_t stride_b, float beta,
                        float* __restrict__ C, int64_t ldc, int64_t stride_c, int64_t batch,
-                       int64_t per_block, int64_t group0) {
+                       int64_t per_block, int64_t group0, const float* __restrict__ row_bias) {
   const int64_t group = group0 + blockIdx.z;
   const int64_t m0 = static_cast<int64_t>(blockIdx.y) * T::kM;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::kN;
@@ -155,13 +155,14 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = 0; i < T::kThM; ++i) {
     const int64_t m = m0 + (i / kVec) * T::kRows * kVec + thread_row * kVec + i % kVec;
     if (m >= M) continue;
+    const float bias = row_bias ? row_bias[m] : 0.0f;  // the fused epilogue (conv forward)
 #pragma unroll
     for (int j = 0; j < T::kThN; ++j) {
       const int64_t n = n0 + (j / kVec) * T::kCols * kVec + thread_col * kVec + j % kVec;
       if (n >= N) continue;
       float* c = C + m * ldc + n;
       // beta == 0 must not read C: it may hold NaN (the contract in tensor/cpu/matmul.h).
-      *c = beta == 0.0f ? alpha * acc[i][j] : fmaf(beta, *c, alpha * acc[i][j]);
+      *c = (beta == 0.0f ? alpha * acc[i][j] : fmaf(beta, *c, alpha * acc[i][j])) + bias;
     }
   }
 }
@@ -197,7 +198,7 @@ template <typename T>
 void launch_tile(const char* op, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                  float alpha, const float* A, int64_t lda, int64_t stride_a, const float* B,
                  int64_t ldb, int64_t stride_b, float beta, float* C, int64_t ldc, int64_t stride_c,
-                 int64_t batch, int64_t per_block, cudaStream_t stream) {
+                 int64_t batch, int64_t per_block, const float* row_bias, cudaStream_t stream) {
   const int64_t tiles_m = ceil_div(M, T::kM), tiles_n = ceil_div(N, T::kN);
   ECH_CHECK(tiles_m <= kMaxGridY && tiles_n <= INT_MAX, op, ": matrix too large for the tiled ",
             "kernel's grid (M=", M, ", N=", N, ")");
@@ -208,7 +209,7 @@ void launch_tile(const char* op, bool trans_a, bool trans_b, int64_t M, int64_t 
                     static_cast<unsigned>(std::min(kMaxGridZ, groups - group0)));
     ECH_LAUNCH(grid, kThreads, 0, stream, sgemm_tiled_kernel<T>)
     (trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C, ldc, stride_c,
-     batch, per_block, group0);
+     batch, per_block, group0, row_bias);
     ECH_CUDA_CHECK_LAUNCH(op);
   }
 }
@@ -217,15 +218,16 @@ void launch_tile(const char* op, bool trans_a, bool trans_b, int64_t M, int64_t 
 void launch_tiled(const char* op, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                   float alpha, const float* A, int64_t lda, int64_t stride_a, const float* B,
                   int64_t ldb, int64_t stride_b, float beta, float* C, int64_t ldc,
-                  int64_t stride_c, int64_t batch, cudaStream_t stream, int64_t per_block = 1) {
+                  int64_t stride_c, int64_t batch, cudaStream_t stream, int64_t per_block = 1,
+                  const float* row_bias = nullptr) {
   check_gemm_args(op, trans_a, trans_b, M, N, K, lda, ldb, ldc, batch);
   if (M == 0 || N == 0 || batch == 0) return;
   if (use_large_tile(M, N, ceil_div(batch, per_block)))
     launch_tile<LargeTile>(op, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb, stride_b,
-                           beta, C, ldc, stride_c, batch, per_block, stream);
+                           beta, C, ldc, stride_c, batch, per_block, row_bias, stream);
   else
     launch_tile<SmallTile>(op, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb, stride_b,
-                           beta, C, ldc, stride_c, batch, per_block, stream);
+                           beta, C, ldc, stride_c, batch, per_block, row_bias, stream);
 }
 
 int to_int(int64_t value, const char* what, const char* op) {
@@ -250,6 +252,15 @@ void gemm_strided_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int6
                           int64_t stride_c, int64_t batch, cudaStream_t stream) {
   launch_tiled("gemm_strided_batched", trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb,
                stride_b, beta, C, ldc, stride_c, batch, stream);
+}
+
+void gemm_strided_batched_row_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                                   const float* A, int64_t lda, int64_t stride_a, const float* B,
+                                   int64_t ldb, int64_t stride_b, const float* row_bias, float* C,
+                                   int64_t ldc, int64_t stride_c, int64_t batch,
+                                   cudaStream_t stream) {
+  launch_tiled("gemm_strided_batched_row_bias", trans_a, trans_b, M, N, K, 1.0f, A, lda, stride_a,
+               B, ldb, stride_b, 0.0f, C, ldc, stride_c, batch, stream, 1, row_bias);
 }
 
 void gemm_batch_reduce(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
