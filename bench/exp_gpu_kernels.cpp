@@ -9,7 +9,7 @@
 // Without a GPU (or a CUDA build) it says so and exits 0.
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -187,20 +187,37 @@ std::vector<ConvShape> net_conv_shapes(int64_t batch) {
 }  // namespace
 #endif
 
+// The drivers' convention (bench/exp_*.cpp): --help prints the usage and exits 0; a bad
+// argument is one "exp_gpu_kernels: error: ..." line and exit status 2.
+namespace {
+int usage_error(const std::string& what) {
+  std::fprintf(stderr, "exp_gpu_kernels: error: %s (see --help)\n", what.c_str());
+  return 2;
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   bool quick = false;
+  int repeats = 10;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--quick") == 0) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::printf(
+          "Usage: exp_gpu_kernels [--repeats N] [--quick]\n"
+          "  --repeats N  timings per row, the median is kept (1..1000, default 10)\n"
+          "  --quick      small shapes: a smoke test, not a measurement\n");
+      return 0;
+    } else if (arg == "--quick") {
       quick = true;
-    } else if (std::strcmp(argv[i], "--repeats") == 0 && i + 1 < argc) {
-#if ECHELON_WITH_CUDA
-      g_repeats = std::max(1, std::atoi(argv[++i]));
-#else
+    } else if (arg == "--repeats") {
+      char* end = nullptr;
+      const long value = i + 1 < argc ? std::strtol(argv[i + 1], &end, 10) : 0;
+      if (i + 1 >= argc || *end != '\0' || value < 1 || value > 1000)
+        return usage_error("--repeats needs an integer in [1, 1000]");
+      repeats = static_cast<int>(value);
       ++i;
-#endif
     } else {
-      std::fprintf(stderr, "usage: exp_gpu_kernels [--repeats N] [--quick]\n");
-      return 2;
+      return usage_error("unknown argument " + arg);
     }
   }
 #if ECHELON_WITH_CUDA
@@ -208,6 +225,7 @@ int main(int argc, char** argv) {
     std::printf("exp_gpu_kernels: no GPU: nothing measured\n");
     return 0;
   }
+  g_repeats = repeats;
   try {
     std::printf("== bandwidth (GB/s, bytes read + written; ratio to a D2D copy)\n");
     bandwidth_rows(quick ? int64_t{1} << 16 : int64_t{1} << 26, quick ? 64 : 1024);
@@ -220,7 +238,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 #else
-  (void)quick;
+  (void)quick, (void)repeats;
   std::printf("exp_gpu_kernels: built without CUDA: nothing measured\n");
 #endif
   return 0;
