@@ -30,8 +30,11 @@
 #   pipeline   a 2-partition pipeline on one GPU with --balance auto, stale and sequential
 #              schedules, with Chrome traces.
 #   bench      bench_ops' GPU cases, when Google Benchmark was found.
+#   (kernels, run right after the test suites: bench/exp_gpu_kernels, every kernel family against
+#              its peer in one process: GB/s vs a D2D copy, our SGEMM vs cuBLAS at 1k-4k, our conv
+#              vs cuDNN on the four nets' conv shapes; its table is also $OUT/kernels.txt.)
 # What comes back in $OUT (the device tool returns at most 8 files): summary.txt (the table),
-# failures.txt (the tail of every failed step's log), probe.txt, logs.tar.gz (every log, trace
+# failures.txt (the tail of every failed step's log), probe.txt, kernels.txt, logs.tar.gz (every log, trace
 # and run summary). Exit status 0 when every step that ran passed, 1 otherwise.
 #
 # Use (repository root):
@@ -70,6 +73,7 @@ T_SANITIZER=${T_SANITIZER:-75}  # one compute-sanitizer tool, all families
 T_FAMILY=${T_FAMILY:-60}  # one family under a sanitizer
 T_PIPELINE=${T_PIPELINE:-45}
 T_BENCH=${T_BENCH:-40}
+T_KERNELS=${T_KERNELS:-90}  # exp_gpu_kernels: every kernel family against its peer
 # Families whose kernels use shared memory or warp shuffles come first under the sanitizers.
 FAMILY_ORDER=(reduce matmul norm loss conv pool im2col shape elementwise optim random)
 
@@ -386,7 +390,7 @@ step build "$T_BUILD" cmake --build "$BUILD" -j "$(nproc)" --target echelon_gpu_
 extra=()
 # Not `ninja ... | grep -q`: under pipefail, grep's early exit fails the pipeline (SIGPIPE).
 targets=$(ninja -C "$BUILD" -t targets all 2>/dev/null)
-for target in echelon_cli bench_ops; do
+for target in echelon_cli bench_ops exp_gpu_kernels; do
   [[ $'\n'$targets == *$'\n'"$target:"* ]] && extra+=("$target")
 done
 # -k 0: one broken target must not hide the others.
@@ -416,6 +420,14 @@ for s in "${ordered[@]}"; do
     step "async:$s+sync" "$T_SUITE" env ECHELON_SYNC_LAUNCHES=1 "$gpu_tests" --test-suite="$s" --duration=true
   fi
 done
+
+# ---- kernels against their peers (issue #10, P3): ratios to a D2D copy, cuBLAS, cuDNN --------------
+if [[ -x $BUILD/bench/exp_gpu_kernels ]]; then
+  step kernels "$T_KERNELS" "$BUILD/bench/exp_gpu_kernels" --repeats 7
+  cp "$(log_name kernels)" "$OUT/kernels.txt" 2>/dev/null
+else
+  row kernels skipped - "exp_gpu_kernels not built"
+fi
 
 # ---- compute-sanitizer on the parity suite ---------------------------------------------------------
 # The whole suite in one process first (cheapest: one context, one instrumentation); when that run

@@ -1,10 +1,22 @@
-// cuDNN convolution: descriptors built per call (cheap next to the convolution itself), the
-// heuristic candidates tried in order until one runs, workspace from the caching allocator.
-// Freeing the workspace right after the enqueue is safe: the allocator reuses a block only on the
-// same stream, so a later user is ordered after this convolution.
+// cuDNN convolution with a plan cache. Why: building four descriptors and asking cuDNN's
+// heuristic for every call costs tens of microseconds of host time per layer and step, as much as
+// a small convolution itself. A plan, keyed by (device, direction, shapes, window, dtype,
+// deterministic policy), holds the descriptors (one convolution descriptor per math type, so that
+// nothing is mutated once built) and the algorithm that first ran: later calls enqueue it
+// directly. The first call of a key tries cuDNN's heuristic candidates in order until one runs
+// (FP32 FMA math first, deterministic ones only under a deterministic policy); if the cached
+// algorithm later fails (its workspace no longer fits), the candidates are tried again.
+// Workspace comes from the caching allocator: the block freed after one call returns to its
+// stream's bin and the next call of that plan gets it back without a cudaMalloc. Freeing right
+// after the enqueue is safe: the allocator reuses a block only on the same stream.
 #if ECHELON_WITH_CUDNN
 #include <echelon/cuda/cudnn/conv.h>
 
+#include <array>
+#include <compare>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,39 +34,104 @@ int as_int(int64_t v) {
   return static_cast<int>(v);
 }
 
-// The four descriptors of one convolution, destroyed on scope exit.
+constexpr cudnnMathType_t kMathTypes[] = {CUDNN_FMA_MATH, CUDNN_DEFAULT_MATH, CUDNN_TENSOR_OP_MATH};
+constexpr int kMathRanks = 3;
+
+// Order of preference among math types: plain FP32 FMA kernels match the CPU twin; default math
+// may use TF32 tensor cores on Hopper (~1e-3 relative); explicit tensor-op math last.
+// ALLOW_CONVERSION (inputs rounded to half precision) is never used.
+int math_rank(cudnnMathType_t math) {
+  for (int rank = 0; rank < kMathRanks; ++rank)
+    if (kMathTypes[rank] == math) return rank;
+  return -1;
+}
+
+// The descriptors of one convolution: x, y, w, the bias (1, O, 1, 1), and one convolution
+// descriptor per math type. Immutable once built, so cached plans are shared between threads.
 struct Descriptors {
-  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
-  cudnnConvolutionDescriptor_t conv = nullptr;
+  cudnnConvolutionDescriptor_t conv[kMathRanks] = {};
 
   explicit Descriptors(const Conv2dGeometry& a) {
     ECH_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x));
     ECH_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y));
+    ECH_CUDNN_CHECK(cudnnCreateTensorDescriptor(&bias));
     ECH_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w));
-    ECH_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv));
     ECH_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, as_int(a.n),
                                                as_int(a.c), as_int(a.h), as_int(a.w)));
     ECH_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, as_int(a.n),
                                                as_int(a.o), as_int(a.out_h), as_int(a.out_w)));
+    ECH_CUDNN_CHECK(cudnnSetTensor4dDescriptor(bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1,
+                                               as_int(a.o), 1, 1));
     ECH_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, as_int(a.o),
                                                as_int(a.c), as_int(a.kernel_h),
                                                as_int(a.kernel_w)));
-    ECH_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
-        conv, as_int(a.pad_h), as_int(a.pad_w), as_int(a.stride_h), as_int(a.stride_w),
-        as_int(a.dilation_h), as_int(a.dilation_w), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    // Plain FP32 FMA: TF32 tensor cores would differ from the CPU twin by ~1e-3.
-    ECH_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH));
+    for (int rank = 0; rank < kMathRanks; ++rank) {
+      ECH_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv[rank]));
+      ECH_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
+          conv[rank], as_int(a.pad_h), as_int(a.pad_w), as_int(a.stride_h), as_int(a.stride_w),
+          as_int(a.dilation_h), as_int(a.dilation_w), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+      ECH_CUDNN_CHECK(cudnnSetConvolutionMathType(conv[rank], kMathTypes[rank]));
+    }
   }
   ~Descriptors() {
-    cudnnDestroyConvolutionDescriptor(conv);
+    for (cudnnConvolutionDescriptor_t c : conv)
+      if (c) cudnnDestroyConvolutionDescriptor(c);
     cudnnDestroyFilterDescriptor(w);
+    cudnnDestroyTensorDescriptor(bias);
     cudnnDestroyTensorDescriptor(y);
     cudnnDestroyTensorDescriptor(x);
   }
   Descriptors(const Descriptors&) = delete;
   Descriptors& operator=(const Descriptors&) = delete;
 };
+
+enum class Direction : int { Forward, BackwardData, BackwardFilter, BackwardBias };
+
+// Everything a convolution's result depends on, besides the data.
+struct PlanKey {
+  int device;
+  Direction direction;
+  bool deterministic;
+  cudnnDataType_t dtype;
+  std::array<int64_t, 15> geometry;
+  auto operator<=>(const PlanKey&) const = default;
+};
+
+PlanKey make_key(int device, Direction direction, const Conv2dGeometry& a, AlgoPolicy policy) {
+  return PlanKey{device,
+                 direction,
+                 policy.deterministic,
+                 CUDNN_DATA_FLOAT,
+                 {a.n, a.c, a.h, a.w, a.o, a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.pad_h,
+                  a.pad_w, a.dilation_h, a.dilation_w, a.out_h, a.out_w}};
+}
+
+struct Choice {
+  bool valid = false;
+  int algo = 0;
+  size_t memory = 0;
+  int rank = 0;  // math rank: which convolution descriptor
+};
+
+// A cached plan: the descriptors and the algorithm that ran. Plans live until the process
+// exits (a training run has a few dozen shapes).
+struct Plan {
+  explicit Plan(const Conv2dGeometry& a) : d(a) {}
+  Descriptors d;
+  std::mutex choosing;  // guards `choice`; held while one thread runs the candidate loop
+  Choice choice;        // the algorithm that ran (valid once one did)
+};
+
+Plan& plan_for(const PlanKey& key, const Conv2dGeometry& a) {
+  static std::mutex mutex;
+  static std::map<PlanKey, std::unique_ptr<Plan>> plans;
+  std::lock_guard lock(mutex);
+  std::unique_ptr<Plan>& plan = plans[key];
+  if (!plan) plan = std::make_unique<Plan>(a);
+  return *plan;
+}
 
 // Scratch memory from the caching allocator, returned on scope exit.
 class Workspace {
@@ -74,62 +151,73 @@ class Workspace {
   void* ptr_ = nullptr;
 };
 
-// Order of preference among math types: plain FP32 FMA kernels match the CPU twin; default math
-// may use TF32 tensor cores on Hopper (~1e-3 relative); explicit tensor-op math last.
-// ALLOW_CONVERSION (inputs rounded to half precision) is never used.
-int math_rank(cudnnMathType_t math) {
-  switch (math) {
-    case CUDNN_FMA_MATH:
-      return 0;
-    case CUDNN_DEFAULT_MATH:
-      return 1;
-    case CUDNN_TENSOR_OP_MATH:
-      return 2;
-    default:
-      return -1;
-  }
+Choice current_choice(Plan& plan) {
+  std::lock_guard lock(plan.choosing);
+  return plan.choice;
 }
-constexpr int kMathRanks = 3;
 
-// Tries cuDNN's heuristic candidates (already in its predicted-speed order) by math rank: the
-// first whose workspace the allocator can provide and whose call cuDNN accepts wins. Under a
-// deterministic policy only CUDNN_DETERMINISTIC candidates are eligible. `run(perf, workspace)`
-// enqueues the convolution and returns cuDNN's status. The descriptor's math type is set to the
-// candidate's, because a call whose algorithm and descriptor disagree on it can fail.
-template <typename Perf, typename Run>
-void run_first_usable(const std::vector<Perf>& results, cudnnConvolutionDescriptor_t conv,
-                      AlgoPolicy policy, int device, cudaStream_t stream, const char* kind,
-                      Run run) {
+void after_success(const char* kind) {
+  if (cuda::sync_launches())
+    cuda::sync_after_launch(str("conv2d ", kind, " (cudnn)").c_str(), __FILE__, __LINE__);
+}
+
+// Runs the plan's remembered algorithm; false when its workspace no longer fits or cuDNN refuses.
+template <typename Run>
+bool run_choice(const Plan& plan, const Choice& c, int device, cudaStream_t stream, Run run) {
+  std::optional<Workspace> ws;
+  try {
+    ws.emplace(device, c.memory, stream);
+  } catch (const Error&) {
+    return false;
+  }
+  return run(c.algo, plan.d.conv[c.rank], ws->get(), c.memory) == CUDNN_STATUS_SUCCESS;
+}
+
+// Runs the plan's algorithm when one was chosen; otherwise tries cuDNN's heuristic candidates
+// (`query(conv)`, already in predicted-speed order) by math rank: the first whose workspace the
+// allocator can provide and whose call cuDNN accepts wins and is remembered. Under a
+// deterministic policy only CUDNN_DETERMINISTIC candidates are eligible (the policy is part of
+// the key, so a remembered choice obeys it). `run(algo, conv, workspace, bytes)` enqueues the
+// convolution and returns cuDNN's status.
+template <typename Query, typename Run>
+void run_plan(Plan& plan, AlgoPolicy policy, int device, cudaStream_t stream, const char* kind,
+              Query query, Run run) {
+  const Choice known = current_choice(plan);
+  if (known.valid && run_choice(plan, known, device, stream, run)) return after_success(kind);
+  std::lock_guard lock(plan.choosing);
+  const auto results = query(plan.d.conv[0]);
   std::string tried;
   int eligible = 0;
   for (int rank = 0; rank < kMathRanks; ++rank) {
-    for (const Perf& perf : results) {
+    for (const auto& perf : results) {
       if (perf.status != CUDNN_STATUS_SUCCESS || math_rank(perf.mathType) != rank) continue;
       if (policy.deterministic && perf.determinism != CUDNN_DETERMINISTIC) continue;
       ++eligible;
-      ECH_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, perf.mathType));
-      std::optional<Workspace> ws;
-      try {
-        ws.emplace(device, perf.memory, stream);
-      } catch (const Error&) {
-        tried += str(" algo ", static_cast<int>(perf.algo), ": workspace of ", perf.memory,
-                     " bytes did not fit;");
-        continue;
+      const Choice candidate{true, static_cast<int>(perf.algo), perf.memory, rank};
+      if (run_choice(plan, candidate, device, stream, run)) {
+        plan.choice = candidate;
+        return after_success(kind);
       }
-      const cudnnStatus_t status = run(perf, ws->get());
-      if (status == CUDNN_STATUS_SUCCESS) {
-        if (cuda::sync_launches())
-          cuda::sync_after_launch(str("conv2d ", kind, " (cudnn)").c_str(), __FILE__, __LINE__);
-        return;
-      }
-      tried += str(" algo ", static_cast<int>(perf.algo), ": ", cudnnGetErrorString(status), ";");
+      tried += str(" algo ", candidate.algo, " (", perf.memory, " bytes of workspace);");
     }
   }
   ECH_FAIL("conv2d (cudnn): no usable ", kind, " algorithm among ", results.size(),
            " heuristic candidates (", eligible, " eligible",
            policy.deterministic ? ", deterministic only" : "", ")",
-           tried.empty() ? std::string() : str(":", tried),
+           tried.empty() ? std::string() : str(": refused or out of memory:", tried),
            policy.deterministic ? "; our kernels (ConvImpl::Ours) are deterministic" : "");
+}
+
+// cuDNN's candidates for one direction: cudnnGet*AlgorithmMaxCount then the *_v7 query.
+template <typename Perf, typename MaxCount, typename Get>
+std::vector<Perf> candidates(MaxCount max_count_fn, Get get) {
+  int max_count = 0;
+  ECH_CUDNN_CHECK(max_count_fn(&max_count));
+  std::vector<Perf> perf(static_cast<size_t>(max_count));
+  int count = 0;
+  ECH_CUDNN_CHECK(get(max_count, &count, perf.data()));
+  perf.resize(static_cast<size_t>(count));
+  return perf;
 }
 
 }  // namespace
@@ -138,91 +226,83 @@ void conv2d_forward(const Conv2dGeometry& a, const float* x, const float* w, con
                     float* y, int device, cudaStream_t stream, AlgoPolicy policy) {
   cuda::DeviceGuard guard(device);
   cudnnHandle_t handle = cuda::cudnn_handle(device, stream);
-  Descriptors d(a);
-  int max_count = 0;
-  ECH_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &max_count));
-  std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<size_t>(max_count));
-  int count = 0;
-  ECH_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle, d.x, d.w, d.conv, d.y, max_count,
-                                                         &count, perf.data()));
-  perf.resize(static_cast<size_t>(count));
+  Plan& plan = plan_for(make_key(device, Direction::Forward, a, policy), a);
+  const Descriptors& d = plan.d;
   const float one = 1.0f, zero = 0.0f;
-  run_first_usable(perf, d.conv, policy, device, stream, "forward",
-                   [&](const cudnnConvolutionFwdAlgoPerf_t& p, void* ws) {
-                     return cudnnConvolutionForward(handle, &one, d.x, x, d.w, w, d.conv, p.algo,
-                                                    ws, p.memory, &zero, d.y, y);
-                   });
-  if (bias) {
-    cudnnTensorDescriptor_t bias_desc = nullptr;
-    ECH_CUDNN_CHECK(cudnnCreateTensorDescriptor(&bias_desc));
-    const cudnnStatus_t status = cudnnSetTensor4dDescriptor(bias_desc, CUDNN_TENSOR_NCHW,
-                                                            CUDNN_DATA_FLOAT, 1, as_int(a.o), 1, 1);
-    const cudnnStatus_t added = status == CUDNN_STATUS_SUCCESS
-                                    ? cudnnAddTensor(handle, &one, bias_desc, bias, &one, d.y, y)
-                                    : status;
-    cudnnDestroyTensorDescriptor(bias_desc);
-    ECH_CUDNN_CHECK(added);
-  }
+  run_plan(
+      plan, policy, device, stream, "forward",
+      [&](cudnnConvolutionDescriptor_t conv) {
+        return candidates<cudnnConvolutionFwdAlgoPerf_t>(
+            [&](int* n) { return cudnnGetConvolutionForwardAlgorithmMaxCount(handle, n); },
+            [&](int max, int* n, cudnnConvolutionFwdAlgoPerf_t* p) {
+              return cudnnGetConvolutionForwardAlgorithm_v7(handle, d.x, d.w, conv, d.y, max, n, p);
+            });
+      },
+      [&](int algo, cudnnConvolutionDescriptor_t conv, void* ws, size_t bytes) {
+        return cudnnConvolutionForward(handle, &one, d.x, x, d.w, w, conv,
+                                       static_cast<cudnnConvolutionFwdAlgo_t>(algo), ws, bytes,
+                                       &zero, d.y, y);
+      });
+  if (bias) ECH_CUDNN_CHECK(cudnnAddTensor(handle, &one, d.bias, bias, &one, d.y, y));
 }
 
 void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const float* w,
                            float* grad_in, int device, cudaStream_t stream, AlgoPolicy policy) {
   cuda::DeviceGuard guard(device);
   cudnnHandle_t handle = cuda::cudnn_handle(device, stream);
-  Descriptors d(a);
-  int max_count = 0;
-  ECH_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &max_count));
-  std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(static_cast<size_t>(max_count));
-  int count = 0;
-  ECH_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, d.w, d.y, d.conv, d.x,
-                                                              max_count, &count, perf.data()));
-  perf.resize(static_cast<size_t>(count));
+  Plan& plan = plan_for(make_key(device, Direction::BackwardData, a, policy), a);
+  const Descriptors& d = plan.d;
   const float one = 1.0f, zero = 0.0f;
-  run_first_usable(perf, d.conv, policy, device, stream, "backward-data",
-                   [&](const cudnnConvolutionBwdDataAlgoPerf_t& p, void* ws) {
-                     return cudnnConvolutionBackwardData(handle, &one, d.w, w, d.y, grad_out,
-                                                         d.conv, p.algo, ws, p.memory, &zero, d.x,
-                                                         grad_in);
-                   });
+  run_plan(
+      plan, policy, device, stream, "backward-data",
+      [&](cudnnConvolutionDescriptor_t conv) {
+        return candidates<cudnnConvolutionBwdDataAlgoPerf_t>(
+            [&](int* n) { return cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, n); },
+            [&](int max, int* n, cudnnConvolutionBwdDataAlgoPerf_t* p) {
+              return cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, d.w, d.y, conv, d.x, max,
+                                                                 n, p);
+            });
+      },
+      [&](int algo, cudnnConvolutionDescriptor_t conv, void* ws, size_t bytes) {
+        return cudnnConvolutionBackwardData(handle, &one, d.w, w, d.y, grad_out, conv,
+                                            static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), ws,
+                                            bytes, &zero, d.x, grad_in);
+      });
 }
 
 void conv2d_backward_weight(const Conv2dGeometry& a, const float* grad_out, const float* x,
                             float* grad_w, int device, cudaStream_t stream, AlgoPolicy policy) {
   cuda::DeviceGuard guard(device);
   cudnnHandle_t handle = cuda::cudnn_handle(device, stream);
-  Descriptors d(a);
-  int max_count = 0;
-  ECH_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &max_count));
-  std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(static_cast<size_t>(max_count));
-  int count = 0;
-  ECH_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, d.x, d.y, d.conv, d.w,
-                                                                max_count, &count, perf.data()));
-  perf.resize(static_cast<size_t>(count));
+  Plan& plan = plan_for(make_key(device, Direction::BackwardFilter, a, policy), a);
+  const Descriptors& d = plan.d;
   const float one = 1.0f, zero = 0.0f;
-  run_first_usable(perf, d.conv, policy, device, stream, "backward-filter",
-                   [&](const cudnnConvolutionBwdFilterAlgoPerf_t& p, void* ws) {
-                     return cudnnConvolutionBackwardFilter(handle, &one, d.x, x, d.y, grad_out,
-                                                           d.conv, p.algo, ws, p.memory, &zero, d.w,
-                                                           grad_w);
-                   });
+  run_plan(
+      plan, policy, device, stream, "backward-filter",
+      [&](cudnnConvolutionDescriptor_t conv) {
+        return candidates<cudnnConvolutionBwdFilterAlgoPerf_t>(
+            [&](int* n) { return cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, n); },
+            [&](int max, int* n, cudnnConvolutionBwdFilterAlgoPerf_t* p) {
+              return cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, d.x, d.y, conv, d.w, max,
+                                                                   n, p);
+            });
+      },
+      [&](int algo, cudnnConvolutionDescriptor_t conv, void* ws, size_t bytes) {
+        return cudnnConvolutionBackwardFilter(handle, &one, d.x, x, d.y, grad_out, conv,
+                                              static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo),
+                                              ws, bytes, &zero, d.w, grad_w);
+      });
 }
 
 void conv2d_backward_bias(const Conv2dGeometry& a, const float* grad_out, float* grad_bias,
                           int device, cudaStream_t stream) {
   cuda::DeviceGuard guard(device);
   cudnnHandle_t handle = cuda::cudnn_handle(device, stream);
-  Descriptors d(a);
-  cudnnTensorDescriptor_t bias_desc = nullptr;
-  ECH_CUDNN_CHECK(cudnnCreateTensorDescriptor(&bias_desc));
-  const cudnnStatus_t status = cudnnSetTensor4dDescriptor(bias_desc, CUDNN_TENSOR_NCHW,
-                                                          CUDNN_DATA_FLOAT, 1, as_int(a.o), 1, 1);
+  // The descriptors only: a fixed reduction has no algorithm to choose.
+  const Descriptors& d = plan_for(make_key(device, Direction::BackwardBias, a, {}), a).d;
   const float one = 1.0f, zero = 0.0f;
-  const cudnnStatus_t reduced =
-      status == CUDNN_STATUS_SUCCESS
-          ? cudnnConvolutionBackwardBias(handle, &one, d.y, grad_out, &zero, bias_desc, grad_bias)
-          : status;
-  cudnnDestroyTensorDescriptor(bias_desc);
-  ECH_CUDNN_CHECK(reduced);
+  ECH_CUDNN_CHECK(
+      cudnnConvolutionBackwardBias(handle, &one, d.y, grad_out, &zero, d.bias, grad_bias));
 }
 
 }  // namespace echelon::cudnn

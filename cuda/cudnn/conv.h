@@ -2,7 +2,9 @@
 // the legacy cudnnConvolution{Forward,BackwardData,BackwardFilter} API. Algorithms come from
 // cuDNN's heuristics (the *_v7 queries, several candidates each): plain FP32 math (FMA) first so
 // results match the CPU twin, and the first candidate whose workspace fits and that cuDNN
-// accepts runs; workspace comes from the caching allocator. Declared in every CUDA build;
+// accepts runs. Descriptors and that choice are cached per (device, direction, shapes, window,
+// dtype, policy): later calls of a shape skip the descriptors and the heuristic query.
+// Workspace comes from the caching allocator. Declared in every CUDA build;
 // defined only when cuDNN was found (ECHELON_WITH_CUDNN), so callers guard on that.
 #pragma once
 

@@ -2,10 +2,14 @@
 // Why this shape: a convolution is a GEMM once the input patches are unrolled into columns, and
 // the GEMM is where the time goes, so one good GEMM serves forward and both backward passes.
 // Images are processed in chunks so the columns buffer stays under kColumnsBudget bytes:
-//   forward      y_n (O, L)   = w (O, R) x cols_n (R, L)             (batched, w shared)
+//   forward      y_n (O, L)   = w (O, R) x cols_n (R, L) + bias      (batched, w shared; the
+//                bias added in the GEMM epilogue)
 //   grad input   cols_n (R, L) = w^T (R, O) x grad_out_n (O, L), then col2im (batched)
-//   grad weight  grad_w (O, R) += grad_out_n (O, L) x cols_n^T (L, R)  (one GEMM per image)
-// with R = C*KH*KW and L = OH*OW. The bias gradient is a per-channel reduction (CUB).
+//   grad weight  grad_w (O, R) = sum_n grad_out_n (O, L) x cols_n^T (L, R): split-K over the
+//                images (gemm_batch_reduce: each group of images summed in one block's
+//                registers), then the groups' partials added in group order (deterministic)
+// with R = C*KH*KW and L = OH*OW. The bias gradient is a per-channel reduction over a 2-D grid
+// (channel x chunk, cuda/kernels/channels.cuh) with an ordered second pass.
 #include <echelon/cuda/kernels/conv.h>
 
 #include <algorithm>
@@ -16,6 +20,7 @@
 #include <echelon/cuda/kernels/im2col.h>
 #include <echelon/cuda/kernels/matmul.h>
 #include <echelon/cuda/launch.h>
+#include <echelon/cuda/kernels/channels.cuh>
 
 namespace echelon::cuda {
 
@@ -23,27 +28,37 @@ namespace {
 
 // ---- kernels ------------------------------------------------------------------------------------
 
-// y (N, O, L) += bias (O)
-__global__ void add_bias_kernel(float* y, const float* bias, int64_t out_channels, int64_t plane,
-                                int64_t total) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    y[i] += bias[(i / plane) % out_channels];
-}
-
-// One block per output channel o: grad_bias[o] = sum over n, q of grad_out (N, O, L).
-__global__ void bias_grad_kernel(const float* grad_out, float* grad_bias, int64_t n,
-                                 int64_t out_channels, int64_t plane) {
+// Bias gradient as a 2-D grid (cuda/kernels/channels.cuh): pass 1 sums chunk k of output
+// channel o of grad_out (N, O, L) into partial (O, chunks); pass 2 adds the chunks in order.
+__global__ void bias_grad_chunks_kernel(NormArgs a, ChannelChunks cc, const float* grad_out,
+                                        double* partial) {
   using Reduce = cub::BlockReduce<double, kBlock>;
   __shared__ typename Reduce::TempStorage temp;
-  const int64_t o = blockIdx.x;
+  const int64_t o = blockIdx.y, end = chunk_end(cc);
   double acc = 0.0;
-  for (int64_t i = threadIdx.x; i < n * plane; i += blockDim.x) {
-    const int64_t image = i / plane, q = i % plane;
-    acc += grad_out[(image * out_channels + o) * plane + q];
-  }
+  for (ChannelWalk w(a, o, chunk_begin(cc) + threadIdx.x, blockDim.x); w.i < end; w.advance())
+    acc += grad_out[w.offset()];
   const double total = Reduce(temp).Sum(acc);
-  if (threadIdx.x == 0) grad_bias[o] = static_cast<float>(total);
+  if (threadIdx.x == 0) partial[o * cc.chunks + blockIdx.x] = total;
+}
+
+__global__ void bias_grad_finish_kernel(const double* partial, int chunks, int64_t out_channels,
+                                        float* grad_bias) {
+  for (int64_t o = grid_start(); o < out_channels; o += grid_step()) {
+    double total = 0.0;
+    for (int k = 0; k < chunks; ++k) total += partial[o * chunks + k];
+    grad_bias[o] = static_cast<float>(total);
+  }
+}
+
+// out (count) = [out +] sum over g of partial (groups, count), added in group order.
+__global__ void sum_groups_kernel(const float* partial, int64_t groups, int64_t count,
+                                  bool accumulate, float* out) {
+  for (int64_t i = grid_start(); i < count; i += grid_step()) {
+    float total = accumulate ? out[i] : 0.0f;
+    for (int64_t g = 0; g < groups; ++g) total += partial[g * count + i];
+    out[i] = total;
+  }
 }
 
 // ---- helpers
@@ -82,6 +97,24 @@ class Columns {
   float* data_ = nullptr;
 };
 
+// How many image groups the weight-gradient split-K uses: enough (tiles x groups) blocks to
+// fill the GPU, at most one per image, and at most kPartialBudget bytes of partial sums.
+#if ECHELON_CUDA_SIM
+constexpr int64_t kSplitTargetBlocks = 2;  // test shapes then get groups of several images
+#else
+constexpr int64_t kSplitTargetBlocks = 2 * 132;  // two blocks per SM of an H200
+#endif
+constexpr size_t kPartialBudget = size_t{64} << 20;
+
+int64_t weight_groups(int64_t out_channels, int64_t rows, int64_t images) {
+  const int64_t tiles = ((out_channels + 63) / 64) * ((rows + 63) / 64);  // the small GEMM tile
+  const int64_t by_budget = std::max<int64_t>(static_cast<int64_t>(kPartialBudget / sizeof(float)) /
+                                                  std::max<int64_t>(out_channels * rows, 1),
+                                              1);
+  return std::clamp<int64_t>((kSplitTargetBlocks + tiles - 1) / tiles, 1,
+                             std::min(images, by_budget));
+}
+
 }  // namespace
 
 // ---- launchers
@@ -95,13 +128,11 @@ void conv2d_forward(const Conv2dGeometry& a, const float* x, const float* w, con
   for (int64_t n0 = 0; n0 < a.n; n0 += cols.chunk()) {
     const int64_t images = std::min(cols.chunk(), a.n - n0);
     im2col(x + n0 * a.c * a.h * a.w, cols.data(), a.with_images(images), stream);
-    gemm_strided_batched(false, false, a.o, plane, rows, 1.0f, w, rows, 0, cols.data(), plane,
-                         cols.per_image(), 0.0f, y + n0 * a.o * plane, plane, a.o * plane, images,
-                         stream);
+    // The bias (null: none) is added in the GEMM's epilogue, not by a pass over y.
+    gemm_strided_batched_row_bias(false, false, a.o, plane, rows, w, rows, 0, cols.data(), plane,
+                                  cols.per_image(), bias, y + n0 * a.o * plane, plane, a.o * plane,
+                                  images, stream);
   }
-  if (bias)
-    launch_1d("conv2d_forward (bias)", a.n * a.o * plane, stream, add_bias_kernel, y, bias, a.o,
-              plane, a.n * a.o * plane);
 }
 
 void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const float* w,
@@ -121,25 +152,52 @@ void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const
 void conv2d_backward_weight(const Conv2dGeometry& a, const float* grad_out, const float* x,
                             float* grad_w, int device, cudaStream_t stream) {
   const int64_t rows = a.c * a.kernel_h * a.kernel_w, plane = a.out_h * a.out_w;
-  ECH_CUDA_CHECK(
-      cudaMemsetAsync(grad_w, 0, static_cast<size_t>(a.o * rows) * sizeof(float), stream));
-  if (a.n * plane == 0) return;
-  Columns cols(a, device, stream);
-  for (int64_t n0 = 0; n0 < a.n; n0 += cols.chunk()) {
-    const int64_t images = std::min(cols.chunk(), a.n - n0);
-    im2col(x + n0 * a.c * a.h * a.w, cols.data(), a.with_images(images), stream);
-    for (int64_t i = 0; i < images; ++i)
-      gemm(false, true, a.o, rows, plane, 1.0f, grad_out + (n0 + i) * a.o * plane, plane,
-           cols.data() + i * cols.per_image(), plane, 1.0f, grad_w, rows, stream);
+  const int64_t weights = a.o * rows;
+  if (a.n * plane == 0) {
+    ECH_CUDA_CHECK(
+        cudaMemsetAsync(grad_w, 0, static_cast<size_t>(weights) * sizeof(float), stream));
+    return;
   }
+  Columns cols(a, device, stream);
+  const int64_t groups = weight_groups(a.o, rows, cols.chunk());
+  // Partial weight gradients of the image groups (groups, O, R); none when one group.
+  float* partial = groups > 1
+                       ? static_cast<float*>(device_malloc(
+                             device, static_cast<size_t>(groups * weights) * sizeof(float), stream))
+                       : nullptr;
+  try {
+    for (int64_t n0 = 0; n0 < a.n; n0 += cols.chunk()) {
+      const int64_t images = std::min(cols.chunk(), a.n - n0);
+      const int64_t per_group = (images + groups - 1) / groups;
+      const int64_t used = (images + per_group - 1) / per_group;
+      const bool first = n0 == 0;
+      im2col(x + n0 * a.c * a.h * a.w, cols.data(), a.with_images(images), stream);
+      gemm_batch_reduce(false, true, a.o, rows, plane, 1.0f, grad_out + n0 * a.o * plane, plane,
+                        a.o * plane, cols.data(), plane, cols.per_image(),
+                        used > 1 || first ? 0.0f : 1.0f, used > 1 ? partial : grad_w, rows, weights,
+                        images, per_group, stream);
+      if (used > 1)
+        launch_1d("conv2d_backward_weight (groups)", weights, stream, sum_groups_kernel,
+                  static_cast<const float*>(partial), used, weights, !first, grad_w);
+    }
+  } catch (...) {
+    if (partial) device_free(device, partial);
+    throw;
+  }
+  if (partial) device_free(device, partial);
 }
 
 void conv2d_backward_bias(const Conv2dGeometry& a, const float* grad_out, float* grad_bias,
                           cudaStream_t stream) {
   if (a.o == 0) return;
-  ECH_LAUNCH(static_cast<unsigned>(a.o), kBlock, 0, stream, bias_grad_kernel)
-  (grad_out, grad_bias, a.n, a.o, a.out_h * a.out_w);
-  ECH_CUDA_CHECK_LAUNCH("conv2d_backward_bias");
+  const NormArgs planes{a.n, a.o, a.out_h * a.out_w};  // grad_out as (N, O, L)
+  const ChannelChunks cc = channel_chunks(planes);
+  Scratch partial(static_cast<size_t>(a.o * cc.chunks) * sizeof(double), stream);
+  ECH_LAUNCH(channel_grid(cc, a.o), kBlock, 0, stream, bias_grad_chunks_kernel)
+  (planes, cc, grad_out, partial.as<double>());
+  ECH_CUDA_CHECK_LAUNCH("conv2d_backward_bias (chunks)");
+  launch_1d("conv2d_backward_bias", a.o, stream, bias_grad_finish_kernel,
+            partial.as<const double>(), cc.chunks, a.o, grad_bias);
 }
 
 }  // namespace echelon::cuda

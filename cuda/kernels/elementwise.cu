@@ -4,11 +4,15 @@
 // across a launch (no divergence), and one instantiation per dtype keeps nvcc time low. Inputs
 // are read through StridedIndexer (the output's sizes, the input's strides, 0 on broadcast dims),
 // so broadcasts and non-contiguous views need no copy; outputs are contiguous unless noted.
-// The formulas match the CPU twins in tensor/cpu/elementwise.cpp; parity is checked by
-// tests/support/parity.cpp.
+// Contiguous fast path: when every operand is contiguous (activations and gradients almost
+// always are), the float maps skip the indexer's division chain and, when every pointer is
+// 16-byte aligned, move 4 floats per load and store (128-bit transactions); a scalar loop covers
+// the tail and misaligned views. The formulas match the CPU twins in tensor/cpu/elementwise.cpp;
+// parity is checked by tests/support/parity.cpp.
 #include <echelon/cuda/kernels/elementwise.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include <echelon/cuda/launch.h>
 #include <echelon/kernels/cast.h>
@@ -99,14 +103,6 @@ __global__ void unary_kernel(UnaryOp op, const T* x, StridedIndexer x_ix, T* y, 
 }
 
 template <typename T>
-__global__ void unary_backward_kernel(UnaryOp op, const T* grad_out, const T* x, const T* y,
-                                      T* grad_in, int64_t n) {
-  // x or y may be unused by `op`; the caller still passes both (tensor/ops.h), so both are valid.
-  for (int64_t i = grid_start(); i < n; i += grid_step())
-    grad_in[i] = apply_unary_backward(op, grad_out[i], x[i], y[i]);
-}
-
-template <typename T>
 __global__ void binary_kernel(BinaryOp op, const T* a, StridedIndexer a_ix, const T* b,
                               StridedIndexer b_ix, T* out, int64_t n) {
   for (int64_t i = grid_start(); i < n; i += grid_step())
@@ -146,20 +142,77 @@ __global__ void copy_cast_kernel(const Src* src, StridedIndexer src_ix, Dst* dst
     dst[strided_offset(dst_ix, i)] = cast_value<Dst>(src[strided_offset(src_ix, i)]);
 }
 
-template <typename T>
-__global__ void axpy_kernel(T* dst, const T* src, T alpha, int64_t n) {
-  for (int64_t i = grid_start(); i < n; i += grid_step()) dst[i] += alpha * src[i];
-}
+// ---- contiguous fast path: out[i] = f(in_0[i], ..., in_{k-1}[i]) ------------------------------
 
-template <typename T>
-__global__ void clamp_kernel(const T* x, T* y, T lo, T hi, int64_t n) {
-  // std::min(std::max(x, lo), hi) as in the CPU twin: NaN stays NaN (fminf/fmaxf would turn it
-  // into lo and hide it from the non-finite check).
-  for (int64_t i = grid_start(); i < n; i += grid_step()) {
-    const T low = x[i] < lo ? lo : x[i];
-    y[i] = hi < low ? hi : low;
+constexpr int kVec = 4;  // floats per 16-byte vector
+
+template <int kArity>
+struct Operands {
+  const float* in[kArity];  // each (n), contiguous
+};
+
+template <typename Map, int kArity>
+__global__ void map_contiguous_kernel(Map f, Operands<kArity> ops, float* out, int64_t n,
+                                      bool vectorised) {
+  const int64_t n_vec = vectorised ? n / kVec : 0;
+  for (int64_t v = grid_start(); v < n_vec; v += grid_step()) {
+    float lanes[kArity][kVec];
+#pragma unroll
+    for (int a = 0; a < kArity; ++a) {
+      const float4 q = reinterpret_cast<const float4*>(ops.in[a])[v];
+      lanes[a][0] = q.x, lanes[a][1] = q.y, lanes[a][2] = q.z, lanes[a][3] = q.w;
+    }
+    float r[kVec];
+#pragma unroll
+    for (int l = 0; l < kVec; ++l) {
+      float args[kArity];
+#pragma unroll
+      for (int a = 0; a < kArity; ++a) args[a] = lanes[a][l];
+      r[l] = f(args);
+    }
+    reinterpret_cast<float4*>(out)[v] = make_float4(r[0], r[1], r[2], r[3]);
+  }
+  // The tail (fewer than kVec elements), or everything when a pointer is misaligned.
+  for (int64_t i = n_vec * kVec + grid_start(); i < n; i += grid_step()) {
+    float args[kArity];
+    for (int a = 0; a < kArity; ++a) args[a] = ops.in[a][i];
+    out[i] = f(args);
   }
 }
+
+struct UnaryMap {
+  UnaryOp op;
+  __device__ float operator()(const float* v) const { return apply_unary(op, v[0]); }
+};
+struct UnaryBackwardMap {  // (grad_out, x, y)
+  UnaryOp op;
+  __device__ float operator()(const float* v) const {
+    return apply_unary_backward(op, v[0], v[1], v[2]);
+  }
+};
+struct BinaryMap {
+  BinaryOp op;
+  __device__ float operator()(const float* v) const { return apply_binary(op, v[0], v[1]); }
+};
+struct ScalarMap {
+  BinaryOp op;
+  float s;
+  bool scalar_first;
+  __device__ float operator()(const float* v) const {
+    return scalar_first ? apply_binary(op, s, v[0]) : apply_binary(op, v[0], s);
+  }
+};
+struct AxpyMap {  // (dst, src)
+  float alpha;
+  __device__ float operator()(const float* v) const { return v[0] + alpha * v[1]; }
+};
+struct ClampMap {
+  float lo, hi;
+  __device__ float operator()(const float* v) const {
+    const float low = v[0] < lo ? lo : v[0];
+    return hi < low ? hi : low;
+  }
+};
 
 template <typename T>
 __global__ void count_nonfinite_kernel(const T* x, int64_t n, unsigned long long* count) {
@@ -168,30 +221,63 @@ __global__ void count_nonfinite_kernel(const T* x, int64_t n, unsigned long long
     if (!isfinite(x[i])) atomicAdd(count, 1ull);
 }
 
+bool is_contiguous(const StridedIndexer& ix) {
+  // make_indexer merged every contiguous run of dims, so contiguous means one unit-stride dim.
+  return ix.rank == 0 || (ix.rank == 1 && ix.strides[0] == 1);
+}
+
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+template <typename Map, int kArity>
+void launch_map(const char* op, Map f, Operands<kArity> in, float* out, int64_t n,
+                cudaStream_t stream) {
+  if (n <= 0) return;
+  bool vectorised = aligned16(out);
+  for (const float* p : in.in) vectorised = vectorised && aligned16(p);
+  const int64_t items = vectorised ? n / kVec + n % kVec : n;
+  ECH_LAUNCH_NAMED(op, grid_for(items), kBlock, 0, stream, map_contiguous_kernel<Map, kArity>)
+  (f, in, out, n, vectorised);
+  ECH_CUDA_CHECK_LAUNCH(op);
+}
+
 }  // namespace
 
 // ---- launchers ---------------------------------------------------------------------------------
 
 template <typename T>
 void unary(UnaryOp op, const T* x, StridedIndexer x_ix, T* y, int64_t n, cudaStream_t stream) {
+  if constexpr (std::is_same_v<T, float>)
+    if (is_contiguous(x_ix))
+      return launch_map("unary", UnaryMap{op}, Operands<1>{{x}}, y, n, stream);
   launch_1d("unary", n, stream, unary_kernel<T>, op, x, x_ix, y, n);
 }
 
 template <typename T>
 void unary_backward(UnaryOp op, const T* grad_out, const T* x, const T* y, T* grad_in, int64_t n,
                     cudaStream_t stream) {
-  launch_1d("unary_backward", n, stream, unary_backward_kernel<T>, op, grad_out, x, y, grad_in, n);
+  static_assert(std::is_same_v<T, float>);
+  launch_map("unary_backward", UnaryBackwardMap{op}, Operands<3>{{grad_out, x, y}}, grad_in, n,
+             stream);
 }
 
 template <typename T>
 void binary(BinaryOp op, const T* a, StridedIndexer a_ix, const T* b, StridedIndexer b_ix, T* out,
             int64_t n, cudaStream_t stream) {
+  if constexpr (std::is_same_v<T, float>)
+    if (is_contiguous(a_ix) && is_contiguous(b_ix))
+      return launch_map("binary", BinaryMap{op}, Operands<2>{{a, b}}, out, n, stream);
   launch_1d("binary", n, stream, binary_kernel<T>, op, a, a_ix, b, b_ix, out, n);
 }
 
 template <typename T>
 void binary_scalar(BinaryOp op, const T* a, StridedIndexer a_ix, T s, bool scalar_first, T* out,
                    int64_t n, cudaStream_t stream) {
+  if constexpr (std::is_same_v<T, float>)
+    if (is_contiguous(a_ix))
+      return launch_map("binary_scalar", ScalarMap{op, s, scalar_first}, Operands<1>{{a}}, out, n,
+                        stream);
   launch_1d("binary_scalar", n, stream, binary_scalar_kernel<T>, op, a, a_ix, s, scalar_first, out,
             n);
 }
@@ -220,12 +306,14 @@ void copy_cast(const Src* src, StridedIndexer src_ix, Dst* dst, StridedIndexer d
 
 template <typename T>
 void axpy(T* dst, const T* src, T alpha, int64_t n, cudaStream_t stream) {
-  launch_1d("axpy", n, stream, axpy_kernel<T>, dst, src, alpha, n);
+  static_assert(std::is_same_v<T, float>);
+  launch_map("axpy", AxpyMap{alpha}, Operands<2>{{dst, src}}, dst, n, stream);
 }
 
 template <typename T>
 void clamp(const T* x, T* y, T lo, T hi, int64_t n, cudaStream_t stream) {
-  launch_1d("clamp", n, stream, clamp_kernel<T>, x, y, lo, hi, n);
+  static_assert(std::is_same_v<T, float>);
+  launch_map("clamp", ClampMap{lo, hi}, Operands<1>{{x}}, y, n, stream);
 }
 
 template <typename T>

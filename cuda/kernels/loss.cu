@@ -2,8 +2,15 @@
 // exponentials (CUB block reductions, in double like the CPU twin), so no exp overflows and the
 // log-probabilities are written once; a second one-block kernel averages the row losses in a
 // fixed order (deterministic). A bad target is reported through a device word holding the first
-// offending row, read back by the launcher.
+// offending row, read back by the launcher; with deferred target checks a one-thread kernel
+// publishes it instead into a per-device record in pinned host memory (with unified addressing
+// a kernel writes cudaHostAlloc memory directly), read later by check_deferred_target_errors:
+// no synchronisation in the step, like a CUDA device-side assert.
 #include <echelon/cuda/kernels/loss.h>
+
+#include <array>
+#include <atomic>
+#include <mutex>
 
 #include <cub/block/block_reduce.cuh>
 
@@ -55,6 +62,24 @@ __global__ void cross_entropy_rows_kernel(int64_t classes, const float* logits,
   }
 }
 
+// The first bad target a deferred check saw on a device; row -1: none.
+struct TargetErrorRecord {
+  int64_t row, value, classes;
+};
+
+// Copies this launch's first bad row (if any) into the record unless it holds one already.
+// Plain stores: no atomics on host memory over the bus.
+__global__ void publish_bad_target_kernel(const unsigned long long* bad_row, const int64_t* target,
+                                          int64_t classes, TargetErrorRecord* record_in) {
+  volatile TargetErrorRecord* record = record_in;  // host memory the host polls
+  const unsigned long long row = *bad_row;
+  if (row == ~0ull || record->row >= 0) return;
+  record->value = target[row];
+  record->classes = classes;
+  __threadfence_system();  // value and classes land before the row that marks them valid
+  record->row = static_cast<int64_t>(row);
+}
+
 __global__ void mean_kernel(int64_t n, const double* row_loss, float* loss) {
   __shared__ BlockReduce::TempStorage temp;
   double acc = 0.0;
@@ -72,6 +97,24 @@ __global__ void cross_entropy_backward_kernel(int64_t n, int64_t classes, const 
     const float one_hot = target[i / classes] == i % classes ? 1.0f : 0.0f;
     grad_logits[i] = (expf(log_probs[i]) - one_hot) * scale;
   }
+}
+
+std::atomic<bool> g_deferred_checks{false};
+constexpr int kMaxDevices = 64;
+std::mutex g_records_mutex;
+std::array<TargetErrorRecord*, kMaxDevices> g_records{};  // pinned, allocated on first use
+
+TargetErrorRecord* target_error_record(int device) {
+  ECH_CHECK(device >= 0 && device < kMaxDevices, "cross_entropy: device ", device, " out of range");
+  std::lock_guard lock(g_records_mutex);
+  if (!g_records[device]) {
+    void* p = nullptr;
+    ECH_CUDA_CHECK(cudaHostAlloc(&p, sizeof(TargetErrorRecord), cudaHostAllocPortable));
+    auto* record = static_cast<TargetErrorRecord*>(p);
+    record->row = -1, record->value = 0, record->classes = 0;
+    g_records[device] = record;
+  }
+  return g_records[device];
 }
 
 }  // namespace
@@ -96,6 +139,13 @@ int64_t cross_entropy_forward(int64_t n, int64_t classes, const float* logits,
     ECH_CUDA_CHECK_LAUNCH("cross_entropy_forward");
     ECH_LAUNCH(1, kBlock, 0, stream, mean_kernel)(n, row_loss, loss);
     ECH_CUDA_CHECK_LAUNCH("cross_entropy_forward (mean)");
+    if (deferred_target_checks()) {
+      ECH_LAUNCH(1, 1, 0, stream, publish_bad_target_kernel)
+      (bad, target, classes, target_error_record(device));
+      ECH_CUDA_CHECK_LAUNCH("cross_entropy_forward (deferred target check)");
+      device_free(device, scratch);  // stream-ordered: reused only after these kernels
+      return -1;
+    }
     ECH_CUDA_CHECK(
         cudaMemcpyAsync(&bad_host, bad, sizeof(bad_host), cudaMemcpyDeviceToHost, stream));
     ECH_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -105,6 +155,26 @@ int64_t cross_entropy_forward(int64_t n, int64_t classes, const float* logits,
   }
   device_free(device, scratch);
   return bad_host == ~0ull ? -1 : static_cast<int64_t>(bad_host);
+}
+
+void set_deferred_target_checks(bool on) {
+  g_deferred_checks.store(on);
+}
+
+bool deferred_target_checks() {
+  return g_deferred_checks.load();
+}
+
+void check_deferred_target_errors() {
+  std::lock_guard lock(g_records_mutex);
+  for (int device = 0; device < kMaxDevices; ++device) {
+    volatile TargetErrorRecord* record = g_records[device];
+    if (!record || record->row < 0) continue;
+    const int64_t row = record->row, value = record->value, classes = record->classes;
+    record->row = -1;
+    ECH_FAIL("cross_entropy: target[", row, "] = ", value, " is not a class index in [0, ", classes,
+             ") (cuda:", device, ", found by a deferred target check)");
+  }
 }
 
 void cross_entropy_backward(int64_t n, int64_t classes, const float* grad_loss,

@@ -9,10 +9,22 @@
 namespace echelon::cuda {
 
 // Like the twin, returns the first row whose target is outside [0, C), or -1. It has to read
-// that answer back, so it synchronizes `stream` (a loss is read on the host every step anyway).
+// that answer back, so it synchronizes `stream`, unless deferred target checks are on: then it
+// never waits (returns -1) and a bad target is recorded on the device for
+// check_deferred_target_errors, so that a training step runs without a host synchronisation.
 int64_t cross_entropy_forward(int64_t n, int64_t classes, const float* logits,
                               const int64_t* target, float* log_probs, float* loss, int device,
                               cudaStream_t stream);
+// Deferred target checks (off by default; process-wide). The trainer turns them on when the
+// labels were range-checked on the host already, and calls check_deferred_target_errors where it
+// synchronises anyway (when it reads the loss, once per log interval).
+void set_deferred_target_checks(bool on);
+bool deferred_target_checks();
+// Throws echelon::Error naming the first bad target (row, value, class count) that a cross-entropy
+// launch whose work has COMPLETED recorded since the last call, and clears it; no-op otherwise.
+// Never synchronises: call it after a synchronisation to cover everything queued before.
+void check_deferred_target_errors();
+
 // grad_loss is a device scalar (no host round trip in backward).
 void cross_entropy_backward(int64_t n, int64_t classes, const float* grad_loss,
                             const float* log_probs, const int64_t* target, float* grad_logits,

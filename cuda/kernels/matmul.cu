@@ -1,13 +1,22 @@
 // Row-major GEMM, two ways: our tiled SGEMM and cuBLAS.
 //
-// Our kernel: each 256-thread block computes a 128x128 tile of C, walking K in steps of 8. The
-// block stages an (8 x 128) slice of op(A) and of op(B) in shared memory (k-major, so a thread
-// reads its 8 rows / 8 columns as contiguous floats), and each thread keeps an 8x8 sub-tile of C
-// in registers: 64 FMAs per 16 shared loads. Loads are bounds-checked (zero-filled), so any M,
-// N, K and both transposes work, at the cost of no vectorised global loads. The global load
-// mapping follows the storage order (k fastest for row-major A, m fastest for transposed A) so
-// that neighbouring threads read neighbouring addresses. Shared rows are padded by 4 floats to
-// spread the transposed stores over the banks.
+// Our kernel: each 256-thread block computes a TM x TN tile of C, walking K in steps of 8. The
+// block stages an (8 x TM) slice of op(A) and an (8 x TN) slice of op(B) in shared memory
+// (k-major, so a thread reads its rows / columns as 16-byte vectors), and each thread keeps a
+// ThM x ThN sub-tile of C in registers. Two tile shapes: 128x128 (8x8 per thread: 64 FMAs per 4
+// shared vector loads) for large problems, 64x64 (4x4 per thread) when 128x128 tiles would
+// leave SMs idle (conv GEMMs with 6..64 output channels, small batches); pick_tile decides.
+// A thread's 8 columns are two groups of 4, the second TN/2 further on (not 8 adjacent
+// columns): a quarter-warp's 16-byte loads then cover 32 consecutive floats, one per bank (8
+// adjacent columns per thread made lanes 0 and 4 collide: a 2-way bank conflict). Rows likewise.
+// Double-buffered: the global loads of the next k-slice are issued into registers before the
+// current slice's FMAs and stored to the other shared buffer after them (one barrier per slice).
+// Loads are bounds-checked (zero-filled), so any M, N, K and both transposes work, at the cost
+// of no vectorised global loads; the global load mapping follows the storage order (k fastest
+// for row-major A, m fastest for transposed A) so neighbouring threads read neighbouring
+// addresses. Shared rows are padded by 4 floats to spread the transposed stores over the banks.
+// Batch-reduce mode (conv backward-weight, split-K): block z sums the products of batches
+// [z * per_block, (z + 1) * per_block) in registers and writes C + z * stride_c once.
 // cuBLAS is column-major: row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, so we
 // call it with the operands swapped and the same transpose flags (the "swap trick"); no copies.
 #include <echelon/cuda/kernels/matmul.h>
@@ -24,76 +33,136 @@ namespace {
 
 // ---- kernels -----------------------------------------------------------------------------------
 
-constexpr int kTileM = 128, kTileN = 128, kTileK = 8;
-constexpr int kThreadM = 8, kThreadN = 8;
-constexpr int kThreads = (kTileM / kThreadM) * (kTileN / kThreadN);  // 256
-constexpr int kPad = 4;
-constexpr int kLoadsPerThread = kTileM * kTileK / kThreads;  // 4 elements of A and of B
-static_assert(kTileM == kTileN, "the load mapping below assumes square tiles");
-static_assert(kTileM * kTileK % kThreads == 0);
+constexpr int kTileK = 8, kPad = 4, kVec = 4, kThreads = 256;
 
+template <int TM, int TN, int ThM, int ThN>
+struct Tile {
+  static constexpr int kM = TM, kN = TN, kThM = ThM, kThN = ThN;
+  static constexpr int kRows = TM / ThM, kCols = TN / ThN;  // threads along m and n
+  static constexpr int kLoads = TM * kTileK / kThreads;     // elements of A (and B) per thread
+  static_assert(kRows * kCols == kThreads && TM == TN && ThM % kVec == 0 && ThN % kVec == 0);
+  static_assert(TM * kTileK % kThreads == 0);
+};
+using LargeTile = Tile<128, 128, 8, 8>;
+using SmallTile = Tile<64, 64, 4, 4>;
+
+// A thread's share of one k-slice of op(A) rows m0.. and op(B) columns n0.., held in registers
+// between the global loads (fetch) and the shared-memory stores (stage).
+template <typename T>
+struct Slice {
+  float a[T::kLoads], b[T::kLoads];
+
+  __device__ __forceinline__ void fetch(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                                        const float* A, int64_t lda, const float* B, int64_t ldb,
+                                        int64_t m0, int64_t n0, int64_t k0) {
+#pragma unroll
+    for (int j = 0; j < T::kLoads; ++j) {
+      const int idx = threadIdx.x + j * kThreads;
+      // A: row-major (M, K) has k contiguous; transposed storage (K, M) has m contiguous.
+      const int64_t m = m0 + (trans_a ? idx % T::kM : idx / kTileK);
+      const int64_t ka = k0 + (trans_a ? idx / T::kM : idx % kTileK);
+      a[j] = (m < M && ka < K) ? (trans_a ? A[ka * lda + m] : A[m * lda + ka]) : 0.0f;
+      // B: row-major (K, N) has n contiguous; transposed storage (N, K) has k contiguous.
+      const int64_t n = n0 + (trans_b ? idx / kTileK : idx % T::kN);
+      const int64_t kb = k0 + (trans_b ? idx % kTileK : idx / T::kN);
+      b[j] = (n < N && kb < K) ? (trans_b ? B[n * ldb + kb] : B[kb * ldb + n]) : 0.0f;
+    }
+  }
+
+  __device__ __forceinline__ void stage(bool trans_a, bool trans_b, float (*a_tile)[T::kM + kPad],
+                                        float (*b_tile)[T::kN + kPad]) const {
+#pragma unroll
+    for (int j = 0; j < T::kLoads; ++j) {
+      const int idx = threadIdx.x + j * kThreads;
+      a_tile[trans_a ? idx / T::kM : idx % kTileK][trans_a ? idx % T::kM : idx / kTileK] = a[j];
+      b_tile[trans_b ? idx % kTileK : idx / T::kN][trans_b ? idx / kTileK : idx % T::kN] = b[j];
+    }
+  }
+};
+
+// acc += the (ThM x ThN) products of one staged k-slice.
+template <typename T>
+__device__ __forceinline__ void multiply_slice(const float (*a_tile)[T::kM + kPad],
+                                               const float (*b_tile)[T::kN + kPad], int thread_row,
+                                               int thread_col, float (&acc)[T::kThM][T::kThN]) {
+#pragma unroll
+  for (int k = 0; k < kTileK; ++k) {
+    float a_frag[T::kThM], b_frag[T::kThN];
+#pragma unroll
+    for (int g = 0; g < T::kThM / kVec; ++g) {
+      const float4 v =
+          *reinterpret_cast<const float4*>(&a_tile[k][g * T::kRows * kVec + thread_row * kVec]);
+      a_frag[g * kVec] = v.x, a_frag[g * kVec + 1] = v.y, a_frag[g * kVec + 2] = v.z,
+                 a_frag[g * kVec + 3] = v.w;
+    }
+#pragma unroll
+    for (int g = 0; g < T::kThN / kVec; ++g) {
+      const float4 v =
+          *reinterpret_cast<const float4*>(&b_tile[k][g * T::kCols * kVec + thread_col * kVec]);
+      b_frag[g * kVec] = v.x, b_frag[g * kVec + 1] = v.y, b_frag[g * kVec + 2] = v.z,
+                 b_frag[g * kVec + 3] = v.w;
+    }
+#pragma unroll
+    for (int i = 0; i < T::kThM; ++i)
+#pragma unroll
+      for (int j = 0; j < T::kThN; ++j) acc[i][j] = fmaf(a_frag[i], b_frag[j], acc[i][j]);
+  }
+}
+
+// C[z] = alpha * sum over batches b of group z of op(A_b) op(B_b) + beta * C[z]; z = group0 +
+// blockIdx.z, group z holds batches [z * per_block, min(batch, (z + 1) * per_block)).
+template <typename T>
 __global__ void __launch_bounds__(kThreads)
     sgemm_tiled_kernel(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                        const float* __restrict__ A, int64_t lda, int64_t stride_a,
                        const float* __restrict__ B, int64_t ldb, int64_t stride_b, float beta,
-                       float* __restrict__ C, int64_t ldc, int64_t stride_c, int64_t batch0) {
-  const int64_t batch = batch0 + blockIdx.z;
-  A += batch * stride_a;
-  B += batch * stride_b;
-  C += batch * stride_c;
-  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * kTileM;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kTileN;
+                       float* __restrict__ C, int64_t ldc, int64_t stride_c, int64_t batch,
+                       int64_t per_block, int64_t group0, const float* __restrict__ row_bias) {
+  const int64_t group = group0 + blockIdx.z;
+  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * T::kM;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::kN;
+  // Two buffers: while the block multiplies slice s from one, each thread's registers hold
+  // slice s + 1 (its global loads in flight), stored into the other buffer afterwards; one
+  // barrier per slice. Slices run over the group's batches, then k: s = (batch, k0 / kTileK).
+  __shared__ __align__(16) float a_tile[2][kTileK][T::kM + kPad];  // [k][m] = op(A)(m0+m, k0+k)
+  __shared__ __align__(16) float b_tile[2][kTileK][T::kN + kPad];  // [k][n] = op(B)(k0+k, n0+n)
+  const int thread_col = threadIdx.x % T::kCols, thread_row = threadIdx.x / T::kCols;
+  float acc[T::kThM][T::kThN] = {};
 
-  __shared__ __align__(16) float a_tile[kTileK][kTileM + kPad];  // a_tile[k][m] = op(A)(m0+m, k0+k)
-  __shared__ __align__(16) float b_tile[kTileK][kTileN + kPad];  // b_tile[k][n] = op(B)(k0+k, n0+n)
-
-  const int tid = threadIdx.x;
-  const int thread_col = tid % (kTileN / kThreadN);
-  const int thread_row = tid / (kTileN / kThreadN);
-  float acc[kThreadM][kThreadN] = {};
-
-  for (int64_t k0 = 0; k0 < K; k0 += kTileK) {
-#pragma unroll
-    for (int j = 0; j < kLoadsPerThread; ++j) {
-      const int idx = tid + j * kThreads;
-      // A: row-major (M, K) has k contiguous; transposed storage (K, M) has m contiguous.
-      const int am = trans_a ? idx % kTileM : idx / kTileK;
-      const int ak = trans_a ? idx / kTileM : idx % kTileK;
-      const int64_t m = m0 + am, ka = k0 + ak;
-      a_tile[ak][am] = (m < M && ka < K) ? (trans_a ? A[ka * lda + m] : A[m * lda + ka]) : 0.0f;
-      // B: row-major (K, N) has n contiguous; transposed storage (N, K) has k contiguous.
-      const int bn = trans_b ? idx / kTileK : idx % kTileN;
-      const int bk = trans_b ? idx % kTileK : idx / kTileN;
-      const int64_t n = n0 + bn, kb = k0 + bk;
-      b_tile[bk][bn] = (n < N && kb < K) ? (trans_b ? B[n * ldb + kb] : B[kb * ldb + n]) : 0.0f;
-    }
-    __syncthreads();
-#pragma unroll
-    for (int k = 0; k < kTileK; ++k) {
-      float a_frag[kThreadM], b_frag[kThreadN];
-#pragma unroll
-      for (int i = 0; i < kThreadM; ++i) a_frag[i] = a_tile[k][thread_row * kThreadM + i];
-#pragma unroll
-      for (int j = 0; j < kThreadN; ++j) b_frag[j] = b_tile[k][thread_col * kThreadN + j];
-#pragma unroll
-      for (int i = 0; i < kThreadM; ++i)
-#pragma unroll
-        for (int j = 0; j < kThreadN; ++j) acc[i][j] = fmaf(a_frag[i], b_frag[j], acc[i][j]);
-    }
-    __syncthreads();  // the next iteration overwrites the tiles
+  const int64_t b_begin = group * per_block, b_end = min(batch, b_begin + per_block);
+  const int64_t k_slices = (K + kTileK - 1) / kTileK;
+  const int64_t slices = b_end > b_begin ? (b_end - b_begin) * k_slices : 0;
+  Slice<T> next;
+  const auto fetch = [&](int64_t s) {
+    const int64_t b = b_begin + s / k_slices, k0 = (s % k_slices) * kTileK;
+    next.fetch(trans_a, trans_b, M, N, K, A + b * stride_a, lda, B + b * stride_b, ldb, m0, n0, k0);
+  };
+  if (slices > 0) {
+    fetch(0);
+    next.stage(trans_a, trans_b, a_tile[0], b_tile[0]);
+  }
+  __syncthreads();
+  for (int64_t s = 0; s < slices; ++s) {
+    const int cur = static_cast<int>(s & 1);
+    if (s + 1 < slices) fetch(s + 1);
+    multiply_slice<T>(a_tile[cur], b_tile[cur], thread_row, thread_col, acc);
+    if (s + 1 < slices) next.stage(trans_a, trans_b, a_tile[cur ^ 1], b_tile[cur ^ 1]);
+    __syncthreads();  // slice s + 1 staged; nobody reads buffer cur any more
   }
 
+  C += group * stride_c;
 #pragma unroll
-  for (int i = 0; i < kThreadM; ++i) {
-    const int64_t m = m0 + thread_row * kThreadM + i;
-    if (m >= M) break;
+  for (int i = 0; i < T::kThM; ++i) {
+    const int64_t m = m0 + (i / kVec) * T::kRows * kVec + thread_row * kVec + i % kVec;
+    if (m >= M) continue;
+    const float bias = row_bias ? row_bias[m] : 0.0f;  // the fused epilogue (conv forward)
 #pragma unroll
-    for (int j = 0; j < kThreadN; ++j) {
-      const int64_t n = n0 + thread_col * kThreadN + j;
-      if (n >= N) break;
+    for (int j = 0; j < T::kThN; ++j) {
+      const int64_t n = n0 + (j / kVec) * T::kCols * kVec + thread_col * kVec + j % kVec;
+      if (n >= N) continue;
       float* c = C + m * ldc + n;
       // beta == 0 must not read C: it may hold NaN (the contract in tensor/cpu/matmul.h).
-      *c = beta == 0.0f ? alpha * acc[i][j] : fmaf(beta, *c, alpha * acc[i][j]);
+      *c = (beta == 0.0f ? alpha * acc[i][j] : fmaf(beta, *c, alpha * acc[i][j])) + bias;
     }
   }
 }
@@ -109,24 +178,56 @@ void check_gemm_args(const char* op, bool trans_a, bool trans_b, int64_t M, int6
             ", ldb=", ldb, ", ldc=", ldc, ", trans_a=", trans_a, ", trans_b=", trans_b, ")");
 }
 
+#if ECHELON_CUDA_SIM
+constexpr int64_t kFillBlocks = 4;  // so that test-sized problems reach the large tile too
+#else
+constexpr int64_t kFillBlocks = 2 * 132;  // two blocks per SM of an H200; to tune on the GPU
+#endif
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+// The large tile only when it still gives every SM work; else the small one.
+bool use_large_tile(int64_t M, int64_t N, int64_t groups) {
+  return M >= LargeTile::kM && N >= LargeTile::kN &&
+         ceil_div(M, LargeTile::kM) * ceil_div(N, LargeTile::kN) * groups >= kFillBlocks;
+}
+
+template <typename T>
+void launch_tile(const char* op, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                 float alpha, const float* A, int64_t lda, int64_t stride_a, const float* B,
+                 int64_t ldb, int64_t stride_b, float beta, float* C, int64_t ldc, int64_t stride_c,
+                 int64_t batch, int64_t per_block, const float* row_bias, cudaStream_t stream) {
+  const int64_t tiles_m = ceil_div(M, T::kM), tiles_n = ceil_div(N, T::kN);
+  ECH_CHECK(tiles_m <= kMaxGridY && tiles_n <= INT_MAX, op, ": matrix too large for the tiled ",
+            "kernel's grid (M=", M, ", N=", N, ")");
+  const int64_t groups = ceil_div(batch, per_block);
+  // Groups beyond gridDim.z's limit go in several launches.
+  for (int64_t group0 = 0; group0 < groups; group0 += kMaxGridZ) {
+    const dim3 grid(static_cast<unsigned>(tiles_n), static_cast<unsigned>(tiles_m),
+                    static_cast<unsigned>(std::min(kMaxGridZ, groups - group0)));
+    ECH_LAUNCH(grid, kThreads, 0, stream, sgemm_tiled_kernel<T>)
+    (trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C, ldc, stride_c,
+     batch, per_block, group0, row_bias);
+    ECH_CUDA_CHECK_LAUNCH(op);
+  }
+}
+
+// per_block == 1: an ordinary strided batch; > 1: batch-reduce mode (see the top).
 void launch_tiled(const char* op, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                   float alpha, const float* A, int64_t lda, int64_t stride_a, const float* B,
                   int64_t ldb, int64_t stride_b, float beta, float* C, int64_t ldc,
-                  int64_t stride_c, int64_t batch, cudaStream_t stream) {
+                  int64_t stride_c, int64_t batch, cudaStream_t stream, int64_t per_block = 1,
+                  const float* row_bias = nullptr) {
   check_gemm_args(op, trans_a, trans_b, M, N, K, lda, ldb, ldc, batch);
   if (M == 0 || N == 0 || batch == 0) return;
-  const int64_t tiles_m = (M + kTileM - 1) / kTileM, tiles_n = (N + kTileN - 1) / kTileN;
-  ECH_CHECK(tiles_m <= kMaxGridY && tiles_n <= INT_MAX, op, ": matrix too large for the tiled ",
-            "kernel's grid (M=", M, ", N=", N, ")");
-  // Batches beyond gridDim.z's limit go in several launches.
-  for (int64_t batch0 = 0; batch0 < batch; batch0 += kMaxGridZ) {
-    const dim3 grid(static_cast<unsigned>(tiles_n), static_cast<unsigned>(tiles_m),
-                    static_cast<unsigned>(std::min(kMaxGridZ, batch - batch0)));
-    ECH_LAUNCH(grid, kThreads, 0, stream, sgemm_tiled_kernel)
-    (trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C, ldc, stride_c,
-     batch0);
-    ECH_CUDA_CHECK_LAUNCH(op);
-  }
+  if (use_large_tile(M, N, ceil_div(batch, per_block)))
+    launch_tile<LargeTile>(op, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb, stride_b,
+                           beta, C, ldc, stride_c, batch, per_block, row_bias, stream);
+  else
+    launch_tile<SmallTile>(op, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb, stride_b,
+                           beta, C, ldc, stride_c, batch, per_block, row_bias, stream);
 }
 
 int to_int(int64_t value, const char* what, const char* op) {
@@ -151,6 +252,24 @@ void gemm_strided_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int6
                           int64_t stride_c, int64_t batch, cudaStream_t stream) {
   launch_tiled("gemm_strided_batched", trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb,
                stride_b, beta, C, ldc, stride_c, batch, stream);
+}
+
+void gemm_strided_batched_row_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                                   const float* A, int64_t lda, int64_t stride_a, const float* B,
+                                   int64_t ldb, int64_t stride_b, const float* row_bias, float* C,
+                                   int64_t ldc, int64_t stride_c, int64_t batch,
+                                   cudaStream_t stream) {
+  launch_tiled("gemm_strided_batched_row_bias", trans_a, trans_b, M, N, K, 1.0f, A, lda, stride_a,
+               B, ldb, stride_b, 0.0f, C, ldc, stride_c, batch, stream, 1, row_bias);
+}
+
+void gemm_batch_reduce(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                       const float* A, int64_t lda, int64_t stride_a, const float* B, int64_t ldb,
+                       int64_t stride_b, float beta, float* C, int64_t ldc, int64_t stride_c,
+                       int64_t batch, int64_t per_group, cudaStream_t stream) {
+  ECH_CHECK(per_group >= 1, "gemm_batch_reduce: per_group must be >= 1, got ", per_group);
+  launch_tiled("gemm_batch_reduce", trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb,
+               stride_b, beta, C, ldc, stride_c, batch, stream, per_group);
 }
 
 void gemm_strided_batched_cublas(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,

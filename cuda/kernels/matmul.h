@@ -17,6 +17,22 @@ void gemm_strided_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int6
                           const float* A, int64_t lda, int64_t stride_a, const float* B,
                           int64_t ldb, int64_t stride_b, float beta, float* C, int64_t ldc,
                           int64_t stride_c, int64_t batch, cudaStream_t stream);
+// C_b (M, N) = op(A_b) op(B_b) + row_bias (M) broadcast over the columns, for each batch b: the
+// convolution forward with its bias fused into the GEMM epilogue (no second pass over y). Its
+// CPU twin is the conv2d twin's (tensor/cpu/conv.h), checked by the conv parity cases.
+void gemm_strided_batched_row_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                                   const float* A, int64_t lda, int64_t stride_a, const float* B,
+                                   int64_t ldb, int64_t stride_b, const float* row_bias, float* C,
+                                   int64_t ldc, int64_t stride_c, int64_t batch,
+                                   cudaStream_t stream);
+// Batch-reduce (split-K over a batch): for each group g of per_group consecutive batches,
+// C_g (M, N) = alpha * sum over b in the group of op(A_b) op(B_b) + beta * C_g, where A_b = A +
+// b * stride_a, B_b = B + b * stride_b, C_g = C + g * stride_c; ceil(batch / per_group) groups.
+// Each group's sum is accumulated in one block's registers in batch order (deterministic).
+void gemm_batch_reduce(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                       const float* A, int64_t lda, int64_t stride_a, const float* B, int64_t ldb,
+                       int64_t stride_b, float beta, float* C, int64_t ldc, int64_t stride_c,
+                       int64_t batch, int64_t per_group, cudaStream_t stream);
 
 void gemm_cublas(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                  const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,

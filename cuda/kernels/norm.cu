@@ -1,12 +1,20 @@
 // Normalisation kernels: batch norm, LRN, dropout mask. Why this shape: batch-norm statistics
-// are per-channel reductions over N*S values, so one block owns one channel and makes its passes
-// (mean, centred variance, normalise) with CUB block sums in double, matching the CPU twin's
-// two-pass formula; LRN and dropout are elementwise with a short channel window.
+// are per-channel reductions over N*S values. One block per channel would leave most SMs idle at
+// 6..64 channels, so each channel is cut into chunks (cuda/kernels/channels.cuh), a 2-D grid:
+//   forward  pass 1: per chunk, (count, mean, centred sum of squares) with CUB block sums in
+//                    double (two passes over the chunk, like the CPU twin's two-pass formula);
+//            pass 2: every block combines its channel's chunks in chunk order (Chan et al.'s
+//                    parallel variance), then normalises its chunk; chunk 0 saves the statistics.
+//   backward pass 1: per chunk, sum(dy) and sum(dy * xhat); pass 2: the same ordered combine,
+//                    then grad_in for the chunk; chunk 0 writes grad_gamma / grad_beta.
+// The fixed combination order makes the result deterministic. LRN and dropout are elementwise
+// with a short channel window.
 #include <echelon/cuda/kernels/norm.h>
 
 #include <cub/block/block_reduce.cuh>
 
 #include <echelon/cuda/launch.h>
+#include <echelon/cuda/kernels/channels.cuh>
 
 namespace echelon::cuda {
 
@@ -26,38 +34,65 @@ __device__ double block_sum(double value, BlockSum::TempStorage& temp, double* s
   return result;
 }
 
-__device__ __forceinline__ int64_t at(const NormArgs& a, int64_t i, int64_t c) {
-  // i runs over the N*S values of channel c
-  return ((i / a.spatial) * a.c + c) * a.spatial + i % a.spatial;
+// Pass 1: partial (C, chunks) of {count, mean, centred sum of squares} over each chunk.
+__global__ void batch_norm_stats_kernel(NormArgs a, ChannelChunks cc, const float* x,
+                                        double* partial) {
+  __shared__ BlockSum::TempStorage temp;
+  __shared__ double shared;
+  const int64_t c = blockIdx.y, begin = chunk_begin(cc), end = chunk_end(cc);
+  double acc = 0.0;
+  for (ChannelWalk w(a, c, begin + threadIdx.x, blockDim.x); w.i < end; w.advance())
+    acc += x[w.offset()];
+  const double count = static_cast<double>(end - begin);
+  const double mean = block_sum(acc, temp, &shared) / count;
+  acc = 0.0;
+  for (ChannelWalk w(a, c, begin + threadIdx.x, blockDim.x); w.i < end; w.advance()) {
+    const double d = x[w.offset()] - mean;
+    acc += d * d;
+  }
+  const double m2 = block_sum(acc, temp, &shared);
+  if (threadIdx.x == 0) {
+    double* p = partial + (c * cc.chunks + blockIdx.x) * 3;
+    p[0] = count, p[1] = mean, p[2] = m2;
+  }
 }
 
-__global__ void batch_norm_train_kernel(NormArgs a, const float* x, const float* gamma,
+// Channel c's {count, mean, m2} from its chunks, combined in chunk order (deterministic).
+__device__ void combine_stats(const double* partial, int chunks, double* out) {
+  double count = partial[0], mean = partial[1], m2 = partial[2];
+  for (int k = 1; k < chunks; ++k) {
+    const double* p = partial + k * 3;
+    const double total = count + p[0], delta = p[1] - mean;
+    mean += delta * p[0] / total;
+    m2 += p[2] + delta * delta * count * p[0] / total;
+    count = total;
+  }
+  out[0] = count, out[1] = mean, out[2] = m2;
+}
+
+// Pass 2: combine the channel's statistics, normalise this chunk; chunk 0 saves them.
+__global__ void batch_norm_apply_kernel(NormArgs a, ChannelChunks cc, const float* x,
+                                        const double* partial, const float* gamma,
                                         const float* beta, float* running_mean, float* running_var,
                                         double momentum, double eps, float* y, float* save_mean,
                                         float* save_invstd) {
-  __shared__ BlockSum::TempStorage temp;
-  __shared__ double shared;
-  const int64_t c = blockIdx.x, count = a.n * a.spatial;
-  double acc = 0.0;
-  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) acc += x[at(a, i, c)];
-  const double mean = block_sum(acc, temp, &shared) / static_cast<double>(count);
-  acc = 0.0;
-  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
-    const double d = x[at(a, i, c)] - mean;
-    acc += d * d;
-  }
-  const double squares = block_sum(acc, temp, &shared);
-  const double invstd = rsqrt(squares / static_cast<double>(count) + eps);
+  __shared__ double stats[3];  // count, mean, m2
+  const int64_t c = blockIdx.y;
+  if (threadIdx.x == 0) combine_stats(partial + c * cc.chunks * 3, cc.chunks, stats);
+  __syncthreads();
+  const double count = stats[0], mean = stats[1], m2 = stats[2];
+  const double invstd = rsqrt(m2 / count + eps);
   const double g = gamma ? gamma[c] : 1.0, b = beta ? beta[c] : 0.0;
-  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
-    const int64_t j = at(a, i, c);
+  const int64_t end = chunk_end(cc);
+  for (ChannelWalk w(a, c, chunk_begin(cc) + threadIdx.x, blockDim.x); w.i < end; w.advance()) {
+    const int64_t j = w.offset();
     y[j] = static_cast<float>((x[j] - mean) * invstd * g + b);
   }
-  if (threadIdx.x == 0) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
     save_mean[c] = static_cast<float>(mean);
     save_invstd[c] = static_cast<float>(invstd);
     if (running_mean) {
-      const double unbiased = squares / static_cast<double>(count - 1);
+      const double unbiased = m2 / (count - 1.0);
       running_mean[c] = static_cast<float>((1.0 - momentum) * running_mean[c] + momentum * mean);
       running_var[c] = static_cast<float>((1.0 - momentum) * running_var[c] + momentum * unbiased);
     }
@@ -77,30 +112,58 @@ __global__ void batch_norm_eval_kernel(NormArgs a, const float* x, const float* 
   }
 }
 
-__global__ void batch_norm_backward_kernel(NormArgs a, const float* grad_out, const float* x,
-                                           const float* gamma, const float* save_mean,
-                                           const float* save_invstd, float* grad_in,
-                                           float* grad_gamma, float* grad_beta) {
+// Pass 1: partial (C, chunks) of {sum(dy), sum(dy * xhat)} over each chunk.
+__global__ void batch_norm_backward_sums_kernel(NormArgs a, ChannelChunks cc, const float* grad_out,
+                                                const float* x, const float* save_mean,
+                                                const float* save_invstd, double* partial) {
   __shared__ BlockSum::TempStorage temp;
   __shared__ double shared;
-  const int64_t c = blockIdx.x, count = a.n * a.spatial;
+  const int64_t c = blockIdx.y, end = chunk_end(cc);
   const double mean = save_mean[c], invstd = save_invstd[c];
   double acc_dy = 0.0, acc_dy_xhat = 0.0;
-  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
-    const int64_t j = at(a, i, c);
+  for (ChannelWalk w(a, c, chunk_begin(cc) + threadIdx.x, blockDim.x); w.i < end; w.advance()) {
+    const int64_t j = w.offset();
     acc_dy += grad_out[j];
     acc_dy_xhat += grad_out[j] * (x[j] - mean) * invstd;
   }
   const double sum_dy = block_sum(acc_dy, temp, &shared);
   const double sum_dy_xhat = block_sum(acc_dy_xhat, temp, &shared);
-  const double g = gamma ? gamma[c] : 1.0, m = static_cast<double>(count);
-  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
-    const int64_t j = at(a, i, c);
+  if (threadIdx.x == 0) {
+    double* p = partial + (c * cc.chunks + blockIdx.x) * 2;
+    p[0] = sum_dy, p[1] = sum_dy_xhat;
+  }
+}
+
+// Pass 2: the channel's sums in chunk order, grad_in for this chunk; chunk 0 writes the
+// parameter gradients.
+__global__ void batch_norm_backward_apply_kernel(NormArgs a, ChannelChunks cc,
+                                                 const float* grad_out, const float* x,
+                                                 const float* gamma, const float* save_mean,
+                                                 const float* save_invstd, const double* partial,
+                                                 float* grad_in, float* grad_gamma,
+                                                 float* grad_beta) {
+  __shared__ double sums[2];  // sum(dy), sum(dy * xhat)
+  const int64_t c = blockIdx.y;
+  if (threadIdx.x == 0) {
+    double sum_dy = 0.0, sum_dy_xhat = 0.0;
+    for (int k = 0; k < cc.chunks; ++k) {
+      sum_dy += partial[(c * cc.chunks + k) * 2];
+      sum_dy_xhat += partial[(c * cc.chunks + k) * 2 + 1];
+    }
+    sums[0] = sum_dy, sums[1] = sum_dy_xhat;
+  }
+  __syncthreads();
+  const double sum_dy = sums[0], sum_dy_xhat = sums[1];
+  const double mean = save_mean[c], invstd = save_invstd[c];
+  const double g = gamma ? gamma[c] : 1.0, m = static_cast<double>(cc.count);
+  const int64_t end = chunk_end(cc);
+  for (ChannelWalk w(a, c, chunk_begin(cc) + threadIdx.x, blockDim.x); w.i < end; w.advance()) {
+    const int64_t j = w.offset();
     const double xhat = (x[j] - mean) * invstd;
     grad_in[j] =
         static_cast<float>(g * invstd / m * (m * grad_out[j] - sum_dy - xhat * sum_dy_xhat));
   }
-  if (threadIdx.x == 0) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
     if (grad_gamma) grad_gamma[c] = static_cast<float>(sum_dy_xhat);
     if (grad_beta) grad_beta[c] = static_cast<float>(sum_dy);
   }
@@ -160,8 +223,14 @@ void batch_norm_train_forward(const NormArgs& a, const float* x, const float* ga
                               double momentum, double eps, float* y, float* save_mean,
                               float* save_invstd, cudaStream_t stream) {
   if (a.c == 0) return;
-  ECH_LAUNCH(static_cast<unsigned>(a.c), kBlock, 0, stream, batch_norm_train_kernel)
-  (a, x, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean, save_invstd);
+  const ChannelChunks cc = channel_chunks(a);
+  const dim3 grid = channel_grid(cc, a.c);
+  Scratch partial(static_cast<size_t>(a.c * cc.chunks * 3) * sizeof(double), stream);
+  ECH_LAUNCH(grid, kBlock, 0, stream, batch_norm_stats_kernel)(a, cc, x, partial.as<double>());
+  ECH_CUDA_CHECK_LAUNCH("batch_norm_train_forward (statistics)");
+  ECH_LAUNCH(grid, kBlock, 0, stream, batch_norm_apply_kernel)
+  (a, cc, x, partial.as<double>(), gamma, beta, running_mean, running_var, momentum, eps, y,
+   save_mean, save_invstd);
   ECH_CUDA_CHECK_LAUNCH("batch_norm_train_forward");
 }
 
@@ -176,8 +245,15 @@ void batch_norm_backward(const NormArgs& a, const float* grad_out, const float* 
                          const float* gamma, const float* save_mean, const float* save_invstd,
                          float* grad_in, float* grad_gamma, float* grad_beta, cudaStream_t stream) {
   if (a.c == 0) return;
-  ECH_LAUNCH(static_cast<unsigned>(a.c), kBlock, 0, stream, batch_norm_backward_kernel)
-  (a, grad_out, x, gamma, save_mean, save_invstd, grad_in, grad_gamma, grad_beta);
+  const ChannelChunks cc = channel_chunks(a);
+  const dim3 grid = channel_grid(cc, a.c);
+  Scratch partial(static_cast<size_t>(a.c * cc.chunks * 2) * sizeof(double), stream);
+  ECH_LAUNCH(grid, kBlock, 0, stream, batch_norm_backward_sums_kernel)
+  (a, cc, grad_out, x, save_mean, save_invstd, partial.as<double>());
+  ECH_CUDA_CHECK_LAUNCH("batch_norm_backward (sums)");
+  ECH_LAUNCH(grid, kBlock, 0, stream, batch_norm_backward_apply_kernel)
+  (a, cc, grad_out, x, gamma, save_mean, save_invstd, partial.as<double>(), grad_in, grad_gamma,
+   grad_beta);
   ECH_CUDA_CHECK_LAUNCH("batch_norm_backward");
 }
 

@@ -5,13 +5,20 @@
 // threads; short rows get one thread each, so that e.g. a (1e6, 3) reduction does not launch a
 // million mostly idle blocks. Accumulation is in float with a tree at the end, so the result
 // differs from the CPU twin's double accumulation by rounding only.
+// Why a column kernel: a reduction over a non-inner dim (sum over the batch of an (N, F) tensor,
+// bias gradients of a linear layer) has, after the permute, rows whose elements are far apart
+// but neighbouring ROWS adjacent in memory. Row kernels would read with a stride; the column
+// kernel gives 32 neighbouring outputs to the 32 lanes of a warp (coalesced loads) and splits
+// the reduced elements over the block's 8 warps, combined in warp order (deterministic).
 // Why a warp per softmax row: rows are class scores (tens to thousands of entries); a warp's
 // shuffles give the max and the sum without shared memory or block barriers.
 #include <echelon/cuda/kernels/reduce.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include <echelon/cuda/launch.h>
+#include <echelon/cuda/kernels/channels.cuh>
 
 namespace echelon::cuda {
 namespace {
@@ -90,6 +97,57 @@ __global__ void reduce_row_per_thread_kernel(ReduceOp op, const T* x, StridedInd
     float acc = reduce_identity(op);
     for (int64_t r = 0; r < inner; ++r)
       acc = combine(op, acc, x[strided_offset(x_ix, o * inner + r)]);
+    out[o] = finish(op, acc, inner);
+  }
+}
+
+constexpr int kColumns = 32, kColumnRows = 8;  // the column kernel's block: (32, 8)
+
+// Offset of element r of the reduced part: the common single-dim case needs no division.
+__device__ __forceinline__ int64_t inner_offset(const StridedIndexer& ix, int64_t r) {
+  return ix.rank == 1 ? r * ix.strides[0] : strided_offset(ix, r);
+}
+
+// out[o] = op over r of x[outer_ix(o) + inner_ix(r)]. Lane x owns output o = tile * 32 + x,
+// warp y the reduced elements r = y, y + 8, ... of this block's row chunk (blockIdx.y); the 8
+// partials are combined in warp order. With several row chunks (few outputs, many rows: a
+// column sum over a large batch) each chunk's result goes to partial (chunks, outer) and
+// reduce_column_chunks_kernel combines them in chunk order.
+template <typename T>
+__global__ void reduce_columns_kernel(ReduceOp op, const T* x, StridedIndexer outer_ix,
+                                      StridedIndexer inner_ix, T* out, float* partial,
+                                      int64_t outer, int64_t inner, int64_t chunk_rows) {
+  __shared__ float shared[kColumnRows][kColumns + 1];
+  const int64_t tiles = (outer + kColumns - 1) / kColumns;
+  const int64_t r_begin = blockIdx.y * chunk_rows, r_end = min(inner, r_begin + chunk_rows);
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int64_t o = tile * kColumns + threadIdx.x;
+    float acc = reduce_identity(op);
+    if (o < outer) {
+      const T* column = x + strided_offset(outer_ix, o);
+      for (int64_t r = r_begin + threadIdx.y; r < r_end; r += kColumnRows)
+        acc = combine(op, acc, column[inner_offset(inner_ix, r)]);
+    }
+    shared[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && o < outer) {
+      for (int w = 1; w < kColumnRows; ++w) acc = combine(op, acc, shared[w][threadIdx.x]);
+      if (partial)
+        partial[blockIdx.y * outer + o] = acc;
+      else
+        out[o] = finish(op, acc, inner);
+    }
+    __syncthreads();  // shared[] is reused by the next tile
+  }
+}
+
+// out[o] = the chunks' partial (chunks, outer) results for o, combined in chunk order.
+template <typename T>
+__global__ void reduce_column_chunks_kernel(ReduceOp op, const float* partial, int64_t chunks,
+                                            T* out, int64_t outer, int64_t inner) {
+  for (int64_t o = grid_start(); o < outer; o += grid_step()) {
+    float acc = partial[o];
+    for (int64_t k = 1; k < chunks; ++k) acc = combine(op, acc, partial[k * outer + o]);
     out[o] = finish(op, acc, inner);
   }
 }
@@ -220,6 +278,59 @@ void launch_softmax_backward(const char* op, const T* grad_out, const T* y, T* g
   ECH_CUDA_CHECK_LAUNCH(op);
 }
 
+// The column layout: x_ix splits into outer dims [0, k) and reduced dims [k, rank) (no dim
+// merged across the split), the last outer dim is contiguous and the last reduced one is not.
+bool split_columns(const StridedIndexer& ix, int64_t outer, StridedIndexer& outer_ix,
+                   StridedIndexer& inner_ix) {
+  int64_t product = 1;
+  int k = 0;
+  while (k < ix.rank && product < outer) product *= ix.sizes[k++];
+  if (product != outer || k == 0 || k == ix.rank) return false;
+  if (ix.strides[k - 1] != 1 || ix.strides[ix.rank - 1] == 1) return false;
+  outer_ix = StridedIndexer{};
+  inner_ix = StridedIndexer{};
+  outer_ix.rank = k;
+  inner_ix.rank = ix.rank - k;
+  for (int d = 0; d < ix.rank; ++d) {
+    StridedIndexer& part = d < k ? outer_ix : inner_ix;
+    const int j = d < k ? d : d - k;
+    part.sizes[j] = ix.sizes[d];
+    part.strides[j] = ix.strides[d];
+  }
+  return true;
+}
+
+#if ECHELON_CUDA_SIM
+constexpr int64_t kColumnTargetBlocks = 4, kMinChunkRows = 16;  // tests reach both paths
+#else
+constexpr int64_t kColumnTargetBlocks = 4 * 132, kMinChunkRows = 256;  // ~4 blocks per SM
+#endif
+
+template <typename T>
+void reduce_columns(ReduceOp op, const T* x, const StridedIndexer& outer_ix,
+                    const StridedIndexer& inner_ix, T* out, int64_t outer, int64_t inner,
+                    cudaStream_t stream) {
+  const int64_t tiles = (outer + kColumns - 1) / kColumns;
+  // Row chunks: enough blocks to fill the GPU when there are few outputs; one otherwise.
+  const int64_t want = (kColumnTargetBlocks + tiles - 1) / tiles;
+  const int64_t chunks = std::clamp<int64_t>(
+      want, 1, std::min<int64_t>(std::max<int64_t>(inner / kMinChunkRows, 1), 65535));
+  const int64_t chunk_rows = (inner + chunks - 1) / chunks;
+  const dim3 grid(grid_for_rows(outer, kColumns), static_cast<unsigned>(chunks));
+  const dim3 block(kColumns, kColumnRows);
+  if (chunks == 1) {
+    ECH_LAUNCH(grid, block, 0, stream, reduce_columns_kernel<T>)
+    (op, x, outer_ix, inner_ix, out, nullptr, outer, inner, chunk_rows);
+    return;
+  }
+  Scratch partial(static_cast<size_t>(chunks * outer) * sizeof(float), stream);
+  ECH_LAUNCH(grid, block, 0, stream, reduce_columns_kernel<T>)
+  (op, x, outer_ix, inner_ix, out, partial.as<float>(), outer, inner, chunk_rows);
+  ECH_CUDA_CHECK_LAUNCH("reduce (column chunks)");
+  launch_1d("reduce (combine column chunks)", outer, stream, reduce_column_chunks_kernel<T>, op,
+            partial.as<const float>(), chunks, out, outer, inner);
+}
+
 }  // namespace
 
 // ---- launchers ---------------------------------------------------------------------------------
@@ -230,7 +341,10 @@ void reduce(ReduceOp op, const T* x, StridedIndexer x_ix, T* out, int64_t outer,
   if (outer <= 0) return;
   ECH_CHECK(inner >= 1, "reduce: cannot reduce an empty dimension (", outer, " rows of ", inner,
             " elements)");
-  if (inner <= kThreadPerRowLimit) {
+  StridedIndexer outer_ix, inner_ix;
+  if (split_columns(x_ix, outer, outer_ix, inner_ix)) {
+    reduce_columns(op, x, outer_ix, inner_ix, out, outer, inner, stream);
+  } else if (inner <= kThreadPerRowLimit) {
     ECH_LAUNCH(grid_for_rows(outer, kRowBlock), kRowBlock, 0, stream,
                reduce_row_per_thread_kernel<T>)
     (op, x, x_ix, out, outer, inner);

@@ -15,6 +15,13 @@ struct dim3 {
 struct uint3 {
   unsigned x, y, z;
 };
+// The 16-byte vector type of vector_types.h (kernels' 128-bit loads and stores).
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+inline float4 make_float4(float x, float y, float z, float w) {
+  return float4{x, y, z, w};
+}
 
 enum cudaError_t {
   cudaSuccess = 0,

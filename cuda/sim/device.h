@@ -160,6 +160,9 @@ inline T atomicCAS(T* address, T compare, T value) {
 inline void __threadfence() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
 }
+inline void __threadfence_system() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
 inline void __threadfence_block() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
 }

@@ -395,6 +395,14 @@ Stats stats() {
   return {st.kernels.load(), st.blocks.load(), st.threads.load()};
 }
 
+namespace {
+std::atomic<uint64_t> g_host_synchronizations{0};
+}  // namespace
+
+uint64_t host_synchronizations() {
+  return g_host_synchronizations.load();
+}
+
 }  // namespace echelon::cudasim
 
 // ---- the runtime API ---------------------------------------------------------------------------
@@ -418,6 +426,7 @@ cudaError_t cudaSetDevice(int device) {
 }
 
 cudaError_t cudaDeviceSynchronize() {
+  ++echelon::cudasim::g_host_synchronizations;
   synchronize_device(t_device);
   return result(cudaSuccess);
 }
@@ -580,6 +589,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  ++echelon::cudasim::g_host_synchronizations;
   CUstream_st* s = resolve(stream);
   if (!s) return result(cudaErrorInvalidResourceHandle);
   s->wait_for(tail_of(s));
@@ -646,6 +656,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  ++echelon::cudasim::g_host_synchronizations;
   if (!valid_event(event)) return result(cudaErrorInvalidResourceHandle);
   std::unique_lock lock(event->mutex);
   const uint64_t target = event->recorded;

@@ -46,6 +46,10 @@ struct Stats {
   uint64_t kernels = 0, blocks = 0, threads = 0;
 };
 Stats stats();
+// Host synchronisations so far (cudaStreamSynchronize, cudaDeviceSynchronize,
+// cudaEventSynchronize; a blocking cudaMemcpy is one), from every thread: tests use it to show
+// that a code path never waits for the device.
+uint64_t host_synchronizations();
 
 namespace detail {
 

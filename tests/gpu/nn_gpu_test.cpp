@@ -8,8 +8,12 @@
 #include <string>
 #include <vector>
 
+#include <echelon/cuda/kernels/loss.h>
 #include <echelon/tensor/ops.h>
 #include "tests/support/parity.h"
+#if ECHELON_CUDA_SIM
+#include <echelon/cuda/sim/sim.h>
+#endif
 
 namespace echelon {
 namespace {
@@ -91,6 +95,47 @@ TEST_SUITE("nn_gpu") {
       CHECK(what.find("target[2] = 6") != std::string::npos);
       CHECK(what.find("[0, 6)") != std::string::npos);
     }
+  }
+
+  TEST_CASE("cross_entropy with deferred target checks: no host synchronisation in the step") {
+    struct Deferred {  // restores the default even when a check throws
+      Deferred() { cuda::set_deferred_target_checks(true); }
+      ~Deferred() { cuda::set_deferred_target_checks(false); }
+    } deferred;
+    const Device cuda = Device::cuda(0);
+    const Tensor logits = random_on({4, 7}, 3, cuda);
+    const Tensor good = Tensor::from_vector<int64_t>({0, 5, 6, 1}, {4}, cuda);
+    const Tensor bad = Tensor::from_vector<int64_t>({0, 5, 9, 1}, {4}, cuda);
+    const Tensor grad_loss = Tensor::from_vector<float>({1.0f}, {}, cuda);
+    cuda::check_deferred_target_errors();  // nothing recorded yet
+#if ECHELON_CUDA_SIM
+    const uint64_t syncs = cudasim::host_synchronizations();
+#endif
+    Tensor log_probs;
+    const Tensor loss = ops::cross_entropy(logits, good, &log_probs);
+    const Tensor grad = ops::cross_entropy_backward(grad_loss, log_probs, good);
+    ops::cross_entropy(logits, bad, nullptr);  // recorded on the device, not thrown here
+#if ECHELON_CUDA_SIM
+    CHECK(cudasim::host_synchronizations() == syncs);
+#endif
+    // The values are those of the synchronous path.
+    cuda::set_deferred_target_checks(false);
+    Tensor sync_log_probs;
+    const Tensor sync_loss = ops::cross_entropy(logits, good, &sync_log_probs);
+    CHECK(loss.item<float>() == sync_loss.item<float>());
+    CHECK(grad.cpu().to_vector<float>() ==
+          ops::cross_entropy_backward(grad_loss, sync_log_probs, good).cpu().to_vector<float>());
+    // After a synchronisation the bad target is reported once, with the synchronous message.
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    try {
+      cuda::check_deferred_target_errors();
+      FAIL("expected an echelon::Error");
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      CHECK(what.find("target[2] = 9") != std::string::npos);
+      CHECK(what.find("[0, 7)") != std::string::npos);
+    }
+    cuda::check_deferred_target_errors();  // cleared
   }
 
   TEST_CASE("dropout mask: CUDA equals CPU bitwise for the same generator state") {

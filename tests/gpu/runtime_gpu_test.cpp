@@ -3,15 +3,18 @@
 // handles, error messages, and Philox CPU == CUDA bit for bit.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <echelon/cuda/allocator.h>
 #include <echelon/cuda/blas.h>
+#include <echelon/cuda/kernels/matmul.h>
 #include <echelon/cuda/stream.h>
 #include <echelon/tensor/ops.h>
 #include "tests/support/parity.h"
@@ -437,5 +440,36 @@ TEST_SUITE("matmul_gpu") {
       CHECK_MESSAGE(cmp.ok, "impl ", static_cast<int>(impl), ": ", cmp.summary());
     }
     ops::set_matmul_impl(ops::MatmulImpl::Auto);
+  }
+
+  // gemm_batch_reduce (the conv backward-weight split-K): C_g = alpha * sum over the batches of
+  // group g of A_b B_b^T + beta * C_g, 7 batches in groups of 3 (the last holds one), once with
+  // the large tile (M, N >= 128) and once with the small one.
+  TEST_CASE("gemm_batch_reduce sums each group of batches, with alpha and beta") {
+    const int64_t batch = 7, per_group = 3, groups = 3, k = 45;
+    for (const auto& [m, n] : {std::pair<int64_t, int64_t>{130, 140}, {33, 20}}) {
+      const Tensor a = random_cpu({batch, m, k}, 3), b = random_cpu({batch, n, k}, 4);
+      const Tensor c0 = random_cpu({groups, m, n}, 5);
+      ops::set_matmul_impl(ops::MatmulImpl::Naive);
+      std::vector<Tensor> expected;
+      for (int64_t g = 0; g < groups; ++g) {
+        Tensor acc = ops::mul(c0.select(0, g), 0.5);
+        for (int64_t i = g * per_group; i < std::min(batch, (g + 1) * per_group); ++i)
+          acc = ops::add(acc,
+                         ops::mul(ops::matmul(a.select(0, i), b.select(0, i), false, true), 1.5));
+        expected.push_back(acc);
+      }
+      ops::set_matmul_impl(ops::MatmulImpl::Auto);
+      const Tensor a_gpu = a.to(Device::cuda(0)), b_gpu = b.to(Device::cuda(0));
+      Tensor c = c0.to(Device::cuda(0));
+      cuda::gemm_batch_reduce(false, true, m, n, k, 1.5f, a_gpu.data<float>(), k, m * k,
+                              b_gpu.data<float>(), k, n * k, 0.5f, c.data<float>(), n, m * n, batch,
+                              per_group, cuda::current_stream(0));
+      const Tensor got = c.cpu();
+      for (int64_t g = 0; g < groups; ++g) {
+        const parity::Comparison cmp = parity::compare(got.select(0, g), expected[g], {1e-4, 1e-4});
+        CHECK_MESSAGE(cmp.ok, "M=", m, " N=", n, " group ", g, ": ", cmp.summary());
+      }
+    }
   }
 }

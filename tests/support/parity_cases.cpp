@@ -68,6 +68,41 @@ void elementwise_cases() {
          return ops::neg(in[0]);
        }});
 
+  // The contiguous fast path (cuda/kernels/elementwise.cu): 16-byte vectors plus a scalar tail
+  // when every pointer is aligned, scalar otherwise. Offset views start 2 rows in: 2 * 66 floats
+  // is 16-byte aligned (vector body, tail of 2), 2 * 33 floats is not (all scalar).
+  add({"sigmoid/contiguous_aligned_tail",
+       "elementwise",
+       {f32({7, 66}, L::Offset)},
+       [](const auto& in) { return ops::sigmoid(in[0]); },
+       Tolerance{1e-6, 2e-6}});
+  add({"add/contiguous_misaligned",
+       "elementwise",
+       {f32({5, 33}, L::Offset), f32({5, 33})},
+       [](const auto& in) { return ops::add(in[0], in[1]); }});
+  add({"mul/contiguous_long", "elementwise", {f32({1031, 7}), f32({1031, 7})}, [](const auto& in) {
+         return ops::mul(in[0], in[1]);
+       }});
+  add({"clamp/contiguous_tail",
+       "elementwise",
+       {f32({3, 67}, L::Contiguous, -2.0, 2.0)},
+       [](const auto& in) { return ops::clamp(in[0], -0.5, 0.75); }});
+  add({"relu_backward/misaligned",
+       "elementwise",
+       {f32({4, 33}, L::Offset), f32({6, 33})},
+       [](const auto& in) {
+         const Tensor x = in[1].narrow(0, 1, 4);  // starts 33 floats in: misaligned
+         return ops::unary_backward(UnaryOp::Relu, in[0], x, ops::relu(x));
+       }});
+  add({"axpy/offset_src",
+       "elementwise",
+       {f32({9, 65}), f32({9, 65}, L::Offset)},
+       [](const auto& in) {
+         Tensor dst = in[0].clone();
+         ops::axpy_(dst, in[1], -0.625);
+         return dst;
+       }});
+
   const BinaryOp binary_ops[] = {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div,
                                  BinaryOp::Max, BinaryOp::Min, BinaryOp::Pow};
   for (const BinaryOp op : binary_ops) {
@@ -252,6 +287,27 @@ void reduce_cases() {
        {f32({31, 7}, L::Transposed)},
        [](const auto& in) { return ops::argmax(in[0], 0, true); },
        Tolerance{0, 0}});
+  // Column layouts (the reduced dim is not innermost in memory): the column kernel.
+  add({"sum/columns_dim0",
+       "reduce",
+       {f32({301, 67})},
+       [](const auto& in) { return ops::sum(in[0], {0}); },
+       Tolerance{1e-4, 1e-4}});
+  add({"amax/columns_merged_outer",
+       "reduce",
+       {f32({3, 7, 40})},
+       [](const auto& in) { return ops::amax(in[0], {0}); },
+       Tolerance{0, 0}});
+  add({"mean/columns_transposed", "reduce", {f32({19, 45}, L::Transposed)}, [](const auto& in) {
+         return ops::mean(in[0], {1});
+       }});
+  add({"sum/columns_two_reduced_dims",
+       "reduce",
+       {f32({6, 5, 35})},
+       [](const auto& in) {
+         return ops::sum(in[0], {0, 1});
+       },
+       Tolerance{1e-5, 1e-4}});
   add({"sum_to/broadcast_grad",
        "reduce",
        {f32({9, 13, 7})},

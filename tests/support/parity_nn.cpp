@@ -51,6 +51,7 @@ void conv_cases() {
       {"s2_p1_d2", {3, 5, 11, 9}, {7, 5, 3, 3}, dilated},
       {"3x3_same", {2, 17, 13, 15}, {33, 17, 3, 3}, same},  // 33 output channels: no tile multiple
       {"5x3_rect", {3, 3, 19, 10}, {6, 3, 5, 3}, rect},
+      {"1x1_c6", {5, 6, 13, 11}, {6, 6, 1, 1}, Conv2dGeometry{}},  // LeNet-like channel count
   };
   std::vector<std::pair<std::string, ops::ConvImpl>> impls = {{"ours", ops::ConvImpl::Ours}};
 #if ECHELON_WITH_CUDNN
@@ -158,12 +159,15 @@ void pool_cases() {
 }
 
 void norm_cases() {
-  const Shape x4 = {3, 5, 11, 9}, x2 = {37, 5};
+  // 13 channels of 4 * 63 values: several chunks per channel in the emulation's 2-D grid
+  // (cuda/kernels/channels.cuh), a spatial size the block stride is not a multiple of.
+  const Shape x4 = {3, 5, 11, 9}, x2 = {37, 5}, x13 = {4, 13, 7, 9};
   const Tolerance tol{1e-5, 1e-4};
-  for (const Shape& x : {x4, x2}) {
-    const std::string rank = x.size() == 4 ? "/nchw" : "/nc";
-    const InputSpec gamma = f32({5}, 0.5, 1.5), beta = f32({5}), mean = f32({5}),
-                    var = f32({5}, 0.5, 1.5);
+  for (const Shape& x : {x4, x2, x13}) {
+    const int64_t c = x[1];
+    const std::string rank = x.size() == 4 ? (c == 5 ? "/nchw" : "/nchw_c13") : "/nc";
+    const InputSpec gamma = f32({c}, 0.5, 1.5), beta = f32({c}), mean = f32({c}),
+                    var = f32({c}, 0.5, 1.5);
     // inputs: x (shifted so |mean| is not tiny), gamma, beta, running_mean, running_var
     const std::vector<InputSpec> train_inputs = {f32(x, -1.0, 3.0), gamma, beta, mean, var};
     add({"batch_norm_train" + rank, "norm", train_inputs,

@@ -1,0 +1,245 @@
+// GPU kernel yardsticks in one run (issue #10, P3), printed as ratios to the peer measured in the
+// same process: bandwidth kernels (elementwise, batch norm, pooling, reductions) in GB/s against
+// a device-to-device copy, our SGEMM against cuBLAS at 1k-4k, our convolution (forward,
+// backward-data, backward-weight) against cuDNN on the conv shapes of LeNet-5, ResNet-20,
+// AlexNet and VGG-16 (CIFAR-sized inputs, batch 128). No Google Benchmark needed, so it builds on
+// the GPU machine; tools/gpu-check.sh runs it. Each row is the median of `--repeats` timings
+// (CUDA events on the current stream, after one warm-up call).
+//   exp_gpu_kernels [--repeats N] [--quick]     (--quick: small shapes, a smoke test)
+// Without a GPU (or a CUDA build) it says so and exits 0.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <echelon/tensor/ops.h>
+
+#if ECHELON_WITH_CUDA
+#include <echelon/cuda/check.h>
+#include <echelon/cuda/stream.h>
+#endif
+
+using namespace echelon;
+
+#if ECHELON_WITH_CUDA
+namespace {
+
+int g_repeats = 10;
+
+Tensor random_cuda(const Shape& shape, uint64_t seed) {
+  Generator gen(seed);
+  return ops::add(ops::rand(shape, gen, kFloat32, Device::cuda(0)), -0.5);
+}
+
+// Median milliseconds of `body` over g_repeats runs, after a warm-up (allocator, handles,
+// cuDNN plan).
+double median_ms(const std::function<void()>& body) {
+  cudaStream_t stream = cuda::current_stream(0);
+  body();
+  ECH_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<double> ms;
+  for (int r = 0; r < g_repeats; ++r) {
+    cuda::Event start(true), stop(true);
+    start.record(stream);
+    body();
+    stop.record(stream);
+    stop.synchronize();
+    ms.push_back(start.elapsed_ms(stop));
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+double gb_per_s(double bytes, double ms) {
+  return bytes / (ms * 1e6);
+}
+
+// ---- bandwidth: each op's bytes moved (read + written) over its time, vs a D2D copy ---------
+
+void bandwidth_rows(int64_t n, int64_t image) {
+  const Tensor a = random_cuda({n}, 1), b = random_cuda({n}, 2);
+  Tensor dst = Tensor::empty({n}, kFloat32, Device::cuda(0));
+  const double f = sizeof(float);
+  const double copy =
+      gb_per_s(2 * n * f, median_ms([&] {
+                 ECH_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), a.raw_data(), a.nbytes(),
+                                                cudaMemcpyDefault, cuda::current_stream(0)));
+               }));
+  std::printf("%-44s %10.1f GB/s   1.00 of copy\n", "copy D2D (peer)", copy);
+  const auto row = [&](const char* name, double bytes, const std::function<void()>& body) {
+    const double bw = gb_per_s(bytes, median_ms(body));
+    std::printf("%-44s %10.1f GB/s   %.2f of copy\n", name, bw, bw / copy);
+  };
+  row("add (contiguous, vector path)", 3 * n * f, [&] { ops::add(a, b); });
+  row("relu", 2 * n * f, [&] { ops::relu(a); });
+  row("sum over dim 0 of (n/4096, 4096): columns", n * f, [&] {
+    ops::sum(a.view({n / 4096, 4096}), {0});
+  });
+  row("sum over dim 1 of (n/1024, 1024): rows", n * f, [&] {
+    ops::sum(a.view({n / 1024, 1024}), {1});
+  });
+  // (N, C, H, W) activations: 16 channels (ResNet-20's first stage) of `image`-pixel planes.
+  const int64_t c = 16, batch = n / (c * image);
+  const Shape nchw = {batch, c, image / 32, 32};
+  const Tensor x = a.view(nchw), g = b.view(nchw);
+  const Tensor gamma = random_cuda({c}, 3), beta = random_cuda({c}, 4);
+  Tensor rm = random_cuda({c}, 5), rv = ops::add(random_cuda({c}, 6), 1.0);
+  const auto fwd = ops::batch_norm_train(x, gamma, beta, rm, rv, 0.1, 1e-5);
+  row("batch_norm_train (16 channels)", 3 * n * f,
+      [&] { ops::batch_norm_train(x, gamma, beta, rm, rv, 0.1, 1e-5); });
+  row("batch_norm_backward (16 channels)", 4 * n * f,
+      [&] { ops::batch_norm_backward(g, x, gamma, fwd.save_mean, fwd.save_invstd); });
+  Pool2dGeometry pool;  // 2x2 stride 2
+  row("max_pool2d 2x2 (argmax kept)", n * f + n / 4 * (f + 8), [&] {
+    Tensor argmax;
+    ops::max_pool2d(x, pool, &argmax);
+  });
+  Conv2dGeometry one;  // conv bias gradient: a per-channel reduction over (N, H, W)
+  const Tensor w1 = random_cuda({c, c, 1, 1}, 7);
+  row("conv bias gradient (16 channels)", n * f,
+      [&] { ops::conv2d_backward(g, x, w1, true, false, one, false); });
+}
+
+// ---- SGEMM: ours vs cuBLAS ----------------------------------------------------------------------
+
+void gemm_rows(const std::vector<int64_t>& sizes) {
+  for (const int64_t s : sizes) {
+    const Tensor a = random_cuda({s, s}, 8), b = random_cuda({s, s}, 9);
+    ops::set_matmul_impl(ops::MatmulImpl::Blas);
+    const double blas = median_ms([&] { ops::matmul(a, b); });
+    ops::set_matmul_impl(ops::MatmulImpl::Ours);
+    const double ours = median_ms([&] { ops::matmul(a, b); });
+    ops::set_matmul_impl(ops::MatmulImpl::Auto);
+    const double tflop = 2.0 * s * s * s / 1e12;
+    std::printf("sgemm %5lld^3: ours %7.2f TFLOP/s  cuBLAS %7.2f TFLOP/s  ours/cuBLAS %.2f\n",
+                static_cast<long long>(s), tflop / (ours / 1e3), tflop / (blas / 1e3), blas / ours);
+  }
+}
+
+// ---- convolution: ours vs cuDNN, each direction -------------------------------------------------
+
+struct ConvShape {
+  const char* net;
+  Shape x, w;
+  int64_t pad;
+};
+
+// With cuDNN: ours/cuDNN time ratios per direction; without: our times only.
+void conv_rows(const std::vector<ConvShape>& shapes) {
+#if ECHELON_WITH_CUDNN
+  const std::vector<ops::ConvImpl> impls = {ops::ConvImpl::Ours, ops::ConvImpl::Cudnn};
+#else
+  const std::vector<ops::ConvImpl> impls = {ops::ConvImpl::Ours};
+#endif
+  std::printf(
+      "%-8s %-16s %-12s %9s %9s %9s  (ours/cuDNN time: fwd, bwd-data, bwd-weight; >1 = "
+      "ours slower)\n",
+      "net", "x", "w", "fwd", "bwd-data", "bwd-w");
+  const auto dims = [](const Shape& sh) {
+    std::string out;
+    for (const int64_t d : sh) out += (out.empty() ? "" : "x") + std::to_string(d);
+    return out;
+  };
+  for (const ConvShape& s : shapes) {
+    Conv2dGeometry g;
+    g.kernel_h = s.w[2], g.kernel_w = s.w[3], g.pad_h = g.pad_w = s.pad;
+    const Tensor x = random_cuda(s.x, 10), w = random_cuda(s.w, 11);
+    const Tensor bias = random_cuda({s.w[0]}, 12);
+    const Tensor gy = random_cuda(ops::conv2d(x, w, bias, g).shape(), 13);
+    double t[2][3] = {{1, 1, 1}, {0, 0, 0}};
+    for (size_t i = 0; i < impls.size(); ++i) {
+      ops::set_conv_impl(impls[i]);
+      t[i][0] = median_ms([&] { ops::conv2d(x, w, bias, g); });
+      t[i][1] = median_ms([&] { ops::conv2d_backward(gy, x, w, false, true, g, false); });
+      t[i][2] = median_ms([&] { ops::conv2d_backward(gy, x, w, false, false, g, true); });
+    }
+    ops::set_conv_impl(ops::ConvImpl::Ours);
+    if (impls.size() == 2)
+      std::printf("%-8s %-16s %-12s %9.2f %9.2f %9.2f  (ours ms: %.3f %.3f %.3f)\n", s.net,
+                  dims(s.x).c_str(), dims(s.w).c_str(), t[0][0] / t[1][0], t[0][1] / t[1][1],
+                  t[0][2] / t[1][2], t[0][0], t[0][1], t[0][2]);
+    else
+      std::printf("%-8s %-16s %-12s  no cuDNN; ours ms: %.3f %.3f %.3f\n", s.net, dims(s.x).c_str(),
+                  dims(s.w).c_str(), t[0][0], t[0][1], t[0][2]);
+  }
+}
+
+std::vector<ConvShape> net_conv_shapes(int64_t batch) {
+  return {
+      {"lenet5", {batch, 1, 28, 28}, {6, 1, 5, 5}, 2},
+      {"lenet5", {batch, 6, 14, 14}, {16, 6, 5, 5}, 0},
+      {"resnet20", {batch, 16, 32, 32}, {16, 16, 3, 3}, 1},
+      {"resnet20", {batch, 32, 16, 16}, {32, 32, 3, 3}, 1},
+      {"resnet20", {batch, 64, 8, 8}, {64, 64, 3, 3}, 1},
+      {"alexnet", {batch, 3, 32, 32}, {64, 3, 5, 5}, 2},
+      {"alexnet", {batch, 64, 16, 16}, {64, 64, 5, 5}, 2},
+      {"vgg16", {batch, 3, 32, 32}, {64, 3, 3, 3}, 1},
+      {"vgg16", {batch, 64, 32, 32}, {64, 64, 3, 3}, 1},
+      {"vgg16", {batch, 128, 16, 16}, {128, 128, 3, 3}, 1},
+      {"vgg16", {batch, 256, 8, 8}, {256, 256, 3, 3}, 1},
+      {"vgg16", {batch, 512, 4, 4}, {512, 512, 3, 3}, 1},
+      {"vgg16", {batch, 512, 2, 2}, {512, 512, 3, 3}, 1},
+  };
+}
+
+}  // namespace
+#endif
+
+// The drivers' convention (bench/exp_*.cpp): --help prints the usage and exits 0; a bad
+// argument is one "exp_gpu_kernels: error: ..." line and exit status 2.
+namespace {
+int usage_error(const std::string& what) {
+  std::fprintf(stderr, "exp_gpu_kernels: error: %s (see --help)\n", what.c_str());
+  return 2;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  int repeats = 10;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::printf(
+          "Usage: exp_gpu_kernels [--repeats N] [--quick]\n"
+          "  --repeats N  timings per row, the median is kept (1..1000, default 10)\n"
+          "  --quick      small shapes: a smoke test, not a measurement\n");
+      return 0;
+    } else if (arg == "--quick") {
+      quick = true;
+    } else if (arg == "--repeats") {
+      char* end = nullptr;
+      const long value = i + 1 < argc ? std::strtol(argv[i + 1], &end, 10) : 0;
+      if (i + 1 >= argc || *end != '\0' || value < 1 || value > 1000)
+        return usage_error("--repeats needs an integer in [1, 1000]");
+      repeats = static_cast<int>(value);
+      ++i;
+    } else {
+      return usage_error("unknown argument " + arg);
+    }
+  }
+#if ECHELON_WITH_CUDA
+  if (cuda::device_count() == 0) {
+    std::printf("exp_gpu_kernels: no GPU: nothing measured\n");
+    return 0;
+  }
+  g_repeats = repeats;
+  try {
+    std::printf("== bandwidth (GB/s, bytes read + written; ratio to a D2D copy)\n");
+    bandwidth_rows(quick ? int64_t{1} << 16 : int64_t{1} << 26, quick ? 64 : 1024);
+    std::printf("== SGEMM (square, fp32)\n");
+    gemm_rows(quick ? std::vector<int64_t>{128} : std::vector<int64_t>{1024, 2048, 4096});
+    std::printf("== convolution, batch %d\n", quick ? 2 : 128);
+    conv_rows(net_conv_shapes(quick ? 2 : 128));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "exp_gpu_kernels: %s\n", e.what());
+    return 1;
+  }
+#else
+  (void)quick, (void)repeats;
+  std::printf("exp_gpu_kernels: built without CUDA: nothing measured\n");
+#endif
+  return 0;
+}
