@@ -273,6 +273,12 @@ void fill_(Tensor& t, double value) {
     return;
   }
 #endif
+  if (fast_cpu(t)) {
+    ECH_DISPATCH_ALL(
+        t.dtype(), "fill_",
+        cpu::fast::fill<scalar_t>(t.data<scalar_t>(), static_cast<scalar_t>(value), t.numel()));
+    return;
+  }
   ECH_DISPATCH_ALL(
       t.dtype(), "fill_",
       cpu::fill<scalar_t>(t.data<scalar_t>(), ix, static_cast<scalar_t>(value), t.numel()));
@@ -328,6 +334,13 @@ Tensor cast(const Tensor& x, DType dtype) {
 namespace {
 // dst[dst_ix(i)] = src[src_ix(i)] with both on one device; double dispatch over the dtypes.
 void copy_same_device(Tensor& dst, const Tensor& src) {
+  if (fast_cpu(dst) && fast_cpu(src) && dst.dtype() == src.dtype() &&
+      dst.shape() == src.shape()) {  // a plain copy of bytes (clone, contiguous)
+    ECH_DISPATCH_ALL(
+        dst.dtype(), "copy_",
+        cpu::fast::copy<scalar_t>(src.data<scalar_t>(), dst.data<scalar_t>(), dst.numel()));
+    return;
+  }
   const StridedIndexer dst_ix = indexer_of(dst);
   const StridedIndexer src_ix = broadcast_indexer(src, dst.shape());
   const int64_t n = dst.numel();

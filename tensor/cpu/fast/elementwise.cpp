@@ -1,6 +1,8 @@
 #include <echelon/tensor/cpu/fast/elementwise.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include <echelon/base/error.h>
 #include <echelon/tensor/cpu/fast/parallel.h>
@@ -159,6 +161,30 @@ void axpy(T* dst, const T* src, T alpha, int64_t n) {
     for (int64_t i = begin; i < end; ++i) dst[i] += alpha * src[i];
   });
 }
+
+template <typename T>
+void copy(const T* src, T* dst, int64_t n) {
+  parallel_for(n, kGrain * 4, [&](int64_t begin, int64_t end) {
+    std::memcpy(dst + begin, src + begin, sizeof(T) * static_cast<size_t>(end - begin));
+  });
+}
+
+template <typename T>
+void fill(T* dst, T value, int64_t n) {
+  parallel_for(n, kGrain * 4,
+               [&](int64_t begin, int64_t end) { std::fill(dst + begin, dst + end, value); });
+}
+
+template void fill<float>(float*, float, int64_t);
+template void fill<double>(double*, double, int64_t);
+template void fill<int32_t>(int32_t*, int32_t, int64_t);
+template void fill<int64_t>(int64_t*, int64_t, int64_t);
+template void fill<uint8_t>(uint8_t*, uint8_t, int64_t);
+template void copy<float>(const float*, float*, int64_t);
+template void copy<double>(const double*, double*, int64_t);
+template void copy<int32_t>(const int32_t*, int32_t*, int64_t);
+template void copy<int64_t>(const int64_t*, int64_t*, int64_t);
+template void copy<uint8_t>(const uint8_t*, uint8_t*, int64_t);
 
 // T names a type below, and a type cannot be parenthesised.
 // NOLINTBEGIN(bugprone-macro-parentheses)

@@ -24,6 +24,12 @@ void binary_rows(BinaryOp op, const T* a, const T* b, int64_t rows, int64_t cols
 // out (n) = a (n) op s, or s op a when scalar_first.
 template <typename T>
 void binary_scalar(BinaryOp op, const T* a, T s, bool scalar_first, T* out, int64_t n);
+// dst (n) = src (n); any dtype of the twins (float, double, int32, int64, uint8).
+template <typename T>
+void copy(const T* src, T* dst, int64_t n);
+// dst (n) = value; the same dtypes as copy.
+template <typename T>
+void fill(T* dst, T value, int64_t n);
 // dst (n) += alpha * src (n).
 template <typename T>
 void axpy(T* dst, const T* src, T alpha, int64_t n);

@@ -105,28 +105,78 @@ void batch_norm_backward(const NormArgs& a, const T* grad_out, const T* x, const
   });
 }
 
+namespace {
+
+// The max of one window [h0, h1) x [w0, w1) of `plane` (row length w) and its flat index: the
+// first maximum, or the last NaN (the twin's rule: v > best || isnan(v)).
+template <typename T>
+inline void window_max(const T* plane, int64_t w, int64_t h0, int64_t h1, int64_t w0, int64_t w1,
+                       T* value, int64_t* index) {
+  int64_t best = h0 * w + w0;
+  T best_v = plane[best];
+  for (int64_t ih = h0; ih < h1; ++ih)
+    for (int64_t iw = w0; iw < w1; ++iw) {
+      const T v = plane[ih * w + iw];
+      if (v > best_v || std::isnan(v)) {
+        best = ih * w + iw;
+        best_v = v;
+      }
+    }
+  *value = best_v;
+  *index = best;
+}
+
+// The common 2x2, stride-2, unpadded window with every window inside the plane: the same rule,
+// unrolled.
+template <typename T>
+void max_pool_2x2(const T* plane, int64_t w, int64_t out_h, int64_t out_w, T* y, int64_t* arg) {
+  for (int64_t oh = 0; oh < out_h; ++oh) {
+    const T* r0 = plane + 2 * oh * w;
+    const T* r1 = r0 + w;
+    for (int64_t ow = 0; ow < out_w; ++ow) {
+      int64_t best = 2 * oh * w + 2 * ow;
+      T v = r0[2 * ow];
+      const T candidates[3] = {r0[2 * ow + 1], r1[2 * ow], r1[2 * ow + 1]};
+      const int64_t offsets[3] = {1, w, w + 1};
+      const int64_t first = best;
+      for (int k = 0; k < 3; ++k)
+        if (candidates[k] > v || std::isnan(candidates[k])) {
+          v = candidates[k];
+          best = first + offsets[k];
+        }
+      y[oh * out_w + ow] = v;
+      arg[oh * out_w + ow] = best;
+    }
+  }
+}
+
+}  // namespace
+
 template <typename T>
 void max_pool2d_forward(const Pool2dGeometry& a, const T* x, T* y, int64_t* argmax) {
-  const int64_t in_plane = a.h * a.w, out_plane = a.out_h * a.out_w;
-  parallel_for(a.n * a.c, 16, [&](int64_t p0, int64_t p1) {
+  // Locals, not a's fields: the stores to y and argmax could alias them otherwise.
+  const int64_t h = a.h, w = a.w, out_h = a.out_h, out_w = a.out_w;
+  const int64_t kh = a.kernel_h, kw = a.kernel_w, sh = a.stride_h, sw = a.stride_w;
+  const int64_t ph = a.pad_h, pw = a.pad_w;
+  parallel_for(a.n * a.c, 16, [=](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
-      const T* plane = x + p * in_plane;
-      for (int64_t oh = 0; oh < a.out_h; ++oh) {
-        // The window clipped to the image (padding never wins a max: the twin's rule).
-        const int64_t h0 = std::max<int64_t>(oh * a.stride_h - a.pad_h, 0);
-        const int64_t h1 = std::min(oh * a.stride_h - a.pad_h + a.kernel_h, a.h);
-        for (int64_t ow = 0; ow < a.out_w; ++ow) {
-          const int64_t w0 = std::max<int64_t>(ow * a.stride_w - a.pad_w, 0);
-          const int64_t w1 = std::min(ow * a.stride_w - a.pad_w + a.kernel_w, a.w);
-          int64_t best = h0 * a.w + w0;
-          for (int64_t ih = h0; ih < h1; ++ih)
-            for (int64_t iw = w0; iw < w1; ++iw) {
-              const T v = plane[ih * a.w + iw];
-              if (v > plane[best] || std::isnan(v)) best = ih * a.w + iw;
-            }
-          const int64_t out = p * out_plane + oh * a.out_w + ow;
-          y[out] = plane[best];
-          argmax[out] = best;
+      const T* plane = x + p * h * w;
+      T* y_plane = y + p * out_h * out_w;
+      int64_t* arg_plane = argmax + p * out_h * out_w;
+      if (kh == 2 && kw == 2 && sh == 2 && sw == 2 && ph == 0 && pw == 0 && 2 * out_h <= h &&
+          2 * out_w <= w) {
+        max_pool_2x2(plane, w, out_h, out_w, y_plane, arg_plane);
+        continue;
+      }
+      for (int64_t oh = 0; oh < out_h; ++oh) {
+        // The window clipped to the image (padding never wins a max, as in the twin).
+        const int64_t h0 = std::max<int64_t>(oh * sh - ph, 0);
+        const int64_t h1 = std::min(oh * sh - ph + kh, h);
+        for (int64_t ow = 0; ow < out_w; ++ow) {
+          const int64_t w0 = std::max<int64_t>(ow * sw - pw, 0);
+          const int64_t w1 = std::min(ow * sw - pw + kw, w);
+          window_max(plane, w, h0, h1, w0, w1, &y_plane[oh * out_w + ow],
+                     &arg_plane[oh * out_w + ow]);
         }
       }
     }
