@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <cstdlib>
 
 #include <echelon/tensor/cpu/fast/parallel.h>
 #include <echelon/tensor/cpu/fast/scratch.h>
@@ -30,8 +29,7 @@ Dims dims_of(const Conv2dGeometry& a) {
 template <typename T>
 int64_t group_size(const Dims& d) {
   const int64_t per_image = std::max<int64_t>(d.rows * d.positions * int64_t(sizeof(T)), 1);
-  static const int64_t budget = std::getenv("EXPERIMENT_KB") ? std::atoll(std::getenv("EXPERIMENT_KB")) * 1024 : kColumnsBudget;
-  return std::max<int64_t>(1, budget / per_image);
+  return std::max<int64_t>(1, kColumnsBudget / per_image);
 }
 
 // The output columns [ow0, ow1) whose input column ow*stride - pad + tap*dilation is inside [0, w).
