@@ -59,6 +59,30 @@ bool cpu_conv_is_fast() {
          cpu_kernels() == CpuKernels::Fast;
 }
 
+// The CPU half of conv2d_backward: fills the gradients `grads` has allocated.
+void cpu_conv2d_backward(const char* op, const Conv2dGeometry& a, const Tensor& grad_out,
+                         const Tensor& x, const Tensor& weight, Conv2dGrads& grads) {
+  const bool need_weight = grads.weight.defined(), need_input = grads.input.defined(),
+             has_bias = grads.bias.defined();
+  ECH_DISPATCH_FLOATING(x.dtype(), op, {
+    const scalar_t* g = grad_out.data<scalar_t>();
+    if (cpu_conv_is_fast()) {
+      if (need_weight)
+        cpu::fast::conv2d_backward_weight(a, g, x.data<scalar_t>(), grads.weight.data<scalar_t>());
+      if (need_input)
+        cpu::fast::conv2d_backward_input(a, g, weight.data<scalar_t>(),
+                                         grads.input.data<scalar_t>());
+      if (has_bias) cpu::fast::conv2d_backward_bias(a, g, grads.bias.data<scalar_t>());
+    } else {
+      if (need_weight)
+        cpu::conv2d_backward_weight(a, g, x.data<scalar_t>(), grads.weight.data<scalar_t>());
+      if (need_input)
+        cpu::conv2d_backward_input(a, g, weight.data<scalar_t>(), grads.input.data<scalar_t>());
+      if (has_bias) cpu::conv2d_backward_bias(a, g, grads.bias.data<scalar_t>());
+    }
+  });
+}
+
 }  // namespace
 
 void set_conv_impl(ConvImpl impl) {
@@ -166,23 +190,7 @@ Conv2dGrads conv2d_backward(const Tensor& grad_out_in, const Tensor& x_in, const
     fail_not_cuda_build(op);
 #endif
   }
-  ECH_DISPATCH_FLOATING(x.dtype(), op, {
-    const scalar_t* g = grad_out.data<scalar_t>();
-    if (cpu_conv_is_fast()) {
-      if (need_weight)
-        cpu::fast::conv2d_backward_weight(a, g, x.data<scalar_t>(), grads.weight.data<scalar_t>());
-      if (need_input)
-        cpu::fast::conv2d_backward_input(a, g, weight.data<scalar_t>(),
-                                         grads.input.data<scalar_t>());
-      if (has_bias) cpu::fast::conv2d_backward_bias(a, g, grads.bias.data<scalar_t>());
-    } else {
-      if (need_weight)
-        cpu::conv2d_backward_weight(a, g, x.data<scalar_t>(), grads.weight.data<scalar_t>());
-      if (need_input)
-        cpu::conv2d_backward_input(a, g, weight.data<scalar_t>(), grads.input.data<scalar_t>());
-      if (has_bias) cpu::conv2d_backward_bias(a, g, grads.bias.data<scalar_t>());
-    }
-  });
+  cpu_conv2d_backward(op, a, grad_out, x, weight, grads);
   return grads;
 }
 

@@ -461,7 +461,13 @@ TEST_SUITE("nn_ops") {
     const Vec xv = random_vec(3 * 5 * 7, 29, -1, 2);
     const Tensor x = Tensor::from_vector(xv, {3, 5, 7});
     Tensor rm = Tensor::zeros({5}, kFloat64), rv = Tensor::ones({5}, kFloat64);
+    // The naive kernels reproduce the twin bit for bit; the fast path (sums in T within a plane,
+    // in double across planes) agrees to rounding.
+    ops::set_cpu_kernels(ops::CpuKernels::Naive);
     const auto bn = ops::batch_norm_train(x, Tensor(), Tensor(), rm, rv, 0.1, 1e-5);
+    ops::set_cpu_kernels(ops::CpuKernels::Fast);
+    Tensor rm_fast = Tensor::zeros({5}, kFloat64), rv_fast = Tensor::ones({5}, kFloat64);
+    const auto bn_fast = ops::batch_norm_train(x, Tensor(), Tensor(), rm_fast, rv_fast, 0.1, 1e-5);
     NormArgs a;
     a.n = 3, a.c = 5, a.spatial = 7;
     Vec y(xv.size()), m(5), s(5), rmr(5, 0.0), rvr(5, 1.0);
@@ -469,6 +475,8 @@ TEST_SUITE("nn_ops") {
                                           0.1, 1e-5, y.data(), m.data(), s.data());
     CHECK(bn.out.to_vector<double>() == y);
     CHECK(rv.to_vector<double>() == rvr);
+    CHECK(max_violation(bn_fast.out.to_vector<double>(), y, 1e-12, 1e-12) <= 1.0);
+    CHECK(max_violation(rv_fast.to_vector<double>(), rvr, 1e-12, 1e-12) <= 1.0);
     Tensor scale;
     const Tensor l = ops::lrn(x, 3, 1e-2, 0.75, 2.0, &scale);
     Vec ly(xv.size()), ls(xv.size());
