@@ -131,14 +131,11 @@ void binary_rows(BinaryOp op, const T* a, const T* b, int64_t rows, int64_t cols
     parallel_for(rows, grain, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const T* ar = a + r * cols;
+        const T* left = b_first ? b : ar;  // both read at column c
+        const T* right = b_first ? ar : b;
         T* outr = out + r * cols;
-        if (b_first) {
 #pragma omp simd
-          for (int64_t c = 0; c < cols; ++c) outr[c] = f(b[c], ar[c]);
-        } else {
-#pragma omp simd
-          for (int64_t c = 0; c < cols; ++c) outr[c] = f(ar[c], b[c]);
-        }
+        for (int64_t c = 0; c < cols; ++c) outr[c] = f(left[c], right[c]);
       }
     });
   });
