@@ -1,17 +1,19 @@
 // Training-step throughput (images/s) of the single-device engine — forward, cross-entropy,
-// backward, SGD with momentum — for LeNet-5 (1x28x28) and ResNet-20 (3x32x32), on the CPU with
-// one BLAS thread and, when a CUDA device is usable at run time, on cuda:0. The data pipeline is
-// left out: every step reuses one random batch already on the device.
+// backward, SGD with momentum — for LeNet-5 (1x28x28, batch 64) and ResNet-20 (1x32x32, batch
+// 128) on the CPU at 1 and 2 threads, against PyTorch in the same run: Debian's python3-torch
+// (or $ECHELON_PYTHON) eager, and PyPI's current release eager and torch.compile'd when
+// tools/setup-torch-peer.sh has made its venv ($ECHELON_TORCH_VENV). Each case alternates
+// Echelon and every peer for --rounds rounds; a cell is the median round. The data pipeline is
+// left out: every step reuses one random batch already in memory. When a CUDA device is usable,
+// Echelon's cuda:0 rate is printed after the table.
 //
-// On the CPU, LeNet-5 at batch 64 is compared with PyTorch in the same run when a Python with torch
-// is found ($ECHELON_PYTHON, python3, /usr/bin/python3 — Debian's python3-torch) (one thread, same
-// model, same batch); otherwise the table says that torch was unavailable.
-//
-//   build/bench/exp_train_throughput [--steps N] [--warmup N]
+//   build/bench/exp_train_throughput [--steps N] [--resnet-steps N] [--rounds N] [--no-torch]
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -27,8 +29,10 @@ using namespace echelon;
 struct Case {
   const char* model;
   int64_t channels, size, batch;
+  int steps;
 };
 
+// Echelon's images/s over `steps` steps after `warmup` untimed ones.
 double measure(const Case& c, Device device, int warmup, int steps) {
   auto model = make_model(c.model, c.channels, 10, /*seed=*/1, c.size);
   SGDOptions sgd;
@@ -39,7 +43,7 @@ double measure(const Case& c, Device device, int warmup, int steps) {
   data::Batch batch;
   batch.images = ops::randn({c.batch, c.channels, c.size, c.size}, gen, kFloat32, device);
   std::vector<int64_t> labels(static_cast<size_t>(c.batch));
-  for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<int64_t>((i * 7 + 3) % 10);
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<int64_t>(i % 10);
   batch.labels = Tensor::from_vector(labels, {c.batch}).to(device);
   for (int i = 0; i < warmup; ++i) engine->train_step(batch);
   // The loss is read back every step (item()), so a CUDA step is complete when train_step returns.
@@ -49,88 +53,144 @@ double measure(const Case& c, Device device, int warmup, int steps) {
   return static_cast<double>(c.batch) * steps / s;
 }
 
-// The first Python interpreter that can import torch: $ECHELON_PYTHON, then python3 on PATH,
-// then Debian's /usr/bin/python3 (python3-torch installs there; PATH may lead to another Python).
-std::string torch_python() {
-  std::vector<std::string> candidates;
-  if (const char* env = std::getenv("ECHELON_PYTHON")) candidates.push_back(env);
-  candidates.insert(candidates.end(), {"python3", "/usr/bin/python3"});
-  for (const std::string& python : candidates)
-    if (std::system((python + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0) return python;
-  return "";
+struct Peer {
+  std::string label;   // "torch 1.13 eager", filled in from the version the script prints
+  std::string python;  // interpreter
+  bool compiled = false;
+};
+
+// The torch version `python` imports ("1.13.0a0"), or "" when it cannot import torch.
+std::string torch_version(const std::string& python) {
+  const std::string command =
+      python + " -c 'import torch; print(torch.__version__.split(\"+\")[0])' 2>/dev/null";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return "";
+  char version[64] = {0};
+  const bool ok = std::fscanf(pipe, "%63s", version) == 1;
+  pclose(pipe);
+  return ok ? version : "";
 }
 
-// PyTorch LeNet-5 train-step images/s on one CPU thread; negative when torch is unavailable.
-double torch_lenet(int64_t batch, int warmup, int steps) {
-  const std::string python = torch_python();
-  if (python.empty()) return -1;
-  const std::string script =
-      "import time, torch\n"
-      "from torch import nn\n"
-      "torch.set_num_threads(1); torch.manual_seed(1)\n"
-      "m = nn.Sequential(nn.Conv2d(1,6,5,padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6,16,5),"
-      " nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(400,120), nn.ReLU(), nn.Linear(120,84),"
-      " nn.ReLU(), nn.Linear(84,10))\n"
-      "opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)\n"
-      "x = torch.randn(" +
-      std::to_string(batch) + ",1,28,28); y = torch.arange(" + std::to_string(batch) +
-      ") % 10\n"
-      "def step():\n"
-      "  opt.zero_grad(); loss = nn.functional.cross_entropy(m(x), y); loss.backward(); opt.step();"
-      " return loss.item()\n"
-      "for _ in range(" +
-      std::to_string(warmup) +
-      "): step()\n"
-      "t = time.perf_counter()\n"
-      "for _ in range(" +
-      std::to_string(steps) +
-      "): step()\n"
-      "print(" +
-      std::to_string(batch * steps) + " / (time.perf_counter() - t))\n";
-  FILE* pipe = popen((python + " -c \"" + script + "\"").c_str(), "r");
+// Debian's torch (the first of $ECHELON_PYTHON, /usr/bin/python3, python3 that imports it), then
+// the venv's eager and compiled, when present.
+std::vector<Peer> find_peers() {
+  std::vector<Peer> peers;
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("ECHELON_PYTHON")) candidates.push_back(env);
+  candidates.insert(candidates.end(), {"/usr/bin/python3", "python3"});
+  for (const std::string& python : candidates)
+    if (const std::string v = torch_version(python); !v.empty()) {
+      peers.push_back({"torch " + v + " eager", python, false});
+      break;
+    }
+  const char* venv_env = std::getenv("ECHELON_TORCH_VENV");
+  const char* home = std::getenv("HOME");
+  const std::string venv =
+      venv_env ? venv_env : std::string(home ? home : "") + "/.cache/echelon/torch-venv";
+  const std::string venv_python = venv + "/bin/python";
+  const std::string v = std::filesystem::exists(venv_python) ? torch_version(venv_python) : "";
+  if (!v.empty()) {
+    peers.push_back({"torch " + v + " eager", venv_python, false});
+    peers.push_back({"torch " + v + " compiled", venv_python, true});
+  }
+  return peers;
+}
+
+// The peer's images/s for one case (negative when it failed).
+double measure_peer(const Peer& peer, const Case& c, int threads, int warmup) {
+  const std::string command =
+      peer.python + " " + ECHELON_SOURCE_DIR + "/bench/torch_train_step.py " + c.model + " " +
+      std::to_string(c.batch) + " " + std::to_string(threads) + " " + std::to_string(c.steps) +
+      " " + std::to_string(warmup) + (peer.compiled ? " --compile" : "") + " 2>/dev/null";
+  FILE* pipe = popen(command.c_str(), "r");
   if (!pipe) return -1;
+  char version[64] = {0};
   double rate = -1;
-  if (std::fscanf(pipe, "%lf", &rate) != 1) rate = -1;
+  if (std::fscanf(pipe, "%63s %lf", version, &rate) != 2) rate = -1;
   pclose(pipe);
   return rate;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? -1 : v[v.size() / 2];
+}
+
+struct Options {
+  int lenet_steps = 30, resnet_steps = 3, rounds = 3, warmup = 2;
+  bool torch = true;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const bool has_value = i + 1 < argc;
+    if (std::strcmp(argv[i], "--steps") == 0 && has_value)
+      o.lenet_steps = std::atoi(argv[++i]);
+    else if (std::strcmp(argv[i], "--resnet-steps") == 0 && has_value)
+      o.resnet_steps = std::atoi(argv[++i]);
+    else if (std::strcmp(argv[i], "--rounds") == 0 && has_value)
+      o.rounds = std::atoi(argv[++i]);
+    else if (std::strcmp(argv[i], "--no-torch") == 0)
+      o.torch = false;
+    else
+      o.rounds = -1;  // reported below
+  }
+  return o;
+}
+
+// One table row: Echelon and every peer alternating for `rounds` rounds, medians and the ratio.
+void run_row(const Case& c, int threads, const Options& o, const std::vector<Peer>& peers) {
+  ops::set_cpu_threads(threads);
+  std::vector<std::vector<double>> rates(1 + peers.size());
+  for (int round = 0; round < o.rounds; ++round) {
+    rates[0].push_back(measure(c, Device::cpu(), o.warmup, c.steps));
+    for (size_t p = 0; p < peers.size(); ++p)
+      rates[p + 1].push_back(measure_peer(peers[p], c, threads, o.warmup));
+  }
+  const double ours = median(rates[0]);
+  double best = -1;
+  std::printf("| %s, %lld, %d | %.1f", c.model, static_cast<long long>(c.batch), threads, ours);
+  for (size_t p = 0; p < peers.size(); ++p) {
+    const double r = median(rates[p + 1]);
+    best = std::max(best, r);
+    std::printf(" | %.1f", r);
+  }
+  if (best > 0)
+    std::printf(" | %.2f |\n", ours / best);
+  else
+    std::printf(" | - |\n");
+  std::fflush(stdout);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  int steps = 30, warmup = 3;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--steps") == 0)
-      steps = std::atoi(argv[i + 1]);
-    else if (std::strcmp(argv[i], "--warmup") == 0)
-      warmup = std::atoi(argv[i + 1]);
-  }
-  if (steps < 1 || warmup < 0) {
-    std::fprintf(stderr, "exp_train_throughput: --steps must be >= 1 and --warmup >= 0\n");
+  const Options o = parse(argc, argv);
+  if (o.lenet_steps < 1 || o.resnet_steps < 1 || o.rounds < 1) {
+    std::fprintf(stderr,
+                 "usage: exp_train_throughput [--steps N] [--resnet-steps N] [--rounds N] "
+                 "[--no-torch] (all N >= 1)\n");
     return 2;
   }
-  ops::set_cpu_threads(1);
-  const std::vector<Case> cases = {{"lenet5", 1, 28, 64}, {"resnet20", 3, 32, 64}};
-  std::vector<Device> devices = {Device::cpu()};
-  if (cuda_available()) devices.push_back(Device::cuda(0));
-
-  std::printf("%-10s %-7s %6s %14s\n", "model", "device", "batch", "images/s");
-  for (const Device& device : devices) {
-    for (const Case& c : cases) {
-      // ResNet-20 on one CPU thread is slow: fewer steps keep the run short.
-      const int n =
-          device.is_cpu() && std::string(c.model) == "resnet20" ? std::max(steps / 6, 2) : steps;
-      const double rate = measure(c, device, warmup, n);
-      std::printf("%-10s %-7s %6lld %14.1f\n", c.model, device.to_string().c_str(),
-                  static_cast<long long>(c.batch), rate);
-      std::fflush(stdout);
-    }
+  const std::vector<Case> cases = {{"lenet5", 1, 28, 64, o.lenet_steps},
+                                   {"resnet20", 1, 32, 128, o.resnet_steps}};
+  const std::vector<Peer> peers = o.torch ? find_peers() : std::vector<Peer>();
+  if (o.torch && peers.empty())
+    std::printf("PyTorch: unavailable (no python3 imports torch): no peer measured\n");
+  std::printf("images/s, median of %d alternating rounds (Echelon first, then each peer)\n",
+              o.rounds);
+  std::printf("| model, batch, threads | Echelon");
+  for (const Peer& p : peers) std::printf(" | %s", p.label.c_str());
+  std::printf(" | Echelon / best peer |\n|---|---");
+  for (size_t p = 0; p < peers.size(); ++p) std::printf("|---");
+  std::printf("|---|\n");
+  for (const Case& c : cases)
+    for (int threads : {1, 2}) run_row(c, threads, o, peers);
+  if (cuda_available()) {
+    for (const Case& c : cases)
+      std::printf("%s cuda:0 batch %lld: %.1f images/s\n", c.model, static_cast<long long>(c.batch),
+                  measure(c, Device::cuda(0), o.warmup, c.steps));
   }
-  const double torch_rate = torch_lenet(64, warmup, steps);
-  if (torch_rate > 0)
-    std::printf("%-10s %-7s %6d %14.1f   (PyTorch, 1 thread, same run)\n", "lenet5", "torch", 64,
-                torch_rate);
-  else
-    std::printf("PyTorch: unavailable (python3 cannot import torch): no peer measured\n");
   return 0;
 }

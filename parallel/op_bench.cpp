@@ -43,6 +43,7 @@ bool cudnn_built() {
 void select_impl(const std::string& impl, Device device) {
   if (device.is_cpu()) {
     ops::set_matmul_impl(impl == "fast" ? ops::MatmulImpl::Blas : ops::MatmulImpl::Naive);
+    ops::set_cpu_kernels(impl == "fast" ? ops::CpuKernels::Fast : ops::CpuKernels::Naive);
     return;
   }
   ops::set_matmul_impl(impl == "cublas" ? ops::MatmulImpl::Blas : ops::MatmulImpl::Ours);
@@ -52,10 +53,12 @@ void select_impl(const std::string& impl, Device device) {
 // Restores the settings that were in effect before the benchmark, also when it throws.
 class ImplSettings {
  public:
-  ImplSettings() : matmul_(ops::matmul_impl()), conv_(ops::conv_impl()) {}
+  ImplSettings()
+      : matmul_(ops::matmul_impl()), conv_(ops::conv_impl()), kernels_(ops::cpu_kernels()) {}
   ~ImplSettings() {
     ops::set_matmul_impl(matmul_);
     ops::set_conv_impl(conv_);
+    ops::set_cpu_kernels(kernels_);
   }
   ImplSettings(const ImplSettings&) = delete;
   ImplSettings& operator=(const ImplSettings&) = delete;
@@ -63,6 +66,7 @@ class ImplSettings {
  private:
   ops::MatmulImpl matmul_;
   ops::ConvImpl conv_;
+  ops::CpuKernels kernels_;
 };
 
 std::vector<std::string> chosen_impls(const OpBenchOptions& o) {

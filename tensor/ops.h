@@ -86,10 +86,18 @@ Tensor log_softmax_backward(const Tensor& grad_out, const Tensor& y, int64_t dim
 enum class MatmulImpl : uint8_t { Auto, Naive, Ours, Blas };
 void set_matmul_impl(MatmulImpl impl);  // process-wide
 MatmulImpl matmul_impl();
-// Threads of the fast CPU path (OpenBLAS; process-wide, as OpenBLAS's own setting). 0 from
-// cpu_threads() means the library default; setting 0 or running without BLAS changes nothing.
+// Threads of the fast CPU path (process-wide): its thread pool (tensor/cpu/fast/parallel.h) gets
+// `threads`, OpenBLAS one (the pool splits the GEMMs, so only one set of threads runs). 0 from
+// cpu_threads() means never set (the pool has 1 thread, OpenBLAS its default); setting 0 changes
+// nothing.
 void set_cpu_threads(int threads);
 int cpu_threads();
+// Which CPU kernels run (process-wide, default Fast): Fast = tensor/cpu/fast (batched im2col +
+// BLAS convolution, contiguous vectorised loops, the thread pool) where it covers the op, Naive =
+// the naive twins everywhere (the oracle; MatmulImpl::Naive also selects the naive convolution).
+enum class CpuKernels : uint8_t { Fast, Naive };
+void set_cpu_kernels(CpuKernels kernels);
+CpuKernels cpu_kernels();
 // (M, K) x (K, N) -> (M, N); trans_a / trans_b read the input as transposed (no copy).
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
 // (B, M, K) x (B, K, N) -> (B, M, N).

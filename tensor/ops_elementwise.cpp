@@ -1,6 +1,7 @@
 // Dispatch for the elementwise family: checks, then the CPU twin (tensor/cpu/elementwise.h) or
 // the CUDA launcher (cuda/kernels/elementwise.h) on the device's current stream.
 #include <echelon/tensor/cpu/elementwise.h>
+#include <echelon/tensor/cpu/fast/elementwise.h>
 #include <echelon/tensor/ops.h>
 #include <echelon/tensor/ops_common.h>
 
@@ -11,6 +12,50 @@
 namespace echelon::ops {
 using detail::broadcast_indexer;
 using detail::indexer_of;
+
+namespace {
+// The fast CPU path (tensor/cpu/fast/elementwise.h) takes contiguous CPU tensors.
+bool fast_cpu(const Tensor& t) {
+  return !t.is_cuda() && cpu_kernels() == CpuKernels::Fast && t.is_contiguous();
+}
+
+// When `small` is a contiguous row that broadcasts along the leading dims of `big` (a bias
+// (C) against (N, C)), or has big's shape: the number of elements of that row, else 0.
+int64_t trailing_row(const Tensor& small, const Tensor& big) {
+  if (!fast_cpu(small) || !fast_cpu(big)) return 0;
+  const Shape& s = small.shape();
+  const Shape& b = big.shape();
+  size_t lead = 0;
+  while (lead < s.size() && s[lead] == 1) ++lead;  // leading 1s broadcast like missing dims
+  const size_t k = s.size() - lead;
+  if (k > b.size()) return 0;
+  for (size_t i = 0; i < k; ++i)
+    if (s[lead + i] != b[b.size() - k + i]) return 0;
+  return small.numel();
+}
+
+// out = a op b on the fast path when the layouts allow it; false when they do not.
+bool binary_fast(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
+  const int64_t n = out.numel();
+  // `big` has the output's shape; `small` broadcasts into it (b_first: small is a, the left one).
+  const bool b_first = a.shape() != out.shape();
+  const Tensor& big = b_first ? b : a;
+  const Tensor& small = b_first ? a : b;
+  if (big.shape() != out.shape()) return false;
+  const int64_t cols = trailing_row(small, big);
+  if (cols == 0 || n == 0) return false;
+  const int64_t rows = n / cols, small_rows = small.numel() / cols;
+  ECH_DISPATCH_FLOATING(out.dtype(), name(op), {
+    if (cols == 1 && rows > 1)  // one value against every element
+      cpu::fast::binary_scalar<scalar_t>(op, big.data<scalar_t>(), small.data<scalar_t>()[0],
+                                         b_first, out.data<scalar_t>(), n);
+    else
+      cpu::fast::binary_rows<scalar_t>(op, big.data<scalar_t>(), small.data<scalar_t>(), rows, cols,
+                                       small_rows, b_first, out.data<scalar_t>());
+  });
+  return true;
+}
+}  // namespace
 
 Tensor unary(UnaryOp op, const Tensor& x) {
   detail::check_defined(name(op), x);
@@ -25,6 +70,12 @@ Tensor unary(UnaryOp op, const Tensor& x) {
     return y;
   }
 #endif
+  if (fast_cpu(x)) {
+    ECH_DISPATCH_FLOATING(
+        x.dtype(), name(op),
+        cpu::fast::unary<scalar_t>(op, x.data<scalar_t>(), y.data<scalar_t>(), x.numel()));
+    return y;
+  }
   ECH_DISPATCH_FLOATING(
       x.dtype(), name(op),
       cpu::unary<scalar_t>(op, x.data<scalar_t>(), indexer_of(x), y.data<scalar_t>(), x.numel()));
@@ -84,6 +135,13 @@ Tensor unary_backward(UnaryOp op, const Tensor& grad_out, const Tensor& x, const
     return grad_in;
   }
 #endif
+  if (fast_cpu(g)) {
+    ECH_DISPATCH_FLOATING(x.dtype(), opn,
+                          cpu::fast::unary_backward<scalar_t>(
+                              op, g.data<scalar_t>(), xc.data<scalar_t>(), yc.data<scalar_t>(),
+                              grad_in.data<scalar_t>(), x.numel()));
+    return grad_in;
+  }
   ECH_DISPATCH_FLOATING(
       x.dtype(), opn,
       cpu::unary_backward<scalar_t>(op, g.data<scalar_t>(), xc.data<scalar_t>(),
@@ -110,6 +168,7 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
     return out;
   }
 #endif
+  if (binary_fast(op, a, b, out)) return out;
   ECH_DISPATCH_FLOATING(a.dtype(), name(op),
                         cpu::binary<scalar_t>(op, a.data<scalar_t>(), a_ix, b.data<scalar_t>(),
                                               b_ix, out.data<scalar_t>(), out.numel()));
@@ -152,6 +211,13 @@ Tensor binary_scalar(BinaryOp op, const Tensor& a, double s, bool scalar_first) 
     return out;
   }
 #endif
+  if (fast_cpu(a)) {
+    ECH_DISPATCH_FLOATING(
+        a.dtype(), name(op),
+        cpu::fast::binary_scalar<scalar_t>(op, a.data<scalar_t>(), static_cast<scalar_t>(s),
+                                           scalar_first, out.data<scalar_t>(), a.numel()));
+    return out;
+  }
   ECH_DISPATCH_FLOATING(
       a.dtype(), name(op),
       cpu::binary_scalar<scalar_t>(op, a.data<scalar_t>(), indexer_of(a), static_cast<scalar_t>(s),
@@ -207,6 +273,12 @@ void fill_(Tensor& t, double value) {
     return;
   }
 #endif
+  if (fast_cpu(t)) {
+    ECH_DISPATCH_ALL(
+        t.dtype(), "fill_",
+        cpu::fast::fill<scalar_t>(t.data<scalar_t>(), static_cast<scalar_t>(value), t.numel()));
+    return;
+  }
   ECH_DISPATCH_ALL(
       t.dtype(), "fill_",
       cpu::fill<scalar_t>(t.data<scalar_t>(), ix, static_cast<scalar_t>(value), t.numel()));
@@ -262,6 +334,13 @@ Tensor cast(const Tensor& x, DType dtype) {
 namespace {
 // dst[dst_ix(i)] = src[src_ix(i)] with both on one device; double dispatch over the dtypes.
 void copy_same_device(Tensor& dst, const Tensor& src) {
+  if (fast_cpu(dst) && fast_cpu(src) && dst.dtype() == src.dtype() &&
+      dst.shape() == src.shape()) {  // a plain copy of bytes (clone, contiguous)
+    ECH_DISPATCH_ALL(
+        dst.dtype(), "copy_",
+        cpu::fast::copy<scalar_t>(src.data<scalar_t>(), dst.data<scalar_t>(), dst.numel()));
+    return;
+  }
   const StridedIndexer dst_ix = indexer_of(dst);
   const StridedIndexer src_ix = broadcast_indexer(src, dst.shape());
   const int64_t n = dst.numel();
@@ -317,6 +396,12 @@ void axpy_(Tensor& dst, const Tensor& src, double alpha) {
     return;
   }
 #endif
+  if (fast_cpu(dst)) {
+    ECH_DISPATCH_FLOATING(dst.dtype(), "axpy_",
+                          cpu::fast::axpy<scalar_t>(dst.data<scalar_t>(), s.data<scalar_t>(),
+                                                    static_cast<scalar_t>(alpha), dst.numel()));
+    return;
+  }
   ECH_DISPATCH_FLOATING(dst.dtype(), "axpy_",
                         cpu::axpy<scalar_t>(dst.data<scalar_t>(), s.data<scalar_t>(),
                                             static_cast<scalar_t>(alpha), dst.numel()));

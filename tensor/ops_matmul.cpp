@@ -3,6 +3,8 @@
 // trans flag); anything else is made contiguous first.
 #include <atomic>
 
+#include <echelon/tensor/cpu/fast/gemm.h>
+#include <echelon/tensor/cpu/fast/parallel.h>
 #include <echelon/tensor/cpu/matmul.h>
 #include <echelon/tensor/ops.h>
 #include <echelon/tensor/ops_common.h>
@@ -18,6 +20,8 @@ namespace echelon::ops {
 namespace {
 
 std::atomic<MatmulImpl> g_matmul_impl{MatmulImpl::Auto};
+std::atomic<CpuKernels> g_cpu_kernels{CpuKernels::Fast};
+std::atomic<int> g_cpu_threads{0};
 
 // One GEMM operand: the tensor whose memory is read, its leading dim and effective trans flag.
 struct Operand {
@@ -86,7 +90,10 @@ void run_gemm(const char* opname, const Operand& a, const Operand& b, Tensor& c,
     const scalar_t* pa = a.tensor.data<scalar_t>();
     const scalar_t* pb = b.tensor.data<scalar_t>();
     scalar_t* pc = c.data<scalar_t>();
-    if (blas)
+    if (blas && cpu_kernels() == CpuKernels::Fast)
+      cpu::fast::gemm_strided_batched<scalar_t>(a.trans, b.trans, M, N, K, fa, pa, a.ld, sa, pb,
+                                                b.ld, sb, fb, pc, ldc, sc, batch);
+    else if (blas)
       cpu::gemm_strided_batched_blas<scalar_t>(a.trans, b.trans, M, N, K, fa, pa, a.ld, sa, pb,
                                                b.ld, sb, fb, pc, ldc, sc, batch);
     else
@@ -120,18 +127,22 @@ void product_dims(const char* opname, const Tensor& a, const Tensor& b, bool tra
 }  // namespace
 
 void set_cpu_threads(int threads) {
+  if (threads <= 0) return;
+  g_cpu_threads.store(threads);
+  cpu::fast::set_num_threads(threads);
 #if ECHELON_WITH_BLAS
-  if (threads > 0) openblas_set_num_threads(threads);
-#else
-  (void)threads;
+  openblas_set_num_threads(1);
 #endif
 }
 int cpu_threads() {
-#if ECHELON_WITH_BLAS
-  return openblas_get_num_threads();
-#else
-  return 0;
-#endif
+  return g_cpu_threads.load();
+}
+
+void set_cpu_kernels(CpuKernels kernels) {
+  g_cpu_kernels.store(kernels);
+}
+CpuKernels cpu_kernels() {
+  return g_cpu_kernels.load();
 }
 
 void set_matmul_impl(MatmulImpl impl) {

@@ -5,6 +5,8 @@
 #include <atomic>
 
 #include <echelon/tensor/cpu/conv.h>
+#include <echelon/tensor/cpu/fast/conv.h>
+#include <echelon/tensor/cpu/fast/nn.h>
 #include <echelon/tensor/cpu/matmul.h>
 #include <echelon/tensor/cpu/pool.h>
 #include <echelon/tensor/ops.h>
@@ -50,9 +52,35 @@ Conv2dGeometry conv_geometry_of(const char* op, const Tensor& x, const Tensor& w
   return conv_geometry(op, x.shape(), weight.size(0), window);
 }
 
-// The CPU convolution: im2col + BLAS when built, unless MatmulImpl::Naive asks for the twin.
-bool cpu_conv_uses_blas() {
-  return cpu::blas_available() && matmul_impl() != MatmulImpl::Naive;
+// The CPU convolution: the fast path (batched im2col + BLAS, tensor/cpu/fast/conv.h) when built
+// with BLAS, unless CpuKernels::Naive or MatmulImpl::Naive asks for the naive twin.
+bool cpu_conv_is_fast() {
+  return cpu::blas_available() && matmul_impl() != MatmulImpl::Naive &&
+         cpu_kernels() == CpuKernels::Fast;
+}
+
+// The CPU half of conv2d_backward: fills the gradients `grads` has allocated.
+void cpu_conv2d_backward(const char* op, const Conv2dGeometry& a, const Tensor& grad_out,
+                         const Tensor& x, const Tensor& weight, Conv2dGrads& grads) {
+  const bool need_weight = grads.weight.defined(), need_input = grads.input.defined(),
+             has_bias = grads.bias.defined();
+  ECH_DISPATCH_FLOATING(x.dtype(), op, {
+    const scalar_t* g = grad_out.data<scalar_t>();
+    if (cpu_conv_is_fast()) {
+      if (need_weight)
+        cpu::fast::conv2d_backward_weight(a, g, x.data<scalar_t>(), grads.weight.data<scalar_t>());
+      if (need_input)
+        cpu::fast::conv2d_backward_input(a, g, weight.data<scalar_t>(),
+                                         grads.input.data<scalar_t>());
+      if (has_bias) cpu::fast::conv2d_backward_bias(a, g, grads.bias.data<scalar_t>());
+    } else {
+      if (need_weight)
+        cpu::conv2d_backward_weight(a, g, x.data<scalar_t>(), grads.weight.data<scalar_t>());
+      if (need_input)
+        cpu::conv2d_backward_input(a, g, weight.data<scalar_t>(), grads.input.data<scalar_t>());
+      if (has_bias) cpu::conv2d_backward_bias(a, g, grads.bias.data<scalar_t>());
+    }
+  });
 }
 
 }  // namespace
@@ -103,10 +131,10 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
 #endif
   }
   ECH_DISPATCH_FLOATING(x.dtype(), op, {
-    // im2col + BLAS is the fast CPU path; without BLAS the direct twin is faster than a naive GEMM.
-    if (cpu_conv_uses_blas())
-      cpu::conv2d_forward_gemm(a, x.data<scalar_t>(), weight.data<scalar_t>(),
-                               ptr_or_null<scalar_t>(bias), y.data<scalar_t>());
+    // Without BLAS the direct twin is faster than im2col + a naive GEMM.
+    if (cpu_conv_is_fast())
+      cpu::fast::conv2d_forward(a, x.data<scalar_t>(), weight.data<scalar_t>(),
+                                ptr_or_null<scalar_t>(bias), y.data<scalar_t>());
     else
       cpu::conv2d_forward(a, x.data<scalar_t>(), weight.data<scalar_t>(),
                           ptr_or_null<scalar_t>(bias), y.data<scalar_t>());
@@ -162,22 +190,7 @@ Conv2dGrads conv2d_backward(const Tensor& grad_out_in, const Tensor& x_in, const
     fail_not_cuda_build(op);
 #endif
   }
-  ECH_DISPATCH_FLOATING(x.dtype(), op, {
-    const scalar_t* g = grad_out.data<scalar_t>();
-    if (cpu_conv_uses_blas()) {
-      if (need_weight)
-        cpu::conv2d_backward_weight_gemm(a, g, x.data<scalar_t>(), grads.weight.data<scalar_t>());
-      if (need_input)
-        cpu::conv2d_backward_input_gemm(a, g, weight.data<scalar_t>(),
-                                        grads.input.data<scalar_t>());
-    } else {
-      if (need_weight)
-        cpu::conv2d_backward_weight(a, g, x.data<scalar_t>(), grads.weight.data<scalar_t>());
-      if (need_input)
-        cpu::conv2d_backward_input(a, g, weight.data<scalar_t>(), grads.input.data<scalar_t>());
-    }
-    if (has_bias) cpu::conv2d_backward_bias(a, g, grads.bias.data<scalar_t>());
-  });
+  cpu_conv2d_backward(op, a, grad_out, x, weight, grads);
   return grads;
 }
 
@@ -243,7 +256,11 @@ Tensor max_pool2d(const Tensor& x_in, const Pool2dGeometry& window, Tensor* argm
 #endif
   }
   ECH_DISPATCH_FLOATING(x.dtype(), op, {
-    cpu::max_pool2d_forward(a, x.data<scalar_t>(), y.data<scalar_t>(), indices.data<int64_t>());
+    if (cpu_kernels() == CpuKernels::Fast)
+      cpu::fast::max_pool2d_forward(a, x.data<scalar_t>(), y.data<scalar_t>(),
+                                    indices.data<int64_t>());
+    else
+      cpu::max_pool2d_forward(a, x.data<scalar_t>(), y.data<scalar_t>(), indices.data<int64_t>());
   });
   return y;
 }
@@ -269,6 +286,13 @@ Tensor max_pool2d_backward(const Tensor& grad_out_in, const Tensor& argmax_in,
 #else
     fail_not_cuda_build(op);
 #endif
+  }
+  if (cpu_kernels() == CpuKernels::Fast) {  // checks each index as it scatters
+    ECH_DISPATCH_FLOATING(grad_out.dtype(), op, {
+      cpu::fast::max_pool2d_backward(a, grad_out.data<scalar_t>(), argmax.data<int64_t>(),
+                                     grad_in.data<scalar_t>());
+    });
+    return grad_in;
   }
   // The twin indexes with argmax: refuse indices that would write outside their plane.
   for (int64_t idx : argmax.to_vector<int64_t>())

@@ -1,6 +1,7 @@
 // Dispatch of the neural-network ops, part 2: batch norm, LRN, dropout mask, cross-entropy and
 // SGD (tensor/ops.h, last section). Same pattern as tensor/ops_nn.cpp: check, make contiguous,
 // call the naive CPU twin (tensor/cpu/{norm,loss,optim}) or the CUDA launcher of the same name.
+#include <echelon/tensor/cpu/fast/nn.h>
 #include <echelon/tensor/cpu/loss.h>
 #include <echelon/tensor/cpu/norm.h>
 #include <echelon/tensor/cpu/optim.h>
@@ -91,13 +92,21 @@ BatchNormOutput batch_norm_train(const Tensor& x_in, const Tensor& gamma_in, con
     fail_not_cuda_build(op);
 #endif
   } else {
+    const bool fast = cpu_kernels() == CpuKernels::Fast;
     ECH_DISPATCH_FLOATING(x.dtype(), op, {
-      cpu::batch_norm_train_forward(
-          a, x.data<scalar_t>(), ptr_or_null<scalar_t>(gamma), ptr_or_null<scalar_t>(beta),
-          running_mean.defined() ? running_mean.data<scalar_t>() : nullptr,
-          running_var.defined() ? running_var.data<scalar_t>() : nullptr, momentum, eps,
-          out.out.data<scalar_t>(), out.save_mean.data<scalar_t>(),
-          out.save_invstd.data<scalar_t>());
+      (fast ? cpu::fast::batch_norm_train_forward<scalar_t>
+            : cpu::batch_norm_train_forward<scalar_t>)(a, x.data<scalar_t>(),
+                                                       ptr_or_null<scalar_t>(gamma),
+                                                       ptr_or_null<scalar_t>(beta),
+                                                       running_mean.defined()
+                                                           ? running_mean.data<scalar_t>()
+                                                           : nullptr,
+                                                       running_var.defined()
+                                                           ? running_var.data<scalar_t>()
+                                                           : nullptr,
+                                                       momentum, eps, out.out.data<scalar_t>(),
+                                                       out.save_mean.data<scalar_t>(),
+                                                       out.save_invstd.data<scalar_t>());
     });
   }
   return out;
@@ -164,12 +173,18 @@ BatchNormGrads batch_norm_backward(const Tensor& grad_out_in, const Tensor& x_in
     fail_not_cuda_build(op);
 #endif
   }
+  const bool fast = cpu_kernels() == CpuKernels::Fast;
   ECH_DISPATCH_FLOATING(x.dtype(), op, {
-    cpu::batch_norm_backward(a, grad_out.data<scalar_t>(), x.data<scalar_t>(),
-                             ptr_or_null<scalar_t>(gamma), save_mean.data<scalar_t>(),
-                             save_invstd.data<scalar_t>(), grads.input.data<scalar_t>(),
-                             grads.gamma.defined() ? grads.gamma.data<scalar_t>() : nullptr,
-                             grads.beta.defined() ? grads.beta.data<scalar_t>() : nullptr);
+    (fast ? cpu::fast::batch_norm_backward<scalar_t>
+          : cpu::batch_norm_backward<scalar_t>)(a, grad_out.data<scalar_t>(), x.data<scalar_t>(),
+                                                ptr_or_null<scalar_t>(gamma),
+                                                save_mean.data<scalar_t>(),
+                                                save_invstd.data<scalar_t>(),
+                                                grads.input.data<scalar_t>(),
+                                                grads.gamma.defined() ? grads.gamma.data<scalar_t>()
+                                                                      : nullptr,
+                                                grads.beta.defined() ? grads.beta.data<scalar_t>()
+                                                                     : nullptr);
   });
   return grads;
 }

@@ -1,6 +1,5 @@
 #include <echelon/tensor/storage.h>
 
-#include <cstdlib>
 #include <mutex>
 #include <vector>
 
@@ -13,22 +12,6 @@
 
 namespace echelon {
 namespace {
-
-constexpr size_t kCpuAlignment = 64;
-
-class CpuAllocator final : public Allocator {
- public:
-  void* allocate(size_t nbytes) override {
-    if (nbytes == 0) return nullptr;
-    // aligned_alloc wants a size that is a multiple of the alignment.
-    const size_t rounded = (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
-    void* ptr = std::aligned_alloc(kCpuAlignment, rounded);
-    ECH_CHECK(ptr != nullptr, "cpu allocator: out of host memory allocating ", nbytes, " bytes");
-    return ptr;
-  }
-  void deallocate(void* ptr, size_t) override { std::free(ptr); }
-  Device device() const override { return Device::cpu(); }
-};
 
 #if ECHELON_WITH_CUDA
 class PinnedAllocator final : public Allocator {
@@ -61,11 +44,6 @@ class CudaAllocator final : public Allocator {
 #endif
 
 }  // namespace
-
-Allocator* cpu_allocator() {
-  static CpuAllocator allocator;
-  return &allocator;
-}
 
 Allocator* pinned_allocator() {
 #if ECHELON_WITH_CUDA

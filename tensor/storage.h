@@ -19,7 +19,8 @@ class Allocator {
   virtual Device device() const = 0;
 };
 
-// 64-byte aligned host memory (one cache line, one AVX-512 vector).
+// 64-byte aligned host memory (one cache line, one AVX-512 vector), cached for reuse
+// (tensor/cpu_cache.h).
 Allocator* cpu_allocator();
 // Page-locked host memory for asynchronous host<->device copies. Throws in a CPU-only build.
 Allocator* pinned_allocator();

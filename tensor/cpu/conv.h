@@ -1,6 +1,6 @@
 // Convolution CPU twins. `conv2d_*` are the naive reference (a direct 7-loop convolution, double
-// accumulation): the oracle every other path is tested against. `conv2d_*_gemm` are the fast CPU
-// path (im2col + GEMM, BLAS when built), a separate function so the oracle stays naive.
+// accumulation): the oracle every other path is tested against. The fast CPU path (batched
+// im2col + BLAS) is separate, in tensor/cpu/fast/conv.h, so the oracle stays naive.
 // cuda/kernels/conv.h declares the same `conv2d_*` names for float on a stream.
 #pragma once
 
@@ -22,13 +22,5 @@ void conv2d_backward_weight(const Conv2dGeometry& a, const T* grad_out, const T*
 // grad_bias (O) = sum of grad_out over N, OH, OW. Overwrites grad_bias.
 template <typename T>
 void conv2d_backward_bias(const Conv2dGeometry& a, const T* grad_out, T* grad_bias);
-
-// ---- fast CPU path: im2col + GEMM (OpenBLAS when built, else the naive GEMM twin) ----
-template <typename T>
-void conv2d_forward_gemm(const Conv2dGeometry& a, const T* x, const T* w, const T* bias, T* y);
-template <typename T>
-void conv2d_backward_input_gemm(const Conv2dGeometry& a, const T* grad_out, const T* w, T* grad_in);
-template <typename T>
-void conv2d_backward_weight_gemm(const Conv2dGeometry& a, const T* grad_out, const T* x, T* grad_w);
 
 }  // namespace echelon::cpu

@@ -10,7 +10,9 @@
 #include <vector>
 
 #include <echelon/tensor/cpu/conv.h>
+#include <echelon/tensor/cpu/fast/conv.h>
 #include <echelon/tensor/cpu/loss.h>
+#include <echelon/tensor/cpu/matmul.h>
 #include <echelon/tensor/cpu/norm.h>
 #include <echelon/tensor/cpu/optim.h>
 #include <echelon/tensor/cpu/pool.h>
@@ -118,32 +120,33 @@ TEST_SUITE("nn_ops") {
     CHECK(padded[5] == 1 - 5);  // (1,1): x[0][0] - x[1][1]
   }
 
-  TEST_CASE("conv2d twin: naive vs im2col+GEMM, float64 and float32, forward and backward") {
+  TEST_CASE("conv2d twin: naive vs the fast path (batched im2col + BLAS), float64 and float32") {
+    if (!cpu::blas_available()) return;  // the fast convolution needs OpenBLAS
     const Conv2dGeometry a = odd_conv();
     const Vec x = random_vec(in_size(a), 1), w = random_vec(w_size(a), 2),
               bias = random_vec(a.o, 3), gy = random_vec(out_size(a), 4);
     Vec y(out_size(a)), y_fast(out_size(a)), gx(in_size(a)), gx_fast(in_size(a)), gw(w_size(a)),
         gw_fast(w_size(a));
     cpu::conv2d_forward(a, x.data(), w.data(), bias.data(), y.data());
-    cpu::conv2d_forward_gemm(a, x.data(), w.data(), bias.data(), y_fast.data());
+    cpu::fast::conv2d_forward(a, x.data(), w.data(), bias.data(), y_fast.data());
     CHECK(max_violation(y_fast, y, 1e-12, 1e-10) <= 1.0);
     cpu::conv2d_backward_input(a, gy.data(), w.data(), gx.data());
-    cpu::conv2d_backward_input_gemm(a, gy.data(), w.data(), gx_fast.data());
+    cpu::fast::conv2d_backward_input(a, gy.data(), w.data(), gx_fast.data());
     CHECK(max_violation(gx_fast, gx, 1e-12, 1e-10) <= 1.0);
     cpu::conv2d_backward_weight(a, gy.data(), x.data(), gw.data());
-    cpu::conv2d_backward_weight_gemm(a, gy.data(), x.data(), gw_fast.data());
+    cpu::fast::conv2d_backward_weight(a, gy.data(), x.data(), gw_fast.data());
     CHECK(max_violation(gw_fast, gw, 1e-12, 1e-10) <= 1.0);
 
     // float32 twin and float32 fast path against the float64 reference
     const auto xf = to_float(x), wf = to_float(w), bf = to_float(bias), gyf = to_float(gy);
     std::vector<float> yf(out_size(a)), yf_fast(out_size(a)), gxf(in_size(a)), gwf(w_size(a));
     cpu::conv2d_forward(a, xf.data(), wf.data(), bf.data(), yf.data());
-    cpu::conv2d_forward_gemm(a, xf.data(), wf.data(), bf.data(), yf_fast.data());
+    cpu::fast::conv2d_forward(a, xf.data(), wf.data(), bf.data(), yf_fast.data());
     CHECK(max_violation(yf, y, 1e-5, 1e-5) <= 1.0);
     CHECK(max_violation(yf_fast, y, 1e-5, 1e-5) <= 1.0);
-    cpu::conv2d_backward_input_gemm(a, gyf.data(), wf.data(), gxf.data());
+    cpu::fast::conv2d_backward_input(a, gyf.data(), wf.data(), gxf.data());
     CHECK(max_violation(gxf, gx, 1e-5, 1e-5) <= 1.0);
-    cpu::conv2d_backward_weight_gemm(a, gyf.data(), xf.data(), gwf.data());
+    cpu::fast::conv2d_backward_weight(a, gyf.data(), xf.data(), gwf.data());
     CHECK(max_violation(gwf, gw, 1e-4, 1e-5) <= 1.0);
   }
 
@@ -458,7 +461,13 @@ TEST_SUITE("nn_ops") {
     const Vec xv = random_vec(3 * 5 * 7, 29, -1, 2);
     const Tensor x = Tensor::from_vector(xv, {3, 5, 7});
     Tensor rm = Tensor::zeros({5}, kFloat64), rv = Tensor::ones({5}, kFloat64);
+    // The naive kernels reproduce the twin bit for bit; the fast path (sums in T within a plane,
+    // in double across planes) agrees to rounding.
+    ops::set_cpu_kernels(ops::CpuKernels::Naive);
     const auto bn = ops::batch_norm_train(x, Tensor(), Tensor(), rm, rv, 0.1, 1e-5);
+    ops::set_cpu_kernels(ops::CpuKernels::Fast);
+    Tensor rm_fast = Tensor::zeros({5}, kFloat64), rv_fast = Tensor::ones({5}, kFloat64);
+    const auto bn_fast = ops::batch_norm_train(x, Tensor(), Tensor(), rm_fast, rv_fast, 0.1, 1e-5);
     NormArgs a;
     a.n = 3, a.c = 5, a.spatial = 7;
     Vec y(xv.size()), m(5), s(5), rmr(5, 0.0), rvr(5, 1.0);
@@ -466,6 +475,8 @@ TEST_SUITE("nn_ops") {
                                           0.1, 1e-5, y.data(), m.data(), s.data());
     CHECK(bn.out.to_vector<double>() == y);
     CHECK(rv.to_vector<double>() == rvr);
+    CHECK(max_violation(bn_fast.out.to_vector<double>(), y, 1e-12, 1e-12) <= 1.0);
+    CHECK(max_violation(rv_fast.to_vector<double>(), rvr, 1e-12, 1e-12) <= 1.0);
     Tensor scale;
     const Tensor l = ops::lrn(x, 3, 1e-2, 0.75, 2.0, &scale);
     Vec ly(xv.size()), ls(xv.size());

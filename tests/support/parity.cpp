@@ -135,18 +135,31 @@ std::string verdict(const Tensor& out, const Tensor& ref, Tolerance tol) {
 }
 
 // Restores the process-wide GEMM choice however the case ends.
+// Selects the GEMM and the CPU kernels (naive twins or tensor/cpu/fast) for a scope.
 class MatmulImplScope {
  public:
-  explicit MatmulImplScope(ops::MatmulImpl impl) : previous_(ops::matmul_impl()) {
+  explicit MatmulImplScope(ops::MatmulImpl impl, ops::CpuKernels kernels = ops::CpuKernels::Naive)
+      : previous_(ops::matmul_impl()), previous_kernels_(ops::cpu_kernels()) {
     ops::set_matmul_impl(impl);
+    ops::set_cpu_kernels(kernels);
   }
-  ~MatmulImplScope() { ops::set_matmul_impl(previous_); }
+  ~MatmulImplScope() {
+    ops::set_matmul_impl(previous_);
+    ops::set_cpu_kernels(previous_kernels_);
+  }
   MatmulImplScope(const MatmulImplScope&) = delete;
   MatmulImplScope& operator=(const MatmulImplScope&) = delete;
 
  private:
   ops::MatmulImpl previous_;
+  ops::CpuKernels previous_kernels_;
 };
+
+// Families with a fast CPU path (tensor/cpu/fast) beside the naive twin.
+bool has_fast_cpu_path(const std::string& family) {
+  return family == "matmul" || family == "conv" || family == "elementwise" || family == "pool" ||
+         family == "norm";
+}
 
 }  // namespace
 
@@ -280,24 +293,26 @@ std::vector<CaseResult> run_cpu_parity(const std::string& filter) {
         return check_guarded_copy(out);
       }));
     }
-    // matmul and conv have an OpenBLAS path besides the naive twin: check one against the other.
-    if (c.family == "matmul" || c.family == "conv") {
-      if (!cpu::blas_available()) {
-        results.push_back({c.name, "cpu/naive-vs-blas", true, true, "built without OpenBLAS"});
+    // The fast CPU path (OpenBLAS GEMMs, tensor/cpu/fast) against the naive twin.
+    if (has_fast_cpu_path(c.family)) {
+      const bool needs_blas = c.family == "matmul" || c.family == "conv";
+      if (needs_blas && !cpu::blas_available()) {
+        results.push_back({c.name, "cpu/naive-vs-fast", true, true, "built without OpenBLAS"});
         continue;
       }
-      results.push_back(guarded_run(c, "cpu/naive-vs-blas", [&] {
+      results.push_back(guarded_run(c, "cpu/naive-vs-fast", [&] {
         const std::vector<Tensor> inputs = make_inputs(c.inputs, seed, Device::cpu());
-        Tensor naive, blas;
+        Tensor naive, fast;
         {
           MatmulImplScope scope(ops::MatmulImpl::Naive);
           naive = c.run(inputs);
         }
         {
-          MatmulImplScope scope(ops::MatmulImpl::Blas);
-          blas = c.run(inputs);
+          MatmulImplScope scope(needs_blas ? ops::MatmulImpl::Blas : ops::MatmulImpl::Auto,
+                                ops::CpuKernels::Fast);
+          fast = c.run(inputs);
         }
-        return verdict(blas, naive, c.tol);
+        return verdict(fast, naive, c.tol);
       }));
     }
   }

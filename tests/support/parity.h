@@ -116,7 +116,7 @@ std::string check_guarded_copy(const Tensor& out);
 
 struct CaseResult {
   std::string name;
-  std::string variant;  // "cuda", "cuda/cublas", "cpu/f32-vs-f64", "cpu/naive-vs-blas"
+  std::string variant;  // "cuda", "cuda/cublas", "cpu/f32-vs-f64", "cpu/naive-vs-fast"
   bool skipped = false;
   bool ok = true;
   std::string detail;  // comparison summary or the exception text

@@ -1,0 +1,199 @@
+#include <echelon/tensor/cpu/fast/elementwise.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include <echelon/base/error.h>
+#include <echelon/tensor/cpu/fast/parallel.h>
+
+namespace echelon::cpu::fast {
+namespace {
+
+constexpr int64_t kGrain = int64_t{1} << 15;  // elements per task: below this, one thread
+
+// y[i] = f(x[i]) over [0, n), in parallel chunks.
+template <typename T, typename F>
+void map1(const T* x, T* y, int64_t n, F f) {
+  parallel_for(n, kGrain, [&](int64_t begin, int64_t end) {
+#pragma omp simd
+    for (int64_t i = begin; i < end; ++i) y[i] = f(x[i]);
+  });
+}
+
+// out[i] = f(a[i], b[i]), in parallel chunks.
+template <typename T, typename F>
+void map2(const T* a, const T* b, T* out, int64_t n, F f) {
+  parallel_for(n, kGrain, [&](int64_t begin, int64_t end) {
+#pragma omp simd
+    for (int64_t i = begin; i < end; ++i) out[i] = f(a[i], b[i]);
+  });
+}
+
+// g[i] = f(grad[i], v[i]) with v = x or y.
+template <typename T, typename F>
+void map_backward(const T* grad, const T* v, T* g, int64_t n, F f) {
+  map2(grad, v, g, n, f);
+}
+
+// Calls body(f) with the elementwise function of `op` (the twins' formulas).
+template <typename T, typename Body>
+void with_binary(BinaryOp op, Body body) {
+  switch (op) {
+    case BinaryOp::Add:
+      return body([](T a, T b) { return a + b; });
+    case BinaryOp::Sub:
+      return body([](T a, T b) { return a - b; });
+    case BinaryOp::Mul:
+      return body([](T a, T b) { return a * b; });
+    case BinaryOp::Div:
+      return body([](T a, T b) { return a / b; });
+    case BinaryOp::Max:
+      return body([](T a, T b) { return std::isnan(a) || a > b ? a : b; });
+    case BinaryOp::Min:
+      return body([](T a, T b) { return std::isnan(a) || a < b ? a : b; });
+    case BinaryOp::Pow:
+      return body([](T a, T b) { return std::pow(a, b); });
+  }
+  ECH_FAIL("binary: unknown op ", static_cast<int>(op));
+}
+
+}  // namespace
+
+template <typename T>
+void unary(UnaryOp op, const T* x, T* y, int64_t n) {
+  switch (op) {
+    case UnaryOp::Neg:
+      return map1(x, y, n, [](T v) { return -v; });
+    case UnaryOp::Abs:
+      return map1(x, y, n, [](T v) { return std::abs(v); });
+    case UnaryOp::Exp:
+      return map1(x, y, n, [](T v) { return std::exp(v); });
+    case UnaryOp::Log:
+      return map1(x, y, n, [](T v) { return std::log(v); });
+    case UnaryOp::Sqrt:
+      return map1(x, y, n, [](T v) { return std::sqrt(v); });
+    case UnaryOp::Relu:
+      return map1(x, y, n, [](T v) { return v > T(0) ? v : T(0); });
+    case UnaryOp::Tanh:
+      return map1(x, y, n, [](T v) { return std::tanh(v); });
+    case UnaryOp::Sigmoid:
+      return map1(x, y, n, [](T v) { return T(1) / (T(1) + std::exp(-v)); });
+    case UnaryOp::Square:
+      return map1(x, y, n, [](T v) { return v * v; });
+    case UnaryOp::Reciprocal:
+      return map1(x, y, n, [](T v) { return T(1) / v; });
+  }
+  ECH_FAIL("unary: unknown op ", static_cast<int>(op));
+}
+
+template <typename T>
+void unary_backward(UnaryOp op, const T* grad_out, const T* x, const T* y, T* grad_in, int64_t n) {
+  const T* g = grad_out;
+  switch (op) {
+    case UnaryOp::Neg:
+      return map1(g, grad_in, n, [](T d) { return -d; });
+    case UnaryOp::Abs:
+      return map_backward(g, x, grad_in, n,
+                          [](T d, T v) { return v > T(0) ? d : (v < T(0) ? -d : T(0)); });
+    case UnaryOp::Exp:
+      return map_backward(g, y, grad_in, n, [](T d, T v) { return d * v; });
+    case UnaryOp::Log:
+      return map_backward(g, x, grad_in, n, [](T d, T v) { return d / v; });
+    case UnaryOp::Sqrt:
+      return map_backward(g, x, grad_in, n, [](T d, T v) { return d / (T(2) * std::sqrt(v)); });
+    case UnaryOp::Relu:
+      return map_backward(g, x, grad_in, n, [](T d, T v) { return v > T(0) ? d : T(0); });
+    case UnaryOp::Tanh:
+      return map_backward(g, y, grad_in, n, [](T d, T v) { return d * (T(1) - v * v); });
+    case UnaryOp::Sigmoid:
+      return map_backward(g, y, grad_in, n, [](T d, T v) { return d * v * (T(1) - v); });
+    case UnaryOp::Square:
+      return map_backward(g, x, grad_in, n, [](T d, T v) { return d * T(2) * v; });
+    case UnaryOp::Reciprocal:
+      return map_backward(g, x, grad_in, n, [](T d, T v) { return -d / (v * v); });
+  }
+  ECH_FAIL("unary_backward: unknown op ", static_cast<int>(op));
+}
+
+template <typename T>
+void binary_rows(BinaryOp op, const T* a, const T* b, int64_t rows, int64_t cols, int64_t b_rows,
+                 bool b_first, T* out) {
+  with_binary<T>(op, [&](auto f) {
+    if (b_rows == rows) {
+      if (b_first)
+        map2(b, a, out, rows * cols, f);
+      else
+        map2(a, b, out, rows * cols, f);
+      return;
+    }
+    const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(cols, 1));
+    parallel_for(rows, grain, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const T* ar = a + r * cols;
+        const T* left = b_first ? b : ar;  // both read at column c
+        const T* right = b_first ? ar : b;
+        T* outr = out + r * cols;
+#pragma omp simd
+        for (int64_t c = 0; c < cols; ++c) outr[c] = f(left[c], right[c]);
+      }
+    });
+  });
+}
+
+template <typename T>
+void binary_scalar(BinaryOp op, const T* a, T s, bool scalar_first, T* out, int64_t n) {
+  with_binary<T>(op, [&](auto f) {
+    if (scalar_first)
+      map1(a, out, n, [&](T v) { return f(s, v); });
+    else
+      map1(a, out, n, [&](T v) { return f(v, s); });
+  });
+}
+
+template <typename T>
+void axpy(T* dst, const T* src, T alpha, int64_t n) {
+  parallel_for(n, kGrain, [&](int64_t begin, int64_t end) {
+#pragma omp simd
+    for (int64_t i = begin; i < end; ++i) dst[i] += alpha * src[i];
+  });
+}
+
+template <typename T>
+void copy(const T* src, T* dst, int64_t n) {
+  parallel_for(n, kGrain * 4, [&](int64_t begin, int64_t end) {
+    std::memcpy(dst + begin, src + begin, sizeof(T) * static_cast<size_t>(end - begin));
+  });
+}
+
+template <typename T>
+void fill(T* dst, T value, int64_t n) {
+  parallel_for(n, kGrain * 4,
+               [&](int64_t begin, int64_t end) { std::fill(dst + begin, dst + end, value); });
+}
+
+template void fill<float>(float*, float, int64_t);
+template void fill<double>(double*, double, int64_t);
+template void fill<int32_t>(int32_t*, int32_t, int64_t);
+template void fill<int64_t>(int64_t*, int64_t, int64_t);
+template void fill<uint8_t>(uint8_t*, uint8_t, int64_t);
+template void copy<float>(const float*, float*, int64_t);
+template void copy<double>(const double*, double*, int64_t);
+template void copy<int32_t>(const int32_t*, int32_t*, int64_t);
+template void copy<int64_t>(const int64_t*, int64_t*, int64_t);
+template void copy<uint8_t>(const uint8_t*, uint8_t*, int64_t);
+
+// T names a type below, and a type cannot be parenthesised.
+// NOLINTBEGIN(bugprone-macro-parentheses)
+#define ECH_INSTANTIATE_FAST_ELEMENTWISE(T)                                                        \
+  template void unary<T>(UnaryOp, const T*, T*, int64_t);                                          \
+  template void unary_backward<T>(UnaryOp, const T*, const T*, const T*, T*, int64_t);             \
+  template void binary_rows<T>(BinaryOp, const T*, const T*, int64_t, int64_t, int64_t, bool, T*); \
+  template void binary_scalar<T>(BinaryOp, const T*, T, bool, T*, int64_t);                        \
+  template void axpy<T>(T*, const T*, T, int64_t);
+ECH_INSTANTIATE_FAST_ELEMENTWISE(float)
+ECH_INSTANTIATE_FAST_ELEMENTWISE(double)
+#undef ECH_INSTANTIATE_FAST_ELEMENTWISE
+// NOLINTEND(bugprone-macro-parentheses)
+
+}  // namespace echelon::cpu::fast

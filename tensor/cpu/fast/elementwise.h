@@ -1,0 +1,37 @@
+// Fast CPU elementwise loops over contiguous buffers: the op is chosen once per call (not per
+// element, as in the naive twins' strided loops), so each loop is a plain vectorisable one, and
+// long loops are split across the thread pool. The per-element formulas are the twins', so the
+// results are bit-identical to tensor/cpu/elementwise.h.
+#pragma once
+
+#include <cstdint>
+
+#include <echelon/base/op_kinds.h>
+
+namespace echelon::cpu::fast {
+
+// y (n) = op(x (n)).
+template <typename T>
+void unary(UnaryOp op, const T* x, T* y, int64_t n);
+// grad_in (n) = grad_out * op'(x or y), as cpu::unary_backward.
+template <typename T>
+void unary_backward(UnaryOp op, const T* grad_out, const T* x, const T* y, T* grad_in, int64_t n);
+// out (rows, cols) = a (rows, cols) op b, where b is (rows, cols) when b_rows == rows, or one row
+// (cols) repeated for every row when b_rows == 1 (a bias). b_first swaps the operands: b op a.
+template <typename T>
+void binary_rows(BinaryOp op, const T* a, const T* b, int64_t rows, int64_t cols, int64_t b_rows,
+                 bool b_first, T* out);
+// out (n) = a (n) op s, or s op a when scalar_first.
+template <typename T>
+void binary_scalar(BinaryOp op, const T* a, T s, bool scalar_first, T* out, int64_t n);
+// dst (n) = src (n); any dtype of the twins (float, double, int32, int64, uint8).
+template <typename T>
+void copy(const T* src, T* dst, int64_t n);
+// dst (n) = value; the same dtypes as copy.
+template <typename T>
+void fill(T* dst, T value, int64_t n);
+// dst (n) += alpha * src (n).
+template <typename T>
+void axpy(T* dst, const T* src, T alpha, int64_t n);
+
+}  // namespace echelon::cpu::fast

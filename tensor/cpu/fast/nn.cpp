@@ -1,0 +1,217 @@
+#include <echelon/tensor/cpu/fast/nn.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include <echelon/base/error.h>
+#include <echelon/tensor/cpu/fast/parallel.h>
+
+namespace echelon::cpu::fast {
+namespace {
+
+// Sum over the N planes of channel c of f(plane element), each plane summed in T (vectorised).
+template <typename T, typename F>
+double channel_sum(const NormArgs& a, const T* x, int64_t c, F f) {
+  double acc = 0.0;
+  for (int64_t n = 0; n < a.n; ++n) {
+    const T* plane = x + (n * a.c + c) * a.spatial;
+    T sum = T(0);
+#pragma omp simd reduction(+ : sum)
+    for (int64_t s = 0; s < a.spatial; ++s) sum += f(plane[s]);
+    acc += static_cast<double>(sum);
+  }
+  return acc;
+}
+
+// Channels per task: enough work per task to be worth a thread.
+int64_t channel_grain(const NormArgs& a) {
+  return std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(a.n * a.spatial, 1));
+}
+
+}  // namespace
+
+template <typename T>
+void batch_norm_train_forward(const NormArgs& a, const T* x, const T* gamma, const T* beta,
+                              T* running_mean, T* running_var, double momentum, double eps, T* y,
+                              T* save_mean, T* save_invstd) {
+  const double count = static_cast<double>(a.n * a.spatial);
+  parallel_for(a.c, channel_grain(a), [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const double mean = channel_sum(a, x, c, [](T v) { return v; }) / count;
+      const T m = static_cast<T>(mean);
+      // Two passes, as the twin: no cancellation when |mean| >> std.
+      const double squares = channel_sum(a, x, c, [m](T v) { return (v - m) * (v - m); });
+      const double invstd = 1.0 / std::sqrt(squares / count + eps);
+      const double g = gamma ? static_cast<double>(gamma[c]) : 1.0;
+      const double b = beta ? static_cast<double>(beta[c]) : 0.0;
+      const T scale = static_cast<T>(invstd * g), shift = static_cast<T>(b - mean * invstd * g);
+      for (int64_t n = 0; n < a.n; ++n) {
+        const T* in = x + (n * a.c + c) * a.spatial;
+        T* out = y + (n * a.c + c) * a.spatial;
+#pragma omp simd
+        for (int64_t s = 0; s < a.spatial; ++s) out[s] = in[s] * scale + shift;
+      }
+      save_mean[c] = m;
+      save_invstd[c] = static_cast<T>(invstd);
+      if (running_mean) {
+        const double unbiased = squares / (count - 1.0);
+        running_mean[c] = static_cast<T>((1.0 - momentum) * static_cast<double>(running_mean[c]) +
+                                         momentum * mean);
+        running_var[c] = static_cast<T>((1.0 - momentum) * static_cast<double>(running_var[c]) +
+                                        momentum * unbiased);
+      }
+    }
+  });
+}
+
+template <typename T>
+void batch_norm_backward(const NormArgs& a, const T* grad_out, const T* x, const T* gamma,
+                         const T* save_mean, const T* save_invstd, T* grad_in, T* grad_gamma,
+                         T* grad_beta) {
+  const double count = static_cast<double>(a.n * a.spatial);
+  parallel_for(a.c, channel_grain(a), [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const T mean = save_mean[c];
+      const double invstd = static_cast<double>(save_invstd[c]);
+      double sum_dy = 0.0, sum_dy_xc = 0.0;  // sum(dy), sum(dy * (x - mean))
+      for (int64_t n = 0; n < a.n; ++n) {
+        const T* dy = grad_out + (n * a.c + c) * a.spatial;
+        const T* in = x + (n * a.c + c) * a.spatial;
+        T s1 = T(0), s2 = T(0);
+#pragma omp simd reduction(+ : s1, s2)
+        for (int64_t s = 0; s < a.spatial; ++s) {
+          s1 += dy[s];
+          s2 += dy[s] * (in[s] - mean);
+        }
+        sum_dy += static_cast<double>(s1);
+        sum_dy_xc += static_cast<double>(s2);
+      }
+      const double sum_dy_xhat = sum_dy_xc * invstd;
+      const double g = gamma ? static_cast<double>(gamma[c]) : 1.0;
+      // dx = g*invstd*(dy - sum_dy/M - (x - mean)*invstd*sum_dy_xhat/M) = k*dy + kx*(x-mean) + k0
+      const T k = static_cast<T>(g * invstd);
+      const T kx = static_cast<T>(-g * invstd * invstd * sum_dy_xhat / count);
+      const T k0 = static_cast<T>(-g * invstd * sum_dy / count);
+      for (int64_t n = 0; n < a.n; ++n) {
+        const T* dy = grad_out + (n * a.c + c) * a.spatial;
+        const T* in = x + (n * a.c + c) * a.spatial;
+        T* out = grad_in + (n * a.c + c) * a.spatial;
+#pragma omp simd
+        for (int64_t s = 0; s < a.spatial; ++s) out[s] = k * dy[s] + kx * (in[s] - mean) + k0;
+      }
+      if (grad_gamma) grad_gamma[c] = static_cast<T>(sum_dy_xhat);
+      if (grad_beta) grad_beta[c] = static_cast<T>(sum_dy);
+    }
+  });
+}
+
+namespace {
+
+// The max of one window [h0, h1) x [w0, w1) of `plane` (row length w) and its flat index: the
+// first maximum, or the last NaN (the twin's rule: v > best || isnan(v)).
+template <typename T>
+inline void window_max(const T* plane, int64_t w, int64_t h0, int64_t h1, int64_t w0, int64_t w1,
+                       T* value, int64_t* index) {
+  int64_t best = h0 * w + w0;
+  T best_v = plane[best];
+  for (int64_t ih = h0; ih < h1; ++ih)
+    for (int64_t iw = w0; iw < w1; ++iw) {
+      const T v = plane[ih * w + iw];
+      if (v > best_v || std::isnan(v)) {
+        best = ih * w + iw;
+        best_v = v;
+      }
+    }
+  *value = best_v;
+  *index = best;
+}
+
+// The common 2x2, stride-2, unpadded window with every window inside the plane: the same rule,
+// unrolled.
+template <typename T>
+void max_pool_2x2(const T* plane, int64_t w, int64_t out_h, int64_t out_w, T* y, int64_t* arg) {
+  for (int64_t oh = 0; oh < out_h; ++oh) {
+    const T* r0 = plane + 2 * oh * w;
+    const T* r1 = r0 + w;
+    for (int64_t ow = 0; ow < out_w; ++ow) {
+      int64_t best = 2 * oh * w + 2 * ow;
+      T v = r0[2 * ow];
+      const T candidates[3] = {r0[2 * ow + 1], r1[2 * ow], r1[2 * ow + 1]};
+      const int64_t offsets[3] = {1, w, w + 1};
+      const int64_t first = best;
+      for (int k = 0; k < 3; ++k)
+        if (candidates[k] > v || std::isnan(candidates[k])) {
+          v = candidates[k];
+          best = first + offsets[k];
+        }
+      y[oh * out_w + ow] = v;
+      arg[oh * out_w + ow] = best;
+    }
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void max_pool2d_forward(const Pool2dGeometry& a, const T* x, T* y, int64_t* argmax) {
+  // Locals, not a's fields: the stores to y and argmax could alias them otherwise.
+  const int64_t h = a.h, w = a.w, out_h = a.out_h, out_w = a.out_w;
+  const int64_t kh = a.kernel_h, kw = a.kernel_w, sh = a.stride_h, sw = a.stride_w;
+  const int64_t ph = a.pad_h, pw = a.pad_w;
+  parallel_for(a.n * a.c, 16, [=](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const T* plane = x + p * h * w;
+      T* y_plane = y + p * out_h * out_w;
+      int64_t* arg_plane = argmax + p * out_h * out_w;
+      if (kh == 2 && kw == 2 && sh == 2 && sw == 2 && ph == 0 && pw == 0 && 2 * out_h <= h &&
+          2 * out_w <= w) {
+        max_pool_2x2(plane, w, out_h, out_w, y_plane, arg_plane);
+        continue;
+      }
+      for (int64_t oh = 0; oh < out_h; ++oh) {
+        // The window clipped to the image (padding never wins a max, as in the twin).
+        const int64_t h0 = std::max<int64_t>(oh * sh - ph, 0);
+        const int64_t h1 = std::min(oh * sh - ph + kh, h);
+        for (int64_t ow = 0; ow < out_w; ++ow) {
+          const int64_t w0 = std::max<int64_t>(ow * sw - pw, 0);
+          const int64_t w1 = std::min(ow * sw - pw + kw, w);
+          window_max(plane, w, h0, h1, w0, w1, &y_plane[oh * out_w + ow],
+                     &arg_plane[oh * out_w + ow]);
+        }
+      }
+    }
+  });
+}
+
+template <typename T>
+void max_pool2d_backward(const Pool2dGeometry& a, const T* grad_out, const int64_t* argmax,
+                         T* grad_in) {
+  const int64_t in_plane = a.h * a.w, out_plane = a.out_h * a.out_w;
+  parallel_for(a.n * a.c, 16, [&](int64_t p0, int64_t p1) {
+    std::fill(grad_in + p0 * in_plane, grad_in + p1 * in_plane, T(0));
+    for (int64_t p = p0; p < p1; ++p)
+      for (int64_t q = 0; q < out_plane; ++q) {
+        const int64_t idx = argmax[p * out_plane + q];
+        ECH_CHECK(idx >= 0 && idx < in_plane, "max_pool2d_backward: argmax index ", idx,
+                  " is outside the ", a.h, "x", a.w, " plane of input (", a.n, ", ", a.c, ", ", a.h,
+                  ", ", a.w, ")");
+        grad_in[p * in_plane + idx] += grad_out[p * out_plane + q];
+      }
+  });
+}
+
+// T names a type below, and a type cannot be parenthesised.
+// NOLINTBEGIN(bugprone-macro-parentheses)
+#define ECH_INSTANTIATE_FAST_NN(T)                                                                 \
+  template void batch_norm_train_forward<T>(const NormArgs&, const T*, const T*, const T*, T*, T*, \
+                                            double, double, T*, T*, T*);                           \
+  template void batch_norm_backward<T>(const NormArgs&, const T*, const T*, const T*, const T*,    \
+                                       const T*, T*, T*, T*);                                      \
+  template void max_pool2d_forward<T>(const Pool2dGeometry&, const T*, T*, int64_t*);              \
+  template void max_pool2d_backward<T>(const Pool2dGeometry&, const T*, const int64_t*, T*);
+ECH_INSTANTIATE_FAST_NN(float)
+ECH_INSTANTIATE_FAST_NN(double)
+#undef ECH_INSTANTIATE_FAST_NN
+// NOLINTEND(bugprone-macro-parentheses)
+
+}  // namespace echelon::cpu::fast

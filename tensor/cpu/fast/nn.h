@@ -1,0 +1,34 @@
+// Fast CPU batch norm and max pooling: the naive twins' algorithms (tensor/cpu/{norm,pool}.h),
+// vectorised per plane and split across the thread pool by channel (batch norm) or by plane
+// (pooling). Batch-norm sums run in T within a plane and in double across planes, so they agree
+// with the double-accumulating twins to float rounding; pooling is bit-identical to its twin.
+#pragma once
+
+#include <cstdint>
+
+#include <echelon/kernels/norm.h>
+#include <echelon/kernels/pool.h>
+
+namespace echelon::cpu::fast {
+
+// As cpu::batch_norm_train_forward: x, y (N, C, S); gamma, beta, running_*, save_* (C).
+template <typename T>
+void batch_norm_train_forward(const NormArgs& a, const T* x, const T* gamma, const T* beta,
+                              T* running_mean, T* running_var, double momentum, double eps, T* y,
+                              T* save_mean, T* save_invstd);
+// As cpu::batch_norm_backward.
+template <typename T>
+void batch_norm_backward(const NormArgs& a, const T* grad_out, const T* x, const T* gamma,
+                         const T* save_mean, const T* save_invstd, T* grad_in, T* grad_gamma,
+                         T* grad_beta);
+
+// As cpu::max_pool2d_forward: x (N, C, H, W) -> y, argmax (N, C, OH, OW).
+template <typename T>
+void max_pool2d_forward(const Pool2dGeometry& a, const T* x, T* y, int64_t* argmax);
+// As cpu::max_pool2d_backward, checking each argmax index against its plane (throws naming the
+// index): the caller need not scan argmax first.
+template <typename T>
+void max_pool2d_backward(const Pool2dGeometry& a, const T* grad_out, const int64_t* argmax,
+                         T* grad_in);
+
+}  // namespace echelon::cpu::fast

@@ -1,0 +1,317 @@
+// The fast CPU path (tensor/cpu/fast) against its oracle, the naive twins: convolution over many
+// geometries (odd sizes, stride, padding, dilation, 1x1, groups of one image and of many) and
+// thread counts, elementwise and pooling bit for bit, batch norm within float rounding; the
+// thread pool's contract (coverage, exceptions, nesting, concurrent callers: a `concurrency`
+// suite, so CI also runs it under ThreadSanitizer); and the caching host allocator.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include <echelon/tensor/cpu/conv.h>
+#include <echelon/tensor/cpu/fast/conv.h>
+#include <echelon/tensor/cpu/fast/parallel.h>
+#include <echelon/tensor/cpu/matmul.h>
+#include <echelon/tensor/cpu_cache.h>
+#include <echelon/tensor/ops.h>
+#include <echelon/tensor/storage.h>
+
+namespace echelon {
+namespace {
+
+// Sets the fast path's thread count and kernels for a scope; restores them after.
+class FastScope {
+ public:
+  FastScope(int threads, ops::CpuKernels kernels)
+      : threads_(cpu::fast::num_threads()), kernels_(ops::cpu_kernels()) {
+    cpu::fast::set_num_threads(threads);
+    ops::set_cpu_kernels(kernels);
+  }
+  ~FastScope() {
+    cpu::fast::set_num_threads(threads_);
+    ops::set_cpu_kernels(kernels_);
+  }
+  FastScope(const FastScope&) = delete;
+  FastScope& operator=(const FastScope&) = delete;
+
+ private:
+  int threads_;
+  ops::CpuKernels kernels_;
+};
+
+template <typename T>
+std::vector<T> random_values(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  std::vector<T> v(n);
+  for (T& x : v) x = static_cast<T>(dist(rng));
+  return v;
+}
+
+// Largest |a - b| / (atol + rtol * |b|): <= 1 means within tolerance.
+template <typename T>
+double violation(const std::vector<T>& a, const std::vector<T>& b, double atol, double rtol) {
+  REQUIRE(a.size() == b.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = std::abs(static_cast<double>(a[i]) - static_cast<double>(b[i]));
+    worst = std::max(worst, std::isnan(d) ? 1e30 : d / (atol + rtol * std::abs(double(b[i]))));
+  }
+  return worst;
+}
+
+struct ConvCase {
+  int64_t n, c, h, w, o, k, stride, pad, dilation;
+};
+
+// Forward, backward-input, backward-weight and backward-bias of the fast path against the naive
+// twin for one geometry; outputs start as NaN so an unwritten element fails.
+template <typename T>
+void check_conv(const ConvCase& cc, double atol, double rtol) {
+  Conv2dGeometry window;
+  window.kernel_h = window.kernel_w = cc.k;
+  window.stride_h = window.stride_w = cc.stride;
+  window.pad_h = window.pad_w = cc.pad;
+  window.dilation_h = window.dilation_w = cc.dilation;
+  const Conv2dGeometry a = window.for_input(cc.n, cc.c, cc.h, cc.w, cc.o);
+  const auto in = size_t(a.n * a.c * a.h * a.w), wn = size_t(a.o * a.c * a.kernel_h * a.kernel_w),
+             out = size_t(a.n * a.o * a.out_h * a.out_w);
+  const auto x = random_values<T>(in, 1), w = random_values<T>(wn, 2), b = random_values<T>(a.o, 3),
+             gy = random_values<T>(out, 4);
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  std::vector<T> y(out), y_fast(out, nan), gx(in), gx_fast(in, nan), gw(wn), gw_fast(wn, nan),
+      gb(a.o), gb_fast(a.o, nan);
+  cpu::conv2d_forward(a, x.data(), w.data(), b.data(), y.data());
+  cpu::fast::conv2d_forward(a, x.data(), w.data(), b.data(), y_fast.data());
+  CHECK_MESSAGE(violation(y_fast, y, atol, rtol) <= 1.0, "forward");
+  cpu::conv2d_backward_input(a, gy.data(), w.data(), gx.data());
+  cpu::fast::conv2d_backward_input(a, gy.data(), w.data(), gx_fast.data());
+  CHECK_MESSAGE(violation(gx_fast, gx, atol, rtol) <= 1.0, "backward input");
+  cpu::conv2d_backward_weight(a, gy.data(), x.data(), gw.data());
+  cpu::fast::conv2d_backward_weight(a, gy.data(), x.data(), gw_fast.data());
+  CHECK_MESSAGE(violation(gw_fast, gw, atol, rtol) <= 1.0, "backward weight");
+  cpu::conv2d_backward_bias(a, gy.data(), gb.data());
+  cpu::fast::conv2d_backward_bias(a, gy.data(), gb_fast.data());
+  CHECK_MESSAGE(violation(gb_fast, gb, atol, rtol) <= 1.0, "backward bias");
+}
+
+const std::vector<ConvCase> kConvCases = {
+    {3, 5, 9, 7, 4, 3, 1, 1, 1},     // odd sizes, same padding
+    {2, 3, 11, 13, 6, 3, 2, 1, 1},   // stride 2
+    {1, 2, 10, 9, 3, 5, 1, 2, 1},    // 5x5, padding 2 (LeNet's first layer)
+    {4, 6, 8, 8, 5, 3, 1, 0, 2},     // dilation 2, no padding
+    {5, 7, 6, 5, 3, 1, 1, 0, 1},     // 1x1
+    {2, 4, 7, 7, 3, 3, 3, 2, 1},     // stride 3 with padding: columns skip the padded edge
+    {7, 1, 12, 12, 2, 5, 1, 0, 1},   // one input channel, many images per GEMM group
+    {2, 16, 48, 48, 3, 3, 1, 1, 1},  // large images: one image per GEMM group
+};
+
+}  // namespace
+
+TEST_SUITE("fast_cpu") {
+  TEST_CASE("conv2d fast path matches the naive twin: geometries x threads, float64 and float32") {
+    if (!cpu::blas_available()) return;  // the fast convolution needs OpenBLAS
+    for (int threads : {1, 3}) {
+      FastScope scope(threads, ops::CpuKernels::Fast);
+      for (const ConvCase& cc : kConvCases) {
+        CAPTURE(threads);
+        CAPTURE(cc.n);
+        CAPTURE(cc.c);
+        CAPTURE(cc.h);
+        CAPTURE(cc.k);
+        CAPTURE(cc.stride);
+        CAPTURE(cc.pad);
+        CAPTURE(cc.dilation);
+        check_conv<double>(cc, 1e-12, 1e-10);
+        check_conv<float>(cc, 1e-4, 1e-4);
+      }
+    }
+  }
+
+  TEST_CASE("conv2d backward weight: per-thread partials summed in a fixed order (reproducible)") {
+    if (!cpu::blas_available()) return;
+    FastScope scope(3, ops::CpuKernels::Fast);
+    const Conv2dGeometry a = [] {
+      Conv2dGeometry g;
+      g.kernel_h = g.kernel_w = 3;
+      g.pad_h = g.pad_w = 1;
+      return g.for_input(9, 4, 10, 10, 5);
+    }();
+    const auto x = random_values<float>(size_t(9 * 4 * 100), 5);
+    const auto gy = random_values<float>(size_t(9 * 5 * 100), 6);
+    std::vector<float> first(5 * 4 * 9), again(first.size());
+    cpu::fast::conv2d_backward_weight(a, gy.data(), x.data(), first.data());
+    for (int i = 0; i < 5; ++i) {
+      cpu::fast::conv2d_backward_weight(a, gy.data(), x.data(), again.data());
+      CHECK(again == first);
+    }
+  }
+
+  TEST_CASE("elementwise and max pooling: fast path bit-identical to the twins, NaN included") {
+    Generator gen(7);
+    Tensor x = ops::randn({4, 3, 9, 11}, gen);
+    x.data<float>()[5] = std::numeric_limits<float>::quiet_NaN();
+    const Tensor bias = ops::randn({11}, gen), other = ops::randn({4, 3, 9, 11}, gen);
+    Pool2dGeometry pool2, pool3;
+    pool3.kernel_h = pool3.kernel_w = 3;
+    pool3.pad_h = pool3.pad_w = 1;
+    pool3.ceil_mode = true;
+    auto run_all = [&] {
+      Tensor argmax2, argmax3;
+      std::vector<Tensor> outs = {ops::relu(x),
+                                  ops::add(x, bias),
+                                  ops::sub(bias, x),
+                                  ops::mul(x, other),
+                                  ops::maximum(other, x),
+                                  ops::mul(x, 0.5),
+                                  ops::binary_scalar(BinaryOp::Sub, x, 1.0, true),
+                                  ops::unary_backward(UnaryOp::Relu, other, x, ops::relu(x)),
+                                  ops::tanh(x),
+                                  ops::max_pool2d(x, pool2, &argmax2),
+                                  ops::max_pool2d(x, pool3, &argmax3),
+                                  x.clone()};
+      outs.push_back(ops::max_pool2d_backward(ops::relu(outs[9]), argmax2, x.shape()));
+      outs.push_back(argmax2.to(kFloat32));
+      outs.push_back(argmax3.to(kFloat32));
+      return outs;
+    };
+    std::vector<Tensor> naive, fast;
+    {
+      FastScope scope(1, ops::CpuKernels::Naive);
+      naive = run_all();
+    }
+    {
+      FastScope scope(2, ops::CpuKernels::Fast);
+      fast = run_all();
+    }
+    REQUIRE(naive.size() == fast.size());
+    for (size_t i = 0; i < naive.size(); ++i) {
+      CAPTURE(i);
+      const std::vector<float> a = naive[i].to_vector<float>(), b = fast[i].to_vector<float>();
+      REQUIRE(a.size() == b.size());
+      for (size_t j = 0; j < a.size(); ++j)
+        CHECK(((a[j] == b[j]) || (std::isnan(a[j]) && std::isnan(b[j]))));
+    }
+  }
+
+  TEST_CASE("batch norm: fast path within float rounding of the twin, forward and backward") {
+    Generator gen(11);
+    const Tensor x = ops::add(ops::mul(ops::randn({6, 5, 7, 9}, gen), 3.0), 10.0);  // |mean| >> 0
+    const Tensor gamma = ops::randn({5}, gen), beta = ops::randn({5}, gen);
+    const Tensor gy = ops::randn(x.shape(), gen);
+    auto run = [&] {
+      Tensor rm = Tensor::zeros({5}), rv = Tensor::ones({5});
+      ops::BatchNormOutput o = ops::batch_norm_train(x, gamma, beta, rm, rv, 0.1, 1e-5);
+      ops::BatchNormGrads g = ops::batch_norm_backward(gy, x, gamma, o.save_mean, o.save_invstd);
+      return std::vector<Tensor>{o.out, o.save_mean, o.save_invstd, rm,
+                                 rv,    g.input,     g.gamma,       g.beta};
+    };
+    std::vector<Tensor> naive, fast;
+    {
+      FastScope scope(1, ops::CpuKernels::Naive);
+      naive = run();
+    }
+    {
+      FastScope scope(2, ops::CpuKernels::Fast);
+      fast = run();
+    }
+    for (size_t i = 0; i < naive.size(); ++i) {
+      CAPTURE(i);
+      CHECK(violation(fast[i].to_vector<float>(), naive[i].to_vector<float>(), 1e-4, 1e-4) <= 1.0);
+    }
+  }
+
+  TEST_CASE("max_pool2d_backward on the fast path refuses an argmax outside its plane") {
+    FastScope scope(2, ops::CpuKernels::Fast);
+    const Tensor grad = Tensor::ones({1, 1, 2, 2});
+    const Tensor bad = Tensor::from_vector<int64_t>({0, 1, 16, 3}, {1, 1, 2, 2});
+    CHECK_THROWS_WITH_AS(ops::max_pool2d_backward(grad, bad, {1, 1, 4, 4}),
+                         doctest::Contains("argmax index 16"), Error);
+  }
+
+  TEST_CASE("caching host allocator: freed blocks are reused, the limit bounds what it keeps") {
+    const size_t limit = cpu_cache_limit();
+    set_cpu_cache_limit(size_t{64} << 20);
+    empty_cpu_cache();
+    Allocator* alloc = cpu_allocator();
+    void* p = alloc->allocate(100000);
+    alloc->deallocate(p, 100000);
+    CHECK(cpu_cache_stats().cached_bytes == cpu_cache_size_class(100000));
+    const int64_t hits = cpu_cache_stats().hits;
+    void* q = alloc->allocate(99000);  // the same size class
+    CHECK(q == p);
+    CHECK(cpu_cache_stats().hits == hits + 1);
+    CHECK(cpu_cache_stats().cached_bytes == 0);
+    alloc->deallocate(q, 99000);
+    set_cpu_cache_limit(0);  // frees what it holds and keeps nothing after
+    CHECK(cpu_cache_stats().cached_bytes == 0);
+    void* r = alloc->allocate(4096);
+    alloc->deallocate(r, 4096);
+    CHECK(cpu_cache_stats().cached_bytes == 0);
+    for (size_t n : {1, 63, 64, 65, 4096, 4097, 100000, 1 << 20, (1 << 20) + 1}) {
+      const size_t c = cpu_cache_size_class(n);
+      CHECK(c >= n);
+      CHECK(c % 64 == 0);
+      CHECK(c <= n + n / 8 + 64);
+    }
+    set_cpu_cache_limit(limit);
+  }
+}
+
+TEST_SUITE("concurrency_thread_pool") {
+  TEST_CASE("parallel_for covers the range once, any n and grain; chunks follow chunk_range") {
+    FastScope scope(3, ops::CpuKernels::Fast);
+    for (int64_t n : {0, 1, 2, 5, 64, 1000, 4099})
+      for (int64_t grain : {1, 7, 100000}) {
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+        cpu::fast::parallel_for(n, grain, [&](int64_t b, int64_t e) {
+          CHECK(b < e);
+          for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+        });
+        for (const auto& h : hits) CHECK(h.load() == 1);
+        const int64_t chunks = cpu::fast::chunk_count(n, grain);
+        CHECK(chunks <= 3);
+        CHECK((n == 0) == (chunks == 0));
+      }
+  }
+
+  TEST_CASE("an exception in a task reaches the caller; nested calls run inline") {
+    FastScope scope(2, ops::CpuKernels::Fast);
+    CHECK_THROWS_AS(cpu::fast::parallel_for(100, 1,
+                                            [](int64_t b, int64_t) {
+                                              if (b == 0) throw std::runtime_error("task failed");
+                                            }),
+                    std::runtime_error);
+    std::atomic<int64_t> total{0};
+    cpu::fast::parallel_for(8, 1, [&](int64_t b, int64_t e) {
+      cpu::fast::parallel_for(10, 1, [&](int64_t b2, int64_t e2) { total += (e - b) * (e2 - b2); });
+    });
+    CHECK(total.load() == 80);
+  }
+
+  TEST_CASE("stress: four threads share the pool (one gets it, the others run inline)") {
+    FastScope scope(3, ops::CpuKernels::Fast);
+    std::vector<std::thread> callers;
+    std::atomic<int64_t> wrong{0};
+    for (int t = 0; t < 4; ++t)
+      callers.emplace_back([&wrong, t] {
+        for (int round = 0; round < 300; ++round) {
+          const int64_t n = 50 + (round * 7 + t) % 200;
+          std::vector<int> seen(static_cast<size_t>(n), 0);
+          cpu::fast::parallel_for(n, 3, [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) ++seen[static_cast<size_t>(i)];
+          });
+          for (int v : seen) wrong += v != 1;
+        }
+      });
+    for (std::thread& c : callers) c.join();
+    CHECK(wrong.load() == 0);
+  }
+}
+
+}  // namespace echelon
