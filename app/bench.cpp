@@ -116,7 +116,8 @@ json::Value bench_loader(const BenchCommon& common, LoaderBenchSpec spec, std::o
             ")");
   ECH_CHECK(spec.limit >= 0, "--limit must be >= 0 (got ", spec.limit, ")");
   const Device device = prepare(common);
-  const data::DatasetSplits data = data::load_dataset(spec.data, spec.data_dir, {spec.limit, 1});
+  const data::DatasetSplits data =
+      data::load_dataset(spec.data, spec.data_dir, {.train = spec.limit, .test = 1});
   data::LoaderOptions& loader = spec.options.loader;
   loader.set_echo(spec.echo);
   loader.echo_at = data::parse_echo_placement(spec.echo_at);

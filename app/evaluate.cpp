@@ -60,7 +60,7 @@ EvalResult evaluate_checkpoint(const EvalOptions& options, std::ostream& out) {
   const std::string dir = options.data.empty() && options.data_dir.empty()
                               ? checkpoint.info.data_dir
                               : options.data_dir;
-  data::DatasetLimits limits{0, options.limit_test, /*test_only=*/true, {}};
+  data::DatasetLimits limits{.test = options.limit_test, .test_only = true};
   if (dataset == checkpoint.info.dataset) limits.class_names = checkpoint.info.class_names;
   const DataBundle data = data::load_dataset(dataset, dir, limits);
   // A test split may lack the last classes (fewer outputs seen), never have more.

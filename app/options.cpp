@@ -197,7 +197,7 @@ void validate(const TrainOptions& o) {
 }
 
 DataBundle load_data(const TrainOptions& o) {
-  return data::load_dataset(o.data, o.data_dir, {o.limit_train, o.limit_test});
+  return data::load_dataset(o.data, o.data_dir, {.train = o.limit_train, .test = o.limit_test});
 }
 
 }  // namespace echelon::app

@@ -205,7 +205,7 @@ TEST_SUITE("bench") {
   }
 
   TEST_CASE("loader benchmark: stage rates, ring samples and the auto echo factor") {
-    const data::DatasetSplits data = data::load_dataset("synthetic", "", {64, 16});
+    const data::DatasetSplits data = data::load_dataset("synthetic", "", {.train = 64, .test = 16});
     parallel::LoaderBenchOptions o;
     o.loader.batch_size = 16;
     o.loader.workers = 1;

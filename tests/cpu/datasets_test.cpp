@@ -220,14 +220,15 @@ TEST_SUITE("datasets") {
     CHECK(splits.test->read(0).label == 2);
     // Test only (eval): train/ may be absent; the labels come from the given class names.
     fs::remove_all(dir / "train");
-    splits =
-        load_dataset("folder", dir.string(), {0, 0, /*test_only=*/true, {"ant", "bee", "cat"}});
+    splits = load_dataset("folder", dir.string(),
+                          {.test_only = true, .class_names = {"ant", "bee", "cat"}});
     CHECK(splits.train == nullptr);
     CHECK(splits.test->read(0).label == 2);
     // A test class the model was not trained on is an error naming it.
     put(dir / "test" / "dog" / "y.png");
     CHECK_THROWS_WITH_AS(
-        load_dataset("folder", dir.string(), {0, 0, true, {"ant", "bee", "cat"}}),
+        load_dataset("folder", dir.string(),
+                     {.test_only = true, .class_names = {"ant", "bee", "cat"}}),
         doctest::Contains("class folder 'dog' is not one of the training classes (ant, bee, cat)"),
         Error);
   }

@@ -42,7 +42,7 @@ TEST_SUITE("dataset_registry") {
   }
 
   TEST_CASE("fashion-mnist and mnist: default folder, limits, their own constants") {
-    const DatasetSplits f = load_dataset("fashion-mnist", "", {100, 50});
+    const DatasetSplits f = load_dataset("fashion-mnist", "", {.train = 100, .test = 50});
     CHECK(f.dir == kDefaultFashionMnistDir);
     CHECK(f.name == "fashion-mnist");
     CHECK(f.train->size() == 100);
@@ -58,7 +58,8 @@ TEST_SUITE("dataset_registry") {
     CHECK_THROWS_AS(f.train->read(100), Error);  // the prefix ends at the limit
 
     // The MNIST constants, read from the Fashion-MNIST files (same format).
-    const DatasetSplits m = load_dataset("mnist", kDefaultFashionMnistDir, {10, 10});
+    const DatasetSplits m =
+        load_dataset("mnist", kDefaultFashionMnistDir, {.train = 10, .test = 10});
     CHECK(m.train_augment.mean == std::vector<float>{0.1307f});
     CHECK(m.test_augment.std == std::vector<float>{0.3081f});
     CHECK_THROWS_WITH_AS(load_dataset("mnist", temp_dir("no_mnist").string()),
@@ -69,7 +70,7 @@ TEST_SUITE("dataset_registry") {
     const fs::path dir = temp_dir("cifar");
     for (int i = 1; i <= 5; ++i) write_cifar(dir / ("data_batch_" + std::to_string(i) + ".bin"), 3);
     write_cifar(dir / "test_batch.bin", 4);
-    const DatasetSplits c = load_dataset("cifar10", dir.string(), {0, 2});
+    const DatasetSplits c = load_dataset("cifar10", dir.string(), {.train = 0, .test = 2});
     CHECK(c.train->size() == 15);
     CHECK(c.test->size() == 2);
     CHECK(c.channels == 3);
@@ -89,7 +90,7 @@ TEST_SUITE("dataset_registry") {
   }
 
   TEST_CASE("synthetic: the limits are the split sizes") {
-    const DatasetSplits s = load_dataset("synthetic", "", {64, 32});
+    const DatasetSplits s = load_dataset("synthetic", "", {.train = 64, .test = 32});
     CHECK(s.train->size() == 64);
     CHECK(s.test->size() == 32);
     CHECK(s.image_size == 28);
