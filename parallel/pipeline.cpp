@@ -220,7 +220,7 @@ void PipelineEngine::flush(ScheduleKind next) {
   }
   if (inline_) stages_[0]->run_inline();
   for (size_t k = 0; k < stages_.size(); ++k) {
-    if (!flushed_->pop()) rethrow_failure();
+    if (!await_flushed()) rethrow_failure();
   }
   if (distributed()) exchange_results(/*at_flush=*/true);
   current_ = next;
@@ -446,7 +446,7 @@ json::Value PipelineEngine::report() const {
   json::Value block = json::Value::object();
   block.set("schedule", schedule_name(options_.schedule))
       .set("schedule_now", schedule_name(current_))
-      .set("partitions", static_cast<int64_t>(stages_.size()))
+      .set("partitions", static_cast<int64_t>(distributed() ? num_partitions_ : stages_.size()))
       .set("ppv", format_ppv(cuts_))
       .set("balance", options_.balance_auto ? "auto" : "none");
   if (options_.schedule == ScheduleKind::GPipe) block.set("micro_batches", options_.micro_batches);
@@ -456,7 +456,7 @@ json::Value PipelineEngine::report() const {
   const double wall = wall_seconds();
   block.set("wall_s", wall).set("images_per_s", wall > 0 ? samples_done_ / wall : 0.0);
   json::Value stages = json::Value::array();
-  const int K = static_cast<int>(stages_.size());
+  const int K = distributed() ? num_partitions_ : static_cast<int>(stages_.size());
   for (const PartitionStats& s : partition_stats()) {
     stages.push(partition_report(s, wall, analytic_staleness(options_.schedule, K, s.partition)));
   }

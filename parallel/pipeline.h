@@ -122,6 +122,8 @@ class PipelineEngine : public StepEngine {
   // appends what the other last partitions relayed; at a flush, waits for all of theirs.
   void exchange_results(bool at_flush);
   void relay_local_results();
+  // One partition's flush acknowledgement; false once the pipeline has shut down.
+  bool await_flushed();
   // Every process receives every partition's parameters, buffers and optimizer state.
   void sync_partitions();
   StateDict sync_optimizer(int partition, int owner);

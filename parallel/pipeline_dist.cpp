@@ -12,7 +12,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include <echelon/autograd/grad_mode.h>
 #include <echelon/base/error.h>
@@ -178,6 +180,22 @@ void PipelineEngine::relay_local_results() {
       }
     }
     relayed_.push_back(*result);
+  }
+}
+
+// Distributed, the driver relays its partition's results while it waits: no one else drains the
+// last partition's results ring, and this driver is not paced by feeding the pipeline.
+bool PipelineEngine::await_flushed() {
+  if (!distributed()) return flushed_->pop().has_value();
+  for (int round = 0;; ++round) {
+    if (flushed_->try_pop()) return true;
+    if (flushed_->closed()) return false;
+    relay_local_results();
+    if (round < 64) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
   }
 }
 

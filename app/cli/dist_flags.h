@@ -1,0 +1,45 @@
+// Multi-process runs for `echelon train`: the --data-parallel flag and joining the process group
+// that `mpirun` started. Header-only, like pipeline_flags.h. With mpirun -np W, every process runs
+// the same command; rank r runs pipeline partition r % K of replica r / K (W = K * R). Only rank
+// 0 prints and writes the run folder.
+#pragma once
+
+#include <memory>
+
+#include <CLI/CLI.hpp>
+
+#include <echelon/app/cli/pipeline_flags.h>
+#include <echelon/app/train.h>
+#include <echelon/base/error.h>
+#include <echelon/parallel/process_group.h>
+
+namespace echelon::app {
+
+inline void add_distributed_options(CLI::App& app, parallel::PipelineOptions& options) {
+  app.add_option("--data-parallel", options.data_parallel,
+                 "Replicas R of the pipeline, one process each (mpirun -np K*R); --batch-size is "
+                 "the global batch, split across the replicas");
+}
+
+// The world group when started by mpirun (else nullptr), checked against --pipeline and
+// --data-parallel; sets the engine's group and makes ranks other than 0 silent.
+inline std::shared_ptr<parallel::ProcessGroup> join_process_group(PipelineFlags& flags,
+                                                                  TrainOptions& train) {
+  parallel::PipelineOptions& o = flags.options;
+  ECH_CHECK(o.data_parallel >= 1, "--data-parallel must be >= 1, got ", o.data_parallel);
+  std::shared_ptr<parallel::ProcessGroup> world = parallel::world_process_group();
+  if (!world) {
+    ECH_CHECK(o.data_parallel == 1, "--data-parallel ", o.data_parallel,
+              " needs one process per replica: start the run with mpirun -np ",
+              o.partitions * o.data_parallel);
+    return nullptr;
+  }
+  ECH_CHECK(world->size() == o.partitions * o.data_parallel, "mpirun started ", world->size(),
+            " processes, but --pipeline ", o.partitions, " x --data-parallel ", o.data_parallel,
+            " needs ", o.partitions * o.data_parallel);
+  o.process_group = world;
+  train.primary = world->rank() == 0;
+  return world;
+}
+
+}  // namespace echelon::app
