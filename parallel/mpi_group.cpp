@@ -19,6 +19,15 @@
 #include <cstring>
 #include <deque>
 #include <thread>
+
+#include <echelon/autograd/grad_mode.h>
+#include <echelon/tensor/ops.h>
+#endif
+
+#if ECHELON_WITH_MPI && ECHELON_WITH_NCCL
+#include <echelon/cuda/allocator.h>
+#include <echelon/cuda/stream.h>
+#include <echelon/parallel/nccl_comm.h>
 #endif
 
 namespace echelon::parallel {
@@ -100,8 +109,55 @@ struct WireHeader {
   uint8_t kind = 0, schedule = 0;
   uint8_t dtype[2] = {0, 0};
   int32_t dims[2] = {-1, -1};  // -1: undefined tensor
+  uint8_t by_nccl[2] = {0, 0};  // the bytes follow over NCCL (device to device), not MPI
   int64_t shape[2][kMaxDims] = {};
 };
+
+#if ECHELON_WITH_NCCL
+// GPU -> GPU bytes of one transport: a 2-process NCCL communicator used in one direction only (so
+// a send never waits behind a receive) and its own stream, ordered with the caller's stream by
+// events; the caching allocator learns that the stream used the block (record_stream).
+struct NcclLink {
+  NcclLink(int peer_in_pair, int device, const std::function<void(NcclCommunicator::UniqueId&)>& share)
+      : comm(2, 1 - peer_in_pair, device, share), stream(device), peer(peer_in_pair) {}
+
+  void send(const Tensor& tensor) {
+    const int device = comm.device();
+    cuda::Event produced;
+    produced.record(cuda::current_stream(device));
+    produced.wait(stream.get());
+    {
+      cuda::StreamGuard guard(stream);
+      comm.exchange({{tensor, peer}}, {});
+    }
+    cuda::record_stream(device, tensor.storage()->data(), stream.get());
+  }
+
+  Tensor recv(const Shape& shape, DType dtype) {
+    const int device = comm.device();
+    Tensor tensor = Tensor::empty(shape, dtype, Device::cuda(device));
+    cudaStream_t compute = cuda::current_stream(device);
+    cuda::Event free_to_write;
+    free_to_write.record(compute);
+    free_to_write.wait(stream.get());
+    {
+      cuda::StreamGuard guard(stream);
+      comm.exchange({}, {{tensor, peer}});
+    }
+    cuda::Event arrived;
+    arrived.record(stream.get());
+    arrived.wait(compute);
+    cuda::record_stream(device, tensor.storage()->data(), stream.get());
+    return tensor;
+  }
+
+  NcclCommunicator comm;
+  cuda::Stream stream;
+  int peer;
+};
+#else
+struct NcclLink {};
+#endif
 
 // A message being sent: its header and host tensors stay alive until MPI is done with them.
 struct PendingSend {
@@ -118,8 +174,14 @@ Tensor host_contiguous(const Tensor& tensor) {
 
 class MpiTransport final : public Transport {
  public:
-  MpiTransport(MPI_Comm comm, int peer, int tag, Device local, size_t capacity)
-      : comm_(comm), peer_(peer), tag_(tag), local_(local), capacity_(std::max<size_t>(1, capacity)) {}
+  MpiTransport(MPI_Comm comm, int peer, int tag, Device local, size_t capacity,
+               std::unique_ptr<NcclLink> nccl)
+      : comm_(comm),
+        peer_(peer),
+        tag_(tag),
+        local_(local),
+        capacity_(std::max<size_t>(1, capacity)),
+        nccl_(std::move(nccl)) {}
   ~MpiTransport() override {
     reap();
     for (auto& pending : pending_) {
@@ -149,6 +211,12 @@ class MpiTransport final : public Transport {
     for (int i = 0; i < 2; ++i) {
       const Tensor& part = pending->parts[i];
       if (!part.defined() || part.nbytes() == 0) continue;
+#if ECHELON_WITH_NCCL
+      if (pending->header.by_nccl[i]) {
+        nccl_->send(part);
+        continue;
+      }
+#endif
       check_mpi(MPI_Isend(part.raw_data(), count_of(part.nbytes()), MPI_BYTE, peer_, tag_, comm_,
                           &pending->requests[1 + i]),
                 "MPI_Isend");
@@ -167,10 +235,10 @@ class MpiTransport final : public Transport {
   }
 
   void close() override { closed_ = true; }
-  std::string kind() const override { return "mpi"; }
+  std::string kind() const override { return nccl_ ? "nccl" : "mpi"; }
 
  private:
-  static void describe(const Message& message, PendingSend& pending) {
+  void describe(const Message& message, PendingSend& pending) {
     WireHeader& h = pending.header;
     h.id = message.id;
     h.batch_index = message.batch_index;
@@ -180,9 +248,11 @@ class MpiTransport final : public Transport {
     h.schedule = static_cast<uint8_t>(message.schedule);
     const Tensor* sources[2] = {&message.tensor, &message.labels};
     for (int i = 0; i < 2; ++i) {
-      pending.parts[i] = host_contiguous(*sources[i]);
+      const bool device_bytes = nccl_ && sources[i]->defined() && sources[i]->is_cuda();
+      pending.parts[i] = device_bytes ? sources[i]->contiguous() : host_contiguous(*sources[i]);
       const Tensor& part = pending.parts[i];
       if (!part.defined()) continue;
+      h.by_nccl[i] = device_bytes ? 1 : 0;
       ECH_CHECK(part.dim() <= kMaxDims, "MPI transport: a tensor of ", part.dim(),
                 " dimensions (at most ", kMaxDims, ")");
       h.dims[i] = static_cast<int32_t>(part.dim());
@@ -219,10 +289,18 @@ class MpiTransport final : public Transport {
     for (int i = 0; i < 2; ++i) {
       if (h.dims[i] < 0) continue;
       const Shape shape(h.shape[i], h.shape[i] + h.dims[i]);
+#if ECHELON_WITH_NCCL
+      if (h.by_nccl[i]) {
+        ECH_CHECK(nccl_ != nullptr, "rank ", peer_, " sent device bytes over NCCL, but this ",
+                  "partition is on ", local_.to_string());
+        *targets[i] = nccl_->recv(shape, static_cast<DType>(h.dtype[i]));
+        continue;
+      }
+#endif
       Tensor part = Tensor::empty(shape, static_cast<DType>(h.dtype[i]), Device::cpu());
       if (part.nbytes() > 0) {
-        check_mpi(MPI_Irecv(part.raw_data(), count_of(part.nbytes()), MPI_BYTE, peer_, tag_,
-                            comm_, &request),
+        check_mpi(MPI_Irecv(part.raw_data(), count_of(part.nbytes()), MPI_BYTE, peer_, tag_, comm_,
+                            &request),
                   "MPI_Irecv");
         if (!wait_for(request, &closed_)) return std::nullopt;
       }
@@ -237,6 +315,7 @@ class MpiTransport final : public Transport {
   size_t capacity_;
   std::atomic<bool> closed_{false};
   std::deque<std::unique_ptr<PendingSend>> pending_;
+  std::unique_ptr<NcclLink> nccl_;  // null: every byte goes over MPI (through the host)
 };
 
 MPI_Datatype mpi_type(DType dtype) {
@@ -283,13 +362,13 @@ class MpiGroup final : public ProcessGroup, public std::enable_shared_from_this<
                                             size_t capacity) override {
     ECH_CHECK(peer >= 0 && peer < size_ && peer != rank_, "MPI transport: rank ", rank_,
               " cannot connect to rank ", peer, " of ", size_);
-    return std::make_unique<MpiTransport>(p2p_, peer, tag, local, capacity);
+    return std::make_unique<MpiTransport>(p2p_, peer, tag, local, capacity, nccl_link(peer, local));
   }
 
   void all_reduce_sum(std::vector<Tensor>& tensors) override;
   void broadcast(Tensor& tensor, int root) override {
-    ECH_CHECK(tensor.device().is_cpu() && tensor.is_contiguous(), "MPI broadcast: needs a contiguous ",
-              "CPU tensor");
+    ECH_CHECK(tensor.device().is_cpu() && tensor.is_contiguous(),
+              "MPI broadcast: needs a contiguous ", "CPU tensor");
     check_mpi(MPI_Bcast(tensor.raw_data(), count_of(tensor.nbytes()), MPI_BYTE, root, collective_),
               "MPI_Bcast");
   }
@@ -309,6 +388,28 @@ class MpiGroup final : public ProcessGroup, public std::enable_shared_from_this<
 
  private:
   void reap_control(bool wait);
+  // A GPU partition's bytes go device to device over NCCL when the build has it (the pair's
+  // communicator is made here, collectively with the peer's matching make_transport).
+  std::unique_ptr<NcclLink> nccl_link([[maybe_unused]] int peer, [[maybe_unused]] Device local) {
+#if ECHELON_WITH_NCCL
+    if (!local.is_cuda()) return nullptr;
+    constexpr int kIdTag = 99;
+    const int pair_rank = rank_ < peer ? 0 : 1;
+    return std::make_unique<NcclLink>(1 - pair_rank, local.index, [&](NcclCommunicator::UniqueId& id) {
+      if (pair_rank == 0) {
+        check_mpi(MPI_Send(id.data(), static_cast<int>(id.size()), MPI_BYTE, peer, kIdTag, control_),
+                  "MPI_Send");
+      } else {
+        check_mpi(MPI_Recv(id.data(), static_cast<int>(id.size()), MPI_BYTE, peer, kIdTag, control_,
+                           MPI_STATUS_IGNORE),
+                  "MPI_Recv");
+      }
+    });
+#else
+    return nullptr;
+#endif
+  }
+  void all_reduce_on_host(std::vector<Tensor>& tensors);
 
   MPI_Comm comm_, p2p_ = MPI_COMM_NULL, control_ = MPI_COMM_NULL, collective_ = MPI_COMM_NULL;
   std::shared_ptr<MpiGroup> parent_;
@@ -319,6 +420,9 @@ class MpiGroup final : public ProcessGroup, public std::enable_shared_from_this<
     MPI_Request request = MPI_REQUEST_NULL;
   };
   std::deque<std::unique_ptr<ControlSend>> control_sends_;
+#if ECHELON_WITH_NCCL
+  std::unique_ptr<NcclCommunicator> nccl_;  // the group's, for GPU all-reduces (made lazily)
+#endif
 };
 
 MpiGroup::~MpiGroup() {
@@ -329,6 +433,38 @@ MpiGroup::~MpiGroup() {
 }
 
 void MpiGroup::all_reduce_sum(std::vector<Tensor>& tensors) {
+  const bool on_gpu = std::any_of(tensors.begin(), tensors.end(),
+                                  [](const Tensor& t) { return t.defined() && t.is_cuda(); });
+  if (!on_gpu) {
+    all_reduce_on_host(tensors);
+    return;
+  }
+#if ECHELON_WITH_NCCL
+  const int device = tensors.front().device().index;
+  if (!nccl_) {
+    nccl_ = std::make_unique<NcclCommunicator>(
+        size_, rank_, device, [this](NcclCommunicator::UniqueId& id) {
+          check_mpi(MPI_Bcast(id.data(), static_cast<int>(id.size()), MPI_BYTE, 0, collective_),
+                    "MPI_Bcast");
+        });
+  }
+  ECH_CHECK(nccl_->device() == device, "NCCL all-reduce: the group's communicator is on cuda:",
+            nccl_->device(), ", the gradients on cuda:", device);
+  nccl_->all_reduce_sum(tensors);
+#else
+  // Without NCCL: through host copies.
+  std::vector<Tensor> host;
+  for (const Tensor& t : tensors) host.push_back(t.to(Device::cpu()).contiguous());
+  all_reduce_on_host(host);
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    Tensor target = tensors[i].detach();
+    ops::copy_(target, host[i].to(tensors[i].device()));
+  }
+#endif
+}
+
+void MpiGroup::all_reduce_on_host(std::vector<Tensor>& tensors) {
   // One bucket per call when every tensor is float32 (the usual case): one MPI call, not one per
   // parameter. The sum order is MPI's and the same on every process.
   const bool one_bucket = std::all_of(tensors.begin(), tensors.end(), [](const Tensor& t) {
@@ -336,7 +472,8 @@ void MpiGroup::all_reduce_sum(std::vector<Tensor>& tensors) {
   });
   if (!one_bucket) {
     for (Tensor& t : tensors) {
-      ECH_CHECK(t.device().is_cpu() && t.is_contiguous(), "MPI all-reduce: needs contiguous CPU tensors");
+      ECH_CHECK(t.device().is_cpu() && t.is_contiguous(),
+                "MPI all-reduce: needs contiguous CPU tensors");
       check_mpi(MPI_Allreduce(MPI_IN_PLACE, t.raw_data(), count_of(t.numel()), mpi_type(t.dtype()),
                               MPI_SUM, collective_),
                 "MPI_Allreduce");
@@ -351,9 +488,9 @@ void MpiGroup::all_reduce_sum(std::vector<Tensor>& tensors) {
     std::memcpy(bucket.data() + offset, t.raw_data(), t.nbytes());
     offset += static_cast<size_t>(t.numel());
   }
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, bucket.data(), count_of(total), MPI_FLOAT, MPI_SUM,
-                          collective_),
-            "MPI_Allreduce");
+  check_mpi(
+      MPI_Allreduce(MPI_IN_PLACE, bucket.data(), count_of(total), MPI_FLOAT, MPI_SUM, collective_),
+      "MPI_Allreduce");
   offset = 0;
   for (Tensor& t : tensors) {
     std::memcpy(t.raw_data(), bucket.data() + offset, t.nbytes());
@@ -390,8 +527,7 @@ std::optional<std::pair<int, std::vector<uint8_t>>> MpiGroup::try_recv_bytes(int
   int arrived = 0;
   MPI_Message handle;
   MPI_Status status;
-  check_mpi(MPI_Improbe(MPI_ANY_SOURCE, tag, control_, &arrived, &handle, &status),
-            "MPI_Improbe");
+  check_mpi(MPI_Improbe(MPI_ANY_SOURCE, tag, control_, &arrived, &handle, &status), "MPI_Improbe");
   if (!arrived) return std::nullopt;
   int count = 0;
   MPI_Get_count(&status, MPI_BYTE, &count);

@@ -60,6 +60,9 @@ PipelineEngine::PipelineEngine(std::shared_ptr<Sequential> model, const SGDOptio
       group_(options_.process_group) {
   ECH_CHECK(model_ != nullptr, "pipeline: no model");
   options_.validate();
+  // One trace per process: rank 0 writes PATH, rank r PATH.rank<r> (same clock origin: none).
+  if (group_ && group_->rank() > 0 && !options_.trace_path.empty())
+    options_.trace_path += str(".rank", group_->rank());
   if (!options_.trace_path.empty()) {
     // Created now, so the trainer and the data loader can record on its clock from the start.
     trace_ = std::make_unique<TraceRecorder>();

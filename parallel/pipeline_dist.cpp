@@ -110,8 +110,8 @@ void PipelineEngine::place_process(int num_partitions) {
   const int R = options_.data_parallel;
   ECH_CHECK(group_->size() == num_partitions * R, "pipeline: ", group_->size(),
             " processes cannot run ", num_partitions, " partitions x ", R,
-            " replicas; start exactly ", num_partitions * R, " (mpirun -np ",
-            num_partitions * R, ")");
+            " replicas; start exactly ", num_partitions * R, " (mpirun -np ", num_partitions * R,
+            ")");
   num_partitions_ = num_partitions;
   partition_ = group_->rank() % num_partitions;
   replica_ = group_->rank() / num_partitions;
@@ -176,7 +176,8 @@ void PipelineEngine::relay_local_results() {
     result->replica = replica_;
     if (last) {
       for (int rank = 0; rank < group_->size(); ++rank) {
-        if (rank != group_->rank()) group_->send_bytes(encode(to_record(*result)), rank, kResultTag);
+        if (rank != group_->rank())
+          group_->send_bytes(encode(to_record(*result)), rank, kResultTag);
       }
     }
     relayed_.push_back(*result);
@@ -241,7 +242,8 @@ void PipelineEngine::exchange_results(bool at_flush) {
 void PipelineEngine::sync_partitions() {
   for (int k = 0; k < num_partitions_; ++k) {
     const int owner = k;  // replica 0's process of partition k
-    for (const auto& [name, tensor] : parts_[k]->state_dict()) broadcast_into(*group_, tensor, owner);
+    for (const auto& [name, tensor] : parts_[k]->state_dict())
+      broadcast_into(*group_, tensor, owner);
     partition_optimizer_[k] = sync_optimizer(k, owner);
   }
   synced_ = true;

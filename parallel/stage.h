@@ -68,7 +68,7 @@ struct StageContext {
   // Called with the partition's parameters right before each optimizer step, their gradients
   // complete: data parallelism all-reduces them here across the partition's replicas.
   std::function<void(const std::vector<Tensor>& params)> before_update;
-  TraceRecorder* trace = nullptr;                      // optional
+  TraceRecorder* trace = nullptr;  // optional
 };
 
 struct StageLinks {

@@ -41,7 +41,8 @@ void on_interrupt(int) {
 // The pipeline engine when pipelining; ordinary training otherwise (the default engine, or the
 // same 1-partition engine with its trace when --trace is given).
 parallel::EngineFactory engine_factory(const app::PipelineFlags& flags) {
-  if (flags.enabled() || flags.options.process_group) return parallel::pipeline_engine_factory(flags.options);
+  if (flags.enabled() || flags.options.process_group)
+    return parallel::pipeline_engine_factory(flags.options);
   if (flags.options.trace_path.empty()) return {};
   parallel::PipelineOptions single = parallel::PipelineOptions::single();
   single.trace_path = flags.options.trace_path;

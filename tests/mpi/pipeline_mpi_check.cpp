@@ -38,12 +38,18 @@ Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--partitions") a.partitions = std::stoi(value);
-    else if (flag == "--data-parallel") a.data_parallel = std::stoi(value);
-    else if (flag == "--fail-rank") a.fail_rank = std::stoi(value);
-    else if (flag == "--epochs") a.epochs = std::stoi(value);
-    else if (flag == "--batches") a.batches = std::stoi(value);
-    else if (flag == "--batch") a.batch = std::stoll(value);
+    if (flag == "--partitions")
+      a.partitions = std::stoi(value);
+    else if (flag == "--data-parallel")
+      a.data_parallel = std::stoi(value);
+    else if (flag == "--fail-rank")
+      a.fail_rank = std::stoi(value);
+    else if (flag == "--epochs")
+      a.epochs = std::stoi(value);
+    else if (flag == "--batches")
+      a.batches = std::stoi(value);
+    else if (flag == "--batch")
+      a.batch = std::stoll(value);
     else if (flag == "--schedules") {
       a.schedules.clear();
       for (size_t start = 0; start <= value.size();) {
@@ -51,7 +57,8 @@ Args parse(int argc, char** argv) {
         a.schedules.push_back(value.substr(start, comma - start));
         start = comma + 1;
       }
-    } else ECH_FAIL("unknown flag ", flag);
+    } else
+      ECH_FAIL("unknown flag ", flag);
   }
   return a;
 }
@@ -120,8 +127,8 @@ int64_t compare(const StateDict& got, const StateDict& want, double tolerance, c
     const Tensor actual = got.at(name).contiguous();
     ECH_CHECK(actual.shape() == expected.shape(), what, " ", name, ": shapes differ");
     if (tolerance == 0) {
-      differing += std::memcmp(actual.raw_data(), expected.contiguous().raw_data(),
-                               expected.nbytes()) != 0;
+      differing +=
+          std::memcmp(actual.raw_data(), expected.contiguous().raw_data(), expected.nbytes()) != 0;
       continue;
     }
     const std::vector<double> x = actual.to(kFloat64).to_vector<double>();
@@ -146,8 +153,9 @@ int64_t compare_losses(const Outcome& got, const Outcome& want, int replicas, do
   int64_t differing = 0;
   for (size_t i = 0; i < want.results.size(); ++i) {
     const double expected = want.results[i].loss, actual = loss_sum[i] / samples[i];
-    differing += tolerance == 0 ? actual != expected
-                                : std::abs(actual - expected) > tolerance * (1 + std::abs(expected));
+    differing += tolerance == 0
+                     ? actual != expected
+                     : std::abs(actual - expected) > tolerance * (1 + std::abs(expected));
   }
   return differing;
 }
@@ -194,12 +202,13 @@ int main(int argc, char** argv) {
       const int64_t momenta = compare(got.optimizer, want.optimizer, tolerance, "optimizer");
       const bool ok = losses == 0 && weights == 0 && momenta == 0;
       failures += ok ? 0 : 1;
-      std::printf("rank %d %-10s K=%d R=%d %s: %zu losses (%lld differ), weights (%lld differ), "
-                  "optimizer (%lld differ) -> %s\n",
-                  rank, schedule.c_str(), a.partitions, a.data_parallel,
-                  tolerance == 0 ? "bit-identical" : "within 1e-4", want.results.size(),
-                  static_cast<long long>(losses), static_cast<long long>(weights),
-                  static_cast<long long>(momenta), ok ? "ok" : "FAILED");
+      std::printf(
+          "rank %d %-10s K=%d R=%d %s: %zu losses (%lld differ), weights (%lld differ), "
+          "optimizer (%lld differ) -> %s\n",
+          rank, schedule.c_str(), a.partitions, a.data_parallel,
+          tolerance == 0 ? "bit-identical" : "within 1e-4", want.results.size(),
+          static_cast<long long>(losses), static_cast<long long>(weights),
+          static_cast<long long>(momenta), ok ? "ok" : "FAILED");
     }
     group->barrier();
     return failures == 0 ? 0 : 1;
