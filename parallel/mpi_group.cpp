@@ -108,7 +108,7 @@ struct WireHeader {
   double loss_weight = 1, lr = 0;
   uint8_t kind = 0, schedule = 0;
   uint8_t dtype[2] = {0, 0};
-  int32_t dims[2] = {-1, -1};  // -1: undefined tensor
+  int32_t dims[2] = {-1, -1};   // -1: undefined tensor
   uint8_t by_nccl[2] = {0, 0};  // the bytes follow over NCCL (device to device), not MPI
   int64_t shape[2][kMaxDims] = {};
 };
@@ -118,7 +118,8 @@ struct WireHeader {
 // a send never waits behind a receive) and its own stream, ordered with the caller's stream by
 // events; the caching allocator learns that the stream used the block (record_stream).
 struct NcclLink {
-  NcclLink(int peer_in_pair, int device, const std::function<void(NcclCommunicator::UniqueId&)>& share)
+  NcclLink(int peer_in_pair, int device,
+           const std::function<void(NcclCommunicator::UniqueId&)>& share)
       : comm(2, 1 - peer_in_pair, device, share), stream(device), peer(peer_in_pair) {}
 
   void send(const Tensor& tensor) {
@@ -225,7 +226,9 @@ class MpiTransport final : public Transport {
     return true;
   }
 
-  std::optional<Message> recv() override { return receive(); }
+  std::optional<Message> recv() override {
+    return receive();
+  }
 
   std::optional<Message> try_recv() override {
     if (closed_) return std::nullopt;
@@ -234,8 +237,12 @@ class MpiTransport final : public Transport {
     return arrived ? receive() : std::nullopt;
   }
 
-  void close() override { closed_ = true; }
-  std::string kind() const override { return nccl_ ? "nccl" : "mpi"; }
+  void close() override {
+    closed_ = true;
+  }
+  std::string kind() const override {
+    return nccl_ ? "nccl" : "mpi";
+  }
 
  private:
   void describe(const Message& message, PendingSend& pending) {
@@ -395,16 +402,18 @@ class MpiGroup final : public ProcessGroup, public std::enable_shared_from_this<
     if (!local.is_cuda()) return nullptr;
     constexpr int kIdTag = 99;
     const int pair_rank = rank_ < peer ? 0 : 1;
-    return std::make_unique<NcclLink>(1 - pair_rank, local.index, [&](NcclCommunicator::UniqueId& id) {
-      if (pair_rank == 0) {
-        check_mpi(MPI_Send(id.data(), static_cast<int>(id.size()), MPI_BYTE, peer, kIdTag, control_),
-                  "MPI_Send");
-      } else {
-        check_mpi(MPI_Recv(id.data(), static_cast<int>(id.size()), MPI_BYTE, peer, kIdTag, control_,
-                           MPI_STATUS_IGNORE),
-                  "MPI_Recv");
-      }
-    });
+    return std::make_unique<NcclLink>(
+        1 - pair_rank, local.index, [&](NcclCommunicator::UniqueId& id) {
+          if (pair_rank == 0) {
+            check_mpi(
+                MPI_Send(id.data(), static_cast<int>(id.size()), MPI_BYTE, peer, kIdTag, control_),
+                "MPI_Send");
+          } else {
+            check_mpi(MPI_Recv(id.data(), static_cast<int>(id.size()), MPI_BYTE, peer, kIdTag,
+                               control_, MPI_STATUS_IGNORE),
+                      "MPI_Recv");
+          }
+        });
 #else
     return nullptr;
 #endif
@@ -448,8 +457,9 @@ void MpiGroup::all_reduce_sum(std::vector<Tensor>& tensors) {
                     "MPI_Bcast");
         });
   }
-  ECH_CHECK(nccl_->device() == device, "NCCL all-reduce: the group's communicator is on cuda:",
-            nccl_->device(), ", the gradients on cuda:", device);
+  ECH_CHECK(nccl_->device() == device,
+            "NCCL all-reduce: the group's communicator is on cuda:", nccl_->device(),
+            ", the gradients on cuda:", device);
   nccl_->all_reduce_sum(tensors);
 #else
   // Without NCCL: through host copies.

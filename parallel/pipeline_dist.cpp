@@ -322,7 +322,7 @@ json::Value PipelineEngine::distributed_report() const {
       .set("world_size", group_->size())
       .set("partitions", num_partitions_)
       .set("data_parallel", options_.data_parallel)
-      .set("transport", "mpi")
+      .set("transport", forward_links_.empty() ? "none" : forward_links_.front()->kind())
       .set("note", "stages lists the partition of rank 0 only");
 }
 

@@ -4,7 +4,11 @@
 // 0 prints and writes the run folder.
 #pragma once
 
+#include <cstdlib>
 #include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -39,7 +43,37 @@ inline std::shared_ptr<parallel::ProcessGroup> join_process_group(PipelineFlags&
             " needs ", o.partitions * o.data_parallel);
   o.process_group = world;
   train.primary = world->rank() == 0;
+  // One GPU per process, as torchrun's LOCAL_RANK: --device cuda (or auto, when a GPU is there)
+  // becomes cuda:<local rank>; too few GPUs then fail naming the device.
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  if (local != nullptr &&
+      (train.device == "cuda" || (train.device == "auto" && resolve_device("auto").is_cuda()))) {
+    train.device = str("cuda:", local);
+  }
   return world;
+}
+
+// Rank 0 prints where every rank runs: "rank 1: host node2, partition 1 of replica 0 (mpi)".
+inline void print_topology(parallel::ProcessGroup& world, const parallel::PipelineOptions& o,
+                           std::ostream& out) {
+  constexpr int kHostTag = 7;
+  if (world.rank() != 0) {
+    const std::string host = world.host();
+    world.send_bytes(std::vector<uint8_t>(host.begin(), host.end()), 0, kHostTag);
+    return;
+  }
+  std::vector<std::string> hosts(static_cast<size_t>(world.size()));
+  hosts[0] = world.host();
+  for (int i = 1; i < world.size(); ++i) {
+    auto [rank, bytes] = world.recv_bytes(kHostTag);
+    hosts[static_cast<size_t>(rank)] = std::string(bytes.begin(), bytes.end());
+  }
+  out << "processes: " << world.size() << " (" << world.backend() << "), pipeline " << o.partitions
+      << " x data-parallel " << o.data_parallel << "\n";
+  for (int rank = 0; rank < world.size(); ++rank) {
+    out << "  rank " << rank << ": host " << hosts[static_cast<size_t>(rank)] << ", partition "
+        << rank % o.partitions << " of replica " << rank / o.partitions << "\n";
+  }
 }
 
 }  // namespace echelon::app
