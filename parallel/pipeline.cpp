@@ -35,8 +35,6 @@ void PipelineOptions::validate() const {
   ECH_CHECK(!single_device || (partitions == 1 && ppv.empty() && !balance_auto),
             "pipeline: single-device training has one partition");
   ECH_CHECK(data_parallel >= 1, "pipeline: data_parallel must be >= 1, got ", data_parallel);
-  ECH_CHECK(data_parallel == 1 || process_group != nullptr, "pipeline: ", data_parallel,
-            " data-parallel replicas need one process each (start the run with mpirun)");
 }
 
 int PipelineOptions::hybrid_switch_epoch() const {
@@ -60,6 +58,9 @@ PipelineEngine::PipelineEngine(std::shared_ptr<Sequential> model, const SGDOptio
       group_(options_.process_group) {
   ECH_CHECK(model_ != nullptr, "pipeline: no model");
   options_.validate();
+  // Checked here, not in validate(): the CLI validates its flags before it joins the processes.
+  ECH_CHECK(options_.data_parallel == 1 || group_ != nullptr, "pipeline: ", options_.data_parallel,
+            " data-parallel replicas need one process each (start the run with mpirun)");
   // One trace per process: rank 0 writes PATH, rank r PATH.rank<r> (same clock origin: none).
   if (group_ && group_->rank() > 0 && !options_.trace_path.empty())
     options_.trace_path += str(".rank", group_->rank());

@@ -180,9 +180,11 @@ Command parse_command_line(int argc, const char* const* argv) {
   if (!command.train.resume.empty()) {
     command.train = merge_resume(*train_cmd, command.train, schedule_flag);
     restore_pipeline_flags(*train_cmd, command.train.engine, command.pipeline);
+    restore_distributed_flags(*train_cmd, command.train.engine, command.pipeline.options);
   }
   finish_pipeline_options(*train_cmd, command.pipeline, static_cast<int>(command.train.epochs));
   command.train.engine = pipeline_flags_to_json(command.pipeline);
+  command.train.engine.set("data-parallel", command.pipeline.options.data_parallel);
   return command;
 }
 

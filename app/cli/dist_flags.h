@@ -15,6 +15,7 @@
 #include <echelon/app/cli/pipeline_flags.h>
 #include <echelon/app/train.h>
 #include <echelon/base/error.h>
+#include <echelon/base/json.h>
 #include <echelon/parallel/process_group.h>
 
 namespace echelon::app {
@@ -23,6 +24,18 @@ inline void add_distributed_options(CLI::App& app, parallel::PipelineOptions& op
   app.add_option("--data-parallel", options.data_parallel,
                  "Replicas R of the pipeline, one process each (mpirun -np K*R); --batch-size is "
                  "the global batch, split across the replicas");
+}
+
+// On --resume: --data-parallel not given again takes the run's value from config.json ("engine").
+inline void restore_distributed_flags(const CLI::App& cmd, const json::Value& saved,
+                                      parallel::PipelineOptions& options) {
+  const json::Value* value = saved.find("data-parallel");
+  if (cmd.count("--data-parallel") > 0 || value == nullptr) return;
+  try {
+    options.data_parallel = static_cast<int>(value->as_int());
+  } catch (const Error& e) {
+    ECH_FAIL("config.json: engine key \"data-parallel\": ", e.message());
+  }
 }
 
 // The world group when started by mpirun (else nullptr), checked against --pipeline and

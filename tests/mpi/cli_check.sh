@@ -3,7 +3,8 @@
 #   1. bit-identical checkpoint to the threaded --pipeline 2 run (stale, deterministic);
 #   2. `echelon eval` loads the gathered checkpoint in one process;
 #   3. a run stopped after epoch 1 and resumed with the same K ends bit-identical too;
-#   4. killing rank 1 mid-epoch ends the run non-zero within 30 s, naming rank 1.
+#   4. the same for 2 partitions x 2 data-parallel replicas (4 processes);
+#   5. killing rank 1 mid-epoch ends the run non-zero within 30 s, naming rank 1.
 # usage: cli_check.sh ECHELON PIPELINE_MPI_CHECK
 set -u
 echelon=$1 check=$2
@@ -32,11 +33,22 @@ cmp -s "$dir/eval.log" "$dir/eval_threads.log" || fail "eval outputs differ"
 
 "$here/mpirun.sh" 120 2 "$echelon" "${common[@]}" --stop-after-epoch 1 --out "$dir/resumed" \
   >"$dir/stop.log" 2>&1 || { cat "$dir/stop.log"; fail "2-process run stopped after epoch 1"; }
-"$here/mpirun.sh" 120 2 "$echelon" train --resume "$dir/resumed" --pipeline 2 \
-  --schedule-pipeline stale --progress none >"$dir/resume.log" 2>&1 \
+"$here/mpirun.sh" 120 2 "$echelon" train --resume "$dir/resumed" \
+  --progress none >"$dir/resume.log" 2>&1 \
   || { cat "$dir/resume.log"; fail "2-process resume"; }
 "$check" --compare "$dir/resumed/checkpoint.safetensors" "$dir/procs/checkpoint.safetensors" \
   || fail "the resumed run differs from the uninterrupted one"
+
+# K = 2 x R = 2 (4 processes): stopped after epoch 1 and resumed (its flags from config.json)
+# ends bit-identical to the uninterrupted run.
+"$here/mpirun.sh" 120 4 "$echelon" "${common[@]}" --data-parallel 2 --out "$dir/dp" \
+  >"$dir/dp.log" 2>&1 || { cat "$dir/dp.log"; fail "2 x 2 run"; }
+"$here/mpirun.sh" 120 4 "$echelon" "${common[@]}" --data-parallel 2 --stop-after-epoch 1 \
+  --out "$dir/dp_resumed" >"$dir/dp_stop.log" 2>&1 || { cat "$dir/dp_stop.log"; fail "2 x 2 stop"; }
+"$here/mpirun.sh" 120 4 "$echelon" train --resume "$dir/dp_resumed" --progress none \
+  >"$dir/dp_resume.log" 2>&1 || { cat "$dir/dp_resume.log"; fail "2 x 2 resume"; }
+"$check" --compare "$dir/dp_resumed/checkpoint.safetensors" "$dir/dp/checkpoint.safetensors" \
+  || fail "the resumed 2 x 2 run differs from the uninterrupted one"
 
 # Kill rank 1 (found by its Open MPI environment) a moment into a long run.
 "$here/mpirun.sh" 120 2 "$echelon" train --model lenet5 --data synthetic --epochs 50 \
