@@ -25,8 +25,6 @@
 #endif
 
 #if ECHELON_WITH_MPI && ECHELON_WITH_NCCL
-#include <echelon/cuda/allocator.h>
-#include <echelon/cuda/stream.h>
 #include <echelon/parallel/nccl_comm.h>
 #endif
 
@@ -114,48 +112,7 @@ struct WireHeader {
 };
 
 #if ECHELON_WITH_NCCL
-// GPU -> GPU bytes of one transport: a 2-process NCCL communicator used in one direction only (so
-// a send never waits behind a receive) and its own stream, ordered with the caller's stream by
-// events; the caching allocator learns that the stream used the block (record_stream).
-struct NcclLink {
-  NcclLink(int peer_in_pair, int device,
-           const std::function<void(NcclCommunicator::UniqueId&)>& share)
-      : comm(2, 1 - peer_in_pair, device, share), stream(device), peer(peer_in_pair) {}
-
-  void send(const Tensor& tensor) {
-    const int device = comm.device();
-    cuda::Event produced;
-    produced.record(cuda::current_stream(device));
-    produced.wait(stream.get());
-    {
-      cuda::StreamGuard guard(stream);
-      comm.exchange({{tensor, peer}}, {});
-    }
-    cuda::record_stream(device, tensor.storage()->data(), stream.get());
-  }
-
-  Tensor recv(const Shape& shape, DType dtype) {
-    const int device = comm.device();
-    Tensor tensor = Tensor::empty(shape, dtype, Device::cuda(device));
-    cudaStream_t compute = cuda::current_stream(device);
-    cuda::Event free_to_write;
-    free_to_write.record(compute);
-    free_to_write.wait(stream.get());
-    {
-      cuda::StreamGuard guard(stream);
-      comm.exchange({}, {{tensor, peer}});
-    }
-    cuda::Event arrived;
-    arrived.record(stream.get());
-    arrived.wait(compute);
-    cuda::record_stream(device, tensor.storage()->data(), stream.get());
-    return tensor;
-  }
-
-  NcclCommunicator comm;
-  cuda::Stream stream;
-  int peer;
-};
+using NcclLink = NcclChannel;  // nccl_comm.h
 #else
 struct NcclLink {};
 #endif

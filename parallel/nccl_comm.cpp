@@ -102,6 +102,36 @@ void NcclCommunicator::exchange(const std::vector<std::pair<Tensor, int>>& sends
   check_nccl(ncclGroupEnd(), "ncclGroupEnd");
 }
 
+void NcclChannel::send(const Tensor& tensor) {
+  const int device = comm_.device();
+  cuda::Event produced;
+  produced.record(cuda::current_stream(device));
+  produced.wait(stream_.get());
+  {
+    cuda::StreamGuard guard(stream_);
+    comm_.exchange({{tensor, peer_}}, {});
+  }
+  cuda::record_stream(device, tensor.storage()->data(), stream_.get());
+}
+
+Tensor NcclChannel::recv(const Shape& shape, DType dtype) {
+  const int device = comm_.device();
+  Tensor tensor = Tensor::empty(shape, dtype, Device::cuda(device));
+  cudaStream_t compute = cuda::current_stream(device);
+  cuda::Event free_to_write;  // the block may still be read by queued work on `compute`
+  free_to_write.record(compute);
+  free_to_write.wait(stream_.get());
+  {
+    cuda::StreamGuard guard(stream_);
+    comm_.exchange({}, {{tensor, peer_}});
+  }
+  cuda::Event arrived;
+  arrived.record(stream_.get());
+  arrived.wait(compute);
+  cuda::record_stream(device, tensor.storage()->data(), stream_.get());
+  return tensor;
+}
+
 std::string NcclCommunicator::version() {
   int code = 0;
   check_nccl(ncclGetVersion(&code), "ncclGetVersion");

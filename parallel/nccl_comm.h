@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include <echelon/cuda/stream.h>
 #include <echelon/tensor/tensor.h>
 
 namespace echelon::parallel {
@@ -47,6 +48,26 @@ class NcclCommunicator {
   struct Handle;
   std::unique_ptr<Handle> handle_;
   int size_, rank_, device_;
+};
+
+// GPU -> GPU bytes of one transport: a 2-process communicator used in one direction only (so a
+// send never waits behind a receive) and a stream of its own, ordered with the caller's current
+// stream by events; the caching allocator learns that this stream used each block.
+class NcclChannel {
+ public:
+  // `peer_in_pair`: the other process's rank in the pair (0 or 1); `share` as above.
+  NcclChannel(int peer_in_pair, int device,
+              const std::function<void(NcclCommunicator::UniqueId&)>& share)
+      : comm_(2, 1 - peer_in_pair, device, share), stream_(device), peer_(peer_in_pair) {}
+  // Enqueues the send after the caller's queued work; returns without waiting for the peer.
+  void send(const Tensor& tensor);
+  // A new tensor on this device; the caller's stream waits for its arrival (the host does not).
+  Tensor recv(const Shape& shape, DType dtype);
+
+ private:
+  NcclCommunicator comm_;
+  cuda::Stream stream_;
+  int peer_;
 };
 
 }  // namespace echelon::parallel
