@@ -220,7 +220,9 @@ TrainingRun::TrainingRun(const TrainOptions& options, std::ostream& out,
       out_(out),
       settings_(options),
       device_(resolve_device(options.device)),
-      dir_(options.out.empty() ? options.resume : options.out),
+      dir_(!options.primary      ? ""
+           : options.out.empty() ? options.resume
+                                 : options.out),
       data_(load_data(options)) {
   build_model(factory);
   schedule_ = make_schedule(options_);

@@ -73,6 +73,9 @@ struct TrainOptions {
   // writes and reads them), saved in config.json as the object "engine" so that --resume
   // continues with the same engine.
   json::Value engine = json::Value::object();
+  // False on the processes of a multi-process run other than rank 0: they write no run folder
+  // (rank 0 writes config, metrics, summary, report and the gathered checkpoint). Not saved.
+  bool primary = true;
 
   json::Value to_json() const;  // keys are the CLI flag names without "--"
   // Reads back to_json()'s object; missing keys keep defaults; errors name the key.

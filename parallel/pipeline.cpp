@@ -9,6 +9,7 @@
 #include <echelon/base/error.h>
 #include <echelon/layers/sequential.h>
 #include <echelon/parallel/balance.h>
+#include <echelon/parallel/process_group.h>
 
 #if ECHELON_WITH_CUDA
 #include <echelon/cuda/allocator.h>
@@ -33,6 +34,7 @@ void PipelineOptions::validate() const {
   if (schedule == ScheduleKind::Hybrid) hybrid_switch_epoch();
   ECH_CHECK(!single_device || (partitions == 1 && ppv.empty() && !balance_auto),
             "pipeline: single-device training has one partition");
+  ECH_CHECK(data_parallel >= 1, "pipeline: data_parallel must be >= 1, got ", data_parallel);
 }
 
 int PipelineOptions::hybrid_switch_epoch() const {
@@ -52,9 +54,16 @@ PipelineEngine::PipelineEngine(std::shared_ptr<Sequential> model, const SGDOptio
       device_(device),
       options_(std::move(options)),
       current_(options_.schedule),
-      lr_(sgd.lr) {
+      lr_(sgd.lr),
+      group_(options_.process_group) {
   ECH_CHECK(model_ != nullptr, "pipeline: no model");
   options_.validate();
+  // Checked here, not in validate(): the CLI validates its flags before it joins the processes.
+  ECH_CHECK(options_.data_parallel == 1 || group_ != nullptr, "pipeline: ", options_.data_parallel,
+            " data-parallel replicas need one process each (start the run with mpirun)");
+  // One trace per process: rank 0 writes PATH, rank r PATH.rank<r> (same clock origin: none).
+  if (group_ && group_->rank() > 0 && !options_.trace_path.empty())
+    options_.trace_path += str(".rank", group_->rank());
   if (!options_.trace_path.empty()) {
     // Created now, so the trainer and the data loader can record on its clock from the start.
     trace_ = std::make_unique<TraceRecorder>();
@@ -73,7 +82,8 @@ std::string PipelineEngine::name() const {
 
 std::vector<int64_t> PipelineEngine::choose_cuts(const Tensor& sample) {
   if (!options_.ppv.empty()) return parse_ppv(options_.ppv);
-  if (!options_.balance_auto) {
+  // Distributed, rank 0 profiles alone and broadcasts its cuts (agree_on_cuts).
+  if (!options_.balance_auto || (distributed() && group_->rank() != 0)) {
     return even_cuts(static_cast<int64_t>(model_->size()), options_.partitions);
   }
   // Profiled here, before any stage stream exists, on this thread's stream; profile_layers
@@ -92,6 +102,7 @@ std::vector<int64_t> PipelineEngine::choose_cuts(const Tensor& sample) {
 void PipelineEngine::start(const Tensor& sample) {
   ECH_CHECK(!started(), "pipeline: already started");
   cuts_ = choose_cuts(sample);
+  if (distributed()) cuts_ = agree_on_cuts(cuts_);
   const std::vector<LayerRange> ranges =
       ranges_from_cuts(cuts_, static_cast<int64_t>(model_->size()));
   const int K = static_cast<int>(ranges.size());
@@ -102,7 +113,12 @@ void PipelineEngine::start(const Tensor& sample) {
 
   if (trace_) trace_->set_partitions(K);
   const std::vector<std::shared_ptr<Sequential>> parts = split_model(*model_, cuts_);
+  if (distributed()) {
+    parts_ = parts;
+    place_process(K);
+  }
   for (int k = 0; k < K; ++k) {
+    if (distributed() && k != partition_) continue;  // another process runs it
     parts[k]->to(devices[k]);
     stages_.push_back(std::make_unique<Stage>(k, K, ranges[k], parts[k], devices[k], sgd_));
   }
@@ -110,10 +126,14 @@ void PipelineEngine::start(const Tensor& sample) {
     load_optimizer_state(*pending_optimizer_state_);
     pending_optimizer_state_.reset();
   }
-  connect(devices);
+  if (distributed()) {
+    connect_distributed(devices[partition_]);
+  } else {
+    connect(devices);
+  }
   started_at_ = last_flush_at_ = std::chrono::steady_clock::now();
   // One partition has no one to overlap with: it runs inline in submit() and flush().
-  inline_ = K == 1;
+  inline_ = K == 1 && !distributed();
   if (inline_) return;
   for (const auto& stage : stages_) threads_.emplace_back([s = stage.get()] { s->run(); });
 }
@@ -136,14 +156,7 @@ void PipelineEngine::connect(const std::vector<Device>& devices) {
   results_ = std::make_unique<data::SpscRing<BatchResult>>(held);
   flushed_ = std::make_unique<data::MpmcRing<int>>(static_cast<size_t>(K));
 
-  StageContext context;
-  context.results = results_.get();
-  context.flushed = flushed_.get();
-  context.schedule = current_;
-  context.micro_batches = options_.micro_batches;
-  context.predict_weights = options_.predict_weights;
-  context.fail = [this](const std::string& error) { fail(error); };
-  context.trace = trace_.get();
+  const StageContext context = stage_context();
   for (int k = 0; k < K; ++k) {
     StageLinks links;
     links.forward_in = k == 0 ? input_.get() : forward_links_[k - 1].get();
@@ -152,6 +165,18 @@ void PipelineEngine::connect(const std::vector<Device>& devices) {
     links.backward_out = k > 0 ? backward_links_[k - 1].get() : nullptr;
     stages_[k]->connect(links, context);
   }
+}
+
+StageContext PipelineEngine::stage_context() {
+  StageContext context;
+  context.results = results_.get();
+  context.flushed = flushed_.get();
+  context.schedule = current_;
+  context.micro_batches = options_.micro_batches;
+  context.predict_weights = options_.predict_weights;
+  context.fail = [this](const std::string& error) { fail(error); };
+  context.trace = trace_.get();
+  return context;
 }
 
 void PipelineEngine::fail(const std::string& error) {
@@ -184,6 +209,7 @@ void PipelineEngine::submit(Message message) {
   message.id = next_id_++;
   message.lr = lr_;
   ++unflushed_;
+  if (distributed() && partition_ != 0) return;  // partition 0's process feeds the pipeline
   if (!input_->send(std::move(message))) rethrow_failure();
   // Inline, partition 0 takes every message at once, so its 1-slot input never blocks us.
   if (inline_) stages_[0]->run_inline();
@@ -193,11 +219,14 @@ void PipelineEngine::flush(ScheduleKind next) {
   Message marker;
   marker.kind = Message::Kind::Flush;
   marker.schedule = next;
-  if (!input_->send(std::move(marker))) rethrow_failure();
+  if (!distributed() || partition_ == 0) {
+    if (!input_->send(std::move(marker))) rethrow_failure();
+  }
   if (inline_) stages_[0]->run_inline();
   for (size_t k = 0; k < stages_.size(); ++k) {
-    if (!flushed_->pop()) rethrow_failure();
+    if (!await_flushed()) rethrow_failure();
   }
+  if (distributed()) exchange_results(/*at_flush=*/true);
   current_ = next;
   unflushed_ = 0;
   last_flush_at_ = std::chrono::steady_clock::now();
@@ -208,9 +237,20 @@ StepStats PipelineEngine::collect(bool aggregate_micro_batches) {
   carried_ = {};
   int64_t last_index = std::numeric_limits<int64_t>::min();
   if (!results_) return stats;
-  while (std::optional<BatchResult> result = results_->try_pop()) {
-    if (!aggregate_micro_batches || result->batch_index != last_index) ++stats.batches;
-    last_index = result->batch_index;
+  std::vector<BatchResult> done;
+  if (distributed()) {
+    exchange_results(/*at_flush=*/false);
+    done.swap(relayed_);
+  } else {
+    while (std::optional<BatchResult> result = results_->try_pop()) done.push_back(*result);
+  }
+  for (const BatchResult* result = done.data(); result != done.data() + done.size(); ++result) {
+    if (options_.on_result) options_.on_result(*result);
+    // A step is one mini-batch of the first replica (the others ran their shares of it).
+    if (result->replica == 0 && (!aggregate_micro_batches || result->batch_index != last_index)) {
+      ++stats.batches;
+      last_index = result->batch_index;
+    }
     stats.samples += result->samples;
     samples_done_ += result->samples;
     stats.loss_sum += result->loss * static_cast<double>(result->samples);
@@ -229,14 +269,26 @@ StepStats PipelineEngine::train_step(const data::Batch& batch) {
                 batch.labels.dim() == 1 && batch.images.size(0) == batch.labels.size(0),
             "pipeline: a batch needs images (N, ...) and labels (N) with the same N");
   if (!started()) start(batch.images);
+  synced_ = false;
+  submit_batch(batch);
+  if (current_ != ScheduleKind::GPipe) {
+    check_alive();
+    return collect(false);
+  }
+  flush(ScheduleKind::GPipe);
+  return collect(true);
+}
+
+void PipelineEngine::submit_batch(const data::Batch& global) {
+  const auto [batch, share] = replica_shard(global);
   if (current_ != ScheduleKind::GPipe) {
     Message message;
     message.batch_index = batch.index;
     message.tensor = batch.images;
     message.labels = batch.labels;
+    message.loss_weight = share;
     submit(std::move(message));
-    check_alive();
-    return collect(false);
+    return;
   }
   // GPipe: M micro-batches (sizes differ by at most one), flush, one synchronous update.
   const int64_t n = batch.images.size(0);
@@ -247,12 +299,10 @@ StepStats PipelineEngine::train_step(const data::Batch& batch) {
     message.batch_index = batch.index;
     message.tensor = batch.images.narrow(0, begin, size).contiguous();
     message.labels = batch.labels.narrow(0, begin, size).contiguous();
-    message.loss_weight = static_cast<double>(size) / static_cast<double>(n);
+    message.loss_weight = share * static_cast<double>(size) / static_cast<double>(n);
     submit(std::move(message));
     begin += size;
   }
-  flush(ScheduleKind::GPipe);
-  return collect(true);
 }
 
 StepStats PipelineEngine::finish_epoch() {
@@ -265,6 +315,7 @@ StepStats PipelineEngine::finish_epoch() {
     next = ScheduleKind::Sequential;
   }
   flush(next);
+  if (distributed()) sync_partitions();
   if (trace_) trace_->save();
   return collect(current_ == ScheduleKind::GPipe);
 }
@@ -283,12 +334,17 @@ Tensor PipelineEngine::predict(const Tensor& images) {
     flush(current_);
     carried_ = collect(current_ == ScheduleKind::GPipe);
   }
+  if (distributed() && !synced_) sync_partitions();
   NoGradGuard no_grad;
   const bool training = model_->is_training();
   model_->eval();
   Tensor x = images;
   try {
-    for (const auto& stage : stages_) x = stage->layers().forward(x.to(stage->device()));
+    if (distributed()) {
+      x = model_->forward(x.to(stages_[0]->device()));  // every process holds every partition
+    } else {
+      for (const auto& stage : stages_) x = stage->layers().forward(x.to(stage->device()));
+    }
   } catch (...) {
     model_->train(training);
     throw;
@@ -299,6 +355,7 @@ Tensor PipelineEngine::predict(const Tensor& images) {
 
 StateDict PipelineEngine::optimizer_state() const {
   if (!started()) return pending_optimizer_state_.value_or(StateDict());
+  if (distributed()) return merged_optimizer_state();
   StateDict merged;
   for (const auto& stage : stages_) {
     for (const auto& [key, value] : stage->optimizer().state_dict()) {
@@ -311,6 +368,10 @@ StateDict PipelineEngine::optimizer_state() const {
 void PipelineEngine::load_optimizer_state(const StateDict& state) {
   if (!started()) {
     pending_optimizer_state_ = state;
+    return;
+  }
+  if (distributed()) {
+    load_distributed_optimizer_state(state);
     return;
   }
   size_t used = 0;
@@ -389,7 +450,7 @@ json::Value PipelineEngine::report() const {
   json::Value block = json::Value::object();
   block.set("schedule", schedule_name(options_.schedule))
       .set("schedule_now", schedule_name(current_))
-      .set("partitions", static_cast<int64_t>(stages_.size()))
+      .set("partitions", static_cast<int64_t>(distributed() ? num_partitions_ : stages_.size()))
       .set("ppv", format_ppv(cuts_))
       .set("balance", options_.balance_auto ? "auto" : "none");
   if (options_.schedule == ScheduleKind::GPipe) block.set("micro_batches", options_.micro_batches);
@@ -399,11 +460,12 @@ json::Value PipelineEngine::report() const {
   const double wall = wall_seconds();
   block.set("wall_s", wall).set("images_per_s", wall > 0 ? samples_done_ / wall : 0.0);
   json::Value stages = json::Value::array();
-  const int K = static_cast<int>(stages_.size());
+  const int K = distributed() ? num_partitions_ : static_cast<int>(stages_.size());
   for (const PartitionStats& s : partition_stats()) {
     stages.push(partition_report(s, wall, analytic_staleness(options_.schedule, K, s.partition)));
   }
   block.set("stages", std::move(stages));
+  if (distributed()) block.set("processes", distributed_report());
   return block;
 }
 

@@ -13,6 +13,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -30,6 +33,8 @@
 
 namespace echelon::parallel {
 
+class ProcessGroup;
+
 struct PipelineOptions {
   int partitions = 2;         // --pipeline K (ignored when ppv is given: K = cuts + 1)
   std::string ppv;            // --ppv "2,5": partition starts; empty: balance or even split
@@ -45,6 +50,14 @@ struct PipelineOptions {
   std::vector<Device> devices;  // per partition; empty: every partition on the engine's device
   // Ordinary training (single()): named "single", and no pipeline block in summary.json.
   bool single_device = false;
+  // One process per partition and replica (pipeline_dist.cpp): the run's world group, of size
+  // K * data_parallel; rank r runs partition r % K of replica r / K. Null: threads of one process.
+  std::shared_ptr<ProcessGroup> process_group;
+  // R replicas of the pipeline; each partition sums its gradients over its R replicas right before
+  // its update. Every replica gets its share of each mini-batch (the batch is the global one).
+  int data_parallel = 1;
+  // Called on the driver's thread for every completed (micro-)batch, in completion order.
+  std::function<void(const BatchResult&)> on_result;
 
   // One partition, sequential, single_device: what make_single_device_engine runs.
   static PipelineOptions single();
@@ -87,6 +100,7 @@ class PipelineEngine : public StepEngine {
   std::vector<int64_t> choose_cuts(const Tensor& sample);
   // Transports, the driver's rings and each stage's links; `devices` one per partition.
   void connect(const std::vector<Device>& devices);
+  StageContext stage_context();
   void submit(Message message);
   void flush(ScheduleKind next);  // waits until every partition has drained
   StepStats collect(bool aggregate_micro_batches);
@@ -94,6 +108,28 @@ class PipelineEngine : public StepEngine {
   void close_all();
   [[noreturn]] void rethrow_failure();
   void check_alive();
+  // The mini-batch's messages (all gpipe micro-batches, or the one mini-batch).
+  void submit_batch(const data::Batch& batch);
+
+  // Multi-process (pipeline_dist.cpp).
+  bool distributed() const { return group_ != nullptr; }
+  std::vector<int64_t> agree_on_cuts(const std::vector<int64_t>& cuts);
+  void place_process(int num_partitions);
+  void connect_distributed(Device device);
+  // This replica's rows of a global mini-batch and their share of it (1 without replicas).
+  std::pair<data::Batch, double> replica_shard(const data::Batch& batch) const;
+  // Moves the local results into relayed_ (a last partition also sends them to every process) and
+  // appends what the other last partitions relayed; at a flush, waits for all of theirs.
+  void exchange_results(bool at_flush);
+  void relay_local_results();
+  // One partition's flush acknowledgement; false once the pipeline has shut down.
+  bool await_flushed();
+  // Every process receives every partition's parameters, buffers and optimizer state.
+  void sync_partitions();
+  StateDict sync_optimizer(int partition, int owner);
+  StateDict merged_optimizer_state() const;
+  void load_distributed_optimizer_state(const StateDict& state);
+  json::Value distributed_report() const;
 
   std::shared_ptr<Sequential> model_;
   SGDOptions sgd_;
@@ -122,6 +158,15 @@ class PipelineEngine : public StepEngine {
   StepStats carried_;  // results collected by predict(), returned by the next call
   std::optional<StateDict> pending_optimizer_state_;
   std::chrono::steady_clock::time_point started_at_, last_flush_at_;
+
+  std::shared_ptr<ProcessGroup> group_, replicas_;  // the world; this partition's replicas
+  int partition_ = 0, replica_ = 0, num_partitions_ = 0;
+  std::vector<std::shared_ptr<Sequential>> parts_;  // every partition's layers (distributed)
+  std::vector<StateDict> partition_optimizer_;      // every partition's, as last synced
+  std::vector<BatchResult> relayed_;                // results not yet collected
+  // Relayed per source rank, not yet taken; nullopt marks the end of a flush interval.
+  std::map<int, std::deque<std::optional<BatchResult>>> held_;
+  bool synced_ = true;  // every process holds every partition's current weights
 };
 
 // The trainer's factory for `options` (see parallel/engine.h EngineFactory).

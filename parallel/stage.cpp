@@ -332,6 +332,7 @@ std::vector<Tensor> Stage::predict_weights(int64_t steps, double lr) {
 
 void Stage::step(double lr) {
   const auto start = Clock::now();
+  if (context_.before_update) context_.before_update(params_);
   sgd_.set_lr(lr);
   sgd_.step();
   sgd_.zero_grad();

@@ -53,6 +53,7 @@ struct BatchResult {
   double loss = 0;  // mean over the (micro-)batch
   int64_t correct = 0;
   bool finite = true;
+  int replica = 0;  // data parallelism: the pipeline replica that computed it
 };
 
 // What the executors share with the driver. Stages report through it and stop through it.
@@ -64,7 +65,10 @@ struct StageContext {
   // Stale partitions run their forward on predicted weights (PipelineOptions::predict_weights).
   bool predict_weights = false;
   std::function<void(const std::string& error)> fail;  // first error wins; closes everything
-  TraceRecorder* trace = nullptr;                      // optional
+  // Called with the partition's parameters right before each optimizer step, their gradients
+  // complete: data parallelism all-reduces them here across the partition's replicas.
+  std::function<void(const std::vector<Tensor>& params)> before_update;
+  TraceRecorder* trace = nullptr;  // optional
 };
 
 struct StageLinks {

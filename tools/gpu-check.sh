@@ -16,6 +16,8 @@
 #   blocking   every doctest suite of echelon_gpu_tests as its own process (a crash in one does
 #              not hide the others), with CUDA_LAUNCH_BLOCKING=1 so a fault is reported by the
 #              launch that caused it.
+#              Among them nccl_gpu: the one-rank NCCL smoke check (communicator without bootstrap,
+#              all-reduce, send/recv to itself), compiled when CMake found NCCL.
 #   async      every suite again with asynchronous launches, as in real use (the stream and
 #              allocator tests need real concurrency). A failed suite is run once more with
 #              ECHELON_SYNC_LAUNCHES=1, which waits after every launch and names the failing op.

@@ -1,5 +1,6 @@
 // The `echelon` command line: flags -> Command (see command.h).
 #include <echelon/app/cli/command.h>
+#include <echelon/app/cli/dist_flags.h>
 
 #include <filesystem>
 #include <sstream>
@@ -140,6 +141,7 @@ Command parse_command_line(int argc, const char* const* argv) {
   CLI::App* train_cmd = root.add_subcommand("train", "Train a model");
   add_train_options(*train_cmd, command.train, schedule_flag);
   add_pipeline_options(*train_cmd, command.pipeline);
+  add_distributed_options(*train_cmd, command.pipeline.options);
 
   CLI::App* eval_cmd = root.add_subcommand("eval", "Evaluate a checkpoint on a test set");
   add_eval_options(*eval_cmd, command.eval);
@@ -178,9 +180,11 @@ Command parse_command_line(int argc, const char* const* argv) {
   if (!command.train.resume.empty()) {
     command.train = merge_resume(*train_cmd, command.train, schedule_flag);
     restore_pipeline_flags(*train_cmd, command.train.engine, command.pipeline);
+    restore_distributed_flags(*train_cmd, command.train.engine, command.pipeline.options);
   }
   finish_pipeline_options(*train_cmd, command.pipeline, static_cast<int>(command.train.epochs));
   command.train.engine = pipeline_flags_to_json(command.pipeline);
+  command.train.engine.set("data-parallel", command.pipeline.options.data_parallel);
   return command;
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 
 #include <echelon/app/cli/command.h>
+#include <echelon/app/cli/dist_flags.h>
 #include <echelon/base/error.h>
 #include <echelon/layers/models/registry.h>
 
@@ -40,7 +41,8 @@ void on_interrupt(int) {
 // The pipeline engine when pipelining; ordinary training otherwise (the default engine, or the
 // same 1-partition engine with its trace when --trace is given).
 parallel::EngineFactory engine_factory(const app::PipelineFlags& flags) {
-  if (flags.enabled()) return parallel::pipeline_engine_factory(flags.options);
+  if (flags.enabled() || flags.options.process_group)
+    return parallel::pipeline_engine_factory(flags.options);
   if (flags.options.trace_path.empty()) return {};
   parallel::PipelineOptions single = parallel::PipelineOptions::single();
   single.trace_path = flags.options.trace_path;
@@ -57,7 +59,14 @@ int run_models() {
 
 }  // namespace
 
+// A stream that drops everything: the output of ranks other than 0.
+class NullStream : public std::ostream {
+ public:
+  NullStream() : std::ostream(nullptr) {}
+};
+
 int main(int argc, char** argv) {
+  std::shared_ptr<parallel::ProcessGroup> world;
   try {
     app::Command command = app::parse_command_line(argc, argv);
     switch (command.kind) {
@@ -74,12 +83,22 @@ int main(int argc, char** argv) {
       case app::Command::Kind::Train:
         break;
     }
+    world = app::join_process_group(command.pipeline, command.train);
     const app::TrainOptions& options = command.train;
     const parallel::EngineFactory factory = engine_factory(command.pipeline);
     std::signal(SIGINT, on_interrupt);
-    const app::TrainResult result = app::train(options, std::cout, factory);
+    NullStream silent;
+    std::ostream& out = options.primary ? static_cast<std::ostream&>(std::cout) : silent;
+    if (world) app::print_topology(*world, command.pipeline.options, out);
+    const app::TrainResult result = app::train(options, out, factory);
     return result.completed || options.stop_after_epoch > 0 ? 0 : 130;
   } catch (const std::exception& e) {
-    return usage_error(e);
+    if (!world) return usage_error(e);
+    // One process failed: name it, then end every process of the run (mpirun reports the abort),
+    // so that none waits for ever on a partner that is gone.
+    std::cout.flush();
+    std::cerr << "echelon: error: rank " << world->rank() << " of " << world->size() << ": "
+              << echelon::message_of(e) << std::endl;
+    world->abort(kUsageError);
   }
 }

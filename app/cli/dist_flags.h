@@ -1,0 +1,92 @@
+// Multi-process runs for `echelon train`: the --data-parallel flag and joining the process group
+// that `mpirun` started. Header-only, like pipeline_flags.h. With mpirun -np W, every process runs
+// the same command; rank r runs pipeline partition r % K of replica r / K (W = K * R). Only rank
+// 0 prints and writes the run folder.
+#pragma once
+
+#include <cstdlib>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include <echelon/app/cli/pipeline_flags.h>
+#include <echelon/app/train.h>
+#include <echelon/base/error.h>
+#include <echelon/base/json.h>
+#include <echelon/parallel/process_group.h>
+
+namespace echelon::app {
+
+inline void add_distributed_options(CLI::App& app, parallel::PipelineOptions& options) {
+  app.add_option("--data-parallel", options.data_parallel,
+                 "Replicas R of the pipeline, one process each (mpirun -np K*R); --batch-size is "
+                 "the global batch, split across the replicas");
+}
+
+// On --resume: --data-parallel not given again takes the run's value from config.json ("engine").
+inline void restore_distributed_flags(const CLI::App& cmd, const json::Value& saved,
+                                      parallel::PipelineOptions& options) {
+  const json::Value* value = saved.find("data-parallel");
+  if (cmd.count("--data-parallel") > 0 || value == nullptr) return;
+  try {
+    options.data_parallel = static_cast<int>(value->as_int());
+  } catch (const Error& e) {
+    ECH_FAIL("config.json: engine key \"data-parallel\": ", e.message());
+  }
+}
+
+// The world group when started by mpirun (else nullptr), checked against --pipeline and
+// --data-parallel; sets the engine's group and makes ranks other than 0 silent.
+inline std::shared_ptr<parallel::ProcessGroup> join_process_group(PipelineFlags& flags,
+                                                                  TrainOptions& train) {
+  parallel::PipelineOptions& o = flags.options;
+  ECH_CHECK(o.data_parallel >= 1, "--data-parallel must be >= 1, got ", o.data_parallel);
+  std::shared_ptr<parallel::ProcessGroup> world = parallel::world_process_group();
+  if (!world) {
+    ECH_CHECK(o.data_parallel == 1, "--data-parallel ", o.data_parallel,
+              " needs one process per replica: start the run with mpirun -np ",
+              o.partitions * o.data_parallel);
+    return nullptr;
+  }
+  ECH_CHECK(world->size() == o.partitions * o.data_parallel, "mpirun started ", world->size(),
+            " processes, but --pipeline ", o.partitions, " x --data-parallel ", o.data_parallel,
+            " needs ", o.partitions * o.data_parallel);
+  o.process_group = world;
+  train.primary = world->rank() == 0;
+  // One GPU per process, as torchrun's LOCAL_RANK: --device cuda (or auto, when a GPU is there)
+  // becomes cuda:<local rank>; too few GPUs then fail naming the device.
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  if (local != nullptr &&
+      (train.device == "cuda" || (train.device == "auto" && resolve_device("auto").is_cuda()))) {
+    train.device = str("cuda:", local);
+  }
+  return world;
+}
+
+// Rank 0 prints where every rank runs: "rank 1: host node2, partition 1 of replica 0 (mpi)".
+inline void print_topology(parallel::ProcessGroup& world, const parallel::PipelineOptions& o,
+                           std::ostream& out) {
+  constexpr int kHostTag = 7;
+  if (world.rank() != 0) {
+    const std::string host = world.host();
+    world.send_bytes(std::vector<uint8_t>(host.begin(), host.end()), 0, kHostTag);
+    return;
+  }
+  std::vector<std::string> hosts(static_cast<size_t>(world.size()));
+  hosts[0] = world.host();
+  for (int i = 1; i < world.size(); ++i) {
+    auto [rank, bytes] = world.recv_bytes(kHostTag);
+    hosts[static_cast<size_t>(rank)] = std::string(bytes.begin(), bytes.end());
+  }
+  out << "processes: " << world.size() << " (" << world.backend() << "), pipeline " << o.partitions
+      << " x data-parallel " << o.data_parallel << "\n";
+  for (int rank = 0; rank < world.size(); ++rank) {
+    out << "  rank " << rank << ": host " << hosts[static_cast<size_t>(rank)] << ", partition "
+        << rank % o.partitions << " of replica " << rank / o.partitions << "\n";
+  }
+}
+
+}  // namespace echelon::app

@@ -1,0 +1,559 @@
+// The MPI process group (process_group.h) and its transport. Every blocking wait polls
+// (MPI_Test with a short back-off) instead of blocking inside MPI, so that closing a transport
+// wakes its waiter, and so that both threads of a process keep MPI's progress engine turning.
+#include <echelon/parallel/process_group.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include <echelon/base/error.h>
+
+#if ECHELON_WITH_MPI
+#include <mpi.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <deque>
+#include <thread>
+
+#include <echelon/autograd/grad_mode.h>
+#include <echelon/tensor/ops.h>
+#endif
+
+#if ECHELON_WITH_MPI && ECHELON_WITH_NCCL
+#include <echelon/parallel/nccl_comm.h>
+#endif
+
+namespace echelon::parallel {
+
+namespace {
+
+bool launched_by_mpirun() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr ||
+         std::getenv("PMIX_RANK") != nullptr;
+}
+
+// torchrun-style variables without an MPI launcher: this build cannot join such a run.
+void reject_torchrun_environment() {
+  const char* world = std::getenv("WORLD_SIZE");
+  if (world == nullptr || std::getenv("RANK") == nullptr) return;
+  ECH_CHECK(std::atoi(world) <= 1, "RANK/WORLD_SIZE (WORLD_SIZE=", world,
+            ") are set but the process was not started by mpirun: torchrun-style rendezvous ",
+            "is not supported; start the processes with `mpirun -np ", world, " echelon ...`");
+}
+
+}  // namespace
+
+#if ECHELON_WITH_MPI
+
+namespace {
+
+void check_mpi(int code, const char* what) {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  ECH_FAIL("MPI ", what, " failed: ", std::string(text, static_cast<size_t>(length)));
+}
+
+int count_of(size_t bytes) {
+  ECH_CHECK(bytes <= static_cast<size_t>(INT_MAX), "MPI: a message of ", bytes,
+            " bytes exceeds the 2 GiB per-message limit");
+  return static_cast<int>(bytes);
+}
+
+// Spins briefly, then sleeps up to 200 us: latency stays far below a pipeline step while an idle
+// waiter leaves the (possibly shared) core to the compute threads.
+class Backoff {
+ public:
+  void pause() {
+    if (++rounds_ < 64) {
+      std::this_thread::yield();
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(std::min(200, rounds_)));
+  }
+
+ private:
+  int rounds_ = 0;
+};
+
+// Waits for `request`; false (the request cancelled) once `closed` becomes true first.
+bool wait_for(MPI_Request& request, const std::atomic<bool>* closed) {
+  Backoff backoff;
+  for (;;) {
+    int done = 0;
+    check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (done) return true;
+    if (closed != nullptr && closed->load()) {
+      MPI_Cancel(&request);
+      MPI_Wait(&request, MPI_STATUS_IGNORE);
+      return false;
+    }
+    backoff.pause();
+  }
+}
+
+constexpr int kMaxDims = 8;
+
+// The fixed-size part of a Message; the tensor and label bytes follow with the same tag.
+struct WireHeader {
+  int64_t id = -1, batch_index = -1;
+  double loss_weight = 1, lr = 0;
+  uint8_t kind = 0, schedule = 0;
+  uint8_t dtype[2] = {0, 0};
+  int32_t dims[2] = {-1, -1};   // -1: undefined tensor
+  uint8_t by_nccl[2] = {0, 0};  // the bytes follow over NCCL (device to device), not MPI
+  int64_t shape[2][kMaxDims] = {};
+};
+
+#if ECHELON_WITH_NCCL
+using NcclLink = NcclChannel;  // nccl_comm.h
+#else
+struct NcclLink {};
+#endif
+
+// A message being sent: its header and host tensors stay alive until MPI is done with them.
+struct PendingSend {
+  WireHeader header;
+  Tensor parts[2];
+  MPI_Request requests[3] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+};
+
+Tensor host_contiguous(const Tensor& tensor) {
+  if (!tensor.defined()) return tensor;
+  Tensor host = tensor.device().is_cpu() ? tensor : tensor.to(Device::cpu());
+  return host.contiguous();
+}
+
+class MpiTransport final : public Transport {
+ public:
+  MpiTransport(MPI_Comm comm, int peer, int tag, Device local, size_t capacity,
+               std::unique_ptr<NcclLink> nccl)
+      : comm_(comm),
+        peer_(peer),
+        tag_(tag),
+        local_(local),
+        capacity_(std::max<size_t>(1, capacity)),
+        nccl_(std::move(nccl)) {}
+  ~MpiTransport() override {
+    reap();
+    for (auto& pending : pending_) {
+      for (MPI_Request& request : pending->requests) {
+        if (request != MPI_REQUEST_NULL) MPI_Request_free(&request);
+      }
+      // Only after an abort can a send still be pending; MPI may yet read its buffers, so they
+      // stay allocated (the process is about to end).
+      (void)pending.release();
+    }
+  }
+
+  bool send(Message message) override {
+    Backoff backoff;
+    reap();
+    while (pending_.size() >= capacity_) {
+      if (closed_) return false;
+      backoff.pause();
+      reap();
+    }
+    if (closed_) return false;
+    auto pending = std::make_unique<PendingSend>();
+    describe(message, *pending);
+    check_mpi(MPI_Isend(&pending->header, sizeof(WireHeader), MPI_BYTE, peer_, tag_, comm_,
+                        &pending->requests[0]),
+              "MPI_Isend");
+    for (int i = 0; i < 2; ++i) {
+      const Tensor& part = pending->parts[i];
+      if (!part.defined() || part.nbytes() == 0) continue;
+#if ECHELON_WITH_NCCL
+      if (pending->header.by_nccl[i]) {
+        nccl_->send(part);
+        continue;
+      }
+#endif
+      check_mpi(MPI_Isend(part.raw_data(), count_of(part.nbytes()), MPI_BYTE, peer_, tag_, comm_,
+                          &pending->requests[1 + i]),
+                "MPI_Isend");
+    }
+    pending_.push_back(std::move(pending));
+    return true;
+  }
+
+  std::optional<Message> recv() override {
+    return receive();
+  }
+
+  std::optional<Message> try_recv() override {
+    if (closed_) return std::nullopt;
+    int arrived = 0;
+    check_mpi(MPI_Iprobe(peer_, tag_, comm_, &arrived, MPI_STATUS_IGNORE), "MPI_Iprobe");
+    return arrived ? receive() : std::nullopt;
+  }
+
+  void close() override {
+    closed_ = true;
+  }
+  std::string kind() const override {
+    return nccl_ ? "nccl" : "mpi";
+  }
+
+ private:
+  void describe(const Message& message, PendingSend& pending) {
+    WireHeader& h = pending.header;
+    h.id = message.id;
+    h.batch_index = message.batch_index;
+    h.loss_weight = message.loss_weight;
+    h.lr = message.lr;
+    h.kind = static_cast<uint8_t>(message.kind);
+    h.schedule = static_cast<uint8_t>(message.schedule);
+    const Tensor* sources[2] = {&message.tensor, &message.labels};
+    for (int i = 0; i < 2; ++i) {
+      const bool device_bytes = nccl_ && sources[i]->defined() && sources[i]->is_cuda();
+      pending.parts[i] = device_bytes ? sources[i]->contiguous() : host_contiguous(*sources[i]);
+      const Tensor& part = pending.parts[i];
+      if (!part.defined()) continue;
+      h.by_nccl[i] = device_bytes ? 1 : 0;
+      ECH_CHECK(part.dim() <= kMaxDims, "MPI transport: a tensor of ", part.dim(),
+                " dimensions (at most ", kMaxDims, ")");
+      h.dims[i] = static_cast<int32_t>(part.dim());
+      h.dtype[i] = static_cast<uint8_t>(part.dtype());
+      std::copy(part.shape().begin(), part.shape().end(), h.shape[i]);
+    }
+  }
+
+  // Drops the sends MPI has finished with, oldest first.
+  void reap() {
+    while (!pending_.empty()) {
+      int done = 0;
+      check_mpi(MPI_Testall(3, pending_.front()->requests, &done, MPI_STATUSES_IGNORE),
+                "MPI_Testall");
+      if (!done) return;
+      pending_.pop_front();
+    }
+  }
+
+  std::optional<Message> receive() {
+    WireHeader h;
+    MPI_Request request = MPI_REQUEST_NULL;
+    check_mpi(MPI_Irecv(&h, sizeof(WireHeader), MPI_BYTE, peer_, tag_, comm_, &request),
+              "MPI_Irecv");
+    if (!wait_for(request, &closed_)) return std::nullopt;
+    Message message;
+    message.id = h.id;
+    message.batch_index = h.batch_index;
+    message.loss_weight = h.loss_weight;
+    message.lr = h.lr;
+    message.kind = static_cast<Message::Kind>(h.kind);
+    message.schedule = static_cast<ScheduleKind>(h.schedule);
+    Tensor* targets[2] = {&message.tensor, &message.labels};
+    for (int i = 0; i < 2; ++i) {
+      if (h.dims[i] < 0) continue;
+      const Shape shape(h.shape[i], h.shape[i] + h.dims[i]);
+#if ECHELON_WITH_NCCL
+      if (h.by_nccl[i]) {
+        ECH_CHECK(nccl_ != nullptr, "rank ", peer_, " sent device bytes over NCCL, but this ",
+                  "partition is on ", local_.to_string());
+        *targets[i] = nccl_->recv(shape, static_cast<DType>(h.dtype[i]));
+        continue;
+      }
+#endif
+      Tensor part = Tensor::empty(shape, static_cast<DType>(h.dtype[i]), Device::cpu());
+      if (part.nbytes() > 0) {
+        check_mpi(MPI_Irecv(part.raw_data(), count_of(part.nbytes()), MPI_BYTE, peer_, tag_, comm_,
+                            &request),
+                  "MPI_Irecv");
+        if (!wait_for(request, &closed_)) return std::nullopt;
+      }
+      *targets[i] = local_.is_cpu() ? part : part.to(local_);
+    }
+    return message;
+  }
+
+  MPI_Comm comm_;
+  int peer_, tag_;
+  Device local_;
+  size_t capacity_;
+  std::atomic<bool> closed_{false};
+  std::deque<std::unique_ptr<PendingSend>> pending_;
+  std::unique_ptr<NcclLink> nccl_;  // null: every byte goes over MPI (through the host)
+};
+
+MPI_Datatype mpi_type(DType dtype) {
+  switch (dtype) {
+    case DType::Float32:
+      return MPI_FLOAT;
+    case DType::Float64:
+      return MPI_DOUBLE;
+    case DType::Int64:
+      return MPI_INT64_T;
+    case DType::Int32:
+      return MPI_INT32_T;
+    case DType::UInt8:
+      return MPI_UINT8_T;
+  }
+  ECH_FAIL("MPI: unknown dtype");
+}
+
+class MpiGroup final : public ProcessGroup, public std::enable_shared_from_this<MpiGroup> {
+ public:
+  // `parent`: the group this one was split from (kept alive: MPI is finalised with the world).
+  MpiGroup(MPI_Comm comm, std::shared_ptr<MpiGroup> parent, bool finalize)
+      : comm_(comm), parent_(std::move(parent)), finalize_(finalize) {
+    check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+    check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+    // Separate communicators: the executor's point-to-point traffic, the driver's control
+    // messages and the collectives never match each other's messages.
+    check_mpi(MPI_Comm_dup(comm_, &p2p_), "MPI_Comm_dup");
+    check_mpi(MPI_Comm_dup(comm_, &control_), "MPI_Comm_dup");
+    check_mpi(MPI_Comm_dup(comm_, &collective_), "MPI_Comm_dup");
+  }
+  ~MpiGroup() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return "mpi"; }
+  std::string host() const override {
+    char name[256] = {};
+    gethostname(name, sizeof(name) - 1);
+    return name;
+  }
+
+  std::unique_ptr<Transport> make_transport(int peer, int tag, Device local,
+                                            size_t capacity) override {
+    ECH_CHECK(peer >= 0 && peer < size_ && peer != rank_, "MPI transport: rank ", rank_,
+              " cannot connect to rank ", peer, " of ", size_);
+    return std::make_unique<MpiTransport>(p2p_, peer, tag, local, capacity, nccl_link(peer, local));
+  }
+
+  void all_reduce_sum(std::vector<Tensor>& tensors) override;
+  void broadcast(Tensor& tensor, int root) override {
+    ECH_CHECK(tensor.device().is_cpu() && tensor.is_contiguous(),
+              "MPI broadcast: needs a contiguous ", "CPU tensor");
+    check_mpi(MPI_Bcast(tensor.raw_data(), count_of(tensor.nbytes()), MPI_BYTE, root, collective_),
+              "MPI_Bcast");
+  }
+  void barrier() override { check_mpi(MPI_Barrier(collective_), "MPI_Barrier"); }
+  void send_bytes(const std::vector<uint8_t>& bytes, int dest, int tag) override;
+  std::pair<int, std::vector<uint8_t>> recv_bytes(int tag) override;
+  std::optional<std::pair<int, std::vector<uint8_t>>> try_recv_bytes(int tag) override;
+  std::shared_ptr<ProcessGroup> split(int color, int key) override {
+    MPI_Comm sub = MPI_COMM_NULL;
+    check_mpi(MPI_Comm_split(comm_, color, key, &sub), "MPI_Comm_split");
+    return std::make_shared<MpiGroup>(sub, shared_from_this(), false);
+  }
+  [[noreturn]] void abort(int code) override {
+    MPI_Abort(MPI_COMM_WORLD, code);
+    std::_Exit(code);  // MPI_Abort does not return; this is for the compiler
+  }
+
+ private:
+  void reap_control(bool wait);
+  // A GPU partition's bytes go device to device over NCCL when the build has it (the pair's
+  // communicator is made here, collectively with the peer's matching make_transport).
+  std::unique_ptr<NcclLink> nccl_link([[maybe_unused]] int peer, [[maybe_unused]] Device local) {
+#if ECHELON_WITH_NCCL
+    if (!local.is_cuda()) return nullptr;
+    constexpr int kIdTag = 99;
+    const int pair_rank = rank_ < peer ? 0 : 1;
+    return std::make_unique<NcclLink>(
+        1 - pair_rank, local.index, [&](NcclCommunicator::UniqueId& id) {
+          if (pair_rank == 0) {
+            check_mpi(
+                MPI_Send(id.data(), static_cast<int>(id.size()), MPI_BYTE, peer, kIdTag, control_),
+                "MPI_Send");
+          } else {
+            check_mpi(MPI_Recv(id.data(), static_cast<int>(id.size()), MPI_BYTE, peer, kIdTag,
+                               control_, MPI_STATUS_IGNORE),
+                      "MPI_Recv");
+          }
+        });
+#else
+    return nullptr;
+#endif
+  }
+  void all_reduce_on_host(std::vector<Tensor>& tensors);
+
+  MPI_Comm comm_, p2p_ = MPI_COMM_NULL, control_ = MPI_COMM_NULL, collective_ = MPI_COMM_NULL;
+  std::shared_ptr<MpiGroup> parent_;
+  bool finalize_;
+  int rank_ = 0, size_ = 1;
+  struct ControlSend {
+    std::vector<uint8_t> bytes;
+    MPI_Request request = MPI_REQUEST_NULL;
+  };
+  std::deque<std::unique_ptr<ControlSend>> control_sends_;
+#if ECHELON_WITH_NCCL
+  std::unique_ptr<NcclCommunicator> nccl_;  // the group's, for GPU all-reduces (made lazily)
+#endif
+};
+
+MpiGroup::~MpiGroup() {
+  reap_control(/*wait=*/true);
+  for (MPI_Comm* comm : {&p2p_, &control_, &collective_}) MPI_Comm_free(comm);
+  if (parent_) MPI_Comm_free(&comm_);
+  if (finalize_) MPI_Finalize();
+}
+
+void MpiGroup::all_reduce_sum(std::vector<Tensor>& tensors) {
+  const bool on_gpu = std::any_of(tensors.begin(), tensors.end(),
+                                  [](const Tensor& t) { return t.defined() && t.is_cuda(); });
+  if (!on_gpu) {
+    all_reduce_on_host(tensors);
+    return;
+  }
+#if ECHELON_WITH_NCCL
+  const int device = tensors.front().device().index;
+  if (!nccl_) {
+    nccl_ = std::make_unique<NcclCommunicator>(
+        size_, rank_, device, [this](NcclCommunicator::UniqueId& id) {
+          check_mpi(MPI_Bcast(id.data(), static_cast<int>(id.size()), MPI_BYTE, 0, collective_),
+                    "MPI_Bcast");
+        });
+  }
+  ECH_CHECK(nccl_->device() == device,
+            "NCCL all-reduce: the group's communicator is on cuda:", nccl_->device(),
+            ", the gradients on cuda:", device);
+  nccl_->all_reduce_sum(tensors);
+#else
+  // Without NCCL: through host copies.
+  std::vector<Tensor> host;
+  for (const Tensor& t : tensors) host.push_back(t.to(Device::cpu()).contiguous());
+  all_reduce_on_host(host);
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    Tensor target = tensors[i].detach();
+    ops::copy_(target, host[i].to(tensors[i].device()));
+  }
+#endif
+}
+
+void MpiGroup::all_reduce_on_host(std::vector<Tensor>& tensors) {
+  // One bucket per call when every tensor is float32 (the usual case): one MPI call, not one per
+  // parameter. The sum order is MPI's and the same on every process.
+  const bool one_bucket = std::all_of(tensors.begin(), tensors.end(), [](const Tensor& t) {
+    return t.device().is_cpu() && t.is_contiguous() && t.dtype() == kFloat32;
+  });
+  if (!one_bucket) {
+    for (Tensor& t : tensors) {
+      ECH_CHECK(t.device().is_cpu() && t.is_contiguous(),
+                "MPI all-reduce: needs contiguous CPU tensors");
+      check_mpi(MPI_Allreduce(MPI_IN_PLACE, t.raw_data(), count_of(t.numel()), mpi_type(t.dtype()),
+                              MPI_SUM, collective_),
+                "MPI_Allreduce");
+    }
+    return;
+  }
+  size_t total = 0;
+  for (const Tensor& t : tensors) total += static_cast<size_t>(t.numel());
+  std::vector<float> bucket(total);
+  size_t offset = 0;
+  for (const Tensor& t : tensors) {
+    std::memcpy(bucket.data() + offset, t.raw_data(), t.nbytes());
+    offset += static_cast<size_t>(t.numel());
+  }
+  check_mpi(
+      MPI_Allreduce(MPI_IN_PLACE, bucket.data(), count_of(total), MPI_FLOAT, MPI_SUM, collective_),
+      "MPI_Allreduce");
+  offset = 0;
+  for (Tensor& t : tensors) {
+    std::memcpy(t.raw_data(), bucket.data() + offset, t.nbytes());
+    offset += static_cast<size_t>(t.numel());
+  }
+}
+
+void MpiGroup::reap_control(bool wait) {
+  while (!control_sends_.empty()) {
+    MPI_Request& request = control_sends_.front()->request;
+    if (wait) {
+      MPI_Wait(&request, MPI_STATUS_IGNORE);
+    } else {
+      int done = 0;
+      check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (!done) return;
+    }
+    control_sends_.pop_front();
+  }
+}
+
+void MpiGroup::send_bytes(const std::vector<uint8_t>& bytes, int dest, int tag) {
+  reap_control(false);
+  auto send = std::make_unique<ControlSend>();
+  send->bytes = bytes;
+  check_mpi(MPI_Isend(send->bytes.data(), count_of(send->bytes.size()), MPI_BYTE, dest, tag,
+                      control_, &send->request),
+            "MPI_Isend");
+  control_sends_.push_back(std::move(send));
+}
+
+std::optional<std::pair<int, std::vector<uint8_t>>> MpiGroup::try_recv_bytes(int tag) {
+  reap_control(false);
+  int arrived = 0;
+  MPI_Message handle;
+  MPI_Status status;
+  check_mpi(MPI_Improbe(MPI_ANY_SOURCE, tag, control_, &arrived, &handle, &status), "MPI_Improbe");
+  if (!arrived) return std::nullopt;
+  int count = 0;
+  MPI_Get_count(&status, MPI_BYTE, &count);
+  std::vector<uint8_t> bytes(static_cast<size_t>(count));
+  check_mpi(MPI_Mrecv(bytes.data(), count, MPI_BYTE, &handle, MPI_STATUS_IGNORE), "MPI_Mrecv");
+  return std::make_pair(status.MPI_SOURCE, std::move(bytes));
+}
+
+std::pair<int, std::vector<uint8_t>> MpiGroup::recv_bytes(int tag) {
+  Backoff backoff;
+  for (;;) {
+    if (auto received = try_recv_bytes(tag)) return std::move(*received);
+    backoff.pause();
+  }
+}
+
+}  // namespace
+
+bool process_groups_available() {
+  return true;
+}
+
+std::shared_ptr<ProcessGroup> world_process_group() {
+  static std::weak_ptr<ProcessGroup> world;
+  if (auto existing = world.lock()) return existing;
+  if (!launched_by_mpirun()) {
+    reject_torchrun_environment();
+    return nullptr;
+  }
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  ECH_CHECK(!finalized, "MPI: the world group was already closed in this process");
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int provided = 0;
+    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init");
+    ECH_CHECK(provided >= MPI_THREAD_MULTIPLE, "MPI: the library does not provide ",
+              "MPI_THREAD_MULTIPLE (got level ", provided, ")");
+  }
+  auto group = std::make_shared<MpiGroup>(MPI_COMM_WORLD, nullptr, !initialized);
+  if (group->size() == 1) return nullptr;  // one process: threads, as without a launcher
+  world = group;
+  return group;
+}
+
+#else  // no MPI in this build
+
+bool process_groups_available() {
+  return false;
+}
+
+std::shared_ptr<ProcessGroup> world_process_group() {
+  ECH_CHECK(!launched_by_mpirun(), "this process was started by mpirun, but this echelon was ",
+            "built without MPI: install libopenmpi-dev and reconfigure (-DECHELON_MPI=ON)");
+  reject_torchrun_environment();
+  return nullptr;
+}
+
+#endif
+
+}  // namespace echelon::parallel

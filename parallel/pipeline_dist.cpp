@@ -1,0 +1,329 @@
+// The pipeline engine across processes (PipelineOptions::process_group): every process runs the
+// same trainer loop (SPMD, as with torchrun or DeepSpeed), builds the same model from the same
+// seed and loads the same batches, but starts only ITS partition's executor:
+//   rank r = replica * K + partition      (replica 0's pipeline is ranks 0 .. K-1)
+// Partition 0's process feeds the mini-batches (its replica's share of each), the others' drivers
+// only collect. Activations, gradients and flush markers travel through the group's transports,
+// so every schedule runs unchanged. The last partitions relay each result to every process, so
+// every trainer sees the same losses. At each epoch's end (and before evaluation) every process
+// receives every partition's weights and optimizer state, so evaluation and checkpoints see the
+// whole model in each process.
+#include <echelon/parallel/pipeline.h>
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include <echelon/autograd/grad_mode.h>
+#include <echelon/base/error.h>
+#include <echelon/layers/sequential.h>
+#include <echelon/parallel/process_group.h>
+#include <echelon/tensor/ops.h>
+
+namespace echelon::parallel {
+
+namespace {
+
+// Each pair of neighbouring processes talks in both directions, one tag per direction.
+constexpr int kForwardTag = 1, kBackwardTag = 2;
+constexpr int kResultTag = 3;  // results relay (control messages)
+
+// One relayed BatchResult, or the end marker a last partition sends at each flush.
+struct RelayRecord {
+  int64_t id = -1, batch_index = -1, samples = 0, correct = 0;
+  double loss = 0;
+  int32_t finite = 1, replica = 0, end = 0, unused = 0;
+};
+
+std::vector<uint8_t> encode(const RelayRecord& record) {
+  std::vector<uint8_t> bytes(sizeof(RelayRecord));
+  std::memcpy(bytes.data(), &record, sizeof(RelayRecord));
+  return bytes;
+}
+
+RelayRecord decode(const std::vector<uint8_t>& bytes, int source) {
+  ECH_CHECK(bytes.size() == sizeof(RelayRecord), "rank ", source, " relayed a malformed result (",
+            bytes.size(), " bytes)");
+  RelayRecord record;
+  std::memcpy(&record, bytes.data(), sizeof(RelayRecord));
+  return record;
+}
+
+RelayRecord to_record(const BatchResult& r) {
+  RelayRecord record;
+  record.id = r.id;
+  record.batch_index = r.batch_index;
+  record.samples = r.samples;
+  record.correct = r.correct;
+  record.loss = r.loss;
+  record.finite = r.finite ? 1 : 0;
+  record.replica = r.replica;
+  return record;
+}
+
+BatchResult from_record(const RelayRecord& record) {
+  BatchResult r;
+  r.id = record.id;
+  r.batch_index = record.batch_index;
+  r.samples = record.samples;
+  r.correct = record.correct;
+  r.loss = record.loss;
+  r.finite = record.finite != 0;
+  r.replica = record.replica;
+  return r;
+}
+
+// Copies process `owner`'s value of `tensor` into every process's, in place (a device tensor
+// through a host copy).
+void broadcast_into(ProcessGroup& group, const Tensor& tensor, int owner) {
+  if (tensor.device().is_cpu() && tensor.is_contiguous()) {
+    Tensor handle = tensor;
+    group.broadcast(handle, owner);
+    return;
+  }
+  Tensor host = tensor.to(Device::cpu()).contiguous();
+  group.broadcast(host, owner);
+  if (group.rank() == owner) return;
+  NoGradGuard no_grad;
+  Tensor target = tensor.detach();
+  ops::copy_(target, host.to(tensor.device()));
+}
+
+}  // namespace
+
+std::vector<int64_t> PipelineEngine::agree_on_cuts(const std::vector<int64_t>& cuts) {
+  // Rank 0's cuts win (with --balance auto only rank 0 profiled).
+  Tensor count = Tensor::full({1}, static_cast<double>(cuts.size()), kInt64);
+  group_->broadcast(count, 0);
+  const int64_t n = count.item<int64_t>();
+  Tensor values = Tensor::zeros({std::max<int64_t>(n, 1)}, kInt64);
+  if (group_->rank() == 0 && n > 0) std::memcpy(values.raw_data(), cuts.data(), n * 8);
+  group_->broadcast(values, 0);
+  std::vector<int64_t> agreed(static_cast<size_t>(n));
+  if (n > 0) std::memcpy(agreed.data(), values.raw_data(), n * 8);
+  return agreed;
+}
+
+void PipelineEngine::place_process(int num_partitions) {
+  const int R = options_.data_parallel;
+  ECH_CHECK(group_->size() == num_partitions * R, "pipeline: ", group_->size(),
+            " processes cannot run ", num_partitions, " partitions x ", R,
+            " replicas; start exactly ", num_partitions * R, " (mpirun -np ", num_partitions * R,
+            ")");
+  num_partitions_ = num_partitions;
+  partition_ = group_->rank() % num_partitions;
+  replica_ = group_->rank() / num_partitions;
+  // Collective over the world: every process splits, each joins its partition's replicas.
+  if (R > 1) replicas_ = group_->split(partition_, replica_);
+  partition_optimizer_.assign(static_cast<size_t>(num_partitions), StateDict());
+}
+
+void PipelineEngine::connect_distributed(Device device) {
+  const int K = num_partitions_;
+  const size_t capacity = static_cast<size_t>(std::max(K, options_.micro_batches)) + 2;
+  const int first = replica_ * K;  // this replica's partition 0
+  StageLinks links;
+  input_ = make_transport(device_, device, 1);
+  links.forward_in = input_.get();
+  const auto add = [&](std::vector<std::unique_ptr<Transport>>& owner, int peer, int tag) {
+    owner.push_back(group_->make_transport(peer, tag, device, capacity));
+    return owner.back().get();
+  };
+  if (partition_ > 0) {
+    links.forward_in = add(forward_links_, first + partition_ - 1, kForwardTag);
+    links.backward_out = add(backward_links_, first + partition_ - 1, kBackwardTag);
+  }
+  if (partition_ + 1 < K) {
+    links.forward_out = add(forward_links_, first + partition_ + 1, kForwardTag);
+    links.backward_in = add(backward_links_, first + partition_ + 1, kBackwardTag);
+  }
+  const size_t held = 1 + static_cast<size_t>(K - 1) * std::bit_ceil(capacity) +
+                      static_cast<size_t>(K) + static_cast<size_t>(options_.micro_batches);
+  results_ = std::make_unique<data::SpscRing<BatchResult>>(held);
+  flushed_ = std::make_unique<data::MpmcRing<int>>(1);
+  StageContext context = stage_context();
+  if (replicas_) {
+    context.before_update = [group = replicas_](const std::vector<Tensor>& params) {
+      std::vector<Tensor> grads;
+      for (const Tensor& param : params) {
+        if (Tensor grad = param.grad(); grad.defined()) grads.push_back(grad);
+      }
+      group->all_reduce_sum(grads);  // the loss weights already hold each replica's share
+    };
+  }
+  stages_[0]->connect(links, context);
+}
+
+std::pair<data::Batch, double> PipelineEngine::replica_shard(const data::Batch& batch) const {
+  const int R = options_.data_parallel;
+  if (R == 1) return {batch, 1.0};
+  const int64_t n = batch.images.size(0);
+  ECH_CHECK(n >= R, "data parallel: mini-batch ", batch.index, " has ", n,
+            " examples, fewer than the ", R, " replicas");
+  const int64_t size = n / R + (replica_ < n % R ? 1 : 0);
+  const int64_t begin = replica_ * (n / R) + std::min<int64_t>(replica_, n % R);
+  data::Batch shard = batch;
+  shard.images = batch.images.narrow(0, begin, size).contiguous();
+  shard.labels = batch.labels.narrow(0, begin, size).contiguous();
+  return {shard, static_cast<double>(size) / static_cast<double>(n)};
+}
+
+void PipelineEngine::relay_local_results() {
+  const bool last = partition_ + 1 == num_partitions_;
+  while (std::optional<BatchResult> result = results_->try_pop()) {
+    result->replica = replica_;
+    if (last) {
+      for (int rank = 0; rank < group_->size(); ++rank) {
+        if (rank != group_->rank())
+          group_->send_bytes(encode(to_record(*result)), rank, kResultTag);
+      }
+    }
+    relayed_.push_back(*result);
+  }
+}
+
+// Distributed, the driver relays its partition's results while it waits: no one else drains the
+// last partition's results ring, and this driver is not paced by feeding the pipeline.
+bool PipelineEngine::await_flushed() {
+  if (!distributed()) return flushed_->pop().has_value();
+  for (int round = 0;; ++round) {
+    if (flushed_->try_pop()) return true;
+    if (flushed_->closed()) return false;
+    relay_local_results();
+    if (round < 64) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+}
+
+// Per source, records are taken up to (at a flush: through) that source's next end marker, so a
+// result of the next flush interval never joins this one.
+void PipelineEngine::exchange_results(bool at_flush) {
+  relay_local_results();
+  const int K = num_partitions_;
+  const bool last = partition_ + 1 == K;
+  if (at_flush && last) {
+    RelayRecord end;
+    end.end = 1;
+    for (int rank = 0; rank < group_->size(); ++rank) {
+      if (rank != group_->rank()) group_->send_bytes(encode(end), rank, kResultTag);
+    }
+  }
+  const auto hold = [this](int source, const std::vector<uint8_t>& bytes) {
+    const RelayRecord record = decode(bytes, source);
+    held_[source].push_back(record.end ? std::nullopt : std::optional(from_record(record)));
+  };
+  while (auto message = group_->try_recv_bytes(kResultTag)) hold(message->first, message->second);
+  for (int replica = 0; replica < options_.data_parallel; ++replica) {
+    const int source = replica * K + K - 1;
+    if (source == group_->rank()) continue;
+    auto& queue = held_[source];
+    for (;;) {
+      if (queue.empty()) {
+        if (!at_flush) break;
+        auto [from, bytes] = group_->recv_bytes(kResultTag);
+        hold(from, bytes);
+        continue;
+      }
+      if (!queue.front()) {  // the end of this flush interval
+        if (at_flush) queue.pop_front();
+        break;
+      }
+      relayed_.push_back(*queue.front());
+      queue.pop_front();
+    }
+  }
+}
+
+void PipelineEngine::sync_partitions() {
+  for (int k = 0; k < num_partitions_; ++k) {
+    const int owner = k;  // replica 0's process of partition k
+    for (const auto& [name, tensor] : parts_[k]->state_dict())
+      broadcast_into(*group_, tensor, owner);
+    partition_optimizer_[k] = sync_optimizer(k, owner);
+  }
+  synced_ = true;
+}
+
+// Partition k's momentum buffers and step, from its owner to every process.
+StateDict PipelineEngine::sync_optimizer(int k, int owner) {
+  const NamedTensors params = parts_[k]->named_parameters();
+  const size_t n = params.size();
+  Tensor flags = Tensor::zeros({static_cast<int64_t>(n) + 1}, kInt64);
+  StateDict owned;
+  if (group_->rank() == owner) {
+    owned = stages_[0]->optimizer().state_dict();
+    auto* data = static_cast<int64_t*>(flags.raw_data());
+    for (size_t i = 0; i < n; ++i) data[i] = owned.contains("momentum_buffer." + params[i].first);
+    if (const Tensor* step = owned.find("step")) data[n] = step->to(kInt64).item<int64_t>();
+  }
+  group_->broadcast(flags, owner);
+  const auto* data = static_cast<const int64_t*>(flags.raw_data());
+  StateDict state;
+  for (size_t i = 0; i < n; ++i) {
+    if (!data[i]) continue;
+    const std::string key = "momentum_buffer." + params[i].first;
+    const Tensor& param = params[i].second;
+    Tensor buffer = group_->rank() == owner
+                        ? owned.at(key)
+                        : Tensor::empty(param.shape(), param.dtype(), param.device());
+    broadcast_into(*group_, buffer, owner);
+    state.insert(key, buffer);
+  }
+  state.insert("step", Tensor::scalar(static_cast<double>(data[n]), kInt64));
+  return state;
+}
+
+StateDict PipelineEngine::merged_optimizer_state() const {
+  StateDict merged;
+  for (int k = 0; k < num_partitions_; ++k) {
+    const StateDict part = k == partition_ ? stages_[0]->optimizer().state_dict()
+                                           : partition_optimizer_[static_cast<size_t>(k)];
+    for (const auto& [key, value] : part) {
+      if (key != "step" || !merged.contains("step")) merged.insert(key, value);
+    }
+  }
+  return merged;
+}
+
+void PipelineEngine::load_distributed_optimizer_state(const StateDict& state) {
+  size_t used = 0;
+  for (int k = 0; k < num_partitions_; ++k) {
+    StateDict part;
+    if (const Tensor* step = state.find("step")) part.insert("step", *step);
+    for (const auto& [name, param] : parts_[k]->named_parameters()) {
+      if (const Tensor* buffer = state.find("momentum_buffer." + name)) {
+        part.insert("momentum_buffer." + name, *buffer);
+        ++used;
+      }
+    }
+    if (k == partition_) stages_[0]->optimizer().load_state_dict(part);
+    partition_optimizer_[static_cast<size_t>(k)] = part;
+  }
+  const size_t expected = state.size() - (state.contains("step") ? 1 : 0);
+  if (used == expected) return;
+  for (const std::string& key : state.keys()) {
+    bool known = key == "step";
+    for (const auto& part : parts_) {
+      for (const auto& [name, param] : part->named_parameters())
+        known = known || key == "momentum_buffer." + name;
+    }
+    ECH_CHECK(known, "optimizer state: '", key, "' matches no parameter of the model");
+  }
+}
+
+json::Value PipelineEngine::distributed_report() const {
+  return json::Value::object()
+      .set("backend", group_->backend())
+      .set("world_size", group_->size())
+      .set("partitions", num_partitions_)
+      .set("data_parallel", options_.data_parallel)
+      .set("transport", forward_links_.empty() ? "none" : forward_links_.front()->kind())
+      .set("note", "stages lists the partition of rank 0 only");
+}
+
+}  // namespace echelon::parallel

@@ -1,0 +1,64 @@
+// Process groups: the processes of one multi-process run (one per pipeline partition and
+// data-parallel replica), as started by `mpirun`. The pipeline engine uses a group for
+//   - the transports between partitions living in different processes (make_transport),
+//   - the gradient all-reduce across the replicas of one partition (all_reduce_sum),
+//   - bringing every partition's parameters and optimizer state to every process (broadcast),
+//   - relaying the last partition's per-mini-batch results to every process (send_bytes).
+// Backend: MPI (Open MPI from Debian), initialised with MPI_THREAD_MULTIPLE because a stage's
+// executor thread and the driver's thread both communicate. No home-made networking.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <echelon/parallel/transport.h>
+#include <echelon/tensor/device.h>
+#include <echelon/tensor/tensor.h>
+
+namespace echelon::parallel {
+
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string backend() const = 0;  // "mpi"
+  virtual std::string host() const = 0;     // this process's host name
+
+  // A transport to (send) or from (recv) `peer`; each one is used in one direction only. Messages
+  // with the same (peer, tag) arrive in order. Received tensors land on `local`. Sends are
+  // buffered: up to `capacity` messages may be in flight before send() waits, like a ring.
+  virtual std::unique_ptr<Transport> make_transport(int peer, int tag, Device local,
+                                                    size_t capacity) = 0;
+  // Sums each tensor (float32/float64, CPU) over the group, in place; every process passes
+  // tensors of the same shapes in the same order.
+  virtual void all_reduce_sum(std::vector<Tensor>& tensors) = 0;
+  // Copies `tensor` (CPU, contiguous) of process `root` into every process's tensor, in place.
+  virtual void broadcast(Tensor& tensor, int root) = 0;
+  virtual void barrier() = 0;
+  // Small control messages: send_bytes never blocks (the group keeps the buffer until it has
+  // gone); recv_bytes blocks, try_recv_bytes does not. Both return (source rank, bytes).
+  virtual void send_bytes(const std::vector<uint8_t>& bytes, int dest, int tag) = 0;
+  virtual std::pair<int, std::vector<uint8_t>> recv_bytes(int tag) = 0;
+  virtual std::optional<std::pair<int, std::vector<uint8_t>>> try_recv_bytes(int tag) = 0;
+  // The processes with the same `color`, ordered by `key` (collective over this group).
+  virtual std::shared_ptr<ProcessGroup> split(int color, int key) = 0;
+  // Ends EVERY process of the run with `code` (the launcher reports which rank aborted).
+  [[noreturn]] virtual void abort(int code) = 0;
+};
+
+// Whether this build can start a process group (compiled with MPI).
+bool process_groups_available();
+
+// The run's world group when this process was started by a launcher (mpirun: OMPI_COMM_WORLD_*,
+// or PMI_SIZE / PMIX_RANK), else nullptr. Also nullptr for a world of one process. Throws when a
+// launcher is detected but this build has no MPI, or for a torchrun-style environment (RANK,
+// WORLD_SIZE) without mpirun, naming the variables. The first call initialises MPI; MPI is
+// finalised when the last reference to the world group goes.
+std::shared_ptr<ProcessGroup> world_process_group();
+
+}  // namespace echelon::parallel

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# `echelon train` under mpirun, one process per partition:
+#   1. bit-identical checkpoint to the threaded --pipeline 2 run (stale, deterministic);
+#   2. `echelon eval` loads the gathered checkpoint in one process;
+#   3. a run stopped after epoch 1 and resumed with the same K ends bit-identical too;
+#   4. the same for 2 partitions x 2 data-parallel replicas (4 processes);
+#   5. killing rank 1 mid-epoch ends the run non-zero within 30 s, naming rank 1.
+# usage: cli_check.sh ECHELON PIPELINE_MPI_CHECK
+set -u
+echelon=$1 check=$2
+here=$(dirname "$0")
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+common=(train --model lenet5 --data synthetic --limit-train 512 --limit-test 128 --batch-size 32
+        --epochs 2 --lr 0.05 --pipeline 2 --schedule-pipeline stale --deterministic --threads 1
+        --progress none)
+
+"$echelon" "${common[@]}" --out "$dir/threads" >"$dir/threads.log" 2>&1 \
+  || { cat "$dir/threads.log"; fail "threaded run"; }
+"$here/mpirun.sh" 120 2 "$echelon" "${common[@]}" --out "$dir/procs" >"$dir/procs.log" 2>&1 \
+  || { cat "$dir/procs.log"; fail "2-process run"; }
+cat "$dir/procs.log"
+"$check" --compare "$dir/procs/checkpoint.safetensors" "$dir/threads/checkpoint.safetensors" \
+  || fail "2 processes and 2 threads differ"
+[ -f "$dir/procs/summary.json" ] && [ -f "$dir/procs/report.html" ] || fail "rank 0 wrote no summary"
+
+"$echelon" eval --checkpoint "$dir/procs/checkpoint.safetensors" --limit-test 128 \
+  >"$dir/eval.log" 2>&1 || { cat "$dir/eval.log"; fail "eval of the gathered checkpoint"; }
+"$echelon" eval --checkpoint "$dir/threads/checkpoint.safetensors" --limit-test 128 \
+  >"$dir/eval_threads.log" 2>&1 || fail "eval of the threaded checkpoint"
+cmp -s "$dir/eval.log" "$dir/eval_threads.log" || fail "eval outputs differ"
+
+"$here/mpirun.sh" 120 2 "$echelon" "${common[@]}" --stop-after-epoch 1 --out "$dir/resumed" \
+  >"$dir/stop.log" 2>&1 || { cat "$dir/stop.log"; fail "2-process run stopped after epoch 1"; }
+"$here/mpirun.sh" 120 2 "$echelon" train --resume "$dir/resumed" \
+  --progress none >"$dir/resume.log" 2>&1 \
+  || { cat "$dir/resume.log"; fail "2-process resume"; }
+"$check" --compare "$dir/resumed/checkpoint.safetensors" "$dir/procs/checkpoint.safetensors" \
+  || fail "the resumed run differs from the uninterrupted one"
+
+# K = 2 x R = 2 (4 processes): stopped after epoch 1 and resumed (its flags from config.json)
+# ends bit-identical to the uninterrupted run.
+"$here/mpirun.sh" 120 4 "$echelon" "${common[@]}" --data-parallel 2 --out "$dir/dp" \
+  >"$dir/dp.log" 2>&1 || { cat "$dir/dp.log"; fail "2 x 2 run"; }
+"$here/mpirun.sh" 120 4 "$echelon" "${common[@]}" --data-parallel 2 --stop-after-epoch 1 \
+  --out "$dir/dp_resumed" >"$dir/dp_stop.log" 2>&1 || { cat "$dir/dp_stop.log"; fail "2 x 2 stop"; }
+"$here/mpirun.sh" 120 4 "$echelon" train --resume "$dir/dp_resumed" --progress none \
+  >"$dir/dp_resume.log" 2>&1 || { cat "$dir/dp_resume.log"; fail "2 x 2 resume"; }
+"$check" --compare "$dir/dp_resumed/checkpoint.safetensors" "$dir/dp/checkpoint.safetensors" \
+  || fail "the resumed 2 x 2 run differs from the uninterrupted one"
+
+# Kill rank 1 (found by its Open MPI environment) a moment into a long run.
+"$here/mpirun.sh" 120 2 "$echelon" train --model lenet5 --data synthetic --epochs 50 \
+  --pipeline 2 --progress none >"$dir/kill.log" 2>&1 &
+launcher=$!
+victim=""
+for _ in $(seq 1 100); do
+  for pid in $(pgrep -P "$(pgrep -P $launcher | head -1)" 2>/dev/null) $(pgrep -P $launcher); do
+    if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then
+      victim=$pid
+    fi
+  done
+  [ -n "$victim" ] && break
+  sleep 0.2
+done
+[ -n "$victim" ] || { kill "$launcher"; fail "rank 1 never started"; }
+sleep 3
+start=$(date +%s)
+kill -9 "$victim"
+wait "$launcher"
+rc=$?
+elapsed=$(( $(date +%s) - start ))
+cat "$dir/kill.log"
+echo "after kill -9 of rank 1: exit status $rc after ${elapsed} s"
+[ "$rc" -ne 0 ] || fail "the run exited 0"
+# 137: mpirun passes on the signal that ended rank 1; 124 would be the timeout.
+[ "$rc" -ne 124 ] || fail "the run hung until timeout"
+[ "$elapsed" -le 30 ] || fail "took ${elapsed} s (> 30 s)"
+grep -q "rank 1" "$dir/kill.log" || fail "the output does not name rank 1"
+echo "ok"

@@ -1,0 +1,221 @@
+// Multi-process pipeline check, run under `mpirun -np W` (tests/mpi/CMakeLists.txt):
+//   pipeline_mpi_check --partitions K [--data-parallel R] --schedules stale,stash,gpipe,hybrid
+// Every process first trains the THREADED K-partition pipeline (one process, the reference), then
+// the same model, seed and batches with one process per partition (and R replicas). With R = 1
+// the per-mini-batch losses and every weight and momentum buffer must be bit-identical; with
+// R > 1 (each replica gets half of each global batch) equal within float tolerance.
+//   pipeline_mpi_check --fail-rank r   rank r throws after two steps: every process must end.
+//   pipeline_mpi_check --compare A B   (no mpirun) exit 0 when two checkpoints hold bit-identical
+//                                      tensors (weights, momentum buffers) under the same names.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <echelon/base/error.h>
+#include <echelon/layers/models/registry.h>
+#include <echelon/parallel/pipeline.h>
+#include <echelon/parallel/process_group.h>
+#include <echelon/tensor/ops.h>
+#include <echelon/tensor/random.h>
+#include <echelon/tensor/safetensors.h>
+
+using namespace echelon;
+using namespace echelon::parallel;
+
+namespace {
+
+struct Args {
+  int partitions = 2, data_parallel = 1, fail_rank = -1;
+  std::vector<std::string> schedules = {"stale"};
+  int epochs = 2, batches = 4;
+  int64_t batch = 16;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--partitions")
+      a.partitions = std::stoi(value);
+    else if (flag == "--data-parallel")
+      a.data_parallel = std::stoi(value);
+    else if (flag == "--fail-rank")
+      a.fail_rank = std::stoi(value);
+    else if (flag == "--epochs")
+      a.epochs = std::stoi(value);
+    else if (flag == "--batches")
+      a.batches = std::stoi(value);
+    else if (flag == "--batch")
+      a.batch = std::stoll(value);
+    else if (flag == "--schedules") {
+      a.schedules.clear();
+      for (size_t start = 0; start <= value.size();) {
+        const size_t comma = std::min(value.find(',', start), value.size());
+        a.schedules.push_back(value.substr(start, comma - start));
+        start = comma + 1;
+      }
+    } else
+      ECH_FAIL("unknown flag ", flag);
+  }
+  return a;
+}
+
+std::vector<data::Batch> make_batches(const Args& a) {
+  Generator gen(7);
+  std::vector<data::Batch> batches;
+  for (int i = 0; i < a.batches; ++i) {
+    data::Batch b;
+    b.images = ops::randn({a.batch, 1, 28, 28}, gen);
+    std::vector<int64_t> labels;
+    for (float v : ops::rand({a.batch}, gen).to_vector<float>())
+      labels.push_back(static_cast<int64_t>(v * 10) % 10);
+    b.labels = Tensor::from_vector<int64_t>(labels, {a.batch});
+    b.index = i;
+    b.fresh = a.batch;
+    batches.push_back(b);
+  }
+  return batches;
+}
+
+struct Outcome {
+  std::vector<BatchResult> results;
+  StateDict weights, optimizer;
+};
+
+// Trains `epochs` epochs of `batches`; group null = the threaded reference.
+Outcome train(const Args& a, const std::string& schedule, std::shared_ptr<ProcessGroup> group,
+              int rank) {
+  PipelineOptions options;
+  options.partitions = a.partitions;
+  // "stale+predict": the stale schedule with --predict-weights.
+  const size_t plus = schedule.find("+predict");
+  options.predict_weights = plus != std::string::npos;
+  options.schedule = parse_schedule(schedule.substr(0, plus));
+  options.micro_batches = 3;
+  options.hybrid_switch = 1;
+  options.total_epochs = a.epochs;
+  options.process_group = group;
+  options.data_parallel = group ? a.data_parallel : 1;
+  Outcome outcome;
+  options.on_result = [&](const BatchResult& r) { outcome.results.push_back(r); };
+  SGDOptions sgd;
+  sgd.lr = 0.05;
+  sgd.momentum = 0.9;
+  PipelineEngine engine(make_model("lenet5", 1, 10, 3, 28), sgd, Device::cpu(), options);
+  const std::vector<data::Batch> batches = make_batches(a);
+  for (int epoch = 0; epoch < a.epochs; ++epoch) {
+    for (size_t i = 0; i < batches.size(); ++i) {
+      if (group && rank == a.fail_rank && epoch == 0 && i == 2)
+        ECH_FAIL("planted failure on rank ", rank, " (partition ", rank % a.partitions, ")");
+      engine.train_step(batches[i]);
+    }
+    engine.finish_epoch();
+  }
+  outcome.weights = engine.model().state_dict();
+  outcome.optimizer = engine.optimizer_state();
+  return outcome;
+}
+
+// Number of values differing: bitwise (tolerance 0) or by |a-b| <= tol * (1 + |b|).
+int64_t compare(const StateDict& got, const StateDict& want, double tolerance, const char* what) {
+  ECH_CHECK(got.size() == want.size(), what, ": ", got.size(), " entries, expected ", want.size());
+  int64_t differing = 0;
+  for (const auto& [name, expected] : want) {
+    const Tensor actual = got.at(name).contiguous();
+    ECH_CHECK(actual.shape() == expected.shape(), what, " ", name, ": shapes differ");
+    if (tolerance == 0) {
+      differing +=
+          std::memcmp(actual.raw_data(), expected.contiguous().raw_data(), expected.nbytes()) != 0;
+      continue;
+    }
+    const std::vector<double> x = actual.to(kFloat64).to_vector<double>();
+    const std::vector<double> y = expected.to(kFloat64).to_vector<double>();
+    for (size_t i = 0; i < x.size(); ++i)
+      differing += std::abs(x[i] - y[i]) > tolerance * (1 + std::abs(y[i]));
+  }
+  return differing;
+}
+
+int64_t compare_losses(const Outcome& got, const Outcome& want, int replicas, double tolerance) {
+  // With replicas, a global mini-batch's loss is the sample-weighted mean of its shares.
+  std::vector<double> loss_sum(want.results.size(), 0), samples(want.results.size(), 0);
+  ECH_CHECK(got.results.size() == want.results.size() * static_cast<size_t>(replicas),
+            got.results.size(), " results, expected ", want.results.size() * replicas);
+  for (const BatchResult& r : got.results) {
+    const auto i = static_cast<size_t>(r.id);
+    ECH_CHECK(i < want.results.size(), "unexpected result id ", r.id);
+    loss_sum[i] += r.loss * static_cast<double>(r.samples);
+    samples[i] += static_cast<double>(r.samples);
+  }
+  int64_t differing = 0;
+  for (size_t i = 0; i < want.results.size(); ++i) {
+    const double expected = want.results[i].loss, actual = loss_sum[i] / samples[i];
+    differing += tolerance == 0
+                     ? actual != expected
+                     : std::abs(actual - expected) > tolerance * (1 + std::abs(expected));
+  }
+  return differing;
+}
+
+int compare_checkpoints(const std::string& a, const std::string& b) {
+  const auto to_dict = [](const std::string& path) {
+    StateDict dict;
+    for (const auto& [name, tensor] : safetensors::load(path).tensors) dict.insert(name, tensor);
+    return dict;
+  };
+  const StateDict x = to_dict(a), y = to_dict(b);
+  const int64_t differing = compare(x, y, 0, "checkpoint");
+  std::printf("%zu tensors, %lld differ\n", y.size(), static_cast<long long>(differing));
+  return differing == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 4 && std::string(argv[1]) == "--compare") {
+    try {
+      return compare_checkpoints(argv[2], argv[3]);
+    } catch (const std::exception& e) {
+      std::cerr << "pipeline_mpi_check: error: " << message_of(e) << "\n";
+      return 2;
+    }
+  }
+  std::shared_ptr<ProcessGroup> group;
+  try {
+    const Args a = parse(argc, argv);
+    ops::set_deterministic(true);
+    ops::set_cpu_threads(1);
+    group = world_process_group();
+    ECH_CHECK(group != nullptr, "run me under mpirun -np ", a.partitions * a.data_parallel);
+    const int rank = group->rank();
+    const double tolerance = a.data_parallel > 1 ? 1e-4 : 0;
+    int failures = 0;
+    for (const std::string& schedule : a.schedules) {
+      Args reference_args = a;
+      const Outcome want = train(reference_args, schedule, nullptr, rank);
+      const Outcome got = train(a, schedule, group, rank);
+      const int64_t losses = compare_losses(got, want, a.data_parallel, tolerance);
+      const int64_t weights = compare(got.weights, want.weights, tolerance, "weights");
+      const int64_t momenta = compare(got.optimizer, want.optimizer, tolerance, "optimizer");
+      const bool ok = losses == 0 && weights == 0 && momenta == 0;
+      failures += ok ? 0 : 1;
+      std::printf(
+          "rank %d %-10s K=%d R=%d %s: %zu losses (%lld differ), weights (%lld differ), "
+          "optimizer (%lld differ) -> %s\n",
+          rank, schedule.c_str(), a.partitions, a.data_parallel,
+          tolerance == 0 ? "bit-identical" : "within 1e-4", want.results.size(),
+          static_cast<long long>(losses), static_cast<long long>(weights),
+          static_cast<long long>(momenta), ok ? "ok" : "FAILED");
+    }
+    group->barrier();
+    return failures == 0 ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::cerr << "pipeline_mpi_check: error: rank " << (group ? group->rank() : -1) << ": "
+              << message_of(e) << std::endl;
+    if (group) group->abort(3);
+    return 3;
+  }
+}
