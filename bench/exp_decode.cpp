@@ -19,6 +19,8 @@
 #include <echelon/data/image_codec.h>
 #include <echelon/data/transforms.h>
 
+#include "bench/driver_args.h"
+
 using namespace echelon::data;
 
 namespace {
@@ -96,9 +98,17 @@ double median3(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int64_t count = argc > 1 ? std::atoll(argv[1]) : 4000;
-  const std::string dir = argc > 2 ? argv[2] : kDefaultFashionMnistDir;
-  const int64_t size = argc > 3 ? std::atoll(argv[3]) : 56;
+  int64_t count = 4000;
+  std::string dir = kDefaultFashionMnistDir;
+  int64_t size = 56;
+  CLI::App app{"JPEG decode + crop + flip images/s per core: stb vs libjpeg-turbo paths",
+               "exp_decode"};
+  app.option_defaults()->always_capture_default();
+  app.add_option("images", count, "JPEGs in the corpus")->check(CLI::Range(1, 10000000));
+  app.add_option("dir", dir, "Fashion-MNIST folder (the corpus is made from t10k)")
+      ->check(CLI::ExistingDirectory);
+  app.add_option("size", size, "Side of the JPEGs (upscaled from 28)")->check(CLI::Range(8, 4096));
+  echelon::bench::parse_args_or_exit(app, argc, argv);
   if (!have_stb() || !have_turbojpeg()) {
     std::printf("exp_decode: this build lacks stb_image or libjpeg-turbo; nothing to compare\n");
     return 0;

@@ -16,6 +16,8 @@
 
 #include <echelon/tensor/ops.h>
 
+#include "bench/driver_args.h"
+
 #if ECHELON_WITH_CUDA
 #include <echelon/cuda/check.h>
 #include <echelon/cuda/stream.h>
@@ -187,39 +189,16 @@ std::vector<ConvShape> net_conv_shapes(int64_t batch) {
 }  // namespace
 #endif
 
-// The drivers' convention (bench/exp_*.cpp): --help prints the usage and exits 0; a bad
-// argument is one "exp_gpu_kernels: error: ..." line and exit status 2.
-namespace {
-int usage_error(const std::string& what) {
-  std::fprintf(stderr, "exp_gpu_kernels: error: %s (see --help)\n", what.c_str());
-  return 2;
-}
-}  // namespace
-
 int main(int argc, char** argv) {
   bool quick = false;
   int repeats = 10;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      std::printf(
-          "Usage: exp_gpu_kernels [--repeats N] [--quick]\n"
-          "  --repeats N  timings per row, the median is kept (1..1000, default 10)\n"
-          "  --quick      small shapes: a smoke test, not a measurement\n");
-      return 0;
-    } else if (arg == "--quick") {
-      quick = true;
-    } else if (arg == "--repeats") {
-      char* end = nullptr;
-      const long value = i + 1 < argc ? std::strtol(argv[i + 1], &end, 10) : 0;
-      if (i + 1 >= argc || *end != '\0' || value < 1 || value > 1000)
-        return usage_error("--repeats needs an integer in [1, 1000]");
-      repeats = static_cast<int>(value);
-      ++i;
-    } else {
-      return usage_error("unknown argument " + arg);
-    }
-  }
+  CLI::App app{"GPU kernels: bandwidth vs a D2D copy, SGEMM vs cuBLAS, conv vs cuDNN (ratios)",
+               "exp_gpu_kernels"};
+  app.option_defaults()->always_capture_default();
+  app.add_option("--repeats", repeats, "Timings per row, the median is kept")
+      ->check(CLI::Range(1, 1000));
+  app.add_flag("--quick", quick, "Small shapes: a smoke test, not a measurement");
+  echelon::bench::parse_args_or_exit(app, argc, argv);
 #if ECHELON_WITH_CUDA
   if (cuda::device_count() == 0) {
     std::printf("exp_gpu_kernels: no GPU: nothing measured\n");

@@ -22,6 +22,8 @@
 #include <echelon/tensor/ops.h>
 #include <echelon/tensor/random.h>
 
+#include "bench/driver_args.h"
+
 namespace {
 
 using namespace echelon;
@@ -123,19 +125,19 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const bool has_value = i + 1 < argc;
-    if (std::strcmp(argv[i], "--steps") == 0 && has_value)
-      o.lenet_steps = std::atoi(argv[++i]);
-    else if (std::strcmp(argv[i], "--resnet-steps") == 0 && has_value)
-      o.resnet_steps = std::atoi(argv[++i]);
-    else if (std::strcmp(argv[i], "--rounds") == 0 && has_value)
-      o.rounds = std::atoi(argv[++i]);
-    else if (std::strcmp(argv[i], "--no-torch") == 0)
-      o.torch = false;
-    else
-      o.rounds = -1;  // reported below
-  }
+  bool no_torch = false;
+  CLI::App app{"Train-step images/s, LeNet-5 and ResNet-20 on the CPU, vs PyTorch in the same run",
+               "exp_train_throughput"};
+  app.option_defaults()->always_capture_default();
+  app.add_option("--steps", o.lenet_steps, "LeNet-5 steps per measurement")
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--resnet-steps", o.resnet_steps, "ResNet-20 steps per measurement")
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--rounds", o.rounds, "Alternating rounds (the median is kept)")
+      ->check(CLI::Range(1, 1000));
+  app.add_flag("--no-torch", no_torch, "Echelon only: skip the PyTorch peers");
+  echelon::bench::parse_args_or_exit(app, argc, argv);
+  o.torch = !no_torch;
   return o;
 }
 
@@ -167,12 +169,6 @@ void run_row(const Case& c, int threads, const Options& o, const std::vector<Pee
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
-  if (o.lenet_steps < 1 || o.resnet_steps < 1 || o.rounds < 1) {
-    std::fprintf(stderr,
-                 "usage: exp_train_throughput [--steps N] [--resnet-steps N] [--rounds N] "
-                 "[--no-torch] (all N >= 1)\n");
-    return 2;
-  }
   const std::vector<Case> cases = {{"lenet5", 1, 28, 64, o.lenet_steps},
                                    {"resnet20", 1, 32, 128, o.resnet_steps}};
   const std::vector<Peer> peers = o.torch ? find_peers() : std::vector<Peer>();

@@ -31,7 +31,7 @@ struct DatasetLimits {
   bool test_only = false;
   // The label order to use (from a checkpoint); empty: the data set's own. Image folders label
   // by it instead of by their subfolders.
-  std::vector<std::string> class_names;
+  std::vector<std::string> class_names = {};
 };
 
 // A data set's two splits, how to feed them, and the shape of one example.

@@ -23,6 +23,9 @@ for name in "$@"; do
   case $name in
     exp_echo) expect 2 "steps" "$dir/$name" 0; expect 2 "batch_ms" "$dir/$name" 10 abc ;;
     exp_echo_accuracy) expect 2 "target" "$dir/$name" 1 1:batch --target 2 ;;
+    exp_decode) expect 2 "images" "$dir/$name" 0; expect 2 "dir" "$dir/$name" 10 /no/such/dir ;;
+    exp_gpu_kernels) expect 2 "repeats" "$dir/$name" --repeats 0 ;;
+    exp_train_throughput) expect 2 "rounds" "$dir/$name" --rounds 0 ;;
     exp_pipeline)
       expect 2 "repeat" "$dir/$name" --repeat 0
       expect 2 "schedules" "$dir/$name" --schedules stale,frob ;;

@@ -5,7 +5,7 @@
 set -euo pipefail
 packages=(cmake ninja-build g++ make pkg-config ccache zlib1g-dev doctest-dev libcli11-dev
           nlohmann-json3-dev libopenblas-dev libstb-dev libturbojpeg0-dev libbenchmark-dev
-          dataset-fashion-mnist libboost-context-dev)
+          dataset-fashion-mnist libboost-context-dev openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

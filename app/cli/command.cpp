@@ -62,7 +62,8 @@ void add_train_options(CLI::App& cmd, TrainOptions& o, ScheduleFlag& schedule) {
   cmd.add_option("--device", o.device, "auto | cpu | cuda | cuda:N");
   cmd.add_option("--conv-impl", o.conv_impl, "Convolution on CUDA: ours | cudnn");
   cmd.add_option("--seed", o.seed, "Seed of model init, shuffling, augmentation and dropout");
-  cmd.add_option("--threads", o.threads, "BLAS threads (0: library default)");
+  cmd.add_option("--threads", o.threads,
+                 "CPU threads for the ops (our pool; OpenBLAS then single-threaded); 0: default");
   cmd.add_option("--out", o.out, "Run folder for config, metrics, summary, checkpoint, report");
   cmd.add_option("--resume", o.resume, "Continue the run in this folder from its checkpoint");
   cmd.add_flag("--overwrite", o.overwrite, "Let --out replace the folder of another run");
