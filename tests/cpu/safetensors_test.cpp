@@ -168,7 +168,8 @@ TEST_SUITE("safetensors") {
     // refused; a size written as 1.0 is not a JSON integer.
     for (const std::string name : {"\xff", "\xc0\xaf", "\\ud800"}) {
       CAPTURE(name);
-      const std::string text = "{\"" + name + R"(":{"dtype":"U8","shape":[0],"data_offsets":[0,0]}})";
+      const std::string text =
+          "{\"" + name + R"(":{"dtype":"U8","shape":[0],"data_offsets":[0,0]}})";
       CHECK(error_of(with_header(text, "")) != "<no error>");
     }
     const std::string real_shape = R"({"a":{"dtype":"U8","shape":[1.0],"data_offsets":[0,1]}})";
