@@ -119,7 +119,8 @@ std::shared_ptr<Dataset> take_prefix(std::shared_ptr<Dataset> dataset, int64_t n
   return std::make_shared<PrefixDataset>(std::move(dataset), n);
 }
 
-DatasetSplits load_dataset(const std::string& name, const std::string& dir, DatasetLimits limits) {
+DatasetSplits load_dataset(const std::string& name, const std::string& dir,
+                           const DatasetLimits& limits) {
   DatasetSplits d;
   d.name = name;
   open_splits(d, name, dir, limits);

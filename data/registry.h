@@ -48,7 +48,7 @@ struct DatasetSplits {
 // test/ subfolders of class folders), limited by `limits`. Images must be square and of one size
 // in both splits. Throws echelon::Error naming the data set, the folder or the bad file.
 DatasetSplits load_dataset(const std::string& name, const std::string& dir,
-                           DatasetLimits limits = {});
+                           const DatasetLimits& limits = {});
 
 // The first `n` examples of `dataset`; `dataset` itself when n is 0 or not below its size.
 std::shared_ptr<Dataset> take_prefix(std::shared_ptr<Dataset> dataset, int64_t n);

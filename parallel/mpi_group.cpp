@@ -421,6 +421,7 @@ void MpiGroup::all_reduce_sum(std::vector<Tensor>& tensors) {
 #else
   // Without NCCL: through host copies.
   std::vector<Tensor> host;
+  host.reserve(tensors.size());
   for (const Tensor& t : tensors) host.push_back(t.to(Device::cpu()).contiguous());
   all_reduce_on_host(host);
   NoGradGuard no_grad;
