@@ -113,11 +113,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     turbo = ed::decode_image(bytes, source, channels, ed::ImageDecoder::TurboJpeg);
     turbo_ok = true;
   });
+  // stb is only the yardstick for files libjpeg-turbo (the decoder Echelon trains with) accepts:
+  // Debian's stb_image aborts on an assert for some malformed JPEGs (found by this target in CI,
+  // corpus crash-stb-assert), which is stb's bug and not reachable in training.
+  if (!turbo_ok) return 0;
   fuzz::expect_parse_or_error(source, [&] {
     stb = ed::decode_image(bytes, source, channels, ed::ImageDecoder::Stb);
     stb_ok = true;
   });
-  if (!turbo_ok || !stb_ok) return 0;
+  if (!stb_ok) return 0;
   if (turbo.height != stb.height || turbo.width != stb.width || turbo.channels != stb.channels)
     fuzz::finding("libjpeg-turbo and stb disagree on the dimensions");
   if (std::getenv("ECHELON_FUZZ_JPEG_PIXELS") != nullptr && huffman_tables_valid(bytes)) {
