@@ -1,8 +1,8 @@
 // libjpeg-turbo decoding and the fused decode + crop + flip + normalise path.
 //
 // Why it is faster than decode_image + augment_image + to_float (bench/exp_decode):
-//  - one tjhandle and one pixel buffer per thread, reused: no decoder set-up and no allocation
-//    per image (tjInitDecompress allocates the whole libjpeg state);
+//  - one pixel buffer per thread, reused: no allocation per image (the tjhandle is not reused:
+//    a libjpeg decompressor keeps tables from image to image, see decode_jpeg_interleaved);
 //  - the decoder's interleaved (H, W, C) rows are cropped, flipped, converted to float and
 //    normalised into the (C, H, W) output in ONE pass: no planar uint8 copy, no augmented copy;
 //  - optional DCT-domain downscaling (1/2, 1/4, 1/8) when the consumer wants a smaller image.
@@ -66,11 +66,11 @@ void check_jpeg_supported(const std::vector<uint8_t>& bytes, const std::string& 
 
 #ifdef ECHELON_WITH_TURBOJPEG
 namespace {
-// One handle per thread for headers and one for pixels, reused across images. A TurboJPEG handle
-// carries state from call to call (the stop-on-warning and warning flags; found by diff_jpeg: the
-// same file was accepted or rejected depending on the file before it), so each handle serves only
-// one kind of call, and a handle that saw an error is replaced by a fresh one. Then a decode's
-// outcome depends on its own bytes only, never on the thread's history.
+// Per thread: a handle for headers, one for pixels, and the pixel buffer. A TurboJPEG handle
+// carries state from call to call (warning flags, and the Huffman/quantisation tables of the
+// images it read; found by diff_jpeg: the same file was accepted or rejected depending on the file
+// before it), so each handle serves one kind of call for one image and is then replaced. A
+// decode's outcome depends on its own bytes only, never on the thread's history.
 using Handle = std::unique_ptr<void, int (*)(tjhandle)>;
 struct ThreadDecoder {
   Handle header{nullptr, &tjDestroy};
@@ -105,6 +105,7 @@ void jpeg_dimensions(const std::vector<uint8_t>& bytes, const std::string& sourc
   if (tjDecompressHeader3(handle, bytes.data(), bytes.size(), &width, &height, &subsampling,
                           &colorspace) != 0)
     fail(decoder.header, source, "corrupt JPEG header");
+  decoder.header.reset();  // see decode_jpeg_interleaved: no tables may carry over
   check_image_dimensions(width, height, source, "JPEG");
 #else
   (void)bytes;
@@ -129,6 +130,11 @@ Interleaved decode_jpeg_interleaved(const std::vector<uint8_t>& bytes, const std
   if (tjDecompress2(handle, bytes.data(), bytes.size(), decoder.buffer.data(), out_w, 0, out_h,
                     channels == 1 ? TJPF_GRAY : TJPF_RGB, TJFLAG_STOPONWARNING) != 0)
     fail(decoder.pixels, source, "corrupt JPEG data");
+  // A libjpeg decompressor keeps the Huffman and quantisation tables of the images it has read,
+  // and uses them for a later image that lacks its own (an "abbreviated" datastream): a corrupt
+  // file would then decode or not depending on the file before it (found by fuzz_diff_jpeg's
+  // replay). So a handle serves one image; the pixel buffer is still reused.
+  decoder.pixels.reset();
   return {out_h, out_w, channels, decoder.buffer.data()};
 #else
   (void)channels;
