@@ -2,9 +2,11 @@
 #include <echelon/app/cli/command.h>
 #include <echelon/app/cli/dist_flags.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -149,10 +151,14 @@ Command parse_command_line(int argc, const char* const* argv) {
 
   CLI::App* models_cmd = root.add_subcommand("models", "List the models and their sizes");
   add_bench_command(root, command.bench);
+  add_launch_command(root, command.launch);
 
   check_subcommand(root, argc, argv);
+  // `launch`: CLI11 sees launch's own flags; the words after `--` are the ranks' command.
+  const bool launching = argc >= 2 && std::string(argv[1]) == "launch";
+  const int parsed_argc = launching ? launch_flags_end(argc, argv) : argc;
   try {
-    root.parse(argc, argv);
+    root.parse(parsed_argc, argv);
   } catch (const CLI::ParseError& e) {
     // --help (CallForHelp, CallForAllHelp) is a "parse error" with exit code 0.
     if (e.get_exit_code() == 0) {
@@ -169,6 +175,15 @@ Command parse_command_line(int argc, const char* const* argv) {
   }
   if (*eval_cmd) {
     command.kind = Command::Kind::Eval;
+    return command;
+  }
+  if (*command.launch.launch) {
+    command.kind = Command::Kind::Launch;
+    const std::vector<std::string> rank_command(argv + std::min(parsed_argc + 1, argc),
+                                                argv + argc);
+    std::error_code error;
+    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+    finish_launch_command(command.launch, rank_command, error ? argv[0] : self.string());
     return command;
   }
   if (*command.bench.bench) {

@@ -5,13 +5,14 @@
 #include <string>
 
 #include <echelon/app/cli/bench_cmd.h>
+#include <echelon/app/cli/launch_cmd.h>
 #include <echelon/app/cli/pipeline_flags.h>
 #include <echelon/app/train.h>
 
 namespace echelon::app {
 
 struct Command {
-  enum class Kind { Exit, Models, Train, Eval, Bench };
+  enum class Kind { Exit, Models, Train, Eval, Bench, Launch };
   Kind kind = Kind::Exit;
   int exit_code = 0;       // Kind::Exit: --help and friends
   std::string text;        // Kind::Exit: what to print on stdout
@@ -19,6 +20,7 @@ struct Command {
   PipelineFlags pipeline;  // Kind::Train: finished (schedule, balance, validated)
   EvalOptions eval;        // Kind::Eval
   BenchCommand bench;      // Kind::Bench: finished (finish_bench_command)
+  LaunchCommand launch;    // Kind::Launch: finished (the mpirun command line)
 };
 
 // Parses argv (argv[0] is the program name; an unknown subcommand is named, with the known ones)

@@ -4,6 +4,7 @@
 //   echelon eval --checkpoint runs/lenet5/checkpoint.safetensors
 //   echelon models
 //   echelon bench op conv2d --input 64,16,32,32 --impl naive,fast   (also model, pipeline, loader)
+//   echelon launch -- train --pipeline 2 ...   (one process per partition, through mpirun)
 // Every user error (bad flag value, missing dataset, damaged checkpoint) prints ONE line
 // "echelon: error: ..." on stderr and exits with status 2.
 #include <csignal>
@@ -80,6 +81,12 @@ int main(int argc, char** argv) {
         return 0;
       case app::Command::Kind::Bench:
         return app::run_bench_command(command.bench, std::cout);
+      case app::Command::Kind::Launch:
+        if (command.launch.dry_run) {
+          std::cout << app::shell_quoted(command.launch.argv) << "\n";
+          return 0;
+        }
+        app::exec_launch(command.launch);
       case app::Command::Kind::Train:
         break;
     }

@@ -4,7 +4,8 @@
 #   2. `echelon eval` loads the gathered checkpoint in one process;
 #   3. a run stopped after epoch 1 and resumed with the same K ends bit-identical too;
 #   4. the same for 2 partitions x 2 data-parallel replicas (4 processes);
-#   5. killing rank 1 mid-epoch ends the run non-zero within 30 s, naming rank 1.
+#   5. `echelon launch` (mpirun started by echelon) gives the same checkpoint as 1.;
+#   6. killing rank 1 mid-epoch ends the run non-zero within 30 s, naming rank 1.
 # usage: cli_check.sh ECHELON PIPELINE_MPI_CHECK
 set -u
 echelon=$1 check=$2
@@ -38,6 +39,14 @@ cmp -s "$dir/eval.log" "$dir/eval_threads.log" || fail "eval outputs differ"
   || { cat "$dir/resume.log"; fail "2-process resume"; }
 "$check" --compare "$dir/resumed/checkpoint.safetensors" "$dir/procs/checkpoint.safetensors" \
   || fail "the resumed run differs from the uninterrupted one"
+
+# `echelon launch` works out -np 2 from --pipeline 2 and starts mpirun itself (loopback only here).
+OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo \
+  timeout --signal=TERM --kill-after=10 120 "$echelon" launch -- "${common[@]}" \
+  --out "$dir/launched" >"$dir/launch.log" 2>&1 || { cat "$dir/launch.log"; fail "echelon launch"; }
+grep -q "mpirun .* -np 2 " "$dir/launch.log" || fail "launch did not print its mpirun command"
+"$check" --compare "$dir/launched/checkpoint.safetensors" "$dir/threads/checkpoint.safetensors" \
+  || fail "echelon launch and 2 threads differ"
 
 # K = 2 x R = 2 (4 processes): stopped after epoch 1 and resumed (its flags from config.json)
 # ends bit-identical to the uninterrupted run.
