@@ -20,6 +20,21 @@ int device_count() {
   return count;
 }
 
+bool enable_peer_access(int device, int peer) {
+  if (device == peer) return false;
+  int can_access = 0;
+  ECH_CUDA_CHECK(cudaDeviceCanAccessPeer(&can_access, device, peer));
+  if (!can_access) return false;
+  DeviceGuard guard(device);
+  const cudaError_t err = cudaDeviceEnablePeerAccess(peer, 0);
+  if (err == cudaErrorPeerAccessAlreadyEnabled) {
+    cudaGetLastError();  // an earlier pipeline in this process enabled it: not an error
+    return true;
+  }
+  ECH_CUDA_CHECK(err);
+  return true;
+}
+
 int current_device() {
   int device = 0;
   ECH_CUDA_CHECK(cudaGetDevice(&device));

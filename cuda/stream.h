@@ -10,6 +10,9 @@
 namespace echelon::cuda {
 
 int device_count();  // 0 when the driver or GPU is missing (never throws)
+// Lets `device` read and write `peer`'s memory directly (NVLink / PCIe peer-to-peer) when the pair
+// allows it; returns whether it does. Without it, peer copies still work, staged by the driver.
+bool enable_peer_access(int device, int peer);
 int current_device();
 void set_device(int index);
 

@@ -30,6 +30,29 @@ std::vector<int64_t> parse_ppv(const std::string& text) {
   return cuts;
 }
 
+std::vector<Device> parse_partition_devices(const std::string& text, int partitions) {
+  std::vector<Device> listed;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    ECH_CHECK(!item.empty(), "device list '", text, "': empty entry (expected e.g. cuda:0,cuda:1)");
+    try {
+      listed.push_back(Device::parse(item));
+    } catch (const Error&) {
+      ECH_FAIL("device list '", text, "': '", item, "' is not a device (cpu, cuda or cuda:N)");
+    }
+  }
+  ECH_CHECK(!listed.empty() && text.back() != ',', "device list '", text,
+            "': expected comma-separated devices, e.g. cuda:0,cuda:1");
+  const int count = static_cast<int>(listed.size());
+  ECH_CHECK(partitions >= 1 && count <= partitions && partitions % count == 0, "device list '",
+            text, "': ", count, " devices for ", partitions,
+            " partitions (give one per partition, or a count that divides ", partitions, ")");
+  std::vector<Device> devices;
+  for (int k = 0; k < partitions; ++k) devices.push_back(listed[k / (partitions / count)]);
+  return devices;
+}
+
 std::string format_ppv(const std::vector<int64_t>& cuts) {
   std::string text;
   for (size_t i = 0; i < cuts.size(); ++i) text += (i ? "," : "") + std::to_string(cuts[i]);

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <echelon/tensor/device.h>
+
 namespace echelon {
 class Sequential;
 }
@@ -21,6 +23,12 @@ struct LayerRange {
 // "2,5" -> {2, 5}. Throws naming the text on empty items, non-numbers and non-increasing cuts.
 std::vector<int64_t> parse_ppv(const std::string& text);
 std::string format_ppv(const std::vector<int64_t>& cuts);  // {2, 5} -> "2,5"
+
+// "cuda:0,cuda:1" -> one device per partition. N devices for K partitions: N = K places one
+// partition on each; N dividing K places K/N neighbouring partitions on each device (GPipe's
+// placement when stages outnumber GPUs). Throws naming the text on empty or unknown entries and
+// on counts that do not divide K.
+std::vector<Device> parse_partition_devices(const std::string& text, int partitions);
 
 // Cut points -> one range per partition. Every cut must lie in (0, num_layers), strictly rising,
 // so that no partition is empty.

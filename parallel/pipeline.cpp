@@ -465,7 +465,15 @@ json::Value PipelineEngine::report() const {
     stages.push(partition_report(s, wall, analytic_staleness(options_.schedule, K, s.partition)));
   }
   block.set("stages", std::move(stages));
-  if (distributed()) block.set("processes", distributed_report());
+  if (distributed()) {
+    block.set("processes", distributed_report());
+  } else {
+    // Where each partition ran and how activations crossed each cut (docs/pipeline.md).
+    json::Value devices = json::Value::array(), links = json::Value::array();
+    for (const auto& stage : stages_) devices.push(stage->device().to_string());
+    for (const auto& link : forward_links_) links.push(link->kind());
+    block.set("devices", std::move(devices)).set("links", std::move(links));
+  }
   return block;
 }
 

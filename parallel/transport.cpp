@@ -121,11 +121,16 @@ class StreamTransport : public DeviceTransport {
   }
 };
 
-// GPU -> GPU: the receiver copies peer-to-peer on its own stream.
+// GPU -> GPU: the receiver copies peer-to-peer on its own stream. With peer access enabled the
+// copy goes straight over NVLink/PCIe; without it (devices on different PCIe roots) the driver
+// stages it through host memory, which the kind names.
 class PeerTransport : public DeviceTransport {
  public:
-  using DeviceTransport::DeviceTransport;
-  std::string kind() const override { return "cuda-peer"; }
+  PeerTransport(Device from, Device to, size_t capacity)
+      : DeviceTransport(from, to, capacity),
+        direct_(cuda::enable_peer_access(to.index, from.index) &&
+                cuda::enable_peer_access(from.index, to.index)) {}
+  std::string kind() const override { return direct_ ? "cuda-peer" : "cuda-peer-staged"; }
 
  private:
   void prepare(Message& message) override { message.ready = record_ready(from_.index); }
@@ -152,6 +157,8 @@ class PeerTransport : public DeviceTransport {
     copied.synchronize();
     return dst;
   }
+
+  const bool direct_;
 };
 #endif
 

@@ -199,6 +199,10 @@ Command parse_command_line(int argc, const char* const* argv) {
     restore_distributed_flags(*train_cmd, command.train.engine, command.pipeline.options);
   }
   finish_pipeline_options(*train_cmd, command.pipeline, static_cast<int>(command.train.epochs));
+  // The batches enter on the first partition's device unless --device says otherwise.
+  const std::vector<Device>& devices = command.pipeline.options.devices;
+  if (!devices.empty() && train_cmd->count("--device") == 0)
+    command.train.device = devices.front().to_string();
   command.train.engine = pipeline_flags_to_json(command.pipeline);
   command.train.engine.set("data-parallel", command.pipeline.options.data_parallel);
   return command;

@@ -54,6 +54,8 @@ inline std::shared_ptr<parallel::ProcessGroup> join_process_group(PipelineFlags&
   ECH_CHECK(world->size() == o.partitions * o.data_parallel, "mpirun started ", world->size(),
             " processes, but --pipeline ", o.partitions, " x --data-parallel ", o.data_parallel,
             " needs ", o.partitions * o.data_parallel);
+  ECH_CHECK(o.devices.empty(), "--devices places the partitions of one process; under mpirun ",
+            "each rank runs one partition on cuda:<local rank> (--device cuda)");
   o.process_group = world;
   train.primary = world->rank() == 0;
   // One GPU per process, as torchrun's LOCAL_RANK: --device cuda (or auto, when a GPU is there)

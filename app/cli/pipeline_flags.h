@@ -20,6 +20,7 @@ struct PipelineFlags {
   parallel::PipelineOptions options;
   std::string schedule_text = "stale";
   std::string balance_text = "none";
+  std::string devices_text;     // --devices: parsed into options.devices by finish_pipeline_options
   bool schedule_given = false;  // --schedule-pipeline, or --schedule naming a pipeline schedule
   bool enabled() const { return options.partitions > 1 || !options.ppv.empty(); }
 };
@@ -35,6 +36,8 @@ inline void add_pipeline_options(CLI::App& app, PipelineFlags& flags) {
   app.add_option("--micro-batches", o.micro_batches, "GPipe micro-batches per mini-batch");
   app.add_option("--hybrid-switch", o.hybrid_switch,
                  "Hybrid: epoch (>= 1) or fraction of epochs (< 1) to switch to sequential");
+  app.add_option("--devices", flags.devices_text,
+                 "Devices of the partitions, e.g. cuda:0,cuda:1 (one each, or a count dividing K)");
   app.add_option("--trace", o.trace_path, "Write a Chrome trace JSON of the pipeline");
   app.add_flag("--predict-weights", o.predict_weights,
                "stale/hybrid: forward on weights extrapolated by momentum (not in the paper)");
@@ -52,7 +55,7 @@ inline void check_pipeline_flags_agree(const CLI::App& cmd, PipelineFlags& flags
     o.partitions = from_ppv;
   }
   if (flags.enabled() || flags.balance_text == "auto") return;
-  for (const char* flag : {"--micro-batches", "--hybrid-switch", "--predict-weights"})
+  for (const char* flag : {"--micro-batches", "--hybrid-switch", "--predict-weights", "--devices"})
     ECH_CHECK(cmd.count(flag) == 0, flag,
               " needs a pipeline: add --pipeline K (K >= 2), --ppv or --balance auto");
   // "sequential" is what a single device does anyway.
@@ -125,6 +128,16 @@ inline void finish_pipeline_options(const CLI::App& cmd, PipelineFlags& flags, i
   if (!o.ppv.empty()) parse_flag("--ppv", [&] { return parallel::parse_ppv(o.ppv); });
   if (o.schedule == parallel::ScheduleKind::Hybrid)
     parse_flag("--hybrid-switch", [&] { return o.hybrid_switch_epoch(); });
+  if (!flags.devices_text.empty()) {
+    o.devices = parse_flag("--devices", [&] {
+      return parallel::parse_partition_devices(flags.devices_text, o.partitions);
+    });
+    // Checked now, before any run folder is touched: every device must be present.
+    const int present = cuda_device_count();
+    for (const Device& device : o.devices)
+      ECH_CHECK(!device.is_cuda() || device.index < present, "--devices ", flags.devices_text, ": ",
+                device.to_string(), " is not present (", present, " CUDA device(s))");
+  }
   o.validate();
 }
 

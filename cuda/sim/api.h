@@ -30,11 +30,13 @@ enum cudaError_t {
   cudaErrorInvalidConfiguration = 9,
   cudaErrorInvalidDevicePointer = 17,
   cudaErrorInvalidMemcpyDirection = 21,
+  cudaErrorPeerAccessUnsupported = 217,
   cudaErrorNoDevice = 100,
   cudaErrorInvalidDevice = 101,
   cudaErrorInvalidResourceHandle = 400,
   cudaErrorNotReady = 600,
   cudaErrorIllegalAddress = 700,
+  cudaErrorPeerAccessAlreadyEnabled = 704,
   cudaErrorLaunchFailure = 719,
   cudaErrorUnknown = 999,
 };
@@ -71,6 +73,10 @@ cudaError_t cudaGetDeviceCount(int* count);
 cudaError_t cudaGetDevice(int* device);
 cudaError_t cudaSetDevice(int device);
 cudaError_t cudaDeviceSynchronize();
+// Peer access: every pair of distinct emulated devices can, unless ECHELON_CUDASIM_PEER=0 (then
+// none can, as between GPUs on different PCIe roots; peer copies still work, staged by the driver).
+cudaError_t cudaDeviceCanAccessPeer(int* can_access, int device, int peer_device);
+cudaError_t cudaDeviceEnablePeerAccess(int peer_device, unsigned flags);
 
 // ---- memory
 cudaError_t cudaMalloc(void** ptr, size_t size);

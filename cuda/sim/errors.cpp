@@ -25,11 +25,13 @@ const char* cudaGetErrorName(cudaError_t error) {
     ECH_SIM_NAME(cudaErrorInvalidConfiguration)
     ECH_SIM_NAME(cudaErrorInvalidDevicePointer)
     ECH_SIM_NAME(cudaErrorInvalidMemcpyDirection)
+    ECH_SIM_NAME(cudaErrorPeerAccessUnsupported)
     ECH_SIM_NAME(cudaErrorNoDevice)
     ECH_SIM_NAME(cudaErrorInvalidDevice)
     ECH_SIM_NAME(cudaErrorInvalidResourceHandle)
     ECH_SIM_NAME(cudaErrorNotReady)
     ECH_SIM_NAME(cudaErrorIllegalAddress)
+    ECH_SIM_NAME(cudaErrorPeerAccessAlreadyEnabled)
     ECH_SIM_NAME(cudaErrorLaunchFailure)
     ECH_SIM_NAME(cudaErrorUnknown)
 #undef ECH_SIM_NAME
@@ -53,6 +55,8 @@ const char* cudaGetErrorString(cudaError_t error) {
       return "invalid device pointer";
     case cudaErrorInvalidMemcpyDirection:
       return "invalid copy direction for memcpy";
+    case cudaErrorPeerAccessUnsupported:
+      return "peer access is not supported between these two devices";
     case cudaErrorNoDevice:
       return "no CUDA-capable device is detected";
     case cudaErrorInvalidDevice:
@@ -63,6 +67,8 @@ const char* cudaGetErrorString(cudaError_t error) {
       return "device not ready";
     case cudaErrorIllegalAddress:
       return "an illegal memory access was encountered";
+    case cudaErrorPeerAccessAlreadyEnabled:
+      return "peer access is already enabled";
     case cudaErrorLaunchFailure:
       return "unspecified launch failure";
     case cudaErrorUnknown:

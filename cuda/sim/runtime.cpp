@@ -20,6 +20,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <echelon/cuda/sim/internal.h>
@@ -110,6 +111,8 @@ int env_int(const char* name, int fallback) {
 struct State {
   std::mutex mutex;
   int devices = env_int("ECHELON_CUDASIM_DEVICES", 1);
+  bool peer_capable = env_int("ECHELON_CUDASIM_PEER", 1) != 0;
+  std::set<std::pair<int, int>> peer_enabled;  // (device, peer): device may access peer's memory
   size_t memory_limit = static_cast<size_t>(env_int("ECHELON_CUDASIM_MEMORY_MB", 8192)) << 20;
   std::map<uintptr_t, Allocation> allocations;  // by user pointer
   std::vector<size_t> used;                     // bytes per device
@@ -422,6 +425,27 @@ cudaError_t cudaGetDevice(int* device) {
 cudaError_t cudaSetDevice(int device) {
   if (device < 0 || device >= device_count()) return result(cudaErrorInvalidDevice);
   t_device = device;
+  return result(cudaSuccess);
+}
+
+cudaError_t cudaDeviceCanAccessPeer(int* can_access, int device, int peer_device) {
+  const int count = device_count();
+  if (device < 0 || device >= count || peer_device < 0 || peer_device >= count)
+    return result(cudaErrorInvalidDevice);
+  *can_access = state().peer_capable && device != peer_device ? 1 : 0;
+  return result(cudaSuccess);
+}
+
+cudaError_t cudaDeviceEnablePeerAccess(int peer_device, unsigned flags) {
+  if (flags != 0)
+    return usage(cudaErrorInvalidValue, "cudaDeviceEnablePeerAccess: flags must be 0");
+  if (peer_device < 0 || peer_device >= device_count() || peer_device == t_device)
+    return result(cudaErrorInvalidDevice);
+  State& st = state();
+  if (!st.peer_capable) return result(cudaErrorPeerAccessUnsupported);
+  std::lock_guard<std::mutex> lock(st.mutex);
+  if (!st.peer_enabled.emplace(t_device, peer_device).second)
+    return result(cudaErrorPeerAccessAlreadyEnabled);
   return result(cudaSuccess);
 }
 

@@ -186,6 +186,16 @@ TEST_SUITE("cudasim_runtime") {
     cudaGetLastError();
   }
 
+  TEST_CASE("peer access: never to itself, only between devices that exist") {
+    int can = -1;
+    CHECK(cudaDeviceCanAccessPeer(&can, 0, 0) == cudaSuccess);
+    CHECK(can == 0);
+    CHECK(cudaDeviceCanAccessPeer(&can, 0, 64) == cudaErrorInvalidDevice);
+    CHECK(cudaDeviceEnablePeerAccess(0, 0) == cudaErrorInvalidDevice);  // device 0 is current
+    CHECK(cudaDeviceEnablePeerAccess(64, 0) == cudaErrorInvalidDevice);
+    cudaGetLastError();
+  }
+
   TEST_CASE("cuBLAS stand-in: column-major SGEMM with every transpose, and its checks") {
     cublasHandle_t handle;
     REQUIRE(cublasCreate(&handle) == CUBLAS_STATUS_SUCCESS);

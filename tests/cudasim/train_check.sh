@@ -3,12 +3,14 @@
 # with finite losses, and the CUDA run's train/test losses must equal the CPU run's to 1e-3
 # (same seed, same data order, same Philox init; only float rounding differs).
 #   train_check.sh ECHELON_BINARY OUT_DIR TRAIN_ARGS...
+# $CUDA_ARGS (optional) goes to the CUDA run only, e.g. "--devices cuda:0,cuda:1".
 set -euo pipefail
 bin=$1 out=$2
 shift 2
 rm -rf "$out"
 "$bin" train "$@" --device cpu --out "$out/cpu"
-"$bin" train "$@" --device cuda:0 --out "$out/cuda"
+# shellcheck disable=SC2086  # CUDA_ARGS is a list of words
+"$bin" train "$@" --device cuda:0 ${CUDA_ARGS:-} --out "$out/cuda"
 value() { grep -oE "\"$2\": [-0-9.eE+a-z]+" "$out/$1/summary.json" | head -1 | awk '{print $2}'; }
 grep -q '"device": "cuda:0"' "$out/cuda/summary.json"
 grep -q '"completed": true' "$out/cuda/summary.json"
