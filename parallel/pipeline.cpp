@@ -61,7 +61,8 @@ PipelineEngine::PipelineEngine(std::shared_ptr<Sequential> model, const SGDOptio
   // Checked here, not in validate(): the CLI validates its flags before it joins the processes.
   ECH_CHECK(options_.data_parallel == 1 || group_ != nullptr, "pipeline: ", options_.data_parallel,
             " data-parallel replicas need one process each (start the run with mpirun)");
-  // One trace per process: rank 0 writes PATH, rank r PATH.rank<r> (same clock origin: none).
+  // One trace per process: rank r > 0 writes its own to PATH.rank<r>, rank 0 writes every rank's
+  // merged into PATH (gather_traces, once the processes are placed).
   if (group_ && group_->rank() > 0 && !options_.trace_path.empty())
     options_.trace_path += str(".rank", group_->rank());
   if (!options_.trace_path.empty()) {

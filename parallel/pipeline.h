@@ -115,6 +115,8 @@ class PipelineEngine : public StepEngine {
   bool distributed() const { return group_ != nullptr; }
   std::vector<int64_t> agree_on_cuts(const std::vector<int64_t>& cuts);
   void place_process(int num_partitions);
+  // --trace across processes: rank 0's file becomes every rank's timeline (trace_merge.h).
+  void gather_traces();
   void connect_distributed(Device device);
   // This replica's rows of a global mini-batch and their share of it (1 without replicas).
   std::pair<data::Batch, double> replica_shard(const data::Batch& batch) const;

@@ -14,12 +14,15 @@
 #include <bit>
 #include <chrono>
 #include <cstring>
+#include <memory>
+#include <string>
 #include <thread>
 
 #include <echelon/autograd/grad_mode.h>
 #include <echelon/base/error.h>
 #include <echelon/layers/sequential.h>
 #include <echelon/parallel/process_group.h>
+#include <echelon/parallel/trace_merge.h>
 #include <echelon/tensor/ops.h>
 
 namespace echelon::parallel {
@@ -29,6 +32,7 @@ namespace {
 // Each pair of neighbouring processes talks in both directions, one tag per direction.
 constexpr int kForwardTag = 1, kBackwardTag = 2;
 constexpr int kResultTag = 3;  // results relay (control messages)
+constexpr int kTraceTag = 4;   // each rank's trace text, to rank 0 at every save
 
 // One relayed BatchResult, or the end marker a last partition sends at each flush.
 struct RelayRecord {
@@ -118,6 +122,50 @@ void PipelineEngine::place_process(int num_partitions) {
   // Collective over the world: every process splits, each joins its partition's replicas.
   if (R > 1) replicas_ = group_->split(partition_, replica_);
   partition_optimizer_.assign(static_cast<size_t>(num_partitions), StateDict());
+  if (trace_) gather_traces();
+}
+
+void PipelineEngine::gather_traces() {
+  // Clocks: every rank reads its trace clock as it leaves one barrier; rank r's events move by
+  // (rank 0's reading - rank r's), which is exact on one machine up to the barrier's exit skew
+  // and also aligns machines whose clocks have different origins.
+  group_->barrier();
+  const double at_barrier_us = trace_->now_us();
+  struct Pending {  // rank 0: texts received early (a rank may save again before another's first)
+    std::vector<std::vector<std::vector<uint8_t>>> by_rank;
+  };
+  auto pending = std::make_shared<Pending>();
+  pending->by_rank.resize(static_cast<size_t>(group_->size()));
+  std::shared_ptr<ProcessGroup> group = group_;
+  trace_->set_gather([group, pending, at_barrier_us](std::string own) -> std::string {
+    std::vector<uint8_t> bytes(sizeof(double) + own.size());
+    std::memcpy(bytes.data(), &at_barrier_us, sizeof(double));
+    std::memcpy(bytes.data() + sizeof(double), own.data(), own.size());
+    if (group->rank() != 0) {
+      group->send_bytes(bytes, 0, kTraceTag);
+      return own;  // PATH.rank<r>: this rank's own trace
+    }
+    auto& by_rank = pending->by_rank;
+    by_rank[0].push_back(std::move(bytes));
+    const auto missing = [&] {
+      return std::any_of(by_rank.begin(), by_rank.end(), [](const auto& q) { return q.empty(); });
+    };
+    while (missing()) {
+      auto [source, received] = group->recv_bytes(kTraceTag);
+      ECH_CHECK(received.size() >= sizeof(double), "rank ", source, " sent a malformed trace");
+      by_rank[static_cast<size_t>(source)].push_back(std::move(received));
+    }
+    std::vector<std::string> texts;
+    std::vector<double> offsets_us;
+    for (auto& queue : by_rank) {
+      double their_barrier_us = 0;
+      std::memcpy(&their_barrier_us, queue.front().data(), sizeof(double));
+      offsets_us.push_back(at_barrier_us - their_barrier_us);
+      texts.emplace_back(queue.front().begin() + sizeof(double), queue.front().end());
+      queue.erase(queue.begin());
+    }
+    return merge_rank_traces(texts, offsets_us);
+  });
 }
 
 void PipelineEngine::connect_distributed(Device device) {

@@ -136,14 +136,31 @@ std::string TraceRecorder::to_json() const {
       .dump();
 }
 
-void TraceRecorder::write(const std::string& path) const {
+namespace {
+
+void write_trace_text(const std::string& path, const std::string& text) {
   // Rewritten every epoch: atomically, so a viewer opening it mid-run never sees a torn file.
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   std::error_code error;
   if (!parent.empty()) std::filesystem::create_directories(parent, error);
   ECH_CHECK(!error, "trace '", path, "': cannot create the folder '", parent.string(),
             "': ", error.message());
-  write_file_atomic(path, to_json() + "\n");
+  write_file_atomic(path, text + "\n");
+}
+
+}  // namespace
+
+void TraceRecorder::write(const std::string& path) const {
+  write_trace_text(path, to_json());
+}
+
+void TraceRecorder::set_gather(Gather gather) {
+  std::lock_guard lock(mutex_);
+  gather_ = std::move(gather);
+}
+
+double TraceRecorder::now_us() const {
+  return std::chrono::duration<double, std::micro>(Clock::now() - origin_).count();
 }
 
 void TraceRecorder::set_output(const std::string& path) {
@@ -156,11 +173,16 @@ void TraceRecorder::set_output(const std::string& path) {
 
 void TraceRecorder::save() const {
   std::string path;
+  Gather gather;
   {
     std::lock_guard lock(mutex_);
     path = output_;
+    gather = gather_;
   }
-  if (!path.empty()) write(path);
+  if (path.empty()) return;
+  if (!gather) return write(path);
+  const std::string text = gather(to_json());
+  if (!text.empty()) write_trace_text(path, text);
 }
 
 }  // namespace echelon::parallel

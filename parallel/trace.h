@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -52,6 +53,12 @@ class TraceRecorder {
   // Where save() writes (the engine sets it; it writes once at once to fail early).
   void set_output(const std::string& path);
   void save() const;  // write(output) when an output is set
+  // Multi-process runs: save() passes to_json() through `gather` and writes what it returns
+  // (rank 0: every rank's trace merged, parallel/trace_merge.h); empty = write nothing. Every
+  // process calls save() at the same points, so `gather` may be a collective.
+  using Gather = std::function<std::string(std::string own_json)>;
+  void set_gather(Gather gather);
+  double now_us() const;  // microseconds since this recorder's origin, on its clock
 
  private:
   int num_partitions_;
@@ -62,6 +69,7 @@ class TraceRecorder {
   size_t dropped_ = 0;
   std::vector<std::pair<std::string, std::string>> tracks_;  // add_track: (process, thread)
   std::string output_;
+  Gather gather_;
   void push(TraceEvent event);  // under mutex_
   // Under mutex_: the processes of the named tracks and each track's (pid, tid); then the
   // process and thread name events.

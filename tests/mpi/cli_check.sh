@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `echelon train` under mpirun, one process per partition:
-#   1. bit-identical checkpoint to the threaded --pipeline 2 run (stale, deterministic);
+#   1. bit-identical checkpoint to the threaded --pipeline 2 run (stale, deterministic), and
+#      --trace gives one timeline of both ranks (trace_check.py);
 #   2. `echelon eval` loads the gathered checkpoint in one process;
 #   3. a run stopped after epoch 1 and resumed with the same K ends bit-identical too;
 #   4. the same for 2 partitions x 2 data-parallel replicas (4 processes);
@@ -19,8 +20,10 @@ common=(train --model lenet5 --data synthetic --limit-train 512 --limit-test 128
 
 "$echelon" "${common[@]}" --out "$dir/threads" >"$dir/threads.log" 2>&1 \
   || { cat "$dir/threads.log"; fail "threaded run"; }
-"$here/mpirun.sh" 120 2 "$echelon" "${common[@]}" --out "$dir/procs" >"$dir/procs.log" 2>&1 \
-  || { cat "$dir/procs.log"; fail "2-process run"; }
+"$here/mpirun.sh" 120 2 "$echelon" "${common[@]}" --out "$dir/procs" --trace "$dir/trace.json" \
+  >"$dir/procs.log" 2>&1 || { cat "$dir/procs.log"; fail "2-process run"; }
+python3 "$here/trace_check.py" "$dir/trace.json" || fail "the merged trace of 2 processes"
+[ -f "$dir/trace.json.rank1" ] || fail "rank 1 kept no trace of its own"
 cat "$dir/procs.log"
 "$check" --compare "$dir/procs/checkpoint.safetensors" "$dir/threads/checkpoint.safetensors" \
   || fail "2 processes and 2 threads differ"
