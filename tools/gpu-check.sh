@@ -30,7 +30,7 @@
 #              run with --conv-impl cudnn --deterministic. A failure reruns with
 #              ECHELON_SYNC_LAUNCHES=1.
 #   pipeline   a 2-partition pipeline on one GPU with --balance auto, stale and sequential
-#              schedules, with Chrome traces.
+#              schedules, with Chrome traces; and --devices cuda:0,cuda:0 (per-partition placement).
 #   bench      bench_ops' GPU cases, when Google Benchmark was found.
 #   (kernels, run right after the test suites: bench/exp_gpu_kernels, every kernel family against
 #              its peer in one process: GB/s vs a D2D copy, our SGEMM vs cuBLAS at 1k-4k, our conv
@@ -552,6 +552,11 @@ if [[ -x $cli ]]; then
       --pipeline 2 --balance auto --schedule-pipeline "$schedule" --progress lines \
       --trace "$LOGS/pipeline-$schedule-trace.json" --out "$LOGS/run-pipeline-$schedule"
   done
+  # --devices with both partitions on the one GPU: the per-partition placement path (peer access is
+  # only enabled between distinct GPUs; with >= 2 GPUs, give cuda:0,cuda:1 by hand).
+  step pipeline_devices "$T_PIPELINE" "$cli" train --model lenet5 --data synthetic \
+    --limit-train 2048 --limit-test 512 --epochs 1 --pipeline 2 --devices cuda:0,cuda:0 \
+    --progress lines --out "$LOGS/run-pipeline-devices"
 fi
 
 # ---- benchmarks ---------------------------------------------------------------------------------

@@ -17,6 +17,9 @@
 #include <echelon/base/error.h>
 #include <echelon/base/json.h>
 #include <echelon/parallel/process_group.h>
+#if ECHELON_WITH_NCCL
+#include <echelon/parallel/nccl_comm.h>
+#endif
 
 namespace echelon::app {
 
@@ -70,23 +73,36 @@ inline std::shared_ptr<parallel::ProcessGroup> join_process_group(PipelineFlags&
 
 // Rank 0 prints where every rank runs: "rank 1: host node2, partition 1 of replica 0 (mpi)".
 inline void print_topology(parallel::ProcessGroup& world, const parallel::PipelineOptions& o,
-                           std::ostream& out) {
+                           const std::string& device, std::ostream& out) {
   constexpr int kHostTag = 7;
+  // What a rank says of itself: "host<TAB>device".
+  const std::string self = world.host() + "\t" + device;
   if (world.rank() != 0) {
-    const std::string host = world.host();
-    world.send_bytes(std::vector<uint8_t>(host.begin(), host.end()), 0, kHostTag);
+    world.send_bytes(std::vector<uint8_t>(self.begin(), self.end()), 0, kHostTag);
     return;
   }
-  std::vector<std::string> hosts(static_cast<size_t>(world.size()));
-  hosts[0] = world.host();
+  std::vector<std::string> ranks(static_cast<size_t>(world.size()));
+  ranks[0] = self;
   for (int i = 1; i < world.size(); ++i) {
     auto [rank, bytes] = world.recv_bytes(kHostTag);
-    hosts[static_cast<size_t>(rank)] = std::string(bytes.begin(), bytes.end());
+    ranks[static_cast<size_t>(rank)] = std::string(bytes.begin(), bytes.end());
   }
+  // Activations of GPU partitions go device to device over NCCL when the build has it, else over
+  // MPI through the host (parallel/mpi_group.cpp); CPU tensors always go over MPI.
+  const bool on_gpu = device.rfind("cuda", 0) == 0;
+#if ECHELON_WITH_NCCL
+  const std::string transport =
+      on_gpu ? "nccl " + parallel::NcclCommunicator::version() + " (GPU tensors), mpi" : "mpi";
+#else
+  const std::string transport = on_gpu ? "mpi (through the host: this build has no NCCL)" : "mpi";
+#endif
   out << "processes: " << world.size() << " (" << world.backend() << "), pipeline " << o.partitions
-      << " x data-parallel " << o.data_parallel << "\n";
+      << " x data-parallel " << o.data_parallel << ", transport " << transport << "\n";
   for (int rank = 0; rank < world.size(); ++rank) {
-    out << "  rank " << rank << ": host " << hosts[static_cast<size_t>(rank)] << ", partition "
+    const std::string& said = ranks[static_cast<size_t>(rank)];
+    const size_t tab = said.find('\t');
+    out << "  rank " << rank << ": host " << said.substr(0, tab) << ", device "
+        << (tab == std::string::npos ? "?" : said.substr(tab + 1)) << ", partition "
         << rank % o.partitions << " of replica " << rank / o.partitions << "\n";
   }
 }

@@ -96,7 +96,10 @@ int main(int argc, char** argv) {
     std::signal(SIGINT, on_interrupt);
     NullStream silent;
     std::ostream& out = options.primary ? static_cast<std::ostream&>(std::cout) : silent;
-    if (world) app::print_topology(*world, command.pipeline.options, out);
+    if (world) {
+      const std::string device = app::resolve_device(options.device).to_string();
+      app::print_topology(*world, command.pipeline.options, device, out);
+    }
     const app::TrainResult result = app::train(options, out, factory);
     return result.completed || options.stop_after_epoch > 0 ? 0 : 130;
   } catch (const std::exception& e) {
