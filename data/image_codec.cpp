@@ -143,7 +143,13 @@ Image decode_stb(const std::vector<uint8_t>& bytes, const std::string& source, i
   ECH_CHECK(bytes.size() <= 0x7fffffff, source, ": image of ", bytes.size(), " bytes is too big");
   int width = 0, height = 0, stored = 0;
   if (is_png(bytes)) check_png_crcs(bytes, source);
-  if (is_jpeg(bytes)) detail::check_jpeg_supported(bytes, source);
+  if (is_jpeg(bytes)) {
+    detail::check_jpeg_supported(bytes, source);
+    // stb_image renders CMYK/YCCK colours wrongly (docs/fuzzing.md): refused rather than wrong.
+    ECH_CHECK(detail::read_jpeg_frame(bytes).components != 4, source,
+              ": CMYK/YCCK JPEG needs libjpeg-turbo, and this build decodes JPEG with stb_image "
+              "(install libturbojpeg0-dev and rebuild, or convert the file to RGB)");
+  }
   // The header first: dimensions are checked before stb allocates anything.
   if (stbi_info_from_memory(bytes.data(), static_cast<int>(bytes.size()), &width, &height,
                             &stored) != 0)
@@ -200,8 +206,8 @@ Image decode_image_scaled(const std::vector<uint8_t>& bytes, const std::string& 
                           int channels, int64_t min_height, int64_t min_width) {
   if (!have_turbojpeg() || !is_jpeg(bytes)) return decode_image(bytes, source, channels);
   ECH_CHECK(channels == 1 || channels == 3, source, ": channels must be 1 or 3, got ", channels);
-  int height = 0, width = 0;
-  detail::jpeg_dimensions(bytes, source, height, width);
+  const detail::JpegHeader header = detail::read_jpeg_header(bytes, source);
+  const int height = header.height, width = header.width;
   // The smallest DCT scale whose output (ceil(dim / denom)) still covers the target.
   int denom = 8;
   while (denom > 1 &&
