@@ -255,7 +255,8 @@ bool decode_augment_to_float(const std::vector<uint8_t>& bytes, const std::strin
   ECH_CHECK(channels == 1 || channels == 3, source, ": channels must be 1 or 3, got ", channels);
   ECH_CHECK(options.crop_padding >= 0, "augment: crop_padding ", options.crop_padding, " < 0");
   ECH_CHECK(!bytes.empty(), source, ": empty image file");
-  if (!have_turbojpeg() || !is_jpeg(bytes)) {  // the general path, same result
+  // The general path, same result; a square crop (--resize) changes the size, so it goes there too.
+  if (!have_turbojpeg() || !is_jpeg(bytes) || options.crop_to > 0) {
     const Image image = augment_image(decode_image(bytes, source, channels), options, key);
     out.resize(static_cast<size_t>(image.numel()));
     to_float(image, options, out.data());
