@@ -95,6 +95,10 @@ namespace {
         crc32(crc32(0, nullptr, 0), bytes.data() + offset + 4, static_cast<uInt>(length + 4)));
     ECH_CHECK(stored == computed, source, ": PNG chunk '", type, "' at offset ", offset,
               " has a bad CRC (damaged file)");
+    // The size before stb reads it: stb refuses some large sizes itself, as "too large".
+    if (type == "IHDR" && length >= 8)
+      detail::check_image_dimensions(read_be32(bytes.data() + offset + 8),
+                                     read_be32(bytes.data() + offset + 12), source, "PNG");
     if (type == "IDAT")
       idat.insert(idat.end(), bytes.data() + offset + 8, bytes.data() + offset + 8 + length);
     if (type == "IEND") {

@@ -40,7 +40,6 @@
 //  ckpt/header-past-end          header length beyond the file
 //  ckpt/directory                a directory passed as --checkpoint
 //  ckpt/missing                  a --checkpoint that does not exist
-//  ckpt/nan-loss                 (accepted) the checkpoint of a run whose loss became NaN loads
 //  cli/unknown-subcommand        `echelon frobnicate` names it and lists the subcommands
 //  cli/unknown-flag              `train --no-such-flag`
 //  cli/bad-number                `--epochs ten`
@@ -66,6 +65,7 @@
 //  run/resume-bad-lr             --resume RUN --lr -1
 //  run/resume-bad-augment        --resume RUN --augment crop:0
 //  run/resume-not-a-run          --resume of a folder without config.json
+//  run/nan-loss                  a loss that becomes NaN (--lr 1e30): stops naming --lr
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -284,10 +284,10 @@ std::vector<ProbeCase> checkpoint_cases(const fs::path& root, const fs::path& go
     cases.push_back({"ckpt/" + name, "eval --device cpu --checkpoint " + path.string(), all});
   };
   edited("dtype-mismatch", safetensors_edit(file, "\"dtype\":\"F32\"", "\"dtype\":\"I32\""),
-         {"I32"});
+         {"'0.weight' is int32 in the state dict but float32"});
   edited("num-classes-huge",
          safetensors_edit(file, "\"num_classes\":\"10\"", "\"num_classes\":\"1000000000000\""),
-         {"num_classes 1000000000000"});
+         {"1000000000000"});
   edited("header-0xff", safetensors_edit(file, "lenet5", "lenet\xff"), {"UTF-8"});
   edited("header-overlong", safetensors_edit(file, "lenet5", "lenet\xc0\xaf"), {"UTF-8"});
   edited("header-surrogate", safetensors_edit(file, "lenet5", "len\xed\xa0\x80"), {"UTF-8"});
@@ -319,7 +319,7 @@ std::vector<ProbeCase> flag_cases() {
       {"cli/unknown-model", train + "--model lenet7", {"unknown model \"lenet7\""}},
       {"cli/unknown-data", "train --device cpu --data imagenet", {"unknown dataset \"imagenet\""}},
       {"cli/folder-without-dir", "train --device cpu --data folder", {"--data-dir"}},
-      {"cli/bad-device", train + "--device tpu", {"--device", "tpu"}},
+      {"cli/bad-device", "train --data synthetic --device tpu", {"--device", "tpu"}},
       {"cli/pipeline-ppv-conflict",
        train + "--pipeline 4 --ppv 2,5",
        {"--pipeline 4 and --ppv 2,5 (3 partitions) disagree"}},
@@ -398,20 +398,11 @@ TEST_SUITE("probe") {
          {data_cases(root), image_cases(root), checkpoint_cases(root, checkpoint), flag_cases(),
           run_folder_cases(root, run_dir, run_args)})
       cases.insert(cases.end(), group.begin(), group.end());
-    // A loss that became NaN (lr 1e30) still leaves a checkpoint that eval and --resume load.
-    const fs::path nan_run = root / "nan-run";
-    const Run nan =
-        run("train --model lenet5 --data synthetic --limit-train 32 --limit-test 16 "
-            "--batch-size 16 --epochs 1 --device cpu --progress none --lr 1e30 --out " +
-            nan_run.string());
-    CHECK_MESSAGE(fs::exists(nan_run / "checkpoint.safetensors"), nan.err);
-    cases.push_back(
-        {"ckpt/nan-loss",
-         "eval --device cpu --checkpoint " + (nan_run / "checkpoint.safetensors").string(),
-         {},
-         {},
-         true});
-
+    // A loss that becomes NaN (lr 1e30) stops the run with one line naming --lr.
+    cases.push_back({"run/nan-loss",
+                     "train --model lenet5 --data synthetic --limit-train 32 --limit-test 16 "
+                     "--batch-size 16 --epochs 1 --device cpu --progress none --lr 1e30",
+                     {"non-finite training loss", "--lr"}});
     MESSAGE(cases.size(), " probe cases");
     CHECK(cases.size() >= 40);
     for (const ProbeCase& c : cases) check_case(c);
