@@ -122,7 +122,9 @@ TEST_SUITE("transforms") {
         {",flip", "empty entry"},
         {"crop:4 ", "'crop:4 ' needs a padding"},
     };
-    for (const auto& [spec, message] : bad) {
+    for (const auto& entry : bad) {  // not a structured binding: clang 14 cannot capture one
+      const char* spec = entry.first;
+      const char* message = entry.second;
       CAPTURE(spec);
       CHECK_THROWS_WITH_AS(parse_augment_spec(spec), doctest::Contains(message), Error);
     }
