@@ -40,6 +40,8 @@
 //  ckpt/header-past-end          header length beyond the file
 //  ckpt/directory                a directory passed as --checkpoint
 //  ckpt/missing                  a --checkpoint that does not exist
+//  ckpt/nan-in-history           (accepted) a checkpoint whose history holds a NaN loss loads in
+//  eval ckpt/resume-nan-in-history    (accepted) ... and a run folder holding it resumes
 //  cli/unknown-subcommand        `echelon frobnicate` names it and lists the subcommands
 //  cli/unknown-flag              `train --no-such-flag`
 //  cli/bad-number                `--epochs ten`
@@ -311,6 +313,24 @@ std::vector<ProbeCase> checkpoint_cases(const fs::path& root, const fs::path& go
   Bytes past_end = file;
   past_end[5] = 0x01;  // header length + 2^40
   edited("header-past-end", past_end, {"past the end"});
+  // A non-finite loss in the checkpoint's history (JSON writes it as "NaN") must not make the run's
+  // own checkpoint unloadable: eval loads it, and so does --resume of a run folder holding it.
+  const Bytes nan_history =
+      safetensors_edit(file, "\\\"test_loss\\\":", "\\\"test_loss\\\":\\\"NaN\\\",\\\"was\\\":");
+  write_bytes(root / "nan-history.safetensors", nan_history);
+  cases.push_back({"ckpt/nan-in-history",
+                   "eval --device cpu --checkpoint " + (root / "nan-history.safetensors").string(),
+                   {},
+                   {},
+                   true});
+  const fs::path nan_run = root / "nan-history-run";
+  fs::copy(good.parent_path(), nan_run, fs::copy_options::recursive);
+  write_bytes(nan_run / "checkpoint.safetensors", nan_history);
+  cases.push_back({"ckpt/resume-nan-in-history",
+                   "train --progress none --epochs 2 --resume " + nan_run.string(),
+                   {},
+                   {},
+                   true});
   const fs::path dir = root / "a-folder.safetensors";
   fs::create_directories(dir);
   cases.push_back({"ckpt/directory",
