@@ -32,7 +32,7 @@ std::vector<std::string> epoch_records(const fs::path& dir) {
   return found;
 }
 
-// root/{train,test}/{a,b}/ with PNG and JPEG images of mixed, non-square sizes.
+// root/{train,test}/{a,b}/ with PNG, JPEG and CMYK JPEG images of mixed, non-square sizes.
 void write_mixed_folder(const fs::path& root) {
   namespace ed = echelon::data;
   const std::vector<std::pair<int64_t, int64_t>> sizes = {{20, 31}, {40, 17}, {24, 24}, {33, 50}};
@@ -52,6 +52,13 @@ void write_mixed_folder(const fs::path& root) {
           ed::write_file(file.string() + ".jpg", ed::encode_jpeg(image));
       }
     }
+  // A scanner-style CMYK JPEG among them (decoded to RGB like any other).
+  if (ed::have_turbojpeg()) {
+    std::vector<uint8_t> cmyk(30 * 22 * 4);
+    for (size_t p = 0; p < cmyk.size(); ++p) cmyk[p] = static_cast<uint8_t>(150 + p % 97);
+    ed::write_file((root / "train" / "b" / "scan.jpg").string(),
+                   ed::encode_jpeg_cmyk(cmyk, 30, 22));
+  }
 }
 
 }  // namespace
@@ -111,6 +118,9 @@ TEST_SUITE("cli_data") {
     const Run first = run(train + "--resize 28 --stop-after-epoch 1 --out " + out.string());
     REQUIRE_MESSAGE(first.status == 0, first.err);
     CHECK(slurp(out / "config.json").find("\"resize\": 28") != std::string::npos);
+    const std::string counts =
+        echelon::data::have_turbojpeg() ? "(9 train / 4 test)" : "(8 train / 4 test)";
+    CHECK_MESSAGE(first.out.find(counts) != std::string::npos, first.out);
     // eval resizes and centre-crops as in training (the checkpoint's config).
     const Run eval =
         run("eval --device cpu --checkpoint " + (out / "checkpoint.safetensors").string());
