@@ -1,6 +1,6 @@
 // Spec strings of the command line: --ppv list, --device (device list entries), --schedule
-// (pipeline), --echo, --echo-at, on-bad-sample, dtype names, --augment. Byte 0 picks the parser, the rest is
-// the text. Contract: parses, or an echelon::Error whose message quotes the text.
+// (pipeline), --echo, --echo-at, on-bad-sample, dtype names, --augment. Byte 0 picks the parser,
+// the rest is the text. Contract: parses, or an echelon::Error whose message quotes the text.
 #include "fuzz_common.h"
 
 #include <algorithm>
