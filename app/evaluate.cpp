@@ -62,7 +62,15 @@ EvalResult evaluate_checkpoint(const EvalOptions& options, std::ostream& out) {
                               : options.data_dir;
   data::DatasetLimits limits{.test = options.limit_test, .test_only = true};
   if (dataset == checkpoint.info.dataset) limits.class_names = checkpoint.info.class_names;
+  // An image folder is resized (and centre-cropped) as in training: the model's input size.
+  const json::Value* resize = checkpoint.info.config.find("resize");
+  if (dataset == "folder" && resize != nullptr && resize->is_number())
+    limits.resize = resize->as_int();
   const DataBundle data = data::load_dataset(dataset, dir, limits);
+  ECH_CHECK(checkpoint.info.image_size == 0 || data.image_size == checkpoint.info.image_size,
+            options.checkpoint, ": model takes ", checkpoint.info.image_size, "x",
+            checkpoint.info.image_size, " images, dataset ", data.name, " has ", data.image_size,
+            "x", data.image_size);
   // A test split may lack the last classes (fewer outputs seen), never have more.
   ECH_CHECK(data.channels == checkpoint.info.in_channels &&
                 data.num_classes <= checkpoint.info.num_classes,

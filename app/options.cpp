@@ -40,6 +40,8 @@ json::Value TrainOptions::to_json() const {
       .set("deterministic", deterministic)
       .set("limit-train", limit_train)
       .set("limit-test", limit_test)
+      .set("augment", augment)
+      .set("resize", resize)
       .set("echo", echo)
       .set("echo-at", echo_at)
       .set("shuffle-buffer", shuffle_buffer)
@@ -85,6 +87,8 @@ TrainOptions TrainOptions::from_json(const json::Value& v) {
   with("deterministic", [&](const json::Value& f) { o.deterministic = f.as_bool(); });
   with("limit-train", [&](const json::Value& f) { o.limit_train = f.as_int(); });
   with("limit-test", [&](const json::Value& f) { o.limit_test = f.as_int(); });
+  with("augment", [&](const json::Value& f) { o.augment = f.as_string(); });
+  with("resize", [&](const json::Value& f) { o.resize = f.as_int(); });
   with("echo", [&](const json::Value& f) { o.echo = f.as_string(); });
   with("echo-at", [&](const json::Value& f) { o.echo_at = f.as_string(); });
   with("shuffle-buffer", [&](const json::Value& f) { o.shuffle_buffer = f.as_int(); });
@@ -100,6 +104,9 @@ TrainOptions TrainOptions::from_json(const json::Value& v) {
 namespace {
 
 const std::vector<std::string> kSchedules = {"constant", "step", "multistep", "cosine"};
+
+// The largest --resize: a 1024 x 1024 input is far beyond what the zoo's models train on.
+constexpr int64_t kMaxResize = 1024;
 
 std::string join(const std::vector<std::string>& items) {
   std::string out;
@@ -178,6 +185,11 @@ void validate(const TrainOptions& o) {
   ECH_CHECK(o.threads >= 0, "--threads must be >= 0 (got ", o.threads, ")");
   ECH_CHECK(o.limit_train >= 0, "--limit-train must be >= 0 (got ", o.limit_train, ")");
   ECH_CHECK(o.limit_test >= 0, "--limit-test must be >= 0 (got ", o.limit_test, ")");
+  if (o.augment != "default") parse_flag("--augment", [&] { data::parse_augment_spec(o.augment); });
+  ECH_CHECK(o.resize >= 0 && o.resize <= kMaxResize, "--resize must be in 0..", kMaxResize,
+            " (got ", o.resize, ")");
+  ECH_CHECK(o.resize == 0 || o.data == "folder", "--resize applies to --data folder only (", o.data,
+            " images all have one size)");
   ECH_CHECK(o.workers >= 1, "--workers must be >= 1 (got ", o.workers, ")");
   ECH_CHECK(o.shuffle_buffer >= 0, "--shuffle-buffer must be >= 0 (got ", o.shuffle_buffer, ")");
   ECH_CHECK(o.log_every >= 0, "--log-every must be >= 0 (got ", o.log_every, ")");
@@ -197,7 +209,15 @@ void validate(const TrainOptions& o) {
 }
 
 DataBundle load_data(const TrainOptions& o) {
-  return data::load_dataset(o.data, o.data_dir, {.train = o.limit_train, .test = o.limit_test});
+  DataBundle data = data::load_dataset(
+      o.data, o.data_dir, {.train = o.limit_train, .test = o.limit_test, .resize = o.resize});
+  if (o.augment != "default") {
+    const data::AugmentRecipe recipe =
+        parse_flag("--augment", [&] { return data::parse_augment_spec(o.augment); });
+    data.train_augment.crop_padding = recipe.crop_padding;
+    data.train_augment.horizontal_flip = recipe.horizontal_flip;
+  }
+  return data;
 }
 
 }  // namespace echelon::app

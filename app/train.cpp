@@ -252,6 +252,15 @@ void TrainingRun::build_model(const EngineFactory& factory) {
     ECH_CHECK(resumed.info.epoch < options_.epochs, "--resume ", options_.resume,
               ": the run already finished ", resumed.info.epoch, " epochs; pass --epochs > ",
               resumed.info.epoch, " to continue it");
+    // The data must fit the model (another --data, --resize or folder would fail mid-epoch).
+    ECH_CHECK(data_.channels == resumed.info.in_channels &&
+                  data_.num_classes == resumed.info.num_classes &&
+                  (resumed.info.image_size == 0 || data_.image_size == resumed.info.image_size),
+              "--resume ", options_.resume, ": the run's model takes ", resumed.info.in_channels,
+              " x ", resumed.info.image_size, "x", resumed.info.image_size, " images of ",
+              resumed.info.num_classes, " classes; ", data_.name, " gives ", data_.channels, " x ",
+              data_.image_size, "x", data_.image_size, " images of ", data_.num_classes,
+              " classes");
     info_ = resumed.info;
   } else {
     model_ = make_model(options_.model, data_.channels, data_.num_classes, options_.seed,

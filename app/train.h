@@ -56,6 +56,12 @@ struct TrainOptions {
   bool overwrite = false;  // allow --out to replace another run's folder (not saved in config.json)
   bool deterministic = false;
   int64_t limit_train = 0, limit_test = 0;  // 0 = whole split
+  // Training augmentation: "default" (the data set's standard recipe: crop:4,flip for CIFAR-10,
+  // none for the others), "none", or a comma list of crop:P and flip (data::parse_augment_spec).
+  std::string augment = "default";
+  // Image folders: shorter side to N, then an N x N crop (random for training, centred for test);
+  // the model's input is N x N. 0: the folder's images must be square and of one size.
+  int64_t resize = 0;
   // Data pipeline (data/loader.h).
   std::string echo = "1";  // E >= 1 or "auto"
   std::string echo_at = "after-augment";

@@ -85,9 +85,13 @@ std::shared_ptr<Dataset> make_memory_dataset(LabeledImages set, std::string name
 // (0: 3). Throws naming the folder when it has no classes or no images.
 // `classes` fixes the labels instead (label i = classes[i]): a test split takes its training
 // split's classes, so a class missing from it does not shift the others' labels; a subfolder not
-// among them is an error naming it.
+// among them is an error naming it. `resize` > 0: images may have any size; each is decoded with
+// its shorter side brought to `resize` (resize_shorter_side; JPEGs first scaled in the DCT domain)
+// and image_shape() is {C, 0, 0} (the augmentation's crop_to makes them one size). 0: every image
+// must have the first one's size.
 std::shared_ptr<Dataset> make_image_folder_dataset(const std::string& root, int channels = 3,
-                                                   const std::vector<std::string>& classes = {});
+                                                   const std::vector<std::string>& classes = {},
+                                                   int64_t resize = 0);
 // The class subfolders of an image folder, sorted: the labels make_image_folder_dataset gives.
 std::vector<std::string> image_folder_classes(const std::string& root);
 

@@ -95,6 +95,10 @@ namespace {
         crc32(crc32(0, nullptr, 0), bytes.data() + offset + 4, static_cast<uInt>(length + 4)));
     ECH_CHECK(stored == computed, source, ": PNG chunk '", type, "' at offset ", offset,
               " has a bad CRC (damaged file)");
+    // The size before stb reads it: stb refuses some large sizes itself, as "too large".
+    if (type == "IHDR" && length >= 8)
+      detail::check_image_dimensions(read_be32(bytes.data() + offset + 8),
+                                     read_be32(bytes.data() + offset + 12), source, "PNG");
     if (type == "IDAT")
       idat.insert(idat.end(), bytes.data() + offset + 8, bytes.data() + offset + 8 + length);
     if (type == "IEND") {
@@ -143,7 +147,13 @@ Image decode_stb(const std::vector<uint8_t>& bytes, const std::string& source, i
   ECH_CHECK(bytes.size() <= 0x7fffffff, source, ": image of ", bytes.size(), " bytes is too big");
   int width = 0, height = 0, stored = 0;
   if (is_png(bytes)) check_png_crcs(bytes, source);
-  if (is_jpeg(bytes)) detail::check_jpeg_supported(bytes, source);
+  if (is_jpeg(bytes)) {
+    detail::check_jpeg_supported(bytes, source);
+    // stb_image renders CMYK/YCCK colours wrongly (docs/fuzzing.md): refused rather than wrong.
+    ECH_CHECK(detail::read_jpeg_frame(bytes).components != 4, source,
+              ": CMYK/YCCK JPEG needs libjpeg-turbo, and this build decodes JPEG with stb_image "
+              "(install libturbojpeg0-dev and rebuild, or convert the file to RGB)");
+  }
   // The header first: dimensions are checked before stb allocates anything.
   if (stbi_info_from_memory(bytes.data(), static_cast<int>(bytes.size()), &width, &height,
                             &stored) != 0)
@@ -200,8 +210,8 @@ Image decode_image_scaled(const std::vector<uint8_t>& bytes, const std::string& 
                           int channels, int64_t min_height, int64_t min_width) {
   if (!have_turbojpeg() || !is_jpeg(bytes)) return decode_image(bytes, source, channels);
   ECH_CHECK(channels == 1 || channels == 3, source, ": channels must be 1 or 3, got ", channels);
-  int height = 0, width = 0;
-  detail::jpeg_dimensions(bytes, source, height, width);
+  const detail::JpegHeader header = detail::read_jpeg_header(bytes, source);
+  const int height = header.height, width = header.width;
   // The smallest DCT scale whose output (ceil(dim / denom)) still covers the target.
   int denom = 8;
   while (denom > 1 &&

@@ -21,8 +21,10 @@ bool is_jpeg(const std::vector<uint8_t>& bytes);  // starts with FF D8 FF
 // Decodes JPEG/PNG/BMP bytes to a (C, H, W) image with `channels` (1 or 3) channels. Auto =
 // libjpeg-turbo for every JPEG when the build has it (ONE JPEG decoder, so training sees the same
 // pixels on every machine: stb and libjpeg-turbo differ, docs/fuzzing.md), stb_image for other
-// formats and for JPEG only in builds without libjpeg-turbo. 12-bit and CMYK JPEGs are refused
-// with an error naming the file (both decoders). Corrupt or unsupported data throws
+// formats and for JPEG only in builds without libjpeg-turbo. CMYK/YCCK JPEGs decode to RGB or gray
+// as Pillow's convert() does (libjpeg-turbo; stb refuses them, its colours are wrong); 12-bit,
+// lossless and hierarchical JPEGs are refused as "unsupported JPEG variant (...)" naming the file
+// (both decoders). Corrupt or unsupported data throws
 // echelon::Error naming `source` and the decoder's reason; a decoder missing from the build throws
 // too.
 Image decode_image(const std::vector<uint8_t>& bytes, const std::string& source, int channels,
@@ -47,6 +49,11 @@ bool decode_augment_to_float(const std::vector<uint8_t>& bytes, const std::strin
 // Encoders (stb_image_write) of a (C, H, W) image. Throw when the build has no stb.
 std::vector<uint8_t> encode_png(const Image& image);
 std::vector<uint8_t> encode_jpeg(const Image& image, int quality = 90);
+// A 4-component JPEG of (H, W, 4) interleaved Adobe-inverted CMYK pixels (255 = no ink), as
+// libjpeg-turbo's compressor writes it: YCCK with an Adobe marker. For tests; throws in builds
+// without libjpeg-turbo.
+std::vector<uint8_t> encode_jpeg_cmyk(const std::vector<uint8_t>& cmyk_hwc, int64_t height,
+                                      int64_t width, int quality = 95);
 void write_file(const std::string& path, const std::vector<uint8_t>& bytes);
 
 }  // namespace echelon::data

@@ -7,6 +7,7 @@
 #include <echelon/data/dataset.h>
 #include <echelon/data/image_codec.h>
 #include <echelon/data/io.h>
+#include <echelon/data/transforms.h>
 
 namespace echelon::data {
 namespace {
@@ -28,8 +29,10 @@ std::string joined(const std::vector<std::string>& names) {
 
 class ImageFolderDataset final : public Dataset {
  public:
-  ImageFolderDataset(const std::string& root, int channels, std::vector<std::string> classes)
-      : root_(root), channels_(channels == 0 ? 3 : channels) {
+  ImageFolderDataset(const std::string& root, int channels, std::vector<std::string> classes,
+                     int64_t resize)
+      : root_(root), channels_(channels == 0 ? 3 : channels), resize_(resize) {
+    ECH_CHECK(resize_ >= 0, "image folder '", root, "': resize ", resize_, " < 0");
     ECH_CHECK(channels_ == 1 || channels_ == 3, "image folder '", root,
               "': channels must be 1 or 3");
     const std::vector<std::string> found = image_folder_classes(root);
@@ -47,6 +50,10 @@ class ImageFolderDataset final : public Dataset {
     num_classes_ = static_cast<int64_t>(classes.size());
     ECH_CHECK(!files_.empty(), "image folder '", root, "' has ", num_classes_,
               " class folders but no .jpg/.jpeg/.png/.bmp files");
+    if (resize_ > 0) {  // sizes vary; the augmentation crops them to one (AugmentOptions)
+      shape_ = {channels_, 0, 0};
+      return;
+    }
     // The first image fixes the size every image must have (batches need one shape).
     const Image first = decode(read(0));
     shape_ = {channels_, first.height, first.width};
@@ -62,6 +69,11 @@ class ImageFolderDataset final : public Dataset {
     return {index, label, read_file_raw(path), path + " (item " + std::to_string(index) + ")"};
   }
   Image decode(const RawRecord& record) const override {
+    // A JPEG is decoded at the smallest DCT scale (1/8..1) that still covers the size, then
+    // resampled: a large photo costs a fraction of a full decode.
+    if (resize_ > 0)
+      return resize_shorter_side(
+          decode_image_scaled(record.bytes, record.source, channels_, resize_, resize_), resize_);
     Image image = decode_image(record.bytes, record.source, channels_);
     if (!shape_.empty())
       ECH_CHECK(image.height == shape_[1] && image.width == shape_[2], record.source, ": image is ",
@@ -73,6 +85,7 @@ class ImageFolderDataset final : public Dataset {
  private:
   std::string root_;
   int64_t channels_;
+  int64_t resize_;  // > 0: shorter side to this (sizes then vary); 0: all images of one size
   int64_t num_classes_ = 0;
   std::vector<std::pair<std::string, int64_t>> files_;
   Shape shape_;
@@ -91,8 +104,9 @@ std::vector<std::string> image_folder_classes(const std::string& root) {
 }
 
 std::shared_ptr<Dataset> make_image_folder_dataset(const std::string& root, int channels,
-                                                   const std::vector<std::string>& classes) {
-  return std::make_shared<ImageFolderDataset>(root, channels, classes);
+                                                   const std::vector<std::string>& classes,
+                                                   int64_t resize) {
+  return std::make_shared<ImageFolderDataset>(root, channels, classes, resize);
 }
 
 }  // namespace echelon::data

@@ -9,6 +9,7 @@
 #include <echelon/data/jpeg_decode.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <memory>
 
 #include <echelon/base/error.h>
@@ -17,6 +18,13 @@
 
 #ifdef ECHELON_WITH_TURBOJPEG
 #include <turbojpeg.h>
+#endif
+
+// A pixel loop, not parsing: kept out of libFuzzer's comparison tracing (as in image_codec.cpp).
+#if defined(__clang__)
+#define ECHELON_NO_FUZZ_COVERAGE __attribute__((no_sanitize("coverage")))
+#else
+#define ECHELON_NO_FUZZ_COVERAGE
 #endif
 
 namespace echelon::data {
@@ -45,6 +53,8 @@ JpegFrame read_jpeg_frame(const std::vector<uint8_t>& bytes) {
     }
     const size_t length = size_t{bytes[i + 2]} << 8 | bytes[i + 3];
     if (is_sof(marker) && length >= 8 && i + 10 <= bytes.size()) {
+      frame.marker = marker;
+      frame.offset = i;
       frame.precision = bytes[i + 4];
       frame.components = bytes[i + 9];
       frame.found = true;
@@ -58,15 +68,39 @@ JpegFrame read_jpeg_frame(const std::vector<uint8_t>& bytes) {
 void check_jpeg_supported(const std::vector<uint8_t>& bytes, const std::string& source) {
   const JpegFrame frame = read_jpeg_frame(bytes);
   if (!frame.found) return;
-  ECH_CHECK(frame.precision == 8, source, ": ", frame.precision,
-            "-bit JPEG is not supported (only 8-bit samples; convert the file to 8-bit)");
-  ECH_CHECK(frame.components != 4, source,
-            ": CMYK/YCCK JPEG (4 components) is not supported; convert the file to RGB");
+  // SOF3/7/11/15: lossless; SOF5/6/13/14: hierarchical (differential) DCT. libjpeg-turbo 2.1
+  // decodes neither; the checks come before the precision one because lossless files may be 8-bit.
+  const uint8_t process = frame.marker & 0x0F;
+  const bool lossless = process == 3 || process == 7 || process == 11 || process == 15;
+  ECH_CHECK(!lossless, source, ": unsupported JPEG variant (lossless, SOF marker at offset ",
+            frame.offset, "); convert the file to a baseline JPEG or PNG");
+  ECH_CHECK(!(process == 5 || process == 6 || process == 13 || process == 14), source,
+            ": unsupported JPEG variant (hierarchical, SOF marker at offset ", frame.offset,
+            "); convert the file to a baseline JPEG");
+  ECH_CHECK(frame.precision == 8, source, ": unsupported JPEG variant (", frame.precision,
+            "-bit precision, SOF marker at offset ", frame.offset,
+            "); only 8-bit samples are decoded, convert the file to 8-bit");
+}
+
+ECHELON_NO_FUZZ_COVERAGE
+void adobe_cmyk_to(const uint8_t* cmyk, int64_t pixels, int channels, uint8_t* out) {
+  for (int64_t p = 0; p < pixels; ++p) {
+    const uint8_t* in = cmyk + 4 * p;
+    const int k = in[3];
+    uint8_t rgb[3];
+    for (int ch = 0; ch < 3; ++ch) rgb[ch] = static_cast<uint8_t>((in[ch] * k + 127) / 255);
+    if (channels == 3) {
+      std::copy(rgb, rgb + 3, out + 3 * p);
+    } else {  // Pillow's L24 fixed point: 0.299 R + 0.587 G + 0.114 B, rounded
+      out[p] =
+          static_cast<uint8_t>((rgb[0] * 19595 + rgb[1] * 38470 + rgb[2] * 7471 + 0x8000) >> 16);
+    }
+  }
 }
 
 #ifdef ECHELON_WITH_TURBOJPEG
 namespace {
-// Per thread: a handle for headers, one for pixels, and the pixel buffer. A TurboJPEG handle
+// Per thread: a handle for headers, one for pixels, and the pixel buffers. A TurboJPEG handle
 // carries state from call to call (warning flags, and the Huffman/quantisation tables of the
 // images it read; found by diff_jpeg: the same file was accepted or rejected depending on the file
 // before it), so each handle serves one kind of call for one image and is then replaced. A
@@ -76,6 +110,7 @@ struct ThreadDecoder {
   Handle header{nullptr, &tjDestroy};
   Handle pixels{nullptr, &tjDestroy};
   std::vector<uint8_t> buffer;
+  std::vector<uint8_t> cmyk;  // a CMYK/YCCK file's pixels before conversion to RGB/gray
 };
 ThreadDecoder& thread_decoder() {
   thread_local ThreadDecoder decoder;
@@ -95,21 +130,22 @@ tjhandle fresh_if_needed(Handle& handle, const std::string& source) {
 }  // namespace
 #endif
 
-void jpeg_dimensions(const std::vector<uint8_t>& bytes, const std::string& source, int& height,
-                     int& width) {
+JpegHeader read_jpeg_header(const std::vector<uint8_t>& bytes, const std::string& source) {
 #ifdef ECHELON_WITH_TURBOJPEG
   check_jpeg_supported(bytes, source);
   ThreadDecoder& decoder = thread_decoder();
   tjhandle handle = fresh_if_needed(decoder.header, source);
+  JpegHeader header;
   int subsampling = 0, colorspace = 0;
-  if (tjDecompressHeader3(handle, bytes.data(), bytes.size(), &width, &height, &subsampling,
-                          &colorspace) != 0)
+  if (tjDecompressHeader3(handle, bytes.data(), bytes.size(), &header.width, &header.height,
+                          &subsampling, &colorspace) != 0)
     fail(decoder.header, source, "corrupt JPEG header");
   decoder.header.reset();  // see decode_jpeg_interleaved: no tables may carry over
-  check_image_dimensions(width, height, source, "JPEG");
+  check_image_dimensions(header.width, header.height, source, "JPEG");
+  header.cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
+  return header;
 #else
   (void)bytes;
-  height = width = 0;
   ECH_FAIL(source, ": cannot decode: this build has no libjpeg-turbo (ECHELON_WITH_TURBOJPEG)");
 #endif
 }
@@ -118,18 +154,25 @@ Interleaved decode_jpeg_interleaved(const std::vector<uint8_t>& bytes, const std
                                     int channels, int scale_denom) {
   ECH_CHECK(scale_denom == 1 || scale_denom == 2 || scale_denom == 4 || scale_denom == 8, source,
             ": JPEG scale 1/", scale_denom, " is not one of 1, 1/2, 1/4, 1/8");
-  int width = 0, height = 0;
-  jpeg_dimensions(bytes, source, height, width);
+  const JpegHeader header = read_jpeg_header(bytes, source);
 #ifdef ECHELON_WITH_TURBOJPEG
   ThreadDecoder& decoder = thread_decoder();
   tjhandle handle = fresh_if_needed(decoder.pixels, source);
   const tjscalingfactor factor{1, scale_denom};
-  const int out_w = TJSCALED(width, factor), out_h = TJSCALED(height, factor);
-  decoder.buffer.resize(static_cast<size_t>(out_w) * out_h * channels);
+  const int out_w = TJSCALED(header.width, factor), out_h = TJSCALED(header.height, factor);
+  const size_t pixels = static_cast<size_t>(out_w) * out_h;
+  decoder.buffer.resize(pixels * channels);
+  // libjpeg-turbo converts CMYK/YCCK to CMYK only; the conversion to RGB/gray is ours.
+  std::vector<uint8_t>& target = header.cmyk ? decoder.cmyk : decoder.buffer;
+  if (header.cmyk) target.resize(pixels * 4);
+  const int format = header.cmyk ? TJPF_CMYK : channels == 1 ? TJPF_GRAY : TJPF_RGB;
   // Warnings (e.g. premature end of data) are errors here: a truncated file must not pass.
-  if (tjDecompress2(handle, bytes.data(), bytes.size(), decoder.buffer.data(), out_w, 0, out_h,
-                    channels == 1 ? TJPF_GRAY : TJPF_RGB, TJFLAG_STOPONWARNING) != 0)
+  if (tjDecompress2(handle, bytes.data(), bytes.size(), target.data(), out_w, 0, out_h, format,
+                    TJFLAG_STOPONWARNING) != 0)
     fail(decoder.pixels, source, "corrupt JPEG data");
+  if (header.cmyk)
+    adobe_cmyk_to(decoder.cmyk.data(), static_cast<int64_t>(pixels), channels,
+                  decoder.buffer.data());
   // A libjpeg decompressor keeps the Huffman and quantisation tables of the images it has read,
   // and uses them for a later image that lacks its own (an "abbreviated" datastream): a corrupt
   // file would then decode or not depending on the file before it (found by fuzz_diff_jpeg's
@@ -137,6 +180,7 @@ Interleaved decode_jpeg_interleaved(const std::vector<uint8_t>& bytes, const std
   decoder.pixels.reset();
   return {out_h, out_w, channels, decoder.buffer.data()};
 #else
+  (void)header;
   (void)channels;
   return {};
 #endif
@@ -144,14 +188,30 @@ Interleaved decode_jpeg_interleaved(const std::vector<uint8_t>& bytes, const std
 
 }  // namespace detail
 
-namespace {
-
-// A pixel loop, not parsing: kept out of libFuzzer's comparison tracing (as in image_codec.cpp).
-#if defined(__clang__)
-#define ECHELON_NO_FUZZ_COVERAGE __attribute__((no_sanitize("coverage")))
+std::vector<uint8_t> encode_jpeg_cmyk(const std::vector<uint8_t>& cmyk_hwc, int64_t height,
+                                      int64_t width, int quality) {
+  ECH_CHECK(height > 0 && width > 0 && width <= (1 << 16) && height <= (1 << 16) &&
+                static_cast<int64_t>(cmyk_hwc.size()) == height * width * 4,
+            "encode_jpeg_cmyk: bad image ", height, "x", width, "x4 with ", cmyk_hwc.size(),
+            " bytes");
+#ifdef ECHELON_WITH_TURBOJPEG
+  std::unique_ptr<void, int (*)(tjhandle)> handle(tjInitCompress(), &tjDestroy);
+  ECH_CHECK(handle != nullptr, "encode_jpeg_cmyk: libjpeg-turbo init failed");
+  unsigned char* jpeg = nullptr;
+  unsigned long size = 0;
+  const int status =
+      tjCompress2(handle.get(), cmyk_hwc.data(), static_cast<int>(width), 0,
+                  static_cast<int>(height), TJPF_CMYK, &jpeg, &size, TJSAMP_444, quality, 0);
+  std::unique_ptr<unsigned char, void (*)(unsigned char*)> owned(jpeg, &tjFree);
+  ECH_CHECK(status == 0, "encode_jpeg_cmyk: ", tjGetErrorStr2(handle.get()));
+  return {jpeg, jpeg + size};
 #else
-#define ECHELON_NO_FUZZ_COVERAGE
+  (void)quality;
+  ECH_FAIL("encode_jpeg_cmyk: this build has no libjpeg-turbo (ECHELON_WITH_TURBOJPEG)");
 #endif
+}
+
+namespace {
 
 // Crop (with zero padding), flip and normalise interleaved rows into planar floats, one pass.
 // Produces exactly what augment_image + to_float produce on the planar image: the same
@@ -195,7 +255,8 @@ bool decode_augment_to_float(const std::vector<uint8_t>& bytes, const std::strin
   ECH_CHECK(channels == 1 || channels == 3, source, ": channels must be 1 or 3, got ", channels);
   ECH_CHECK(options.crop_padding >= 0, "augment: crop_padding ", options.crop_padding, " < 0");
   ECH_CHECK(!bytes.empty(), source, ": empty image file");
-  if (!have_turbojpeg() || !is_jpeg(bytes)) {  // the general path, same result
+  // The general path, same result; a square crop (--resize) changes the size, so it goes there too.
+  if (!have_turbojpeg() || !is_jpeg(bytes) || options.crop_to > 0) {
     const Image image = augment_image(decode_image(bytes, source, channels), options, key);
     out.resize(static_cast<size_t>(image.numel()));
     to_float(image, options, out.data());

@@ -82,6 +82,14 @@ bool skip_bad(const LoaderOptions& options) {
   return options.on_bad_sample == OnBadSample::Skip;
 }
 
+// The (C, H, W) of one example in a batch: the dataset's, or crop_to x crop_to when the
+// augmentation cuts a square (then the dataset's images may vary in size: {C, 0, 0}).
+Shape batch_shape(const Dataset& dataset, const AugmentOptions& augment) {
+  const Shape shape = dataset.image_shape();
+  if (augment.crop_to > 0 && shape.size() == 3) return {shape[0], augment.crop_to, augment.crop_to};
+  return shape;
+}
+
 }  // namespace
 
 struct Loader::Impl {
@@ -89,7 +97,8 @@ struct Loader::Impl {
       : dataset(dataset),
         options(options),
         epoch(epoch),
-        shape(dataset.image_shape()),
+        source_shape(dataset.image_shape()),
+        shape(batch_shape(dataset, options.augment)),
         tickets(options.ring_capacity),
         records(options.ring_capacity),
         decoded(options.ring_capacity),
@@ -146,7 +155,8 @@ struct Loader::Impl {
   const Dataset& dataset;
   const LoaderOptions options;
   const int64_t epoch;
-  const Shape shape;  // (C, H, W)
+  const Shape source_shape;  // (C, H, W) of a decoded image; H = W = 0: sizes vary
+  const Shape shape;         // (C, H, W) of an example in a batch
   PipelineControl control;
   MpmcRing<int64_t> tickets;     // source -> read: dataset indices
   MpmcRing<RawRecord> records;   // read -> decode
@@ -357,10 +367,13 @@ void Loader::Impl::start() {
         Decoded item{{}, record.index, record.label, 0, true};
         try {
           item.image = dataset.decode(record);
-          ECH_CHECK(item.image.channels == shape[0] && item.image.height == shape[1] &&
-                        item.image.width == shape[2],
-                    record.source, ": decoded image is (", item.image.channels, ", ",
-                    item.image.height, ", ", item.image.width, "), the dataset's shape is ", shape);
+          const bool sizes_vary = source_shape[1] == 0;
+          ECH_CHECK(
+              item.image.channels == source_shape[0] &&
+                  (sizes_vary ||
+                   (item.image.height == source_shape[1] && item.image.width == source_shape[2])),
+              record.source, ": decoded image is (", item.image.channels, ", ", item.image.height,
+              ", ", item.image.width, "), the dataset's shape is ", source_shape);
         } catch (const Error&) {
           if (!skip_bad(options)) throw;
           skipped.fetch_add(1, std::memory_order_relaxed);

@@ -16,7 +16,13 @@ inline uint64_t mix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-enum class DrawPurpose : uint64_t { Shuffle = 1, Augment = 2, Echo = 3, ShuffleBuffer = 4 };
+enum class DrawPurpose : uint64_t {
+  Shuffle = 1,
+  Augment = 2,
+  Echo = 3,
+  ShuffleBuffer = 4,
+  Crop = 5
+};
 
 // Four random words for (seed, epoch, purpose, index, copy).
 inline Philox4 data_draw(uint64_t seed, int64_t epoch, DrawPurpose purpose, int64_t index,

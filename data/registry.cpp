@@ -61,8 +61,12 @@ void open_image_folder(DatasetSplits& d, const std::string& dir, const DatasetLi
                   : limits.test_only          ? image_folder_classes((root / "test").string())
                                               : image_folder_classes((root / "train").string());
   if (!limits.test_only)
-    d.train = make_image_folder_dataset((root / "train").string(), 3, d.class_names);
-  d.test = make_image_folder_dataset((root / "test").string(), 3, d.class_names);
+    d.train = make_image_folder_dataset((root / "train").string(), 3, d.class_names, limits.resize);
+  d.test = make_image_folder_dataset((root / "test").string(), 3, d.class_names, limits.resize);
+  if (limits.resize > 0) {  // Resize + RandomCrop for training, Resize + CenterCrop for test
+    d.train_augment.crop_to = d.test_augment.crop_to = limits.resize;
+    d.train_augment.random_crop = true;
+  }
 }
 
 void open_splits(DatasetSplits& d, const std::string& name, const std::string& dir,
@@ -121,16 +125,25 @@ std::shared_ptr<Dataset> take_prefix(std::shared_ptr<Dataset> dataset, int64_t n
 
 DatasetSplits load_dataset(const std::string& name, const std::string& dir,
                            const DatasetLimits& limits) {
+  ECH_CHECK(limits.resize >= 0, "resize must be >= 0 (got ", limits.resize, ")");
+  ECH_CHECK(limits.resize == 0 || name == "folder", name,
+            ": resize applies to image folders only (the data set's images have one size)");
   DatasetSplits d;
   d.name = name;
   open_splits(d, name, dir, limits);
   if (d.train) d.train = take_prefix(d.train, limits.train);
   d.test = take_prefix(d.test, limits.test);
-  const Shape shape = (d.train ? d.train : d.test)->image_shape();  // {C, H, W}
-  ECH_CHECK(shape.size() == 3 && shape[1] > 0 && shape[1] == shape[2], name,
-            ": images must be square and of one size for the model zoo, got {C, H, W} = ", shape);
-  ECH_CHECK(d.test->image_shape() == shape, name, ": test images ", d.test->image_shape(),
-            " differ from training images ", shape);
+  Shape shape = (d.train ? d.train : d.test)->image_shape();  // {C, H, W}
+  if (limits.resize > 0) {
+    shape = {shape[0], limits.resize, limits.resize};  // what the crop makes of every image
+  } else {
+    ECH_CHECK(
+        shape.size() == 3 && shape[1] > 0 && shape[1] == shape[2], name,
+        ": images must be square and of one size for the model zoo, got {C, H, W} = ", shape,
+        name == "folder" ? " (a folder of mixed sizes trains with a resize: --resize N)" : "");
+    ECH_CHECK(d.test->image_shape() == shape, name, ": test images ", d.test->image_shape(),
+              " differ from training images ", shape);
+  }
   d.channels = shape[0];
   d.image_size = shape[1];
   d.num_classes = (d.train ? d.train : d.test)->num_classes();

@@ -32,6 +32,10 @@ struct DatasetLimits {
   // The label order to use (from a checkpoint); empty: the data set's own. Image folders label
   // by it instead of by their subfolders.
   std::vector<std::string> class_names = {};
+  // Image folders only: > 0 brings each image's shorter side to this, then crops resize x resize
+  // (at random for training, centred for test), so images of any size and shape train; the
+  // model's input is resize x resize. 0: images must be square and of one size.
+  int64_t resize = 0;
 };
 
 // A data set's two splits, how to feed them, and the shape of one example.
@@ -46,7 +50,8 @@ struct DatasetSplits {
 
 // Opens data set `name` from `dir` (empty: its default folder; "folder" needs one, with train/ and
 // test/ subfolders of class folders), limited by `limits`. Images must be square and of one size
-// in both splits. Throws echelon::Error naming the data set, the folder or the bad file.
+// in both splits, unless limits.resize. Throws echelon::Error naming the data set, the folder or
+// the bad file.
 DatasetSplits load_dataset(const std::string& name, const std::string& dir,
                            const DatasetLimits& limits = {});
 

@@ -1,9 +1,126 @@
 #include <echelon/data/transforms.h>
 
+#include <algorithm>
+#include <cmath>
+#include <string_view>
+
 #include <echelon/base/error.h>
 #include <echelon/data/random_keys.h>
 
 namespace echelon::data {
+
+namespace {
+
+constexpr int64_t kMaxCropPadding = 1024;
+
+// A padding written as plain decimal digits ("4"; not "+4", "4.0", " 4" or "0x4").
+int64_t parse_padding(std::string_view digits, const std::string& spec, std::string_view token) {
+  const bool plain =
+      !digits.empty() && digits.size() <= 4 &&
+      std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+  int64_t value = 0;
+  for (const char c : plain ? digits : std::string_view{}) value = value * 10 + (c - '0');
+  ECH_CHECK(plain && value >= 1 && value <= kMaxCropPadding, "augmentation '", spec, "': '", token,
+            "' needs a padding of 1..", kMaxCropPadding, " pixels, e.g. crop:4");
+  return value;
+}
+
+// One output sample of a 1-D resample: input samples [first, first + weights.size()) and their
+// weights (summing to 1).
+struct Taps {
+  int64_t first = 0;
+  std::vector<float> weights;
+};
+
+// PIL's scheme: output sample i is centred at (i + 0.5) * in / out in input coordinates; a
+// triangle of radius max(1, in / out) input samples weighs the inputs around it.
+std::vector<Taps> triangle_taps(int64_t in, int64_t out) {
+  const double scale = static_cast<double>(in) / static_cast<double>(out);
+  const double radius = std::max(scale, 1.0);
+  std::vector<Taps> taps(static_cast<size_t>(out));
+  for (int64_t i = 0; i < out; ++i) {
+    const double center = (static_cast<double>(i) + 0.5) * scale;
+    const int64_t lo = std::max<int64_t>(0, static_cast<int64_t>(std::floor(center - radius)));
+    const int64_t hi = std::min<int64_t>(in, static_cast<int64_t>(std::ceil(center + radius)));
+    std::vector<double> weights;
+    double total = 0;
+    for (int64_t x = lo; x < hi; ++x) {
+      const double w =
+          std::max(0.0, 1.0 - std::abs((static_cast<double>(x) + 0.5 - center) / radius));
+      weights.push_back(w);
+      total += w;
+    }
+    taps[i].first = lo;
+    for (const double w : weights) taps[i].weights.push_back(static_cast<float>(w / total));
+  }
+  return taps;
+}
+
+}  // namespace
+
+Image resize_shorter_side(const Image& image, int64_t size) {
+  const int64_t h = image.height, w = image.width, c = image.channels;
+  ECH_CHECK(size >= 1 && h >= 1 && w >= 1 && static_cast<int64_t>(image.pixels.size()) == h * w * c,
+            "resize: cannot bring a ", h, "x", w, "x", c, " image to a shorter side of ", size);
+  const int64_t out_h = h <= w ? size : size * h / w;
+  const int64_t out_w = h <= w ? size * w / h : size;
+  if (out_h == h && out_w == w) return image;
+  const std::vector<Taps> across = triangle_taps(w, out_w), down = triangle_taps(h, out_h);
+  Image out{out_h, out_w, c, std::vector<uint8_t>(static_cast<size_t>(out_h * out_w * c))};
+  std::vector<float> rows(static_cast<size_t>(h * out_w));  // one channel resized across: (H, W')
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const uint8_t* plane = image.pixels.data() + ch * h * w;  // (H, W)
+    for (int64_t y = 0; y < h; ++y)
+      for (int64_t x = 0; x < out_w; ++x) {
+        const Taps& t = across[x];
+        float sum = 0;
+        for (size_t k = 0; k < t.weights.size(); ++k)
+          sum += t.weights[k] * plane[y * w + t.first + static_cast<int64_t>(k)];
+        rows[y * out_w + x] = sum;
+      }
+    uint8_t* dst = out.pixels.data() + ch * out_h * out_w;  // (H', W')
+    for (int64_t y = 0; y < out_h; ++y) {
+      const Taps& t = down[y];
+      for (int64_t x = 0; x < out_w; ++x) {
+        float sum = 0;
+        for (size_t k = 0; k < t.weights.size(); ++k)
+          sum += t.weights[k] * rows[(t.first + static_cast<int64_t>(k)) * out_w + x];
+        dst[y * out_w + x] = static_cast<uint8_t>(std::clamp(std::lround(sum), 0L, 255L));
+      }
+    }
+  }
+  return out;
+}
+
+AugmentRecipe parse_augment_spec(const std::string& spec) {
+  AugmentRecipe recipe;
+  if (spec == "none") return recipe;
+  ECH_CHECK(!spec.empty(), "augmentation '': empty (expected none, or a comma list of crop:P and ",
+            "flip)");
+  bool crop_seen = false, flip_seen = false;
+  std::string_view rest = spec;
+  while (true) {
+    const size_t comma = rest.find(',');
+    const std::string_view token = rest.substr(0, comma);
+    ECH_CHECK(!token.empty(), "augmentation '", spec, "': empty entry");
+    ECH_CHECK(token != "none", "augmentation '", spec, "': 'none' cannot be combined with others");
+    if (token == "flip") {
+      ECH_CHECK(!flip_seen, "augmentation '", spec, "': 'flip' appears twice");
+      flip_seen = recipe.horizontal_flip = true;
+    } else if (token.substr(0, 4) == "crop") {
+      ECH_CHECK(!crop_seen, "augmentation '", spec, "': '", token, "' is a second crop");
+      ECH_CHECK(token.size() > 4 && token[4] == ':', "augmentation '", spec, "': '", token,
+                "' needs a padding, e.g. crop:4");
+      recipe.crop_padding = parse_padding(token.substr(5), spec, token);
+      crop_seen = true;
+    } else {
+      ECH_FAIL("augmentation '", spec, "': unknown word '", token,
+               "' (expected none, or a comma list of crop:P and flip)");
+    }
+    if (comma == std::string_view::npos) return recipe;
+    rest = rest.substr(comma + 1);
+  }
+}
 
 AugmentDraw draw_augment(const AugmentOptions& options, const AugmentKey& key) {
   const Philox4 words =
@@ -20,11 +137,39 @@ AugmentDraw draw_augment(const AugmentOptions& options, const AugmentKey& key) {
   return draw;
 }
 
-Image augment_image(const Image& image, const AugmentOptions& options, const AugmentKey& key) {
+namespace {
+
+// The crop_to x crop_to square of `image` at a random place (its own Philox draw, so the
+// padding-crop and flip draws of runs without it stay as they were) or in the centre.
+Image crop_square(const Image& image, const AugmentOptions& options, const AugmentKey& key) {
+  const int64_t size = options.crop_to, h = image.height, w = image.width, c = image.channels;
+  ECH_CHECK(h >= size && w >= size, "augment: a ", h, "x", w, " image is smaller than the ", size,
+            "x", size, " crop");
+  int64_t top = (h - size) / 2, left = (w - size) / 2;
+  if (options.random_crop) {
+    const Philox4 words =
+        data_draw(key.seed, key.epoch, DrawPurpose::Crop, key.index, key.echo_copy);
+    top = static_cast<int64_t>(words.x[0] % static_cast<uint32_t>(h - size + 1));
+    left = static_cast<int64_t>(words.x[1] % static_cast<uint32_t>(w - size + 1));
+  }
+  Image out{size, size, c, std::vector<uint8_t>(static_cast<size_t>(size * size * c))};
+  for (int64_t ch = 0; ch < c; ++ch)
+    for (int64_t y = 0; y < size; ++y) {
+      const uint8_t* src = image.pixels.data() + (ch * h + top + y) * w + left;
+      std::copy(src, src + size, out.pixels.data() + (ch * size + y) * size);
+    }
+  return out;
+}
+
+}  // namespace
+
+Image augment_image(const Image& input, const AugmentOptions& options, const AugmentKey& key) {
   ECH_CHECK(options.crop_padding >= 0, "augment: crop_padding ", options.crop_padding, " < 0");
-  ECH_CHECK(static_cast<int64_t>(image.pixels.size()) == image.numel(), "augment: image ",
-            image.height, "x", image.width, "x", image.channels, " has ", image.pixels.size(),
+  ECH_CHECK(static_cast<int64_t>(input.pixels.size()) == input.numel(), "augment: image ",
+            input.height, "x", input.width, "x", input.channels, " has ", input.pixels.size(),
             " bytes");
+  const Image cropped = options.crop_to > 0 ? crop_square(input, options, key) : Image{};
+  const Image& image = options.crop_to > 0 ? cropped : input;
   const AugmentDraw draw = draw_augment(options, key);
   if (options.crop_padding == 0 && !draw.flip) return image;
   const int64_t h = image.height, w = image.width, c = image.channels, pad = options.crop_padding;

@@ -58,6 +58,13 @@ PipelineEngine::PipelineEngine(std::shared_ptr<Sequential> model, const SGDOptio
       group_(options_.process_group) {
   ECH_CHECK(model_ != nullptr, "pipeline: no model");
   options_.validate();
+  // The partitions must fit the model: checked now, while a trainer prepares its run (before it
+  // touches the run folder), not at the first batch.
+  const auto layers = static_cast<int64_t>(model_->size());
+  if (!options_.ppv.empty())
+    (void)ranges_from_cuts(parse_ppv(options_.ppv), layers);
+  else
+    (void)even_cuts(layers, options_.partitions);
   // Checked here, not in validate(): the CLI validates its flags before it joins the processes.
   ECH_CHECK(options_.data_parallel == 1 || group_ != nullptr, "pipeline: ", options_.data_parallel,
             " data-parallel replicas need one process each (start the run with mpirun)");

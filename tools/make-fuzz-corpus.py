@@ -334,7 +334,9 @@ def spec_seeds():
              4: ["1", "2.5", "auto", "0.5", "nan", "inf", "1e308", "0x10", "1,5", "", "2 "],
              5: ["before-augment", "after-augment", "batch", "after"],
              6: ["fail", "skip", "retry"],
-             7: ["float32", "float", "int64", "uint8", "bf16", ""]}
+             7: ["float32", "float", "int64", "uint8", "bf16", ""],
+             8: ["none", "crop:4,flip", "flip,crop:12", "crop:4,blur", "flip,flip", "crop:4.5",
+                 "crop:", "none,flip", "crop:99999999999999999999", ",flip"]}
     for parser, texts in cases.items():
         for i, text in enumerate(texts):
             write("spec", "p%d-%02d" % (parser, i), bytes([parser]) + text.encode())

@@ -73,6 +73,12 @@ void add_train_options(CLI::App& cmd, TrainOptions& o, ScheduleFlag& schedule) {
                "Refuse settings that break bit-identical reruns (echo auto, workers > 1)");
   cmd.add_option("--limit-train", o.limit_train, "Use only the first N training examples");
   cmd.add_option("--limit-test", o.limit_test, "Use only the first N test examples");
+  cmd.add_option("--augment", o.augment,
+                 "Training augmentation: default (the data set's: crop:4,flip for cifar10, else "
+                 "none), none, or a comma list of crop:P (pad P, random crop) and flip");
+  cmd.add_option("--resize", o.resize,
+                 "Image folders: shorter side to N, then an N x N crop (random for training, "
+                 "centred for test); 0: images must be square and of one size");
   cmd.add_option("--echo", o.echo, "Data echoing factor E >= 1, or auto");
   cmd.add_option("--echo-at", o.echo_at, "before-augment | after-augment | batch");
   cmd.add_option("--shuffle-buffer", o.shuffle_buffer, "Shuffle buffer after echoing (items)");

@@ -480,9 +480,14 @@ TEST_SUITE("concurrency_pipeline") {
     CHECK_THROWS_WITH_AS(options.validate(), doctest::Contains("pipeline: hybrid_switch"), Error);
     options.total_epochs = 10;
     CHECK(options.hybrid_switch_epoch() == 5);
-    PipelineEngine engine(small_model(1), sgd_config(), Device::cpu(),
-                          options_for(ScheduleKind::Stale, "7"));
-    CHECK_THROWS_WITH_AS(engine.train_step(random_batches(1, 3, 1)[0]),
+    // Cuts and partition counts that do not fit the model fail when the engine is built (before a
+    // trainer touches its run folder), not at the first batch.
+    CHECK_THROWS_WITH_AS(PipelineEngine(small_model(1), sgd_config(), Device::cpu(),
+                                        options_for(ScheduleKind::Stale, "7")),
                          doctest::Contains("6 layers"), Error);
+    PipelineOptions too_many = options_for(ScheduleKind::Stale, "");
+    too_many.partitions = 7;
+    CHECK_THROWS_WITH_AS(PipelineEngine(small_model(1), sgd_config(), Device::cpu(), too_many),
+                         doctest::Contains("cannot cut 6 layers into 7 partitions"), Error);
   }
 }

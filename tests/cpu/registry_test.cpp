@@ -11,6 +11,7 @@
 
 #include <echelon/base/error.h>
 #include <echelon/data/image_codec.h>
+#include <echelon/data/loader.h>
 #include <echelon/data/registry.h>
 
 namespace fs = std::filesystem;
@@ -126,6 +127,51 @@ TEST_SUITE("dataset_registry") {
                encode_png({4, 5, 3, std::vector<uint8_t>(60, 9)}));
     CHECK_THROWS_WITH_AS(load_dataset("folder", dir.string()),
                          doctest::Contains("images must be square"), Error);
+  }
+
+  TEST_CASE(
+      "folder with resize: mixed, non-square sizes load; random crop to train, centred to test") {
+    if (!have_stb()) return;
+    const fs::path dir = temp_dir("folder_resize");
+    for (const char* split : {"train", "test"})
+      for (const char* label : {"cat", "dog"}) fs::create_directories(dir / split / label);
+    auto image = [](int64_t h, int64_t w) {
+      Image im{h, w, 3, std::vector<uint8_t>(static_cast<size_t>(h * w * 3))};
+      for (size_t i = 0; i < im.pixels.size(); ++i) im.pixels[i] = static_cast<uint8_t>(i * 7);
+      return im;
+    };
+    write_file((dir / "train" / "cat" / "a.png").string(), encode_png(image(20, 31)));
+    write_file((dir / "train" / "cat" / "b.jpg").string(), encode_jpeg(image(40, 17)));
+    write_file((dir / "train" / "dog" / "c.png").string(), encode_png(image(12, 12)));
+    write_file((dir / "test" / "dog" / "d.jpg").string(), encode_jpeg(image(33, 50)));
+    CHECK_THROWS_WITH_AS(load_dataset("folder", dir.string()),
+                         doctest::Contains("a folder of mixed sizes trains with a resize"), Error);
+    CHECK_THROWS_WITH_AS(load_dataset("cifar10", "", {.resize = 16}),
+                         doctest::Contains("resize applies to image folders only"), Error);
+    const DatasetSplits d = load_dataset("folder", dir.string(), {.resize = 16});
+    CHECK(d.image_size == 16);
+    CHECK(d.channels == 3);
+    CHECK(d.train->image_shape() == Shape{3, 0, 0});  // sizes vary until the crop
+    CHECK(d.train_augment.crop_to == 16);
+    CHECK(d.train_augment.random_crop);
+    CHECK(d.test_augment.crop_to == 16);
+    CHECK_FALSE(d.test_augment.random_crop);
+    const Image b = d.train->decode(d.train->read(1));  // 40x17 -> shorter side 16
+    CHECK(b.width == 16);
+    CHECK(b.height == 37);  // 40 * 16 / 17 = 37.6, rounded down
+    // Through the loader: every batch is (N, 3, 16, 16), from images of four sizes.
+    LoaderOptions options;
+    options.batch_size = 3;
+    options.workers = 1;
+    options.augment = d.train_augment;
+    Loader loader(d.train, options);
+    loader.start_epoch(0);
+    int64_t seen = 0;
+    while (auto batch = loader.next()) {
+      CHECK(batch->images.shape() == Shape{batch->images.size(0), 3, 16, 16});
+      seen += batch->images.size(0);
+    }
+    CHECK(seen == 3);
   }
 
   TEST_CASE("take_prefix: the first n examples, the same records") {

@@ -1,7 +1,12 @@
-// Transforms: crop/flip geometry against a direct reference, determinism per key, normalisation.
+// Transforms: crop/flip geometry against a direct reference, determinism per key, normalisation,
+// the --augment spec parser, resizing and the square crop of --resize.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <random>
+#include <set>
+#include <utility>
 
 #include <echelon/base/error.h>
 #include <echelon/data/transforms.h>
@@ -84,5 +89,109 @@ TEST_SUITE("transforms") {
     options.std = {0.2f, 0.3f};
     CHECK_THROWS_WITH_AS(to_float(image, options, out.data()), doctest::Contains("3 channels"),
                          Error);
+  }
+
+  TEST_CASE("--augment specs: none, crop:P, flip, in any order; anything else names the token") {
+    CHECK(parse_augment_spec("none").crop_padding == 0);
+    CHECK_FALSE(parse_augment_spec("none").horizontal_flip);
+    CHECK(parse_augment_spec("flip").horizontal_flip);
+    CHECK(parse_augment_spec("crop:4").crop_padding == 4);
+    CHECK_FALSE(parse_augment_spec("crop:4").horizontal_flip);
+    const AugmentRecipe both = parse_augment_spec("flip,crop:12");
+    CHECK(both.crop_padding == 12);
+    CHECK(both.horizontal_flip);
+    CHECK(parse_augment_spec("crop:1024").crop_padding == 1024);
+    const std::pair<const char*, const char*> bad[] = {
+        {"", "empty"},
+        {"blur", "unknown word 'blur'"},
+        {"crop:4,blur", "unknown word 'blur'"},
+        {"Flip", "unknown word 'Flip'"},
+        {"crop", "'crop' needs a padding"},
+        {"crops:4", "'crops:4' needs a padding"},
+        {"crop:", "'crop:' needs a padding of 1..1024"},
+        {"crop:0", "'crop:0' needs a padding of 1..1024"},
+        {"crop:-1", "'crop:-1' needs a padding"},
+        {"crop:+4", "'crop:+4' needs a padding"},
+        {"crop:4.0", "'crop:4.0' needs a padding"},
+        {"crop:1025", "'crop:1025' needs a padding"},
+        {"crop:99999999999999999999", "needs a padding"},
+        {"crop:4,crop:2", "'crop:2' is a second crop"},
+        {"flip,flip", "'flip' appears twice"},
+        {"none,flip", "'none' cannot be combined"},
+        {"flip,", "empty entry"},
+        {",flip", "empty entry"},
+        {"crop:4 ", "'crop:4 ' needs a padding"},
+    };
+    for (const auto& entry : bad) {  // not a structured binding: clang 14 cannot capture one
+      const char* spec = entry.first;
+      const char* message = entry.second;
+      CAPTURE(spec);
+      CHECK_THROWS_WITH_AS(parse_augment_spec(spec), doctest::Contains(message), Error);
+    }
+  }
+
+  TEST_CASE(
+      "resize_shorter_side: sizes as torchvision's Resize(int), antialiased, flat stays flat") {
+    const Image wide = random_image(30, 50, 3, 4);
+    const Image small = resize_shorter_side(wide, 10);
+    CHECK(small.height == 10);
+    CHECK(small.width == 16);  // 50 * 10 / 30 = 16.7, rounded down
+    CHECK(small.pixels.size() == 10 * 16 * 3);
+    const Image tall = resize_shorter_side(random_image(50, 30, 1, 5), 12);
+    CHECK(tall.height == 20);
+    CHECK(tall.width == 12);
+    CHECK(resize_shorter_side(wide, 30).pixels == wide.pixels);  // already that size
+    const Image up = resize_shorter_side(random_image(5, 7, 1, 6), 20);
+    CHECK(up.height == 20);
+    CHECK(up.width == 28);
+    // A flat image stays flat at every scale (the weights of each output sum to 1).
+    const Image flat{9, 13, 2, std::vector<uint8_t>(9 * 13 * 2, 77)};
+    for (int64_t size : {3, 9, 25}) {
+      const Image out = resize_shorter_side(flat, size);
+      CHECK(std::all_of(out.pixels.begin(), out.pixels.end(), [](uint8_t p) { return p == 77; }));
+    }
+    // A 1-pixel checkerboard shrunk 8x averages to mid-grey (a point sampler would give 0 or 255).
+    Image board{64, 64, 1, std::vector<uint8_t>(64 * 64)};
+    for (int64_t y = 0; y < 64; ++y)
+      for (int64_t x = 0; x < 64; ++x) board.pixels[y * 64 + x] = (x + y) % 2 ? 255 : 0;
+    const Image grey = resize_shorter_side(board, 8);
+    for (const uint8_t p : grey.pixels) CHECK(std::abs(int{p} - 128) <= 2);
+    // Upscaling 2x interpolates between neighbours.
+    const Image ramp{1, 2, 1, {0, 200}};
+    const Image ramp2 = resize_shorter_side(ramp, 2);
+    REQUIRE(ramp2.width == 4);
+    REQUIRE(ramp2.height == 2);
+    CHECK(ramp2.pixels == std::vector<uint8_t>{0, 50, 150, 200, 0, 50, 150, 200});
+    CHECK_THROWS_WITH_AS(resize_shorter_side(ramp, 0), doctest::Contains("shorter side of 0"),
+                         Error);
+  }
+
+  TEST_CASE("crop_to: centred for evaluation, random per key for training, then pad-crop/flip") {
+    const Image image = random_image(10, 17, 2, 7);
+    AugmentOptions options;
+    options.crop_to = 10;
+    const Image centre = augment_image(image, options, {1, 0, 0, 0});
+    REQUIRE(centre.height == 10);
+    REQUIRE(centre.width == 10);
+    for (int64_t ch = 0; ch < 2; ++ch)
+      for (int64_t y = 0; y < 10; ++y)
+        for (int64_t x = 0; x < 10; ++x)  // (17 - 10) / 2 = 3 columns cut on the left
+          CHECK(centre.pixels[(ch * 10 + y) * 10 + x] == image.pixels[(ch * 10 + y) * 17 + x + 3]);
+    options.random_crop = true;
+    std::set<std::vector<uint8_t>> crops;
+    for (int64_t index = 0; index < 30; ++index) {
+      const Image crop = augment_image(image, options, {1, 0, index, 0});
+      CHECK(crop.pixels == augment_image(image, options, {1, 0, index, 0}).pixels);
+      CHECK(crop.height == 10);
+      CHECK(crop.width == 10);
+      crops.insert(crop.pixels);
+    }
+    CHECK(crops.size() >= 6);  // 8 possible offsets
+    options.crop_padding = 2;
+    options.horizontal_flip = true;
+    CHECK(augment_image(image, options, {3, 1, 4, 0}).height == 10);
+    options.crop_to = 11;
+    CHECK_THROWS_WITH_AS(augment_image(image, options, {1, 0, 0, 0}),
+                         doctest::Contains("10x17 image is smaller than the 11x11 crop"), Error);
   }
 }

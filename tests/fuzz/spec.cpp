@@ -1,12 +1,13 @@
 // Spec strings of the command line: --ppv list, --device (device list entries), --schedule
-// (pipeline), --echo, --echo-at, on-bad-sample, dtype names. Byte 0 picks the parser, the rest is
-// the text. Contract: parses, or an echelon::Error whose message quotes the text.
+// (pipeline), --echo, --echo-at, on-bad-sample, dtype names, --augment. Byte 0 picks the parser,
+// the rest is the text. Contract: parses, or an echelon::Error whose message quotes the text.
 #include "fuzz_common.h"
 
 #include <algorithm>
 
 #include <echelon/app/train.h>
 #include <echelon/data/loader.h>
+#include <echelon/data/transforms.h>
 #include <echelon/parallel/partition.h>
 #include <echelon/parallel/schedule.h>
 #include <echelon/tensor/device.h>
@@ -20,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text(reinterpret_cast<const char*>(data + 1), size - 1);
   text.resize(std::min(text.size(), text.find('\0')));
   fuzz::expect_parse_or_error(text, [&] {
-    switch (data[0] % 8) {
+    switch (data[0] % 9) {
       case 0: {
         const std::vector<int64_t> cuts = echelon::parallel::parse_ppv(text);
         for (size_t i = 1; i < cuts.size(); ++i)
@@ -52,6 +53,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 7:
         (void)echelon::parse_dtype(text);
         break;
+      case 8: {
+        const echelon::data::AugmentRecipe recipe = echelon::data::parse_augment_spec(text);
+        if (recipe.crop_padding < 0 || recipe.crop_padding > 1024)
+          fuzz::finding("--augment accepted a padding outside 0..1024");
+        if (text != "none" && recipe.crop_padding == 0 && !recipe.horizontal_flip)
+          fuzz::finding("--augment accepted a spec other than none that does nothing");
+        break;
+      }
     }
   });
   return 0;
