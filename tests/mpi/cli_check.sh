@@ -23,6 +23,8 @@ common=(train --model lenet5 --data synthetic --limit-train 512 --limit-test 128
 "$here/mpirun.sh" 120 2 "$echelon" "${common[@]}" --out "$dir/procs" --trace "$dir/trace.json" \
   >"$dir/procs.log" 2>&1 || { cat "$dir/procs.log"; fail "2-process run"; }
 python3 "$here/trace_check.py" "$dir/trace.json" || fail "the merged trace of 2 processes"
+grep -q "rank 1: host .*, device cpu, partition 1 of replica 0" "$dir/procs.log" ||
+  fail "the topology report does not name rank 1's device"
 [ -f "$dir/trace.json.rank1" ] || fail "rank 1 kept no trace of its own"
 cat "$dir/procs.log"
 "$check" --compare "$dir/procs/checkpoint.safetensors" "$dir/threads/checkpoint.safetensors" \
