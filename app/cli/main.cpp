@@ -80,6 +80,8 @@ int main(int argc, char** argv) {
         return 0;
       case app::Command::Kind::Bench:
         return app::run_bench_command(command.bench, std::cout);
+      case app::Command::Kind::Reproduce:
+        return app::run_reproduce_command(command.reproduce, std::cout);
       case app::Command::Kind::Train:
         break;
     }
