@@ -38,7 +38,7 @@ void DeviceTrace::begin(std::string name, int64_t id) {
   const cudaStream_t stream = cuda::current_stream(device_.index);
   if (!anchor_) {
     // The one synchronisation: afterwards a device time is anchor_host_ + elapsed(anchor_, t).
-    anchor_ = std::make_unique<cuda::Event>(true);
+    anchor_ = std::make_shared<cuda::Event>(true);
     anchor_->record(stream);
     anchor_->synchronize();
     anchor_host_ = TraceRecorder::Clock::now();
@@ -49,7 +49,7 @@ void DeviceTrace::begin(std::string name, int64_t id) {
   Span span;
   span.name = std::move(name);
   span.id = id;
-  span.start = std::make_unique<cuda::Event>(true);
+  span.start = std::make_shared<cuda::Event>(true);
   span.start->record(stream);
   open_.push_back(spans_.size());
   spans_.push_back(std::move(span));
@@ -60,7 +60,7 @@ void DeviceTrace::end() {
   ECH_CHECK(!open_.empty(), "DeviceTrace::end without a matching begin");
   Span& span = spans_[open_.back()];
   open_.pop_back();
-  span.end = std::make_unique<cuda::Event>(true);
+  span.end = std::make_shared<cuda::Event>(true);
   span.end->record(cuda::current_stream(device_.index));
 #ifdef ECHELON_NVTX
   nvtxRangePop();

@@ -41,13 +41,13 @@ class DeviceTrace {
   struct Span {
     std::string name;
     int64_t id = -1;
-    std::unique_ptr<cuda::Event> start, end;
+    std::shared_ptr<cuda::Event> start, end;  // shared: the type is incomplete without CUDA
   };
   TraceRecorder* recorder_;
   Device device_;
   bool active_ = false;
   int track_ = -1;
-  std::unique_ptr<cuda::Event> anchor_;  // device time 0 of the mapping
+  std::shared_ptr<cuda::Event> anchor_;  // device time 0 of the mapping
   TraceRecorder::Clock::time_point anchor_host_;
   std::vector<Span> spans_;   // in order of begin
   std::vector<size_t> open_;  // indices into spans_ of the open spans, innermost last

@@ -78,7 +78,7 @@ TEST_SUITE("cli_reproduce") {
     for (const char* field : {"Zhang & Abdelrahman 2019", "What differs from the paper",
                               "2 workers, stale", "balance bound", "4-stage cut", "stash increase",
                               "97% / 109%", "paper's placement (ppv 2)", "stale, deep", "hybrid",
-                              "paper drop", "0.4", "load average"})
+                              "paper drop", "warm-up", "0.4", "load average"})
       CHECK_MESSAGE(has(r.out, field), field);
     CHECK(j.at("paper").as_string() == "pipeline");
     const auto& speed = j.at("speed").as_array();
