@@ -43,10 +43,10 @@ class DeviceTrace {
     int64_t id = -1;
     std::shared_ptr<cuda::Event> start, end;  // shared: the type is incomplete without CUDA
   };
-  TraceRecorder* recorder_;
+  [[maybe_unused]] TraceRecorder* recorder_;  // both read only by the CUDA build
   Device device_;
   bool active_ = false;
-  int track_ = -1;
+  [[maybe_unused]] int track_ = -1;
   std::shared_ptr<cuda::Event> anchor_;  // device time 0 of the mapping
   TraceRecorder::Clock::time_point anchor_host_;
   std::vector<Span> spans_;   // in order of begin
