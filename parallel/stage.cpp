@@ -51,7 +51,8 @@ Stage::Stage(int partition, int num_partitions, LayerRange range,
       layers_(std::move(layers)),
       device_(device),
       sgd_(layers_->named_parameters(), sgd),
-      params_(layers_->parameters()) {
+      params_(layers_->parameters()),
+      device_trace_(std::make_unique<DeviceTrace>(nullptr, device, partition)) {
   stats_.partition = partition;
   stats_.layers = range;
   stats_.device = device.to_string();
@@ -90,6 +91,7 @@ void Stage::connect(const StageLinks& links, const StageContext& context) {
   context_ = context;
   policy_ = stage_policy(context.schedule, num_partitions_, partition_, context.micro_batches);
   next_schedule_ = context.schedule;
+  device_trace_ = std::make_unique<DeviceTrace>(context.trace, device_, partition_);
 }
 
 void Stage::run() {
@@ -191,6 +193,7 @@ Stage::Progress Stage::backward_oldest(bool wait) {
   const auto start = Clock::now();
   Message upstream = backward(state, grad ? &*grad : nullptr);
   trace(TraceTrack::Compute, "B", start, state.message.id);
+  device_trace_->resolve(false);
   account(0, state.bytes);
   in_flight_.pop_front();
   if (!links_.backward_out) return Progress::Ran;
@@ -201,6 +204,7 @@ Stage::Progress Stage::backward_oldest(bool wait) {
 // Flushed: every mini-batch sent so far is through; gpipe applies its one update now.
 Stage::Progress Stage::finish_flush() {
   if (pending_update_) step(pending_lr_);
+  device_trace_->resolve(true);  // the partition is drained: the epoch's kernels are all done
   flushing_ = false;
   policy_ = stage_policy(next_schedule_, num_partitions_, partition_, context_.micro_batches);
   return context_.flushed->push(partition_) ? Progress::Ran : Progress::Closed;
@@ -208,6 +212,7 @@ Stage::Progress Stage::finish_flush() {
 
 Stage::InFlight Stage::forward(Message message) {
   const auto start = Clock::now();
+  const DeviceSpan device_span(*device_trace_, "F", message.id);
   InFlight state;
   Tensor x = message.tensor;
   ECH_CHECK(x.defined(), "mini-batch ", message.id, " arrived without a tensor");
@@ -231,7 +236,14 @@ Stage::InFlight Stage::forward(Message message) {
   std::vector<Tensor> current;
   if (predict_steps > 0) current = predict_weights(predict_steps, message.lr);
   Tensor out = state.input;
-  for (const auto& layer : layers_->layers()) {
+  for (size_t i = 0; i < layers_->size(); ++i) {
+    const auto& layer = layers_->layers()[i];
+    std::optional<DeviceSpan> layer_span;  // "L3 Conv2d 12": flat layer index, kind, batch id
+    if (device_trace_->active()) {
+      layer_span.emplace(*device_trace_,
+                         str("L", range_.begin + static_cast<int64_t>(i), " ", layer->name()),
+                         message.id);
+    }
     out = layer->forward(out);
     state.bytes += out.nbytes();
   }
@@ -275,6 +287,7 @@ void Stage::loss(InFlight& state, const Message& message, const Tensor& out) {
 
 Message Stage::backward(InFlight& state, const Message* grad) {
   const auto start = Clock::now();
+  const DeviceSpan device_span(*device_trace_, "B", state.message.id);
   Message upstream;
   upstream.kind = Message::Kind::Backward;
   upstream.id = state.message.id;
@@ -332,6 +345,7 @@ std::vector<Tensor> Stage::predict_weights(int64_t steps, double lr) {
 
 void Stage::step(double lr) {
   const auto start = Clock::now();
+  const DeviceSpan device_span(*device_trace_, "step");
   if (context_.before_update) context_.before_update(params_);
   sgd_.set_lr(lr);
   sgd_.step();

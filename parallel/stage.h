@@ -22,6 +22,7 @@
 #include <echelon/data/ring.h>
 #include <echelon/layers/optim.h>
 #include <echelon/layers/sequential.h>
+#include <echelon/parallel/device_trace.h>
 #include <echelon/parallel/partition.h>
 #include <echelon/parallel/schedule.h>
 #include <echelon/parallel/trace.h>
@@ -148,6 +149,9 @@ class Stage {
   ScheduleKind next_schedule_ = ScheduleKind::Stale;  // named by the Flush being processed
   bool flushing_ = false;  // a Flush arrived: no forward until the partition is drained
   std::deque<InFlight> in_flight_;
+
+  // CUDA events per op on this partition's stream when tracing on a GPU (set by connect).
+  std::unique_ptr<DeviceTrace> device_trace_;
 
   mutable std::mutex stats_mutex_;  // the driver reads stats while the executor runs
   PartitionStats stats_;

@@ -158,6 +158,7 @@ Command parse_command_line(int argc, const char* const* argv) {
   CLI::App* models_cmd = root.add_subcommand("models", "List the models and their sizes");
   add_bench_command(root, command.bench);
   add_launch_command(root, command.launch);
+  add_reproduce_command(root, command.reproduce);
 
   check_subcommand(root, argc, argv);
   // `launch`: CLI11 sees launch's own flags; the words after `--` are the ranks' command.
@@ -195,6 +196,11 @@ Command parse_command_line(int argc, const char* const* argv) {
   if (*command.bench.bench) {
     command.kind = Command::Kind::Bench;
     finish_bench_command(command.bench);
+    return command;
+  }
+  if (*command.reproduce.reproduce) {
+    command.kind = Command::Kind::Reproduce;
+    finish_reproduce_command(command.reproduce);
     return command;
   }
   command.kind = Command::Kind::Train;

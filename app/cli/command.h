@@ -7,20 +7,22 @@
 #include <echelon/app/cli/bench_cmd.h>
 #include <echelon/app/cli/launch_cmd.h>
 #include <echelon/app/cli/pipeline_flags.h>
+#include <echelon/app/cli/reproduce_cmd.h>
 #include <echelon/app/train.h>
 
 namespace echelon::app {
 
 struct Command {
-  enum class Kind { Exit, Models, Train, Eval, Bench, Launch };
+  enum class Kind { Exit, Models, Train, Eval, Bench, Launch, Reproduce };
   Kind kind = Kind::Exit;
-  int exit_code = 0;       // Kind::Exit: --help and friends
-  std::string text;        // Kind::Exit: what to print on stdout
-  TrainOptions train;      // Kind::Train: merged with DIR/config.json on --resume
-  PipelineFlags pipeline;  // Kind::Train: finished (schedule, balance, validated)
-  EvalOptions eval;        // Kind::Eval
-  BenchCommand bench;      // Kind::Bench: finished (finish_bench_command)
-  LaunchCommand launch;    // Kind::Launch: finished (the mpirun command line)
+  int exit_code = 0;           // Kind::Exit: --help and friends
+  std::string text;            // Kind::Exit: what to print on stdout
+  TrainOptions train;          // Kind::Train: merged with DIR/config.json on --resume
+  PipelineFlags pipeline;      // Kind::Train: finished (schedule, balance, validated)
+  EvalOptions eval;            // Kind::Eval
+  BenchCommand bench;          // Kind::Bench: finished (finish_bench_command)
+  LaunchCommand launch;        // Kind::Launch: finished (the mpirun command line)
+  ReproduceCommand reproduce;  // Kind::Reproduce: finished (finish_reproduce_command)
 };
 
 // Parses argv (argv[0] is the program name; an unknown subcommand is named, with the known ones)

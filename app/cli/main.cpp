@@ -87,6 +87,8 @@ int main(int argc, char** argv) {
           return 0;
         }
         app::exec_launch(command.launch);
+      case app::Command::Kind::Reproduce:
+        return app::run_reproduce_command(command.reproduce, std::cout);
       case app::Command::Kind::Train:
         break;
     }
