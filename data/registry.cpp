@@ -127,10 +127,11 @@ DatasetSplits load_dataset(const std::string& name, const std::string& dir,
   if (d.train) d.train = take_prefix(d.train, limits.train);
   d.test = take_prefix(d.test, limits.test);
   const Shape shape = (d.train ? d.train : d.test)->image_shape();  // {C, H, W}
-  ECH_CHECK(shape.size() == 3 && shape[1] > 0 && shape[1] == shape[2], name,
-            ": images must be square and of one size for the model zoo, got {C, H, W} = ", shape);
-  ECH_CHECK(d.test->image_shape() == shape, name, ": test images ", d.test->image_shape(),
-            " differ from training images ", shape);
+  // The folder is named: the user can look at the files (found by fuzz_idx's eval path).
+  ECH_CHECK(shape.size() == 3 && shape[1] > 0 && shape[1] == shape[2], name, " in '", d.dir,
+            "': images must be square and of one size for the model zoo, got {C, H, W} = ", shape);
+  ECH_CHECK(d.test->image_shape() == shape, name, " in '", d.dir, "': test images ",
+            d.test->image_shape(), " differ from training images ", shape);
   d.channels = shape[0];
   d.image_size = shape[1];
   d.num_classes = (d.train ? d.train : d.test)->num_classes();
