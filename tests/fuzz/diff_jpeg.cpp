@@ -77,8 +77,11 @@ void check_turbo_two_apis(const std::vector<uint8_t>& bytes, const std::string& 
   std::vector<float> three_step, fused;
   bool three_step_ok = false, fused_ok = false;
   echelon::fuzz::expect_parse_or_error(source, [&] {
-    const ed::Image image = ed::augment_image(
-        ed::decode_image(bytes, source, channels, ed::ImageDecoder::TurboJpeg), options, key);
+    // What the fused path does with a file that is not a JPEG: the general decoder (stb).
+    const ed::ImageDecoder decoder =
+        ed::is_jpeg(bytes) ? ed::ImageDecoder::TurboJpeg : ed::ImageDecoder::Auto;
+    const ed::Image image =
+        ed::augment_image(ed::decode_image(bytes, source, channels, decoder), options, key);
     three_step.resize(static_cast<size_t>(image.numel()));
     ed::to_float(image, options, three_step.data());
     three_step_ok = true;
@@ -105,8 +108,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int channels = data[0] & 1 ? 1 : 3;
   const std::vector<uint8_t> bytes(data + 1, data + size);
   const std::string source = "fuzz/diff.jpg";
-  // Only JPEG takes the fused libjpeg-turbo path; other bytes go to stb there (Auto).
-  if (ed::is_jpeg(bytes)) check_turbo_two_apis(bytes, source, channels, data[0]);
+  // Only JPEG takes the fused libjpeg-turbo path; other bytes go to stb there (Auto), which must
+  // equal decode_image + augment_image + to_float just the same.
+  check_turbo_two_apis(bytes, source, channels, data[0]);
   ed::Image turbo, stb;
   bool turbo_ok = false, stb_ok = false;
   fuzz::expect_parse_or_error(source, [&] {

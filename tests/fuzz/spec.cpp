@@ -25,6 +25,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const std::vector<int64_t> cuts = echelon::parallel::parse_ppv(text);
         for (size_t i = 1; i < cuts.size(); ++i)
           if (cuts[i] <= cuts[i - 1]) fuzz::finding("--ppv accepted cuts that do not rise");
+        // What the pipeline does with them: partitions of a model of 12 layers (the error names
+        // the placement as it reads it back, "placement 2,5: ...").
+        fuzz::expect_parse_or_error("placement", [&] {
+          const auto ranges = echelon::parallel::ranges_from_cuts(cuts, 12);
+          if (ranges.size() != cuts.size() + 1) fuzz::finding("--ppv ranges miscounted");
+          for (const auto& range : ranges)
+            if (range.begin >= range.end) fuzz::finding("--ppv gave an empty partition");
+        });
         break;
       }
       case 1:
@@ -33,9 +41,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 2:
         (void)echelon::app::resolve_device(text);
         break;
-      case 3:
-        (void)echelon::parallel::parse_schedule(text);
+      case 3: {
+        const auto kind = echelon::parallel::parse_schedule(text);
+        if (echelon::parallel::schedule_name(kind) != text)
+          fuzz::finding("--schedule-pipeline name does not read back");
         break;
+      }
       case 4: {
         echelon::data::LoaderOptions options;
         options.set_echo(text);
