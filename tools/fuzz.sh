@@ -73,9 +73,15 @@ if [ "$mode" = coverage ]; then
     rm -f "$cov_build/profiles/$t".*
     dirs=("tests/fuzz/corpus/$t")
     [ -d "$build/fuzz-corpus/$t" ] && dirs+=("$build/fuzz-corpus/$t")
-    LLVM_PROFILE_FILE="$cov_build/profiles/$t.profraw" \
-      "$cov_build/tests/fuzz/echelon_fuzz_replay" "$t" "${dirs[@]}" >"$cov_build/profiles/$t.log" 2>&1 || true
-    llvm-profdata-14 merge -o "$cov_build/profiles/$t.profdata" "$cov_build/profiles/$t.profraw"
+    # One process per input (a profile is written at exit): an input that crashes the replay
+    # (a finding) loses only its own profile, and is reported.
+    : >"$cov_build/profiles/$t.log"
+    while IFS= read -r -d '' input; do
+      LLVM_PROFILE_FILE="$cov_build/profiles/$t.%p.profraw" \
+        "$cov_build/tests/fuzz/echelon_fuzz_replay" "$t" "$input" >/dev/null 2>>"$cov_build/profiles/$t.log" ||
+        echo "fuzz.sh: coverage replay of $t failed on $input (a finding: replay it)" >&2
+    done < <(find "${dirs[@]}" -type f -print0 | sort -z)
+    llvm-profdata-14 merge -o "$cov_build/profiles/$t.profdata" "$cov_build/profiles/$t".*.profraw
     report=$(llvm-cov-14 report "$cov_build/tests/fuzz/echelon_fuzz_replay" \
       -instr-profile="$cov_build/profiles/$t.profdata")
     inputs=$(find "${dirs[@]}" -type f | wc -l)
