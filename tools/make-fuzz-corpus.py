@@ -456,6 +456,12 @@ def resume_seeds():
                "echo-at": "never", "schedule": "warm", "milestones": [3, 1]}
     for key, value in invalid.items():
         write("resume", "value-" + key, json.dumps(dict(CONFIG, **{key.split("-cuda")[0].split("-auto")[0].split("-text")[0]: value})).encode())
+    # --schedule naming a pipeline schedule on resume, and a saved hybrid schedule whose switch
+    # epoch is checked (route_schedule_flag, finish_pipeline_options).
+    write("resume", "schedule-pipeline-flag", json.dumps(dict(CONFIG, engine=engine)).encode() + SEP +
+          b"--schedule\ngpipe\n--schedule-pipeline\ngpipe")
+    write("resume", "engine-hybrid", json.dumps(dict(CONFIG, engine=dict(engine, **{"schedule-pipeline": "hybrid",
+                                                                                  "hybrid-switch": 7}))).encode())
     write("resume", "deterministic-echo-auto", json.dumps(dict(CONFIG, echo="auto", deterministic=True)).encode())
     write("resume", "schedule-lr-flag", json.dumps(CONFIG).encode() + SEP + b"--schedule\ncosine\n--lr-schedule\ncosine")
 
