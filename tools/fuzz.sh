@@ -184,7 +184,7 @@ for t in "${targets[@]}"; do
   if [ "$found" -eq 0 ] && grep -E 'ERROR: (AddressSanitizer|libFuzzer|LeakSanitizer|UndefinedBehaviorSanitizer)|runtime error:|FUZZ FINDING' "$log" | grep -qv 'libFuzzer: timeout'; then
     found=1
   fi
-  unrepro=$(find "$build/fuzz-findings/$t/unreproduced" -name 'timeout-*' ! -name '*.cpu' 2>/dev/null | wc -l)
+  unrepro=$( (find "$build/fuzz-findings/$t/unreproduced" -name 'timeout-*' ! -name '*.cpu' 2>/dev/null || true) | wc -l)
   shown=$found; [ "$unrepro" -gt 0 ] && shown="$found (+${unrepro} unreproduced timeouts)"
   printf '%-12s %8s %8s %10s %8s %8s %6s %8s %8s\n' "$t" "$twall" "$tcpu" "${execs:-?}" "${rate:-?}" "$corpus" "${new:-?}" "${cov:-?}" "$shown"
   if [ "$found" -gt 0 ]; then
