@@ -95,7 +95,7 @@ TrainOptions TrainOptions::from_json(const json::Value& v) {
   with("workers", [&](const json::Value& f) { o.workers = static_cast<int>(f.as_int()); });
   with("log-every", [&](const json::Value& f) { o.log_every = f.as_int(); });
   with("engine", [&](const json::Value& f) {
-    ECH_CHECK(f.is_object(), "expected an object of pipeline flags");
+    ECH_CHECK(f.is_object(), f.where(), ": expected an object of pipeline flags");
     o.engine = f;
   });
   return o;

@@ -7,7 +7,8 @@
 option(ECHELON_FUZZ "Build the libFuzzer targets in tests/fuzz (clang; implies address,undefined)" OFF)
 option(ECHELON_FUZZ_COVERAGE "Instrument the parsers for llvm-cov line coverage (clang)" OFF)
 
-# The parsers every fuzz target exercises (line coverage in docs/fuzzing.md is of these files).
+# The sources holding the parsers the fuzz targets exercise (which functions of them are "the
+# parser" of each target, for the coverage in docs/fuzzing.md: tests/fuzz/parsers.txt).
 set(ECHELON_PARSER_SOURCES
   base/json.cpp
   data/io.cpp
@@ -20,9 +21,12 @@ set(ECHELON_PARSER_SOURCES
   tensor/dtype.cpp
   parallel/partition.cpp
   parallel/schedule.cpp
+  parallel/op_bench.cpp
   app/checkpoint.cpp
+  app/metrics.cpp
   app/options.cpp
-  app/cli/command.cpp)
+  app/cli/command.cpp
+  app/cli/bench_cmd.cpp)
 
 if(ECHELON_FUZZ OR ECHELON_FUZZ_COVERAGE)
   if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")

@@ -142,6 +142,76 @@ std::vector<uint8_t> to_interleaved(const Image& image) {
   return hwc;
 }
 
+// stb_image has no default Huffman tables and does not check the symbols of the tables a file
+// defines: on a scan whose tables the file lacks (libjpeg-turbo then uses the standard tables, as
+// for motion-JPEG) or a table with symbols the JPEG spec forbids, Debian's stb asserts (aborting
+// the process) or reads out of bounds. Checked before stb sees a JPEG (stb takes any file that
+// starts with SOI): the markers from SOI to the first scan must walk cleanly, the DHT segments be
+// legal, and the scan use only tables defined before it.
+// Found by fuzz_diff_jpeg (crash-stb-assert, crash-stb-missing-ac-table).
+[[maybe_unused]] void check_jpeg_huffman_for_stb(const std::vector<uint8_t>& b,
+                                                 const std::string& source) {
+  bool defined[2][4] = {};
+  bool progressive = false;
+  size_t i = 2;
+  while (i + 4 <= b.size() && b[i] == 0xFF) {
+    const uint8_t marker = b[i + 1];
+    if (marker == 0xC2 || marker == 0xC6 || marker == 0xCA || marker == 0xCE) progressive = true;
+    if (marker == 0xFF) {  // fill byte
+      ++i;
+      continue;
+    }
+    if ((marker >= 0xD0 && marker <= 0xD7) || marker == 0x01) {  // markers without a length
+      i += 2;
+      continue;
+    }
+    const size_t length = size_t{b[i + 2]} << 8 | b[i + 3];
+    if (length < 2 || i + 2 + length > b.size() || marker == 0xD9) break;
+    if (marker == 0xDA) {
+      const size_t count = b[i + 4];
+      ECH_CHECK(length >= 6 + 2 * count, source, ": JPEG scan header at offset ", i,
+                " is too short (damaged file)");
+      // A progressive scan uses the DC tables (first coefficient only) or the AC tables.
+      const bool dc_scan = b[i + 5 + 2 * count] == 0;
+      const bool needs_dc = !progressive || dc_scan, needs_ac = !progressive || !dc_scan;
+      for (size_t k = 0; k < count; ++k) {
+        const int dc = b[i + 6 + 2 * k] >> 4, ac = b[i + 6 + 2 * k] & 15;
+        ECH_CHECK((!needs_dc || (dc <= 3 && defined[0][dc])) &&
+                      (!needs_ac || (ac <= 3 && defined[1][ac])),
+                  source, ": JPEG scan at offset ", i,
+                  " uses a Huffman table the file does not define",
+                  " (stb_image cannot decode it; a build with libjpeg-turbo can)");
+      }
+      return;
+    }
+    if (marker == 0xC4) {
+      for (size_t at = i + 4, end = i + 2 + length; at < end;) {
+        ECH_CHECK(at + 17 <= end, source, ": JPEG Huffman table at offset ", i,
+                  " is truncated (damaged file)");
+        const int table_class = b[at] >> 4, id = b[at] & 15;
+        size_t count = 0;
+        for (int k = 1; k <= 16; ++k) count += b[at + k];
+        ECH_CHECK(at + 17 + count <= end, source, ": JPEG Huffman table at offset ", i,
+                  " is truncated (damaged file)");
+        for (size_t k = 0; k < count; ++k) {
+          const uint8_t symbol = b[at + 17 + k];
+          const int bits = symbol & 15;
+          ECH_CHECK(table_class == 0
+                        ? symbol <= 11
+                        : symbol == 0x00 || symbol == 0xF0 || (bits >= 1 && bits <= 10),
+                    source, ": JPEG Huffman table at offset ", i,
+                    " holds a symbol the format does not allow (damaged file)");
+        }
+        if (table_class <= 1 && id <= 3) defined[table_class][id] = true;
+        at += 17 + count;
+      }
+    }
+    i += 2 + length;
+  }
+  // Only a header that walks cleanly from SOI to a scan is handed to stb.
+  ECH_FAIL(source, ": JPEG markers before offset ", i, " do not lead to a scan (damaged file)");
+}
+
 Image decode_stb(const std::vector<uint8_t>& bytes, const std::string& source, int channels) {
 #ifdef ECHELON_WITH_STB
   ECH_CHECK(bytes.size() <= 0x7fffffff, source, ": image of ", bytes.size(), " bytes is too big");
@@ -154,6 +224,9 @@ Image decode_stb(const std::vector<uint8_t>& bytes, const std::string& source, i
               ": CMYK/YCCK JPEG needs libjpeg-turbo, and this build decodes JPEG with stb_image "
               "(install libturbojpeg0-dev and rebuild, or convert the file to RGB)");
   }
+  // stb takes any file starting FF D8 for a JPEG (is_jpeg also wants the next marker's FF).
+  if (bytes.size() >= 2 && bytes[0] == 0xFF && bytes[1] == 0xD8)
+    check_jpeg_huffman_for_stb(bytes, source);
   // The header first: dimensions are checked before stb allocates anything.
   if (stbi_info_from_memory(bytes.data(), static_cast<int>(bytes.size()), &width, &height,
                             &stored) != 0)

@@ -137,12 +137,13 @@ DatasetSplits load_dataset(const std::string& name, const std::string& dir,
   if (limits.resize > 0) {
     shape = {shape[0], limits.resize, limits.resize};  // what the crop makes of every image
   } else {
+    // The folder is named: the user can look at the files (found by fuzz_idx's eval path).
     ECH_CHECK(
-        shape.size() == 3 && shape[1] > 0 && shape[1] == shape[2], name,
-        ": images must be square and of one size for the model zoo, got {C, H, W} = ", shape,
+        shape.size() == 3 && shape[1] > 0 && shape[1] == shape[2], name, " in '", d.dir,
+        "': images must be square and of one size for the model zoo, got {C, H, W} = ", shape,
         name == "folder" ? " (a folder of mixed sizes trains with a resize: --resize N)" : "");
-    ECH_CHECK(d.test->image_shape() == shape, name, ": test images ", d.test->image_shape(),
-              " differ from training images ", shape);
+    ECH_CHECK(d.test->image_shape() == shape, name, " in '", d.dir, "': test images ",
+              d.test->image_shape(), " differ from training images ", shape);
   }
   d.channels = shape[0];
   d.image_size = shape[1];

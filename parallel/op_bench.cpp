@@ -133,10 +133,16 @@ std::vector<std::string> op_impls(const std::string& op, Device device) {
   return {"ours"};
 }
 
+void check_op_bench_options(const OpBenchOptions& o) {
+  const BenchOpEntry& entry = find_op(o.op);
+  check_shape(o, o.input.empty() ? entry.default_input : o.input);
+  (void)chosen_impls(o);
+}
+
 OpBenchResult run_op_bench(const OpBenchOptions& o) {
+  check_op_bench_options(o);
   const BenchOpEntry& entry = find_op(o.op);
   const Shape input = o.input.empty() ? entry.default_input : o.input;
-  check_shape(o, input);
   const std::vector<std::string> impls = chosen_impls(o);
   OpBenchResult result;
   result.op = o.op;

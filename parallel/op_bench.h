@@ -70,6 +70,11 @@ std::vector<BenchOpInfo> bench_ops();
 std::vector<std::string> bench_op_names();
 // The implementations of `op` on `device`, baseline first. Unknown ops throw, listing the names.
 std::vector<std::string> op_impls(const std::string& op, Device device);
+// Checks what `echelon bench op` was given, before anything is allocated: the op exists, the input
+// shape (or the op's default) has dimensions >= 1 and at most 2^40 elements, the window options
+// are in range and the implementations exist on the device. Throws echelon::Error naming the op
+// and the accepted values. run_op_bench calls it first (the fuzz target tests/fuzz/cli.cpp too).
+void check_op_bench_options(const OpBenchOptions& options);
 // Runs the benchmark. Bad shapes, unknown ops or implementations throw echelon::Error naming the
 // option (input, impl, ...) and the accepted values.
 OpBenchResult run_op_bench(const OpBenchOptions& options);

@@ -6,23 +6,30 @@
 
 namespace {
 
-// Touches every value through the typed accessors the readers use; failures must be
-// echelon::Error naming the source.
+// Touches every value through every typed accessor the readers use (config.json, metadata,
+// metrics): the right kind returns, every other kind throws echelon::Error naming the source.
 void walk(const echelon::json::Value& v) {
   namespace json = echelon::json;
+  namespace fuzz = echelon::fuzz;
   (void)v.where();
-  if (v.is_number()) {
-    (void)v.as_double();
-    echelon::fuzz::expect_parse_or_error("fuzz.json", [&] { (void)v.as_int(); });
-  } else if (v.is_array()) {
+  fuzz::expect_parse_or_error("fuzz.json", [&] { (void)v.as_bool(); });
+  fuzz::expect_parse_or_error("fuzz.json", [&] { (void)v.as_int(); });
+  fuzz::expect_parse_or_error("fuzz.json", [&] { (void)v.as_double(); });
+  fuzz::expect_parse_or_error("fuzz.json", [&] { (void)v.as_string(); });
+  fuzz::expect_parse_or_error("fuzz.json", [&] { (void)v.size(); });
+  fuzz::expect_parse_or_error("fuzz.json", [&] { (void)v.at("\x01missing"); });
+  if (v.is_array()) {
     for (const json::Value& item : v.as_array()) walk(item);
   } else if (v.is_object()) {
     for (const auto& [key, item] : v.as_object()) {
-      if (v.find(key) != &item) echelon::fuzz::finding("find() does not return the member");
+      if (v.find(key) != &item || &v.at(key) != &item)
+        fuzz::finding("find()/at() do not return the member");
       walk(item);
     }
+  } else {
+    fuzz::expect_parse_or_error("fuzz.json", [&] { (void)v.as_array(); });
+    fuzz::expect_parse_or_error("fuzz.json", [&] { (void)v.as_object(); });
   }
-  echelon::fuzz::expect_parse_or_error("fuzz.json", [&] { (void)v.as_string(); });
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // Spec strings of the command line: --ppv list, --device (device list entries), --schedule
-// (pipeline), --echo, --echo-at, on-bad-sample, dtype names, --augment. Byte 0 picks the parser,
-// the rest is the text. Contract: parses, or an echelon::Error whose message quotes the text.
+// (pipeline), --echo, --echo-at, on-bad-sample, dtype names, --augment, --devices. Byte 0 picks
+// the parser (and for --devices the partition count), the rest is the text. Contract: parses, or an echelon::Error whose message quotes the text.
 #include "fuzz_common.h"
 
 #include <algorithm>
@@ -21,11 +21,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text(reinterpret_cast<const char*>(data + 1), size - 1);
   text.resize(std::min(text.size(), text.find('\0')));
   fuzz::expect_parse_or_error(text, [&] {
-    switch (data[0] % 9) {
+    switch (data[0] % 10) {
       case 0: {
         const std::vector<int64_t> cuts = echelon::parallel::parse_ppv(text);
         for (size_t i = 1; i < cuts.size(); ++i)
           if (cuts[i] <= cuts[i - 1]) fuzz::finding("--ppv accepted cuts that do not rise");
+        // What the pipeline does with them: partitions of a model of 12 layers (the error names
+        // the placement as it reads it back, "placement 2,5: ...").
+        fuzz::expect_parse_or_error("placement", [&] {
+          const auto ranges = echelon::parallel::ranges_from_cuts(cuts, 12);
+          if (ranges.size() != cuts.size() + 1) fuzz::finding("--ppv ranges miscounted");
+          for (const auto& range : ranges)
+            if (range.begin >= range.end) fuzz::finding("--ppv gave an empty partition");
+        });
         break;
       }
       case 1:
@@ -34,9 +42,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 2:
         (void)echelon::app::resolve_device(text);
         break;
-      case 3:
-        (void)echelon::parallel::parse_schedule(text);
+      case 3: {
+        const auto kind = echelon::parallel::parse_schedule(text);
+        if (echelon::parallel::schedule_name(kind) != text)
+          fuzz::finding("--schedule-pipeline name does not read back");
         break;
+      }
       case 4: {
         echelon::data::LoaderOptions options;
         options.set_echo(text);
@@ -59,6 +70,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           fuzz::finding("--augment accepted a padding outside 0..1024");
         if (text != "none" && recipe.crop_padding == 0 && !recipe.horizontal_flip)
           fuzz::finding("--augment accepted a spec other than none that does nothing");
+        break;
+      }
+      case 9: {
+        const int partitions = 1 + (data[0] / 10) % 8;
+        const auto devices = echelon::parallel::parse_partition_devices(text, partitions);
+        if (static_cast<int>(devices.size()) != partitions)
+          fuzz::finding("--devices gave a device count other than the partitions'");
         break;
       }
     }
