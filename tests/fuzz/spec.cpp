@@ -1,6 +1,7 @@
 // Spec strings of the command line: --ppv list, --device (device list entries), --schedule
 // (pipeline), --echo, --echo-at, on-bad-sample, dtype names, --augment, --devices. Byte 0 picks
-// the parser (and for --devices the partition count), the rest is the text. Contract: parses, or an echelon::Error whose message quotes the text.
+// the parser (and for --devices the partition count), the rest is the text. Contract: parses, or
+// an echelon::Error whose message quotes the text.
 #include "fuzz_common.h"
 
 #include <algorithm>
