@@ -184,6 +184,7 @@ StageContext PipelineEngine::stage_context() {
   context.predict_weights = options_.predict_weights;
   context.fail = [this](const std::string& error) { fail(error); };
   context.trace = trace_.get();
+  context.timed_ops = options_.timed_ops;
   return context;
 }
 

@@ -48,6 +48,9 @@ struct PipelineOptions {
   // prediction of the weights its backward will meet (Kosson et al. 2020); not in the paper.
   bool predict_weights = false;
   std::vector<Device> devices;  // per partition; empty: every partition on the engine's device
+  // Busy time in device time (`echelon bench pipeline`): on a CUDA partition each op waits for its
+  // stream before the clock is read. Off in training: it costs the host/device overlap.
+  bool timed_ops = false;
   // Ordinary training (single()): named "single", and no pipeline block in summary.json.
   bool single_device = false;
   // One process per partition and replica (pipeline_dist.cpp): the run's world group, of size

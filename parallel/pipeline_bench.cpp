@@ -52,7 +52,9 @@ PipelineBenchResult run_pipeline_bench(const PipelineBenchOptions& o) {
   r.device = o.device;
   r.steps = o.steps;
   {
-    PipelineEngine engine(o.input.make_model(), bench_sgd_options(), o.device, o.pipeline);
+    PipelineOptions pipeline = o.pipeline;
+    pipeline.timed_ops = true;  // busy = device time on CUDA (each op waits for its stream)
+    PipelineEngine engine(o.input.make_model(), bench_sgd_options(), o.device, pipeline);
     if (o.warmup > 0) run_steps(engine, batches, 0, o.warmup, o.device);
     const std::vector<PartitionStats> before = engine.partition_stats();
     r.wall_s = run_steps(engine, batches, o.warmup, o.steps, o.device);

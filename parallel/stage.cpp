@@ -256,10 +256,11 @@ Stage::InFlight Stage::forward(Message message) {
   }
   state.message = std::move(message);
   state.message.tensor = Tensor();
+  const double busy = busy_since(start);
   {
     std::lock_guard lock(stats_mutex_);
     ++stats_.forwards;
-    stats_.busy_s += seconds_since(start);
+    stats_.busy_s += busy;
   }
   account(state.bytes, 0);
   trace(TraceTrack::Compute, "F", start, state.message.id);
@@ -295,9 +296,10 @@ Message Stage::backward(InFlight& state, const Message* grad) {
   // A skipped mini-batch (non-finite loss) travels back as an undefined gradient: no update.
   const bool skip = state.skip || (grad && !grad->tensor.defined());
   if (skip) {
+    const double busy = busy_since(start);
     std::lock_guard lock(stats_mutex_);
     ++stats_.skipped;
-    stats_.busy_s += seconds_since(start);
+    stats_.busy_s += busy;
     return upstream;
   }
   std::vector<Tensor> current;
@@ -315,11 +317,12 @@ Message Stage::backward(InFlight& state, const Message* grad) {
   }
   if (!current.empty()) assign_all(params_, current);
   if (partition_ > 0) upstream.tensor = state.input.grad();
+  const double busy = busy_since(start);
   {
     std::lock_guard lock(stats_mutex_);
     ++stats_.backwards;
     ++stats_.staleness[read_version - state.version];
-    stats_.busy_s += seconds_since(start);
+    stats_.busy_s += busy;
   }
   if (policy_.update_per_backward) {
     step(state.message.lr);
@@ -353,10 +356,21 @@ void Stage::step(double lr) {
   pending_update_ = false;
   // Within "B" when the update follows each backward: the span nests inside it on the track.
   trace(TraceTrack::Compute, "step", start, -1);
+  const double busy = busy_since(start);
   std::lock_guard lock(stats_mutex_);
   ++stats_.updates;
   ++stats_.version;
-  stats_.busy_s += seconds_since(start);
+  stats_.busy_s += busy;
+}
+
+double Stage::busy_since(Clock::time_point start) const {
+#if ECHELON_WITH_CUDA
+  // CUDA launches return before the kernels run: with timed ops the host clock is read only once
+  // this partition's stream has finished them (benchmarks; it costs the host/device overlap).
+  if (context_.timed_ops && device_.is_cuda())
+    ECH_CUDA_CHECK(cudaStreamSynchronize(cuda::current_stream(device_.index)));
+#endif
+  return seconds_since(start);
 }
 
 }  // namespace echelon::parallel

@@ -70,6 +70,7 @@ struct StageContext {
   // complete: data parallelism all-reduces them here across the partition's replicas.
   std::function<void(const std::vector<Tensor>& params)> before_update;
   TraceRecorder* trace = nullptr;  // optional
+  bool timed_ops = false;          // PipelineOptions::timed_ops
 };
 
 struct StageLinks {
@@ -129,6 +130,8 @@ class Stage {
   std::vector<Tensor> predict_weights(int64_t steps, double lr);
   int64_t version() const;
   void account(size_t add, size_t remove);
+  // Seconds of compute since `start`, in device time with StageContext::timed_ops on CUDA.
+  double busy_since(TraceRecorder::Clock::time_point start) const;
   // Records "<what> <id>" ("F 3", "recv act 3"; just `what` for id -1) when tracing.
   void trace(TraceTrack track, const char* what, TraceRecorder::Clock::time_point start,
              int64_t id);
