@@ -13,16 +13,13 @@ namespace fs = std::filesystem;
 
 using echelon::json::Value;
 using echelon::test::check_usage_error;
+using echelon::test::has;
 using echelon::test::kBinary;
 using echelon::test::run;
 using echelon::test::Run;
 using echelon::test::temp_dir;
 
 namespace {
-
-bool has(const std::string& text, const std::string& needle) {
-  return text.find(needle) != std::string::npos;
-}
 
 // Runs `args --json FILE` and returns the parsed file (exit status 0 required).
 Value run_json(const std::string& args, Run& r) {

@@ -14,16 +14,13 @@ namespace fs = std::filesystem;
 
 using echelon::json::Value;
 using echelon::test::check_usage_error;
+using echelon::test::has;
 using echelon::test::kBinary;
 using echelon::test::run;
 using echelon::test::Run;
 using echelon::test::temp_dir;
 
 namespace {
-
-bool has(const std::string& text, const std::string& needle) {
-  return text.find(needle) != std::string::npos;
-}
 
 Value run_smoke(const std::string& paper, Run& r) {
   const fs::path file = temp_dir("reproduce_json") / (paper + ".json");

@@ -46,6 +46,10 @@ inline Run run(const std::string& args, const std::string& env = "") {
   return r;
 }
 
+inline bool has(const std::string& text, const std::string& needle) {
+  return text.find(needle) != std::string::npos;
+}
+
 inline size_t count_lines(const std::string& text) {
   size_t n = 0;
   for (const char c : text) n += c == '\n';
