@@ -59,6 +59,7 @@ EchoSpeedRun echo_speed(double ratio, double factor, bool automatic, int steps, 
   ECH_CHECK(ratio > 0 && steps > 0 && batch_ms > 0 && reps > 0,
             "echo_speed: ratio, steps, batch_ms and reps must be > 0");
   std::vector<EchoSpeedRun> runs;
+  runs.reserve(static_cast<size_t>(reps));
   for (int i = 0; i < reps; ++i)
     runs.push_back(echo_speed_once(ratio, factor, automatic, steps, batch_ms));
   std::sort(runs.begin(), runs.end(),

@@ -154,8 +154,8 @@ json::Value reproduce_echo(const ReproduceOptions& options, std::ostream& out) {
   const std::vector<std::string> differences = {
       "data set: Fashion-MNIST 28x28 (paper: ImageNet, CIFAR-10, LM1B, Common Crawl, COCO)",
       "model: LeNet-5 (paper: ResNet-50, ResNet-32, Transformer, SSD)",
-      "hardware: CPU threads; the slow upstream is a slept read cost (paper: TPUs/GPUs reading "
-      "over a network)",
+      std::string("hardware: CPU threads; the slow upstream is a slept read cost (paper: ") +
+          "TPUs/GPUs reading over a network)",
       "target: " + fmt("%.0f%%", 100 * plan.accuracy.target) +
           " test accuracy on Fashion-MNIST (paper: each workload's baseline target)",
       options.size == ReproduceSize::Full

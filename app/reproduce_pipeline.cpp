@@ -6,6 +6,7 @@
 #include <chrono>
 #include <map>
 #include <sstream>
+#include <utility>
 
 #include <echelon/app/reproduce.h>
 #include <echelon/base/error.h>
@@ -77,7 +78,7 @@ size_t total_peak(const PipelineEngine& engine) {
 size_t run_for_memory(const std::string& model_name, PipelineOptions options,
                       const std::vector<data::Batch>& batches, std::string* cuts) {
   PipelineEngine engine(make_model(model_name, 1, 10, 1, 28), sgd_config(0.01), Device::cpu(),
-                        options);
+                        std::move(options));
   for (const auto& batch : batches) engine.train_step(batch);
   engine.finish_epoch();
   if (cuts) *cuts = format_ppv(engine.cuts());
@@ -152,7 +153,7 @@ std::string layer_names(const Sequential& model, int64_t begin, int64_t end) {
 SpeedRow measure_speed(const std::string& model_name, const std::string& label,
                        PipelineOptions options, int64_t batch_size, int warmup, int timed) {
   auto model = make_model(model_name, 1, 10, 1, 28);
-  PipelineEngine engine(model, sgd_config(0.01), Device::cpu(), options);
+  PipelineEngine engine(model, sgd_config(0.01), Device::cpu(), std::move(options));
   for (const auto& batch : random_batches(warmup, batch_size, 7)) engine.train_step(batch);
   engine.finish_epoch();
   const std::vector<data::Batch> batches = random_batches(timed, batch_size, 8);

@@ -208,13 +208,13 @@ json::Value reproduce_pipeline(const ReproduceOptions& options, std::ostream& ou
   ops::set_cpu_threads(1);  // each partition is one thread: the CPU stand-in for one GPU
   const PipelinePlan plan = pipeline_plan(options.size);
   const std::vector<std::string> differences = {
-      "data set: Fashion-MNIST 1x28x28 for every net (paper: MNIST for LeNet-5, CIFAR-10 for "
-      "AlexNet, VGG-16 and ResNet-20)",
-      "models: adapted to 1x28x28 inputs; VGG-16 with batch norm in the accuracy runs (plain "
-      "VGG-16 does not move in a few dozen steps from scratch)",
+      std::string("data set: Fashion-MNIST 1x28x28 for every net (paper: MNIST for LeNet-5, ") +
+          "CIFAR-10 for AlexNet, VGG-16 and ResNet-20)",
+      std::string("models: adapted to 1x28x28 inputs; VGG-16 with batch norm in the accuracy ") +
+          "runs (plain VGG-16 does not move in a few dozen steps from scratch)",
       "hardware: one CPU thread per partition (paper: one GPU per partition)",
-      "memory: held activation bytes only (paper Table 9: whole-process memory with weights and "
-      "workspace)",
+      std::string("memory: held activation bytes only (paper Table 9: whole-process memory ") +
+          "with weights and workspace)",
       options.size == ReproduceSize::Full
           ? "schedule: subsets and a few epochs for AlexNet, VGG-16 and ResNet-20 (paper: full "
             "training)"

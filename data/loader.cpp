@@ -85,7 +85,7 @@ bool skip_bad(const LoaderOptions& options) {
 // The (C, H, W) of one example in a batch: the dataset's, or crop_to x crop_to when the
 // augmentation cuts a square (then the dataset's images may vary in size: {C, 0, 0}).
 Shape batch_shape(const Dataset& dataset, const AugmentOptions& augment) {
-  const Shape shape = dataset.image_shape();
+  Shape shape = dataset.image_shape();
   if (augment.crop_to > 0 && shape.size() == 3) return {shape[0], augment.crop_to, augment.crop_to};
   return shape;
 }

@@ -49,6 +49,7 @@ std::vector<Device> parse_partition_devices(const std::string& text, int partiti
             text, "': ", count, " devices for ", partitions,
             " partitions (give one per partition, or a count that divides ", partitions, ")");
   std::vector<Device> devices;
+  devices.reserve(static_cast<size_t>(partitions));
   for (int k = 0; k < partitions; ++k) devices.push_back(listed[k / (partitions / count)]);
   return devices;
 }
