@@ -26,7 +26,8 @@ namespace echelon::app {
 inline void add_distributed_options(CLI::App& app, parallel::PipelineOptions& options) {
   app.add_option("--data-parallel", options.data_parallel,
                  "Replicas R of the pipeline, one process each (mpirun -np K*R); --batch-size is "
-                 "the global batch, split across the replicas");
+                 "the global batch, split across the replicas")
+      ->check(CLI::Range(1, 1 << 20));
 }
 
 // On --resume: --data-parallel not given again takes the run's value from config.json ("engine").
@@ -34,11 +35,15 @@ inline void restore_distributed_flags(const CLI::App& cmd, const json::Value& sa
                                       parallel::PipelineOptions& options) {
   const json::Value* value = saved.find("data-parallel");
   if (cmd.count("--data-parallel") > 0 || value == nullptr) return;
+  int64_t replicas = 0;
   try {
-    options.data_parallel = static_cast<int>(value->as_int());
+    replicas = value->as_int();
   } catch (const Error& e) {
     ECH_FAIL("config.json: engine key \"data-parallel\": ", e.message());
   }
+  ECH_CHECK(replicas >= 1 && replicas <= 1 << 20, value->where(),
+            ": engine key \"data-parallel\" must be in [1, 2^20], got ", replicas);
+  options.data_parallel = static_cast<int>(replicas);
 }
 
 // The world group when started by mpirun (else nullptr), checked against --pipeline and
