@@ -168,6 +168,8 @@ std::vector<uint8_t> to_interleaved(const Image& image) {
     const size_t length = size_t{b[i + 2]} << 8 | b[i + 3];
     if (length < 2 || i + 2 + length > b.size() || marker == 0xD9) break;
     if (marker == 0xDA) {
+      ECH_CHECK(length >= 3, source, ": JPEG scan header at offset ", i,
+                " is too short (damaged file)");
       const size_t count = b[i + 4];
       ECH_CHECK(length >= 6 + 2 * count, source, ": JPEG scan header at offset ", i,
                 " is too short (damaged file)");
