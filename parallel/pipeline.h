@@ -59,8 +59,9 @@ struct PipelineOptions {
   // One process per partition and replica (pipeline_dist.cpp): the run's world group, of size
   // K * data_parallel; rank r runs partition r % K of replica r / K. Null: threads of one process.
   std::shared_ptr<ProcessGroup> process_group;
-  // R replicas of the pipeline; each partition sums its gradients over its R replicas right before
-  // its update. Every replica gets its share of each mini-batch (the batch is the global one).
+  // R replicas of the pipeline; each partition sums its gradients over its R replicas (in buckets
+  // during the backward, waited for right before its update). Every replica gets its share of each
+  // mini-batch (the batch is the global one).
   int data_parallel = 1;
   // Data parallelism: gradients are summed in buckets of about this many MiB, each started as soon
   // as the backward has finished its layers (grad_buckets.h); 0: one sum after the backward.
