@@ -31,13 +31,14 @@ GradientBuckets::GradientBuckets(std::shared_ptr<ProcessGroup> replicas, std::ve
     bucket_of_[&param.impl()] = buckets_.size() - 1;
   }
   overlaps_ = on_cpu && cap_bytes > 0;
-  if (!on_cpu) buckets_.clear();  // GPU: one grouped all-reduce at the update (nccl_comm.h)
+  grouped_ = !on_cpu;
+  if (grouped_) buckets_.clear();  // GPU: one grouped all-reduce at the update (nccl_comm.h)
   for (Bucket& bucket : buckets_) bucket.waiting = bucket.params.size();
 }
 
 void GradientBuckets::gradient_ready(const TensorImpl& leaf) {
   const auto found = bucket_of_.find(&leaf);
-  if (found == bucket_of_.end() || buckets_.empty()) return;  // the stage's input, say
+  if (found == bucket_of_.end() || grouped_) return;  // the stage's input, say
   Bucket& bucket = buckets_[found->second];
   if (bucket.waiting > 0) --bucket.waiting;
   start_ready_buckets();
@@ -71,7 +72,7 @@ void GradientBuckets::start(Bucket& bucket, bool early) {
 
 void GradientBuckets::finish() {
   const auto begin = std::chrono::steady_clock::now();
-  if (buckets_.empty()) {  // GPU gradients: the grouped all-reduce (NCCL) on the stream
+  if (grouped_) {  // GPU gradients: the grouped all-reduce (NCCL) on the partition's stream
     std::vector<Tensor> grads;
     for (const Tensor& param : params_) {
       if (Tensor grad = param.grad(); grad.defined()) grads.push_back(grad);

@@ -27,7 +27,7 @@ namespace echelon::parallel {
 struct AllReduceStats {
   int64_t buckets = 0;     // bucket sums started
   int64_t overlapped = 0;  // ... of which while the backward was still running
-  int64_t bytes = 0;       // gradient bytes summed (this process's share of the traffic)
+  int64_t bytes = 0;       // gradient bytes this process put into sums
   double wait_s = 0;       // blocked at the update, waiting for sums (not hidden by the backward)
 };
 
@@ -38,10 +38,8 @@ class GradientBuckets {
   GradientBuckets(std::shared_ptr<ProcessGroup> replicas, std::vector<Tensor> params,
                   size_t cap_bytes);
 
-  // Whether gradient_ready can start buckets early (CPU parameters and more than one bucket, or a
-  // cap that asks for overlap).
+  // Whether gradient_ready can start buckets early: CPU parameters and a cap above 0.
   bool overlaps() const { return overlaps_; }
-  size_t num_buckets() const { return buckets_.size(); }
   // Autograd's LeafReadyFn during the backward an update follows: `leaf`'s gradient is final.
   void gradient_ready(const TensorImpl& leaf);
   // Right before the update: starts the buckets not started yet, waits for every sum and writes
@@ -66,6 +64,7 @@ class GradientBuckets {
   std::unordered_map<const TensorImpl*, size_t> bucket_of_;  // parameter -> bucket index
   size_t next_ = 0;                                          // the next bucket to start
   bool overlaps_ = false;
+  bool grouped_ = false;  // GPU parameters: no buckets, one grouped all-reduce in finish()
   AllReduceStats stats_;
 };
 
