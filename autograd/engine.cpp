@@ -50,8 +50,10 @@ void deliver_to_leaf(const std::shared_ptr<TensorImpl>& leaf, Tensor grad, const
   accumulate_into(*leaf, grad);
 }
 
-// Counts, for each node reachable from root, how many edges point at it.
-std::unordered_map<Node*, int> count_dependencies(Node* root) {
+// Counts, for each node reachable from root, how many edges point at it; with `leaf_edges`, also
+// for each leaf.
+std::unordered_map<Node*, int> count_dependencies(
+    Node* root, std::unordered_map<const TensorImpl*, int>* leaf_edges) {
   std::unordered_map<Node*, int> deps;
   std::vector<Node*> stack{root};
   deps[root] = 0;
@@ -59,6 +61,7 @@ std::unordered_map<Node*, int> count_dependencies(Node* root) {
     Node* node = stack.back();
     stack.pop_back();
     for (const Edge& edge : node->next_edges()) {
+      if (edge.leaf && leaf_edges) ++(*leaf_edges)[edge.leaf.get()];
       if (!edge.node) continue;
       auto [it, inserted] = deps.emplace(edge.node.get(), 0);
       ++it->second;
@@ -70,7 +73,8 @@ std::unordered_map<Node*, int> count_dependencies(Node* root) {
 
 }  // namespace
 
-void backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
+void backward(const Tensor& root, const Tensor& grad, bool retain_graph,
+              const LeafReadyFn& on_leaf_ready) {
   ECH_CHECK(root.defined(), "backward: the root tensor is undefined");
   ECH_CHECK(root.requires_grad(), "backward: ", root.describe(),
             " does not require grad (no input required grad, or it was made under NoGradGuard)");
@@ -87,9 +91,12 @@ void backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
   const std::shared_ptr<Node>& root_node = root.grad_fn();
   if (!root_node) {
     deliver_to_leaf(root.impl_ptr(), root_grad, nullptr);
+    if (on_leaf_ready) on_leaf_ready(root.impl());
     return;
   }
-  std::unordered_map<Node*, int> deps = count_dependencies(root_node.get());
+  std::unordered_map<const TensorImpl*, int> leaf_edges;  // edges not yet run, per leaf
+  std::unordered_map<Node*, int> deps =
+      count_dependencies(root_node.get(), on_leaf_ready ? &leaf_edges : nullptr);
   std::unordered_map<Node*, Tensor> pending;  // summed output gradient per node
   pending[root_node.get()] = root_grad;
 
@@ -118,6 +125,7 @@ void backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
       const Tensor& g = input_grads[i];
       if (edge.leaf) {
         if (g.defined()) deliver_to_leaf(edge.leaf, g, node.get());
+        if (on_leaf_ready && --leaf_edges[edge.leaf.get()] == 0) on_leaf_ready(*edge.leaf);
         continue;
       }
       if (!edge.node) continue;

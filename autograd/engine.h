@@ -3,6 +3,8 @@
 // that require grad (and of non-leaf tensors that called retain_grad()).
 #pragma once
 
+#include <functional>
+
 #include <echelon/autograd/grad_mode.h>
 #include <echelon/autograd/node.h>
 #include <echelon/tensor/tensor.h>
@@ -13,6 +15,13 @@ namespace echelon {
 // Without retain_graph the nodes' saved tensors are freed and a second backward through them
 // throws. A pipeline stage calls backward(stage_output, grad_from_next_stage) and then reads
 // stage_input.grad().
-void backward(const Tensor& root, const Tensor& grad = {}, bool retain_graph = false);
+//
+// on_leaf_ready, when given, is called once for every leaf reached by this backward, as soon as
+// every gradient of this backward has been summed into its .grad (the last of its edges was run),
+// while the rest of the graph still runs: data parallelism starts summing gradients over the
+// replicas there (parallel/grad_buckets.h), as PyTorch DDP's post-accumulate-grad hooks do.
+using LeafReadyFn = std::function<void(const TensorImpl& leaf)>;
+void backward(const Tensor& root, const Tensor& grad = {}, bool retain_graph = false,
+              const LeafReadyFn& on_leaf_ready = {});
 
 }  // namespace echelon

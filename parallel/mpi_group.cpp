@@ -330,6 +330,7 @@ class MpiGroup final : public ProcessGroup, public std::enable_shared_from_this<
   }
 
   void all_reduce_sum(std::vector<Tensor>& tensors) override;
+  std::unique_ptr<PendingSum> start_all_reduce_sum(const Tensor& flat) override;
   void broadcast(Tensor& tensor, int root) override {
     ECH_CHECK(tensor.device().is_cpu() && tensor.is_contiguous(),
               "MPI broadcast: needs a contiguous ", "CPU tensor");
@@ -430,6 +431,39 @@ void MpiGroup::all_reduce_sum(std::vector<Tensor>& tensors) {
     ops::copy_(target, host[i].to(tensors[i].device()));
   }
 #endif
+}
+
+// One MPI_Iallreduce in flight. Waiting polls like every wait here: the other threads' MPI calls
+// and these tests drive Open MPI's progress of the collective.
+class MpiPendingSum final : public ProcessGroup::PendingSum {
+ public:
+  MpiPendingSum(const Tensor& flat, MPI_Comm comm) : flat_(std::make_unique<Tensor>(flat)) {
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, flat.raw_data(), count_of(flat.numel()),
+                             mpi_type(flat.dtype()), MPI_SUM, comm, &request_),
+              "MPI_Iallreduce");
+  }
+  ~MpiPendingSum() override {
+    // Only after a failure (the process is about to abort) is a sum still running: a collective's
+    // request cannot be freed or cancelled, and MPI may still write the buffer, so both stay.
+    if (request_ != MPI_REQUEST_NULL) (void)flat_.release();
+  }
+  MpiPendingSum(const MpiPendingSum&) = delete;
+  MpiPendingSum& operator=(const MpiPendingSum&) = delete;
+
+  void wait() override {
+    if (request_ != MPI_REQUEST_NULL) wait_for(request_, nullptr);
+  }
+
+ private:
+  std::unique_ptr<Tensor> flat_;
+  MPI_Request request_ = MPI_REQUEST_NULL;
+};
+
+std::unique_ptr<ProcessGroup::PendingSum> MpiGroup::start_all_reduce_sum(const Tensor& flat) {
+  ECH_CHECK(flat.device().is_cpu() && flat.is_contiguous() &&
+                (flat.dtype() == kFloat32 || flat.dtype() == kFloat64),
+            "MPI all-reduce: needs a contiguous float32/float64 CPU tensor, got ", flat.describe());
+  return std::make_unique<MpiPendingSum>(flat, collective_);
 }
 
 void MpiGroup::all_reduce_on_host(std::vector<Tensor>& tensors) {

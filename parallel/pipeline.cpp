@@ -35,6 +35,8 @@ void PipelineOptions::validate() const {
   ECH_CHECK(!single_device || (partitions == 1 && ppv.empty() && !balance_auto),
             "pipeline: single-device training has one partition");
   ECH_CHECK(data_parallel >= 1, "pipeline: data_parallel must be >= 1, got ", data_parallel);
+  ECH_CHECK(std::isfinite(bucket_mb) && bucket_mb >= 0 && bucket_mb <= kMaxBucketMb,
+            "pipeline: bucket_mb must be in [0, ", kMaxBucketMb, "] MiB, got ", bucket_mb);
 }
 
 int PipelineOptions::hybrid_switch_epoch() const {
@@ -324,7 +326,10 @@ StepStats PipelineEngine::finish_epoch() {
     next = ScheduleKind::Sequential;
   }
   flush(next);
-  if (distributed()) sync_partitions();
+  if (distributed()) {
+    sync_partitions();
+    gather_rank_stats();
+  }
   if (trace_) trace_->save();
   return collect(current_ == ScheduleKind::GPipe);
 }

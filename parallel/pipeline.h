@@ -35,6 +35,9 @@ namespace echelon::parallel {
 
 class ProcessGroup;
 
+// The largest gradient bucket (MiB): one MPI message's element count stays far below 2^31.
+constexpr double kMaxBucketMb = 1024;
+
 struct PipelineOptions {
   int partitions = 2;         // --pipeline K (ignored when ppv is given: K = cuts + 1)
   std::string ppv;            // --ppv "2,5": partition starts; empty: balance or even split
@@ -56,9 +59,13 @@ struct PipelineOptions {
   // One process per partition and replica (pipeline_dist.cpp): the run's world group, of size
   // K * data_parallel; rank r runs partition r % K of replica r / K. Null: threads of one process.
   std::shared_ptr<ProcessGroup> process_group;
-  // R replicas of the pipeline; each partition sums its gradients over its R replicas right before
-  // its update. Every replica gets its share of each mini-batch (the batch is the global one).
+  // R replicas of the pipeline; each partition sums its gradients over its R replicas (in buckets
+  // during the backward, waited for right before its update). Every replica gets its share of each
+  // mini-batch (the batch is the global one).
   int data_parallel = 1;
+  // Data parallelism: gradients are summed in buckets of about this many MiB, each started as soon
+  // as the backward has finished its layers (grad_buckets.h); 0: one sum after the backward.
+  double bucket_mb = 1.0;
   // Called on the driver's thread for every completed (micro-)batch, in completion order.
   std::function<void(const BatchResult&)> on_result;
 
@@ -135,6 +142,9 @@ class PipelineEngine : public StepEngine {
   StateDict merged_optimizer_state() const;
   void load_distributed_optimizer_state(const StateDict& state);
   json::Value distributed_report() const;
+  // This rank's partition statistics, and (rank 0) every rank's, gathered at each epoch's end.
+  json::Value rank_stats() const;
+  void gather_rank_stats();
 
   std::shared_ptr<Sequential> model_;
   SGDOptions sgd_;
@@ -172,6 +182,7 @@ class PipelineEngine : public StepEngine {
   // Relayed per source rank, not yet taken; nullopt marks the end of a flush interval.
   std::map<int, std::deque<std::optional<BatchResult>>> held_;
   bool synced_ = true;  // every process holds every partition's current weights
+  json::Value ranks_ = json::Value::array();  // rank 0: every rank's rank_stats, last gathered
 };
 
 // The trainer's factory for `options` (see parallel/engine.h EngineFactory).

@@ -21,6 +21,7 @@
 #include <echelon/autograd/grad_mode.h>
 #include <echelon/base/error.h>
 #include <echelon/layers/sequential.h>
+#include <echelon/parallel/grad_buckets.h>
 #include <echelon/parallel/process_group.h>
 #include <echelon/parallel/trace_merge.h>
 #include <echelon/tensor/ops.h>
@@ -33,6 +34,7 @@ namespace {
 constexpr int kForwardTag = 1, kBackwardTag = 2;
 constexpr int kResultTag = 3;  // results relay (control messages)
 constexpr int kTraceTag = 4;   // each rank's trace text, to rank 0 at every save
+constexpr int kStatsTag = 5;   // each rank's partition statistics, to rank 0 at every epoch's end
 
 // One relayed BatchResult, or the end marker a last partition sends at each flush.
 struct RelayRecord {
@@ -193,13 +195,10 @@ void PipelineEngine::connect_distributed(Device device) {
   flushed_ = std::make_unique<data::MpmcRing<int>>(1);
   StageContext context = stage_context();
   if (replicas_) {
-    context.before_update = [group = replicas_](const std::vector<Tensor>& params) {
-      std::vector<Tensor> grads;
-      for (const Tensor& param : params) {
-        if (Tensor grad = param.grad(); grad.defined()) grads.push_back(grad);
-      }
-      group->all_reduce_sum(grads);  // the loss weights already hold each replica's share
-    };
+    // The loss weights already hold each replica's share: the sum is the global gradient.
+    const auto cap_bytes = static_cast<size_t>(options_.bucket_mb * 1024 * 1024);
+    context.gradient_buckets =
+        std::make_shared<GradientBuckets>(replicas_, stages_[0]->layers().parameters(), cap_bytes);
   }
   stages_[0]->connect(links, context);
 }
@@ -364,14 +363,59 @@ void PipelineEngine::load_distributed_optimizer_state(const StateDict& state) {
   }
 }
 
+json::Value PipelineEngine::rank_stats() const {
+  const PartitionStats s = stages_[0]->stats();
+  return json::Value::object()
+      .set("rank", group_->rank())
+      .set("partition", partition_)
+      .set("replica", replica_)
+      .set("host", group_->host())
+      .set("device", s.device)
+      .set("batches", s.forwards)
+      .set("forward_s", s.forward_s)
+      .set("backward_s", s.backward_s)
+      .set("update_s", s.update_s)
+      .set("busy_s", s.busy_s)
+      .set("wait_s", s.wait_s)
+      .set("all_reduce_wait_s", s.all_reduce.wait_s)
+      .set("all_reduce_buckets", s.all_reduce.buckets)
+      .set("all_reduce_buckets_overlapped", s.all_reduce.overlapped)
+      .set("all_reduce_bytes", s.all_reduce.bytes)
+      .set("bytes_sent", s.bytes_sent)
+      .set("bytes_received", s.bytes_received);
+}
+
+// Like the traces: each rank sends its statistics to rank 0 (never blocking), rank 0 waits for
+// one message per rank. Every rank has just left sync_partitions' broadcasts from rank 0, so no
+// rank's next epoch's message can overtake another's of this epoch.
+void PipelineEngine::gather_rank_stats() {
+  const std::string own = rank_stats().dump();
+  if (group_->rank() != 0) {
+    group_->send_bytes(std::vector<uint8_t>(own.begin(), own.end()), 0, kStatsTag);
+    return;
+  }
+  std::vector<json::Value> by_rank(static_cast<size_t>(group_->size()));
+  by_rank[0] = json::parse(own);
+  for (int received = 1; received < group_->size(); ++received) {
+    auto [source, bytes] = group_->recv_bytes(kStatsTag);
+    by_rank[static_cast<size_t>(source)] =
+        json::parse(std::string(bytes.begin(), bytes.end()), str("rank ", source, "'s statistics"));
+  }
+  ranks_ = json::Value::array();
+  for (json::Value& entry : by_rank) ranks_.push(std::move(entry));
+}
+
 json::Value PipelineEngine::distributed_report() const {
   return json::Value::object()
       .set("backend", group_->backend())
       .set("world_size", group_->size())
       .set("partitions", num_partitions_)
       .set("data_parallel", options_.data_parallel)
+      .set("bucket_mb", options_.bucket_mb)
       .set("transport", forward_links_.empty() ? "none" : forward_links_.front()->kind())
-      .set("note", "stages lists the partition of rank 0 only");
+      .set("note",
+           "stages lists the partition of rank 0; ranks every rank's, at the last epoch end")
+      .set("ranks", ranks_);
 }
 
 }  // namespace echelon::parallel

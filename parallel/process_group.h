@@ -1,7 +1,8 @@
 // Process groups: the processes of one multi-process run (one per pipeline partition and
 // data-parallel replica), as started by `mpirun`. The pipeline engine uses a group for
 //   - the transports between partitions living in different processes (make_transport),
-//   - the gradient all-reduce across the replicas of one partition (all_reduce_sum),
+//   - the gradient all-reduce across the replicas of one partition (all_reduce_sum, or
+//     start_all_reduce_sum per gradient bucket while the backward still runs),
 //   - bringing every partition's parameters and optimizer state to every process (broadcast),
 //   - relaying the last partition's per-mini-batch results to every process (send_bytes).
 // Backend: MPI (Open MPI from Debian), initialised with MPI_THREAD_MULTIPLE because a stage's
@@ -37,6 +38,15 @@ class ProcessGroup {
   // Sums each tensor (float32/float64, CPU) over the group, in place; every process passes
   // tensors of the same shapes in the same order.
   virtual void all_reduce_sum(std::vector<Tensor>& tensors) = 0;
+  // A sum over the group that proceeds while the caller computes (MPI_Iallreduce): `flat` (CPU,
+  // contiguous, float32/float64) holds the sum once wait() has returned, and nobody may touch it
+  // before. Every process starts the same sums in the same order, from one thread at a time.
+  class PendingSum {
+   public:
+    virtual ~PendingSum() = default;
+    virtual void wait() = 0;
+  };
+  virtual std::unique_ptr<PendingSum> start_all_reduce_sum(const Tensor& flat) = 0;
   // Copies `tensor` (CPU, contiguous) of process `root` into every process's tensor, in place.
   virtual void broadcast(Tensor& tensor, int root) = 0;
   virtual void barrier() = 0;

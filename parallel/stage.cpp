@@ -24,6 +24,11 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+int64_t payload_bytes(const Message& message) {
+  const auto bytes = [](const Tensor& t) { return t.defined() ? t.nbytes() : 0; };
+  return static_cast<int64_t>(bytes(message.tensor) + bytes(message.labels));
+}
+
 std::vector<Tensor> clone_all(const std::vector<Tensor>& tensors) {
   NoGradGuard no_grad;
   std::vector<Tensor> copies;
@@ -140,6 +145,9 @@ std::optional<Message> Stage::receive(Transport* from, const char* what, bool wa
   {
     std::lock_guard lock(stats_mutex_);
     stats_.wait_s += seconds_since(start);
+    // Partition 0's activations come from the driver, not from a neighbour.
+    if (message && (from != links_.forward_in || partition_ > 0))
+      stats_.bytes_received += payload_bytes(*message);
   }
   if (message && message->kind != Message::Kind::Flush) {
     trace(TraceTrack::Receive, what, start, message->id);
@@ -151,10 +159,12 @@ bool Stage::send(Transport* to, Message message, const char* what) {
   const auto start = Clock::now();
   const int64_t id = message.id;
   const bool flush = message.kind == Message::Kind::Flush;
+  const int64_t bytes = payload_bytes(message);
   const bool sent = to->send(std::move(message));
   {
     std::lock_guard lock(stats_mutex_);
     stats_.send_s += seconds_since(start);
+    stats_.bytes_sent += sent ? bytes : 0;
   }
   if (!flush) trace(TraceTrack::Send, what, start, id);
   return sent;
@@ -261,6 +271,7 @@ Stage::InFlight Stage::forward(Message message) {
     std::lock_guard lock(stats_mutex_);
     ++stats_.forwards;
     stats_.busy_s += busy;
+    stats_.forward_s += busy;
   }
   account(state.bytes, 0);
   trace(TraceTrack::Compute, "F", start, state.message.id);
@@ -300,6 +311,7 @@ Message Stage::backward(InFlight& state, const Message* grad) {
     std::lock_guard lock(stats_mutex_);
     ++stats_.skipped;
     stats_.busy_s += busy;
+    stats_.backward_s += busy;
     return upstream;
   }
   std::vector<Tensor> current;
@@ -309,12 +321,20 @@ Message Stage::backward(InFlight& state, const Message* grad) {
   }
   // With stashing the backward reads the forward's weights (even a parameterless partition's).
   const int64_t read_version = policy_.stash_weights ? state.version : version();
-  if (grad) {
-    ::echelon::backward(state.root, grad->tensor);
-  } else {
-    ::echelon::backward(state.root, Tensor::full(state.root.shape(), state.message.loss_weight,
-                                                 state.root.dtype(), state.root.device()));
+  // The backward that an update follows (every one, or gpipe's last micro-batch before the
+  // flush): each parameter's gradient is final as autograd finishes it, so data parallelism starts
+  // summing full buckets while the earlier layers' backward still runs.
+  const bool update_follows = policy_.update_per_backward || (flushing_ && in_flight_.size() == 1);
+  LeafReadyFn gradient_ready;
+  if (update_follows && context_.gradient_buckets && context_.gradient_buckets->overlaps()) {
+    gradient_ready = [buckets = context_.gradient_buckets.get()](const TensorImpl& leaf) {
+      buckets->gradient_ready(leaf);
+    };
   }
+  const Tensor root_grad = grad ? grad->tensor
+                                : Tensor::full(state.root.shape(), state.message.loss_weight,
+                                               state.root.dtype(), state.root.device());
+  ::echelon::backward(state.root, root_grad, /*retain_graph=*/false, gradient_ready);
   if (!current.empty()) assign_all(params_, current);
   if (partition_ > 0) upstream.tensor = state.input.grad();
   const double busy = busy_since(start);
@@ -323,6 +343,7 @@ Message Stage::backward(InFlight& state, const Message* grad) {
     ++stats_.backwards;
     ++stats_.staleness[read_version - state.version];
     stats_.busy_s += busy;
+    stats_.backward_s += busy;
   }
   if (policy_.update_per_backward) {
     step(state.message.lr);
@@ -349,18 +370,26 @@ std::vector<Tensor> Stage::predict_weights(int64_t steps, double lr) {
 void Stage::step(double lr) {
   const auto start = Clock::now();
   const DeviceSpan device_span(*device_trace_, "step");
-  if (context_.before_update) context_.before_update(params_);
+  double reduce_wait = 0;  // blocked on the replicas' gradient sums: not compute
+  if (context_.gradient_buckets) {
+    const auto reduce_start = Clock::now();
+    context_.gradient_buckets->finish();
+    reduce_wait = seconds_since(reduce_start);
+    trace(TraceTrack::Compute, "all-reduce wait", reduce_start, -1);
+  }
   sgd_.set_lr(lr);
   sgd_.step();
   sgd_.zero_grad();
   pending_update_ = false;
   // Within "B" when the update follows each backward: the span nests inside it on the track.
   trace(TraceTrack::Compute, "step", start, -1);
-  const double busy = busy_since(start);
+  const double busy = busy_since(start) - reduce_wait;
   std::lock_guard lock(stats_mutex_);
   ++stats_.updates;
   ++stats_.version;
   stats_.busy_s += busy;
+  stats_.update_s += busy;
+  if (context_.gradient_buckets) stats_.all_reduce = context_.gradient_buckets->stats();
 }
 
 double Stage::busy_since(Clock::time_point start) const {

@@ -23,6 +23,7 @@
 #include <echelon/layers/optim.h>
 #include <echelon/layers/sequential.h>
 #include <echelon/parallel/device_trace.h>
+#include <echelon/parallel/grad_buckets.h>
 #include <echelon/parallel/partition.h>
 #include <echelon/parallel/schedule.h>
 #include <echelon/parallel/trace.h>
@@ -36,9 +37,12 @@ struct PartitionStats {
   LayerRange layers;
   std::string device;
   int64_t forwards = 0, backwards = 0, updates = 0, skipped = 0;
-  double busy_s = 0;      // forward, backward and optimizer compute
-  double wait_s = 0;      // blocked receiving (idle: the pipeline bubble)
-  double send_s = 0;      // blocked sending (downstream full) plus transfer
+  double busy_s = 0;                                   // forward, backward and optimizer compute
+  double forward_s = 0, backward_s = 0, update_s = 0;  // busy_s by operation
+  double wait_s = 0;                           // blocked receiving (idle: the pipeline bubble)
+  double send_s = 0;                           // blocked sending (downstream full) plus transfer
+  int64_t bytes_sent = 0, bytes_received = 0;  // tensor bytes to and from neighbour partitions
+  AllReduceStats all_reduce;                   // data parallelism: the gradient sums
   size_t held_bytes = 0;  // activations (+ stashed weights) of mini-batches in flight now
   size_t peak_bytes = 0;
   int64_t version = 0;                   // updates applied
@@ -66,9 +70,9 @@ struct StageContext {
   // Stale partitions run their forward on predicted weights (PipelineOptions::predict_weights).
   bool predict_weights = false;
   std::function<void(const std::string& error)> fail;  // first error wins; closes everything
-  // Called with the partition's parameters right before each optimizer step, their gradients
-  // complete: data parallelism all-reduces them here across the partition's replicas.
-  std::function<void(const std::vector<Tensor>& params)> before_update;
+  // Data parallelism: sums the partition's gradients over its replicas, bucket by bucket during
+  // the backward that an update follows, and waits for the sums right before the update.
+  std::shared_ptr<GradientBuckets> gradient_buckets;
   TraceRecorder* trace = nullptr;  // optional
   bool timed_ops = false;          // PipelineOptions::timed_ops
 };

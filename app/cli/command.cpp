@@ -217,6 +217,7 @@ Command parse_command_line(int argc, const char* const* argv) {
     command.train.device = devices.front().to_string();
   command.train.engine = pipeline_flags_to_json(command.pipeline);
   command.train.engine.set("data-parallel", command.pipeline.options.data_parallel);
+  command.train.engine.set("bucket-mb", command.pipeline.options.bucket_mb);
   return command;
 }
 

@@ -4,6 +4,7 @@
 // 0 prints and writes the run folder.
 #pragma once
 
+#include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <ostream>
@@ -28,11 +29,47 @@ inline void add_distributed_options(CLI::App& app, parallel::PipelineOptions& op
                  "Replicas R of the pipeline, one process each (mpirun -np K*R); --batch-size is "
                  "the global batch, split across the replicas")
       ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--bucket-mb", options.bucket_mb,
+                 "Data parallelism: sum the gradients in buckets of about this many MiB, each "
+                 "started while the backward of the earlier layers runs; 0 = one sum after the "
+                 "backward")
+      ->check(CLI::Validator(
+          [](const std::string& text) -> std::string {
+            double mb = -1;
+            try {
+              size_t used = 0;
+              mb = std::stod(text, &used);
+              if (used != text.size()) mb = -1;
+            } catch (const std::exception&) {
+              mb = -1;
+            }
+            if (std::isfinite(mb) && mb >= 0 && mb <= parallel::kMaxBucketMb) return "";
+            return str("must be a number of MiB in [0, ", parallel::kMaxBucketMb, "], got '", text,
+                       "'");
+          },
+          "MiB in [0, 1024]"));
+}
+
+// On --resume: --bucket-mb not given again takes the run's value from config.json ("engine").
+inline void restore_bucket_mb(const CLI::App& cmd, const json::Value& saved,
+                              parallel::PipelineOptions& options) {
+  const json::Value* value = saved.find("bucket-mb");
+  if (cmd.count("--bucket-mb") > 0 || value == nullptr) return;
+  double mb = -1;
+  try {
+    mb = value->as_double();
+  } catch (const Error& e) {
+    ECH_FAIL("config.json: engine key \"bucket-mb\": ", e.message());
+  }
+  ECH_CHECK(std::isfinite(mb) && mb >= 0 && mb <= parallel::kMaxBucketMb, value->where(),
+            ": engine key \"bucket-mb\" must be in [0, ", parallel::kMaxBucketMb, "], got ", mb);
+  options.bucket_mb = mb;
 }
 
 // On --resume: --data-parallel not given again takes the run's value from config.json ("engine").
 inline void restore_distributed_flags(const CLI::App& cmd, const json::Value& saved,
                                       parallel::PipelineOptions& options) {
+  restore_bucket_mb(cmd, saved, options);
   const json::Value* value = saved.find("data-parallel");
   if (cmd.count("--data-parallel") > 0 || value == nullptr) return;
   int64_t replicas = 0;

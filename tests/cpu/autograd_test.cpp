@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <map>
 #include <thread>
 
 #include <echelon/autograd/functions.h>
@@ -92,6 +93,31 @@ TEST_SUITE("autograd") {
     backward(sum(h * h));  // dL/dh = 2h = [6, 12]; dL/dx = 3 * 2h, then x's hook scales by 10
     check_close(h.grad(), {6.0f, 12.0f});
     check_close(x.grad(), {180.0f, 360.0f});
+  }
+
+  TEST_CASE("on_leaf_ready: once per leaf, after its last gradient, before the backward ends") {
+    // w2 is used twice (two edges): it is ready only after both have been summed into its grad.
+    Tensor x = leaf({1.0f, -2.0f}, {2});
+    Tensor w1 = leaf({0.5f, 1.5f}, {2}), w2 = leaf({2.0f, -1.0f}, {2});
+    Tensor h = x * w1;
+    Tensor y = sum(h * w2 + w2 * 3.0);  // dy/dw2 = h + 3 = [3.5, 0]; dy/dw1 = x * w2 = [2, 2]
+    std::vector<std::pair<const TensorImpl*, std::vector<float>>> seen;
+    backward(y, {}, false, [&](const TensorImpl& ready) {
+      REQUIRE(ready.autograd->grad);
+      seen.emplace_back(&ready, ready.autograd->grad->to_vector<float>());
+    });
+    REQUIRE(seen.size() == 3);
+    std::map<const TensorImpl*, std::vector<float>> by_leaf(seen.begin(), seen.end());
+    REQUIRE(by_leaf.size() == 3);                                     // each leaf once
+    CHECK(by_leaf.at(&w2.impl()) == std::vector<float>{3.5f, 0.0f});  // both edges summed
+    CHECK(by_leaf.at(&w1.impl()) == std::vector<float>{2.0f, 2.0f});
+    CHECK(by_leaf.at(&x.impl()) == std::vector<float>{1.0f, -1.5f});
+    // w2 is ready first: x and w1 still needed the h node when w2's two edges had run.
+    CHECK(seen.front().first == &w2.impl());
+    // A leaf root is ready at once.
+    int calls = 0;
+    backward(x, Tensor::ones({2}), false, [&](const TensorImpl&) { ++calls; });
+    CHECK(calls == 1);
   }
 
   TEST_CASE("grad mode is thread-local; NoGradGuard records nothing") {

@@ -58,6 +58,12 @@ TEST_SUITE("cli") {
     check_usage_error(
         "train --data synthetic --device cpu --pipeline 2 --schedule hybrid --hybrid-switch -1",
         "--hybrid-switch: pipeline: hybrid_switch must be > 0");
+    check_usage_error("train --bucket-mb -1",
+                      "--bucket-mb: must be a number of MiB in [0, 1024], got '-1'");
+    check_usage_error("train --bucket-mb nan",
+                      "--bucket-mb: must be a number of MiB in [0, 1024], got 'nan'");
+    check_usage_error("train --bucket-mb 2e9", "--bucket-mb: must be a number of MiB");
+    check_usage_error("train --bucket-mb 1x", "--bucket-mb: must be a number of MiB");
   }
 
   TEST_CASE("conflicting or pointless pipeline flags are errors, not silently ignored") {

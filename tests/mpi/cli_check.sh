@@ -57,6 +57,30 @@ grep -q "mpirun .* -np 2 " "$dir/launch.log" || fail "launch did not print its m
 # ends bit-identical to the uninterrupted run.
 "$here/mpirun.sh" 120 4 "$echelon" "${common[@]}" --data-parallel 2 --out "$dir/dp" \
   >"$dir/dp.log" 2>&1 || { cat "$dir/dp.log"; fail "2 x 2 run"; }
+# summary.json: every rank's partition statistics, gathered by rank 0.
+python3 - "$dir/dp/summary.json" "$dir/dp/config.json" <<'PY' || fail "per-rank statistics of the 2 x 2 run"
+import json, sys
+processes = json.load(open(sys.argv[1]))["pipeline"]["processes"]
+ranks = processes["ranks"]
+assert [r["rank"] for r in ranks] == [0, 1, 2, 3], ranks
+assert sorted((r["replica"], r["partition"]) for r in ranks) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+for r in ranks:
+    assert r["partition"] == r["rank"] % 2 and r["replica"] == r["rank"] // 2, r
+    assert r["host"] and r["device"] == "cpu", r
+    assert r["batches"] > 0 and r["busy_s"] > 0, r
+    assert r["forward_s"] > 0 and r["backward_s"] > 0 and r["update_s"] > 0, r
+    assert r["bytes_sent"] > 0 and r["bytes_received"] > 0, r  # each has a neighbour
+    assert r["all_reduce_buckets"] > 0 and r["all_reduce_bytes"] > 0, r
+    assert r["all_reduce_buckets_overlapped"] > 0 and r["all_reduce_wait_s"] >= 0, r
+# what each replica's partition 0 sent (activations, labels), its partition 1 received, and back
+for replica in (0, 1):
+    first, last = ranks[2 * replica], ranks[2 * replica + 1]
+    assert first["bytes_sent"] == last["bytes_received"], (first, last)
+    assert last["bytes_sent"] == first["bytes_received"], (first, last)
+assert processes["bucket_mb"] == 1, processes
+assert json.load(open(sys.argv[2]))["engine"]["bucket-mb"] == 1, "config.json lacks bucket-mb"
+print("per-rank statistics ok:", [(r["rank"], r["batches"], r["bytes_sent"]) for r in ranks])
+PY
 "$here/mpirun.sh" 120 4 "$echelon" "${common[@]}" --data-parallel 2 --stop-after-epoch 1 \
   --out "$dir/dp_resumed" >"$dir/dp_stop.log" 2>&1 || { cat "$dir/dp_stop.log"; fail "2 x 2 stop"; }
 "$here/mpirun.sh" 120 4 "$echelon" train --resume "$dir/dp_resumed" --progress none \

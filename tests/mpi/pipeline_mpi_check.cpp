@@ -4,6 +4,10 @@
 // the same model, seed and batches with one process per partition (and R replicas). With R = 1
 // the per-mini-batch losses and every weight and momentum buffer must be bit-identical; with
 // R > 1 (each replica gets half of each global batch) equal within float tolerance.
+//   pipeline_mpi_check ... --buckets MB   the reference is instead the same multi-process run with
+//                                      one gradient sum after each backward (--bucket-mb 0); the
+//                                      run with MB-sized buckets must be bit-identical to it and
+//                                      must have started buckets while its backward still ran.
 //   pipeline_mpi_check --fail-rank r   rank r throws after two steps: every process must end.
 //   pipeline_mpi_check --compare A B   (no mpirun) exit 0 when two checkpoints hold bit-identical
 //                                      tensors (weights, momentum buffers) under the same names.
@@ -11,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -32,6 +37,7 @@ struct Args {
   std::vector<std::string> schedules = {"stale"};
   int epochs = 2, batches = 4;
   int64_t batch = 16;
+  double buckets_mb = -1;  // >= 0: compare bucketed against one-bucket runs (no threaded run)
 };
 
 Args parse(int argc, char** argv) {
@@ -50,6 +56,8 @@ Args parse(int argc, char** argv) {
       a.batches = std::stoi(value);
     else if (flag == "--batch")
       a.batch = std::stoll(value);
+    else if (flag == "--buckets")
+      a.buckets_mb = std::stod(value);
     else if (flag == "--schedules") {
       a.schedules.clear();
       for (size_t start = 0; start <= value.size();) {
@@ -83,11 +91,12 @@ std::vector<data::Batch> make_batches(const Args& a) {
 struct Outcome {
   std::vector<BatchResult> results;
   StateDict weights, optimizer;
+  PartitionStats stats;  // this process's partition (the first one when threaded)
 };
 
 // Trains `epochs` epochs of `batches`; group null = the threaded reference.
 Outcome train(const Args& a, const std::string& schedule, std::shared_ptr<ProcessGroup> group,
-              int rank) {
+              int rank, double bucket_mb = 1.0) {
   PipelineOptions options;
   options.partitions = a.partitions;
   // "stale+predict": the stale schedule with --predict-weights.
@@ -99,6 +108,7 @@ Outcome train(const Args& a, const std::string& schedule, std::shared_ptr<Proces
   options.total_epochs = a.epochs;
   options.process_group = group;
   options.data_parallel = group ? a.data_parallel : 1;
+  options.bucket_mb = bucket_mb;
   Outcome outcome;
   options.on_result = [&](const BatchResult& r) { outcome.results.push_back(r); };
   SGDOptions sgd;
@@ -116,6 +126,7 @@ Outcome train(const Args& a, const std::string& schedule, std::shared_ptr<Proces
   }
   outcome.weights = engine.model().state_dict();
   outcome.optimizer = engine.optimizer_state();
+  outcome.stats = engine.partition_stats().front();
   return outcome;
 }
 
@@ -160,6 +171,24 @@ int64_t compare_losses(const Outcome& got, const Outcome& want, int replicas, do
   return differing;
 }
 
+// Two multi-process runs: every replica's loss of every mini-batch, bit for bit.
+int64_t compare_replica_losses(const Outcome& got, const Outcome& want) {
+  const auto losses = [](const Outcome& outcome) {
+    std::map<std::pair<int64_t, int>, double> by_batch;  // (id, replica) -> loss
+    for (const BatchResult& r : outcome.results) by_batch[{r.id, r.replica}] = r.loss;
+    return by_batch;
+  };
+  const auto x = losses(got), y = losses(want);
+  ECH_CHECK(x.size() == y.size() && x.size() == got.results.size(), got.results.size(),
+            " results, expected ", want.results.size());
+  int64_t differing = 0;
+  for (const auto& [key, loss] : y) {
+    const auto found = x.find(key);
+    differing += found == x.end() || found->second != loss;
+  }
+  return differing;
+}
+
 int compare_checkpoints(const std::string& a, const std::string& b) {
   const auto to_dict = [](const std::string& path) {
     StateDict dict;
@@ -191,23 +220,40 @@ int main(int argc, char** argv) {
     group = world_process_group();
     ECH_CHECK(group != nullptr, "run me under mpirun -np ", a.partitions * a.data_parallel);
     const int rank = group->rank();
-    const double tolerance = a.data_parallel > 1 ? 1e-4 : 0;
+    const bool buckets = a.buckets_mb >= 0;
+    const double tolerance = a.data_parallel > 1 && !buckets ? 1e-4 : 0;
     int failures = 0;
     for (const std::string& schedule : a.schedules) {
-      Args reference_args = a;
-      const Outcome want = train(reference_args, schedule, nullptr, rank);
-      const Outcome got = train(a, schedule, group, rank);
-      const int64_t losses = compare_losses(got, want, a.data_parallel, tolerance);
+      const Outcome want =
+          buckets ? train(a, schedule, group, rank, 0.0) : train(a, schedule, nullptr, rank);
+      const Outcome got = train(a, schedule, group, rank, buckets ? a.buckets_mb : 1.0);
+      const int64_t losses = buckets ? compare_replica_losses(got, want)
+                                     : compare_losses(got, want, a.data_parallel, tolerance);
       const int64_t weights = compare(got.weights, want.weights, tolerance, "weights");
       const int64_t momenta = compare(got.optimizer, want.optimizer, tolerance, "optimizer");
-      const bool ok = losses == 0 && weights == 0 && momenta == 0;
+      bool ok = losses == 0 && weights == 0 && momenta == 0;
+      if (buckets) {
+        // One sum after each backward never overlaps; with small buckets every update overlaps.
+        const AllReduceStats &one = want.stats.all_reduce, &many = got.stats.all_reduce;
+        std::printf(
+            "rank %d %-10s buckets: one-bucket run %lld sums (%lld overlapped), "
+            "%g MiB run %lld sums (%lld overlapped), %lld updates\n",
+            rank, schedule.c_str(), static_cast<long long>(one.buckets),
+            static_cast<long long>(one.overlapped), a.buckets_mb,
+            static_cast<long long>(many.buckets), static_cast<long long>(many.overlapped),
+            static_cast<long long>(got.stats.updates));
+        ok = ok && one.overlapped == 0 && one.buckets == want.stats.updates &&
+             many.overlapped > 0 && many.buckets > got.stats.updates;
+      }
       failures += ok ? 0 : 1;
       std::printf(
           "rank %d %-10s K=%d R=%d %s: %zu losses (%lld differ), weights (%lld differ), "
           "optimizer (%lld differ) -> %s\n",
           rank, schedule.c_str(), a.partitions, a.data_parallel,
-          tolerance == 0 ? "bit-identical" : "within 1e-4", want.results.size(),
-          static_cast<long long>(losses), static_cast<long long>(weights),
+          buckets          ? "bit-identical to one bucket"
+          : tolerance == 0 ? "bit-identical"
+                           : "within 1e-4",
+          want.results.size(), static_cast<long long>(losses), static_cast<long long>(weights),
           static_cast<long long>(momenta), ok ? "ok" : "FAILED");
     }
     group->barrier();
