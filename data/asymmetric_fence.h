@@ -45,17 +45,23 @@ bool asymmetric_fences_enabled();
 // The heavy side: a process-wide barrier (membarrier) or a seq_cst fence as fallback.
 void asymmetric_fence_heavy_slow();
 
-// The light side, on every publish.
+// The light side, on every publish: a compiler barrier, which is enough only while
+// asymmetric_fences_enabled() is true. The caller adds symmetric_fence() when it is false; the
+// rings fold that test into the sleeper word they load anyway (detail::Parker), so the fast path
+// reads no global.
 inline void asymmetric_fence_light() {
 #if defined(ECHELON_TSAN)
   g_tsan_fence_word.fetch_add(1, std::memory_order_acq_rel);
 #else
-  // Every ring constructor calls asymmetric_fences_enabled(), so the flag is final before any
-  // ring is used and both sides of one ring read the same value.
-  if (g_asymmetric_fences.load(std::memory_order_relaxed))
-    std::atomic_signal_fence(std::memory_order_seq_cst);  // compiler barrier only
-  else
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+  std::atomic_signal_fence(std::memory_order_seq_cst);  // compiler barrier only
+#endif
+}
+
+// The light side's own fence where asymmetric fences are off. Under TSan a no-op: the light
+// side's read-modify-write already orders it (and TSan does not model fences).
+inline void symmetric_fence() {
+#if !defined(ECHELON_TSAN)
+  std::atomic_thread_fence(std::memory_order_seq_cst);
 #endif
 }
 

@@ -17,6 +17,9 @@
 
 namespace echelon::data {
 
+struct AugmentOptions;  // data/transforms.h
+struct AugmentKey;
+
 // A decoded image: one plane per channel (CHW), the layout of the batch tensors, so images stay
 // CHW from the dataset to the model (only the image codecs convert, from their interleaved HWC).
 struct Image {
@@ -47,6 +50,17 @@ class Dataset {
   virtual RawRecord read(int64_t index) const = 0;
   // Turns a record into pixels. Throws echelon::Error naming record.source on corrupt data.
   virtual Image decode(const RawRecord& record) const = 0;
+
+  // True when decode_augment() is faster than decode() + augment_image() + to_float() for
+  // these options (the loader then runs them as one stage). Default: false.
+  virtual bool fuses_decode_augment(const AugmentOptions& augment) const;
+  // decode() + augment_image(augment, key) + to_float() in one call: (C, H, W) floats into
+  // `out`, the image's height and width into `height`/`width`; bit-identical to the three steps.
+  // Throws echelon::Error naming record.source on corrupt data (as decode()). The default runs
+  // the three steps.
+  virtual void decode_augment(const RawRecord& record, const AugmentOptions& augment,
+                              const AugmentKey& key, std::vector<float>& out, int64_t& height,
+                              int64_t& width) const;
 };
 
 // A whole labelled set in memory: the training loop's simple path.

@@ -7,6 +7,7 @@
 #include <echelon/base/error.h>
 #include <echelon/data/dataset.h>
 #include <echelon/data/io.h>
+#include <echelon/data/transforms.h>
 
 namespace echelon::data {
 namespace {
@@ -158,6 +159,20 @@ class SyntheticDataset final : public Dataset {
 };
 
 }  // namespace
+
+bool Dataset::fuses_decode_augment(const AugmentOptions& /*augment*/) const {
+  return false;
+}
+
+void Dataset::decode_augment(const RawRecord& record, const AugmentOptions& augment,
+                             const AugmentKey& key, std::vector<float>& out, int64_t& height,
+                             int64_t& width) const {
+  const Image image = augment_image(decode(record), augment, key);
+  out.resize(static_cast<size_t>(image.numel()));
+  to_float(image, augment, out.data());
+  height = image.height;
+  width = image.width;
+}
 
 LabeledImages load_idx(const std::string& images_path, const std::string& labels_path) {
   const std::vector<uint8_t> image_bytes = read_file(images_path);

@@ -75,14 +75,34 @@ class ImageFolderDataset final : public Dataset {
       return resize_shorter_side(
           decode_image_scaled(record.bytes, record.source, channels_, resize_, resize_), resize_);
     Image image = decode_image(record.bytes, record.source, channels_);
-    if (!shape_.empty())
-      ECH_CHECK(image.height == shape_[1] && image.width == shape_[2], record.source, ": image is ",
-                image.height, "x", image.width, ", the folder's images are ", shape_[1], "x",
-                shape_[2]);
+    if (!shape_.empty()) check_size(image.height, image.width, record.source);
     return image;
+  }
+  // Fused only without --resize and without a square crop: then libjpeg-turbo's rows go straight
+  // into the augmented floats, bit-identical to the three steps. A resized image must exist whole
+  // before it is resampled, so --resize keeps the separate steps (DCT-scaled decode included).
+  bool fuses_decode_augment(const AugmentOptions& augment) const override {
+    return resize_ == 0 && augment.crop_to == 0 && have_turbojpeg();
+  }
+  void decode_augment(const RawRecord& record, const AugmentOptions& augment, const AugmentKey& key,
+                      std::vector<float>& out, int64_t& height, int64_t& width) const override {
+    if (!fuses_decode_augment(augment)) {
+      Dataset::decode_augment(record, augment, key, out, height, width);
+      return;
+    }
+    // PNG/BMP files take the three steps inside decode_augment_to_float.
+    decode_augment_to_float(record.bytes, record.source, static_cast<int>(channels_), augment, key,
+                            out, height, width);
+    if (!shape_.empty()) check_size(height, width, record.source);
   }
 
  private:
+  // Every image must have the first one's size (without --resize).
+  void check_size(int64_t height, int64_t width, const std::string& source) const {
+    ECH_CHECK(height == shape_[1] && width == shape_[2], source, ": image is ", height, "x", width,
+              ", the folder's images are ", shape_[1], "x", shape_[2]);
+  }
+
   std::string root_;
   int64_t channels_;
   int64_t resize_;  // > 0: shorter side to this (sizes then vary); 0: all images of one size

@@ -99,6 +99,8 @@ struct Loader::Impl {
         epoch(epoch),
         source_shape(dataset.image_shape()),
         shape(batch_shape(dataset, options.augment)),
+        fused(options.fuse_decode_augment && options.echo_at != EchoPlacement::BeforeAugment &&
+              dataset.fuses_decode_augment(options.augment)),
         tickets(options.ring_capacity),
         records(options.ring_capacity),
         decoded(options.ring_capacity),
@@ -108,7 +110,7 @@ struct Loader::Impl {
         batches(static_cast<size_t>(options.prefetch_batches)),
         source_stats("source", 1),
         read_stats("read", options.workers),
-        decode_stats("decode", options.workers),
+        decode_stats(fused ? "decode+augment" : "decode", options.workers),
         augment_stats("augment", options.workers),
         shuffle_stats("shuffle", 1),
         batch_stats("batch", 1),
@@ -147,6 +149,10 @@ struct Loader::Impl {
   }
   double upstream_rate() const;
   Batch make_batch(std::vector<Sample>& group) const;
+  template <typename Emit>
+  void emit_sample(Sample sample, Emit& emit);
+  void start_decode_augment();
+  void start_decode_then_augment();
   void run_source();
   void run_shuffle();
   void run_batch();
@@ -157,6 +163,9 @@ struct Loader::Impl {
   const int64_t epoch;
   const Shape source_shape;  // (C, H, W) of a decoded image; H = W = 0: sizes vary
   const Shape shape;         // (C, H, W) of an example in a batch
+  // Decode and augment run as one stage (Dataset::decode_augment), straight into `samples`;
+  // never with echo before augmentation, which must repeat the un-augmented image.
+  const bool fused;
   PipelineControl control;
   MpmcRing<int64_t> tickets;     // source -> read: dataset indices
   MpmcRing<RawRecord> records;   // read -> decode
@@ -342,27 +351,55 @@ void Loader::Impl::run_transfer() {
   batches.close();
 }
 
-void Loader::Impl::start() {
-  const int workers = options.workers;
-  const EchoPlacement placement = options.echo_at;
-  threads.emplace_back([this] { run_source(); });
-  auto index_of_ticket = [](const int64_t& index) { return index; };
-  start_stage<int64_t, RawRecord>(
-      threads, control, read_stats, workers, tickets, records,
-      [this](int64_t index, auto& emit) {
-        RawRecord record;
+// The augmented sample and, with echo after augmentation, its echo copies.
+template <typename Emit>
+void Loader::Impl::emit_sample(Sample sample, Emit& emit) {
+  int64_t copies = 1;
+  if (options.echo_at == EchoPlacement::AfterAugment) {
+    copies = echo_copies(current_factor(), options.seed, epoch, sample.index);
+    count_copies(copies, 1);
+  }
+  for (int64_t c = 0; c < copies; ++c) {
+    Sample copy{c + 1 < copies ? sample.chw : std::move(sample.chw), sample.index, sample.label,
+                sample.fresh && c == 0};
+    if (!emit(std::move(copy))) return;
+  }
+}
+
+// The fused stage: records -> samples. Same augmentation key as the separate stages (copy 0:
+// there is no echo before augmentation here), so the batches are bit-identical.
+void Loader::Impl::start_decode_augment() {
+  start_stage<RawRecord, Sample>(
+      threads, control, decode_stats, options.workers, records, samples,
+      [this](const RawRecord& record, auto& emit) {
+        // A bad --mean/--std fails the stage here, as in the separate augment stage; it must not
+        // be mistaken for a bad sample below.
+        normalise_coefficients(options.augment, shape[0]);
+        Sample sample{{}, record.index, record.label, true};
         try {
-          record = dataset.read(index);
+          int64_t height = 0, width = 0;
+          dataset.decode_augment(record, options.augment, {options.seed, epoch, record.index, 0},
+                                 sample.chw, height, width);
+          ECH_CHECK(height == shape[1] && width == shape[2] &&
+                        static_cast<int64_t>(sample.chw.size()) == shape[0] * height * width,
+                    record.source, ": decoded and augmented image is ", sample.chw.size(),
+                    " values of height ", height, " and width ", width,
+                    ", a batch example's shape is ", shape);
         } catch (const Error&) {
           if (!skip_bad(options)) throw;
           skipped.fetch_add(1, std::memory_order_relaxed);
           return;
         }
-        emit(std::move(record));
+        emit_sample(std::move(sample), emit);
       },
-      index_of_ticket);
+      [](const RawRecord& record) { return record.index; });
+}
+
+// The separate stages: records -> decoded (echo before augmentation here) -> samples.
+void Loader::Impl::start_decode_then_augment() {
+  const EchoPlacement placement = options.echo_at;
   start_stage<RawRecord, Decoded>(
-      threads, control, decode_stats, workers, records, decoded,
+      threads, control, decode_stats, options.workers, records, decoded,
       [this, placement](const RawRecord& record, auto& emit) {
         Decoded item{{}, record.index, record.label, 0, true};
         try {
@@ -392,25 +429,39 @@ void Loader::Impl::start() {
       },
       [](const RawRecord& record) { return record.index; });
   start_stage<Decoded, Sample>(
-      threads, control, augment_stats, workers, decoded, samples,
-      [this, placement](const Decoded& item, auto& emit) {
+      threads, control, augment_stats, options.workers, decoded, samples,
+      [this](const Decoded& item, auto& emit) {
         const Image image = augment_image(item.image, options.augment,
                                           {options.seed, epoch, item.index, item.copy});
         Sample sample{std::vector<float>(static_cast<size_t>(image.numel())), item.index,
                       item.label, item.fresh};
         to_float(image, options.augment, sample.chw.data());
-        int64_t copies = 1;
-        if (placement == EchoPlacement::AfterAugment) {
-          copies = echo_copies(current_factor(), options.seed, epoch, item.index);
-          count_copies(copies, 1);
-        }
-        for (int64_t c = 0; c < copies; ++c) {
-          Sample copy{c + 1 < copies ? sample.chw : std::move(sample.chw), sample.index,
-                      sample.label, sample.fresh && c == 0};
-          if (!emit(std::move(copy))) return;
-        }
+        emit_sample(std::move(sample), emit);
       },
       [](const Decoded& item) { return item.index; });
+}
+
+void Loader::Impl::start() {
+  threads.emplace_back([this] { run_source(); });
+  auto index_of_ticket = [](const int64_t& index) { return index; };
+  start_stage<int64_t, RawRecord>(
+      threads, control, read_stats, options.workers, tickets, records,
+      [this](int64_t index, auto& emit) {
+        RawRecord record;
+        try {
+          record = dataset.read(index);
+        } catch (const Error&) {
+          if (!skip_bad(options)) throw;
+          skipped.fetch_add(1, std::memory_order_relaxed);
+          return;
+        }
+        emit(std::move(record));
+      },
+      index_of_ticket);
+  if (fused)
+    start_decode_augment();
+  else
+    start_decode_then_augment();
   threads.emplace_back([this] { run_shuffle(); });
   threads.emplace_back([this] { run_batch(); });
   if (options.device.is_cuda()) threads.emplace_back([this] { run_transfer(); });
@@ -419,7 +470,8 @@ void Loader::Impl::start() {
 double Loader::Impl::upstream_rate() const {
   // The bottleneck among the stages before the echo point, from their busy time per item.
   std::vector<const StageCounters*> stages{&read_stats, &decode_stats};
-  if (options.echo_at != EchoPlacement::BeforeAugment) stages.push_back(&augment_stats);
+  // (Fused, decode_stats covers the augmentation too.)
+  if (options.echo_at != EchoPlacement::BeforeAugment && !fused) stages.push_back(&augment_stats);
   double rate = 0;
   for (const StageCounters* stage : stages) {
     const double busy_s = static_cast<double>(stage->busy_ns.load()) * 1e-9;
@@ -542,8 +594,12 @@ LoaderStats Loader::stats() const {
   };
   add(impl.source_stats, impl.tickets.size(), impl.tickets.capacity());
   add(impl.read_stats, impl.records.size(), impl.records.capacity());
-  add(impl.decode_stats, impl.decoded.size(), impl.decoded.capacity());
-  add(impl.augment_stats, impl.samples.size(), impl.samples.capacity());
+  if (impl.fused) {  // one stage, "decode+augment", writing the augment stage's ring
+    add(impl.decode_stats, impl.samples.size(), impl.samples.capacity());
+  } else {
+    add(impl.decode_stats, impl.decoded.size(), impl.decoded.capacity());
+    add(impl.augment_stats, impl.samples.size(), impl.samples.capacity());
+  }
   add(impl.shuffle_stats, impl.shuffled.size(), impl.shuffled.capacity());
   if (options_.device.is_cuda()) {
     add(impl.batch_stats, impl.host_batches.size(), impl.host_batches.capacity());

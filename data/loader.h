@@ -12,6 +12,8 @@
 // Inside, a staged pipeline of worker threads joined by ring buffers (data/stages.h):
 // source (per-epoch seeded shuffle) -> read -> decode -> [echo: before-augment] -> augment
 // -> [echo: after-augment] -> shuffle buffer -> batch -> [echo: batch] -> (device transfer).
+// Decode and augment run as one fused stage when nothing sits between them and the dataset
+// supports it (LoaderOptions::fuse_decode_augment).
 //
 // Data echoing (Choi et al. 2019): when the consumer (a training step) is R times faster than the
 // upstream stages, repeating each example e ~= R times keeps it busy. AN EPOCH COUNTS FRESH
@@ -61,6 +63,11 @@ struct LoaderOptions {
   int64_t shuffle_buffer = 0;
 
   AugmentOptions augment;
+  // Decode and augment as one stage, "decode+augment" (Dataset::decode_augment: JPEG rows go
+  // straight into augmented floats), where the dataset supports it (an image folder without
+  // --resize or crop_to) and echo is not placed before augmentation. Bit-identical batches;
+  // false forces the separate stages (tests, benchmarks).
+  bool fuse_decode_augment = true;
   OnBadSample on_bad_sample = OnBadSample::Fail;
 
   // Where batches land. CUDA: batches are built in pinned host memory, then copied asynchronously
@@ -70,10 +77,10 @@ struct LoaderOptions {
   int prefetch_batches = 2;
 
   // Timeline hook (a Chrome trace): called by every loader worker after each item it worked on,
-  // with the stage ("read", "decode", "augment", "shuffle" when shuffle_buffer > 0, "batch",
-  // "transfer"), the worker's index in its stage, the item (dataset index; arrival number for
-  // shuffle, batch number for batch and transfer) and the work's start and end. Called from many
-  // threads at once; empty: no calls.
+  // with the stage ("read", "decode", "augment" or the fused "decode+augment", "shuffle" when
+  // shuffle_buffer > 0, "batch", "transfer"), the worker's index in its stage, the item (dataset
+  // index; arrival number for shuffle, batch number for batch and transfer) and the work's start
+  // and end. Called from many threads at once; empty: no calls.
   using WorkHook = std::function<void(const std::string& stage, int worker, int64_t item,
                                       std::chrono::steady_clock::time_point start,
                                       std::chrono::steady_clock::time_point end)>;
@@ -92,7 +99,7 @@ struct Batch {
 
 // One stage of the loader (not a pipeline-parallel stage: that is parallel::StageStats).
 struct LoaderStageStats {
-  std::string name;  // "read", "decode", "augment", "echo", "shuffle", "batch", ...
+  std::string name;  // "read", "decode", "augment" (or "decode+augment"), "shuffle", "batch", ...
   int workers = 0;
   int64_t items = 0;           // items this stage emitted
   double busy_s = 0;           // summed over workers: time spent doing the work

@@ -10,12 +10,13 @@
 // lap, so producers and consumers claim slots with one CAS each and never take a lock.
 //
 // Both: try_push/try_pop never block. push/pop spin briefly, then park on a futex
-// (data/futex.h), so an idle stage costs no CPU. close() ends the stream: pushes fail,
-// consumers drain what is left and then see end-of-stream (pop returns nullopt). Element types
-// may be move-only. Whether anyone sleeps is a Dekker handshake between publisher and sleeper;
-// with asymmetric fences (data/asymmetric_fence.h) the publisher's half is a compiler barrier
-// plus one load of a rarely-written line, and the sleeper pays a membarrier system call. So a
-// push or pop costs what a textbook lock-free ring costs; the data never goes through a lock.
+// (data/futex.h), so an idle stage costs no CPU. close() ends the stream: consumers drain what is
+// left and then see end-of-stream (pop returns nullopt); MpmcRing's pushes fail at once,
+// SpscRing's once the ring is full (see SpscRing). Element types may be move-only. Whether anyone
+// sleeps is a Dekker handshake between publisher and sleeper; with asymmetric fences
+// (data/asymmetric_fence.h) the publisher's half is a compiler barrier plus one load of a
+// rarely-written line, and the sleeper pays a membarrier system call. So a push or pop costs what a
+// textbook lock-free ring costs; the data never goes through a lock.
 #pragma once
 
 #include <atomic>
@@ -56,8 +57,15 @@ inline size_t ring_capacity(size_t requested, const char* ring) {
 // (on a loaded machine that wake-up takes milliseconds). An announcement is never withdrawn (a
 // decrement could remove another sleeper's announcement and lose its wake-up): a sleeper that finds
 // the ring ready leaves a stale count, which costs one spurious wake later, never a lost one.
+//
+// Without membarrier the publisher needs a real fence before it reads the count. That case is a
+// bit in the count (kFencedPublish), so the fast path tests one word either way: with the bit set
+// every publish takes the slow path, fences, and reads the count again. The word sits on a line
+// written only when someone parks or is woken, so the publisher's read is a cache hit.
 class Parker {
  public:
+  Parker() : sleepers_(asymmetric_fences_enabled() ? 0 : kFencedPublish) {}
+
   // Blocks until ready() is true; ready() is re-checked after announcing the sleep, so a wake
   // between the check and the sleep is never lost.
   template <typename Ready>
@@ -66,7 +74,7 @@ class Parker {
       const uint32_t seen = epoch_.load(std::memory_order_acquire);
       // Release: a waker that takes this announcement also sees `seen`, so its epoch increment
       // comes after it and the wait below returns.
-      sleepers_.fetch_add(1, std::memory_order_acq_rel);
+      sleepers_.fetch_add(1, std::memory_order_acq_rel);  // the count, below kFencedPublish
       asymmetric_fence_heavy();  // pairs with wake()'s light fence: one of us sees the other
       if (ready()) return;
       futex_wait(epoch_, seen);
@@ -77,20 +85,28 @@ class Parker {
   void wake() {
     asymmetric_fence_light();
     if (sleepers_.load(std::memory_order_relaxed) != 0) [[unlikely]]
-      take_and_wake();
+      wake_slow();
   }
   // close(): wakes everyone, announced or about to announce.
   void wake_all() {
-    sleepers_.store(0, std::memory_order_relaxed);
+    sleepers_.fetch_and(kFencedPublish, std::memory_order_relaxed);
     epoch_.fetch_add(1, std::memory_order_acq_rel);
     futex_wake_all(epoch_);
   }
   // Announced sleepers not yet woken (may include stale announcements); for tests.
-  uint32_t sleepers() const { return sleepers_.load(std::memory_order_relaxed); }
+  uint32_t sleepers() const { return sleepers_.load(std::memory_order_relaxed) & ~kFencedPublish; }
 
  private:
-  void take_and_wake() {
-    if (sleepers_.exchange(0, std::memory_order_acq_rel) == 0) return;  // another waker took it
+  static constexpr uint32_t kFencedPublish = 0x80000000u;
+
+  void wake_slow() {
+    if ((sleepers_.load(std::memory_order_relaxed) & kFencedPublish) != 0) {
+      symmetric_fence();
+      if (sleepers_.load(std::memory_order_relaxed) == kFencedPublish) return;  // nobody sleeps
+    }
+    // Take every announcement (keeping the mode bit); zero: another waker took them.
+    if ((sleepers_.fetch_and(kFencedPublish, std::memory_order_acq_rel) & ~kFencedPublish) == 0)
+      return;
     epoch_.fetch_add(1, std::memory_order_acq_rel);
     futex_wake_all(epoch_);
   }
@@ -133,6 +149,13 @@ struct Cell {
 
 }  // namespace detail
 
+// SpscRing reads `closed` only where it must wait anyway (push on a full ring, pop on an empty
+// one), so a push or pop that succeeds touches only its own line, the cells and the other side's
+// sleeper word (a line written only when that side parks). The price: after close(), a push may
+// still succeed while the ring has room. The item is then delivered to a consumer that has not yet
+// seen end-of-stream, or destroyed with the ring: a `true` from a push after close() promises
+// nothing. The rings' users close a ring after their last push, or to abort (when undelivered
+// items are dropped anyway); an aborted producer stops at the latest when the ring is full.
 template <typename T>
 class SpscRing {
  public:
@@ -157,13 +180,12 @@ class SpscRing {
   uint32_t parked_consumers() const { return not_empty_.sleepers(); }
   uint32_t parked_producers() const { return not_full_.sleepers(); }
 
-  // Producer side. On failure (full or closed) `value` is left untouched.
+  // Producer side. On failure (full, or full and closed) `value` is left untouched.
   bool try_push(T& value) {
-    if (closed()) return false;
     const size_t tail = tail_.load(std::memory_order_relaxed);
-    if (tail - cached_head_ == capacity_) {
-      cached_head_ = head_.load(std::memory_order_acquire);
-      if (tail - cached_head_ == capacity_) return false;
+    if (tail == push_limit_) [[unlikely]] {  // full as far as the producer knows: look again
+      push_limit_ = head_.load(std::memory_order_acquire) + capacity_;
+      if (tail == push_limit_) return false;
     }
     new (cells_[tail & mask_].bytes) T(std::move(value));
     tail_.store(tail + 1, std::memory_order_release);
@@ -171,7 +193,7 @@ class SpscRing {
     return true;
   }
   bool try_push(T&& value) { return try_push(value); }
-  // Blocks while full. Returns false when the ring is (or gets) closed; the value is dropped.
+  // Blocks while full. Returns false when the ring is full and closed; the value is dropped.
   bool push(T value) {
     bool pushed = false;
     detail::blocking([&] { return (pushed = try_push(value)) || closed(); },
@@ -182,7 +204,7 @@ class SpscRing {
   // Consumer side.
   std::optional<T> try_pop() {
     const size_t head = head_.load(std::memory_order_relaxed);
-    if (head == cached_tail_) {
+    if (head == cached_tail_) [[unlikely]] {
       cached_tail_ = tail_.load(std::memory_order_acquire);
       if (head == cached_tail_) return std::nullopt;
     }
@@ -198,10 +220,11 @@ class SpscRing {
     std::optional<T> result;
     detail::blocking(
         [&] {
-          // Read `closed` first: everything pushed before close() is then visible to try_pop.
-          const bool was_closed = closed();
+          if ((result = try_pop())) return true;
+          if (!closed()) return false;
+          // Closed: look once more, now that everything pushed before close() is visible.
           result = try_pop();
-          return result.has_value() || was_closed;
+          return true;
         },
         [&] { return closed() || has_items(); }, not_empty_);
     return result;
@@ -229,9 +252,10 @@ class SpscRing {
   // Consumer-owned line: its index and its cached view of the producer's index.
   alignas(kCacheLine) std::atomic<size_t> head_{0};
   size_t cached_tail_ = 0;
-  // Producer-owned line.
+  // Producer-owned line. push_limit_ = the consumer's index as last seen + capacity: the tail
+  // the producer may fill up to without looking at head_ (one compare on the fast path).
   alignas(kCacheLine) std::atomic<size_t> tail_{0};
-  size_t cached_head_ = 0;
+  size_t push_limit_ = capacity_;
   alignas(kCacheLine) std::atomic<bool> closed_{false};
   alignas(kCacheLine) detail::Parker not_empty_;
   alignas(kCacheLine) detail::Parker not_full_;

@@ -23,6 +23,9 @@ class RingTransport : public Transport {
  public:
   explicit RingTransport(size_t capacity) : ring_(capacity) {}
   bool send(Message message) final {
+    // SpscRing reads `closed` only when full (data/ring.h); a transport refuses every send once
+    // closed (a send racing with close() may still return true: deliver() drops it either way).
+    if (ring_.closed()) return false;
     prepare(message);
     return ring_.push(std::move(message));
   }

@@ -78,6 +78,20 @@ TEST_SUITE("ring") {
   TEST_CASE("mpmc: FIFO, wrap-around, full, empty, close") {
     check_single_thread_semantics<MpmcRing<int>>();
   }
+  TEST_CASE("spsc: after close, a push succeeds only while there is room; pop still drains") {
+    // SpscRing reads `closed` only when the ring is full (data/ring.h): no fast-path cost.
+    SpscRing<int> ring(2);
+    REQUIRE(ring.try_push(1));
+    ring.close();
+    CHECK(ring.try_push(2));  // room left: accepted, and delivered to a consumer still draining
+    CHECK_FALSE(ring.try_push(3));
+    CHECK_FALSE(ring.push(3));  // full and closed: fails at once instead of blocking
+    CHECK(*ring.pop() == 1);
+    CHECK(*ring.pop() == 2);
+    CHECK_FALSE(ring.pop().has_value());
+    CHECK(ring.parked_consumers() == 0);  // the fence-mode bit never shows as a sleeper
+    CHECK(ring.parked_producers() == 0);
+  }
   TEST_CASE("move-only element types") {
     check_move_only<SpscRing<std::unique_ptr<int>>>();
     check_move_only<MpmcRing<std::unique_ptr<int>>>();
