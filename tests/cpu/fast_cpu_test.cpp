@@ -15,6 +15,7 @@
 
 #include <echelon/tensor/cpu/conv.h>
 #include <echelon/tensor/cpu/fast/conv.h>
+#include <echelon/tensor/cpu/fast/conv3x3.h>
 #include <echelon/tensor/cpu/fast/parallel.h>
 #include <echelon/tensor/cpu/matmul.h>
 #include <echelon/tensor/cpu_cache.h>
@@ -109,6 +110,14 @@ const std::vector<ConvCase> kConvCases = {
     {2, 4, 7, 7, 3, 3, 3, 2, 1},     // stride 3 with padding: columns skip the padded edge
     {7, 1, 12, 12, 2, 5, 1, 0, 1},   // one input channel, many images per GEMM group
     {2, 16, 48, 48, 3, 3, 1, 1, 1},  // large images: one image per GEMM group
+    // 3x3, padding 1, stride 1 or 2: float32 takes the direct kernels (conv3x3.h) on AVX2 CPUs
+    {3, 16, 32, 32, 16, 3, 1, 1, 1},  // ResNet-20 stage 1
+    {2, 16, 32, 32, 32, 3, 2, 1, 1},  // ResNet-20 stage 1 -> 2, stride 2
+    {5, 64, 8, 8, 64, 3, 1, 1, 1},    // stage 3: small images, several per weight-gradient run
+    {3, 7, 13, 19, 5, 3, 2, 1, 1},    // stride 2, odd sizes: 10 output columns, 5 channels
+    {2, 5, 9, 17, 7, 3, 1, 1, 1},     // 17 columns (a 1-lane vector), 7 output channels
+    {2, 3, 2, 3, 4, 3, 2, 1, 1},      // a tiny image at stride 2
+    {1, 2, 1, 1, 1, 3, 1, 1, 1},      // 1x1 image, one output channel
 };
 
 }  // namespace
@@ -131,6 +140,30 @@ TEST_SUITE("fast_cpu") {
         check_conv<float>(cc, 1e-4, 1e-4);
       }
     }
+  }
+
+  TEST_CASE("the direct 3x3 kernels take only 3x3 / padding 1 / dilation 1 / stride 1 or 2") {
+    Conv2dGeometry g;
+    g.kernel_h = g.kernel_w = 3;
+    g.pad_h = g.pad_w = 1;
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    CHECK(cpu::fast::conv3x3_direct_usable(g.for_input(2, 16, 32, 32, 16)) == avx2);
+    g.stride_h = g.stride_w = 2;
+    CHECK(cpu::fast::conv3x3_direct_usable(g.for_input(2, 16, 32, 32, 32)) == avx2);
+    g.stride_h = g.stride_w = 3;
+    CHECK_FALSE(cpu::fast::conv3x3_direct_usable(g.for_input(2, 16, 32, 32, 32)));
+    g.stride_h = 1;
+    g.stride_w = 2;
+    CHECK_FALSE(cpu::fast::conv3x3_direct_usable(g.for_input(2, 16, 32, 32, 32)));
+    g.stride_w = 1;
+    g.pad_h = 0;
+    CHECK_FALSE(cpu::fast::conv3x3_direct_usable(g.for_input(2, 16, 32, 32, 32)));
+    g.pad_h = 1;
+    g.dilation_w = 2;
+    CHECK_FALSE(cpu::fast::conv3x3_direct_usable(g.for_input(2, 16, 32, 32, 32)));
+    g.dilation_w = 1;
+    g.kernel_h = g.kernel_w = 5;
+    CHECK_FALSE(cpu::fast::conv3x3_direct_usable(g.for_input(2, 16, 32, 32, 32)));
   }
 
   TEST_CASE("conv2d backward weight: per-thread partials summed in a fixed order (reproducible)") {
