@@ -53,6 +53,10 @@ void pad_image(const Conv2dGeometry& a, const Padded& p, const float* x /* (C, H
       for (int64_t r = 0; r < a.h; ++r) {
         const float* src = x + (c * a.h + r) * a.w;
         float* row = dst + ph * p.phase + c * p.plane + (r + 1) * p.row;
+        if (p.stride == 1) {
+          std::memcpy(row + 1, src, sizeof(float) * static_cast<size_t>(a.w));
+          continue;
+        }
         const int64_t first = ph == 0 ? 1 : 0;  // column 0 of phase 0 is the left padding
         for (int64_t q = first, col = ph + p.stride * first - 1; col < a.w; ++q, col += p.stride)
           row[q] = src[col];
