@@ -177,11 +177,13 @@ void forward_impl(const Conv2dGeometry& a, const float* x, const float* w, const
   const int64_t taps = a.c * kTaps, out_plane = a.out_h * a.out_w;
   const std::vector<int64_t> taps_at = tap_offsets(a, p);
   // Weights per block of B output channels, tap-major: wp[o0*taps + t*B + j] = w[o0 + j][t].
-  std::vector<float> wp(static_cast<size_t>(a.o * taps));
+  // In the caller's scratch (slot 2): the pool's tasks only read it, and a fresh vector of this
+  // size would be a fresh mmap (page faults) on every call.
+  float* wp = scratch<float>(2, static_cast<size_t>(a.o * taps));
   for (int64_t o0 = 0; o0 < a.o; o0 += kBlock) {
     const int64_t b = std::min<int64_t>(kBlock, a.o - o0);
     for (int64_t t = 0; t < taps; ++t)
-      for (int64_t j = 0; j < b; ++j) wp[size_t(o0 * taps + t * b + j)] = w[(o0 + j) * taps + t];
+      for (int64_t j = 0; j < b; ++j) wp[o0 * taps + t * b + j] = w[(o0 + j) * taps + t];
   }
   const int64_t per_row = (a.out_w + kLanes - 1) / kLanes, vectors = a.out_h * per_row;
   parallel_for(a.n, 1, [&](int64_t begin, int64_t end) {
@@ -193,7 +195,7 @@ void forward_impl(const Conv2dGeometry& a, const float* x, const float* w, const
         for (int v = 0; v < kTile; ++v)
           tile[v] = v0 + v < vectors ? out_vector(a, p, v0 + v) : OutVector{0, 0, 0};
         for (int64_t o0 = 0; o0 < a.o; o0 += kBlock) {
-          const float* wb = wp.data() + o0 * taps;
+          const float* wb = wp + o0 * taps;
           const float* bb = bias ? bias + o0 : nullptr;
           float* yb = y + (n * a.o + o0) * out_plane;
           switch (std::min<int64_t>(kBlock, a.o - o0)) {
@@ -232,15 +234,15 @@ void conv3x3_backward_input(const Conv2dGeometry& a, const float* grad_out, cons
             " given, the direct kernel takes stride 1 only");
   // grad_in = grad_out (N, O, H, W) convolved, padding 1, with w transposed to (C, O, 3, 3) and
   // turned by 180 degrees: the forward kernel with the roles of C and O swapped.
-  std::vector<float> flipped(static_cast<size_t>(a.o * a.c * kTaps));
+  float* flipped = scratch<float>(3, static_cast<size_t>(a.o * a.c * kTaps));  // not slot 0 or 2
   for (int64_t o = 0; o < a.o; ++o)
     for (int64_t c = 0; c < a.c; ++c)
       for (int64_t t = 0; t < kTaps; ++t)
-        flipped[size_t((c * a.o + o) * kTaps + (kTaps - 1 - t))] = w[(o * a.c + c) * kTaps + t];
+        flipped[(c * a.o + o) * kTaps + (kTaps - 1 - t)] = w[(o * a.c + c) * kTaps + t];
   Conv2dGeometry window;
   window.kernel_h = window.kernel_w = 3;
   window.pad_h = window.pad_w = 1;
-  forward_impl(window.for_input(a.n, a.o, a.out_h, a.out_w, a.c), grad_out, flipped.data(), nullptr,
+  forward_impl(window.for_input(a.n, a.o, a.out_h, a.out_w, a.c), grad_out, flipped, nullptr,
                grad_in);
 }
 
@@ -255,10 +257,12 @@ void conv3x3_backward_weight(const Conv2dGeometry& a, const float* grad_out, con
   const int64_t rows_per_run =
       images_per_run > 1 ? a.out_h : std::max<int64_t>(1, kWeightRun / per_row);
   const int64_t chunks = chunk_count(a.n, 1);
-  std::vector<float> partials(static_cast<size_t>(std::max<int64_t>(chunks, 1) * weights * kLanes),
-                              0.0f);
+  // The caller's scratch (slot 1; the tasks pad images into their own slot 0), zeroed here.
+  const size_t partial_count = static_cast<size_t>(std::max<int64_t>(chunks, 1) * weights * kLanes);
+  float* partials = scratch<float>(1, partial_count);
+  std::fill(partials, partials + partial_count, 0.0f);
   parallel_chunks(a.n, 1, [&](int64_t chunk, int64_t begin, int64_t end) {
-    float* gv = partials.data() + chunk * weights * kLanes;
+    float* gv = partials + chunk * weights * kLanes;
     std::vector<OutVector> run;
     for (int64_t n = begin; n < end; n += images_per_run) {
       const int64_t count = std::min(images_per_run, end - n);
@@ -303,7 +307,7 @@ void conv3x3_backward_weight(const Conv2dGeometry& a, const float* grad_out, con
     float sum = 0.0f;  // chunk by chunk, lane by lane: a fixed order
     for (int64_t chunk = 0; chunk < chunks; ++chunk)
       for (int64_t lane = 0; lane < kLanes; ++lane)
-        sum += partials[size_t((chunk * weights + k) * kLanes + lane)];
+        sum += partials[(chunk * weights + k) * kLanes + lane];
     grad_w[k] = sum;
   }
 }
