@@ -1,8 +1,9 @@
 // The fast CPU path (tensor/cpu/fast) against its oracle, the naive twins: convolution over many
-// geometries (odd sizes, stride, padding, dilation, 1x1, groups of one image and of many) and
-// thread counts, elementwise and pooling bit for bit, batch norm within float rounding; the
-// thread pool's contract (coverage, exceptions, nesting, concurrent callers: a `concurrency`
-// suite, so CI also runs it under ThreadSanitizer); and the caching host allocator.
+// geometries (odd sizes, stride, padding, dilation, 1x1, groups of one image and of many; ResNet's
+// 3x3 / padding 1 layers, which float32 runs through the direct AVX2 kernels) and thread counts,
+// elementwise and pooling bit for bit, batch norm within float rounding; the thread pool's contract
+// (coverage, exceptions, nesting, concurrent callers: a `concurrency` suite, so CI also runs it
+// under ThreadSanitizer); and the caching host allocator.
 #include <doctest/doctest.h>
 
 #include <atomic>
