@@ -167,6 +167,39 @@ TEST_SUITE("fast_cpu") {
     CHECK_FALSE(cpu::fast::conv3x3_direct_usable(g.for_input(2, 16, 32, 32, 32)));
   }
 
+  TEST_CASE(
+      "conv2d weight gradient: an Inf in the last column reaches only the taps that read it") {
+    if (!cpu::blas_available()) return;
+    FastScope scope(1, ops::CpuKernels::Fast);
+    for (int64_t stride : {1, 2}) {
+      CAPTURE(stride);
+      Conv2dGeometry window;
+      window.kernel_h = window.kernel_w = 3;
+      window.pad_h = window.pad_w = 1;
+      window.stride_h = window.stride_w = stride;
+      // 13 columns: the last output vector is partial, its spare lanes lie over column 12
+      const Conv2dGeometry a = window.for_input(1, 2, 5, 13, 2);
+      auto x = random_values<float>(size_t(2 * 5 * 13), 7);
+      x[size_t((0 * 5 + 2) * 13 + 12)] = std::numeric_limits<float>::infinity();
+      const auto gy = random_values<float>(size_t(2 * a.out_h * a.out_w), 8);
+      std::vector<float> gw(2 * 2 * 9), gw_fast(gw.size());
+      cpu::conv2d_backward_weight(a, gy.data(), x.data(), gw.data());
+      cpu::fast::conv2d_backward_weight(a, gy.data(), x.data(), gw_fast.data());
+      int finite = 0;
+      for (size_t i = 0; i < gw.size(); ++i) {
+        CAPTURE(i);
+        if (std::isfinite(gw[i])) {
+          ++finite;
+          CHECK(std::abs(gw_fast[i] - gw[i]) <= 1e-4 + 1e-4 * std::abs(gw[i]));
+        } else {
+          CHECK_FALSE(std::isfinite(gw_fast[i]));
+        }
+      }
+      CHECK(finite > 0);  // the taps that never read column 12 (kj = 0 at stride 1) stay finite
+      CHECK(finite < int(gw.size()));
+    }
+  }
+
   TEST_CASE("conv2d backward weight: per-thread partials summed in a fixed order (reproducible)") {
     if (!cpu::blas_available()) return;
     FastScope scope(3, ops::CpuKernels::Fast);
