@@ -1,8 +1,9 @@
 // The fast CPU path (tensor/cpu/fast) against its oracle, the naive twins: convolution over many
-// geometries (odd sizes, stride, padding, dilation, 1x1, groups of one image and of many) and
-// thread counts, elementwise and pooling bit for bit, batch norm within float rounding; the
-// thread pool's contract (coverage, exceptions, nesting, concurrent callers: a `concurrency`
-// suite, so CI also runs it under ThreadSanitizer); and the caching host allocator.
+// geometries (odd sizes, stride, padding, dilation, 1x1, groups of one image and of many; ResNet's
+// 3x3 / padding 1 layers, which float32 runs through the direct AVX2 kernels) and thread counts,
+// elementwise and pooling bit for bit, batch norm within float rounding; the thread pool's contract
+// (coverage, exceptions, nesting, concurrent callers: a `concurrency` suite, so CI also runs it
+// under ThreadSanitizer); and the caching host allocator.
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -15,6 +16,7 @@
 
 #include <echelon/tensor/cpu/conv.h>
 #include <echelon/tensor/cpu/fast/conv.h>
+#include <echelon/tensor/cpu/fast/conv3x3.h>
 #include <echelon/tensor/cpu/fast/parallel.h>
 #include <echelon/tensor/cpu/matmul.h>
 #include <echelon/tensor/cpu_cache.h>
@@ -109,6 +111,14 @@ const std::vector<ConvCase> kConvCases = {
     {2, 4, 7, 7, 3, 3, 3, 2, 1},     // stride 3 with padding: columns skip the padded edge
     {7, 1, 12, 12, 2, 5, 1, 0, 1},   // one input channel, many images per GEMM group
     {2, 16, 48, 48, 3, 3, 1, 1, 1},  // large images: one image per GEMM group
+    // 3x3, padding 1, stride 1 or 2: float32 takes the direct kernels (conv3x3.h) on AVX2 CPUs
+    {3, 16, 32, 32, 16, 3, 1, 1, 1},  // ResNet-20 stage 1
+    {2, 16, 32, 32, 32, 3, 2, 1, 1},  // ResNet-20 stage 1 -> 2, stride 2
+    {5, 64, 8, 8, 64, 3, 1, 1, 1},    // stage 3: small images, several per weight-gradient run
+    {3, 7, 13, 19, 5, 3, 2, 1, 1},    // stride 2, odd sizes: 10 output columns, 5 channels
+    {2, 5, 9, 17, 7, 3, 1, 1, 1},     // 17 columns (a 1-lane vector), 7 output channels
+    {2, 3, 2, 3, 4, 3, 2, 1, 1},      // a tiny image at stride 2
+    {1, 2, 1, 1, 1, 3, 1, 1, 1},      // 1x1 image, one output channel
 };
 
 }  // namespace
@@ -130,6 +140,63 @@ TEST_SUITE("fast_cpu") {
         check_conv<double>(cc, 1e-12, 1e-10);
         check_conv<float>(cc, 1e-4, 1e-4);
       }
+    }
+  }
+
+  TEST_CASE("the direct 3x3 kernels take only 3x3 / padding 1 / dilation 1 / stride 1 or 2") {
+    Conv2dGeometry g;
+    g.kernel_h = g.kernel_w = 3;
+    g.pad_h = g.pad_w = 1;
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    CHECK(cpu::fast::conv3x3_direct_usable(g.for_input(2, 16, 32, 32, 16)) == avx2);
+    g.stride_h = g.stride_w = 2;
+    CHECK(cpu::fast::conv3x3_direct_usable(g.for_input(2, 16, 32, 32, 32)) == avx2);
+    g.stride_h = g.stride_w = 3;
+    CHECK_FALSE(cpu::fast::conv3x3_direct_usable(g.for_input(2, 16, 32, 32, 32)));
+    g.stride_h = 1;
+    g.stride_w = 2;
+    CHECK_FALSE(cpu::fast::conv3x3_direct_usable(g.for_input(2, 16, 32, 32, 32)));
+    g.stride_w = 1;
+    g.pad_h = 0;
+    CHECK_FALSE(cpu::fast::conv3x3_direct_usable(g.for_input(2, 16, 32, 32, 32)));
+    g.pad_h = 1;
+    g.dilation_w = 2;
+    CHECK_FALSE(cpu::fast::conv3x3_direct_usable(g.for_input(2, 16, 32, 32, 32)));
+    g.dilation_w = 1;
+    g.kernel_h = g.kernel_w = 5;
+    CHECK_FALSE(cpu::fast::conv3x3_direct_usable(g.for_input(2, 16, 32, 32, 32)));
+  }
+
+  TEST_CASE(
+      "conv2d weight gradient: an Inf in the last column reaches only the taps that read it") {
+    if (!cpu::blas_available()) return;
+    FastScope scope(1, ops::CpuKernels::Fast);
+    for (int64_t stride : {1, 2}) {
+      CAPTURE(stride);
+      Conv2dGeometry window;
+      window.kernel_h = window.kernel_w = 3;
+      window.pad_h = window.pad_w = 1;
+      window.stride_h = window.stride_w = stride;
+      // 13 columns: the last output vector is partial, its spare lanes lie over column 12
+      const Conv2dGeometry a = window.for_input(1, 2, 5, 13, 2);
+      auto x = random_values<float>(size_t(2 * 5 * 13), 7);
+      x[size_t((0 * 5 + 2) * 13 + 12)] = std::numeric_limits<float>::infinity();
+      const auto gy = random_values<float>(size_t(2 * a.out_h * a.out_w), 8);
+      std::vector<float> gw(2 * 2 * 9), gw_fast(gw.size());
+      cpu::conv2d_backward_weight(a, gy.data(), x.data(), gw.data());
+      cpu::fast::conv2d_backward_weight(a, gy.data(), x.data(), gw_fast.data());
+      int finite = 0;
+      for (size_t i = 0; i < gw.size(); ++i) {
+        CAPTURE(i);
+        if (std::isfinite(gw[i])) {
+          ++finite;
+          CHECK(std::abs(gw_fast[i] - gw[i]) <= 1e-4 + 1e-4 * std::abs(gw[i]));
+        } else {
+          CHECK_FALSE(std::isfinite(gw_fast[i]));
+        }
+      }
+      CHECK(finite > 0);  // the taps that never read column 12 (kj = 0 at stride 1) stay finite
+      CHECK(finite < int(gw.size()));
     }
   }
 
