@@ -150,7 +150,7 @@ run_one() {  # target seconds build dict cpu_mode
     done
     used=$(awk '{u += $2 + $3} END {printf "%d", u}' "$build/fuzz-logs/$t.time")
     left=$((s - used))
-    [ "$cpu_mode" = 1 ] && [ "$left" -gt 5 ] && [ "$chunk" -lt 50 ] || break
+    [ "$cpu_mode" = 1 ] && [ "$left" -gt 0 ] && [ "$chunk" -lt 50 ] || break
     find "$findings" -maxdepth 1 -type f | grep -q . && break
     # A fixed seed would replay the same mutations: the next chunk continues with seed+chunk.
     [ -n "${FUZZ_SEED:-}" ] && seed=(-seed="$((FUZZ_SEED + chunk))")
