@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 
@@ -214,9 +215,52 @@ std::vector<uint8_t> to_interleaved(const Image& image) {
   ECH_FAIL(source, ": JPEG markers before offset ", i, " do not lead to a scan (damaged file)");
 }
 
+[[maybe_unused]] uint32_t little_endian(const std::vector<uint8_t>& b, size_t at, int bytes) {
+  uint32_t v = 0;
+  for (int k = bytes - 1; k >= 0; --k) v = (v << 8) | b[at + static_cast<size_t>(k)];
+  return v;
+}
+
+// stb_image reads past the end of a file as zeros, so a BMP header claiming more rows than the
+// file holds would decode into an image of mostly invented pixels (a 60-byte file into megapixels).
+// The uncompressed pixel array must fit: offset + stride * |height| bytes.
+[[maybe_unused]] void check_bmp_size(const std::vector<uint8_t>& b, const std::string& source) {
+  if (b.size() < 30) return;  // stb refuses a header this short itself
+  const uint32_t header = little_endian(b, 14, 4);
+  int64_t width = 0, height = 0;
+  uint32_t bits = 0, compression = 0;
+  if (header == 12) {  // OS/2 BITMAPCOREHEADER: 16-bit sizes
+    width = little_endian(b, 18, 2);
+    height = little_endian(b, 20, 2);
+    bits = little_endian(b, 24, 2);
+  } else {
+    if (b.size() < 34) return;
+    width = static_cast<int32_t>(little_endian(b, 18, 4));
+    height = static_cast<int32_t>(little_endian(b, 22, 4));
+    bits = little_endian(b, 28, 2);
+    compression = little_endian(b, 30, 4);
+  }
+  if (compression != 0 && compression != 3) return;  // RLE and the rest: stb refuses them
+  // Row stride < 2^47 and rows < 2^32: compared by division, as their product can overflow.
+  const int64_t stride = (std::abs(width) * bits + 31) / 32 * 4, rows = std::abs(height);
+  const int64_t offset = little_endian(b, 10, 4);
+  const int64_t after_offset = static_cast<int64_t>(b.size()) - offset;
+  ECH_CHECK(after_offset >= 0 && (stride == 0 || rows <= after_offset / stride), source,
+            ": BMP of ", std::abs(width), "x", rows, " pixels at ", bits, " bits needs ", offset,
+            " + ", stride, " x ", rows, " bytes, the file has ", b.size(), " (truncated file)");
+}
+
 Image decode_stb(const std::vector<uint8_t>& bytes, const std::string& source, int channels) {
 #ifdef ECHELON_WITH_STB
   ECH_CHECK(bytes.size() <= 0x7fffffff, source, ": image of ", bytes.size(), " bytes is too big");
+  // stb_image would also take TGA (no magic number: almost any bytes pass for one), GIF, PSD, HDR,
+  // PIC and PNM content, filling what is missing with zeros; the image folder reads PNG, JPEG and
+  // BMP files, so only those get to stb (a fuzzed 24-byte "TGA" decoded into megapixels).
+  const bool bmp = bytes.size() >= 2 && bytes[0] == 'B' && bytes[1] == 'M';
+  ECH_CHECK(is_png(bytes) || bmp || (bytes.size() >= 2 && bytes[0] == 0xFF && bytes[1] == 0xD8),
+            source, ": cannot decode image: not a PNG, JPEG or BMP file (", bytes.size(),
+            " bytes; none of their signatures at offset 0)");
+  if (bmp) check_bmp_size(bytes, source);
   int width = 0, height = 0, stored = 0;
   if (is_png(bytes)) check_png_crcs(bytes, source);
   if (is_jpeg(bytes)) {

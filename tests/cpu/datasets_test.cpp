@@ -276,6 +276,49 @@ TEST_SUITE("datasets") {
                          doctest::Contains("no class subfolders"), Error);
   }
 
+  TEST_CASE("stb decodes only PNG, JPEG and BMP; a BMP must hold its pixel rows") {
+    if (!have_stb()) return;
+    // A 24-bit BMP of 3 x 2 pixels: rows bottom-up, BGR, each row padded to 12 bytes.
+    const auto le = [](std::vector<uint8_t>& out, uint32_t v, int n) {
+      for (int k = 0; k < n; ++k) out.push_back(static_cast<uint8_t>(v >> (8 * k)));
+    };
+    const auto bmp = [&](uint32_t width, uint32_t height, size_t pixel_bytes) {
+      std::vector<uint8_t> out{'B', 'M'};
+      le(out, static_cast<uint32_t>(54 + pixel_bytes), 4);
+      le(out, 0, 4);
+      le(out, 54, 4);  // pixel data offset
+      le(out, 40, 4);  // BITMAPINFOHEADER
+      le(out, width, 4);
+      le(out, height, 4);
+      le(out, 1, 2);   // planes
+      le(out, 24, 2);  // bits per pixel
+      le(out, 0, 4);   // BI_RGB
+      for (int k = 0; k < 5; ++k) le(out, 0, 4);
+      for (size_t i = 0; i < pixel_bytes; ++i) out.push_back(static_cast<uint8_t>(10 + i));
+      return out;
+    };
+    const Image small = decode_image(bmp(3, 2, 24), "small.bmp", 3);
+    REQUIRE(small.pixels.size() == 18);
+    // Top-left pixel = first pixel of the second stored row (offset 12): B 22, G 23, R 24.
+    CHECK(small.pixels[0] == 24);
+    CHECK(small.pixels[6] == 23);
+    CHECK(small.pixels[12] == 22);
+    // The same header claiming 3000 x 2000 pixels over 24 bytes: refused, not zero-filled.
+    CHECK_THROWS_WITH_AS(
+        decode_image(bmp(3000, 2000, 24), "big.bmp", 3),
+        doctest::Contains("big.bmp: BMP of 3000x2000 pixels at 24 bits needs "
+                          "54 + 9000 x 2000 bytes, the file has 78 (truncated file)"),
+        Error);
+    // What stb would read as a TGA of megapixels (a fuzz finding, 24 bytes) names its file.
+    const std::vector<uint8_t> tga{0,    0,    0,    0x0b, 0xe0, 0,    1,    0xff,
+                                   0xe0, 0xd9, 0xa2, 0,    0xff, 0xff, 0xff, 0xff,
+                                   1,    0x10, 0xff, 0xdf, 0xff, 0xff, 0xff, 0xff};
+    CHECK_THROWS_WITH_AS(
+        decode_image(tga, "x.png", 3, ImageDecoder::Stb),
+        doctest::Contains("x.png: cannot decode image: not a PNG, JPEG or BMP file (24 bytes"),
+        Error);
+  }
+
   TEST_CASE("image codecs: decoded images are planar (C, H, W), encoders interleave") {
     if (!have_stb()) return;
     // Pure red, one plane per channel. Were a layout conversion missing on either side, the gray
