@@ -148,12 +148,23 @@ std::vector<uint8_t> to_interleaved(const Image& image) {
 // for motion-JPEG) or a table with symbols the JPEG spec forbids, Debian's stb asserts (aborting
 // the process) or reads out of bounds. Checked before stb sees a JPEG (stb takes any file that
 // starts with SOI): the markers from SOI to the first scan must walk cleanly, the DHT segments be
-// legal, and the scan use only tables defined before it.
+// legal, and every scan use only tables defined before it (a progressive file may define tables
+// between scans, so the walk skips each scan's entropy-coded data and goes on to the next marker).
 // Found by fuzz_diff_jpeg (crash-stb-assert, crash-stb-missing-ac-table).
+// The offset of the marker after the entropy-coded data starting at `at`: the first FF not
+// followed by 00 (a stuffed FF), FF (fill) or a restart marker; b.size() if there is none.
+[[maybe_unused]] size_t end_of_entropy_coded_data(const std::vector<uint8_t>& b, size_t at) {
+  for (; at + 1 < b.size(); ++at) {
+    const uint8_t next = b[at + 1];
+    if (b[at] == 0xFF && next != 0x00 && next != 0xFF && !(next >= 0xD0 && next <= 0xD7)) return at;
+  }
+  return b.size();
+}
+
 [[maybe_unused]] void check_jpeg_huffman_for_stb(const std::vector<uint8_t>& b,
                                                  const std::string& source) {
   bool defined[2][4] = {};
-  bool progressive = false;
+  bool progressive = false, scanned = false;
   size_t i = 2;
   while (i + 4 <= b.size() && b[i] == 0xFF) {
     const uint8_t marker = b[i + 1];
@@ -174,9 +185,11 @@ std::vector<uint8_t> to_interleaved(const Image& image) {
       const size_t count = b[i + 4];
       ECH_CHECK(length >= 6 + 2 * count, source, ": JPEG scan header at offset ", i,
                 " is too short (damaged file)");
-      // A progressive scan uses the DC tables (first coefficient only) or the AC tables.
-      const bool dc_scan = b[i + 5 + 2 * count] == 0;
-      const bool needs_dc = !progressive || dc_scan, needs_ac = !progressive || !dc_scan;
+      // A progressive scan uses the DC tables (first coefficient only; a DC refinement scan,
+      // Ah > 0, reads plain bits and no table) or the AC tables.
+      const bool dc_scan = b[i + 5 + 2 * count] == 0, refinement = b[i + 7 + 2 * count] >> 4 != 0;
+      const bool needs_dc = !progressive || (dc_scan && !refinement),
+                 needs_ac = !progressive || !dc_scan;
       for (size_t k = 0; k < count; ++k) {
         const int dc = b[i + 6 + 2 * k] >> 4, ac = b[i + 6 + 2 * k] & 15;
         ECH_CHECK((!needs_dc || (dc <= 3 && defined[0][dc])) &&
@@ -185,7 +198,9 @@ std::vector<uint8_t> to_interleaved(const Image& image) {
                   " uses a Huffman table the file does not define",
                   " (stb_image cannot decode it; a build with libjpeg-turbo can)");
       }
-      return;
+      scanned = true;
+      i = end_of_entropy_coded_data(b, i + 2 + length);
+      continue;
     }
     if (marker == 0xC4) {
       for (size_t at = i + 4, end = i + 2 + length; at < end;) {
@@ -211,7 +226,9 @@ std::vector<uint8_t> to_interleaved(const Image& image) {
     }
     i += 2 + length;
   }
-  // Only a header that walks cleanly from SOI to a scan is handed to stb.
+  // Only a header that walks cleanly from SOI to a scan is handed to stb; what follows the last
+  // scan (a truncated file, junk) stb reports as an error itself.
+  if (scanned) return;
   ECH_FAIL(source, ": JPEG markers before offset ", i, " do not lead to a scan (damaged file)");
 }
 

@@ -268,6 +268,44 @@ TEST_SUITE("decode") {
                          echelon::Error);
   }
 
+  TEST_CASE(
+      "progressive JPEG through stb: every scan's Huffman tables are checked, not the first") {
+    if (!have_stb()) return;
+    // The committed fuzz seed (first byte: the harness's channel selector): 10 scans, with DHT
+    // segments between them.
+    const std::vector<uint8_t> seed =
+        read_file(ECHELON_SOURCE_DIR "/tests/fuzz/corpus/diff_jpeg/seed-jpeg-progressive");
+    const std::vector<uint8_t> jpeg(seed.begin() + 1, seed.end());
+    // Scan headers: FF DA never occurs inside entropy-coded data (an FF there is followed by 00).
+    std::vector<size_t> scans;
+    for (size_t i = 0; i + 1 < jpeg.size(); ++i)
+      if (jpeg[i] == 0xFF && jpeg[i + 1] == 0xDA) scans.push_back(i);
+    REQUIRE(scans.size() == 10);
+    const Image reference = decode_image(jpeg, "p.jpg", 3, ImageDecoder::Stb);
+
+    // The third scan (AC, one component, table 1) pointed at AC table 3, which the file never
+    // defines: without the check stb_image decoded it with an empty table and no error.
+    std::vector<uint8_t> missing_table = jpeg;
+    REQUIRE(missing_table[scans[2] + 5] == 3);  // component id 3 (Cr)
+    missing_table[scans[2] + 6] = 0x03;
+    CHECK_THROWS_WITH_AS(
+        decode_image(missing_table, "photos/p.jpg", 3, ImageDecoder::Stb),
+        doctest::Contains(("photos/p.jpg: JPEG scan at offset " + std::to_string(scans[2]) +
+                           " uses a Huffman table the file does not define")
+                              .c_str()),
+        echelon::Error);
+
+    // The DC refinement scan (Ss = 0, Ah = 1) reads plain bits and no table: any DC table id
+    // decodes the same pixels.
+    std::vector<uint8_t> refinement = jpeg;
+    const size_t dc_refine = scans[6];
+    REQUIRE(refinement[dc_refine + 4] == 3);          // three components
+    REQUIRE(refinement[dc_refine + 11] == 0);         // Ss = 0: a DC scan
+    REQUIRE((refinement[dc_refine + 13] >> 4) == 1);  // Ah = 1: a refinement
+    for (size_t k = 0; k < 3; ++k) refinement[dc_refine + 6 + 2 * k] = 0x30;
+    CHECK(decode_image(refinement, "p.jpg", 3, ImageDecoder::Stb).pixels == reference.pixels);
+  }
+
   // Run by tests/pillow_cmyk.sh (ctest pillow_cmyk), which has Pillow write the files first.
   TEST_CASE("CMYK JPEG written by Pillow decodes exactly as Pillow's convert()" * doctest::skip()) {
     const char* dir = std::getenv("ECHELON_PILLOW_CMYK_DIR");
