@@ -245,6 +245,14 @@ TEST_SUITE("fast_cpu") {
     Generator gen(7);
     Tensor x = ops::randn({4, 3, 9, 11}, gen);
     x.data<float>()[5] = std::numeric_limits<float>::quiet_NaN();
+    {
+      // Every position of a 2x2 window (row length 11): a NaN bottom-left and bottom-right, two
+      // NaNs in one window (the last wins), and a three-way tie (the first wins).
+      float* v = x.data<float>();
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      v[1 * 11 + 2] = v[3 * 11 + 3] = v[4 * 11 + 0] = v[5 * 11 + 1] = nan;
+      v[6 * 11 + 2] = v[6 * 11 + 3] = v[7 * 11 + 3] = 5.0f;
+    }
     const Tensor bias = ops::randn({11}, gen), other = ops::randn({4, 3, 9, 11}, gen);
     Pool2dGeometry pool2, pool3;
     pool3.kernel_h = pool3.kernel_w = 3;

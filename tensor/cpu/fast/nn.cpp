@@ -127,25 +127,33 @@ inline void window_max(const T* plane, int64_t w, int64_t h0, int64_t h1, int64_
 }
 
 // The common 2x2, stride-2, unpadded window with every window inside the plane: the same rule,
-// unrolled.
+// branch-free (selects, not jumps: which element wins is data-dependent and a mispredicted jump
+// per element cost more than the comparisons), so the row loop vectorises.
 template <typename T>
 void max_pool_2x2(const T* plane, int64_t w, int64_t out_h, int64_t out_w, T* y, int64_t* arg) {
   for (int64_t oh = 0; oh < out_h; ++oh) {
     const T* r0 = plane + 2 * oh * w;
     const T* r1 = r0 + w;
+    T* y_row = y + oh * out_w;
+    int64_t* arg_row = arg + oh * out_w;
+    const int64_t first = 2 * oh * w;
+#pragma omp simd
     for (int64_t ow = 0; ow < out_w; ++ow) {
-      int64_t best = 2 * oh * w + 2 * ow;
+      const T top_right = r0[2 * ow + 1], bottom_left = r1[2 * ow], bottom_right = r1[2 * ow + 1];
       T v = r0[2 * ow];
-      const T candidates[3] = {r0[2 * ow + 1], r1[2 * ow], r1[2 * ow + 1]};
-      const int64_t offsets[3] = {1, w, w + 1};
-      const int64_t first = best;
-      for (int k = 0; k < 3; ++k)
-        if (candidates[k] > v || std::isnan(candidates[k])) {
-          v = candidates[k];
-          best = first + offsets[k];
-        }
-      y[oh * out_w + ow] = v;
-      arg[oh * out_w + ow] = best;
+      int64_t best = first + 2 * ow;
+      // v != v: the NaN test without std::isnan, which blocks vectorisation.
+      const bool take1 = top_right > v || top_right != top_right;
+      v = take1 ? top_right : v;
+      best = take1 ? first + 2 * ow + 1 : best;
+      const bool take2 = bottom_left > v || bottom_left != bottom_left;
+      v = take2 ? bottom_left : v;
+      best = take2 ? first + w + 2 * ow : best;
+      const bool take3 = bottom_right > v || bottom_right != bottom_right;
+      v = take3 ? bottom_right : v;
+      best = take3 ? first + w + 2 * ow + 1 : best;
+      y_row[ow] = v;
+      arg_row[ow] = best;
     }
   }
 }
