@@ -254,6 +254,10 @@ TEST_SUITE("fast_cpu") {
       v[6 * 11 + 2] = v[6 * 11 + 3] = v[7 * 11 + 3] = 5.0f;
     }
     const Tensor bias = ops::randn({11}, gen), other = ops::randn({4, 3, 9, 11}, gen);
+    // 18 pooled columns: two full 8-wide vectors and a 2-wide tail, NaNs in every position.
+    Tensor wide = ops::randn({2, 3, 6, 37}, gen);
+    for (int64_t i = 0; i < wide.numel(); i += 7)
+      wide.data<float>()[i] = std::numeric_limits<float>::quiet_NaN();
     Pool2dGeometry pool2, pool3;
     pool3.kernel_h = pool3.kernel_w = 3;
     pool3.pad_h = pool3.pad_w = 1;
@@ -275,6 +279,9 @@ TEST_SUITE("fast_cpu") {
       outs.push_back(ops::max_pool2d_backward(ops::relu(outs[9]), argmax2, x.shape()));
       outs.push_back(argmax2.to(kFloat32));
       outs.push_back(argmax3.to(kFloat32));
+      Tensor argmax_wide;
+      outs.push_back(ops::max_pool2d(wide, pool2, &argmax_wide));
+      outs.push_back(argmax_wide.to(kFloat32));
       return outs;
     };
     std::vector<Tensor> naive, fast;
