@@ -1,9 +1,9 @@
 // The fast CPU path (tensor/cpu/fast) against its oracle, the naive twins: convolution over many
 // geometries (odd sizes, stride, padding, dilation, 1x1, groups of one image and of many; ResNet's
-// 3x3 / padding 1 layers, which float32 runs through the direct AVX2 kernels) and thread counts,
-// elementwise and pooling bit for bit, batch norm within float rounding; the thread pool's contract
-// (coverage, exceptions, nesting, concurrent callers: a `concurrency` suite, so CI also runs it
-// under ThreadSanitizer); and the caching host allocator.
+// 3x3 / padding 1 and LeNet's 5x5 layers, which float32 runs through the direct AVX2 kernels) and
+// thread counts, elementwise and pooling bit for bit, batch norm within float rounding; the thread
+// pool's contract (coverage, exceptions, nesting, concurrent callers: a `concurrency` suite, so CI
+// also runs it under ThreadSanitizer); and the caching host allocator.
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -16,7 +16,7 @@
 
 #include <echelon/tensor/cpu/conv.h>
 #include <echelon/tensor/cpu/fast/conv.h>
-#include <echelon/tensor/cpu/fast/conv3x3.h>
+#include <echelon/tensor/cpu/fast/conv_direct.h>
 #include <echelon/tensor/cpu/fast/parallel.h>
 #include <echelon/tensor/cpu/matmul.h>
 #include <echelon/tensor/cpu_cache.h>
@@ -111,7 +111,7 @@ const std::vector<ConvCase> kConvCases = {
     {2, 4, 7, 7, 3, 3, 3, 2, 1},     // stride 3 with padding: columns skip the padded edge
     {7, 1, 12, 12, 2, 5, 1, 0, 1},   // one input channel, many images per GEMM group
     {2, 16, 48, 48, 3, 3, 1, 1, 1},  // large images: one image per GEMM group
-    // 3x3, padding 1, stride 1 or 2: float32 takes the direct kernels (conv3x3.h) on AVX2 CPUs
+    // 3x3, padding 1, stride 1 or 2: float32 takes the direct kernels (conv_direct.h) on AVX2 CPUs
     {3, 16, 32, 32, 16, 3, 1, 1, 1},  // ResNet-20 stage 1
     {2, 16, 32, 32, 32, 3, 2, 1, 1},  // ResNet-20 stage 1 -> 2, stride 2
     {5, 64, 8, 8, 64, 3, 1, 1, 1},    // stage 3: small images, several per weight-gradient run
@@ -119,6 +119,14 @@ const std::vector<ConvCase> kConvCases = {
     {2, 5, 9, 17, 7, 3, 1, 1, 1},     // 17 columns (a 1-lane vector), 7 output channels
     {2, 3, 2, 3, 4, 3, 2, 1, 1},      // a tiny image at stride 2
     {1, 2, 1, 1, 1, 3, 1, 1, 1},      // 1x1 image, one output channel
+    // 3..5 windows, any padding below K, stride 1 or 2: the direct kernels too (conv_direct.h)
+    {9, 1, 28, 28, 6, 5, 1, 2, 1},   // LeNet-5 layer 1: one channel, 28 columns (4 lanes left)
+    {5, 6, 14, 14, 16, 5, 1, 0, 1},  // LeNet-5 layer 2: 16 channels = 3+3+3+3+2+2, 10 columns
+    {3, 4, 11, 13, 7, 5, 2, 3, 1},   // 5x5 at stride 2, padding 3 (phases start inside the pad)
+    {2, 3, 9, 10, 4, 4, 1, 3, 1},    // 4x4, padding 3: the transposed backward has padding 0
+    {2, 3, 12, 9, 5, 4, 2, 0, 1},    // 4x4 at stride 2, no padding
+    {3, 5, 7, 6, 2, 3, 1, 2, 1},     // 3x3, padding 2: outputs larger than inputs
+    {2, 2, 5, 5, 3, 5, 1, 4, 1},     // 5x5, padding 4 on a 5x5 image
 };
 
 }  // namespace
@@ -143,28 +151,42 @@ TEST_SUITE("fast_cpu") {
     }
   }
 
-  TEST_CASE("the direct 3x3 kernels take only 3x3 / padding 1 / dilation 1 / stride 1 or 2") {
+  TEST_CASE("the direct kernels take only K x K (3..5) / padding < K / dilation 1 / stride 1, 2") {
     Conv2dGeometry g;
     g.kernel_h = g.kernel_w = 3;
     g.pad_h = g.pad_w = 1;
     const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    CHECK(cpu::fast::conv3x3_direct_usable(g.for_input(2, 16, 32, 32, 16)) == avx2);
+    CHECK(cpu::fast::conv_direct_usable(g.for_input(2, 16, 32, 32, 16)) == avx2);
     g.stride_h = g.stride_w = 2;
-    CHECK(cpu::fast::conv3x3_direct_usable(g.for_input(2, 16, 32, 32, 32)) == avx2);
+    CHECK(cpu::fast::conv_direct_usable(g.for_input(2, 16, 32, 32, 32)) == avx2);
+    g.kernel_h = g.kernel_w = 5;
+    g.pad_h = g.pad_w = 0;
+    CHECK(cpu::fast::conv_direct_usable(g.for_input(2, 6, 14, 14, 16)) == avx2);
+    g.pad_h = g.pad_w = 4;
+    CHECK(cpu::fast::conv_direct_usable(g.for_input(2, 6, 14, 14, 16)) == avx2);
+    g.pad_h = g.pad_w = 5;  // padding K: a whole row of taps reads only zeros
+    CHECK_FALSE(cpu::fast::conv_direct_usable(g.for_input(2, 6, 14, 14, 16)));
+    g.pad_h = g.pad_w = 2;
     g.stride_h = g.stride_w = 3;
-    CHECK_FALSE(cpu::fast::conv3x3_direct_usable(g.for_input(2, 16, 32, 32, 32)));
+    CHECK_FALSE(cpu::fast::conv_direct_usable(g.for_input(2, 16, 32, 32, 32)));
     g.stride_h = 1;
     g.stride_w = 2;
-    CHECK_FALSE(cpu::fast::conv3x3_direct_usable(g.for_input(2, 16, 32, 32, 32)));
+    CHECK_FALSE(cpu::fast::conv_direct_usable(g.for_input(2, 16, 32, 32, 32)));
     g.stride_w = 1;
-    g.pad_h = 0;
-    CHECK_FALSE(cpu::fast::conv3x3_direct_usable(g.for_input(2, 16, 32, 32, 32)));
     g.pad_h = 1;
+    CHECK_FALSE(cpu::fast::conv_direct_usable(g.for_input(2, 16, 32, 32, 32)));
+    g.pad_h = 2;
     g.dilation_w = 2;
-    CHECK_FALSE(cpu::fast::conv3x3_direct_usable(g.for_input(2, 16, 32, 32, 32)));
+    CHECK_FALSE(cpu::fast::conv_direct_usable(g.for_input(2, 16, 32, 32, 32)));
     g.dilation_w = 1;
-    g.kernel_h = g.kernel_w = 5;
-    CHECK_FALSE(cpu::fast::conv3x3_direct_usable(g.for_input(2, 16, 32, 32, 32)));
+    g.kernel_h = g.kernel_w = 7;
+    CHECK_FALSE(cpu::fast::conv_direct_usable(g.for_input(2, 16, 32, 32, 32)));
+    g.kernel_h = g.kernel_w = 1;
+    g.pad_h = g.pad_w = 0;
+    CHECK_FALSE(cpu::fast::conv_direct_usable(g.for_input(2, 16, 32, 32, 32)));
+    g.kernel_h = 3;
+    g.kernel_w = 5;
+    CHECK_FALSE(cpu::fast::conv_direct_usable(g.for_input(2, 16, 32, 32, 32)));
   }
 
   TEST_CASE(
@@ -223,7 +245,19 @@ TEST_SUITE("fast_cpu") {
     Generator gen(7);
     Tensor x = ops::randn({4, 3, 9, 11}, gen);
     x.data<float>()[5] = std::numeric_limits<float>::quiet_NaN();
+    {
+      // Every position of a 2x2 window (row length 11): a NaN bottom-left and bottom-right, two
+      // NaNs in one window (the last wins), and a three-way tie (the first wins).
+      float* v = x.data<float>();
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      v[1 * 11 + 2] = v[3 * 11 + 3] = v[4 * 11 + 0] = v[5 * 11 + 1] = nan;
+      v[6 * 11 + 2] = v[6 * 11 + 3] = v[7 * 11 + 3] = 5.0f;
+    }
     const Tensor bias = ops::randn({11}, gen), other = ops::randn({4, 3, 9, 11}, gen);
+    // 18 pooled columns: two full 8-wide vectors and a 2-wide tail, NaNs in every position.
+    Tensor wide = ops::randn({2, 3, 6, 37}, gen);
+    for (int64_t i = 0; i < wide.numel(); i += 7)
+      wide.data<float>()[i] = std::numeric_limits<float>::quiet_NaN();
     Pool2dGeometry pool2, pool3;
     pool3.kernel_h = pool3.kernel_w = 3;
     pool3.pad_h = pool3.pad_w = 1;
@@ -245,6 +279,9 @@ TEST_SUITE("fast_cpu") {
       outs.push_back(ops::max_pool2d_backward(ops::relu(outs[9]), argmax2, x.shape()));
       outs.push_back(argmax2.to(kFloat32));
       outs.push_back(argmax3.to(kFloat32));
+      Tensor argmax_wide;
+      outs.push_back(ops::max_pool2d(wide, pool2, &argmax_wide));
+      outs.push_back(argmax_wide.to(kFloat32));
       return outs;
     };
     std::vector<Tensor> naive, fast;

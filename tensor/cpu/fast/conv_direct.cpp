@@ -1,7 +1,7 @@
-// The direct 3x3 convolution (tensor/cpu/fast/conv3x3.h). Only the register-tile functions are
+// The direct convolution (tensor/cpu/fast/conv_direct.h). Only the register-tile functions are
 // compiled for AVX2 + FMA (ECH_AVX2); everything around them (padding, offsets, threading) is
-// portable code, and conv3x3_direct_usable() keeps a CPU without AVX2 away from them.
-#include <echelon/tensor/cpu/fast/conv3x3.h>
+// portable code, and conv_direct_usable() keeps a CPU without AVX2 away from them.
+#include <echelon/tensor/cpu/fast/conv_direct.h>
 
 #include <algorithm>
 #include <cstring>
@@ -25,21 +25,32 @@ constexpr int64_t kLanes = 8;       // floats per AVX register
 constexpr int kTile = 4;            // forward: output vectors per register tile
 constexpr int kBlock = 3;           // output channels per register tile (3 x 4 accumulators)
 constexpr int64_t kWeightRun = 32;  // backward weight: position vectors per pass over the taps
-constexpr int64_t kTaps = 9;        // 3x3
+constexpr int kWeightColumns = 3;   // backward weight: window columns per register tile
+constexpr int64_t kMaxWindow = 5;   // the largest K the kernels take
 
-// The padded copy of one image: phase ph (the column parity at stride 2; one phase at stride 1),
-// channel c, padded row r, column q holds x[c][r - 1][ph + stride*q - 1], zero outside the image.
-// A row is long enough for every vector a kernel loads from it, so loads never leave their row.
+// Output channels in the register tile starting at o0: 3, except 2 + 2 for a remainder of 4 (a
+// 1-channel tile does a third of the work per input load).
+int64_t block_at(int64_t o, int64_t o0) {
+  return o - o0 == 4 ? 2 : std::min<int64_t>(kBlock, o - o0);
+}
+
+// The padded copy of one image (K x K window, padding P): phase ph (the column parity at stride
+// 2; one phase at stride 1), channel c, padded row r, column q holds x[c][r - P][ph + stride*q -
+// P], zero outside the image. A row is long enough for every vector a kernel loads from it, so
+// loads never leave their row.
 struct Padded {
-  int64_t stride, row, plane, phase, image;  // element strides
+  int64_t k, pad, stride, row, plane, phase, image;  // window, padding, element strides
 };
 
 Padded padded_layout(const Conv2dGeometry& a) {
   Padded p{};
+  p.k = a.kernel_w;
+  p.pad = a.pad_w;
   p.stride = a.stride_w;
   const int64_t vector_columns = (a.out_w + kLanes - 1) / kLanes * kLanes;
-  p.row = std::max((a.w + 2 + p.stride - 1) / p.stride, vector_columns + 2 / p.stride);
-  p.plane = (a.h + 2) * p.row;
+  p.row =
+      std::max((a.w + 2 * p.pad + p.stride - 1) / p.stride, vector_columns + (p.k - 1) / p.stride);
+  p.plane = (a.h + 2 * p.pad) * p.row;
   p.phase = a.c * p.plane;
   p.image = p.stride * p.phase;
   return p;
@@ -52,24 +63,26 @@ void pad_image(const Conv2dGeometry& a, const Padded& p, const float* x /* (C, H
     for (int64_t c = 0; c < a.c; ++c)
       for (int64_t r = 0; r < a.h; ++r) {
         const float* src = x + (c * a.h + r) * a.w;
-        float* row = dst + ph * p.phase + c * p.plane + (r + 1) * p.row;
+        float* row = dst + ph * p.phase + c * p.plane + (r + p.pad) * p.row;
         if (p.stride == 1) {
-          std::memcpy(row + 1, src, sizeof(float) * static_cast<size_t>(a.w));
+          std::memcpy(row + p.pad, src, sizeof(float) * static_cast<size_t>(a.w));
           continue;
         }
-        const int64_t first = ph == 0 ? 1 : 0;  // column 0 of phase 0 is the left padding
-        for (int64_t q = first, col = ph + p.stride * first - 1; col < a.w; ++q, col += p.stride)
+        // The first q whose column ph + stride*q - pad is inside the image (not left padding).
+        const int64_t first = ph >= p.pad ? 0 : (p.pad - ph + p.stride - 1) / p.stride;
+        for (int64_t q = first, col = ph + p.stride * first - p.pad; col < a.w;
+             ++q, col += p.stride)
           row[q] = src[col];
       }
 }
 
 // Offset of tap (c, ki, kj) in the padded image, relative to an output vector's offset.
 std::vector<int64_t> tap_offsets(const Conv2dGeometry& a, const Padded& p) {
-  std::vector<int64_t> at(static_cast<size_t>(a.c * kTaps));
+  std::vector<int64_t> at(static_cast<size_t>(a.c * p.k * p.k));
   for (int64_t c = 0; c < a.c; ++c)
-    for (int64_t ki = 0; ki < 3; ++ki)
-      for (int64_t kj = 0; kj < 3; ++kj)
-        at[static_cast<size_t>((c * 3 + ki) * 3 + kj)] =
+    for (int64_t ki = 0; ki < p.k; ++ki)
+      for (int64_t kj = 0; kj < p.k; ++kj)
+        at[static_cast<size_t>((c * p.k + ki) * p.k + kj)] =
             (kj % p.stride) * p.phase + c * p.plane + ki * p.row + kj / p.stride;
   return at;
 }
@@ -135,17 +148,18 @@ ECH_AVX2 void forward_tile(const float* in, const OutVector* tile, const int64_t
   }
 }
 
-// gv[(j*taps + kj)*8 + lane] += grad_out[o0 + j] * in[tap (c, ki, kj)] over the run's vectors:
-// lane-wise partial sums of B x 3 weight-gradient entries, reduced across lanes at the end.
-template <int B>
+// gv[(j*taps + kj)*8 + lane] += grad_out[o0 + j] * in[tap (c, ki, kj0 + kj)] over the run's
+// vectors, kj < J: lane-wise partial sums of B x J weight-gradient entries, reduced across lanes
+// at the end.
+template <int B, int J>
 ECH_AVX2 void weight_tile(const float* in, const OutVector* run, int64_t count,
                           const int64_t* taps_at, const float* grad_out, int64_t out_plane,
                           int64_t taps, float* gv) {
-  __m256 acc[B][3];
+  __m256 acc[B][J];
 #pragma GCC unroll 8
   for (int j = 0; j < B; ++j)
 #pragma GCC unroll 8
-    for (int kj = 0; kj < 3; ++kj) acc[j][kj] = _mm256_loadu_ps(gv + (j * taps + kj) * kLanes);
+    for (int kj = 0; kj < J; ++kj) acc[j][kj] = _mm256_loadu_ps(gv + (j * taps + kj) * kLanes);
   for (int64_t e = 0; e < count; ++e) {
     const OutVector& vec = run[e];
     __m256 g[B];
@@ -163,7 +177,7 @@ ECH_AVX2 void weight_tile(const float* in, const OutVector* run, int64_t count,
         g[j] = _mm256_maskload_ps(grad_out + j * out_plane + vec.out, mask);
     }
 #pragma GCC unroll 8
-    for (int kj = 0; kj < 3; ++kj) {
+    for (int kj = 0; kj < J; ++kj) {
       const __m256 xv = _mm256_and_ps(_mm256_loadu_ps(in + vec.in + taps_at[kj]), keep);
 #pragma GCC unroll 8
       for (int j = 0; j < B; ++j) acc[j][kj] = _mm256_fmadd_ps(g[j], xv, acc[j][kj]);
@@ -172,20 +186,20 @@ ECH_AVX2 void weight_tile(const float* in, const OutVector* run, int64_t count,
 #pragma GCC unroll 8
   for (int j = 0; j < B; ++j)
 #pragma GCC unroll 8
-    for (int kj = 0; kj < 3; ++kj) _mm256_storeu_ps(gv + (j * taps + kj) * kLanes, acc[j][kj]);
+    for (int kj = 0; kj < J; ++kj) _mm256_storeu_ps(gv + (j * taps + kj) * kLanes, acc[j][kj]);
 }
 
 void forward_impl(const Conv2dGeometry& a, const float* x, const float* w, const float* bias,
                   float* y) {
   const Padded p = padded_layout(a);
-  const int64_t taps = a.c * kTaps, out_plane = a.out_h * a.out_w;
+  const int64_t taps = a.c * p.k * p.k, out_plane = a.out_h * a.out_w;
   const std::vector<int64_t> taps_at = tap_offsets(a, p);
   // Weights per block of B output channels, tap-major: wp[o0*taps + t*B + j] = w[o0 + j][t].
   // In the caller's scratch (slot 2): the pool's tasks only read it, and a fresh vector of this
   // size would be a fresh mmap (page faults) on every call.
   float* wp = scratch<float>(2, static_cast<size_t>(a.o * taps));
-  for (int64_t o0 = 0; o0 < a.o; o0 += kBlock) {
-    const int64_t b = std::min<int64_t>(kBlock, a.o - o0);
+  for (int64_t o0 = 0, b = 0; o0 < a.o; o0 += b) {
+    b = block_at(a.o, o0);
     for (int64_t t = 0; t < taps; ++t)
       for (int64_t j = 0; j < b; ++j) wp[o0 * taps + t * b + j] = w[(o0 + j) * taps + t];
   }
@@ -198,11 +212,12 @@ void forward_impl(const Conv2dGeometry& a, const float* x, const float* w, const
         OutVector tile[kTile];
         for (int v = 0; v < kTile; ++v)
           tile[v] = v0 + v < vectors ? out_vector(a, p, v0 + v) : OutVector{0, 0, 0};
-        for (int64_t o0 = 0; o0 < a.o; o0 += kBlock) {
+        for (int64_t o0 = 0, b = 0; o0 < a.o; o0 += b) {
+          b = block_at(a.o, o0);
           const float* wb = wp + o0 * taps;
           const float* bb = bias ? bias + o0 : nullptr;
           float* yb = y + (n * a.o + o0) * out_plane;
-          switch (std::min<int64_t>(kBlock, a.o - o0)) {
+          switch (b) {
             case 3:
               forward_tile<3>(padded, tile, taps_at.data(), taps, wb, bb, yb, out_plane);
               break;
@@ -218,42 +233,75 @@ void forward_impl(const Conv2dGeometry& a, const float* x, const float* w, const
   });
 }
 
-}  // namespace
-
-bool conv3x3_direct_usable(const Conv2dGeometry& a) {
-  static const bool cpu_has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return cpu_has_avx2 && a.kernel_h == 3 && a.kernel_w == 3 && a.pad_h == 1 && a.pad_w == 1 &&
-         a.dilation_h == 1 && a.dilation_w == 1 && a.stride_h == a.stride_w &&
-         (a.stride_h == 1 || a.stride_h == 2);
+// weight_tile<b, columns> for b <= kBlock output channels and columns <= kWeightColumns.
+template <int B>
+void weight_tile_columns(int64_t columns, const float* in, const OutVector* run, int64_t count,
+                         const int64_t* taps_at, const float* grad_out, int64_t out_plane,
+                         int64_t taps, float* gv) {
+  switch (columns) {
+    case 3:
+      return weight_tile<B, 3>(in, run, count, taps_at, grad_out, out_plane, taps, gv);
+    case 2:
+      return weight_tile<B, 2>(in, run, count, taps_at, grad_out, out_plane, taps, gv);
+    default:
+      return weight_tile<B, 1>(in, run, count, taps_at, grad_out, out_plane, taps, gv);
+  }
 }
 
-void conv3x3_forward(const Conv2dGeometry& a, const float* x, const float* w, const float* bias,
-                     float* y) {
+void weight_block(int64_t b, int64_t columns, const float* in, const OutVector* run, int64_t count,
+                  const int64_t* taps_at, const float* grad_out, int64_t out_plane, int64_t taps,
+                  float* gv) {
+  switch (b) {
+    case 3:
+      return weight_tile_columns<3>(columns, in, run, count, taps_at, grad_out, out_plane, taps,
+                                    gv);
+    case 2:
+      return weight_tile_columns<2>(columns, in, run, count, taps_at, grad_out, out_plane, taps,
+                                    gv);
+    default:
+      return weight_tile_columns<1>(columns, in, run, count, taps_at, grad_out, out_plane, taps,
+                                    gv);
+  }
+}
+
+}  // namespace
+
+bool conv_direct_usable(const Conv2dGeometry& a) {
+  static const bool cpu_has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  // 3..5: a 1x1 or 2x2 window has too few taps per loaded tile; im2col + GEMM does better there.
+  return cpu_has_avx2 && a.kernel_h == a.kernel_w && a.kernel_w >= 3 && a.kernel_w <= kMaxWindow &&
+         a.pad_h == a.pad_w && a.pad_w >= 0 && a.pad_w < a.kernel_w && a.dilation_h == 1 &&
+         a.dilation_w == 1 && a.stride_h == a.stride_w && (a.stride_h == 1 || a.stride_h == 2);
+}
+
+void conv_direct_forward(const Conv2dGeometry& a, const float* x, const float* w, const float* bias,
+                         float* y) {
   forward_impl(a, x, w, bias, y);
 }
 
-void conv3x3_backward_input(const Conv2dGeometry& a, const float* grad_out, const float* w,
-                            float* grad_in) {
-  ECH_CHECK(a.stride_h == 1 && a.stride_w == 1, "conv3x3_backward_input: stride ", a.stride_h,
+void conv_direct_backward_input(const Conv2dGeometry& a, const float* grad_out, const float* w,
+                                float* grad_in) {
+  ECH_CHECK(a.stride_h == 1 && a.stride_w == 1, "conv_direct_backward_input: stride ", a.stride_h,
             " given, the direct kernel takes stride 1 only");
-  // grad_in = grad_out (N, O, H, W) convolved, padding 1, with w transposed to (C, O, 3, 3) and
-  // turned by 180 degrees: the forward kernel with the roles of C and O swapped.
-  float* flipped = scratch<float>(3, static_cast<size_t>(a.o * a.c * kTaps));  // not slot 0 or 2
+  // grad_in = grad_out (N, O, OH, OW) convolved, padding K-1-pad, with w transposed to
+  // (C, O, K, K) and turned by 180 degrees: the forward kernel with the roles of C and O swapped.
+  const int64_t window = a.kernel_h * a.kernel_w;
+  float* flipped = scratch<float>(3, static_cast<size_t>(a.o * a.c * window));  // not slot 0 or 2
   for (int64_t o = 0; o < a.o; ++o)
     for (int64_t c = 0; c < a.c; ++c)
-      for (int64_t t = 0; t < kTaps; ++t)
-        flipped[(c * a.o + o) * kTaps + (kTaps - 1 - t)] = w[(o * a.c + c) * kTaps + t];
-  Conv2dGeometry window;
-  window.kernel_h = window.kernel_w = 3;
-  window.pad_h = window.pad_w = 1;
-  forward_impl(window.for_input(a.n, a.o, a.out_h, a.out_w, a.c), grad_out, flipped, nullptr,
+      for (int64_t t = 0; t < window; ++t)
+        flipped[(c * a.o + o) * window + (window - 1 - t)] = w[(o * a.c + c) * window + t];
+  Conv2dGeometry transposed;
+  transposed.kernel_h = transposed.kernel_w = a.kernel_w;
+  transposed.pad_h = transposed.pad_w = a.kernel_w - 1 - a.pad_w;
+  forward_impl(transposed.for_input(a.n, a.o, a.out_h, a.out_w, a.c), grad_out, flipped, nullptr,
                grad_in);
 }
 
-void conv3x3_backward_weight(const Conv2dGeometry& a, const float* grad_out, const float* x,
-                             float* grad_w) {
+void conv_direct_backward_weight(const Conv2dGeometry& a, const float* grad_out, const float* x,
+                                 float* grad_w) {
   const Padded p = padded_layout(a);
-  const int64_t taps = a.c * kTaps, out_plane = a.out_h * a.out_w, weights = a.o * taps;
+  const int64_t taps = a.c * p.k * p.k, out_plane = a.out_h * a.out_w, weights = a.o * taps;
   const std::vector<int64_t> taps_at = tap_offsets(a, p);
   const int64_t per_row = (a.out_w + kLanes - 1) / kLanes, vectors = a.out_h * per_row;
   // A run: whole small images together, or rows of a large one, about kWeightRun vectors.
@@ -284,26 +332,17 @@ void conv3x3_backward_weight(const Conv2dGeometry& a, const float* grad_out, con
             run.push_back(vec);
           }
         const auto length = static_cast<int64_t>(run.size());
-        for (int64_t o0 = 0; o0 < a.o; o0 += kBlock)
+        for (int64_t o0 = 0, b = 0; o0 < a.o; o0 += b) {
+          b = block_at(a.o, o0);
           for (int64_t c = 0; c < a.c; ++c)
-            for (int64_t ki = 0; ki < 3; ++ki) {
-              const int64_t t = (c * 3 + ki) * 3;
-              const float* g = grad_out + o0 * out_plane;
-              float* acc = gv + (o0 * taps + t) * kLanes;
-              switch (std::min<int64_t>(kBlock, a.o - o0)) {
-                case 3:
-                  weight_tile<3>(padded, run.data(), length, taps_at.data() + t, g, out_plane, taps,
-                                 acc);
-                  break;
-                case 2:
-                  weight_tile<2>(padded, run.data(), length, taps_at.data() + t, g, out_plane, taps,
-                                 acc);
-                  break;
-                default:
-                  weight_tile<1>(padded, run.data(), length, taps_at.data() + t, g, out_plane, taps,
-                                 acc);
+            for (int64_t ki = 0; ki < p.k; ++ki)
+              for (int64_t kj = 0; kj < p.k; kj += kWeightColumns) {
+                const int64_t t = (c * p.k + ki) * p.k + kj;
+                weight_block(b, std::min<int64_t>(kWeightColumns, p.k - kj), padded, run.data(),
+                             length, taps_at.data() + t, grad_out + o0 * out_plane, out_plane, taps,
+                             gv + (o0 * taps + t) * kLanes);
               }
-            }
+        }
       }
     }
   });
@@ -318,18 +357,18 @@ void conv3x3_backward_weight(const Conv2dGeometry& a, const float* grad_out, con
 
 #else  // not x86: the direct kernels are never usable, conv.cpp's im2col path runs instead
 
-bool conv3x3_direct_usable(const Conv2dGeometry&) {
+bool conv_direct_usable(const Conv2dGeometry&) {
   return false;
 }
 
-void conv3x3_forward(const Conv2dGeometry&, const float*, const float*, const float*, float*) {
-  ECH_CHECK(false, "conv3x3_forward: the direct kernel needs an x86 CPU with AVX2");
+void conv_direct_forward(const Conv2dGeometry&, const float*, const float*, const float*, float*) {
+  ECH_CHECK(false, "conv_direct_forward: the direct kernel needs an x86 CPU with AVX2");
 }
-void conv3x3_backward_input(const Conv2dGeometry&, const float*, const float*, float*) {
-  ECH_CHECK(false, "conv3x3_backward_input: the direct kernel needs an x86 CPU with AVX2");
+void conv_direct_backward_input(const Conv2dGeometry&, const float*, const float*, float*) {
+  ECH_CHECK(false, "conv_direct_backward_input: the direct kernel needs an x86 CPU with AVX2");
 }
-void conv3x3_backward_weight(const Conv2dGeometry&, const float*, const float*, float*) {
-  ECH_CHECK(false, "conv3x3_backward_weight: the direct kernel needs an x86 CPU with AVX2");
+void conv_direct_backward_weight(const Conv2dGeometry&, const float*, const float*, float*) {
+  ECH_CHECK(false, "conv_direct_backward_weight: the direct kernel needs an x86 CPU with AVX2");
 }
 
 #endif

@@ -1,0 +1,32 @@
+// Direct convolution for the fast CPU path (float, AVX2 + FMA, chosen at run time): square
+// windows up to 5x5 (ResNet's 3x3 / padding 1 / stride 1 or 2 layers, LeNet's 5x5 ones) without
+// an im2col matrix. Each image is copied once into a zero-padded buffer (split into even and odd
+// columns at stride 2, so every load is contiguous); the kernels then keep a tile of outputs (or
+// of weight-gradient taps) in registers while they walk the input channels and taps. conv.cpp's
+// im2col + GEMM path handles every other geometry, float64, and CPUs without AVX2; the naive twins
+// (tensor/cpu/conv.h) are the oracle of both.
+#pragma once
+
+#include <echelon/kernels/conv.h>
+
+namespace echelon::cpu::fast {
+
+// True when the kernels below take `a`: a square K x K window with 1 <= K <= 5, the same padding
+// both ways and below K, dilation 1, the same stride 1 or 2 both ways, and a CPU with AVX2 and FMA
+// (asked once). The baseline build needs neither.
+bool conv_direct_usable(const Conv2dGeometry& a);
+
+// Same contracts as conv2d_forward / conv2d_backward_input / conv2d_backward_weight (conv.h).
+// y (N, O, OH, OW) from x (N, C, H, W), w (O, C, K, K) and bias (O) or null.
+void conv_direct_forward(const Conv2dGeometry& a, const float* x, const float* w, const float* bias,
+                         float* y);
+// grad_in (N, C, H, W) from grad_out (N, O, OH, OW) and w; stride 1 only (a convolution of
+// grad_out with the flipped weights and padding K-1-pad). Overwrites grad_in.
+void conv_direct_backward_input(const Conv2dGeometry& a, const float* grad_out, const float* w,
+                                float* grad_in);
+// grad_w (O, C, K, K) from grad_out and x. Overwrites grad_w; per-thread partials are added in
+// chunk order, so the result depends on the thread count, not on timing.
+void conv_direct_backward_weight(const Conv2dGeometry& a, const float* grad_out, const float* x,
+                                 float* grad_w);
+
+}  // namespace echelon::cpu::fast
