@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -212,6 +213,7 @@ class TrainingRun {
   TrainResult result_;
   json::Value loader_stats_;
   std::deque<data::Batch> recent_;  // the last few batches, to diagnose a non-finite loss
+  size_t recent_capacity_ = 8;
 };
 
 TrainingRun::TrainingRun(const TrainOptions& options, std::ostream& out,
@@ -235,6 +237,12 @@ TrainingRun::TrainingRun(const TrainOptions& options, std::ostream& out,
   const double echo_factor = loader_->options().echo_auto ? 1.0 : loader_->options().echo_factor;
   steps_per_epoch_ = std::max<int64_t>(
       1, static_cast<int64_t>(std::ceil(loader_->batches_per_epoch_fresh() * echo_factor)));
+  // The sync-free step (single device on a GPU; other engines ignore it): losses are read once per
+  // log line, or once per epoch without logging. Identical numbers; a bad label or non-finite loss
+  // is raised at that read. Enough recent batches are kept to diagnose a non-finite one then.
+  const int64_t stats_interval = options_.log_every > 0 ? options_.log_every : steps_per_epoch_;
+  engine_->defer_step_stats(stats_interval);
+  recent_capacity_ = static_cast<size_t>(std::clamp<int64_t>(stats_interval + 1, 8, 65));
   const bool tty =
       options_.progress == "bar" ||
       (options_.progress == "auto" && &out_ == &std::cout && is_terminal(STDOUT_FILENO));
@@ -358,7 +366,7 @@ bool TrainingRun::train_epoch(int64_t epoch, EpochTotals& totals) {
     engine_->set_lr(totals.lr);
     totals.fresh += batch->fresh;
     recent_.push_back(*batch);
-    if (recent_.size() > 8) recent_.pop_front();
+    if (recent_.size() > recent_capacity_) recent_.pop_front();
     const parallel::StepStats stats = engine_->train_step(*batch);
     ++step;
     account(stats, epoch, step, totals, since_log, epoch_start);

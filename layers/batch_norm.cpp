@@ -23,10 +23,11 @@ Tensor BatchNorm::forward(const Tensor& x) {
   if (is_training()) {
     ECH_CHECK(x.numel() / num_features_ > 1, describe(),
               ": training needs more than one value per channel, got input ", x.shape());
-    // The counter lives on the host side of the state: cheap, and exact across devices.
-    Tensor count = num_batches_tracked.cpu();
-    num_batches_tracked.copy_(
-        Tensor::scalar(static_cast<double>(count.item<int64_t>() + 1), kInt64));
+    // The counter lives on the host, also when the module was moved to a GPU (moved back here,
+    // once): incremented on the device it would cost two host synchronisations per layer and
+    // training step (the sync-free step, parallel/deferred_stats.h). Exact across devices.
+    move_in_place(num_batches_tracked, Device::cpu());
+    num_batches_tracked.data<int64_t>()[0] += 1;
   }
   return batch_norm(x, weight, bias, running_mean, running_var, is_training(), momentum_, eps_);
 }

@@ -1,7 +1,7 @@
 // Batch normalisation (PyTorch semantics): weight (gamma) = 1, bias (beta) = 0, buffers
-// running_mean = 0, running_var = 1, num_batches_tracked (int64 scalar). Training normalises with
-// batch statistics and updates the running ones (momentum 0.1: running = 0.9 running + 0.1 batch,
-// unbiased variance); eval mode uses the running statistics.
+// running_mean = 0, running_var = 1, num_batches_tracked (int64 scalar, kept on the host). Training
+// normalises with batch statistics and updates the running ones (momentum 0.1: running = 0.9
+// running + 0.1 batch, unbiased variance); eval mode uses the running statistics.
 #pragma once
 
 #include <cstdint>

@@ -12,9 +12,8 @@ namespace {
 std::string join(const std::string& prefix, const std::string& name) {
   return prefix.empty() ? name : prefix + "." + name;
 }
+}  // namespace
 
-// Moves `t` to `device` keeping its TensorImpl (and so every handle on it): the impl is pointed at
-// the copied storage.
 void move_in_place(Tensor& t, Device device) {
   if (!t.defined() || t.device() == device) return;
   Tensor moved = t.contiguous().to(device);
@@ -24,7 +23,6 @@ void move_in_place(Tensor& t, Device device) {
   impl.offset = moved.offset();
   if (impl.autograd) impl.autograd->grad.reset();
 }
-}  // namespace
 
 void Module::collect(const std::string& prefix, bool parameters, NamedTensors& out) const {
   for (const auto& [name, tensor] : parameters ? parameters_ : buffers_) {

@@ -21,6 +21,10 @@ namespace echelon {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
+// Moves `t` to `device` keeping its TensorImpl (and so every handle on it): the impl is pointed at
+// the copied storage.
+void move_in_place(Tensor& t, Device device);
+
 class Module {
  public:
   virtual ~Module() = default;

@@ -49,7 +49,7 @@ void SGD::step() {
     if (first && options_.momentum > 0) {
       buffers_[i] = Tensor::empty(param.shape(), param.dtype(), param.device());
     }
-    ops::sgd_step_(param, grad, buffers_[i], options_, first);
+    ops::sgd_step_(param, grad, buffers_[i], options_, first, guard_);
   }
   ++steps_;
 }

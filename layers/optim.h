@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <echelon/kernels/sgd.h>
@@ -24,6 +25,10 @@ class SGD {
 
   // Updates every parameter that has a gradient, in place (parameters keep their handles).
   void step();
+  // A float32 scalar on the parameters' device (undefined: none): while it is not finite, step()
+  // leaves parameters and momentum buffers as they are, decided on the device without a read back
+  // (parallel/deferred_stats.h). steps() still counts such a step.
+  void set_guard(Tensor guard) { guard_ = std::move(guard); }
   void zero_grad();  // drops the parameters' gradients
   void set_lr(double lr);
   double lr() const { return options_.lr; }
@@ -43,6 +48,7 @@ class SGD {
   NamedTensors params_;
   std::vector<Tensor> buffers_;  // parallel to params_; undefined until the first update
   SGDOptions options_;
+  Tensor guard_;
   int64_t steps_ = 0;
 };
 

@@ -64,6 +64,12 @@ class StepEngine {
   virtual StepStats finish_epoch() = 0;
   // Learning rate for the following steps.
   virtual void set_lr(double lr) = 0;
+  // The sync-free step (deferred_stats.h), for the single-device engine on a GPU: train_step then
+  // never waits for the device; it returns 0 batches until `interval` (>= 1) mini-batches have
+  // run, then all of them at once (one synchronisation), and finish_epoch and predict return
+  // the rest. A bad label or a non-finite loss is raised or reported at that read, not at its
+  // step. Other engines and devices ignore it and read every step. Call before the first step.
+  virtual void defer_step_stats(int64_t interval) { (void)interval; }
 
   // The whole model (parameters shared with the engine's partitions).
   virtual Sequential& model() = 0;

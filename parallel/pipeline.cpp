@@ -136,6 +136,9 @@ void PipelineEngine::start(const Tensor& sample) {
     load_optimizer_state(*pending_optimizer_state_);
     pending_optimizer_state_.reset();
   }
+  // The sync-free step needs the driver's thread to run the partition (inline) on a GPU.
+  if (deferred_interval_ > 0 && K == 1 && !distributed() && devices[0].is_cuda())
+    deferred_ = std::make_unique<DeferredStats>(devices[0]);
   if (distributed()) {
     connect_distributed(devices[partition_]);
   } else {
@@ -187,6 +190,7 @@ StageContext PipelineEngine::stage_context() {
   context.fail = [this](const std::string& error) { fail(error); };
   context.trace = trace_.get();
   context.timed_ops = options_.timed_ops;
+  context.deferred_stats = deferred_.get();
   return context;
 }
 
@@ -243,7 +247,13 @@ void PipelineEngine::flush(ScheduleKind next) {
   last_flush_at_ = std::chrono::steady_clock::now();
 }
 
-StepStats PipelineEngine::collect(bool aggregate_micro_batches) {
+void PipelineEngine::defer_step_stats(int64_t interval) {
+  ECH_CHECK(!started(), "pipeline: defer_step_stats must come before the first step");
+  ECH_CHECK(interval >= 1, "pipeline: defer_step_stats needs an interval >= 1, got ", interval);
+  deferred_interval_ = interval;
+}
+
+StepStats PipelineEngine::collect(bool aggregate_micro_batches, bool drain) {
   StepStats stats = carried_;
   carried_ = {};
   int64_t last_index = std::numeric_limits<int64_t>::min();
@@ -254,6 +264,9 @@ StepStats PipelineEngine::collect(bool aggregate_micro_batches) {
     done.swap(relayed_);
   } else {
     while (std::optional<BatchResult> result = results_->try_pop()) done.push_back(*result);
+    if (deferred_ && (drain || static_cast<int64_t>(deferred_->pending()) >= deferred_interval_)) {
+      for (const BatchResult& result : deferred_->read()) done.push_back(result);
+    }
   }
   for (const BatchResult* result = done.data(); result != done.data() + done.size(); ++result) {
     if (options_.on_result) options_.on_result(*result);
@@ -281,7 +294,11 @@ StepStats PipelineEngine::train_step(const data::Batch& batch) {
             "pipeline: a batch needs images (N, ...) and labels (N) with the same N");
   if (!started()) start(batch.images);
   synced_ = false;
-  submit_batch(batch);
+  {
+    std::optional<ScopedDeferredTargetChecks> deferred_checks;
+    if (deferred_) deferred_checks.emplace();
+    submit_batch(batch);
+  }
   if (current_ != ScheduleKind::GPipe) {
     check_alive();
     return collect(false);
@@ -331,7 +348,7 @@ StepStats PipelineEngine::finish_epoch() {
     gather_rank_stats();
   }
   if (trace_) trace_->save();
-  return collect(current_ == ScheduleKind::GPipe);
+  return collect(current_ == ScheduleKind::GPipe, /*drain=*/true);
 }
 
 void PipelineEngine::continue_after_epochs(int epochs_done) {
@@ -346,7 +363,7 @@ Tensor PipelineEngine::predict(const Tensor& images) {
   if (!started()) start(images);
   if (unflushed_ > 0) {
     flush(current_);
-    carried_ = collect(current_ == ScheduleKind::GPipe);
+    carried_ = collect(current_ == ScheduleKind::GPipe, /*drain=*/true);
   }
   if (distributed() && !synced_) sync_partitions();
   NoGradGuard no_grad;

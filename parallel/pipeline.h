@@ -24,6 +24,7 @@
 #include <vector>
 
 #include <echelon/data/ring.h>
+#include <echelon/parallel/deferred_stats.h>
 #include <echelon/parallel/engine.h>
 #include <echelon/parallel/partition.h>
 #include <echelon/parallel/schedule.h>
@@ -88,6 +89,7 @@ class PipelineEngine : public StepEngine {
   StepStats finish_epoch() override;
   void continue_after_epochs(int epochs_done) override;
   void set_lr(double lr) override { lr_ = lr; }
+  void defer_step_stats(int64_t interval) override;
   Sequential& model() override { return *model_; }
   Tensor predict(const Tensor& images) override;
   StateDict optimizer_state() const override;
@@ -113,7 +115,8 @@ class PipelineEngine : public StepEngine {
   StageContext stage_context();
   void submit(Message message);
   void flush(ScheduleKind next);  // waits until every partition has drained
-  StepStats collect(bool aggregate_micro_batches);
+  // drain: also read every deferred result (otherwise only once an interval's worth is queued).
+  StepStats collect(bool aggregate_micro_batches, bool drain = false);
   void fail(const std::string& error);
   void close_all();
   [[noreturn]] void rethrow_failure();
@@ -157,7 +160,9 @@ class PipelineEngine : public StepEngine {
   std::unique_ptr<data::SpscRing<BatchResult>> results_;  // last partition -> driver
   std::unique_ptr<data::MpmcRing<int>> flushed_;          // every partition -> driver
   std::unique_ptr<TraceRecorder> trace_;
-  std::vector<std::thread> threads_;  // none when the one partition runs inline
+  int64_t deferred_interval_ = 0;            // defer_step_stats; 0: read every step
+  std::unique_ptr<DeferredStats> deferred_;  // inline on a GPU with an interval
+  std::vector<std::thread> threads_;         // none when the one partition runs inline
   bool inline_ = false;
 
   std::mutex error_mutex_;

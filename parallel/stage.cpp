@@ -9,6 +9,7 @@
 #include <echelon/autograd/grad_mode.h>
 #include <echelon/base/error.h>
 #include <echelon/layers/loss.h>
+#include <echelon/parallel/deferred_stats.h>
 #include <echelon/tensor/ops.h>
 
 #if ECHELON_WITH_CUDA
@@ -97,6 +98,7 @@ void Stage::connect(const StageLinks& links, const StageContext& context) {
   policy_ = stage_policy(context.schedule, num_partitions_, partition_, context.micro_batches);
   next_schedule_ = context.schedule;
   device_trace_ = std::make_unique<DeviceTrace>(context.trace, device_, partition_);
+  if (context.deferred_stats) sgd_.set_guard(context.deferred_stats->guard());
 }
 
 void Stage::run() {
@@ -226,9 +228,12 @@ Stage::InFlight Stage::forward(Message message) {
   InFlight state;
   Tensor x = message.tensor;
   ECH_CHECK(x.defined(), "mini-batch ", message.id, " arrived without a tensor");
-  if (x.device() != device_) x = x.to(device_);
+  // Onto a GPU: asynchronous on this stream when the host side is pinned (the loader's batches),
+  // ordered before the kernels that read it. Onto the CPU the copy must have landed: blocking.
+  const bool non_blocking = device_.is_cuda();
+  if (x.device() != device_) x = x.to(device_, non_blocking);
   if (message.labels.defined() && message.labels.device() != device_) {
-    message.labels = message.labels.to(device_);
+    message.labels = message.labels.to(device_, non_blocking);
   }
   state.input = partition_ == 0 ? x : x.detach().set_requires_grad(true);
   state.version = version();
@@ -286,11 +291,15 @@ void Stage::loss(InFlight& state, const Message& message, const Tensor& out) {
   result.id = message.id;
   result.batch_index = message.batch_index;
   result.samples = out.size(0);
+  state.root = loss;
+  if (context_.deferred_stats) {  // read later, with the other steps' (no synchronisation here)
+    context_.deferred_stats->record(result, loss, out, message.labels);
+    return;
+  }
   result.loss = loss.item<float>();
   result.correct = correct_count(out, message.labels);
   result.finite = std::isfinite(result.loss);
   state.skip = !result.finite;
-  state.root = loss;
   // The driver's results ring is sized for every message the pipeline can hold, so a full one
   // is a bug; failing beats blocking the last partition (and with it the driver) for ever.
   ECH_CHECK(context_.results->try_push(result) || context_.results->closed(),

@@ -61,6 +61,8 @@ struct BatchResult {
   int replica = 0;  // data parallelism: the pipeline replica that computed it
 };
 
+class DeferredStats;
+
 // What the executors share with the driver. Stages report through it and stop through it.
 struct StageContext {
   data::SpscRing<BatchResult>* results = nullptr;  // the last partition's losses, to the driver
@@ -75,6 +77,9 @@ struct StageContext {
   std::shared_ptr<GradientBuckets> gradient_buckets;
   TraceRecorder* trace = nullptr;  // optional
   bool timed_ops = false;          // PipelineOptions::timed_ops
+  // The sync-free step (deferred_stats.h): the last partition queues its loss and correct count
+  // there instead of reading them, and its SGD takes the guard. Null: read every step.
+  DeferredStats* deferred_stats = nullptr;
 };
 
 struct StageLinks {

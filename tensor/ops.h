@@ -197,8 +197,10 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& log_probs,
 
 // One SGD update of param in place (PyTorch semantics, see SGDOptions). momentum_buf has param's
 // shape and is read and written when momentum != 0 (undefined otherwise); first_step: the
-// parameter's first update, where the buffer starts as the gradient.
+// parameter's first update, where the buffer starts as the gradient. guard: undefined, or a
+// float32 scalar on param's device; while it is not finite nothing is updated, decided where the
+// update runs (on a GPU without reading the guard back).
 void sgd_step_(Tensor& param, const Tensor& grad, Tensor& momentum_buf, const SGDOptions& options,
-               bool first_step);
+               bool first_step, const Tensor& guard = Tensor());
 
 }  // namespace echelon::ops

@@ -55,7 +55,8 @@ __global__ void cross_entropy_rows_kernel(int64_t classes, const float* logits,
     const int64_t t = target[row];
     if (t < 0 || t >= classes) {
       atomicMin(bad_row, static_cast<unsigned long long>(row));
-      row_loss[row] = 0.0;
+      // NaN: with deferred checks the step's loss then stops its SGD update (sgd_step's guard).
+      row_loss[row] = NAN;
     } else {
       row_loss[row] = log_sum - in[t];
     }

@@ -11,7 +11,8 @@ namespace echelon::cuda {
 // Like the twin, returns the first row whose target is outside [0, C), or -1. It has to read
 // that answer back, so it synchronizes `stream`, unless deferred target checks are on: then it
 // never waits (returns -1) and a bad target is recorded on the device for
-// check_deferred_target_errors, so that a training step runs without a host synchronisation.
+// check_deferred_target_errors, so that a training step runs without a host synchronisation; the
+// loss of a batch with a bad target is then NaN.
 int64_t cross_entropy_forward(int64_t n, int64_t classes, const float* logits,
                               const int64_t* target, float* log_probs, float* loss, int device,
                               cudaStream_t stream);

@@ -11,7 +11,8 @@ namespace {
 // ---- kernels ------------------------------------------------------------------------------------
 
 __global__ void sgd_step_kernel(int64_t count, SGDOptions a, bool first_step, float* param,
-                                const float* grad, float* momentum_buf) {
+                                const float* grad, float* momentum_buf, const float* guard) {
+  if (guard && !isfinite(*guard)) return;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     double g = static_cast<double>(grad[i]) + a.weight_decay * static_cast<double>(param[i]);
@@ -32,9 +33,9 @@ __global__ void sgd_step_kernel(int64_t count, SGDOptions a, bool first_step, fl
 // ------------------------------------------------------------------------------------
 
 void sgd_step(int64_t count, const SGDOptions& o, bool first_step, float* param, const float* grad,
-              float* momentum_buf, cudaStream_t stream) {
+              float* momentum_buf, cudaStream_t stream, const float* guard) {
   launch_1d("sgd_step", count, stream, sgd_step_kernel, count, o, first_step, param, grad,
-            momentum_buf);
+            momentum_buf, guard);
 }
 
 }  // namespace echelon::cuda

@@ -10,7 +10,9 @@
 
 namespace echelon::cuda {
 
+// guard: a device scalar or null; while it is not finite the kernel updates nothing (decided on
+// the device, so a training step need not read its loss back first).
 void sgd_step(int64_t count, const SGDOptions& o, bool first_step, float* param, const float* grad,
-              float* momentum_buf, cudaStream_t stream);
+              float* momentum_buf, cudaStream_t stream, const float* guard = nullptr);
 
 }  // namespace echelon::cuda

@@ -1,11 +1,14 @@
 // Optimizer CPU twins: one plain loop per update rule.
 #include <echelon/tensor/cpu/optim.h>
 
+#include <cmath>
+
 namespace echelon::cpu {
 
 template <typename T>
 void sgd_step(int64_t count, const SGDOptions& o, bool first_step, T* param, const T* grad,
-              T* momentum_buf) {
+              T* momentum_buf, const float* guard) {
+  if (guard && !std::isfinite(*guard)) return;
   for (int64_t i = 0; i < count; ++i) {
     double g = static_cast<double>(grad[i]) + o.weight_decay * static_cast<double>(param[i]);
     if (o.momentum != 0.0) {
@@ -19,7 +22,9 @@ void sgd_step(int64_t count, const SGDOptions& o, bool first_step, T* param, con
   }
 }
 
-template void sgd_step<float>(int64_t, const SGDOptions&, bool, float*, const float*, float*);
-template void sgd_step<double>(int64_t, const SGDOptions&, bool, double*, const double*, double*);
+template void sgd_step<float>(int64_t, const SGDOptions&, bool, float*, const float*, float*,
+                              const float*);
+template void sgd_step<double>(int64_t, const SGDOptions&, bool, double*, const double*, double*,
+                               const float*);
 
 }  // namespace echelon::cpu

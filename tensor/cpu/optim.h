@@ -9,9 +9,10 @@ namespace echelon::cpu {
 
 // In place over `count` elements: param -= lr * direction; momentum_buf (same size) is read and
 // written when momentum != 0 and may be null otherwise. first_step: the buffer starts as the
-// gradient (a parameter's first update).
+// gradient (a parameter's first update). guard (a scalar, may be null): while *guard is not
+// finite, nothing is updated (the sync-free training step, parallel/deferred_stats.h).
 template <typename T>
 void sgd_step(int64_t count, const SGDOptions& o, bool first_step, T* param, const T* grad,
-              T* momentum_buf);
+              T* momentum_buf, const float* guard = nullptr);
 
 }  // namespace echelon::cpu

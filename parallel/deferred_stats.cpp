@@ -1,0 +1,103 @@
+#include <echelon/parallel/deferred_stats.h>
+
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include <echelon/autograd/grad_mode.h>
+#include <echelon/base/error.h>
+#include <echelon/tensor/ops.h>
+
+#if ECHELON_WITH_CUDA
+#include <echelon/cuda/kernels/loss.h>
+#endif
+
+namespace echelon::parallel {
+
+DeferredStats::DeferredStats(Device device)
+    : device_(device), guard_(Tensor::zeros({}, kFloat32, device)) {}
+
+void DeferredStats::record(const BatchResult& meta, const Tensor& loss, const Tensor& logits,
+                           const Tensor& labels) {
+  ECH_CHECK(logits.dim() == 2 && labels.dim() == 1 && logits.size(0) == labels.size(0),
+            "deferred statistics: expected logits (N, classes) and labels (N), got ",
+            logits.shape(), " and ", labels.shape());
+  NoGradGuard no_grad;
+  Pending p;
+  p.meta = meta;
+  p.loss = loss.detach();  // the value only: the autograd graph is freed by the backward
+  // As correct_count (layers/loss.h) computes it, left on the device.
+  const Tensor targets = labels.dtype() == kInt64 ? labels : ops::cast(labels, kInt64);
+  p.correct = ops::sum(ops::eq(ops::argmax(logits.detach(), 1), targets));
+  p.labels = labels;
+  p.classes = logits.size(1);
+  // 0 * loss is 0 for a finite loss and NaN otherwise, so the guard stays NaN once it turned.
+  ops::copy_(guard_, ops::add(guard_, ops::mul(p.loss, 0.0)));
+  pending_.push_back(std::move(p));
+}
+
+std::vector<BatchResult> DeferredStats::read() {
+  std::vector<Pending> read;
+  read.swap(pending_);
+  if (read.empty()) return {};
+  NoGradGuard no_grad;
+  // Every loss, then every correct count, in one device tensor: one copy, one synchronisation.
+  std::vector<Tensor> parts;
+  parts.reserve(2 * read.size());
+  for (const Pending& p : read) parts.push_back(p.loss.reshape({1}));
+  for (const Pending& p : read) parts.push_back(p.correct.reshape({1}));
+  const std::vector<float> values = ops::concat(parts, 0).cpu().to_vector<float>();
+#if ECHELON_WITH_CUDA
+  // The copy above waited for the stream, so every recorded cross-entropy has completed.
+  try {
+    cuda::check_deferred_target_errors();
+  } catch (const Error& e) {
+    fail_on_bad_label(read, e.what());
+  }
+#endif
+  std::vector<BatchResult> results;
+  results.reserve(read.size());
+  bool all_finite = true;
+  for (size_t i = 0; i < read.size(); ++i) {
+    BatchResult r = read[i].meta;
+    r.loss = values[i];
+    r.correct = std::lround(values[read.size() + i]);
+    r.finite = std::isfinite(r.loss);
+    all_finite = all_finite && r.finite;
+    results.push_back(r);
+  }
+  if (!all_finite) ops::fill_(guard_, 0.0);  // the caller decides whether training goes on
+  return results;
+}
+
+void DeferredStats::fail_on_bad_label(const std::vector<Pending>& read, const std::string& found) {
+  // The error path only: the labels of the batches since the last read, back on the host.
+  for (const Pending& p : read) {
+    const std::vector<int64_t> labels = p.labels.cpu().to_vector<int64_t>();
+    for (size_t row = 0; row < labels.size(); ++row) {
+      if (labels[row] >= 0 && labels[row] < p.classes) continue;
+      ECH_FAIL("training batch ", p.meta.batch_index, ": label[", row, "] = ", labels[row],
+               " is not a class index in [0, ", p.classes,
+               "); found on the device by the deferred label check and raised when the ",
+               read.size(),
+               " steps since the previous read were read back (that step's update and all later "
+               "ones were not applied)");
+    }
+  }
+  ECH_FAIL(found);  // the recorded batch is no longer among these: report what the device saw
+}
+
+ScopedDeferredTargetChecks::ScopedDeferredTargetChecks() {
+#if ECHELON_WITH_CUDA
+  previous_ = cuda::deferred_target_checks();
+  cuda::set_deferred_target_checks(true);
+#endif
+}
+
+ScopedDeferredTargetChecks::~ScopedDeferredTargetChecks() {
+#if ECHELON_WITH_CUDA
+  cuda::set_deferred_target_checks(previous_);
+#endif
+}
+
+}  // namespace echelon::parallel
