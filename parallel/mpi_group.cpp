@@ -648,8 +648,9 @@ bool process_groups_available() {
 std::shared_ptr<ProcessGroup> world_process_group() {
   ECH_CHECK(!launched_by_mpirun(), "this process was started by mpirun, but this echelon was ",
             "built without MPI: install libopenmpi-dev and reconfigure (-DECHELON_MPI=ON)");
-  ECH_CHECK(!rendezvous_environment(), "RANK and WORLD_SIZE are set, but this echelon was built ",
-            "without MPI: install openmpi-bin and libopenmpi-dev and reconfigure (-DECHELON_MPI=ON)");
+  ECH_CHECK(
+      !rendezvous_environment(), "RANK and WORLD_SIZE are set, but this echelon was built ",
+      "without MPI: install openmpi-bin and libopenmpi-dev and reconfigure (-DECHELON_MPI=ON)");
   return nullptr;
 }
 

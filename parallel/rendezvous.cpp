@@ -193,8 +193,8 @@ Rendezvous::~Rendezvous() {
 
 void Rendezvous::start_ompi_server() {
   char pattern[] = "/tmp/echelon-rdzv-XXXXXX";
-  ECH_CHECK(::mkdtemp(pattern) != nullptr, "rendezvous: cannot make a folder in /tmp: ",
-            std::strerror(errno));
+  ECH_CHECK(::mkdtemp(pattern) != nullptr,
+            "rendezvous: cannot make a folder in /tmp: ", std::strerror(errno));
   server_dir_ = pattern;
   const std::string uri_file = server_dir_ + "/uri", log_file = server_dir_ + "/ompi-server.log";
   // Everything the child needs is built before fork: after it only async-signal-safe calls.
@@ -266,9 +266,8 @@ void Rendezvous::gather_ranks(int listener) {
       for (int rank = 1; rank < env_.world_size; ++rank)
         if (peers_[static_cast<size_t>(rank - 1)].fd < 0)
           missing += (missing.empty() ? "" : ", ") + std::to_string(rank);
-      refuse(str("rendezvous: rank 0 waited at ", where(env_), " for WORLD_SIZE=",
-                 env_.world_size, " processes, but RANK ", missing, " never connected",
-                 late_note));
+      refuse(str("rendezvous: rank 0 waited at ", where(env_), " for WORLD_SIZE=", env_.world_size,
+                 " processes, but RANK ", missing, " never connected", late_note));
     }
     if (entries[0].revents & POLLIN) {
       const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
@@ -296,12 +295,14 @@ void Rendezvous::gather_ranks(int listener) {
         refuse(str("rendezvous: RANK=", rank, " says WORLD_SIZE=", world, " but rank 0 has ",
                    "WORLD_SIZE=", env_.world_size, ": every process needs the same WORLD_SIZE"));
       if (rank <= 0 || rank >= env_.world_size) {
-        write_all(peer.fd, str("error rendezvous: rank 0 at ", where(env_),
-                               " refuses RANK=", rank, ": ", rank == 0 ? "rank 0 is taken" :
-                               "not below WORLD_SIZE=" + std::to_string(env_.world_size), "\n"));
+        write_all(peer.fd,
+                  str("error rendezvous: rank 0 at ", where(env_), " refuses RANK=", rank, ": ",
+                      rank == 0 ? "rank 0 is taken"
+                                : "not below WORLD_SIZE=" + std::to_string(env_.world_size),
+                      "\n"));
         refuse(str("rendezvous: a process with RANK=", rank, " connected; ",
-                   rank == 0 ? "two processes have RANK=0" : "RANK must be below WORLD_SIZE=" +
-                   std::to_string(env_.world_size)));
+                   rank == 0 ? "two processes have RANK=0"
+                             : "RANK must be below WORLD_SIZE=" + std::to_string(env_.world_size)));
       }
       Peer& slot = peers_[static_cast<size_t>(rank - 1)];
       if (slot.fd >= 0)
@@ -379,8 +380,8 @@ void Rendezvous::connect_to_master() {
   ECH_CHECK(line.has_value(), me, ": rank 0 at ", where(env_),
             " closed the rendezvous connection before the run started");
   ECH_CHECK(line->rfind("error ", 0) != 0, line->substr(6), " (", me, ")");
-  ECH_CHECK(line->rfind("uri ", 0) == 0, me, ": rank 0 at ", where(env_),
-            " answered '", *line, "', not an echelon rendezvous");
+  ECH_CHECK(line->rfind("uri ", 0) == 0, me, ": rank 0 at ", where(env_), " answered '", *line,
+            "', not an echelon rendezvous");
   ::setenv("OMPI_MCA_pmix_server_uri", line->substr(4).c_str(), 1);
 }
 

@@ -1,7 +1,7 @@
 // Multi-process runs for `echelon train`: the --data-parallel flag and joining the process group
-// that `mpirun` (or a torchrun-style rendezvous, parallel/rendezvous.h) started. Header-only, like pipeline_flags.h. With mpirun -np W, every process runs
-// the same command; rank r runs pipeline partition r % K of replica r / K (W = K * R). Only rank
-// 0 prints and writes the run folder.
+// that `mpirun` (or a torchrun-style rendezvous, parallel/rendezvous.h) started. Header-only, like
+// pipeline_flags.h. With mpirun -np W, every process runs the same command; rank r runs pipeline
+// partition r % K of replica r / K (W = K * R). Only rank 0 prints and writes the run folder.
 #pragma once
 
 #include <cmath>
