@@ -110,7 +110,7 @@ void write_all(int fd, const std::string& text) {
 }
 
 std::string where(const RendezvousEnvironment& env) {
-  return str("MASTER_ADDR:MASTER_PORT = ", env.master_addr, ":", env.master_port);
+  return str(env.port_name, " = ", env.master_addr, ":", env.master_port);
 }
 
 std::string read_file(const std::string& path) {
@@ -137,6 +137,19 @@ std::optional<RendezvousEnvironment> rendezvous_environment() {
   env.master_addr = required("MASTER_ADDR", env.rank);
   env.master_port = parse_variable("MASTER_PORT", required("MASTER_PORT", env.rank).c_str(), 1);
   ECH_CHECK(env.master_port <= 65535, "MASTER_PORT=", env.master_port, " is not a TCP port");
+  env.port_name = "MASTER_ADDR:MASTER_PORT";
+  const char* own_port = std::getenv("ECHELON_RENDEZVOUS_PORT");
+  const char* agent_store = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+  if (own_port != nullptr) {
+    env.master_port = parse_variable("ECHELON_RENDEZVOUS_PORT", own_port, 1);
+    ECH_CHECK(env.master_port <= 65535, "ECHELON_RENDEZVOUS_PORT=", own_port, " is not a TCP port");
+    env.port_name = "MASTER_ADDR:ECHELON_RENDEZVOUS_PORT";
+  } else if (agent_store != nullptr && std::string(agent_store) == "True" &&
+             env.master_port < 65535) {
+    // torchrun's agent serves its own store on MASTER_PORT: take the next port.
+    env.master_port += 1;
+    env.port_name = "MASTER_ADDR:MASTER_PORT+1";
+  }
   if (const char* timeout = std::getenv("ECHELON_RENDEZVOUS_TIMEOUT")) {
     char* end = nullptr;
     env.timeout_s = std::strtod(timeout, &end);
@@ -163,8 +176,8 @@ Rendezvous::Rendezvous(const RendezvousEnvironment& environment) : env_(environm
       ::listen(listener, 128) != 0) {
     const std::string why = std::strerror(errno);
     ::close(listener);
-    ECH_FAIL("rendezvous: RANK=0 cannot listen on MASTER_PORT=", env_.master_port, ": ", why,
-             " (is another run using this port? pick another MASTER_PORT)");
+    ECH_FAIL("rendezvous: RANK=0 cannot listen on port ", env_.master_port, " (", env_.port_name,
+             "): ", why, " (is another run using this port? pick another MASTER_PORT)");
   }
   try {
     start_ompi_server();

@@ -30,8 +30,11 @@ namespace echelon::parallel {
 struct RendezvousEnvironment {
   int rank = 0, world_size = 1, local_rank = 0;
   std::string master_addr;  // MASTER_ADDR
-  int master_port = 0;      // MASTER_PORT
-  double timeout_s = 60;    // ECHELON_RENDEZVOUS_TIMEOUT: how long to wait for the other ranks
+  // MASTER_PORT; or ECHELON_RENDEZVOUS_PORT when set; or MASTER_PORT + 1 under torchrun, whose
+  // agent serves its own store on MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True)
+  int master_port = 0;
+  std::string port_name;  // which variable gave the port, for messages
+  double timeout_s = 60;  // ECHELON_RENDEZVOUS_TIMEOUT: how long to wait for the other ranks
 };
 
 // The torchrun-style environment when RANK and WORLD_SIZE are set with WORLD_SIZE > 1 (nullopt
