@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -205,10 +206,18 @@ int run_local_ranks(const LaunchCommand& c) {
   argv.push_back(nullptr);
   const pid_t launcher = getpid();
   for (int local = 0; local < nproc; ++local) {
-    std::vector<std::string> words;
-    for (char** entry = environ; *entry != nullptr; ++entry) words.emplace_back(*entry);
-    for (std::string& word : rank_environment(c, local)) words.push_back(std::move(word));
+    // This process's environment without the variables set here (getenv finds the first).
+    std::vector<std::string> words = rank_environment(c, local);
+    for (char** entry = environ; *entry != nullptr; ++entry) {
+      const std::string word = *entry;
+      const std::string name = word.substr(0, word.find('=') + 1);
+      const bool replaced = std::any_of(words.begin(), words.end(), [&](const std::string& own) {
+        return own.compare(0, name.size(), name) == 0;
+      });
+      if (!replaced) words.push_back(word);
+    }
     std::vector<char*> envp;
+    envp.reserve(words.size() + 1);
     for (std::string& word : words) envp.push_back(word.data());
     envp.push_back(nullptr);
     ranks[static_cast<size_t>(local)] = c.node_rank * nproc + local;
