@@ -160,6 +160,9 @@ std::optional<RendezvousEnvironment> rendezvous_environment() {
 }
 
 Rendezvous::Rendezvous(const RendezvousEnvironment& environment) : env_(environment) {
+  // Open MPI's TCP transport writing to a peer that was killed must not end this process by
+  // SIGPIPE before the liveness watch has named that peer (under mpirun, mpirun does the naming).
+  std::signal(SIGPIPE, SIG_IGN);
   if (env_.rank != 0) {
     connect_to_master();
     return;
