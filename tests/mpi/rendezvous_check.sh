@@ -2,7 +2,8 @@
 # torchrun-style rendezvous: processes started independently with RANK, WORLD_SIZE, LOCAL_RANK,
 # MASTER_ADDR and MASTER_PORT (no mpirun) join one MPI world through ompi-server:
 #   1. K = 2 partitions, 2 processes started by hand: bit-identical to 2 threads (stale, gpipe);
-#      R = 2 replicas: equal to one process at the whole batch (pipeline_mpi_check);
+#      R = 2 replicas: equal to one process at the whole batch; K = 2 x R = 2 (4 processes started
+#      last rank first): bucketed sums bit-identical to one sum (pipeline_mpi_check);
 #   2. `echelon launch --rdzv env` (K = 2, stale) and 2 processes by hand (R = 2) write the same
 #      checkpoint and losses, bit for bit, as the same runs under `mpirun -np 2`;
 #   3. a bad rendezvous (nobody at MASTER_PORT, a missing rank, a RANK given twice, WORLD_SIZE
@@ -42,12 +43,15 @@ by_hand() {
   shift 2
   port=$(free_port)
   local mine=()
-  for ((rank = 0; rank < world; ++rank)); do
+  local order
+  order=$(seq 0 $((world - 1)))
+  [ -n "${REVERSE:-}" ] && order=$(seq $((world - 1)) -1 0)
+  for rank in $order; do
     start "$rank" "$world" "$port" "$dir/$name.$rank.log" "$@"
     mine+=($!)
   done
-  for ((rank = 0; rank < world; ++rank)); do
-    wait "${mine[$rank]}" || { cat "$dir/$name".*.log; fail "$name: rank $rank failed"; }
+  for pid in "${mine[@]}"; do
+    wait "$pid" || { cat "$dir/$name".*.log; fail "$name: a rank failed"; }
   done
 }
 # The losses and accuracies of metrics.jsonl (KEYS: a comma-separated list), record by record.
@@ -66,6 +70,10 @@ same_run() {  # same_run DIR_A DIR_B WHAT KEYS
 by_hand k2 2 "$check" --partitions 2 --schedules stale,gpipe
 cat "$dir"/k2.0.log
 by_hand dp 2 "$check" --partitions 1 --data-parallel 2 --schedules sequential --epochs 1 --batches 3
+# 4 ranks joining one at a time, started last rank first: K = 2 x R = 2, bit-identical buckets.
+REVERSE=1 by_hand k2r2 4 "$check" --partitions 2 --data-parallel 2 --buckets 0.004 --epochs 1 \
+  --batches 3 --schedules stale
+cat "$dir"/k2r2.0.log
 echo "pipeline_mpi_check by rendezvous: ok"
 
 # 2. the CLI: rendezvous runs = mpirun runs, bit for bit
