@@ -205,7 +205,9 @@ void validate(const TrainOptions& o) {
             "--deterministic cannot be combined with --echo auto (timing-dependent)");
   ECH_CHECK(!(o.deterministic && o.workers > 1), "--deterministic needs --workers 1 (got ",
             o.workers, "): several workers per stage may reorder examples");
-  check_out_folder(o);
+  // Only the process that writes the run folder checks it: in a multi-process run rank 0 may
+  // already have written config.json when another rank gets here.
+  if (o.primary) check_out_folder(o);
 }
 
 DataBundle load_data(const TrainOptions& o) {

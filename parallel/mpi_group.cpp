@@ -8,9 +8,12 @@
 #include <cstdlib>
 
 #include <echelon/base/error.h>
+#include <echelon/parallel/rendezvous.h>
 
 #if ECHELON_WITH_MPI
 #include <mpi.h>
+
+#include <echelon/parallel/rendezvous_mpi.h>
 
 #include <algorithm>
 #include <atomic>
@@ -35,15 +38,6 @@ namespace {
 bool launched_by_mpirun() {
   return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr ||
          std::getenv("PMIX_RANK") != nullptr;
-}
-
-// torchrun-style variables without an MPI launcher: this build cannot join such a run.
-void reject_torchrun_environment() {
-  const char* world = std::getenv("WORLD_SIZE");
-  if (world == nullptr || std::getenv("RANK") == nullptr) return;
-  ECH_CHECK(std::atoi(world) <= 1, "RANK/WORLD_SIZE (WORLD_SIZE=", world,
-            ") are set but the process was not started by mpirun: torchrun-style rendezvous ",
-            "is not supported; start the processes with `mpirun -np ", world, " echelon ...`");
 }
 
 }  // namespace
@@ -301,8 +295,13 @@ MPI_Datatype mpi_type(DType dtype) {
 class MpiGroup final : public ProcessGroup, public std::enable_shared_from_this<MpiGroup> {
  public:
   // `parent`: the group this one was split from (kept alive: MPI is finalised with the world).
-  MpiGroup(MPI_Comm comm, std::shared_ptr<MpiGroup> parent, bool finalize)
-      : comm_(comm), parent_(std::move(parent)), finalize_(finalize) {
+  // `rendezvous`: the world of processes that met through it (torchrun-style), not mpirun's.
+  MpiGroup(MPI_Comm comm, std::shared_ptr<MpiGroup> parent, bool finalize,
+           std::unique_ptr<Rendezvous> rendezvous = nullptr)
+      : comm_(comm),
+        parent_(std::move(parent)),
+        finalize_(finalize),
+        rendezvous_(std::move(rendezvous)) {
     check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
     check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
     // Separate communicators: the executor's point-to-point traffic, the driver's control
@@ -347,7 +346,15 @@ class MpiGroup final : public ProcessGroup, public std::enable_shared_from_this<
     return std::make_shared<MpiGroup>(sub, shared_from_this(), false);
   }
   [[noreturn]] void abort(int code) override {
-    MPI_Abort(MPI_COMM_WORLD, code);
+    const MpiGroup* world = this;
+    while (world->parent_) world = world->parent_.get();
+    if (world->rendezvous_) {
+      // No launcher can end the other processes: they notice this one's closed rendezvous
+      // socket (rendezvous.h) and end naming this rank.
+      world->rendezvous_->abandon();
+      std::_Exit(code);
+    }
+    MPI_Abort(world->comm_, code);
     std::_Exit(code);  // MPI_Abort does not return; this is for the compiler
   }
 
@@ -381,6 +388,7 @@ class MpiGroup final : public ProcessGroup, public std::enable_shared_from_this<
   MPI_Comm comm_, p2p_ = MPI_COMM_NULL, control_ = MPI_COMM_NULL, collective_ = MPI_COMM_NULL;
   std::shared_ptr<MpiGroup> parent_;
   bool finalize_;
+  std::unique_ptr<Rendezvous> rendezvous_;
   int rank_ = 0, size_ = 1;
   struct ControlSend {
     std::vector<uint8_t> bytes;
@@ -396,7 +404,10 @@ MpiGroup::~MpiGroup() {
   reap_control(/*wait=*/true);
   for (MPI_Comm* comm : {&p2p_, &control_, &collective_}) MPI_Comm_free(comm);
   if (parent_) MPI_Comm_free(&comm_);
+  // Not MPI_Comm_disconnect: between singletons its PMIx fence never completes (Open MPI 4.1).
+  if (rendezvous_) MPI_Comm_free(&comm_);
   if (finalize_) MPI_Finalize();
+  if (rendezvous_) rendezvous_->finish();
 }
 
 void MpiGroup::all_reduce_sum(std::vector<Tensor>& tensors) {
@@ -546,6 +557,13 @@ std::pair<int, std::vector<uint8_t>> MpiGroup::recv_bytes(int tag) {
   }
 }
 
+void init_mpi() {
+  int provided = 0;
+  check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init");
+  ECH_CHECK(provided >= MPI_THREAD_MULTIPLE, "MPI: the library does not provide ",
+            "MPI_THREAD_MULTIPLE (got level ", provided, ")");
+}
+
 }  // namespace
 
 bool process_groups_available() {
@@ -555,22 +573,25 @@ bool process_groups_available() {
 std::shared_ptr<ProcessGroup> world_process_group() {
   static std::weak_ptr<ProcessGroup> world;
   if (auto existing = world.lock()) return existing;
-  if (!launched_by_mpirun()) {
-    reject_torchrun_environment();
-    return nullptr;
-  }
   int finalized = 0;
   MPI_Finalized(&finalized);
   ECH_CHECK(!finalized, "MPI: the world group was already closed in this process");
   int initialized = 0;
   MPI_Initialized(&initialized);
-  if (!initialized) {
-    int provided = 0;
-    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init");
-    ECH_CHECK(provided >= MPI_THREAD_MULTIPLE, "MPI: the library does not provide ",
-              "MPI_THREAD_MULTIPLE (got level ", provided, ")");
+  std::shared_ptr<MpiGroup> group;
+  if (launched_by_mpirun()) {
+    if (!initialized) init_mpi();
+    group = std::make_shared<MpiGroup>(MPI_COMM_WORLD, nullptr, !initialized);
+  } else {
+    const std::optional<RendezvousEnvironment> env = rendezvous_environment();
+    if (!env) return nullptr;
+    ECH_CHECK(!initialized, "rendezvous: MPI was initialised before the processes met");
+    // Before MPI_Init: Open MPI reads ompi-server's address from the environment.
+    auto rendezvous = std::make_unique<Rendezvous>(*env);
+    init_mpi();
+    const MPI_Comm joined = join_rendezvous_world(*rendezvous);
+    group = std::make_shared<MpiGroup>(joined, nullptr, true, std::move(rendezvous));
   }
-  auto group = std::make_shared<MpiGroup>(MPI_COMM_WORLD, nullptr, !initialized);
   if (group->size() == 1) return nullptr;  // one process: threads, as without a launcher
   world = group;
   return group;
@@ -585,7 +606,9 @@ bool process_groups_available() {
 std::shared_ptr<ProcessGroup> world_process_group() {
   ECH_CHECK(!launched_by_mpirun(), "this process was started by mpirun, but this echelon was ",
             "built without MPI: install libopenmpi-dev and reconfigure (-DECHELON_MPI=ON)");
-  reject_torchrun_environment();
+  ECH_CHECK(
+      !rendezvous_environment(), "RANK and WORLD_SIZE are set, but this echelon was built ",
+      "without MPI: install openmpi-bin and libopenmpi-dev and reconfigure (-DECHELON_MPI=ON)");
   return nullptr;
 }
 

@@ -1,5 +1,6 @@
 // Process groups: the processes of one multi-process run (one per pipeline partition and
-// data-parallel replica), as started by `mpirun`. The pipeline engine uses a group for
+// data-parallel replica), as started by `mpirun` or torchrun-style (rendezvous.h). The pipeline
+// engine uses a group for
 //   - the transports between partitions living in different processes (make_transport),
 //   - the gradient all-reduce across the replicas of one partition (all_reduce_sum, or
 //     start_all_reduce_sum per gradient bucket while the backward still runs),
@@ -65,9 +66,10 @@ class ProcessGroup {
 bool process_groups_available();
 
 // The run's world group when this process was started by a launcher (mpirun: OMPI_COMM_WORLD_*,
-// or PMI_SIZE / PMIX_RANK), else nullptr. Also nullptr for a world of one process. Throws when a
-// launcher is detected but this build has no MPI, or for a torchrun-style environment (RANK,
-// WORLD_SIZE) without mpirun, naming the variables. The first call initialises MPI; MPI is
+// or PMI_SIZE / PMIX_RANK), or with torchrun-style variables (RANK, WORLD_SIZE > 1, MASTER_ADDR,
+// MASTER_PORT: the processes meet through rendezvous.h first), else nullptr. Also nullptr for a
+// world of one process. Throws when a launcher or RANK/WORLD_SIZE is found but this build has no
+// MPI, or when the rendezvous fails, naming the variables. The first call initialises MPI; MPI is
 // finalised when the last reference to the world group goes.
 std::shared_ptr<ProcessGroup> world_process_group();
 

@@ -1,7 +1,7 @@
 // Multi-process runs for `echelon train`: the --data-parallel flag and joining the process group
-// that `mpirun` started. Header-only, like pipeline_flags.h. With mpirun -np W, every process runs
-// the same command; rank r runs pipeline partition r % K of replica r / K (W = K * R). Only rank
-// 0 prints and writes the run folder.
+// that `mpirun` (or a torchrun-style rendezvous, parallel/rendezvous.h) started. Header-only, like
+// pipeline_flags.h. With mpirun -np W, every process runs the same command; rank r runs pipeline
+// partition r % K of replica r / K (W = K * R). Only rank 0 prints and writes the run folder.
 #pragma once
 
 #include <cmath>
@@ -96,16 +96,17 @@ inline std::shared_ptr<parallel::ProcessGroup> join_process_group(PipelineFlags&
               o.partitions * o.data_parallel);
     return nullptr;
   }
-  ECH_CHECK(world->size() == o.partitions * o.data_parallel, "mpirun started ", world->size(),
+  ECH_CHECK(world->size() == o.partitions * o.data_parallel, "the run has ", world->size(),
             " processes, but --pipeline ", o.partitions, " x --data-parallel ", o.data_parallel,
             " needs ", o.partitions * o.data_parallel);
   ECH_CHECK(o.devices.empty(), "--devices places the partitions of one process; under mpirun ",
             "each rank runs one partition on cuda:<local rank> (--device cuda)");
   o.process_group = world;
   train.primary = world->rank() == 0;
-  // One GPU per process, as torchrun's LOCAL_RANK: --device cuda (or auto, when a GPU is there)
-  // becomes cuda:<local rank>; too few GPUs then fail naming the device.
+  // One GPU per process: --device cuda (or auto, when a GPU is there) becomes cuda:<local rank>
+  // (mpirun's, or torchrun's LOCAL_RANK); too few GPUs then fail naming the device.
   const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  if (local == nullptr) local = std::getenv("LOCAL_RANK");
   if (local != nullptr &&
       (train.device == "cuda" || (train.device == "auto" && resolve_device("auto").is_cuda()))) {
     train.device = str("cuda:", local);

@@ -1,14 +1,21 @@
 // `echelon launch`: the train command's process count -> one mpirun command line (launch_cmd.h).
 #include <echelon/app/cli/launch_cmd.h>
 
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <echelon/app/cli/command.h>
@@ -32,9 +39,20 @@ void add_launch_command(CLI::App& root, LaunchCommand& command) {
                    "One extra mpirun argument, passed as it is (repeatable)")
       ->allow_extra_args(false);
   launch->add_flag("--dry-run", command.dry_run, "Print the mpirun command instead of running it");
+  launch
+      ->add_option("--rdzv", command.rendezvous,
+                   "How the processes meet: mpirun (default), or env: start this node's ranks "
+                   "here with torchrun's RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT variables")
+      ->check(CLI::IsMember({"mpirun", "env"}));
+  launch->add_option("--node-rank", command.node_rank, "--rdzv env: this node's index (0 first)");
+  launch->add_option("--master-addr", command.master_addr,
+                     "--rdzv env: the host of rank 0 (default 127.0.0.1)");
+  launch->add_option("--master-port", command.master_port,
+                     "--rdzv env: a free TCP port on rank 0's host (default 29500)");
   launch->footer(
       "The words after -- are the run every rank starts, e.g.\n"
-      "  echelon launch -- train --model resnet20 --pipeline 2 --data-parallel 2   (4 processes)");
+      "  echelon launch -- train --model resnet20 --pipeline 2 --data-parallel 2   (4 processes)\n"
+      "  echelon launch --rdzv env -- train --pipeline 2   (2 processes, torchrun-style)");
   command.launch = launch;
 }
 
@@ -54,8 +72,15 @@ void finish_launch_command(LaunchCommand& c, const std::vector<std::string>& ran
             "'); eval, models and bench run in one process");
   ECH_CHECK(c.nnodes >= 1, "--nnodes must be >= 1, got ", c.nnodes);
   ECH_CHECK(c.nproc_per_node >= 0, "--nproc-per-node must be >= 0, got ", c.nproc_per_node);
-  ECH_CHECK(c.nnodes == 1 || !c.hostfile.empty(), "--nnodes ", c.nnodes,
-            " needs --hostfile naming the nodes");
+  const bool by_env = c.rendezvous == "env";
+  ECH_CHECK(c.nnodes == 1 || by_env || !c.hostfile.empty(), "--nnodes ", c.nnodes,
+            " needs --hostfile naming the nodes (or --rdzv env --node-rank I --master-addr HOST)");
+  ECH_CHECK(!by_env || c.hostfile.empty(), "--hostfile is for mpirun; with --rdzv env run launch ",
+            "on every node with --node-rank and --master-addr");
+  ECH_CHECK(c.node_rank >= 0 && c.node_rank < c.nnodes, "--node-rank ", c.node_rank,
+            " must be in [0, --nnodes ", c.nnodes, ")");
+  ECH_CHECK(c.master_port >= 1 && c.master_port <= 65535, "--master-port ", c.master_port,
+            " is not a TCP port");
   ECH_CHECK(c.hostfile.empty() || std::filesystem::is_regular_file(c.hostfile), "--hostfile '",
             c.hostfile, "' is not a file");
 
@@ -79,6 +104,12 @@ void finish_launch_command(LaunchCommand& c, const std::vector<std::string>& ran
             " x --nnodes ", c.nnodes, " = ", c.nproc_per_node * c.nnodes,
             " processes, but --pipeline ", engine.partitions, " x --data-parallel ",
             engine.data_parallel, " needs ", needed);
+  c.world_size = needed;
+  if (by_env) {
+    c.argv = {self};
+    c.argv.insert(c.argv.end(), rank_command.begin(), rank_command.end());
+    return;
+  }
 
   const char* launcher = std::getenv("ECHELON_MPIRUN");
   c.argv = {!c.mpirun.empty() ? c.mpirun : launcher != nullptr ? launcher : "mpirun"};
@@ -123,6 +154,126 @@ void exec_launch(const LaunchCommand& command) {
   execvp(args[0], args.data());
   ECH_FAIL("launch: cannot start '", command.argv[0], "': ", std::strerror(errno),
            " (install openmpi-bin, or name the launcher with --mpirun)");
+}
+
+std::vector<std::string> rank_environment(const LaunchCommand& c, int local) {
+  const int nproc = c.world_size / c.nnodes;
+  return {"RANK=" + std::to_string(c.node_rank * nproc + local),
+          "LOCAL_RANK=" + std::to_string(local),
+          "WORLD_SIZE=" + std::to_string(c.world_size),
+          "LOCAL_WORLD_SIZE=" + std::to_string(nproc),
+          "MASTER_ADDR=" + c.master_addr,
+          "MASTER_PORT=" + std::to_string(c.master_port)};
+}
+
+namespace {
+
+volatile std::sig_atomic_t interrupted_by = 0;
+
+void on_launch_signal(int signal) {
+  interrupted_by = signal;
+}
+
+// "exited with status 3" / "was killed by signal 9 (Killed)"
+std::string describe_status(int status) {
+  if (WIFSIGNALED(status))
+    return str("was killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)), ")");
+  return str("exited with status ", WEXITSTATUS(status));
+}
+
+int exit_code_of(int status) {
+  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+}
+
+}  // namespace
+
+int run_local_ranks(const LaunchCommand& c) {
+  const int nproc = c.world_size / c.nnodes;
+  std::cout << "echelon launch: " << nproc << " of " << c.world_size
+            << " processes on this node, rendezvous at " << c.master_addr << ":" << c.master_port
+            << ": " << shell_quoted(c.argv) << std::endl;
+  struct sigaction action {};
+  action.sa_handler = on_launch_signal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+
+  std::vector<pid_t> children(static_cast<size_t>(nproc), -1);
+  std::vector<int> ranks(static_cast<size_t>(nproc));
+  // Everything a child needs is built before fork: after it only async-signal-safe calls.
+  std::vector<char*> argv;
+  for (const std::string& word : c.argv) argv.push_back(const_cast<char*>(word.c_str()));
+  argv.push_back(nullptr);
+  const pid_t launcher = getpid();
+  for (int local = 0; local < nproc; ++local) {
+    // This process's environment without the variables set here (getenv finds the first).
+    std::vector<std::string> words = rank_environment(c, local);
+    for (char** entry = environ; *entry != nullptr; ++entry) {
+      const std::string word = *entry;
+      const std::string name = word.substr(0, word.find('=') + 1);
+      const bool replaced = std::any_of(words.begin(), words.end(), [&](const std::string& own) {
+        return own.compare(0, name.size(), name) == 0;
+      });
+      if (!replaced) words.push_back(word);
+    }
+    std::vector<char*> envp;
+    envp.reserve(words.size() + 1);
+    for (std::string& word : words) envp.push_back(word.data());
+    envp.push_back(nullptr);
+    ranks[static_cast<size_t>(local)] = c.node_rank * nproc + local;
+    const pid_t child = fork();
+    ECH_CHECK(child >= 0, "launch: fork(): ", std::strerror(errno));
+    if (child == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGTERM);  // the ranks end with the launcher, even when it is killed
+      if (getppid() != launcher) _exit(1);
+      execve(argv[0], argv.data(), envp.data());
+      _exit(127);
+    }
+    children[static_cast<size_t>(local)] = child;
+  }
+
+  // Waits for every rank. The first failure (or Ctrl-C) ends the others: SIGTERM, then SIGKILL
+  // after a grace period, as torchrun's agent does; no rank waits for a partner that is gone.
+  using Clock = std::chrono::steady_clock;
+  int result = 0, running = nproc;
+  std::optional<Clock::time_point> kill_at;
+  const auto stop_others = [&](int signal) {
+    for (const pid_t child : children)
+      if (child > 0) kill(child, signal);
+  };
+  while (running > 0) {
+    if (interrupted_by != 0 && !kill_at) {
+      std::cerr << "echelon launch: interrupted, stopping every rank" << std::endl;
+      result = 128 + interrupted_by;
+      stop_others(SIGTERM);
+      kill_at = Clock::now() + std::chrono::seconds(10);
+    }
+    if (kill_at && Clock::now() > *kill_at) {
+      stop_others(SIGKILL);
+      kill_at = Clock::now() + std::chrono::hours(1);
+    }
+    int status = 0;
+    const pid_t ended = waitpid(-1, &status, WNOHANG);
+    if (ended <= 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
+    for (size_t i = 0; i < children.size(); ++i) {
+      if (children[i] != ended) continue;
+      children[i] = -1;
+      --running;
+      const bool failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+      if (!failed || result != 0) break;
+      std::cerr << "echelon launch: rank " << ranks[i] << " (pid " << ended << ") "
+                << describe_status(status) << "; stopping the other ranks" << std::endl;
+      result = exit_code_of(status);
+      if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+        std::cerr << "echelon launch: could not start " << c.argv[0] << std::endl;
+      stop_others(SIGTERM);
+      kill_at = Clock::now() + std::chrono::seconds(10);
+    }
+  }
+  return result;
 }
 
 }  // namespace echelon::app

@@ -5,6 +5,7 @@
 //   echelon models
 //   echelon bench op conv2d --input 64,16,32,32 --impl naive,fast   (also model, pipeline, loader)
 //   echelon launch -- train --pipeline 2 ...   (one process per partition, through mpirun)
+//   echelon launch --rdzv env -- train --pipeline 2 ...   (the same, torchrun-style)
 // Every user error (bad flag value, missing dataset, damaged checkpoint) prints ONE line
 // "echelon: error: ..." on stderr and exits with status 2.
 #include <csignal>
@@ -82,6 +83,14 @@ int main(int argc, char** argv) {
       case app::Command::Kind::Bench:
         return app::run_bench_command(command.bench, std::cout);
       case app::Command::Kind::Launch:
+        if (command.launch.rendezvous == "env") {
+          if (!command.launch.dry_run) return app::run_local_ranks(command.launch);
+          const int local_ranks = command.launch.world_size / command.launch.nnodes;
+          for (int local = 0; local < local_ranks; ++local)
+            std::cout << app::shell_quoted(app::rank_environment(command.launch, local)) << " "
+                      << app::shell_quoted(command.launch.argv) << "\n";
+          return 0;
+        }
         if (command.launch.dry_run) {
           std::cout << app::shell_quoted(command.launch.argv) << "\n";
           return 0;

@@ -1,5 +1,6 @@
-// `echelon launch`: the mpirun command line it builds (--dry-run) and its one-line errors. The
-// real multi-process launch is in tests/mpi/cli_check.sh (label mpi).
+// `echelon launch`: the mpirun command line it builds (--dry-run), the variables it gives each rank
+// with --rdzv env, and its one-line errors. The real multi-process launches are in
+// tests/mpi/cli_check.sh and tests/mpi/rendezvous_check.sh (label mpi).
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -51,6 +52,34 @@ TEST_SUITE("cli") {
     CHECK(nodes.status == 0);
     CHECK(nodes.out.find(" --hostfile " + hostfile + " --map-by ppr:2:node ") != std::string::npos);
     CHECK(nodes.out.find(" --oversubscribe ") == std::string::npos);
+  }
+
+  TEST_CASE("launch --rdzv env gives each local rank torchrun's variables") {
+    if (!launch_available()) return;
+    const Run r = run(
+        "launch --rdzv env --dry-run --master-port 29611 -- train --pipeline 2 --data-parallel 2");
+    REQUIRE(r.status == 0);
+    const std::string command = " " + std::filesystem::canonical(kBinary).string() +
+                                " train --pipeline 2 --data-parallel 2\n";
+    for (int rank = 0; rank < 4; ++rank) {
+      CHECK(r.out.find("RANK=" + std::to_string(rank) + " LOCAL_RANK=" + std::to_string(rank) +
+                       " WORLD_SIZE=4 LOCAL_WORLD_SIZE=4 MASTER_ADDR=127.0.0.1 MASTER_PORT=29611" +
+                       command) != std::string::npos);
+    }
+    // Node 1 of 2 runs ranks 2 and 3, as local ranks 0 and 1, and meets rank 0 at node0.
+    const Run second =
+        run("launch --rdzv env --dry-run --nnodes 2 --node-rank 1 --master-addr node0 -- train "
+            "--pipeline 4");
+    REQUIRE(second.status == 0);
+    CHECK(second.out.find("RANK=2 LOCAL_RANK=0 WORLD_SIZE=4 LOCAL_WORLD_SIZE=2 MASTER_ADDR=node0 "
+                          "MASTER_PORT=29500 ") == 0);
+    CHECK(second.out.find("\nRANK=3 LOCAL_RANK=1 ") != std::string::npos);
+    CHECK(second.out.find("\nRANK=0") == std::string::npos);
+    check_usage_error("launch --rdzv env --nnodes 2 --node-rank 2 -- train --pipeline 4",
+                      "--node-rank 2 must be in [0, --nnodes 2)");
+    check_usage_error("launch --rdzv env --master-port 70000 -- train --pipeline 2",
+                      "--master-port 70000 is not a TCP port");
+    check_usage_error("launch --rdzv ssh -- train --pipeline 2", "--rdzv");
   }
 
   TEST_CASE("launch refuses what mpirun could not run, before any process starts") {

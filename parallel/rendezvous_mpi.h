@@ -1,0 +1,15 @@
+// Joining the MPI world of a torchrun-style rendezvous (rendezvous.h); used by mpi_group.cpp.
+// Only in builds with MPI.
+#pragma once
+
+#include <mpi.h>
+
+#include <echelon/parallel/rendezvous.h>
+
+namespace echelon::parallel {
+
+// The world of the processes that met through `rendezvous` (MPI already initialised), ranked by
+// their RANK. Throws echelon::Error when an MPI call fails.
+MPI_Comm join_rendezvous_world(Rendezvous& rendezvous);
+
+}  // namespace echelon::parallel
