@@ -194,6 +194,9 @@ void PipelineEngine::connect_distributed(Device device) {
   results_ = std::make_unique<data::SpscRing<BatchResult>>(held);
   flushed_ = std::make_unique<data::MpmcRing<int>>(1);
   StageContext context = stage_context();
+  // This process's driver drains the ring at every step and flush, but nothing paces it against
+  // partition 0's feed (a loaded machine once left it 16 results behind: "results ring is full").
+  context.results_may_lag = true;
   if (replicas_) {
     // The loss weights already hold each replica's share: the sum is the global gradient.
     const auto cap_bytes = static_cast<size_t>(options_.bucket_mb * 1024 * 1024);

@@ -23,6 +23,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <utility>
 
 #include <echelon/base/error.h>
 
@@ -186,7 +187,9 @@ Rendezvous::Rendezvous(const RendezvousEnvironment& environment) : env_(environm
     start_ompi_server();
     gather_ranks(listener);
   } catch (...) {
+    // A throwing constructor runs no destructor: the server, its folder and the sockets go here.
     ::close(listener);
+    release();
     throw;
   }
   ::close(listener);
@@ -196,14 +199,19 @@ Rendezvous::~Rendezvous() {
   if (watcher_.joinable()) {
     stop_watch();
   }
-  for (int fd : stop_pipe_)
-    if (fd >= 0) ::close(fd);
+  for (int& fd : stop_pipe_)
+    if (fd >= 0) ::close(std::exchange(fd, -1));
+  release();
+}
+
+void Rendezvous::release() {
   for (Peer& peer : peers_)
-    if (peer.fd >= 0) ::close(peer.fd);
+    if (peer.fd >= 0) ::close(std::exchange(peer.fd, -1));
   stop_ompi_server();
   if (!server_dir_.empty()) {
     std::error_code ignored;
     std::filesystem::remove_all(server_dir_, ignored);
+    server_dir_.clear();
   }
 }
 
@@ -474,6 +482,8 @@ void Rendezvous::fail_run(const std::string& why) {
     for (Peer& peer : peers_)
       if (!peer.finished) send_line(peer, "abort " + why);
     stop_ompi_server();
+    std::error_code ignored;  // _Exit below runs no destructor
+    std::filesystem::remove_all(server_dir_, ignored);
   }
   std::cout.flush();
   std::cerr << "echelon: error: rank " << env_.rank << " of " << env_.world_size << ": " << why

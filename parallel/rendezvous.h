@@ -82,6 +82,7 @@ class Rendezvous {
   void connect_to_master();
   void start_ompi_server();
   void stop_ompi_server();
+  void release();  // closes the peers' sockets, stops ompi-server, removes its folder
   void send_line(Peer& peer, const std::string& line);
   void watch_loop();
   void stop_watch();

@@ -300,8 +300,12 @@ void Stage::loss(InFlight& state, const Message& message, const Tensor& out) {
   result.correct = correct_count(out, message.labels);
   result.finite = std::isfinite(result.loss);
   state.skip = !result.finite;
-  // The driver's results ring is sized for every message the pipeline can hold, so a full one
-  // is a bug; failing beats blocking the last partition (and with it the driver) for ever.
+  if (context_.results_may_lag) {
+    context_.results->push(result);  // waits for the driver's next relay; false once closed
+    return;
+  }
+  // In one process the driver's results ring is sized for every message the pipeline can hold,
+  // so a full one is a bug; failing beats blocking the last partition (and the driver) for ever.
   ECH_CHECK(context_.results->try_push(result) || context_.results->closed(),
             "the results ring is full (", context_.results->capacity(), " entries)");
 }

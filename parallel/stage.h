@@ -66,8 +66,11 @@ class DeferredStats;
 // What the executors share with the driver. Stages report through it and stop through it.
 struct StageContext {
   data::SpscRing<BatchResult>* results = nullptr;  // the last partition's losses, to the driver
-  data::MpmcRing<int>* flushed = nullptr;          // each partition once per flush
-  ScheduleKind schedule = ScheduleKind::Stale;     // at start; each Flush names the next one
+  // Across processes a later partition's driver only relays results and is not paced by the feed,
+  // so it can fall behind by more than the ring holds: the last partition then waits for it.
+  bool results_may_lag = false;
+  data::MpmcRing<int>* flushed = nullptr;       // each partition once per flush
+  ScheduleKind schedule = ScheduleKind::Stale;  // at start; each Flush names the next one
   int micro_batches = 1;
   // Stale partitions run their forward on predicted weights (PipelineOptions::predict_weights).
   bool predict_weights = false;

@@ -11,12 +11,14 @@
 //   pipeline_mpi_check --fail-rank r   rank r throws after two steps: every process must end.
 //   pipeline_mpi_check --compare A B   (no mpirun) exit 0 when two checkpoints hold bit-identical
 //                                      tensors (weights, momentum buffers) under the same names.
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <echelon/base/error.h>
@@ -34,6 +36,7 @@ namespace {
 
 struct Args {
   int partitions = 2, data_parallel = 1, fail_rank = -1;
+  int lag_rank = -1;  // this rank's driver stalls 2 s before its second step (a lagging relay)
   std::vector<std::string> schedules = {"stale"};
   int epochs = 2, batches = 4;
   int64_t batch = 16;
@@ -50,6 +53,8 @@ Args parse(int argc, char** argv) {
       a.data_parallel = std::stoi(value);
     else if (flag == "--fail-rank")
       a.fail_rank = std::stoi(value);
+    else if (flag == "--lag-rank")
+      a.lag_rank = std::stoi(value);
     else if (flag == "--epochs")
       a.epochs = std::stoi(value);
     else if (flag == "--batches")
@@ -120,6 +125,10 @@ Outcome train(const Args& a, const std::string& schedule, std::shared_ptr<Proces
     for (size_t i = 0; i < batches.size(); ++i) {
       if (group && rank == a.fail_rank && epoch == 0 && i == 2)
         ECH_FAIL("planted failure on rank ", rank, " (partition ", rank % a.partitions, ")");
+      // After the first step started the engine, partition 0 feeds every batch meanwhile; a
+      // later partition's results wait for this driver.
+      if (group && rank == a.lag_rank && epoch == 0 && i == 1)
+        std::this_thread::sleep_for(std::chrono::seconds(2));
       engine.train_step(batches[i]);
     }
     engine.finish_epoch();
