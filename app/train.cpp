@@ -397,9 +397,12 @@ void TrainingRun::account(const parallel::StepStats& stats, int64_t epoch, int64
              ", batch ", stats.nonfinite_batch, "); ", where, ". Try a lower --lr (now ", totals.lr,
              ")");
   }
-  if (stats.batches == 0) return;
+  if (stats.batches == 0 && stats.samples == 0) return;
   totals.stats.add(stats);
   since_log.add(stats);
+  // Only other replicas' shares of steps already counted (data parallel: they can arrive after
+  // replica 0's own, e.g. at the epoch's flush): their images count, but no step is new.
+  if (stats.batches == 0) return;
   result_.step_losses.push_back(stats.mean_loss());
   global_step_ += stats.batches;
   if (options_.log_every <= 0 || since_log.batches < options_.log_every) return;

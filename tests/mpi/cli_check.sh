@@ -6,7 +6,10 @@
 #   3. a run stopped after epoch 1 and resumed with the same K ends bit-identical too;
 #   4. the same for 2 partitions x 2 data-parallel replicas (4 processes);
 #   5. `echelon launch` (mpirun started by echelon) gives the same checkpoint as 1.;
-#   6. killing rank 1 mid-epoch ends the run non-zero within 30 s, naming rank 1.
+#   6. killing rank 1 mid-epoch ends the run non-zero within 30 s, naming rank 1;
+#   7. data parallel (R = 2): every epoch counts all its training images, and the training
+#      metrics are the same from run to run (replica 1's last shares arrived at the flush, after
+#      replica 0's, and the trainer dropped them: 224 of 256 images in about half the epochs).
 # usage: cli_check.sh ECHELON PIPELINE_MPI_CHECK
 set -u
 echelon=$1 check=$2
@@ -116,4 +119,19 @@ echo "after kill -9 of rank 1: exit status $rc after ${elapsed} s"
 [ "$rc" -ne 124 ] || fail "the run hung until timeout"
 [ "$elapsed" -le 30 ] || fail "took ${elapsed} s (> 30 s)"
 grep -q "rank 1" "$dir/kill.log" || fail "the output does not name rank 1"
+
+dp=(train --model lenet5 --data synthetic --limit-train 256 --limit-test 64 --batch-size 32
+    --epochs 2 --lr 0.05 --deterministic --threads 1 --progress none --data-parallel 2)
+for run in 1 2 3; do
+  "$here/mpirun.sh" 120 2 "$echelon" "${dp[@]}" --out "$dir/dp_metrics$run" \
+    >"$dir/dp_metrics$run.log" 2>&1 || { cat "$dir/dp_metrics$run.log"; fail "R=2 run $run"; }
+  images=$(grep -o '"train_images":[0-9]*' "$dir/dp_metrics$run/metrics.jsonl" | tr '\n' ' ')
+  [ "$images" = '"train_images":256 "train_images":256 ' ] ||
+    fail "R=2 run $run: training images per epoch: $images (expected 256 in both epochs)"
+  grep -o '"train_loss":[^,]*,"train_acc":[^,]*' "$dir/dp_metrics$run/metrics.jsonl" \
+    >"$dir/dp_metrics$run.train"
+  [ -s "$dir/dp_metrics$run.train" ] || fail "R=2 run $run: no training metrics in metrics.jsonl"
+  cmp -s "$dir/dp_metrics1.train" "$dir/dp_metrics$run.train" ||
+    fail "R=2: training metrics of run $run differ from run 1"
+done
 echo "ok"

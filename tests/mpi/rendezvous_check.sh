@@ -91,8 +91,8 @@ same_run "$dir/rdzv_k2" "$dir/mpirun_k2" "K=2 stale, rendezvous vs mpirun" \
 "$here/mpirun.sh" 120 2 "$echelon" "${common[@]}" --data-parallel 2 --out "$dir/mpirun_dp" \
   >"$dir/mpirun_dp.log" 2>&1 || { cat "$dir/mpirun_dp.log"; fail "mpirun R=2"; }
 by_hand cli_dp 2 "$echelon" "${common[@]}" --data-parallel 2 --out "$dir/rdzv_dp"
-# (The training metrics of a data-parallel run vary between runs even under mpirun: not compared.)
-same_run "$dir/rdzv_dp" "$dir/mpirun_dp" "R=2, rendezvous vs mpirun" epoch,test_loss,test_acc
+same_run "$dir/rdzv_dp" "$dir/mpirun_dp" "R=2, rendezvous vs mpirun" \
+  epoch,train_loss,train_acc,train_images,test_loss,test_acc
 echo "rendezvous runs = mpirun runs: ok"
 
 # 3. bad rendezvous, each bounded by ECHELON_RENDEZVOUS_TIMEOUT=3
