@@ -44,8 +44,6 @@ bool launched_by_mpirun() {
 
 #if ECHELON_WITH_MPI
 
-namespace {
-
 void check_mpi(int code, const char* what) {
   if (code == MPI_SUCCESS) return;
   char text[MPI_MAX_ERROR_STRING];
@@ -53,6 +51,8 @@ void check_mpi(int code, const char* what) {
   MPI_Error_string(code, text, &length);
   ECH_FAIL("MPI ", what, " failed: ", std::string(text, static_cast<size_t>(length)));
 }
+
+namespace {
 
 int count_of(size_t bytes) {
   ECH_CHECK(bytes <= static_cast<size_t>(INT_MAX), "MPI: a message of ", bytes,

@@ -11,18 +11,6 @@
 
 namespace echelon::parallel {
 
-namespace {
-
-void check(int code, const char* what) {
-  if (code == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  MPI_Error_string(code, text, &length);
-  ECH_FAIL("rendezvous: ", what, " failed: ", std::string(text, static_cast<size_t>(length)));
-}
-
-}  // namespace
-
 // The world grows one process
 // at a time: the members so far accept (collectively) on rank 0's port, the next RANK connects
 // alone, and the merge puts the newcomer last. Rank 0 hands rank r the port only once ranks
@@ -36,7 +24,7 @@ MPI_Comm join_rendezvous_world(Rendezvous& rendezvous) {
     group = merged;
   };
   if (env.rank == 0) {
-    check(MPI_Open_port(MPI_INFO_NULL, port), "MPI_Open_port");
+    check_mpi(MPI_Open_port(MPI_INFO_NULL, port), "MPI_Open_port");
     rendezvous.watch();
   } else {
     const std::string name = rendezvous.receive_port();
@@ -45,16 +33,16 @@ MPI_Comm join_rendezvous_world(Rendezvous& rendezvous) {
     std::copy(name.begin(), name.end(), port);
     rendezvous.watch();
     MPI_Comm inter = MPI_COMM_NULL, merged = MPI_COMM_NULL;
-    check(MPI_Comm_connect(port, MPI_INFO_NULL, 0, MPI_COMM_SELF, &inter), "MPI_Comm_connect");
-    check(MPI_Intercomm_merge(inter, /*high=*/1, &merged), "MPI_Intercomm_merge");
+    check_mpi(MPI_Comm_connect(port, MPI_INFO_NULL, 0, MPI_COMM_SELF, &inter), "MPI_Comm_connect");
+    check_mpi(MPI_Intercomm_merge(inter, /*high=*/1, &merged), "MPI_Intercomm_merge");
     MPI_Comm_free(&inter);
     replace_group(merged);
   }
   for (int next = env.rank + 1; next < env.world_size; ++next) {
     if (env.rank == 0) rendezvous.send_port(next, port);
     MPI_Comm inter = MPI_COMM_NULL, merged = MPI_COMM_NULL;
-    check(MPI_Comm_accept(port, MPI_INFO_NULL, 0, group, &inter), "MPI_Comm_accept");
-    check(MPI_Intercomm_merge(inter, /*high=*/0, &merged), "MPI_Intercomm_merge");
+    check_mpi(MPI_Comm_accept(port, MPI_INFO_NULL, 0, group, &inter), "MPI_Comm_accept");
+    check_mpi(MPI_Intercomm_merge(inter, /*high=*/0, &merged), "MPI_Intercomm_merge");
     MPI_Comm_free(&inter);
     replace_group(merged);
   }

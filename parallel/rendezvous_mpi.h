@@ -12,4 +12,8 @@ namespace echelon::parallel {
 // their RANK. Throws echelon::Error when an MPI call fails.
 MPI_Comm join_rendezvous_world(Rendezvous& rendezvous);
 
+// Throws echelon::Error "MPI <what> failed: <MPI's text>" unless `code` is MPI_SUCCESS
+// (mpi_group.cpp).
+void check_mpi(int code, const char* what);
+
 }  // namespace echelon::parallel
