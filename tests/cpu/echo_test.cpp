@@ -205,16 +205,17 @@ TEST_SUITE("echo") {
   }
 
   TEST_CASE("auto echo through the loader: e reaches R after the first consumed batch") {
-    // Upstream: 2 workers x 20 ms per item = 100 items/s; consumer: 8 items per 10 ms = 800/s,
-    // so R ~= 8 (sleeps only overshoot, so a loaded machine lowers it; milliseconds of overshoot
-    // still leave R >= 3). The old plain EMA (0.2) from e = 1 would be at 2.4 after one step.
+    // Upstream: 2 workers x 20 ms per item = 100 items/s; consumer: 8 items per 2 ms = 4000/s,
+    // so R ~= 40, and e is clamped to 8. Sleeps only overshoot, so a loaded machine lowers R: a
+    // consumer step would have to take 26 ms instead of 2 to bring it under 3 (a 10 ms step
+    // did, once, at load 8). The old plain EMA (0.2) from e = 1 would be at 2.4 after one step.
     Loader loader(slow_upstream(), auto_echo_options());
     loader.start_epoch(0);
     std::vector<double> factors;
     for (int step = 0; step < 4; ++step) {
       REQUIRE(loader.next().has_value());
       factors.push_back(loader.stats().factor);
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
     CHECK(factors[0] == 1.0);  // no consumer time measured before the first batch comes back
     CHECK(factors[1] >= 3.0);  // the first measurement: set at once
@@ -222,14 +223,14 @@ TEST_SUITE("echo") {
   }
 
   TEST_CASE("auto echo through the loader: a slow first step fades out") {
-    // As above (R ~= 8), but the first consumer step takes 1 s (think CUDA warm-up): measured
+    // As above (R ~= 40), but the first consumer step takes 1 s (think CUDA warm-up): measured
     // alone it says R < 1. Per-batch measurements let later steps outvote it; a running mean over
-    // the epoch would still read R ~= 1.3 after 20 steps (1.19 s for 160 items).
+    // the epoch would still read R ~= 1.5 after 20 steps (1.04 s for 160 items).
     Loader loader(slow_upstream(), auto_echo_options());
     loader.start_epoch(0);
     for (int step = 0; step < 20; ++step) {
       REQUIRE(loader.next().has_value());
-      std::this_thread::sleep_for(std::chrono::milliseconds(step == 0 ? 1000 : 10));
+      std::this_thread::sleep_for(std::chrono::milliseconds(step == 0 ? 1000 : 2));
     }
     REQUIRE(loader.next().has_value());
     CHECK(loader.stats().factor >= 3.0);
