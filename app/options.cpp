@@ -34,6 +34,7 @@ json::Value TrainOptions::to_json() const {
       .set("gamma", gamma)
       .set("device", device)
       .set("conv-impl", conv_impl)
+      .set("precision", precision)
       .set("seed", seed)
       .set("threads", threads)
       .set("out", out)
@@ -81,6 +82,7 @@ TrainOptions TrainOptions::from_json(const json::Value& v) {
   with("gamma", [&](const json::Value& f) { o.gamma = f.as_double(); });
   with("device", [&](const json::Value& f) { o.device = f.as_string(); });
   with("conv-impl", [&](const json::Value& f) { o.conv_impl = f.as_string(); });
+  with("precision", [&](const json::Value& f) { o.precision = f.as_string(); });
   with("seed", [&](const json::Value& f) { o.seed = static_cast<uint64_t>(f.as_int()); });
   with("threads", [&](const json::Value& f) { o.threads = static_cast<int>(f.as_int()); });
   with("out", [&](const json::Value& f) { o.out = f.as_string(); });
@@ -179,9 +181,14 @@ void validate(const TrainOptions& o) {
               "--milestones must be increasing epochs >= 0");
   ECH_CHECK(o.schedule != "multistep" || !o.milestones.empty(),
             "--schedule multistep needs --milestones E1,E2,...");
-  resolve_device(o.device);
+  const Device device = resolve_device(o.device);
   ECH_CHECK(o.conv_impl == "ours" || o.conv_impl == "cudnn", "--conv-impl: unknown value \"",
             o.conv_impl, "\" (known: ours, cudnn)");
+  ECH_CHECK(o.precision == "fp32" || o.precision == "tf32", "--precision: unknown value \"",
+            o.precision, "\" (known: fp32, tf32)");
+  ECH_CHECK(o.precision == "fp32" || device.is_cuda(), "--precision ", o.precision,
+            " applies to CUDA devices and this run is on the CPU (--device ", o.device,
+            "), whose ops always compute in fp32; use --precision fp32");
   ECH_CHECK(o.threads >= 0, "--threads must be >= 0 (got ", o.threads, ")");
   ECH_CHECK(o.limit_train >= 0, "--limit-train must be >= 0 (got ", o.limit_train, ")");
   ECH_CHECK(o.limit_test >= 0, "--limit-test must be >= 0 (got ", o.limit_test, ")");

@@ -132,21 +132,25 @@ SGDOptions sgd_config(const TrainOptions& o) {
   return sgd;
 }
 
-// The process-wide switches a run sets (conv implementation, deterministic algorithms, CPU
-// threads), restored when the run ends, so train() leaves the process as it found it.
+// The process-wide switches a run sets (conv implementation, deterministic algorithms, float32
+// precision, CPU threads), restored when the run ends, so train() leaves the process as it found
+// it.
 class ScopedRunSettings {
  public:
   explicit ScopedRunSettings(const TrainOptions& o)
       : conv_impl_(ops::conv_impl()),
         deterministic_(ops::deterministic()),
+        precision_(ops::float32_precision()),
         cpu_threads_(ops::cpu_threads()) {
     ops::set_conv_impl(o.conv_impl == "cudnn" ? ops::ConvImpl::Cudnn : ops::ConvImpl::Ours);
     ops::set_deterministic(o.deterministic);
+    ops::set_float32_precision(o.precision == "tf32" ? Precision::Tf32 : Precision::Fp32);
     if (o.threads > 0) ops::set_cpu_threads(o.threads);
   }
   ~ScopedRunSettings() {
     ops::set_conv_impl(conv_impl_);
     ops::set_deterministic(deterministic_);
+    ops::set_float32_precision(precision_);
     ops::set_cpu_threads(cpu_threads_);
   }
   ScopedRunSettings(const ScopedRunSettings&) = delete;
@@ -155,6 +159,7 @@ class ScopedRunSettings {
  private:
   ops::ConvImpl conv_impl_;
   bool deterministic_;
+  Precision precision_;
   int cpu_threads_;
 };
 

@@ -62,4 +62,14 @@ const char* name(ReduceOp op) {
   return "unknown_reduce";
 }
 
+const char* name(Precision precision) {
+  switch (precision) {
+    case Precision::Fp32:
+      return "fp32";
+    case Precision::Tf32:
+      return "tf32";
+  }
+  return "unknown_precision";
+}
+
 }  // namespace echelon

@@ -106,7 +106,10 @@ void bandwidth_rows(int64_t n, int64_t image) {
 
 // ---- SGEMM: ours vs cuBLAS ----------------------------------------------------------------------
 
-void gemm_rows(const std::vector<int64_t>& sizes) {
+// `precision`: fp32 (our FMA kernel vs cuBLAS's default math) or tf32 (our WMMA kernel vs cuBLAS
+// with TF32 tensor-op math).
+void gemm_rows(const std::vector<int64_t>& sizes, Precision precision) {
+  ops::set_float32_precision(precision);
   for (const int64_t s : sizes) {
     const Tensor a = random_cuda({s, s}, 8), b = random_cuda({s, s}, 9);
     ops::set_matmul_impl(ops::MatmulImpl::Blas);
@@ -115,9 +118,11 @@ void gemm_rows(const std::vector<int64_t>& sizes) {
     const double ours = median_ms([&] { ops::matmul(a, b); });
     ops::set_matmul_impl(ops::MatmulImpl::Auto);
     const double tflop = 2.0 * s * s * s / 1e12;
-    std::printf("sgemm %5lld^3: ours %7.2f TFLOP/s  cuBLAS %7.2f TFLOP/s  ours/cuBLAS %.2f\n",
-                static_cast<long long>(s), tflop / (ours / 1e3), tflop / (blas / 1e3), blas / ours);
+    std::printf("sgemm %s %5lld^3: ours %7.2f TFLOP/s  cuBLAS %7.2f TFLOP/s  ours/cuBLAS %.2f\n",
+                name(precision), static_cast<long long>(s), tflop / (ours / 1e3),
+                tflop / (blas / 1e3), blas / ours);
   }
+  ops::set_float32_precision(Precision::Fp32);
 }
 
 // ---- convolution: ours vs cuDNN, each direction -------------------------------------------------
@@ -208,8 +213,11 @@ int main(int argc, char** argv) {
   try {
     std::printf("== bandwidth (GB/s, bytes read + written; ratio to a D2D copy)\n");
     bandwidth_rows(quick ? int64_t{1} << 16 : int64_t{1} << 26, quick ? 64 : 1024);
-    std::printf("== SGEMM (square, fp32)\n");
-    gemm_rows(quick ? std::vector<int64_t>{128} : std::vector<int64_t>{1024, 2048, 4096});
+    const std::vector<int64_t> gemm_sizes =
+        quick ? std::vector<int64_t>{128} : std::vector<int64_t>{1024, 2048, 4096};
+    std::printf("== SGEMM (square; fp32, then TF32 tensor cores)\n");
+    gemm_rows(gemm_sizes, Precision::Fp32);
+    gemm_rows(gemm_sizes, Precision::Tf32);
     std::printf("== convolution, batch %d\n", quick ? 2 : 128);
     conv_rows(net_conv_shapes(quick ? 2 : 128));
   } catch (const std::exception& e) {

@@ -143,6 +143,11 @@ ConvImpl conv_impl();
 // conv kernels are deterministic either way.
 void set_deterministic(bool on);
 bool deterministic();
+// How float32 matmuls and convolutions may round on CUDA devices (process-wide; base/op_kinds.h):
+// Tf32 runs our tensor-core GEMM (twin cpu::gemm_tf32) and lets cuBLAS and cuDNN use TF32
+// tensor cores. CPU ops always compute in fp32, whatever this says.
+void set_float32_precision(Precision precision);
+Precision float32_precision();
 // x (N, C, H, W), weight (O, C, KH, KW), bias (O) or undefined -> (N, O, OH, OW). The window of
 // `g` is the caller's, and (KH, KW) must equal its kernel; its shapes are ignored.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dGeometry& g);

@@ -15,6 +15,7 @@
 #if ECHELON_WITH_CUDA
 #include <echelon/cuda/cudnn/conv.h>
 #include <echelon/cuda/kernels/conv.h>
+#include <echelon/cuda/kernels/matmul.h>
 #include <echelon/cuda/kernels/pool.h>
 #endif
 
@@ -34,6 +35,7 @@ namespace {
 
 std::atomic<ConvImpl> g_conv_impl{ConvImpl::Ours};
 std::atomic<bool> g_deterministic{false};
+std::atomic<Precision> g_precision{Precision::Fp32};
 
 // ---- conv -------------------------------------------------------------------------------------
 
@@ -97,6 +99,15 @@ void set_deterministic(bool on) {
 bool deterministic() {
   return g_deterministic.load();
 }
+void set_float32_precision(Precision precision) {
+  g_precision.store(precision);
+#if ECHELON_WITH_CUDA
+  cuda::set_float32_precision(precision);
+#endif
+}
+Precision float32_precision() {
+  return g_precision.load();
+}
 
 Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in,
               const Conv2dGeometry& window) {
@@ -117,7 +128,7 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
 #if ECHELON_WITH_CUDNN
       cudnn::conv2d_forward(a, x.data<float>(), weight.data<float>(), ptr_or_null<float>(bias),
                             y.data<float>(), x.device().index, stream_of(x),
-                            cudnn::AlgoPolicy{deterministic()});
+                            cudnn::AlgoPolicy{deterministic(), float32_precision()});
 #else
       ECH_FAIL(op, ": ConvImpl::Cudnn requested but Echelon was built without cuDNN");
 #endif

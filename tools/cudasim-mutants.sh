@@ -45,6 +45,8 @@ mutants=(
   "norm-missing-stats-barrier|norm.cu|'cc.chunks, stats);\n  __syncthreads();'|'cc.chunks, stats);'"
   "reduce-columns-reuse-race|reduce.cu|'    __syncthreads();  // shared[] is reused by the next tile\n'|''"
   "reduce-column-chunk-skip|reduce.cu|'for (int64_t k = 1; k < chunks; ++k) acc'|'for (int64_t k = 2; k < chunks; ++k) acc'"
+  "matmul-tf32-missing-syncwarp|matmul.cu|'    __syncwarp();  // the lanes read each other\'s stored elements\n'|''"
+  "matmul-tf32-unrounded-b|matmul.cu|'for (int i = 0; i < b.num_elements; ++i) b.x[i] = wmma::__float_to_tf32(b.x[i]);'|''"
   "softmax-short-warp-sum|reduce.cu|'offset > 0; offset /= 2) v += __shfl_xor_sync'|'offset > 1; offset /= 2) v += __shfl_xor_sync'"
 )
 # The orders and grid caps of the ctest entries (tests/cudasim/CMakeLists.txt).

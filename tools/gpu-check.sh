@@ -27,7 +27,7 @@
 #              tool's time box is spent. The row names the kernels blamed; a row says so when
 #              compute-sanitizer is absent.
 #   train      LeNet-5 on cuda:0 (Fashion-MNIST when present, else synthetic data), and one
-#              run with --conv-impl cudnn --deterministic. A failure reruns with
+#              run each with --conv-impl cudnn --deterministic and --precision tf32. A failure reruns with
 #              ECHELON_SYNC_LAUNCHES=1.
 #   pipeline   a 2-partition pipeline on one GPU with --balance auto, stale and sequential
 #              schedules, with Chrome traces; and --devices cuda:0,cuda:0 (per-partition placement).
@@ -538,6 +538,7 @@ if [[ -x $cli ]]; then
   fi
   train train_lenet5 --model lenet5 "${data[@]}" --epochs 1
   train train_cudnn_det --model lenet5 "${data[@]}" --epochs 1 --conv-impl cudnn --deterministic
+  train train_tf32 --model lenet5 "${data[@]}" --epochs 1 --precision tf32
 else
   row train skipped - "echelon CLI not built"
 fi

@@ -4,7 +4,8 @@
 // deterministic policy), holds the descriptors (one convolution descriptor per math type, so that
 // nothing is mutated once built) and the algorithm that first ran: later calls enqueue it
 // directly. The first call of a key tries cuDNN's heuristic candidates in order until one runs
-// (FP32 FMA math first, deterministic ones only under a deterministic policy); if the cached
+// (FP32 FMA math first, tensor-op math first under TF32; deterministic ones only under a
+// deterministic policy); if the cached
 // algorithm later fails (its workspace no longer fits), the candidates are tried again.
 // Workspace comes from the caching allocator: the block freed after one call returns to its
 // stream's bin and the next call of that plan gets it back without a cudaMalloc. Freeing right
@@ -37,8 +38,9 @@ int as_int(int64_t v) {
 constexpr cudnnMathType_t kMathTypes[] = {CUDNN_FMA_MATH, CUDNN_DEFAULT_MATH, CUDNN_TENSOR_OP_MATH};
 constexpr int kMathRanks = 3;
 
-// Order of preference among math types: plain FP32 FMA kernels match the CPU twin; default math
-// may use TF32 tensor cores on Hopper (~1e-3 relative); explicit tensor-op math last.
+// Order of preference among math types under Precision::Fp32: plain FP32 FMA kernels match the
+// CPU twin; default math may use TF32 tensor cores on Hopper (~1e-3 relative); explicit tensor-op
+// math last. Precision::Tf32 walks the ranks backwards.
 // ALLOW_CONVERSION (inputs rounded to half precision) is never used.
 int math_rank(cudnnMathType_t math) {
   for (int rank = 0; rank < kMathRanks; ++rank)
@@ -94,6 +96,7 @@ struct PlanKey {
   int device;
   Direction direction;
   bool deterministic;
+  Precision precision;
   cudnnDataType_t dtype;
   std::array<int64_t, 15> geometry;
   auto operator<=>(const PlanKey&) const = default;
@@ -103,6 +106,7 @@ PlanKey make_key(int device, Direction direction, const Conv2dGeometry& a, AlgoP
   return PlanKey{device,
                  direction,
                  policy.deterministic,
+                 policy.precision,
                  CUDNN_DATA_FLOAT,
                  {a.n, a.c, a.h, a.w, a.o, a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.pad_h,
                   a.pad_w, a.dilation_h, a.dilation_w, a.out_h, a.out_w}};
@@ -185,10 +189,12 @@ void run_plan(Plan& plan, AlgoPolicy policy, int device, cudaStream_t stream, co
   const Choice known = current_choice(plan);
   if (known.valid && run_choice(plan, known, device, stream, run)) return after_success(kind);
   std::lock_guard lock(plan.choosing);
-  const auto results = query(plan.d.conv[0]);
+  const bool tf32 = policy.precision == Precision::Tf32;
+  const auto results = query(plan.d.conv[tf32 ? kMathRanks - 1 : 0]);
   std::string tried;
   int eligible = 0;
-  for (int rank = 0; rank < kMathRanks; ++rank) {
+  for (int i = 0; i < kMathRanks; ++i) {
+    const int rank = tf32 ? kMathRanks - 1 - i : i;
     for (const auto& perf : results) {
       if (perf.status != CUDNN_STATUS_SUCCESS || math_rank(perf.mathType) != rank) continue;
       if (policy.deterministic && perf.determinism != CUDNN_DETERMINISTIC) continue;

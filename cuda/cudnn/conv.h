@@ -8,6 +8,8 @@
 // defined only when cuDNN was found (ECHELON_WITH_CUDNN), so callers guard on that.
 #pragma once
 
+#include <echelon/base/op_kinds.h>
+
 #include <cuda_runtime.h>
 
 #include <echelon/kernels/conv.h>
@@ -20,6 +22,9 @@ struct AlgoPolicy {
   // filter/data algorithm 0 accumulate with atomics). None eligible: the call throws rather than
   // run a non-deterministic one.
   bool deterministic = false;
+  // Tf32: tensor-op math candidates first (cuDNN rounds to TF32 inside), then default, then FMA.
+  // Fp32: FMA math first, so results match the CPU twin to fp32 rounding.
+  Precision precision = Precision::Fp32;
 };
 
 void conv2d_forward(const Conv2dGeometry& a, const float* x, const float* w, const float* bias,

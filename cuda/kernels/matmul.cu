@@ -17,13 +17,24 @@
 // addresses. Shared rows are padded by 4 floats to spread the transposed stores over the banks.
 // Batch-reduce mode (conv backward-weight, split-K): block z sums the products of batches
 // [z * per_block, (z + 1) * per_block) in registers and writes C + z * stride_c once.
+// TF32 (set_float32_precision(Precision::Tf32)): the same staging on tensor cores. The 64x64 tile
+// and its double-buffered k-slices of 8 are unchanged; its 8 warps each own a 16x32 piece of C
+// as two 16x16x8 WMMA accumulators. Fragments are loaded straight from the k-major shared tiles
+// (A's as column-major, B's as row-major), rounded to TF32 (round to nearest, ties away, as the
+// CPU twin cpu::gemm_tf32 does; the tensor cores would otherwise truncate), and multiplied in
+// fp32. The epilogue goes through a 16x16 scratch per warp, so that the bounds checks, alpha,
+// beta and the bias stay per element as in the FMA kernel.
 // cuBLAS is column-major: row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, so we
 // call it with the operands swapped and the same transpose flags (the "swap trick"); no copies.
+// Under TF32 its handle's math mode allows TF32 tensor-core kernels.
 #include <echelon/cuda/kernels/matmul.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdint>
+
+#include <mma.h>
 
 #include <echelon/cuda/blas.h>
 #include <echelon/cuda/launch.h>
@@ -167,7 +178,94 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// ---- the TF32 tensor-core variant ----
+
+namespace wmma = nvcuda::wmma;
+constexpr int kFrag = 16, kFragK = 8, kWarps = kThreads / 32;  // WMMA m16n16k8 for TF32
+static_assert(kFragK == kTileK, "one MMA per k-slice");
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    sgemm_tf32_kernel(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                      const float* __restrict__ A, int64_t lda, int64_t stride_a,
+                      const float* __restrict__ B, int64_t ldb, int64_t stride_b, float beta,
+                      float* __restrict__ C, int64_t ldc, int64_t stride_c, int64_t batch,
+                      int64_t per_block, int64_t group0, const float* __restrict__ row_bias) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  __trap();  // TF32 tensor cores need sm_80 or newer
+#else
+  // Warps tile C as kWarpsM x (kWarps / kWarpsM), each a 16 x kWarpN piece.
+  constexpr int kWarpsM = T::kM / kFrag, kWarpN = T::kN / (kWarps / kWarpsM);
+  constexpr int kFragsN = kWarpN / kFrag;
+  static_assert(kWarps % kWarpsM == 0 && kWarpN % kFrag == 0);
+  const int64_t group = group0 + blockIdx.z;
+  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * T::kM;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::kN;
+  // 32-byte aligned rows of kM + kPad floats: every fragment pointer below is 32-byte aligned.
+  __shared__ __align__(32) float a_tile[2][kTileK][T::kM + kPad];  // [k][m] = op(A)(m0+m, k0+k)
+  __shared__ __align__(32) float b_tile[2][kTileK][T::kN + kPad];  // [k][n] = op(B)(k0+k, n0+n)
+  __shared__ __align__(32) float scratch[kWarps][kFrag * kFrag];   // one accumulator, row-major
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int warp_m = warp % kWarpsM, warp_n = warp / kWarpsM;
+  wmma::fragment<wmma::accumulator, kFrag, kFrag, kFragK, float> acc[kFragsN];
+#pragma unroll
+  for (int f = 0; f < kFragsN; ++f) wmma::fill_fragment(acc[f], 0.0f);
+
+  const int64_t b_begin = group * per_block, b_end = min(batch, b_begin + per_block);
+  const int64_t k_slices = (K + kTileK - 1) / kTileK;
+  const int64_t slices = b_end > b_begin ? (b_end - b_begin) * k_slices : 0;
+  Slice<T> next;
+  const auto fetch = [&](int64_t s) {
+    const int64_t b = b_begin + s / k_slices, k0 = (s % k_slices) * kTileK;
+    next.fetch(trans_a, trans_b, M, N, K, A + b * stride_a, lda, B + b * stride_b, ldb, m0, n0, k0);
+  };
+  if (slices > 0) {
+    fetch(0);
+    next.stage(trans_a, trans_b, a_tile[0], b_tile[0]);
+  }
+  __syncthreads();
+  for (int64_t s = 0; s < slices; ++s) {
+    const int cur = static_cast<int>(s & 1);
+    if (s + 1 < slices) fetch(s + 1);
+    wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFragK, wmma::precision::tf32, wmma::col_major> a;
+    wmma::load_matrix_sync(a, &a_tile[cur][0][warp_m * kFrag], T::kM + kPad);
+#pragma unroll
+    for (int i = 0; i < a.num_elements; ++i) a.x[i] = wmma::__float_to_tf32(a.x[i]);
+#pragma unroll
+    for (int f = 0; f < kFragsN; ++f) {
+      wmma::fragment<wmma::matrix_b, kFrag, kFrag, kFragK, wmma::precision::tf32, wmma::row_major>
+          b;
+      wmma::load_matrix_sync(b, &b_tile[cur][0][warp_n * kWarpN + f * kFrag], T::kN + kPad);
+#pragma unroll
+      for (int i = 0; i < b.num_elements; ++i) b.x[i] = wmma::__float_to_tf32(b.x[i]);
+      wmma::mma_sync(acc[f], a, b, acc[f]);
+    }
+    if (s + 1 < slices) next.stage(trans_a, trans_b, a_tile[cur ^ 1], b_tile[cur ^ 1]);
+    __syncthreads();  // slice s + 1 staged; nobody reads buffer cur any more
+  }
+
+  C += group * stride_c;
+  float* out = scratch[warp];
+#pragma unroll
+  for (int f = 0; f < kFragsN; ++f) {
+    wmma::store_matrix_sync(out, acc[f], kFrag, wmma::mem_row_major);
+    __syncwarp();  // the lanes read each other's stored elements
+    for (int e = lane; e < kFrag * kFrag; e += 32) {
+      const int64_t m = m0 + warp_m * kFrag + e / kFrag;
+      const int64_t n = n0 + warp_n * kWarpN + f * kFrag + e % kFrag;
+      if (m >= M || n >= N) continue;
+      const float bias = row_bias ? row_bias[m] : 0.0f;
+      float* c = C + m * ldc + n;
+      *c = (beta == 0.0f ? alpha * out[e] : fmaf(beta, *c, alpha * out[e])) + bias;
+    }
+    __syncwarp();  // out is overwritten by the next fragment
+  }
+#endif
+}
+
 constexpr int64_t kMaxGridY = 65535, kMaxGridZ = 65535;
+
+std::atomic<Precision> g_precision{Precision::Fp32};
 
 void check_gemm_args(const char* op, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                      int64_t lda, int64_t ldb, int64_t ldc, int64_t batch) {
@@ -194,7 +292,7 @@ bool use_large_tile(int64_t M, int64_t N, int64_t groups) {
          ceil_div(M, LargeTile::kM) * ceil_div(N, LargeTile::kN) * groups >= kFillBlocks;
 }
 
-template <typename T>
+template <typename T, bool kTf32>
 void launch_tile(const char* op, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                  float alpha, const float* A, int64_t lda, int64_t stride_a, const float* B,
                  int64_t ldb, int64_t stride_b, float beta, float* C, int64_t ldc, int64_t stride_c,
@@ -207,9 +305,12 @@ void launch_tile(const char* op, bool trans_a, bool trans_b, int64_t M, int64_t 
   for (int64_t group0 = 0; group0 < groups; group0 += kMaxGridZ) {
     const dim3 grid(static_cast<unsigned>(tiles_n), static_cast<unsigned>(tiles_m),
                     static_cast<unsigned>(std::min(kMaxGridZ, groups - group0)));
-    ECH_LAUNCH(grid, kThreads, 0, stream, sgemm_tiled_kernel<T>)
+    if constexpr (kTf32) ECH_LAUNCH(grid, kThreads, 0, stream, sgemm_tf32_kernel<T>)
     (trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C, ldc, stride_c,
      batch, per_block, group0, row_bias);
+    else ECH_LAUNCH(grid, kThreads, 0, stream, sgemm_tiled_kernel<T>)(
+        trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C, ldc,
+        stride_c, batch, per_block, group0, row_bias);
     ECH_CUDA_CHECK_LAUNCH(op);
   }
 }
@@ -222,12 +323,18 @@ void launch_tiled(const char* op, bool trans_a, bool trans_b, int64_t M, int64_t
                   const float* row_bias = nullptr) {
   check_gemm_args(op, trans_a, trans_b, M, N, K, lda, ldb, ldc, batch);
   if (M == 0 || N == 0 || batch == 0) return;
-  if (use_large_tile(M, N, ceil_div(batch, per_block)))
-    launch_tile<LargeTile>(op, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb, stride_b,
-                           beta, C, ldc, stride_c, batch, per_block, row_bias, stream);
+  if (float32_precision() == Precision::Tf32)
+    launch_tile<SmallTile, true>(op, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb,
+                                 stride_b, beta, C, ldc, stride_c, batch, per_block, row_bias,
+                                 stream);
+  else if (use_large_tile(M, N, ceil_div(batch, per_block)))
+    launch_tile<LargeTile, false>(op, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb,
+                                  stride_b, beta, C, ldc, stride_c, batch, per_block, row_bias,
+                                  stream);
   else
-    launch_tile<SmallTile>(op, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb, stride_b,
-                           beta, C, ldc, stride_c, batch, per_block, row_bias, stream);
+    launch_tile<SmallTile, false>(op, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb,
+                                  stride_b, beta, C, ldc, stride_c, batch, per_block, row_bias,
+                                  stream);
 }
 
 int to_int(int64_t value, const char* what, const char* op) {
@@ -238,6 +345,13 @@ int to_int(int64_t value, const char* what, const char* op) {
 }  // namespace
 
 // ---- launchers ---------------------------------------------------------------------------------
+
+void set_float32_precision(Precision precision) {
+  g_precision.store(precision);
+}
+Precision float32_precision() {
+  return g_precision.load();
+}
 
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
@@ -292,6 +406,9 @@ void gemm_strided_batched_cublas(bool trans_a, bool trans_b, int64_t M, int64_t 
   cublasHandle_t handle = cublas_handle(device);
   // cublas_handle binds the thread's current stream; the caller's stream wins.
   ECH_CUBLAS_CHECK(cublasSetStream(handle, stream));
+  ECH_CUBLAS_CHECK(cublasSetMathMode(handle, float32_precision() == Precision::Tf32
+                                                 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                 : CUBLAS_DEFAULT_MATH));
   if (batch == 1) {
     ECH_CUBLAS_CHECK(
         cublasSgemm(handle, op_b, op_a, n, m, k, &alpha, B, ld_b, A, ld_a, &beta, C, ld_c));

@@ -8,7 +8,16 @@
 
 #include <cuda_runtime.h>
 
+#include <echelon/base/op_kinds.h>
+
 namespace echelon::cuda {
+
+// Process-wide, like ops::deterministic (ops::set_float32_precision forwards here). Tf32: `gemm*`
+// run the tensor-core kernel (CPU twin cpu::gemm_tf32), `gemm*_cublas` let cuBLAS use TF32
+// tensor cores, and cuDNN convolutions prefer tensor-op math. Fp32 (the default): plain fp32 FMA
+// in our kernels and cuBLAS's default math.
+void set_float32_precision(Precision precision);
+Precision float32_precision();
 
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,

@@ -6,10 +6,12 @@
 #include <string>
 
 #include <echelon/cuda/sim/internal.h>
+#include <mma.h>  // the emulated __float_to_tf32
 
 struct cublasContext {
   int device = 0;
   cudaStream_t stream = nullptr;
+  cublasMath_t math = CUBLAS_DEFAULT_MATH;
 };
 
 namespace {
@@ -50,6 +52,21 @@ cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream) {
 cublasStatus_t cublasGetStream(cublasHandle_t handle, cudaStream_t* stream) {
   if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
   *stream = handle->stream;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
+  if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (mode != CUBLAS_DEFAULT_MATH && mode != CUBLAS_PEDANTIC_MATH &&
+      mode != CUBLAS_TF32_TENSOR_OP_MATH)
+    return CUBLAS_STATUS_INVALID_VALUE;  // the deprecated TENSOR_OP mode is not emulated
+  handle->math = mode;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasGetMathMode(cublasHandle_t handle, cublasMath_t* mode) {
+  if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+  *mode = handle->math;
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -121,6 +138,9 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
     return CUBLAS_STATUS_EXECUTION_FAILED;
   }
   const float al = *alpha, be = *beta;  // pointer mode host: read at the call
+  // TF32 tensor-op math: each product's inputs rounded to TF32, as cpu::gemm_tf32 does.
+  const bool tf32 = handle->math == CUBLAS_TF32_TENSOR_OP_MATH;
+  const auto input = [tf32](float v) { return tf32 ? nvcuda::wmma::__float_to_tf32(v) : v; };
   const cudaError_t err = echelon::cudasim::detail::enqueue(handle->stream, [=] {
     if (echelon::cudasim::detail::failed()) return;
     for (long long batch = 0; batch < batch_count; ++batch) {
@@ -131,8 +151,8 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
         for (long long i = 0; i < m; ++i) {
           double acc = 0.0;
           for (long long p = 0; p < k; ++p) {
-            const float av = ta ? a[i * lda + p] : a[p * lda + i];
-            const float bv = tb ? b[p * ldb + j] : b[j * ldb + p];
+            const float av = input(ta ? a[i * lda + p] : a[p * lda + i]);
+            const float bv = input(tb ? b[p * ldb + j] : b[j * ldb + p]);
             acc += static_cast<double>(av) * bv;
           }
           float& out = c[j * ldc + i];

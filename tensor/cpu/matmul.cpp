@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include <echelon/base/error.h>
+#include <echelon/kernels/tf32.h>
 
 #if ECHELON_WITH_BLAS
 #include <cblas.h>
@@ -27,6 +28,23 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, 
       T& c = C[i * ldc + j];
       // beta == 0 must not read C: it may be uninitialised or NaN.
       c = static_cast<T>(alpha * acc + (beta == T(0) ? 0.0 : static_cast<double>(beta) * c));
+    }
+  }
+}
+
+void gemm_tf32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+               const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+               int64_t ldc) {
+  for (int64_t i = 0; i < M; ++i) {
+    for (int64_t j = 0; j < N; ++j) {
+      double acc = 0.0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double a = round_to_tf32(trans_a ? A[k * lda + i] : A[i * lda + k]);
+        const double b = round_to_tf32(trans_b ? B[j * ldb + k] : B[k * ldb + j]);
+        acc += a * b;
+      }
+      float& c = C[i * ldc + j];
+      c = static_cast<float>(alpha * acc + (beta == 0.0f ? 0.0 : static_cast<double>(beta) * c));
     }
   }
 }

@@ -15,6 +15,12 @@ template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
           int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc);
 
+// The twin of the TF32 tensor-core kernel (cuda::gemm* under Precision::Tf32): each input of a
+// product rounded to TF32 (kernels/tf32.h), then as gemm. float only.
+void gemm_tf32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+               const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+               int64_t ldc);
+
 // `batch` independent GEMMs; matrix b of A starts at A + b * stride_a (likewise B, C).
 template <typename T>
 void gemm_strided_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha,

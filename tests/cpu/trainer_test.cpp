@@ -107,6 +107,10 @@ TEST_SUITE("trainer") {
     CHECK(with([](auto& o) { o.schedule = "multistep"; }).find("--schedule multistep") == 0);
     CHECK(with([](auto& o) { o.milestones = {5, 3}; }).find("--milestones") == 0);
     CHECK(with([](auto& o) { o.conv_impl = "fast"; }).find("--conv-impl") == 0);
+    CHECK(with([](auto& o) { o.precision = "bf17"; }).find("--precision: unknown value") == 0);
+    CHECK(with([](auto& o) {
+            o.precision = "tf32";
+          }).find("--precision tf32 applies to CUDA devices and this run is on the CPU") == 0);
     CHECK(with([](auto& o) { o.echo = "0.5"; }).find("--echo") == 0);
     CHECK(with([](auto& o) { o.echo_at = "middle"; }).find("--echo-at") == 0);
     CHECK(with([](auto& o) { o.workers = 0; }).find("--workers") == 0);
@@ -128,6 +132,7 @@ TEST_SUITE("trainer") {
     o.wd = 5e-4;
     o.echo = "2.5";
     o.seed = 123456789012345ull;
+    o.precision = "tf32";  // not validated here: the round trip only
     const app::TrainOptions back = app::TrainOptions::from_json(json::parse(o.to_json().dump(2)));
     CHECK(back.to_json() == o.to_json());
     CHECK_THROWS_WITH_AS(app::TrainOptions::from_json(json::parse(R"({"epochs": "ten"})")),

@@ -3,7 +3,8 @@
 # with finite losses, and the CUDA run's train/test losses must equal the CPU run's to 1e-3
 # (same seed, same data order, same Philox init; only float rounding differs).
 #   train_check.sh ECHELON_BINARY OUT_DIR TRAIN_ARGS...
-# $CUDA_ARGS (optional) goes to the CUDA run only, e.g. "--devices cuda:0,cuda:1".
+# $CUDA_ARGS (optional) goes to the CUDA run only, e.g. "--devices cuda:0,cuda:1"; $TOLERANCE
+# (default 1e-3) is the relative bound, wider for a TF32 run ("--precision tf32").
 set -euo pipefail
 bin=$1 out=$2
 shift 2
@@ -14,10 +15,11 @@ rm -rf "$out"
 value() { grep -oE "\"$2\": [-0-9.eE+a-z]+" "$out/$1/summary.json" | head -1 | awk '{print $2}'; }
 grep -q '"device": "cuda:0"' "$out/cuda/summary.json"
 grep -q '"completed": true' "$out/cuda/summary.json"
+[[ "${CUDA_ARGS:-}" != *"--precision tf32"* ]] || grep -q '"precision": "tf32"' "$out/cuda/config.json"
 for key in final_train_loss final_test_loss; do
   cpu=$(value cpu "$key") cuda=$(value cuda "$key")
   echo "$key: cpu $cpu, cuda:0 (emulated) $cuda"
-  awk -v a="$cpu" -v b="$cuda" 'BEGIN { d = a - b; if (d < 0) d = -d;
-    exit !(a == a && b == b && d <= 1e-3 * (a < 0 ? -a : a) + 1e-5) }' ||
-    { echo "train_check: $key differs beyond 1e-3"; exit 1; }
+  awk -v a="$cpu" -v b="$cuda" -v tol="${TOLERANCE:-1e-3}" 'BEGIN { d = a - b; if (d < 0) d = -d;
+    exit !(a == a && b == b && d <= tol * (a < 0 ? -a : a) + 1e-5) }' ||
+    { echo "train_check: $key differs beyond ${TOLERANCE:-1e-3}"; exit 1; }
 done

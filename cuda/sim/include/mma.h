@@ -1,0 +1,180 @@
+// CUDA emulation build (ECHELON_CUDA_SIM): stands in for <mma.h>, the warp matrix (WMMA) API, in
+// the subset Echelon's kernels use: TF32 inputs (16 x 16 x 8 tiles), float accumulators.
+//
+// Real fragments spread a tile over the warp's 32 lanes in an unspecified way, so kernels may only
+// treat fragment elements uniformly (frag.x[i] for every i < num_elements). Here every lane holds
+// the whole tile, which any such kernel cannot tell apart. The parts that can go wrong are kept:
+// load, store and mma are warp-collective (each waits until all 32 lanes of the warp arrive, as
+// __syncwarp does; a diverged or partial warp fails the launch), a pointer must be 32-byte
+// aligned and ldm a multiple of 4 (else the launch fails, where a GPU gives garbage or a fault),
+// the MMA reads only the TF32 bits of its inputs (as the tensor cores do: unrounded inputs are
+// truncated, not rounded), and a store writes each element from exactly one lane (the one holding
+// it on a GPU), so a kernel that reads another lane's elements without __syncwarp after the store
+// sees stale memory.
+#pragma once
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <type_traits>
+
+#include <echelon/cuda/sim/device.h>
+
+namespace nvcuda::wmma {
+
+struct row_major;
+struct col_major;
+struct matrix_a;
+struct matrix_b;
+struct accumulator;
+namespace precision {
+struct tf32;
+}
+enum layout_t { mem_row_major, mem_col_major };
+
+namespace detail {
+
+template <typename Use, int M, int N, int K>
+struct Shape;
+template <int M, int N, int K>
+struct Shape<matrix_a, M, N, K> {
+  static constexpr int kRows = M, kCols = K;
+};
+template <int M, int N, int K>
+struct Shape<matrix_b, M, N, K> {
+  static constexpr int kRows = K, kCols = N;
+};
+template <int M, int N, int K>
+struct Shape<accumulator, M, N, K> {
+  static constexpr int kRows = M, kCols = N;
+};
+
+#define ECH_WMMA_SITE const char *file = __builtin_FILE(), int line = __builtin_LINE()
+
+// The warp-collective entry: all 32 lanes must arrive (the warp_op names the caller's file:line).
+inline void converge(const char* file, int line) {
+  using namespace echelon::cudasim::detail;
+  warp_op(WarpOp::Syncwarp, 0xffffffffu, 0, 0, 32, file, line);
+}
+
+inline unsigned lane() {
+  const auto& c = echelon::cudasim::detail::coordinates();
+  const unsigned linear =
+      c.thread_idx.x + c.block_dim.x * (c.thread_idx.y + c.block_dim.y * c.thread_idx.z);
+  return linear % 32;
+}
+
+inline void check_operand(const void* ptr, unsigned ldm, int min_ldm, const char* what,
+                          const char* file, int line) {
+  if (reinterpret_cast<uintptr_t>(ptr) % 32 != 0 || ldm % 4 != 0 || static_cast<int>(ldm) < min_ldm)
+    echelon::cudasim::detail::device_error(
+        std::string(what) + " at " + file + ":" + std::to_string(line) +
+        ": the pointer must be 32-byte aligned and ldm a multiple of 4 of at least " +
+        std::to_string(min_ldm) + " (ldm = " + std::to_string(ldm) + ")");
+}
+
+// The value the tensor cores see of a TF32 operand: the low 13 mantissa bits ignored.
+inline float tf32_bits(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  bits &= ~0x1fffu;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
+}
+
+}  // namespace detail
+
+template <typename Use, int M, int N, int K, typename T, typename Layout = void>
+class fragment {
+ public:
+  using S = detail::Shape<Use, M, N, K>;
+  static constexpr int kRows = S::kRows, kCols = S::kCols;
+  static constexpr int num_elements = kRows * kCols;
+  float x[num_elements];  // [row * kCols + col]: the whole tile, in every lane
+};
+
+template <typename Use, int M, int N, int K, typename T, typename Layout>
+inline void fill_fragment(fragment<Use, M, N, K, T, Layout>& frag, float value) {
+  for (float& v : frag.x) v = value;
+}
+
+// Tiles of A (M x K) or B (K x N); Layout (row_major / col_major) says how they lie in memory.
+template <typename Use, int M, int N, int K, typename T, typename Layout>
+inline void load_matrix_sync(fragment<Use, M, N, K, T, Layout>& frag, const float* ptr,
+                             unsigned ldm, ECH_WMMA_SITE) {
+  using F = fragment<Use, M, N, K, T, Layout>;
+  constexpr bool kRowMajor = std::is_same_v<Layout, row_major>;
+  detail::converge(file, line);
+  detail::check_operand(ptr, ldm, kRowMajor ? F::kCols : F::kRows, "wmma::load_matrix_sync", file,
+                        line);
+  for (int r = 0; r < F::kRows; ++r)
+    for (int c = 0; c < F::kCols; ++c)
+      frag.x[r * F::kCols + c] = kRowMajor ? ptr[r * ldm + c] : ptr[c * ldm + r];
+}
+
+template <int M, int N, int K>
+inline void load_matrix_sync(fragment<accumulator, M, N, K, float>& frag, const float* ptr,
+                             unsigned ldm, layout_t layout, ECH_WMMA_SITE) {
+  detail::converge(file, line);
+  detail::check_operand(ptr, ldm, layout == mem_row_major ? N : M, "wmma::load_matrix_sync", file,
+                        line);
+  for (int r = 0; r < M; ++r)
+    for (int c = 0; c < N; ++c)
+      frag.x[r * N + c] = layout == mem_row_major ? ptr[r * ldm + c] : ptr[c * ldm + r];
+}
+
+// Each element is written by the lane that holds it in the tensor cores' accumulator layout (as
+// PTX documents it for mma.m16n8k8: lane 4 g + t holds rows g and g + 8, columns 2 t and 2 t + 1
+// of each 8-column half). A kernel that then reads the tile by any other mapping (rows, or e % 32)
+// reads other lanes' elements and needs __syncwarp, as on a GPU.
+template <int M, int N, int K>
+inline void store_matrix_sync(float* ptr, const fragment<accumulator, M, N, K, float>& frag,
+                              unsigned ldm, layout_t layout, ECH_WMMA_SITE) {
+  static_assert(M == 16 && N == 16, "the emulated store knows the 16 x 16 accumulator layout");
+  detail::converge(file, line);
+  detail::check_operand(ptr, ldm, layout == mem_row_major ? N : M, "wmma::store_matrix_sync", file,
+                        line);
+  const int me = static_cast<int>(detail::lane());
+  for (int r = 0; r < M; ++r)
+    for (int c = 0; c < N; ++c)
+      if ((r % 8) * 4 + (c % 8) / 2 == me)
+        (layout == mem_row_major ? ptr[r * ldm + c] : ptr[c * ldm + r]) = frag.x[r * N + c];
+}
+
+// d = a b + c (d may be c), in fp32 over the TF32 bits of a and b, k in order.
+template <int M, int N, int K, typename LayoutA, typename LayoutB>
+inline void mma_sync(fragment<accumulator, M, N, K, float>& d,
+                     const fragment<matrix_a, M, N, K, precision::tf32, LayoutA>& a,
+                     const fragment<matrix_b, M, N, K, precision::tf32, LayoutB>& b,
+                     const fragment<accumulator, M, N, K, float>& c, ECH_WMMA_SITE) {
+  detail::converge(file, line);
+  for (int m = 0; m < M; ++m)
+    for (int n = 0; n < N; ++n) {
+      float acc = c.x[m * N + n];
+      for (int k = 0; k < K; ++k)
+        acc = std::fma(detail::tf32_bits(a.x[m * K + k]), detail::tf32_bits(b.x[k * N + n]), acc);
+      d.x[m * N + n] = acc;
+    }
+}
+
+// Round to nearest TF32, ties away from zero (PTX cvt.rna.tf32.f32). Written as arithmetic on
+// the value, not on its bits, so that the tests comparing it with the bit-level CPU rounding
+// (kernels/tf32.h) compare two derivations.
+inline float __float_to_tf32(float v) {
+  if (!std::isfinite(v)) return v;
+  if (v == 0.0f) return v;
+  int exponent = 0;
+  std::frexp(static_cast<double>(v), &exponent);  // |v| = f * 2^exponent, f in [0.5, 1)
+  // 11 significant bits; subnormals keep fp32's fixed exponent, so their ulp is 2^-136.
+  const double ulp = std::ldexp(1.0, std::max(exponent - 11, -136));
+  const double rounded = std::floor(std::fabs(static_cast<double>(v)) / ulp + 0.5) * ulp;
+  if (rounded > static_cast<double>(FLT_MAX)) return std::copysign(INFINITY, v);
+  return std::copysign(static_cast<float>(rounded), v);
+}
+
+#undef ECH_WMMA_SITE
+
+}  // namespace nvcuda::wmma

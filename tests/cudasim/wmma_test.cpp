@@ -1,0 +1,176 @@
+// The emulated warp matrix API (cuda/sim/include/mma.h): TF32 rounding against the CPU's
+// bit-level rounding, one 16x16x8 MMA against a host product under every thread order, the
+// tensor cores' truncation of unrounded inputs, and the failures the emulator must report: a
+// partial or diverged warp, a misaligned pointer, and a read of another lane's stored element
+// without __syncwarp.
+#include <cmath>
+#include <cstring>
+
+#include <mma.h>
+
+#include <echelon/kernels/tf32.h>
+
+#include "tests/cudasim/support.h"
+
+using namespace cudasim_test;
+namespace wmma = nvcuda::wmma;
+
+namespace {
+
+using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::col_major>;
+using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
+using FragC = wmma::fragment<wmma::accumulator, 16, 16, 8, float>;
+
+// c (16, 16) row-major = a b + c, a (16, 8) column-major, b (8, 16) row-major; `round` converts
+// the inputs with __float_to_tf32 first (else the MMA sees them unrounded).
+__global__ void mma_kernel(const float* a, const float* b, float* c, bool round) {
+  FragA fa;
+  FragB fb;
+  FragC fc;
+  wmma::load_matrix_sync(fa, a, 16);
+  wmma::load_matrix_sync(fb, b, 16);
+  wmma::load_matrix_sync(fc, c, 16, wmma::mem_row_major);
+  if (round) {
+    for (int i = 0; i < fa.num_elements; ++i) fa.x[i] = wmma::__float_to_tf32(fa.x[i]);
+    for (int i = 0; i < fb.num_elements; ++i) fb.x[i] = wmma::__float_to_tf32(fb.x[i]);
+  }
+  wmma::mma_sync(fc, fa, fb, fc);
+  wmma::store_matrix_sync(c, fc, 16, wmma::mem_row_major);
+}
+
+__global__ void diverged_load_kernel(const float* a) {
+  FragA fa;
+  if (threadIdx.x < 16) wmma::load_matrix_sync(fa, a, 16);
+}
+
+__global__ void load_kernel(const float* a, unsigned ldm) {
+  FragA fa;
+  wmma::load_matrix_sync(fa, a, ldm);
+}
+
+// Each lane reads back element lane + 1 of the stored tile (another lane's), with or without the
+// __syncwarp a real kernel needs between the store and that read.
+__global__ void store_then_read_kernel(float* out, bool sync) {
+  __shared__ __align__(32) float tile[16 * 16];
+  for (unsigned e = threadIdx.x; e < 16 * 16; e += 32) tile[e] = NAN;
+  __syncwarp();
+  FragC fc;
+  wmma::fill_fragment(fc, 7.0f);
+  wmma::store_matrix_sync(tile, fc, 16, wmma::mem_row_major);
+  if (sync) __syncwarp();
+  out[threadIdx.x] = tile[(threadIdx.x + 1) % 256];
+}
+
+float bits_to_float(uint32_t bits) {
+  float v;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
+}
+
+uint32_t float_bits(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  return bits;
+}
+
+}  // namespace
+
+TEST_SUITE("cudasim_wmma") {
+  TEST_CASE("__float_to_tf32 equals the CPU's round_to_tf32 bit for bit") {
+    // Two derivations: the emulator rounds by value (frexp, floor), the CPU twin by bits.
+    const uint32_t edges[] = {0x00000000u, 0x80000000u, 0x00000fffu, 0x00001000u, 0x00001001u,
+                              0x007fffffu, 0x00800000u, 0x3f800fffu, 0x3f801000u, 0x3f803000u,
+                              0xbf801000u, 0x7f7fffffu, 0xff7ff000u, 0x7f800000u, 0x7fc00000u};
+    uint32_t state = 99;
+    int mismatches = 0;
+    for (int i = 0; i < 200000 + 15; ++i) {
+      uint32_t bits;
+      if (i < 15) {
+        bits = edges[i];
+      } else {
+        state = state * 1664525u + 1013904223u;
+        bits = state;
+      }
+      const float v = bits_to_float(bits);
+      const float emulated = wmma::__float_to_tf32(v), cpu = echelon::round_to_tf32(v);
+      const bool same = std::isnan(v) ? std::isnan(emulated) && std::isnan(cpu)
+                                      : float_bits(emulated) == float_bits(cpu);
+      if (!same && ++mismatches <= 5)
+        MESSAGE("bits ", bits, ": emulated ", float_bits(emulated), ", cpu ", float_bits(cpu));
+    }
+    CHECK(mismatches == 0);
+  }
+
+  TEST_CASE("one 16x16x8 MMA equals the host product, in every order; unrounded inputs truncate") {
+    std::vector<float> a(16 * 8), b(8 * 16), c(16 * 16);
+    for (int i = 0; i < 16 * 8; ++i) a[i] = std::ldexp(static_cast<float>(i % 7) - 3.0f, -2);
+    for (int i = 0; i < 8 * 16; ++i) b[i] = static_cast<float>(i % 5) - 2.0f;
+    for (int i = 0; i < 16 * 16; ++i) c[i] = static_cast<float>(i);
+    for (const auto order : kOrders) {
+      OrderScope scope(order);
+      DeviceBuffer<float> da(a), db(b), dc(c);
+      ECH_LAUNCH(1, 32, 0, nullptr, mma_kernel)(da.get(), db.get(), dc.get(), true);
+      REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+      const auto got = dc.host();
+      for (int m = 0; m < 16; ++m)
+        for (int n = 0; n < 16; ++n) {
+          float want = c[m * 16 + n];
+          for (int k = 0; k < 8; ++k) want += a[k * 16 + m] * b[k * 16 + n];  // a column-major
+          CHECK(got[m * 16 + n] == want);  // small integers and quarters: exact
+        }
+    }
+    // 1 + 2^-11 lies halfway between two TF32 values: rounding goes up, the tensor cores'
+    // truncation of an unconverted input goes down.
+    const float tie = 1.0f + std::ldexp(1.0f, -11);
+    std::vector<float> a1(16 * 8, 0.0f), b1(8 * 16, 0.0f), zero(16 * 16, 0.0f);
+    a1[0] = tie;   // (m 0, k 0)
+    b1[0] = 1.0f;  // (k 0, n 0)
+    for (const bool round : {true, false}) {
+      DeviceBuffer<float> da(a1), db(b1), dc(zero);
+      ECH_LAUNCH(1, 32, 0, nullptr, mma_kernel)(da.get(), db.get(), dc.get(), round);
+      REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+      CHECK(dc.host()[0] == (round ? 1.0f + std::ldexp(1.0f, -10) : 1.0f));
+    }
+  }
+
+  TEST_CASE("a partial or diverged warp, a misaligned pointer or a small ldm fails the launch") {
+    DeviceBuffer<float> a(16 * 16 + 8);
+    const std::string partial =
+        failure_of([&] { ECH_LAUNCH(1, 16, 0, nullptr, load_kernel)
+                         (a.get(), 16u); });
+    CHECK_MESSAGE(!partial.empty(), "a 16-thread block ran a warp-collective load");
+    const std::string diverged =
+        failure_of([&] { ECH_LAUNCH(1, 32, 0, nullptr, diverged_load_kernel)
+                         (a.get()); });
+    CHECK_MESSAGE(!diverged.empty(), "half a warp ran a warp-collective load");
+    const std::string misaligned =
+        failure_of([&] { ECH_LAUNCH(1, 32, 0, nullptr, load_kernel)
+                         (a.get() + 1, 16u); });
+    CHECK(contains(misaligned, "32-byte aligned"));
+    const std::string small_ldm =
+        failure_of([&] { ECH_LAUNCH(1, 32, 0, nullptr, load_kernel)
+                         (a.get(), 12u); });
+    CHECK(contains(small_ldm, "ldm = 12"));
+    const std::string fine =
+        failure_of([&] { ECH_LAUNCH(1, 32, 0, nullptr, load_kernel)
+                         (a.get(), 16u); });
+    CHECK(fine.empty());
+  }
+
+  TEST_CASE("a store writes each element from one lane: reading others needs __syncwarp") {
+    int stale_orders = 0;
+    for (const auto order : kOrders) {
+      OrderScope scope(order);
+      for (const bool sync : {true, false}) {
+        DeviceBuffer<float> out(32);
+        ECH_LAUNCH(1, 32, 0, nullptr, store_then_read_kernel)(out.get(), sync);
+        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+        int stale = 0;
+        for (const float v : out.host()) stale += std::isnan(v) ? 1 : 0;
+        if (sync) CHECK(stale == 0);
+        if (!sync && stale > 0) ++stale_orders;
+      }
+    }
+    CHECK(stale_orders > 0);  // the missing __syncwarp shows in at least one order
+  }
+}
