@@ -4,7 +4,6 @@
 #include <echelon/tensor/cpu/fast/conv_direct.h>
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include <echelon/base/error.h>
@@ -58,16 +57,26 @@ Padded padded_layout(const Conv2dGeometry& a) {
 
 void pad_image(const Conv2dGeometry& a, const Padded& p, const float* x /* (C, H, W) */,
                float* dst) {
+  if (p.stride == 1) {  // each element written once: the padding rows, then row by row
+    for (int64_t c = 0; c < a.c; ++c) {
+      float* plane = dst + c * p.plane;
+      std::fill(plane, plane + p.pad * p.row, 0.0f);
+      for (int64_t r = 0; r < a.h; ++r) {
+        float* row = plane + (r + p.pad) * p.row;
+        std::fill(row, row + p.pad, 0.0f);
+        std::copy(x + (c * a.h + r) * a.w, x + (c * a.h + r + 1) * a.w, row + p.pad);
+        std::fill(row + p.pad + a.w, row + p.row, 0.0f);
+      }
+      std::fill(plane + (a.h + p.pad) * p.row, plane + p.plane, 0.0f);
+    }
+    return;
+  }
   std::fill(dst, dst + p.image, 0.0f);
   for (int64_t ph = 0; ph < p.stride; ++ph)
     for (int64_t c = 0; c < a.c; ++c)
       for (int64_t r = 0; r < a.h; ++r) {
         const float* src = x + (c * a.h + r) * a.w;
         float* row = dst + ph * p.phase + c * p.plane + (r + p.pad) * p.row;
-        if (p.stride == 1) {
-          std::memcpy(row + p.pad, src, sizeof(float) * static_cast<size_t>(a.w));
-          continue;
-        }
         // The first q whose column ph + stride*q - pad is inside the image (not left padding).
         const int64_t first = ph >= p.pad ? 0 : (p.pad - ph + p.stride - 1) / p.stride;
         for (int64_t q = first, col = ph + p.stride * first - p.pad; col < a.w;
@@ -163,19 +172,23 @@ ECH_AVX2 void weight_tile(const float* in, const OutVector* run, int64_t count,
   for (int64_t e = 0; e < count; ++e) {
     const OutVector& vec = run[e];
     __m256 g[B];
-    // Lanes past the row's end: gradient and input read as zero (an input there may be the next
-    // column's Inf, and 0 * Inf would put a NaN into a tap that never reads it).
-    __m256 keep = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
-    if (vec.lanes == kLanes) {
+    if (vec.lanes == kLanes) {  // a whole vector (all of ResNet's): no masking
 #pragma GCC unroll 8
       for (int j = 0; j < B; ++j) g[j] = _mm256_loadu_ps(grad_out + j * out_plane + vec.out);
-    } else {
-      const __m256i mask = lane_mask(vec.lanes);
-      keep = _mm256_castsi256_ps(mask);
 #pragma GCC unroll 8
-      for (int j = 0; j < B; ++j)
-        g[j] = _mm256_maskload_ps(grad_out + j * out_plane + vec.out, mask);
+      for (int kj = 0; kj < J; ++kj) {
+        const __m256 xv = _mm256_loadu_ps(in + vec.in + taps_at[kj]);
+#pragma GCC unroll 8
+        for (int j = 0; j < B; ++j) acc[j][kj] = _mm256_fmadd_ps(g[j], xv, acc[j][kj]);
+      }
+      continue;
     }
+    // Lanes past the row's end: gradient and input read as zero (an input there may be the next
+    // column's Inf, and 0 * Inf would put a NaN into a tap that never reads it).
+    const __m256i mask = lane_mask(vec.lanes);
+    const __m256 keep = _mm256_castsi256_ps(mask);
+#pragma GCC unroll 8
+    for (int j = 0; j < B; ++j) g[j] = _mm256_maskload_ps(grad_out + j * out_plane + vec.out, mask);
 #pragma GCC unroll 8
     for (int kj = 0; kj < J; ++kj) {
       const __m256 xv = _mm256_and_ps(_mm256_loadu_ps(in + vec.in + taps_at[kj]), keep);
