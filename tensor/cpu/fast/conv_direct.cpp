@@ -4,6 +4,7 @@
 #include <echelon/tensor/cpu/fast/conv_direct.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include <echelon/base/error.h>
@@ -57,26 +58,16 @@ Padded padded_layout(const Conv2dGeometry& a) {
 
 void pad_image(const Conv2dGeometry& a, const Padded& p, const float* x /* (C, H, W) */,
                float* dst) {
-  if (p.stride == 1) {  // each element written once: the padding rows, then row by row
-    for (int64_t c = 0; c < a.c; ++c) {
-      float* plane = dst + c * p.plane;
-      std::fill(plane, plane + p.pad * p.row, 0.0f);
-      for (int64_t r = 0; r < a.h; ++r) {
-        float* row = plane + (r + p.pad) * p.row;
-        std::fill(row, row + p.pad, 0.0f);
-        std::copy(x + (c * a.h + r) * a.w, x + (c * a.h + r + 1) * a.w, row + p.pad);
-        std::fill(row + p.pad + a.w, row + p.row, 0.0f);
-      }
-      std::fill(plane + (a.h + p.pad) * p.row, plane + p.plane, 0.0f);
-    }
-    return;
-  }
   std::fill(dst, dst + p.image, 0.0f);
   for (int64_t ph = 0; ph < p.stride; ++ph)
     for (int64_t c = 0; c < a.c; ++c)
       for (int64_t r = 0; r < a.h; ++r) {
         const float* src = x + (c * a.h + r) * a.w;
         float* row = dst + ph * p.phase + c * p.plane + (r + p.pad) * p.row;
+        if (p.stride == 1) {
+          std::memcpy(row + p.pad, src, sizeof(float) * static_cast<size_t>(a.w));
+          continue;
+        }
         // The first q whose column ph + stride*q - pad is inside the image (not left padding).
         const int64_t first = ph >= p.pad ? 0 : (p.pad - ph + p.stride - 1) / p.stride;
         for (int64_t q = first, col = ph + p.stride * first - p.pad; col < a.w;

@@ -91,7 +91,8 @@ void train_backward(const NormArgs& a, const T* grad_out, const T* y, const T* x
         T s1 = T(0), s2 = T(0);
 #pragma omp simd reduction(+ : s1, s2)
         for (int64_t s = 0; s < a.spatial; ++s) {
-          const T d = Relu ? (out[s] > T(0) ? dy[s] : T(0)) : dy[s];
+          const T g = dy[s];  // loaded unconditionally: the select below vectorises
+          const T d = Relu ? (out[s] > T(0) ? g : T(0)) : g;
           s1 += d;
           s2 += d * (in[s] - mean);
         }
@@ -111,7 +112,8 @@ void train_backward(const NormArgs& a, const T* grad_out, const T* y, const T* x
         T* out = grad_in + (n * a.c + c) * a.spatial;
 #pragma omp simd
         for (int64_t s = 0; s < a.spatial; ++s) {
-          const T d = Relu ? (relu_out[s] > T(0) ? dy[s] : T(0)) : dy[s];
+          const T g = dy[s];
+          const T d = Relu ? (relu_out[s] > T(0) ? g : T(0)) : g;
           out[s] = k * d + kx * (in[s] - mean) + k0;
         }
       }
