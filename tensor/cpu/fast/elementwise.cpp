@@ -231,6 +231,8 @@ template void copy<double>(const double*, double*, int64_t);
 template void copy<int32_t>(const int32_t*, int32_t*, int64_t);
 template void copy<int64_t>(const int64_t*, int64_t*, int64_t);
 template void copy<uint8_t>(const uint8_t*, uint8_t*, int64_t);
+// T names a type below, and a type cannot be parenthesised.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define ECH_INSTANTIATE_COPY_STRIDED(T) \
   template void copy_strided<T>(const T*, const int64_t*, T*, const int64_t*, const int64_t*, int);
 ECH_INSTANTIATE_COPY_STRIDED(float)
@@ -239,6 +241,7 @@ ECH_INSTANTIATE_COPY_STRIDED(int32_t)
 ECH_INSTANTIATE_COPY_STRIDED(int64_t)
 ECH_INSTANTIATE_COPY_STRIDED(uint8_t)
 #undef ECH_INSTANTIATE_COPY_STRIDED
+// NOLINTEND(bugprone-macro-parentheses)
 
 // T names a type below, and a type cannot be parenthesised.
 // NOLINTBEGIN(bugprone-macro-parentheses)
