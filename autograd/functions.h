@@ -92,6 +92,11 @@ Tensor global_avg_pool2d(const Tensor& x);
 // statistics, running stats updated in place (PyTorch momentum convention). Eval: running stats.
 Tensor batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
                   Tensor& running_var, bool training, double momentum = 0.1, double eps = 1e-5);
+// relu(batch_norm(...)) with the same arguments and result; in training on the fast CPU path one
+// fused kernel each way (no separate ReLU pass, no stored pre-ReLU tensor), else the composition.
+Tensor batch_norm_relu(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                       Tensor& running_mean, Tensor& running_var, bool training,
+                       double momentum = 0.1, double eps = 1e-5);
 // Across-channel local response normalisation, x (N, C, H, W) (PyTorch's formula).
 Tensor lrn(const Tensor& x, int64_t size, double alpha = 1e-4, double beta = 0.75, double k = 1.0);
 // Zeroes each element with probability p and scales the rest by 1/(1-p) when training;

@@ -16,7 +16,7 @@ BatchNorm::BatchNorm(int64_t num_features, int64_t expected_rank, double momentu
   num_batches_tracked = register_buffer("num_batches_tracked", Tensor::zeros({}, kInt64));
 }
 
-Tensor BatchNorm::forward(const Tensor& x) {
+void BatchNorm::begin_forward(const Tensor& x) {
   ECH_CHECK(x.dim() == expected_rank_ && x.size(1) == num_features_, describe(),
             ": expected input with ", expected_rank_, " dims and ", num_features_,
             " channels, got ", x.shape());
@@ -29,7 +29,17 @@ Tensor BatchNorm::forward(const Tensor& x) {
     move_in_place(num_batches_tracked, Device::cpu());
     num_batches_tracked.data<int64_t>()[0] += 1;
   }
+}
+
+Tensor BatchNorm::forward(const Tensor& x) {
+  begin_forward(x);
   return batch_norm(x, weight, bias, running_mean, running_var, is_training(), momentum_, eps_);
+}
+
+Tensor BatchNorm::forward_relu(const Tensor& x) {
+  begin_forward(x);
+  return batch_norm_relu(x, weight, bias, running_mean, running_var, is_training(), momentum_,
+                         eps_);
 }
 
 std::string BatchNorm::describe() const {

@@ -14,6 +14,8 @@ namespace echelon {
 class BatchNorm : public Module {
  public:
   Tensor forward(const Tensor& x) override;
+  // relu(forward(x)), fused into one kernel each way on the fast CPU path (autograd/functions.h).
+  Tensor forward_relu(const Tensor& x);
   std::string describe() const override;
 
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
@@ -22,6 +24,9 @@ class BatchNorm : public Module {
   BatchNorm(int64_t num_features, int64_t expected_rank, double momentum, double eps);
 
  private:
+  // Checks x and counts the batch when training (the part of forward shared with forward_relu).
+  void begin_forward(const Tensor& x);
+
   int64_t num_features_, expected_rank_;
   double momentum_, eps_;
 };

@@ -173,16 +173,20 @@ struct BatchNormOutput {
 };
 // Training mode: normalises with batch statistics and updates running_mean/var in place
 // (running = (1 - momentum) * running + momentum * batch, unbiased variance, as PyTorch).
+// relu: out = ReLU(batch norm) in the same pass (CPU only; its backward passes out as relu_out).
 BatchNormOutput batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                  Tensor& running_mean, Tensor& running_var, double momentum,
-                                 double eps);
+                                 double eps, bool relu = false);
 Tensor batch_norm_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                        const Tensor& running_mean, const Tensor& running_var, double eps);
 struct BatchNormGrads {
   Tensor input, gamma, beta;
 };
+// relu_out: the output of batch_norm_train(..., relu = true); grad_out is then the gradient of that
+// output, and the ReLU's backward (grad_out * (relu_out > 0)) runs inside (CPU only).
 BatchNormGrads batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& gamma,
-                                   const Tensor& save_mean, const Tensor& save_invstd);
+                                   const Tensor& save_mean, const Tensor& save_invstd,
+                                   const Tensor& relu_out = Tensor());
 
 // Local response normalisation across channels (AlexNet; PyTorch's formula):
 // y = x / (k + alpha/size * sum_{window} x^2)^beta. *scale receives the bracket, for backward.

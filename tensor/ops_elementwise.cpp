@@ -332,6 +332,13 @@ Tensor cast(const Tensor& x, DType dtype) {
 }
 
 namespace {
+// No stride-0 dim longer than 1 (an expanded view would have several threads write one element).
+bool writes_each_element_once(const Tensor& t) {
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.size(d) > 1 && t.stride(d) == 0) return false;
+  return true;
+}
+
 // dst[dst_ix(i)] = src[src_ix(i)] with both on one device; double dispatch over the dtypes.
 void copy_same_device(Tensor& dst, const Tensor& src) {
   if (fast_cpu(dst) && fast_cpu(src) && dst.dtype() == src.dtype() &&
@@ -339,6 +346,15 @@ void copy_same_device(Tensor& dst, const Tensor& src) {
     ECH_DISPATCH_ALL(
         dst.dtype(), "copy_",
         cpu::fast::copy<scalar_t>(src.data<scalar_t>(), dst.data<scalar_t>(), dst.numel()));
+    return;
+  }
+  if (!dst.is_cuda() && !src.is_cuda() && cpu_kernels() == CpuKernels::Fast &&
+      dst.dtype() == src.dtype() && dst.shape() == src.shape() && dst.dim() <= kMaxDims &&
+      writes_each_element_once(dst)) {  // a view copy (the option-A shortcut, a transpose)
+    ECH_DISPATCH_ALL(dst.dtype(), "copy_",
+                     cpu::fast::copy_strided<scalar_t>(
+                         src.data<scalar_t>(), src.strides().data(), dst.data<scalar_t>(),
+                         dst.strides().data(), dst.shape().data(), static_cast<int>(dst.dim())));
     return;
   }
   const StridedIndexer dst_ix = indexer_of(dst);

@@ -1,6 +1,7 @@
 // Dispatch of the neural-network ops, part 2: batch norm, LRN, dropout mask, cross-entropy and
 // SGD (tensor/ops.h, last section). Same pattern as tensor/ops_nn.cpp: check, make contiguous,
 // call the naive CPU twin (tensor/cpu/{norm,loss,optim}) or the CUDA launcher of the same name.
+#include <echelon/tensor/cpu/elementwise.h>
 #include <echelon/tensor/cpu/fast/nn.h>
 #include <echelon/tensor/cpu/loss.h>
 #include <echelon/tensor/cpu/norm.h>
@@ -56,8 +57,8 @@ Tensor per_channel(const Tensor& t, const Tensor& x, int64_t channels, bool opti
 
 BatchNormOutput batch_norm_train(const Tensor& x_in, const Tensor& gamma_in, const Tensor& beta_in,
                                  Tensor& running_mean, Tensor& running_var, double momentum,
-                                 double eps) {
-  const char* op = "batch_norm_train";
+                                 double eps, bool relu) {
+  const char* op = relu ? "batch_norm_train (fused ReLU)" : "batch_norm_train";
   const NormArgs a = norm_args(x_in, op);
   ECH_CHECK(a.n * a.spatial > 1, op,
             ": expected more than 1 value per channel when training, got input shape ",
@@ -80,6 +81,8 @@ BatchNormOutput batch_norm_train(const Tensor& x_in, const Tensor& gamma_in, con
   out.save_mean = Tensor::empty({a.c}, x.dtype(), x.device());
   out.save_invstd = Tensor::empty({a.c}, x.dtype(), x.device());
   if (x.is_cuda()) {
+    ECH_CHECK(!relu, op, ": the fused ReLU is a CPU kernel; on ", x.device(),
+              " call batch_norm_train, then relu");
 #if ECHELON_WITH_CUDA
     cuda::DeviceGuard guard(x.device().index);
     cuda::batch_norm_train_forward(
@@ -94,19 +97,24 @@ BatchNormOutput batch_norm_train(const Tensor& x_in, const Tensor& gamma_in, con
   } else {
     const bool fast = cpu_kernels() == CpuKernels::Fast;
     ECH_DISPATCH_FLOATING(x.dtype(), op, {
-      (fast ? cpu::fast::batch_norm_train_forward<scalar_t>
-            : cpu::batch_norm_train_forward<scalar_t>)(a, x.data<scalar_t>(),
-                                                       ptr_or_null<scalar_t>(gamma),
-                                                       ptr_or_null<scalar_t>(beta),
-                                                       running_mean.defined()
-                                                           ? running_mean.data<scalar_t>()
-                                                           : nullptr,
-                                                       running_var.defined()
-                                                           ? running_var.data<scalar_t>()
-                                                           : nullptr,
-                                                       momentum, eps, out.out.data<scalar_t>(),
-                                                       out.save_mean.data<scalar_t>(),
-                                                       out.save_invstd.data<scalar_t>());
+      (fast && relu ? cpu::fast::batch_norm_relu_train_forward<scalar_t>
+       : fast       ? cpu::fast::batch_norm_train_forward<scalar_t>
+                    : cpu::batch_norm_train_forward<scalar_t>)(a, x.data<scalar_t>(),
+                                                         ptr_or_null<scalar_t>(gamma),
+                                                         ptr_or_null<scalar_t>(beta),
+                                                         running_mean.defined()
+                                                             ? running_mean.data<scalar_t>()
+                                                             : nullptr,
+                                                         running_var.defined()
+                                                             ? running_var.data<scalar_t>()
+                                                             : nullptr,
+                                                         momentum, eps, out.out.data<scalar_t>(),
+                                                         out.save_mean.data<scalar_t>(),
+                                                         out.save_invstd.data<scalar_t>());
+      if (relu && !fast) {  // the twins' composition: the fast path's oracle
+        scalar_t* y = out.out.data<scalar_t>();
+        cpu::unary(UnaryOp::Relu, y, detail::indexer_of(out.out), y, out.out.numel());
+      }
     });
   }
   return out;
@@ -145,12 +153,18 @@ Tensor batch_norm_eval(const Tensor& x_in, const Tensor& gamma_in, const Tensor&
 
 BatchNormGrads batch_norm_backward(const Tensor& grad_out_in, const Tensor& x_in,
                                    const Tensor& gamma_in, const Tensor& save_mean_in,
-                                   const Tensor& save_invstd_in) {
-  const char* op = "batch_norm_backward";
+                                   const Tensor& save_invstd_in, const Tensor& relu_out_in) {
+  const bool relu = relu_out_in.defined();
+  const char* op = relu ? "batch_norm_backward (fused ReLU)" : "batch_norm_backward";
   const NormArgs a = norm_args(x_in, op);
   check_float_like(op, grad_out_in, x_in, "grad_out");
   check_shape(op, grad_out_in, x_in.shape(), "grad_out");
-  const Tensor x = x_in.contiguous(), grad_out = grad_out_in.contiguous();
+  if (relu) {
+    check_float_like(op, relu_out_in, x_in, "relu_out");
+    check_shape(op, relu_out_in, x_in.shape(), "relu_out");
+  }
+  const Tensor x = x_in.contiguous(), relu_out = relu ? relu_out_in.contiguous() : Tensor();
+  Tensor grad_out = grad_out_in.contiguous();
   const Tensor gamma = per_channel(gamma_in, x, a.c, true, op, "gamma");
   const Tensor save_mean = per_channel(save_mean_in, x, a.c, false, op, "save_mean");
   const Tensor save_invstd = per_channel(save_invstd_in, x, a.c, false, op, "save_invstd");
@@ -161,6 +175,8 @@ BatchNormGrads batch_norm_backward(const Tensor& grad_out_in, const Tensor& x_in
     grads.beta = Tensor::empty({a.c}, x.dtype(), x.device());
   }
   if (x.is_cuda()) {
+    ECH_CHECK(!relu, op, ": the fused ReLU is a CPU kernel; on ", x.device(),
+              " call relu's backward, then batch_norm_backward");
 #if ECHELON_WITH_CUDA
     cuda::DeviceGuard guard(x.device().index);
     cuda::batch_norm_backward(
@@ -175,6 +191,21 @@ BatchNormGrads batch_norm_backward(const Tensor& grad_out_in, const Tensor& x_in
   }
   const bool fast = cpu_kernels() == CpuKernels::Fast;
   ECH_DISPATCH_FLOATING(x.dtype(), op, {
+    if (relu && fast) {
+      cpu::fast::batch_norm_relu_backward<scalar_t>(
+          a, grad_out.data<scalar_t>(), relu_out.data<scalar_t>(), x.data<scalar_t>(),
+          ptr_or_null<scalar_t>(gamma), save_mean.data<scalar_t>(), save_invstd.data<scalar_t>(),
+          grads.input.data<scalar_t>(),
+          grads.gamma.defined() ? grads.gamma.data<scalar_t>() : nullptr,
+          grads.beta.defined() ? grads.beta.data<scalar_t>() : nullptr);
+      return grads;
+    }
+    if (relu) {  // the twins' composition: ReLU's backward (y > 0 where its input was), then BN's
+      Tensor masked = Tensor::empty(x.shape(), x.dtype(), x.device());
+      cpu::unary_backward(UnaryOp::Relu, grad_out.data<scalar_t>(), relu_out.data<scalar_t>(),
+                          relu_out.data<scalar_t>(), masked.data<scalar_t>(), x.numel());
+      grad_out = masked;
+    }
     (fast ? cpu::fast::batch_norm_backward<scalar_t>
           : cpu::batch_norm_backward<scalar_t>)(a, grad_out.data<scalar_t>(), x.data<scalar_t>(),
                                                 ptr_or_null<scalar_t>(gamma),

@@ -6,6 +6,7 @@
 // also runs it under ThreadSanitizer); and the caching host allocator.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <limits>
@@ -328,6 +329,100 @@ TEST_SUITE("fast_cpu") {
       CAPTURE(i);
       CHECK(violation(fast[i].to_vector<float>(), naive[i].to_vector<float>(), 1e-4, 1e-4) <= 1.0);
     }
+  }
+
+  TEST_CASE("batch norm + ReLU fused: within float rounding of the twins' BN, then ReLU") {
+    Generator gen(12);
+    // Odd sizes; beta ~ N(0, 1), so the ReLU cuts part of every channel.
+    const Tensor x = ops::add(ops::mul(ops::randn({5, 3, 7, 9}, gen), 2.0), 0.3);
+    const Tensor gamma = ops::randn({3}, gen), beta = ops::randn({3}, gen);
+    const Tensor gy = ops::randn(x.shape(), gen);
+    auto fused = [&] {
+      Tensor rm = Tensor::zeros({3}), rv = Tensor::ones({3});
+      ops::BatchNormOutput o = ops::batch_norm_train(x, gamma, beta, rm, rv, 0.1, 1e-5, true);
+      ops::BatchNormGrads g =
+          ops::batch_norm_backward(gy, x, gamma, o.save_mean, o.save_invstd, o.out);
+      return std::vector<Tensor>{o.out, o.save_mean, o.save_invstd, rm,
+                                 rv,    g.input,     g.gamma,       g.beta};
+    };
+    std::vector<Tensor> composed, naive_fused, fast_fused;
+    {
+      FastScope scope(1, ops::CpuKernels::Naive);
+      Tensor rm = Tensor::zeros({3}), rv = Tensor::ones({3});
+      ops::BatchNormOutput o = ops::batch_norm_train(x, gamma, beta, rm, rv, 0.1, 1e-5);
+      const Tensor y = ops::relu(o.out);
+      const Tensor masked = ops::unary_backward(UnaryOp::Relu, gy, o.out, y);
+      ops::BatchNormGrads g =
+          ops::batch_norm_backward(masked, x, gamma, o.save_mean, o.save_invstd);
+      composed = {y, o.save_mean, o.save_invstd, rm, rv, g.input, g.gamma, g.beta};
+      naive_fused = fused();
+    }
+    {
+      FastScope scope(2, ops::CpuKernels::Fast);
+      fast_fused = fused();
+    }
+    const std::vector<float> y = composed[0].to_vector<float>();
+    const auto zeros = std::count(y.begin(), y.end(), 0.0f);
+    CHECK(zeros > static_cast<std::ptrdiff_t>(y.size() / 10));  // the mask matters
+    CHECK(zeros < static_cast<std::ptrdiff_t>(9 * y.size() / 10));
+    for (size_t i = 0; i < composed.size(); ++i) {
+      CAPTURE(i);
+      CHECK(naive_fused[i].to_vector<float>() == composed[i].to_vector<float>());
+      CHECK(violation(fast_fused[i].to_vector<float>(), composed[i].to_vector<float>(), 1e-4,
+                      1e-4) <= 1.0);
+    }
+    FastScope scope(2, ops::CpuKernels::Fast);
+    Tensor rm = Tensor::zeros({3}), rv = Tensor::ones({3});
+    ops::BatchNormOutput o = ops::batch_norm_train(x, gamma, beta, rm, rv, 0.1, 1e-5, true);
+    CHECK_THROWS_WITH_AS(ops::batch_norm_backward(gy, x, gamma, o.save_mean, o.save_invstd,
+                                                  Tensor::zeros({5, 3, 7, 8})),
+                         doctest::Contains("relu_out"), Error);
+  }
+
+  TEST_CASE("copy_ between strided views: fast path bit-identical to the twin, every dtype") {
+    Generator gen(13);
+    const Tensor x = ops::randn({3, 4, 7, 9}, gen);
+    auto run_all = [&] {
+      std::vector<Tensor> outs;
+      // The option-A shortcut: every second pixel into a channel window of a zero tensor.
+      Tensor padded = Tensor::zeros({3, 8, 4, 5});
+      Tensor window = padded.narrow(1, 2, 4);
+      ops::copy_(window, x.slice(2, 0, 7, 2).slice(3, 0, 9, 2));
+      outs.push_back(padded);
+      // ... and back (its backward): a channel window into every second pixel.
+      Tensor back = Tensor::zeros(x.shape());
+      Tensor pixels = back.slice(2, 0, 7, 2).slice(3, 0, 9, 2);
+      ops::copy_(pixels, padded.narrow(1, 2, 4));
+      outs.push_back(back);
+      outs.push_back(x.transpose(1, 3).contiguous());  // a stride-1 source read across
+      Tensor into_transposed = Tensor::zeros({3, 9, 7, 4});
+      Tensor t = into_transposed.transpose(1, 3);
+      ops::copy_(t, x);
+      outs.push_back(into_transposed);
+      Tensor ints = Tensor::zeros({3, 4, 7, 9}, kInt64).transpose(0, 2);
+      ops::copy_(ints, x.to(kInt64).transpose(0, 2));
+      outs.push_back(ints.contiguous().to(kFloat32));
+      outs.push_back(x.narrow(3, 1, 1).contiguous());  // a column: inner length 1
+      return outs;
+    };
+    std::vector<Tensor> naive, fast;
+    {
+      FastScope scope(1, ops::CpuKernels::Naive);
+      naive = run_all();
+    }
+    {
+      FastScope scope(2, ops::CpuKernels::Fast);
+      fast = run_all();
+    }
+    REQUIRE(naive.size() == fast.size());
+    for (size_t i = 0; i < naive.size(); ++i) {
+      CAPTURE(i);
+      CHECK(fast[i].shape() == naive[i].shape());
+      CHECK(fast[i].to_vector<float>() == naive[i].to_vector<float>());
+    }
+    const std::vector<float> shortcut = fast[0].to_vector<float>();
+    CHECK(shortcut[2 * 20] == x.to_vector<float>()[0]);  // (0, 2, 0, 0) <- (0, 0, 0, 0)
+    CHECK(shortcut[0] == 0.0f);                          // channel 0 is padding
   }
 
   TEST_CASE("max_pool2d_backward on the fast path refuses an argmax outside its plane") {

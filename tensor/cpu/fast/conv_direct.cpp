@@ -163,19 +163,23 @@ ECH_AVX2 void weight_tile(const float* in, const OutVector* run, int64_t count,
   for (int64_t e = 0; e < count; ++e) {
     const OutVector& vec = run[e];
     __m256 g[B];
-    // Lanes past the row's end: gradient and input read as zero (an input there may be the next
-    // column's Inf, and 0 * Inf would put a NaN into a tap that never reads it).
-    __m256 keep = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
-    if (vec.lanes == kLanes) {
+    if (vec.lanes == kLanes) {  // a whole vector (all of ResNet's): no masking
 #pragma GCC unroll 8
       for (int j = 0; j < B; ++j) g[j] = _mm256_loadu_ps(grad_out + j * out_plane + vec.out);
-    } else {
-      const __m256i mask = lane_mask(vec.lanes);
-      keep = _mm256_castsi256_ps(mask);
 #pragma GCC unroll 8
-      for (int j = 0; j < B; ++j)
-        g[j] = _mm256_maskload_ps(grad_out + j * out_plane + vec.out, mask);
+      for (int kj = 0; kj < J; ++kj) {
+        const __m256 xv = _mm256_loadu_ps(in + vec.in + taps_at[kj]);
+#pragma GCC unroll 8
+        for (int j = 0; j < B; ++j) acc[j][kj] = _mm256_fmadd_ps(g[j], xv, acc[j][kj]);
+      }
+      continue;
     }
+    // Lanes past the row's end: gradient and input read as zero (an input there may be the next
+    // column's Inf, and 0 * Inf would put a NaN into a tap that never reads it).
+    const __m256i mask = lane_mask(vec.lanes);
+    const __m256 keep = _mm256_castsi256_ps(mask);
+#pragma GCC unroll 8
+    for (int j = 0; j < B; ++j) g[j] = _mm256_maskload_ps(grad_out + j * out_plane + vec.out, mask);
 #pragma GCC unroll 8
     for (int kj = 0; kj < J; ++kj) {
       const __m256 xv = _mm256_and_ps(_mm256_loadu_ps(in + vec.in + taps_at[kj]), keep);

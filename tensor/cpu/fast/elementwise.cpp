@@ -167,6 +167,55 @@ void copy(const T* src, T* dst, int64_t n) {
 }
 
 template <typename T>
+void copy_strided(const T* src, const int64_t* src_strides, T* dst, const int64_t* dst_strides,
+                  const int64_t* shape, int rank) {
+  // Dims of size 1 dropped, neighbours that are contiguous with each other in both tensors
+  // merged, so the innermost dim is as long as it can be.
+  int64_t size[kMaxStridedDims], from[kMaxStridedDims], to[kMaxStridedDims];
+  int dims = 0;
+  for (int d = 0; d < rank; ++d) {
+    if (shape[d] == 0) return;
+    if (shape[d] == 1) continue;
+    if (dims > 0 && from[dims - 1] == src_strides[d] * shape[d] &&
+        to[dims - 1] == dst_strides[d] * shape[d]) {
+      size[dims - 1] *= shape[d];
+      from[dims - 1] = src_strides[d];
+      to[dims - 1] = dst_strides[d];
+      continue;
+    }
+    ECH_CHECK(dims < kMaxStridedDims, "copy_strided: rank ", rank, " is above ", kMaxStridedDims);
+    size[dims] = shape[d];
+    from[dims] = src_strides[d];
+    to[dims] = dst_strides[d];
+    ++dims;
+  }
+  if (dims == 0) {
+    *dst = *src;
+    return;
+  }
+  const int64_t inner = size[dims - 1], from_inner = from[dims - 1], to_inner = to[dims - 1];
+  int64_t rows = 1;
+  for (int d = 0; d + 1 < dims; ++d) rows *= size[d];
+  parallel_for(rows, std::max<int64_t>(1, kGrain / inner), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      int64_t src_at = 0, dst_at = 0;
+      for (int64_t d = dims - 2, rest = r; d >= 0; --d) {
+        src_at += rest % size[d] * from[d];
+        dst_at += rest % size[d] * to[d];
+        rest /= size[d];
+      }
+      const T* in = src + src_at;
+      T* out = dst + dst_at;
+      if (from_inner == 1 && to_inner == 1) {
+        std::copy(in, in + inner, out);
+      } else {
+        for (int64_t i = 0; i < inner; ++i) out[i * to_inner] = in[i * from_inner];
+      }
+    }
+  });
+}
+
+template <typename T>
 void fill(T* dst, T value, int64_t n) {
   parallel_for(n, kGrain * 4,
                [&](int64_t begin, int64_t end) { std::fill(dst + begin, dst + end, value); });
@@ -182,6 +231,17 @@ template void copy<double>(const double*, double*, int64_t);
 template void copy<int32_t>(const int32_t*, int32_t*, int64_t);
 template void copy<int64_t>(const int64_t*, int64_t*, int64_t);
 template void copy<uint8_t>(const uint8_t*, uint8_t*, int64_t);
+// T names a type below, and a type cannot be parenthesised.
+// NOLINTBEGIN(bugprone-macro-parentheses)
+#define ECH_INSTANTIATE_COPY_STRIDED(T) \
+  template void copy_strided<T>(const T*, const int64_t*, T*, const int64_t*, const int64_t*, int);
+ECH_INSTANTIATE_COPY_STRIDED(float)
+ECH_INSTANTIATE_COPY_STRIDED(double)
+ECH_INSTANTIATE_COPY_STRIDED(int32_t)
+ECH_INSTANTIATE_COPY_STRIDED(int64_t)
+ECH_INSTANTIATE_COPY_STRIDED(uint8_t)
+#undef ECH_INSTANTIATE_COPY_STRIDED
+// NOLINTEND(bugprone-macro-parentheses)
 
 // T names a type below, and a type cannot be parenthesised.
 // NOLINTBEGIN(bugprone-macro-parentheses)

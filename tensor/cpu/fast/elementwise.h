@@ -27,6 +27,13 @@ void binary_scalar(BinaryOp op, const T* a, T s, bool scalar_first, T* out, int6
 // dst (n) = src (n); any dtype of the twins (float, double, int32, int64, uint8).
 template <typename T>
 void copy(const T* src, T* dst, int64_t n);
+inline constexpr int kMaxStridedDims = 8;
+// dst = src over `shape` (rank <= 8 dims), each read and written through its own element strides
+// (views: slices, steps, transposes; no dst stride 0 on a dim longer than 1, no overlap): the twin
+// copy_cast's result without its per-element index arithmetic. The same dtypes as copy.
+template <typename T>
+void copy_strided(const T* src, const int64_t* src_strides, T* dst, const int64_t* dst_strides,
+                  const int64_t* shape, int rank);
 // dst (n) = value; the same dtypes as copy.
 template <typename T>
 void fill(T* dst, T value, int64_t n);

@@ -34,12 +34,11 @@ int64_t channel_grain(const NormArgs& a) {
   return std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(a.n * a.spatial, 1));
 }
 
-}  // namespace
-
-template <typename T>
-void batch_norm_train_forward(const NormArgs& a, const T* x, const T* gamma, const T* beta,
-                              T* running_mean, T* running_var, double momentum, double eps, T* y,
-                              T* save_mean, T* save_invstd) {
+// The batch-norm forward, with the ReLU applied in the same store pass when Relu.
+template <bool Relu, typename T>
+void train_forward(const NormArgs& a, const T* x, const T* gamma, const T* beta, T* running_mean,
+                   T* running_var, double momentum, double eps, T* y, T* save_mean,
+                   T* save_invstd) {
   const double count = static_cast<double>(a.n * a.spatial);
   parallel_for(a.c, channel_grain(a), [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
@@ -55,7 +54,10 @@ void batch_norm_train_forward(const NormArgs& a, const T* x, const T* gamma, con
         const T* in = x + (n * a.c + c) * a.spatial;
         T* out = y + (n * a.c + c) * a.spatial;
 #pragma omp simd
-        for (int64_t s = 0; s < a.spatial; ++s) out[s] = in[s] * scale + shift;
+        for (int64_t s = 0; s < a.spatial; ++s) {
+          const T v = in[s] * scale + shift;
+          out[s] = Relu ? (v > T(0) ? v : T(0)) : v;  // the ReLU twin's formula
+        }
       }
       save_mean[c] = m;
       save_invstd[c] = static_cast<T>(invstd);
@@ -70,10 +72,12 @@ void batch_norm_train_forward(const NormArgs& a, const T* x, const T* gamma, con
   });
 }
 
-template <typename T>
-void batch_norm_backward(const NormArgs& a, const T* grad_out, const T* x, const T* gamma,
-                         const T* save_mean, const T* save_invstd, T* grad_in, T* grad_gamma,
-                         T* grad_beta) {
+// The batch-norm backward of grad_out, or with Relu of grad_out * (y > 0) (the ReLU's backward:
+// y > 0 exactly where the ReLU's input was), without materialising the masked gradient.
+template <bool Relu, typename T>
+void train_backward(const NormArgs& a, const T* grad_out, const T* y, const T* x, const T* gamma,
+                    const T* save_mean, const T* save_invstd, T* grad_in, T* grad_gamma,
+                    T* grad_beta) {
   const double count = static_cast<double>(a.n * a.spatial);
   parallel_for(a.c, channel_grain(a), [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
@@ -83,11 +87,14 @@ void batch_norm_backward(const NormArgs& a, const T* grad_out, const T* x, const
       for (int64_t n = 0; n < a.n; ++n) {
         const T* dy = grad_out + (n * a.c + c) * a.spatial;
         const T* in = x + (n * a.c + c) * a.spatial;
+        const T* out = Relu ? y + (n * a.c + c) * a.spatial : nullptr;
         T s1 = T(0), s2 = T(0);
 #pragma omp simd reduction(+ : s1, s2)
         for (int64_t s = 0; s < a.spatial; ++s) {
-          s1 += dy[s];
-          s2 += dy[s] * (in[s] - mean);
+          const T g = dy[s];  // loaded unconditionally: the select below vectorises
+          const T d = Relu ? (out[s] > T(0) ? g : T(0)) : g;
+          s1 += d;
+          s2 += d * (in[s] - mean);
         }
         sum_dy += static_cast<double>(s1);
         sum_dy_xc += static_cast<double>(s2);
@@ -101,14 +108,53 @@ void batch_norm_backward(const NormArgs& a, const T* grad_out, const T* x, const
       for (int64_t n = 0; n < a.n; ++n) {
         const T* dy = grad_out + (n * a.c + c) * a.spatial;
         const T* in = x + (n * a.c + c) * a.spatial;
+        const T* relu_out = Relu ? y + (n * a.c + c) * a.spatial : nullptr;
         T* out = grad_in + (n * a.c + c) * a.spatial;
 #pragma omp simd
-        for (int64_t s = 0; s < a.spatial; ++s) out[s] = k * dy[s] + kx * (in[s] - mean) + k0;
+        for (int64_t s = 0; s < a.spatial; ++s) {
+          const T g = dy[s];
+          const T d = Relu ? (relu_out[s] > T(0) ? g : T(0)) : g;
+          out[s] = k * d + kx * (in[s] - mean) + k0;
+        }
       }
       if (grad_gamma) grad_gamma[c] = static_cast<T>(sum_dy_xhat);
       if (grad_beta) grad_beta[c] = static_cast<T>(sum_dy);
     }
   });
+}
+
+}  // namespace
+
+template <typename T>
+void batch_norm_train_forward(const NormArgs& a, const T* x, const T* gamma, const T* beta,
+                              T* running_mean, T* running_var, double momentum, double eps, T* y,
+                              T* save_mean, T* save_invstd) {
+  train_forward<false>(a, x, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean,
+                       save_invstd);
+}
+
+template <typename T>
+void batch_norm_relu_train_forward(const NormArgs& a, const T* x, const T* gamma, const T* beta,
+                                   T* running_mean, T* running_var, double momentum, double eps,
+                                   T* y, T* save_mean, T* save_invstd) {
+  train_forward<true>(a, x, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean,
+                      save_invstd);
+}
+
+template <typename T>
+void batch_norm_backward(const NormArgs& a, const T* grad_out, const T* x, const T* gamma,
+                         const T* save_mean, const T* save_invstd, T* grad_in, T* grad_gamma,
+                         T* grad_beta) {
+  train_backward<false>(a, grad_out, static_cast<const T*>(nullptr), x, gamma, save_mean,
+                        save_invstd, grad_in, grad_gamma, grad_beta);
+}
+
+template <typename T>
+void batch_norm_relu_backward(const NormArgs& a, const T* grad_out, const T* y, const T* x,
+                              const T* gamma, const T* save_mean, const T* save_invstd, T* grad_in,
+                              T* grad_gamma, T* grad_beta) {
+  train_backward<true>(a, grad_out, y, x, gamma, save_mean, save_invstd, grad_in, grad_gamma,
+                       grad_beta);
 }
 
 namespace {
@@ -280,8 +326,12 @@ void max_pool2d_backward(const Pool2dGeometry& a, const T* grad_out, const int64
 #define ECH_INSTANTIATE_FAST_NN(T)                                                                 \
   template void batch_norm_train_forward<T>(const NormArgs&, const T*, const T*, const T*, T*, T*, \
                                             double, double, T*, T*, T*);                           \
+  template void batch_norm_relu_train_forward<T>(const NormArgs&, const T*, const T*, const T*,    \
+                                                 T*, T*, double, double, T*, T*, T*);              \
   template void batch_norm_backward<T>(const NormArgs&, const T*, const T*, const T*, const T*,    \
                                        const T*, T*, T*, T*);                                      \
+  template void batch_norm_relu_backward<T>(const NormArgs&, const T*, const T*, const T*,         \
+                                            const T*, const T*, const T*, T*, T*, T*);             \
   template void max_pool2d_forward<T>(const Pool2dGeometry&, const T*, T*, int64_t*);              \
   template void max_pool2d_backward<T>(const Pool2dGeometry&, const T*, const int64_t*, T*);
 ECH_INSTANTIATE_FAST_NN(float)
