@@ -192,7 +192,7 @@ void run(const std::vector<Op>& ops) {
 }
 
 // Enqueues `ops` (one group, or one call), one task per stream in call order.
-ncclResult_t submit(std::vector<Op> ops) {
+ncclResult_t submit(const std::vector<Op>& ops) {
   std::vector<cudaStream_t> streams;
   for (const Op& op : ops) {
     if (std::find(streams.begin(), streams.end(), op.stream) == streams.end())
@@ -266,7 +266,7 @@ ncclResult_t add(Op op, size_t count, ncclDataType_t type, const char* call) {
   }
   std::vector<Op> one;
   one.push_back(std::move(op));
-  return submit(std::move(one));
+  return submit(one);
 }
 
 }  // namespace
@@ -487,5 +487,5 @@ ncclResult_t ncclGroupEnd() {
   if (--t_group_depth > 0) return ncclSuccess;
   std::vector<Op> group;
   group.swap(t_group);
-  return submit(std::move(group));
+  return submit(group);
 }
