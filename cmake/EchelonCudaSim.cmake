@@ -10,6 +10,7 @@ find_package(Boost 1.66 REQUIRED COMPONENTS context)
 # The emulator: its own target, one layer below cuda. Its headers are <echelon/cuda/sim/...>
 # through its own include root; cuda/sim/include holds <cuda_runtime.h>, <cublas_v2.h>, <cub/...>.
 file(GLOB echelon_sim_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/cuda/sim/*.cpp)
+list(FILTER echelon_sim_sources EXCLUDE REGEX "/nccl\\.cpp$")  # its own target, below
 add_library(echelon_cudasim STATIC ${echelon_sim_sources})
 add_library(echelon::cudasim ALIAS echelon_cudasim)
 set(sim_root ${PROJECT_BINARY_DIR}/include/cudasim)
@@ -19,6 +20,16 @@ target_include_directories(echelon_cudasim PUBLIC ${sim_root} ${PROJECT_SOURCE_D
 # base only for the build's flags (sanitizers, definitions); the emulator includes nothing of it.
 target_link_libraries(echelon_cudasim PUBLIC echelon_base Boost::context)
 echelon_warnings(echelon_cudasim)
+
+# The emulated NCCL (cuda/sim/nccl.h): on MPI, so only with MPI; the emulator itself needs none.
+# CMakeLists.txt links it into parallel with ECHELON_WITH_NCCL, as the real build links libnccl.
+set(ECHELON_CUDASIM_NCCL OFF)
+if(ECHELON_HAVE_MPI)
+  add_library(echelon_cudasim_nccl STATIC ${PROJECT_SOURCE_DIR}/cuda/sim/nccl.cpp)
+  target_link_libraries(echelon_cudasim_nccl PUBLIC echelon_cudasim MPI::MPI_CXX)
+  echelon_warnings(echelon_cudasim_nccl)
+  set(ECHELON_CUDASIM_NCCL ON)
+endif()
 
 # The cuda layer: cuda/*.cpp by the layer's glob, the kernels added here as C++.
 echelon_layer(cuda DEPS echelon_kernels echelon_cudasim)
@@ -32,4 +43,4 @@ set_source_files_properties(${echelon_sim_cu} PROPERTIES LANGUAGE CXX
                             COMPILE_OPTIONS "-xc++;-Wno-unknown-pragmas")
 target_sources(echelon_cuda PRIVATE ${echelon_sim_cu})
 message(STATUS "Echelon: CUDA emulation ON (cuda/sim): kernels and streams run on the CPU; "
-               "cuDNN OFF (its path is GPU-only), NCCL OFF")
+               "cuDNN OFF (its path is GPU-only), NCCL emulated on MPI ${ECHELON_CUDASIM_NCCL}")

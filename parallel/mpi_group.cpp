@@ -30,6 +30,9 @@
 #if ECHELON_WITH_MPI && ECHELON_WITH_NCCL
 #include <echelon/parallel/nccl_comm.h>
 #endif
+#if ECHELON_WITH_MPI && ECHELON_WITH_NCCL && ECHELON_CUDA_SIM
+#include <echelon/cuda/sim/nccl_bootstrap.h>
+#endif
 
 namespace echelon::parallel {
 
@@ -590,6 +593,10 @@ std::shared_ptr<ProcessGroup> world_process_group() {
     auto rendezvous = std::make_unique<Rendezvous>(*env);
     init_mpi();
     const MPI_Comm joined = join_rendezvous_world(*rendezvous);
+#if ECHELON_WITH_NCCL && ECHELON_CUDA_SIM
+    cudasim::set_nccl_bootstrap(
+        joined);  // the emulated NCCL's processes are these, not MPI's world
+#endif
     group = std::make_shared<MpiGroup>(joined, nullptr, true, std::move(rendezvous));
   }
   if (group->size() == 1) return nullptr;  // one process: threads, as without a launcher

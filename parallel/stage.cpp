@@ -110,6 +110,7 @@ void Stage::run() {
     if (device_.is_cuda()) {
       stream.emplace(device_.index);
       guard.emplace(*stream);
+      own_stream_ = true;
     }
 #endif
     while (advance(/*wait=*/true) != Progress::Closed) {
@@ -216,6 +217,11 @@ Stage::Progress Stage::backward_oldest(bool wait) {
 // Flushed: every mini-batch sent so far is through; gpipe applies its one update now.
 Stage::Progress Stage::finish_flush() {
   if (pending_update_) step(pending_lr_);
+#if ECHELON_WITH_CUDA
+  // The driver reads the weights once every partition has flushed (checkpoint, evaluation, the
+  // broadcast to the other processes) on its own stream: the last update must have landed.
+  if (own_stream_) ECH_CUDA_CHECK(cudaStreamSynchronize(cuda::current_stream(device_.index)));
+#endif
   device_trace_->resolve(true);  // the partition is drained: the epoch's kernels are all done
   flushing_ = false;
   policy_ = stage_policy(next_schedule_, num_partitions_, partition_, context_.micro_batches);

@@ -162,7 +162,8 @@ class Stage {
   StageContext context_;
   StagePolicy policy_;
   ScheduleKind next_schedule_ = ScheduleKind::Stale;  // named by the Flush being processed
-  bool flushing_ = false;  // a Flush arrived: no forward until the partition is drained
+  bool flushing_ = false;    // a Flush arrived: no forward until the partition is drained
+  bool own_stream_ = false;  // run() on a GPU: this partition's work is on a stream of its own
   std::deque<InFlight> in_flight_;
 
   // CUDA events per op on this partition's stream when tracing on a GPU (set by connect).

@@ -1,10 +1,12 @@
 // One-process NCCL smoke test (tools/gpu-check.sh runs the GPU test binary): a communicator of
 // one rank made without any bootstrap, an all-reduce (the sum over one rank is the tensor
-// itself) and a device-to-device send to itself, all on a stream of our own. The multi-process
-// paths need >= 2 GPUs: docs/distributed.md says how to run them (mpirun -np 2 ... --device cuda).
+// itself) and a device-to-device send to itself, all on a stream of our own. In the emulation
+// build with MPI it runs on the emulated NCCL (cuda/sim/nccl.h), as do the multi-process paths
+// (tests/mpi: cudasim_mpi_nccl_*); on real GPUs those need >= 2 GPUs: docs/distributed.md says
+// how to run them (mpirun -np 2 ... --device cuda).
 #include <doctest/doctest.h>
 
-#if ECHELON_WITH_NCCL && !ECHELON_CUDA_SIM
+#if ECHELON_WITH_NCCL
 
 #include <echelon/cuda/stream.h>
 #include <echelon/parallel/nccl_comm.h>

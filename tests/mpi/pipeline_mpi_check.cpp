@@ -8,6 +8,9 @@
 //                                      one gradient sum after each backward (--bucket-mb 0); the
 //                                      run with MB-sized buckets must be bit-identical to it and
 //                                      must have started buckets while its backward still ran.
+//   pipeline_mpi_check ... --device cuda:0  both runs on that device (the emulation build: over the
+//                                      emulated NCCL, cuda/sim/nccl.h); the partitions' links
+//                                      must then be NCCL's.
 //   pipeline_mpi_check --fail-rank r   rank r throws after two steps: every process must end.
 //   pipeline_mpi_check --compare A B   (no mpirun) exit 0 when two checkpoints hold bit-identical
 //                                      tensors (weights, momentum buffers) under the same names.
@@ -41,6 +44,7 @@ struct Args {
   int epochs = 2, batches = 4;
   int64_t batch = 16;
   double buckets_mb = -1;  // >= 0: compare bucketed against one-bucket runs (no threaded run)
+  Device device = Device::cpu();
 };
 
 Args parse(int argc, char** argv) {
@@ -63,6 +67,8 @@ Args parse(int argc, char** argv) {
       a.batch = std::stoll(value);
     else if (flag == "--buckets")
       a.buckets_mb = std::stod(value);
+    else if (flag == "--device")
+      a.device = Device::parse(value);
     else if (flag == "--schedules") {
       a.schedules.clear();
       for (size_t start = 0; start <= value.size();) {
@@ -96,7 +102,8 @@ std::vector<data::Batch> make_batches(const Args& a) {
 struct Outcome {
   std::vector<BatchResult> results;
   StateDict weights, optimizer;
-  PartitionStats stats;  // this process's partition (the first one when threaded)
+  PartitionStats stats;   // this process's partition (the first one when threaded)
+  std::string transport;  // multi-process: the first forward link's kind ("mpi", "nccl", "none")
 };
 
 // Trains `epochs` epochs of `batches`; group null = the threaded reference.
@@ -119,7 +126,7 @@ Outcome train(const Args& a, const std::string& schedule, std::shared_ptr<Proces
   SGDOptions sgd;
   sgd.lr = 0.05;
   sgd.momentum = 0.9;
-  PipelineEngine engine(make_model("lenet5", 1, 10, 3, 28), sgd, Device::cpu(), options);
+  PipelineEngine engine(make_model("lenet5", 1, 10, 3, 28), sgd, a.device, options);
   const std::vector<data::Batch> batches = make_batches(a);
   for (int epoch = 0; epoch < a.epochs; ++epoch) {
     for (size_t i = 0; i < batches.size(); ++i) {
@@ -136,6 +143,7 @@ Outcome train(const Args& a, const std::string& schedule, std::shared_ptr<Proces
   outcome.weights = engine.model().state_dict();
   outcome.optimizer = engine.optimizer_state();
   outcome.stats = engine.partition_stats().front();
+  if (group) outcome.transport = engine.report().at("processes").at("transport").as_string();
   return outcome;
 }
 
@@ -143,12 +151,12 @@ Outcome train(const Args& a, const std::string& schedule, std::shared_ptr<Proces
 int64_t compare(const StateDict& got, const StateDict& want, double tolerance, const char* what) {
   ECH_CHECK(got.size() == want.size(), what, ": ", got.size(), " entries, expected ", want.size());
   int64_t differing = 0;
-  for (const auto& [name, expected] : want) {
-    const Tensor actual = got.at(name).contiguous();
+  for (const auto& [name, wanted] : want) {
+    const Tensor actual = got.at(name).to(Device::cpu()).contiguous();
+    const Tensor expected = wanted.to(Device::cpu()).contiguous();
     ECH_CHECK(actual.shape() == expected.shape(), what, " ", name, ": shapes differ");
     if (tolerance == 0) {
-      differing +=
-          std::memcmp(actual.raw_data(), expected.contiguous().raw_data(), expected.nbytes()) != 0;
+      differing += std::memcmp(actual.raw_data(), expected.raw_data(), expected.nbytes()) != 0;
       continue;
     }
     const std::vector<double> x = actual.to(kFloat64).to_vector<double>();
@@ -241,6 +249,13 @@ int main(int argc, char** argv) {
       const int64_t weights = compare(got.weights, want.weights, tolerance, "weights");
       const int64_t momenta = compare(got.optimizer, want.optimizer, tolerance, "optimizer");
       bool ok = losses == 0 && weights == 0 && momenta == 0;
+      // A partition with a next one sends over NCCL when on a GPU (the last one sends nothing).
+      const bool sends = a.partitions > 1 && rank % a.partitions < a.partitions - 1;
+      if (sends && a.device.is_cuda() && got.transport != "nccl") {
+        std::printf("rank %d: the link to the next partition is %s, not nccl\n", rank,
+                    got.transport.c_str());
+        ok = false;
+      }
       if (buckets) {
         // One sum after each backward never overlaps; with small buckets every update overlaps.
         const AllReduceStats &one = want.stats.all_reduce, &many = got.stats.all_reduce;
@@ -256,9 +271,9 @@ int main(int argc, char** argv) {
       }
       failures += ok ? 0 : 1;
       std::printf(
-          "rank %d %-10s K=%d R=%d %s: %zu losses (%lld differ), weights (%lld differ), "
+          "rank %d %-10s K=%d R=%d %s %s: %zu losses (%lld differ), weights (%lld differ), "
           "optimizer (%lld differ) -> %s\n",
-          rank, schedule.c_str(), a.partitions, a.data_parallel,
+          rank, schedule.c_str(), a.partitions, a.data_parallel, a.device.to_string().c_str(),
           buckets          ? "bit-identical to one bucket"
           : tolerance == 0 ? "bit-identical"
                            : "within 1e-4",
