@@ -64,7 +64,8 @@ std::vector<float> model_weights(Sequential& model) {
 
 TEST_SUITE("cuda_graph_step_gpu") {
   TEST_CASE("LeNet-5: captured and replayed steps give the eager engine's losses and weights") {
-    const Shape full{8, 1, 28, 28}, partial{5, 1, 28, 28};
+    // 16 images: pinned blocks of 50 KB, outside the size class runtime_gpu_test reuses.
+    const Shape full{16, 1, 28, 28}, partial{5, 1, 28, 28};
     const int64_t steps = 8;  // 2 warm-up, 1 capture + replay, 5 replays, then a partial batch
     auto eager = make_graph_run(false);
     auto graph = make_graph_run(true);
