@@ -13,6 +13,11 @@
 // Why release_stream: a destroyed stream's handle can be recycled for a new stream, which must
 // not inherit blocks that the old stream's still-running work touches; the stream is
 // synchronized first, after which its blocks are safe for any stream.
+// Why private pools for captures: a CUDA graph replays the captured kernels on the captured
+// addresses. A block the capture used must therefore not serve eager work while the graph lives;
+// it is kept in the graph's pool, reused only by that capture, and handed back when the graph is
+// destroyed. Blocks freed during capture (even ones allocated before it) join the pool: captured
+// kernels may have read them, and no event can be recorded on a capturing stream to track that.
 // Why pinned blocks carry events: an asynchronous copy may still read (or write) a pinned buffer
 // after its tensor died; the block becomes reusable once the events recorded at copy time
 // completed (recorded on the copy's own stream, not on whatever stream is current at free time).
@@ -54,6 +59,13 @@ struct DeviceBlock {
   size_t size;
   cudaStream_t stream;                // allocation stream (kAnyStream once it was released)
   std::vector<cudaStream_t> used_on;  // other streams that use it (record_stream)
+  uint64_t pool = 0;                  // the capture pool that owns it; 0: the general cache
+};
+
+struct CapturePool {
+  cudaStream_t stream;
+  std::multimap<size_t, void*> free_blocks;
+  size_t blocks = 0;  // owned, free or live
 };
 
 // Freed, but reusable on `stream` only once every event completed.
@@ -69,7 +81,10 @@ struct DeviceState {
   // Free blocks per stream, keyed by size for best-fit lookup.
   std::unordered_map<cudaStream_t, std::multimap<size_t, void*>> free_lists;
   std::vector<PendingBlock> pending;
-  std::vector<cudaEvent_t> idle_events;  // of this device, for reuse
+  std::vector<cudaEvent_t> idle_events;   // of this device, for reuse
+  std::map<uint64_t, CapturePool> pools;  // live capture pools by id
+  uint64_t capturing = 0;                 // the pool being captured into, 0: none
+  uint64_t next_pool = 1;
   AllocatorStats stats;
 };
 
@@ -192,6 +207,29 @@ void* reuse_cached(DeviceState& state, size_t size, cudaStream_t stream) {
   return ptr ? ptr : reuse_from(state, kAnyStream, size, stream);
 }
 
+// cudaMalloc in relaxed capture mode: while this thread captures a graph (global or thread-local
+// mode), a plain cudaMalloc would invalidate the capture; allocating is safe, so it is allowed.
+cudaError_t malloc_relaxed(void** ptr, size_t size) {
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) return cudaMalloc(ptr, size);
+  const cudaError_t err = cudaMalloc(ptr, size);
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  return err;
+}
+
+// A block for a capture on the pool's stream: best fit from the pool, else a new one.
+void* pool_malloc(DeviceState& state, uint64_t id, size_t size) {
+  CapturePool& pool = state.pools.at(id);
+  const auto it = pool.free_blocks.lower_bound(size);
+  if (it != pool.free_blocks.end() && it->first < 2 * size) {
+    void* ptr = it->second;
+    state.live[ptr] = DeviceBlock{it->first, pool.stream, {}, id};
+    pool.free_blocks.erase(it);
+    return ptr;
+  }
+  return nullptr;
+}
+
 [[noreturn]] void throw_out_of_memory(int device, size_t nbytes, const DeviceState& state) {
   size_t free_bytes = 0, total_bytes = 0;
   if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) cudaGetLastError();
@@ -241,17 +279,23 @@ void* device_malloc(int device, size_t nbytes, cudaStream_t stream) {
   const size_t size = round_size(nbytes);
   ++state.stats.num_allocs;
 
-  void* ptr = reuse_cached(state, size, stream);
+  const uint64_t pool =
+      state.capturing && state.pools.at(state.capturing).stream == stream ? state.capturing : 0;
+  void* ptr = pool ? pool_malloc(state, pool, size) : reuse_cached(state, size, stream);
   size_t block_size = size;
   if (ptr) {
     block_size = state.live.at(ptr).size;
   } else {
     DeviceGuard guard(device);
-    if (cudaMalloc(&ptr, size) != cudaSuccess) {
+    if (const cudaError_t err = malloc_relaxed(&ptr, size); err != cudaSuccess) {
       cudaGetLastError();
-      // Cached blocks of other sizes and streams may be exactly what the driver is missing.
-      release_cached(device, state);
-      if (cudaMalloc(&ptr, size) != cudaSuccess) {
+      ECH_CHECK(err == cudaErrorMemoryAllocation, "device_malloc of ", nbytes,
+                " bytes on cuda:", device, ": cudaMalloc failed: ", cudaGetErrorName(err), " (",
+                cudaGetErrorString(err), ")");
+      // Cached blocks of other sizes and streams may be exactly what the driver is missing (but
+      // cudaFree would break a capture under way).
+      if (!state.capturing) release_cached(device, state);
+      if (state.capturing || cudaMalloc(&ptr, size) != cudaSuccess) {
         cudaGetLastError();
         throw_out_of_memory(device, nbytes, state);
       }
@@ -260,7 +304,8 @@ void* device_malloc(int device, size_t nbytes, cudaStream_t stream) {
     state.stats.reserved_bytes += size;
     state.stats.peak_reserved_bytes =
         std::max(state.stats.peak_reserved_bytes, state.stats.reserved_bytes);
-    state.live[ptr] = DeviceBlock{size, stream, {}};
+    state.live[ptr] = DeviceBlock{size, stream, {}, pool};
+    if (pool) ++state.pools.at(pool).blocks;
   }
   state.stats.allocated_bytes += block_size;
   state.stats.peak_allocated_bytes =
@@ -283,6 +328,14 @@ void device_free(int device, void* ptr, cudaStream_t last_stream) {
   DeviceBlock block = std::move(it->second);
   state.live.erase(it);
   state.stats.allocated_bytes -= block.size;
+  const auto owner = state.pools.find(block.pool);
+  if (owner != state.pools.end() || state.capturing) {
+    CapturePool& pool =
+        owner != state.pools.end() ? owner->second : state.pools.at(state.capturing);
+    if (owner == state.pools.end()) ++pool.blocks;  // adopted from the general cache
+    pool.free_blocks.emplace(block.size, ptr);
+    return;
+  }
   if (last_stream != kAnyStream && last_stream != block.stream &&
       std::find(block.used_on.begin(), block.used_on.end(), last_stream) == block.used_on.end())
     block.used_on.push_back(last_stream);
@@ -295,6 +348,54 @@ void device_free(int device, void* ptr, cudaStream_t last_stream) {
   for (cudaStream_t user : block.used_on)
     if (cudaEvent_t event = record_on(state, user)) pending.events.push_back(event);
   state.pending.push_back(std::move(pending));
+}
+
+uint64_t begin_capture_pool(int device, cudaStream_t stream) {
+  check_device(device, "begin_capture_pool");
+  auto& allocator = device_allocator();
+  std::lock_guard lock(allocator.mutex);
+  DeviceState& state = allocator.devices[device];
+  ECH_CHECK(state.capturing == 0, "begin_capture_pool: cuda:", device,
+            " is already capturing a graph into pool ", state.capturing);
+  const uint64_t id = state.next_pool++;
+  state.pools[id] = CapturePool{stream, {}, 0};
+  state.capturing = id;
+  return id;
+}
+
+void end_capture_pool(int device, uint64_t pool) {
+  auto& allocator = device_allocator();
+  std::lock_guard lock(allocator.mutex);
+  DeviceState& state = allocator.devices[device];
+  ECH_CHECK(state.capturing == pool && pool != 0, "end_capture_pool: pool ", pool,
+            " is not the one capturing on cuda:", device);
+  state.capturing = 0;
+}
+
+void release_capture_pool(int device, uint64_t pool, cudaStream_t stream) noexcept {
+  {
+    QuietDeviceGuard guard(device);
+    if (cudaStreamSynchronize(stream) != cudaSuccess) cudaGetLastError();  // the last replay
+  }
+  auto& allocator = device_allocator();
+  std::lock_guard lock(allocator.mutex);
+  DeviceState& state = allocator.devices[device];
+  const auto it = state.pools.find(pool);
+  if (it == state.pools.end()) return;
+  if (state.capturing == pool) state.capturing = 0;
+  state.free_lists[kAnyStream].merge(it->second.free_blocks);
+  for (auto& [ptr, block] : state.live)
+    if (block.pool == pool) block.pool = 0;
+  state.pools.erase(it);
+}
+
+CapturePoolStats capture_pool_stats(int device, uint64_t pool) {
+  auto& allocator = device_allocator();
+  std::lock_guard lock(allocator.mutex);
+  DeviceState& state = allocator.devices[device];
+  const auto it = state.pools.find(pool);
+  if (it == state.pools.end()) return {};
+  return {it->second.free_blocks.size(), it->second.blocks};
 }
 
 void record_stream(int device, void* ptr, cudaStream_t stream) {

@@ -4,6 +4,10 @@
 // (record_stream, or the stream current when a tensor dies) becomes reusable only once the work
 // queued on those streams up to the free has completed (an event per stream, like PyTorch's
 // record_stream). empty_cache() returns everything to the driver.
+// CUDA graphs: while a capture pool is open for a stream, that stream's allocations come from a
+// private pool that outlives the capture (PyTorch's design): a graph's replays read and write
+// the very addresses captured, so none of them may be handed to other work while the graph
+// lives. Blocks freed during the capture stay in the pool too.
 // An allocation that fails even after emptying the cache throws an error stating the requested
 // size and these statistics.
 #pragma once
@@ -43,6 +47,23 @@ void record_stream(int device, void* ptr, cudaStream_t stream);
 // Called by cuda::Stream before it destroys `stream`: synchronizes it, then forgets it (its free
 // blocks become reusable by every stream; its handle may be recycled for a new stream).
 void release_stream(int device, cudaStream_t stream) noexcept;
+
+// A private pool for the CUDA graph about to be captured on `stream` (cudaStreamBeginCapture
+// comes after this call): until end_capture_pool, device_malloc on `stream` takes its blocks from
+// the pool (cudaMalloc in relaxed capture mode when the pool has none), and every block freed on
+// the device goes into the pool, since the captured work may still name it. One pool may be open
+// per device. The id is never 0.
+uint64_t begin_capture_pool(int device, cudaStream_t stream);
+// Ends routing (after cudaStreamEndCapture); the pool keeps its blocks.
+void end_capture_pool(int device, uint64_t pool);
+// The graph is gone: synchronises `stream` (the replays' stream), then the pool's free blocks
+// become ordinary cached blocks usable by any stream, and its live ones become so when freed.
+void release_capture_pool(int device, uint64_t pool, cudaStream_t stream) noexcept;
+// Blocks (free, and free + live) a pool holds: tests and statistics.
+struct CapturePoolStats {
+  size_t free_blocks = 0, blocks = 0;
+};
+CapturePoolStats capture_pool_stats(int device, uint64_t pool);
 
 // Pinned host memory (cudaHostAlloc), cached as well. A block is reused only after every
 // asynchronous copy recorded on it with pinned_record_stream has completed.

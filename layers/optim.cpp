@@ -49,7 +49,7 @@ void SGD::step() {
     if (first && options_.momentum > 0) {
       buffers_[i] = Tensor::empty(param.shape(), param.dtype(), param.device());
     }
-    ops::sgd_step_(param, grad, buffers_[i], options_, first, guard_);
+    ops::sgd_step_(param, grad, buffers_[i], options_, first, guard_, device_lr_);
   }
   ++steps_;
 }
@@ -61,7 +61,18 @@ void SGD::zero_grad() {
 void SGD::set_lr(double lr) {
   // 0 is valid: a linear warm-up starts there.
   ECH_CHECK(std::isfinite(lr) && lr >= 0, "SGD::set_lr: lr must be >= 0, got ", lr);
+  // Only a change is written: inside a graph capture the rate is the one set just before it.
+  if (device_lr_.defined() && lr != options_.lr) {
+    // Through pinned memory: an asynchronous copy on the current stream, no host synchronisation.
+    Tensor host = Tensor::empty({}, kFloat64, Device::cpu(), /*pinned=*/true);
+    host.data<double>()[0] = lr;
+    ops::copy_(device_lr_, host.to(device_lr_.device(), /*non_blocking=*/true));
+  }
   options_.lr = lr;
+}
+
+void SGD::keep_lr_on_device(Device device) {
+  device_lr_ = Tensor::scalar(options_.lr, kFloat64).to(device);  // float64 has no CUDA fill
 }
 
 StateDict SGD::state_dict() const {

@@ -31,9 +31,15 @@ class SGD {
   void set_guard(Tensor guard) { guard_ = std::move(guard); }
   void zero_grad();  // drops the parameters' gradients
   void set_lr(double lr);
+  // From now on the rate also lives in a float64 scalar on `device`, which step() passes to the
+  // update (not the value as a kernel argument) and set_lr rewrites on the current stream when it
+  // changes: a captured CUDA graph of the step then updates with the rate of the moment.
+  void keep_lr_on_device(Device device);
   double lr() const { return options_.lr; }
   const SGDOptions& options() const { return options_; }
   int64_t steps() const { return steps_; }  // completed step() calls
+  // A replay of a captured step() (parallel/cuda_graph.h) ran: counted as a step.
+  void count_replayed_step() { ++steps_; }
   const NamedTensors& params() const { return params_; }
   // Momentum buffers, parallel to params(); undefined before a parameter's first update (and
   // always with momentum 0). Read-only use: weight prediction in parallel/stage.cpp.
@@ -49,6 +55,7 @@ class SGD {
   std::vector<Tensor> buffers_;  // parallel to params_; undefined until the first update
   SGDOptions options_;
   Tensor guard_;
+  Tensor device_lr_;  // float64 scalar; undefined unless keep_lr_on_device
   int64_t steps_ = 0;
 };
 

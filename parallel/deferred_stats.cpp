@@ -70,6 +70,24 @@ std::vector<BatchResult> DeferredStats::read() {
   return results;
 }
 
+void DeferredStats::take_last_as_template() {
+  ECH_CHECK(!pending_.empty(), "deferred statistics: the captured step recorded no result");
+  template_ = std::move(pending_.back());
+  pending_.pop_back();
+}
+
+void DeferredStats::record_replay(const BatchResult& meta) {
+  ECH_CHECK(template_.has_value(), "deferred statistics: a replay before any capture");
+  NoGradGuard no_grad;
+  Pending p;
+  p.meta = meta;
+  p.loss = template_->loss.clone();
+  p.correct = template_->correct.clone();
+  p.labels = template_->labels.clone();
+  p.classes = template_->classes;
+  pending_.push_back(std::move(p));
+}
+
 void DeferredStats::fail_on_bad_label(const std::vector<Pending>& read, const std::string& found) {
   // The error path only: the labels of the batches since the last read, back on the host.
   for (const Pending& p : read) {

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include <echelon/parallel/stage.h>
@@ -39,6 +40,13 @@ class DeferredStats {
   // guard. Throws echelon::Error naming the batch when a label was out of range.
   std::vector<BatchResult> read();
 
+  // CUDA graphs (cuda_graph.h): record() inside a capture queued tensors that every replay of the
+  // graph rewrites. take_last_as_template() takes that entry back out; record_replay() queues a
+  // copy of its current values (copied on the current stream, so after the replay queued there)
+  // as batch `meta`.
+  void take_last_as_template();
+  void record_replay(const BatchResult& meta);
+
  private:
   struct Pending {
     BatchResult meta;
@@ -52,6 +60,7 @@ class DeferredStats {
   Device device_;
   Tensor guard_;
   std::vector<Pending> pending_;
+  std::optional<Pending> template_;  // the captured step's entry
 };
 
 // Deferred target checks (cuda/kernels/loss.h) on for the lifetime of this object, off again (or

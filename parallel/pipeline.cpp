@@ -139,6 +139,7 @@ void PipelineEngine::start(const Tensor& sample) {
   // The sync-free step needs the driver's thread to run the partition (inline) on a GPU.
   if (deferred_interval_ > 0 && K == 1 && !distributed() && devices[0].is_cuda())
     deferred_ = std::make_unique<DeferredStats>(devices[0]);
+  if (options_.cuda_graph) start_cuda_graph();
   if (distributed()) {
     connect_distributed(devices[partition_]);
   } else {
@@ -297,7 +298,11 @@ StepStats PipelineEngine::train_step(const data::Batch& batch) {
   {
     std::optional<ScopedDeferredTargetChecks> deferred_checks;
     if (deferred_) deferred_checks.emplace();
-    submit_batch(batch);
+    if (graph_) {
+      graph_step(batch);
+    } else {
+      submit_batch(batch);
+    }
   }
   if (current_ != ScheduleKind::GPipe) {
     check_alive();
@@ -401,6 +406,12 @@ void PipelineEngine::load_optimizer_state(const StateDict& state) {
     pending_optimizer_state_ = state;
     return;
   }
+#if ECHELON_WITH_CUDA
+  if (graph_) {  // the graph names the old momentum buffers: capture again later
+    graph_->reset();
+    graph_warmup_ = 0;
+  }
+#endif
   if (distributed()) {
     load_distributed_optimizer_state(state);
     return;

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include <echelon/data/ring.h>
+#include <echelon/parallel/cuda_graph.h>
 #include <echelon/parallel/deferred_stats.h>
 #include <echelon/parallel/engine.h>
 #include <echelon/parallel/partition.h>
@@ -57,6 +58,9 @@ struct PipelineOptions {
   bool timed_ops = false;
   // Ordinary training (single()): named "single", and no pipeline block in summary.json.
   bool single_device = false;
+  // The captured training step (cuda_graph.h): one partition on a GPU in this process, with the
+  // sync-free step (defer_step_stats), no trace and no timed ops; start() says which is missing.
+  bool cuda_graph = false;
   // One process per partition and replica (pipeline_dist.cpp): the run's world group, of size
   // K * data_parallel; rank r runs partition r % K of replica r / K. Null: threads of one process.
   std::shared_ptr<ProcessGroup> process_group;
@@ -102,6 +106,8 @@ class PipelineEngine : public StepEngine {
   bool started() const { return !stages_.empty(); }
   std::vector<int64_t> cuts() const { return cuts_; }
   std::vector<PartitionStats> partition_stats() const;
+  // Steps replayed from the captured CUDA graph so far (options_.cuda_graph).
+  int64_t graph_replays() const { return graph_replays_; }
   ScheduleKind current_schedule() const { return current_; }
   double wall_seconds() const;
   int64_t samples_done() const { return samples_done_; }
@@ -123,6 +129,10 @@ class PipelineEngine : public StepEngine {
   void check_alive();
   // The mini-batch's messages (all gpipe micro-batches, or the one mini-batch).
   void submit_batch(const data::Batch& batch);
+  // options_.cuda_graph (pipeline_graph.cpp): checks the run can use it, then creates graph_.
+  void start_cuda_graph();
+  // One step eagerly, captured or replayed (see cuda_graph.h), on graph_'s stream.
+  void graph_step(const data::Batch& batch);
 
   // Multi-process (pipeline_dist.cpp).
   bool distributed() const { return group_ != nullptr; }
@@ -162,7 +172,12 @@ class PipelineEngine : public StepEngine {
   std::unique_ptr<TraceRecorder> trace_;
   int64_t deferred_interval_ = 0;            // defer_step_stats; 0: read every step
   std::unique_ptr<DeferredStats> deferred_;  // inline on a GPU with an interval
-  std::vector<std::thread> threads_;         // none when the one partition runs inline
+  // options_.cuda_graph (pipeline_graph.cpp): the graph, the static inputs it reads, and the
+  // eager steps of that shape so far (capture after CudaGraphStep::kWarmupSteps).
+  std::unique_ptr<CudaGraphStep> graph_;
+  Tensor graph_images_, graph_labels_;
+  int64_t graph_warmup_ = 0;
+  std::vector<std::thread> threads_;  // none when the one partition runs inline
   bool inline_ = false;
 
   std::mutex error_mutex_;
@@ -173,6 +188,7 @@ class PipelineEngine : public StepEngine {
   double lr_;
   int64_t next_id_ = 0;
   int64_t unflushed_ = 0;  // mini-batches submitted since the last flush
+  int64_t graph_replays_ = 0;
   int epochs_done_ = 0;
   int64_t samples_done_ = 0;
   StepStats carried_;  // results collected by predict(), returned by the next call

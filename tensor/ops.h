@@ -208,8 +208,9 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& log_probs,
 // shape and is read and written when momentum != 0 (undefined otherwise); first_step: the
 // parameter's first update, where the buffer starts as the gradient. guard: undefined, or a
 // float32 scalar on param's device; while it is not finite nothing is updated, decided where the
-// update runs (on a GPU without reading the guard back).
+// update runs (on a GPU without reading the guard back). lr: undefined (options.lr), or a float64
+// scalar on param's device holding the rate, read where the update runs (CUDA graph replays).
 void sgd_step_(Tensor& param, const Tensor& grad, Tensor& momentum_buf, const SGDOptions& options,
-               bool first_step, const Tensor& guard = Tensor());
+               bool first_step, const Tensor& guard = Tensor(), const Tensor& lr = Tensor());
 
 }  // namespace echelon::ops

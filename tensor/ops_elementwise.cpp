@@ -364,6 +364,13 @@ void copy_same_device(Tensor& dst, const Tensor& src) {
   if (dst.is_cuda()) {
     cuda::DeviceGuard guard(dst.device().index);
     cudaStream_t stream = cuda::current_stream(dst.device().index);
+    // float64 has no CUDA kernels; a plain copy of its bytes needs none (SGD's device rate).
+    if (dst.dtype() == kFloat64 && src.dtype() == kFloat64 && dst.is_contiguous() &&
+        src.is_contiguous() && dst.shape() == src.shape()) {
+      ECH_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), dst.nbytes(),
+                                     cudaMemcpyDeviceToDevice, stream));
+      return;
+    }
     ECH_DISPATCH_CUDA_ALL(
         src.dtype(), "copy_", using src_t = scalar_t; ECH_DISPATCH_CUDA_ALL(
             dst.dtype(), "copy_",

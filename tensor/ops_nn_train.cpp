@@ -377,7 +377,7 @@ Tensor cross_entropy_backward(const Tensor& grad_loss_in, const Tensor& log_prob
 // ---- optim ------------------------------------------------------------------------------------
 
 void sgd_step_(Tensor& param, const Tensor& grad_in, Tensor& momentum_buf, const SGDOptions& o,
-               bool first_step, const Tensor& guard) {
+               bool first_step, const Tensor& guard, const Tensor& lr) {
   const char* op = "sgd_step_";
   check_float_like(op, param, param, "param");
   check_float_like(op, grad_in, param, "grad");
@@ -399,7 +399,12 @@ void sgd_step_(Tensor& param, const Tensor& grad_in, Tensor& momentum_buf, const
     ECH_CHECK(guard.dtype() == kFloat32 && guard.numel() == 1 && guard.device() == param.device(),
               op, ": guard ", guard.describe(), " must be a float32 scalar on ", param.device());
   }
+  if (lr.defined()) {
+    ECH_CHECK(lr.dtype() == kFloat64 && lr.numel() == 1 && lr.device() == param.device(), op,
+              ": lr ", lr.describe(), " must be a float64 scalar on ", param.device());
+  }
   const float* guard_ptr = guard.defined() ? guard.data<float>() : nullptr;
+  const double* lr_ptr = lr.defined() ? lr.data<double>() : nullptr;
   const Tensor grad = grad_in.contiguous();
   const int64_t count = param.numel();
   if (count > 0) {
@@ -407,15 +412,15 @@ void sgd_step_(Tensor& param, const Tensor& grad_in, Tensor& momentum_buf, const
 #if ECHELON_WITH_CUDA
       cuda::DeviceGuard guard(param.device().index);
       cuda::sgd_step(count, o, first_step, param.data<float>(), grad.data<float>(),
-                     has_buffer ? momentum_buf.data<float>() : nullptr, stream_of(param),
-                     guard_ptr);
+                     has_buffer ? momentum_buf.data<float>() : nullptr, stream_of(param), guard_ptr,
+                     lr_ptr);
 #else
       fail_not_cuda_build(op);
 #endif
     } else {
       ECH_DISPATCH_FLOATING(param.dtype(), op, {
         cpu::sgd_step(count, o, first_step, param.data<scalar_t>(), grad.data<scalar_t>(),
-                      has_buffer ? momentum_buf.data<scalar_t>() : nullptr, guard_ptr);
+                      has_buffer ? momentum_buf.data<scalar_t>() : nullptr, guard_ptr, lr_ptr);
       });
     }
   }

@@ -26,9 +26,10 @@
 #              per kernel family (ECHELON_PARITY_FILTER), shared-memory families first, until the
 #              tool's time box is spent. The row names the kernels blamed; a row says so when
 #              compute-sanitizer is absent.
-#   train      LeNet-5 on cuda:0 (Fashion-MNIST when present, else synthetic data), and one
-#              run each with --conv-impl cudnn --deterministic and --precision tf32. A failure reruns with
-#              ECHELON_SYNC_LAUNCHES=1.
+#   train      LeNet-5 on cuda:0 (Fashion-MNIST when present, else synthetic data), one run
+#              with --conv-impl cudnn --deterministic, one with --precision tf32, and one with
+#              --cuda-graph (the captured, replayed step; its summary.json next to the eager
+#              run's). A failure reruns with ECHELON_SYNC_LAUNCHES=1.
 #   pipeline   a 2-partition pipeline on one GPU with --balance auto, stale and sequential
 #              schedules, with Chrome traces; and --devices cuda:0,cuda:0 (per-partition placement).
 #   bench      bench_ops' GPU cases, when Google Benchmark was found.
@@ -539,6 +540,8 @@ if [[ -x $cli ]]; then
   train train_lenet5 --model lenet5 "${data[@]}" --epochs 1
   train train_cudnn_det --model lenet5 "${data[@]}" --epochs 1 --conv-impl cudnn --deterministic
   train train_tf32 --model lenet5 "${data[@]}" --epochs 1 --precision tf32
+  # Same recipe as train_lenet5: compare img/s and losses in the two runs' summary.json.
+  train train_cuda_graph --model lenet5 "${data[@]}" --epochs 1 --cuda-graph
 else
   row train skipped - "echelon CLI not built"
 fi

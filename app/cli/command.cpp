@@ -217,6 +217,15 @@ Command parse_command_line(int argc, const char* const* argv) {
   const std::vector<Device>& devices = command.pipeline.options.devices;
   if (!devices.empty() && train_cmd->count("--device") == 0)
     command.train.device = devices.front().to_string();
+  if (command.pipeline.options.cuda_graph) {
+    ECH_CHECK(!command.pipeline.enabled() && command.pipeline.options.data_parallel == 1,
+              "--cuda-graph captures the single-device training step: it cannot be combined "
+              "with --pipeline, --ppv or --data-parallel");
+    const Device device = resolve_device(command.train.device);
+    ECH_CHECK(device.is_cuda(), "--cuda-graph needs a CUDA device, but --device ",
+              command.train.device, " is ", device.to_string(),
+              ": a CUDA graph replays GPU work (drop the flag on the CPU)");
+  }
   command.train.engine = pipeline_flags_to_json(command.pipeline);
   command.train.engine.set("data-parallel", command.pipeline.options.data_parallel);
   command.train.engine.set("bucket-mb", command.pipeline.options.bucket_mb);

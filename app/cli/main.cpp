@@ -41,13 +41,15 @@ void on_interrupt(int) {
 }
 
 // The pipeline engine when pipelining; ordinary training otherwise (the default engine, or the
-// same 1-partition engine with its trace when --trace is given).
+// same 1-partition engine with its trace or its captured CUDA graph when --trace or --cuda-graph
+// is given).
 parallel::EngineFactory engine_factory(const app::PipelineFlags& flags) {
   if (flags.enabled() || flags.options.process_group)
     return parallel::pipeline_engine_factory(flags.options);
-  if (flags.options.trace_path.empty()) return {};
+  if (flags.options.trace_path.empty() && !flags.options.cuda_graph) return {};
   parallel::PipelineOptions single = parallel::PipelineOptions::single();
   single.trace_path = flags.options.trace_path;
+  single.cuda_graph = flags.options.cuda_graph;
   return parallel::pipeline_engine_factory(single);
 }
 

@@ -41,6 +41,9 @@ inline void add_pipeline_options(CLI::App& app, PipelineFlags& flags) {
   app.add_option("--trace", o.trace_path, "Write a Chrome trace JSON of the pipeline");
   app.add_flag("--predict-weights", o.predict_weights,
                "stale/hybrid: forward on weights extrapolated by momentum (not in the paper)");
+  app.add_flag("--cuda-graph", o.cuda_graph,
+               "Single-device GPU training: capture the training step once as a CUDA graph and "
+               "replay it for every batch of the same shape (docs/cuda-graph.md)");
 }
 
 // Flags that only mean something for a pipeline are errors without one (rather than being

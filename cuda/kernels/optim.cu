@@ -11,8 +11,10 @@ namespace {
 // ---- kernels ------------------------------------------------------------------------------------
 
 __global__ void sgd_step_kernel(int64_t count, SGDOptions a, bool first_step, float* param,
-                                const float* grad, float* momentum_buf, const float* guard) {
+                                const float* grad, float* momentum_buf, const float* guard,
+                                const double* lr) {
   if (guard && !isfinite(*guard)) return;
+  const double rate = lr ? *lr : a.lr;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     double g = static_cast<double>(grad[i]) + a.weight_decay * static_cast<double>(param[i]);
@@ -23,7 +25,7 @@ __global__ void sgd_step_kernel(int64_t count, SGDOptions a, bool first_step, fl
       momentum_buf[i] = static_cast<float>(buf);
       g = a.nesterov ? g + a.momentum * buf : buf;
     }
-    param[i] = static_cast<float>(static_cast<double>(param[i]) - a.lr * g);
+    param[i] = static_cast<float>(static_cast<double>(param[i]) - rate * g);
   }
 }
 
@@ -33,9 +35,9 @@ __global__ void sgd_step_kernel(int64_t count, SGDOptions a, bool first_step, fl
 // ------------------------------------------------------------------------------------
 
 void sgd_step(int64_t count, const SGDOptions& o, bool first_step, float* param, const float* grad,
-              float* momentum_buf, cudaStream_t stream, const float* guard) {
+              float* momentum_buf, cudaStream_t stream, const float* guard, const double* lr) {
   launch_1d("sgd_step", count, stream, sgd_step_kernel, count, o, first_step, param, grad,
-            momentum_buf, guard);
+            momentum_buf, guard, lr);
 }
 
 }  // namespace echelon::cuda

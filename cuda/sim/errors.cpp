@@ -33,6 +33,16 @@ const char* cudaGetErrorName(cudaError_t error) {
     ECH_SIM_NAME(cudaErrorIllegalAddress)
     ECH_SIM_NAME(cudaErrorPeerAccessAlreadyEnabled)
     ECH_SIM_NAME(cudaErrorLaunchFailure)
+    ECH_SIM_NAME(cudaErrorIllegalState)
+    ECH_SIM_NAME(cudaErrorStreamCaptureUnsupported)
+    ECH_SIM_NAME(cudaErrorStreamCaptureInvalidated)
+    ECH_SIM_NAME(cudaErrorStreamCaptureMerge)
+    ECH_SIM_NAME(cudaErrorStreamCaptureUnmatched)
+    ECH_SIM_NAME(cudaErrorStreamCaptureUnjoined)
+    ECH_SIM_NAME(cudaErrorStreamCaptureIsolation)
+    ECH_SIM_NAME(cudaErrorStreamCaptureImplicit)
+    ECH_SIM_NAME(cudaErrorCapturedEvent)
+    ECH_SIM_NAME(cudaErrorStreamCaptureWrongThread)
     ECH_SIM_NAME(cudaErrorUnknown)
 #undef ECH_SIM_NAME
   }
@@ -71,6 +81,26 @@ const char* cudaGetErrorString(cudaError_t error) {
       return "peer access is already enabled";
     case cudaErrorLaunchFailure:
       return "unspecified launch failure";
+    case cudaErrorIllegalState:
+      return "the operation cannot be performed in the present state";
+    case cudaErrorStreamCaptureUnsupported:
+      return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated:
+      return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureMerge:
+      return "operation would result in a merge of separate capture sequences";
+    case cudaErrorStreamCaptureUnmatched:
+      return "capture was not ended in the same stream as it began";
+    case cudaErrorStreamCaptureUnjoined:
+      return "capturing stream has unjoined work";
+    case cudaErrorStreamCaptureIsolation:
+      return "dependency created on uncaptured work in another stream";
+    case cudaErrorStreamCaptureImplicit:
+      return "operation would make the legacy stream depend on a capturing blocking stream";
+    case cudaErrorCapturedEvent:
+      return "operation not permitted on an event last recorded in a capturing stream";
+    case cudaErrorStreamCaptureWrongThread:
+      return "attempt to terminate a thread-local capture sequence from another thread";
     case cudaErrorUnknown:
       return "unknown error";
   }

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include <echelon/cuda/sim/sim.h>
@@ -24,6 +25,36 @@ const char* sticky_text(
 // Enqueues `task` on `stream` (nullptr: the legacy default stream of the current device).
 // cudaErrorInvalidResourceHandle for a stream that does not exist.
 cudaError_t enqueue(cudaStream_t stream, std::function<void()> task);
+
+// ---- stream capture (graph.cpp); the runtime calls these before it runs or enqueues anything.
+struct StreamTraits {
+  int device;
+  bool legacy;    // the legacy default stream
+  bool blocking;  // synchronises with the legacy stream (not cudaStreamNonBlocking)
+};
+StreamTraits traits_of(CUstream_st* s);  // runtime.cpp
+// The stream a handle names (nullptr: the current device's legacy stream), or nullptr when the
+// handle is not a live stream.
+CUstream_st* live_stream(cudaStream_t stream);
+// Work for stream `s`: when `s` is capturing, `task` is recorded into the capture's graph and
+// the call's result returned (cudaErrorStreamCaptureInvalidated once the capture has failed);
+// nullopt when the work runs now. Work on the legacy stream while a blocking stream of its
+// device captures fails that capture (cudaErrorStreamCaptureImplicit), as on a GPU.
+std::optional<cudaError_t> capture_task(CUstream_st* s, std::function<void()>& task);
+// A potentially unsafe call (cudaMalloc, cudaFree, a device/event synchronisation, a blocking
+// copy) under the capture-mode rules: cudaErrorStreamCaptureUnsupported, invalidating the
+// captures that forbid it, or cudaSuccess.
+cudaError_t capture_unsafe_call();
+// Synchronising with or querying `s`: cudaErrorStreamCaptureUnsupported (and the capture
+// invalidated) while `s` captures, else capture_unsafe_call().
+cudaError_t capture_stream_sync(CUstream_st* s);
+// cudaEventRecord/cudaStreamWaitEvent on a capturing stream, or naming an event recorded in a
+// capture, become dependencies inside the graph (a wait can make `s` join the capture): the
+// result then, nullopt when the call runs as usual.
+std::optional<cudaError_t> capture_event_record(const void* event, CUstream_st* s);
+std::optional<cudaError_t> capture_event_wait(const void* event, CUstream_st* s);
+// True when `event` was last recorded in a capture still under way (it cannot be queried).
+bool capture_event_pending(const void* event);
 
 // Where a pointer lives. Device and pinned memory are the emulator's own allocations.
 enum class Where : uint8_t { Host, Device, Pinned };

@@ -291,8 +291,17 @@ bool failed() {
 cudaError_t enqueue(cudaStream_t stream, std::function<void()> task) {
   CUstream_st* s = resolve(stream);
   if (!s) return cudaErrorInvalidResourceHandle;
+  if (const auto captured = capture_task(s, task)) return *captured;
   push(s, std::move(task));
   return cudaSuccess;
+}
+
+StreamTraits traits_of(CUstream_st* s) {
+  return {s->device, s->legacy, s->legacy || !(s->flags & cudaStreamNonBlocking)};
+}
+
+CUstream_st* live_stream(cudaStream_t stream) {
+  return resolve(stream);
 }
 
 Where where(const void* ptr, size_t bytes) {
@@ -450,6 +459,7 @@ cudaError_t cudaDeviceEnablePeerAccess(int peer_device, unsigned flags) {
 }
 
 cudaError_t cudaDeviceSynchronize() {
+  if (const cudaError_t err = capture_unsafe_call()) return result(err);
   ++echelon::cudasim::g_host_synchronizations;
   synchronize_device(t_device);
   return result(cudaSuccess);
@@ -457,6 +467,7 @@ cudaError_t cudaDeviceSynchronize() {
 
 cudaError_t cudaMalloc(void** ptr, size_t size) {
   *ptr = nullptr;
+  if (const cudaError_t err = capture_unsafe_call()) return result(err);
   if (size == 0) return result(cudaSuccess);
   State& st = state();
   const size_t padded = (size + kGuard - 1) / kGuard * kGuard;
@@ -487,6 +498,7 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
 
 cudaError_t cudaFree(void* ptr) {
   if (!ptr) return result(cudaSuccess);
+  if (const cudaError_t err = capture_unsafe_call()) return result(err);
   State& st = state();
   Allocation a{};
   {
@@ -552,6 +564,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpy
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
+  if (const cudaError_t err = capture_unsafe_call()) return result(err);
   if (const cudaError_t err = check_copy("cudaMemcpy", dst, src, count, kind)) return err;
   if (const cudaError_t err = copy_async("cudaMemcpy", dst, src, count, nullptr)) return err;
   return cudaStreamSynchronize(nullptr);
@@ -577,6 +590,7 @@ cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStream_t str
 }
 
 cudaError_t cudaMemset(void* ptr, int value, size_t count) {
+  if (const cudaError_t err = capture_unsafe_call()) return result(err);
   if (const cudaError_t err = cudaMemsetAsync(ptr, value, count, nullptr)) return err;
   return cudaStreamSynchronize(nullptr);
 }
@@ -613,9 +627,10 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-  ++echelon::cudasim::g_host_synchronizations;
   CUstream_st* s = resolve(stream);
   if (!s) return result(cudaErrorInvalidResourceHandle);
+  if (const cudaError_t err = capture_stream_sync(s)) return result(err);
+  ++echelon::cudasim::g_host_synchronizations;
   s->wait_for(tail_of(s));
   return result(cudaSuccess);
 }
@@ -623,6 +638,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
   CUstream_st* s = resolve(stream);
   if (!s) return result(cudaErrorInvalidResourceHandle);
+  if (const cudaError_t err = capture_stream_sync(s)) return result(err);
   std::lock_guard lock(s->mutex);
   return result(s->completed >= s->enqueued ? cudaSuccess : cudaErrorNotReady);
 }
@@ -655,6 +671,9 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 cudaError_t cudaEventRecord(cudaEvent_t handle, cudaStream_t stream) {
   const std::shared_ptr<CUevent_st> event = find_event(handle);
   if (!event) return result(cudaErrorInvalidResourceHandle);
+  CUstream_st* s = resolve(stream);
+  if (!s) return result(cudaErrorInvalidResourceHandle);
+  if (const auto captured = capture_event_record(handle, s)) return result(*captured);
   uint64_t generation = 0;
   {
     std::lock_guard lock(event->mutex);
@@ -675,13 +694,16 @@ cudaError_t cudaEventRecord(cudaEvent_t handle, cudaStream_t stream) {
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   if (!valid_event(event)) return result(cudaErrorInvalidResourceHandle);
+  if (capture_event_pending(event)) return result(cudaErrorCapturedEvent);
   std::lock_guard lock(event->mutex);
   return result(event->completed >= event->recorded ? cudaSuccess : cudaErrorNotReady);
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-  ++echelon::cudasim::g_host_synchronizations;
   if (!valid_event(event)) return result(cudaErrorInvalidResourceHandle);
+  if (capture_event_pending(event)) return result(cudaErrorCapturedEvent);
+  if (const cudaError_t err = capture_unsafe_call()) return result(err);
+  ++echelon::cudasim::g_host_synchronizations;
   std::unique_lock lock(event->mutex);
   const uint64_t target = event->recorded;
   event->cv.wait(lock, [&] { return event->completed >= target; });
@@ -691,6 +713,9 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t handle, unsigned) {
   const std::shared_ptr<CUevent_st> event = find_event(handle);
   if (!event) return result(cudaErrorInvalidResourceHandle);
+  CUstream_st* s = resolve(stream);
+  if (!s) return result(cudaErrorInvalidResourceHandle);
+  if (const auto captured = capture_event_wait(handle, s)) return result(*captured);
   uint64_t target = 0;
   {
     std::lock_guard lock(event->mutex);

@@ -7,8 +7,9 @@ namespace echelon::cpu {
 
 template <typename T>
 void sgd_step(int64_t count, const SGDOptions& o, bool first_step, T* param, const T* grad,
-              T* momentum_buf, const float* guard) {
+              T* momentum_buf, const float* guard, const double* lr) {
   if (guard && !std::isfinite(*guard)) return;
+  const double rate = lr ? *lr : o.lr;
   for (int64_t i = 0; i < count; ++i) {
     double g = static_cast<double>(grad[i]) + o.weight_decay * static_cast<double>(param[i]);
     if (o.momentum != 0.0) {
@@ -18,13 +19,13 @@ void sgd_step(int64_t count, const SGDOptions& o, bool first_step, T* param, con
       momentum_buf[i] = static_cast<T>(buf);
       g = o.nesterov ? g + o.momentum * buf : buf;
     }
-    param[i] = static_cast<T>(static_cast<double>(param[i]) - o.lr * g);
+    param[i] = static_cast<T>(static_cast<double>(param[i]) - rate * g);
   }
 }
 
 template void sgd_step<float>(int64_t, const SGDOptions&, bool, float*, const float*, float*,
-                              const float*);
+                              const float*, const double*);
 template void sgd_step<double>(int64_t, const SGDOptions&, bool, double*, const double*, double*,
-                               const float*);
+                               const float*, const double*);
 
 }  // namespace echelon::cpu

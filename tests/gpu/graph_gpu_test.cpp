@@ -1,0 +1,187 @@
+// CUDA graphs and the caching allocator: a capture's allocations come from a private pool that
+// eager work never gets while the graph lives, so replays keep reading and writing their own
+// blocks; releasing the pool hands the blocks back to the cache. A whole LeNet-5 training step
+// (forward, loss, backward, SGD with momentum) captured once and replayed on later batches trains
+// bit for bit like eager steps.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include <echelon/autograd/engine.h>
+#include <echelon/autograd/functions.h>
+#include <echelon/cuda/allocator.h>
+#include <echelon/cuda/check.h>
+#include <echelon/cuda/stream.h>
+#include <echelon/layers/models/registry.h>
+#include <echelon/layers/optim.h>
+#include <echelon/parallel/deferred_stats.h>
+#include <echelon/tensor/ops.h>
+
+using namespace echelon;
+
+namespace {
+
+std::vector<float> read_back(const void* device_ptr, size_t n, cudaStream_t stream) {
+  std::vector<float> host(n);
+  ECH_CUDA_CHECK(
+      cudaMemcpyAsync(host.data(), device_ptr, n * sizeof(float), cudaMemcpyDeviceToHost, stream));
+  ECH_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return host;
+}
+
+// Batch `index`: images (16, 1, 28, 28) in [0, 1) and labels (16) in [0, 10), on cuda:0.
+std::pair<Tensor, Tensor> lenet_batch(int64_t index) {
+  Generator gen(100 + static_cast<uint64_t>(index));
+  const int64_t n = 16;
+  Tensor labels = Tensor::empty({n}, kInt64, Device::cpu());
+  for (int64_t i = 0; i < n; ++i) labels.data<int64_t>()[i] = (i * 7 + index * 3) % 10;
+  return {ops::rand({n, 1, 28, 28}, gen).to(Device::cuda(0)), labels.to(Device::cuda(0))};
+}
+
+// One training step; the loss (scalar, on the device) stays on the device.
+Tensor train_step(Sequential& model, SGD& sgd, const Tensor& images, const Tensor& labels) {
+  const Tensor loss = cross_entropy(model.forward(images), labels);
+  backward(loss);
+  sgd.step();
+  sgd.zero_grad();
+  return loss;
+}
+
+std::vector<float> all_weights(Sequential& model) {
+  std::vector<float> all;
+  for (const Tensor& p : model.parameters()) {
+    const std::vector<float> v = p.cpu().to_vector<float>();
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  return all;
+}
+
+}  // namespace
+
+TEST_SUITE("graph_gpu") {
+  TEST_CASE("a capture allocates from a private pool that eager work never gets") {
+    cuda::Stream stream(0);
+    const size_t n = 1000, nbytes = n * sizeof(float);
+    // Allocated before the capture and freed during it: captured work may have read it.
+    void* before = cuda::device_malloc(0, nbytes, stream.get());
+    void* input = cuda::device_malloc(0, nbytes, stream.get());  // a static input, lives on
+    const std::vector<float> ones(n, 1.0f);
+    ECH_CUDA_CHECK(
+        cudaMemcpyAsync(input, ones.data(), nbytes, cudaMemcpyHostToDevice, stream.get()));
+
+    const uint64_t pool = cuda::begin_capture_pool(0, stream.get());
+    ECH_CUDA_CHECK(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal));
+    // A temporary (allocated with cudaMalloc inside the capture: it must not invalidate it),
+    // freed and reused by the next allocation of the capture: the pool serves its own capture.
+    void* temp = cuda::device_malloc(0, nbytes, stream.get());
+    ECH_CUDA_CHECK(cudaMemcpyAsync(temp, input, nbytes, cudaMemcpyDeviceToDevice, stream.get()));
+    cuda::device_free(0, temp, stream.get());
+    void* output = cuda::device_malloc(0, nbytes, stream.get());
+    CHECK(output == temp);
+    ECH_CUDA_CHECK(cudaMemcpyAsync(output, input, nbytes, cudaMemcpyDeviceToDevice, stream.get()));
+    cuda::device_free(0, before, stream.get());
+    cudaGraph_t graph = nullptr;
+    ECH_CUDA_CHECK(cudaStreamEndCapture(stream.get(), &graph));
+    cuda::end_capture_pool(0, pool);
+    const cuda::CapturePoolStats held = cuda::capture_pool_stats(0, pool);
+    CHECK(held.blocks == 2);       // `output` (live) and the adopted `before` (free)
+    CHECK(held.free_blocks == 1);  // `before`
+
+    // Eager allocations of the same size class get neither the pool's live block nor the
+    // adopted one.
+    void* eager = cuda::device_malloc(0, nbytes, stream.get());
+    CHECK(eager != output);
+    CHECK(eager != before);
+    cudaGraphExec_t exec = nullptr;
+    ECH_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    const std::vector<float> twos(n, 2.0f);
+    for (const auto* values : {&ones, &twos}) {
+      ECH_CUDA_CHECK(
+          cudaMemcpyAsync(input, values->data(), nbytes, cudaMemcpyHostToDevice, stream.get()));
+      ECH_CUDA_CHECK(cudaMemsetAsync(eager, 0, nbytes, stream.get()));  // eager work meanwhile
+      ECH_CUDA_CHECK(cudaGraphLaunch(exec, stream.get()));
+      const std::vector<float> got = read_back(output, n, stream.get());
+      CHECK(got.front() == values->front());
+      CHECK(got.back() == values->back());
+    }
+
+    // The graph goes: its blocks return to the cache (the live one once freed).
+    ECH_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    ECH_CUDA_CHECK(cudaGraphDestroy(graph));
+    cuda::release_capture_pool(0, pool, stream.get());
+    CHECK(cuda::capture_pool_stats(0, pool).blocks == 0);
+    cuda::device_free(0, output, stream.get());
+    // Other tests' cached blocks of the size class may come first: take them all.
+    std::vector<void*> again;
+    for (int i = 0; i < 64; ++i) again.push_back(cuda::device_malloc(0, nbytes, stream.get()));
+    const auto reused = [&](void* p) {
+      return std::find(again.begin(), again.end(), p) != again.end();
+    };
+    CHECK(reused(output));
+    CHECK(reused(before));
+    for (void* p : again) cuda::device_free(0, p, stream.get());
+    cuda::device_free(0, eager, stream.get());
+    cuda::device_free(0, input, stream.get());
+  }
+
+  TEST_CASE("one capture pool at a time per device") {
+    cuda::Stream stream(0);
+    const uint64_t pool = cuda::begin_capture_pool(0, stream.get());
+    CHECK_THROWS_WITH_AS(cuda::begin_capture_pool(0, stream.get()),
+                         doctest::Contains("already capturing"), Error);
+    CHECK_THROWS_AS(cuda::end_capture_pool(0, pool + 1), Error);
+    cuda::end_capture_pool(0, pool);
+    cuda::release_capture_pool(0, pool, stream.get());
+  }
+
+  TEST_CASE("a captured LeNet-5 training step replays bit for bit like eager steps") {
+    const SGDOptions options{.lr = 0.05, .momentum = 0.9, .weight_decay = 1e-4};
+    const int64_t steps = 6, warmup = 2;  // eager steps before the capture (momentum buffers)
+    cuda::Stream stream(0);
+    const cuda::StreamGuard on_stream(stream);  // the legacy stream cannot be captured
+    const parallel::ScopedDeferredTargetChecks no_label_sync;  // label checks stay on the device
+
+    auto eager_model = make_model("lenet5", 1, 10, /*seed=*/5);
+    eager_model->to(Device::cuda(0));
+    SGD eager_sgd(eager_model->named_parameters(), options);
+    std::vector<float> eager_losses;
+    for (int64_t i = 0; i < steps; ++i) {
+      const auto [images, labels] = lenet_batch(i);
+      eager_losses.push_back(train_step(*eager_model, eager_sgd, images, labels).item<float>());
+    }
+
+    auto model = make_model("lenet5", 1, 10, /*seed=*/5);
+    model->to(Device::cuda(0));
+    SGD sgd(model->named_parameters(), options);
+    std::vector<float> losses;
+    for (int64_t i = 0; i < warmup; ++i) {
+      const auto [images, labels] = lenet_batch(i);
+      losses.push_back(train_step(*model, sgd, images, labels).item<float>());
+    }
+    // Static inputs: every replay reads its batch from these.
+    Tensor images = Tensor::empty({16, 1, 28, 28}, kFloat32, Device::cuda(0));
+    Tensor labels = Tensor::empty({16}, kInt64, Device::cuda(0));
+    const uint64_t pool = cuda::begin_capture_pool(0, stream.get());
+    ECH_CUDA_CHECK(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal));
+    const Tensor captured_loss = train_step(*model, sgd, images, labels);
+    cudaGraph_t graph = nullptr;
+    ECH_CUDA_CHECK(cudaStreamEndCapture(stream.get(), &graph));
+    cuda::end_capture_pool(0, pool);
+    cudaGraphExec_t exec = nullptr;
+    ECH_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int64_t i = warmup; i < steps; ++i) {
+      const auto [batch_images, batch_labels] = lenet_batch(i);
+      ops::copy_(images, batch_images);
+      ops::copy_(labels, batch_labels);
+      ECH_CUDA_CHECK(cudaGraphLaunch(exec, stream.get()));
+      losses.push_back(captured_loss.item<float>());
+    }
+    CHECK(losses == eager_losses);
+    CHECK(losses.front() != losses.back());  // it trained: a replay is not a repeat
+    CHECK(all_weights(*model) == all_weights(*eager_model));
+    ECH_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    ECH_CUDA_CHECK(cudaGraphDestroy(graph));
+    cuda::release_capture_pool(0, pool, stream.get());
+  }
+}
