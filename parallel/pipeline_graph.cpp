@@ -3,7 +3,10 @@
 // captured shape.
 #include <echelon/parallel/pipeline.h>
 
+#include <string>
+
 #include <echelon/base/error.h>
+#include <echelon/layers/dropout.h>
 #include <echelon/tensor/ops.h>
 
 #if ECHELON_WITH_CUDA
@@ -12,7 +15,23 @@
 
 namespace echelon::parallel {
 
+namespace {
+
+// The path of the first Dropout in `module` ("" when none): its mask's Philox counter is a
+// kernel argument, fixed at capture, so every replay would drop the same units.
+std::string first_dropout(const Module& module, const std::string& path) {
+  for (const auto& [name, child] : module.named_children()) {
+    const std::string child_path = path.empty() ? name : path + "." + name;
+    if (dynamic_cast<const Dropout*>(child.get())) return child_path;
+    if (std::string found = first_dropout(*child, child_path); !found.empty()) return found;
+  }
+  return "";
+}
+
+}  // namespace
+
 void PipelineEngine::start_cuda_graph() {
+  std::string dropout;
   const char* need = "";
   if (stages_.size() != 1 || distributed()) {
     need = "one partition in one process (no --pipeline, no --data-parallel)";
@@ -22,8 +41,12 @@ void PipelineEngine::start_cuda_graph() {
     need = "the sync-free step (defer_step_stats; the trainer sets it from the log interval)";
   } else if (trace_ || options_.timed_ops) {
     need = "no trace and no timed ops (both read clocks inside the step)";
+  } else if (dropout = first_dropout(stages_[0]->layers(), ""); !dropout.empty()) {
+    need =
+        "a model without dropout (its mask's random offset is fixed at capture, so every "
+        "replay would drop the same units); this one has a Dropout at ";
   }
-  ECH_CHECK(*need == '\0', "--cuda-graph: capturing the training step needs ", need);
+  ECH_CHECK(*need == '\0', "--cuda-graph: capturing the training step needs ", need, dropout);
 #if ECHELON_WITH_CUDA
   graph_ = std::make_unique<CudaGraphStep>(stages_[0]->device());
   // The rate reaches the graph through device memory, set on the graph's stream before a step.

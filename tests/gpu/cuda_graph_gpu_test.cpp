@@ -9,6 +9,9 @@
 #include <vector>
 
 #include <echelon/base/error.h>
+#include <echelon/layers/dropout.h>
+#include <echelon/layers/flatten.h>
+#include <echelon/layers/linear.h>
 #include <echelon/layers/models/registry.h>
 #include <echelon/parallel/pipeline.h>
 #include <echelon/tensor/ops.h>
@@ -39,9 +42,10 @@ struct GraphRun {
   std::vector<BatchResult> results;
 };
 
-std::unique_ptr<GraphRun> make_graph_run(bool cuda_graph, Device device = Device::cuda(0)) {
+std::unique_ptr<GraphRun> make_graph_run(bool cuda_graph, Device device = Device::cuda(0),
+                                         std::shared_ptr<Sequential> model = nullptr) {
   auto run = std::make_unique<GraphRun>();
-  run->model = make_model("lenet5", 1, 10, /*seed=*/9);
+  run->model = model ? std::move(model) : make_model("lenet5", 1, 10, /*seed=*/9);
   PipelineOptions options = PipelineOptions::single();
   options.cuda_graph = cuda_graph;
   options.on_result = [r = run.get()](const BatchResult& result) { r->results.push_back(result); };
@@ -104,6 +108,14 @@ TEST_SUITE("cuda_graph_step_gpu") {
                          doctest::Contains("--cuda-graph: capturing the training step needs a "
                                            "CUDA device"),
                          Error);
+    // A dropout mask's random offset is a kernel argument: replays would reuse one mask.
+    Generator gen(3);
+    auto with_dropout = std::make_shared<Sequential>(std::vector<std::shared_ptr<Module>>{
+        std::make_shared<Flatten>(), std::make_shared<Linear>(784, 32, gen),
+        std::make_shared<Dropout>(0.5, 4), std::make_shared<Linear>(32, 10, gen)});
+    auto dropout = make_graph_run(true, Device::cuda(0), with_dropout);
+    CHECK_THROWS_WITH_AS(dropout->engine->train_step(graph_batch({4, 1, 28, 28}, 0)),
+                         doctest::Contains("needs a model without dropout"), Error);
   }
 }
 
