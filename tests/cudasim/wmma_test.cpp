@@ -135,25 +135,30 @@ TEST_SUITE("cudasim_wmma") {
 
   TEST_CASE("a partial or diverged warp, a misaligned pointer or a small ldm fails the launch") {
     DeviceBuffer<float> a(16 * 16 + 8);
-    const std::string partial =
-        failure_of([&] { ECH_LAUNCH(1, 16, 0, nullptr, load_kernel)
-                         (a.get(), 16u); });
+    const std::string partial = failure_of([&] {
+      ECH_LAUNCH(1, 16, 0, nullptr, load_kernel)
+      (a.get(), 16u);
+    });
     CHECK_MESSAGE(!partial.empty(), "a 16-thread block ran a warp-collective load");
-    const std::string diverged =
-        failure_of([&] { ECH_LAUNCH(1, 32, 0, nullptr, diverged_load_kernel)
-                         (a.get()); });
+    const std::string diverged = failure_of([&] {
+      ECH_LAUNCH(1, 32, 0, nullptr, diverged_load_kernel)
+      (a.get());
+    });
     CHECK_MESSAGE(!diverged.empty(), "half a warp ran a warp-collective load");
-    const std::string misaligned =
-        failure_of([&] { ECH_LAUNCH(1, 32, 0, nullptr, load_kernel)
-                         (a.get() + 1, 16u); });
+    const std::string misaligned = failure_of([&] {
+      ECH_LAUNCH(1, 32, 0, nullptr, load_kernel)
+      (a.get() + 1, 16u);
+    });
     CHECK(contains(misaligned, "32-byte aligned"));
-    const std::string small_ldm =
-        failure_of([&] { ECH_LAUNCH(1, 32, 0, nullptr, load_kernel)
-                         (a.get(), 12u); });
+    const std::string small_ldm = failure_of([&] {
+      ECH_LAUNCH(1, 32, 0, nullptr, load_kernel)
+      (a.get(), 12u);
+    });
     CHECK(contains(small_ldm, "ldm = 12"));
-    const std::string fine =
-        failure_of([&] { ECH_LAUNCH(1, 32, 0, nullptr, load_kernel)
-                         (a.get(), 16u); });
+    const std::string fine = failure_of([&] {
+      ECH_LAUNCH(1, 32, 0, nullptr, load_kernel)
+      (a.get(), 16u);
+    });
     CHECK(fine.empty());
   }
 
