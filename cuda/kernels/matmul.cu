@@ -120,8 +120,68 @@ __device__ __forceinline__ void multiply_slice(const float (*a_tile)[T::kM + kPa
   }
 }
 
-// C[z] = alpha * sum over batches b of group z of op(A_b) op(B_b) + beta * C[z]; z = group0 +
-// blockIdx.z, group z holds batches [z * per_block, min(batch, (z + 1) * per_block)).
+// The arguments both kernels share. Block (x, y, z) computes the tile at rows m0 = y * kM,
+// columns n0 = x * kN of C[z] = alpha * sum over the batches b of group z of op(A_b) op(B_b) +
+// beta * C[z] (+ row_bias), z = group0 + blockIdx.z; group z holds batches [z * per_block,
+// min(batch, (z + 1) * per_block)). The kernels take the fields as separate arguments (so that
+// the emulation checks that each pointer is device memory) and gather them here.
+struct GemmArgs {
+  bool trans_a, trans_b;
+  int64_t M, N, K;
+  float alpha;
+  const float* A;
+  int64_t lda, stride_a;
+  const float* B;
+  int64_t ldb, stride_b;
+  float beta;
+  float* C;
+  int64_t ldc, stride_c, batch, per_block, group0;
+  const float* row_bias;
+};
+
+// Stages the block's k-slices one by one in two shared buffers and calls multiply(cur) once
+// slice s sits in buffer cur: while the block multiplies slice s, each thread's registers hold
+// slice s + 1 (its global loads in flight), stored into the other buffer afterwards; one barrier
+// per slice. Slices run over the group's batches, then k: s = (batch, k0 / kTileK).
+template <typename T, typename Multiply>
+__device__ __forceinline__ void for_each_slice(const GemmArgs& g, int64_t m0, int64_t n0,
+                                               float (*a_tile)[kTileK][T::kM + kPad],
+                                               float (*b_tile)[kTileK][T::kN + kPad],
+                                               Multiply multiply) {
+  const int64_t group = g.group0 + blockIdx.z;
+  const int64_t b_begin = group * g.per_block, b_end = min(g.batch, b_begin + g.per_block);
+  const int64_t k_slices = (g.K + kTileK - 1) / kTileK;
+  const int64_t slices = b_end > b_begin ? (b_end - b_begin) * k_slices : 0;
+  Slice<T> next;
+  const auto fetch = [&](int64_t s) {
+    const int64_t b = b_begin + s / k_slices, k0 = (s % k_slices) * kTileK;
+    next.fetch(g.trans_a, g.trans_b, g.M, g.N, g.K, g.A + b * g.stride_a, g.lda,
+               g.B + b * g.stride_b, g.ldb, m0, n0, k0);
+  };
+  if (slices > 0) {
+    fetch(0);
+    next.stage(g.trans_a, g.trans_b, a_tile[0], b_tile[0]);
+  }
+  __syncthreads();
+  for (int64_t s = 0; s < slices; ++s) {
+    const int cur = static_cast<int>(s & 1);
+    if (s + 1 < slices) fetch(s + 1);
+    multiply(cur);
+    if (s + 1 < slices) next.stage(g.trans_a, g.trans_b, a_tile[cur ^ 1], b_tile[cur ^ 1]);
+    __syncthreads();  // slice s + 1 staged; nobody reads buffer cur any more
+  }
+}
+
+// C(m, n) of the block's group = alpha * acc + beta * C(m, n) + row_bias[m] (the fused epilogue
+// of the conv forward), for m < M and n < N.
+__device__ __forceinline__ void store_element(const GemmArgs& g, int64_t m, int64_t n, float acc) {
+  if (m >= g.M || n >= g.N) return;
+  const float bias = g.row_bias ? g.row_bias[m] : 0.0f;
+  float* c = g.C + (g.group0 + blockIdx.z) * g.stride_c + m * g.ldc + n;
+  // beta == 0 must not read C: it may hold NaN (the contract in tensor/cpu/matmul.h).
+  *c = (g.beta == 0.0f ? g.alpha * acc : fmaf(g.beta, *c, g.alpha * acc)) + bias;
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     sgemm_tiled_kernel(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
@@ -129,52 +189,24 @@ __global__ void __launch_bounds__(kThreads)
                        const float* __restrict__ B, int64_t ldb, int64_t stride_b, float beta,
                        float* __restrict__ C, int64_t ldc, int64_t stride_c, int64_t batch,
                        int64_t per_block, int64_t group0, const float* __restrict__ row_bias) {
-  const int64_t group = group0 + blockIdx.z;
+  const GemmArgs g{trans_a, trans_b,  M,    N, K,   alpha,    A,     lda,       stride_a, B,
+                   ldb,     stride_b, beta, C, ldc, stride_c, batch, per_block, group0,   row_bias};
   const int64_t m0 = static_cast<int64_t>(blockIdx.y) * T::kM;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::kN;
-  // Two buffers: while the block multiplies slice s from one, each thread's registers hold
-  // slice s + 1 (its global loads in flight), stored into the other buffer afterwards; one
-  // barrier per slice. Slices run over the group's batches, then k: s = (batch, k0 / kTileK).
   __shared__ __align__(16) float a_tile[2][kTileK][T::kM + kPad];  // [k][m] = op(A)(m0+m, k0+k)
   __shared__ __align__(16) float b_tile[2][kTileK][T::kN + kPad];  // [k][n] = op(B)(k0+k, n0+n)
   const int thread_col = threadIdx.x % T::kCols, thread_row = threadIdx.x / T::kCols;
   float acc[T::kThM][T::kThN] = {};
-
-  const int64_t b_begin = group * per_block, b_end = min(batch, b_begin + per_block);
-  const int64_t k_slices = (K + kTileK - 1) / kTileK;
-  const int64_t slices = b_end > b_begin ? (b_end - b_begin) * k_slices : 0;
-  Slice<T> next;
-  const auto fetch = [&](int64_t s) {
-    const int64_t b = b_begin + s / k_slices, k0 = (s % k_slices) * kTileK;
-    next.fetch(trans_a, trans_b, M, N, K, A + b * stride_a, lda, B + b * stride_b, ldb, m0, n0, k0);
-  };
-  if (slices > 0) {
-    fetch(0);
-    next.stage(trans_a, trans_b, a_tile[0], b_tile[0]);
-  }
-  __syncthreads();
-  for (int64_t s = 0; s < slices; ++s) {
-    const int cur = static_cast<int>(s & 1);
-    if (s + 1 < slices) fetch(s + 1);
+  for_each_slice<T>(g, m0, n0, a_tile, b_tile, [&](int cur) {
     multiply_slice<T>(a_tile[cur], b_tile[cur], thread_row, thread_col, acc);
-    if (s + 1 < slices) next.stage(trans_a, trans_b, a_tile[cur ^ 1], b_tile[cur ^ 1]);
-    __syncthreads();  // slice s + 1 staged; nobody reads buffer cur any more
-  }
-
-  C += group * stride_c;
+  });
 #pragma unroll
   for (int i = 0; i < T::kThM; ++i) {
     const int64_t m = m0 + (i / kVec) * T::kRows * kVec + thread_row * kVec + i % kVec;
-    if (m >= M) continue;
-    const float bias = row_bias ? row_bias[m] : 0.0f;  // the fused epilogue (conv forward)
 #pragma unroll
-    for (int j = 0; j < T::kThN; ++j) {
-      const int64_t n = n0 + (j / kVec) * T::kCols * kVec + thread_col * kVec + j % kVec;
-      if (n >= N) continue;
-      float* c = C + m * ldc + n;
-      // beta == 0 must not read C: it may hold NaN (the contract in tensor/cpu/matmul.h).
-      *c = (beta == 0.0f ? alpha * acc[i][j] : fmaf(beta, *c, alpha * acc[i][j])) + bias;
-    }
+    for (int j = 0; j < T::kThN; ++j)
+      store_element(g, m, n0 + (j / kVec) * T::kCols * kVec + thread_col * kVec + j % kVec,
+                    acc[i][j]);
   }
 }
 
@@ -191,6 +223,8 @@ __global__ void __launch_bounds__(kThreads)
                       const float* __restrict__ B, int64_t ldb, int64_t stride_b, float beta,
                       float* __restrict__ C, int64_t ldc, int64_t stride_c, int64_t batch,
                       int64_t per_block, int64_t group0, const float* __restrict__ row_bias) {
+  const GemmArgs g{trans_a, trans_b,  M,    N, K,   alpha,    A,     lda,       stride_a, B,
+                   ldb,     stride_b, beta, C, ldc, stride_c, batch, per_block, group0,   row_bias};
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
   __trap();  // TF32 tensor cores need sm_80 or newer
 #else
@@ -198,7 +232,6 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kWarpsM = T::kM / kFrag, kWarpN = T::kN / (kWarps / kWarpsM);
   constexpr int kFragsN = kWarpN / kFrag;
   static_assert(kWarps % kWarpsM == 0 && kWarpN % kFrag == 0);
-  const int64_t group = group0 + blockIdx.z;
   const int64_t m0 = static_cast<int64_t>(blockIdx.y) * T::kM;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::kN;
   // 32-byte aligned rows of kM + kPad floats: every fragment pointer below is 32-byte aligned.
@@ -210,23 +243,7 @@ __global__ void __launch_bounds__(kThreads)
   wmma::fragment<wmma::accumulator, kFrag, kFrag, kFragK, float> acc[kFragsN];
 #pragma unroll
   for (int f = 0; f < kFragsN; ++f) wmma::fill_fragment(acc[f], 0.0f);
-
-  const int64_t b_begin = group * per_block, b_end = min(batch, b_begin + per_block);
-  const int64_t k_slices = (K + kTileK - 1) / kTileK;
-  const int64_t slices = b_end > b_begin ? (b_end - b_begin) * k_slices : 0;
-  Slice<T> next;
-  const auto fetch = [&](int64_t s) {
-    const int64_t b = b_begin + s / k_slices, k0 = (s % k_slices) * kTileK;
-    next.fetch(trans_a, trans_b, M, N, K, A + b * stride_a, lda, B + b * stride_b, ldb, m0, n0, k0);
-  };
-  if (slices > 0) {
-    fetch(0);
-    next.stage(trans_a, trans_b, a_tile[0], b_tile[0]);
-  }
-  __syncthreads();
-  for (int64_t s = 0; s < slices; ++s) {
-    const int cur = static_cast<int>(s & 1);
-    if (s + 1 < slices) fetch(s + 1);
+  for_each_slice<T>(g, m0, n0, a_tile, b_tile, [&](int cur) {
     wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFragK, wmma::precision::tf32, wmma::col_major> a;
     wmma::load_matrix_sync(a, &a_tile[cur][0][warp_m * kFrag], T::kM + kPad);
 #pragma unroll
@@ -240,24 +257,16 @@ __global__ void __launch_bounds__(kThreads)
       for (int i = 0; i < b.num_elements; ++i) b.x[i] = wmma::__float_to_tf32(b.x[i]);
       wmma::mma_sync(acc[f], a, b, acc[f]);
     }
-    if (s + 1 < slices) next.stage(trans_a, trans_b, a_tile[cur ^ 1], b_tile[cur ^ 1]);
-    __syncthreads();  // slice s + 1 staged; nobody reads buffer cur any more
-  }
+  });
 
-  C += group * stride_c;
   float* out = scratch[warp];
 #pragma unroll
   for (int f = 0; f < kFragsN; ++f) {
     wmma::store_matrix_sync(out, acc[f], kFrag, wmma::mem_row_major);
     __syncwarp();  // the lanes read each other's stored elements
-    for (int e = lane; e < kFrag * kFrag; e += 32) {
-      const int64_t m = m0 + warp_m * kFrag + e / kFrag;
-      const int64_t n = n0 + warp_n * kWarpN + f * kFrag + e % kFrag;
-      if (m >= M || n >= N) continue;
-      const float bias = row_bias ? row_bias[m] : 0.0f;
-      float* c = C + m * ldc + n;
-      *c = (beta == 0.0f ? alpha * out[e] : fmaf(beta, *c, alpha * out[e])) + bias;
-    }
+    for (int e = lane; e < kFrag * kFrag; e += 32)
+      store_element(g, m0 + warp_m * kFrag + e / kFrag,
+                    n0 + warp_n * kWarpN + f * kFrag + e % kFrag, out[e]);
     __syncwarp();  // out is overwritten by the next fragment
   }
 #endif
@@ -305,12 +314,10 @@ void launch_tile(const char* op, bool trans_a, bool trans_b, int64_t M, int64_t 
   for (int64_t group0 = 0; group0 < groups; group0 += kMaxGridZ) {
     const dim3 grid(static_cast<unsigned>(tiles_n), static_cast<unsigned>(tiles_m),
                     static_cast<unsigned>(std::min(kMaxGridZ, groups - group0)));
-    if constexpr (kTf32) ECH_LAUNCH(grid, kThreads, 0, stream, sgemm_tf32_kernel<T>)
+    ECH_LAUNCH_NAMED(kTf32 ? "sgemm_tf32_kernel" : "sgemm_tiled_kernel", grid, kThreads, 0, stream,
+                     (kTf32 ? sgemm_tf32_kernel<T> : sgemm_tiled_kernel<T>))
     (trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C, ldc, stride_c,
      batch, per_block, group0, row_bias);
-    else ECH_LAUNCH(grid, kThreads, 0, stream, sgemm_tiled_kernel<T>)(
-        trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C, ldc,
-        stride_c, batch, per_block, group0, row_bias);
     ECH_CUDA_CHECK_LAUNCH(op);
   }
 }
