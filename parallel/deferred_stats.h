@@ -73,7 +73,7 @@ class ScopedDeferredTargetChecks {
   ScopedDeferredTargetChecks& operator=(const ScopedDeferredTargetChecks&) = delete;
 
  private:
-  bool previous_ = false;
+  [[maybe_unused]] bool previous_ = false;  // read in CUDA builds only
 };
 
 }  // namespace echelon::parallel

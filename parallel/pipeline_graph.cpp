@@ -21,7 +21,8 @@ namespace {
 // kernel argument, fixed at capture, so every replay would drop the same units.
 std::string first_dropout(const Module& module, const std::string& path) {
   for (const auto& [name, child] : module.named_children()) {
-    const std::string child_path = path.empty() ? name : path + "." + name;
+    std::string child_path = path.empty() ? name : path;
+    if (!path.empty()) child_path.append(".").append(name);
     if (dynamic_cast<const Dropout*>(child.get())) return child_path;
     if (std::string found = first_dropout(*child, child_path); !found.empty()) return found;
   }

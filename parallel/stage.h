@@ -162,8 +162,9 @@ class Stage {
   StageContext context_;
   StagePolicy policy_;
   ScheduleKind next_schedule_ = ScheduleKind::Stale;  // named by the Flush being processed
-  bool flushing_ = false;    // a Flush arrived: no forward until the partition is drained
-  bool own_stream_ = false;  // run() on a GPU: this partition's work is on a stream of its own
+  bool flushing_ = false;  // a Flush arrived: no forward until the partition is drained
+  // run() on a GPU: this partition's work is on a stream of its own (read in CUDA builds only).
+  [[maybe_unused]] bool own_stream_ = false;
   std::deque<InFlight> in_flight_;
 
   // CUDA events per op on this partition's stream when tracing on a GPU (set by connect).
