@@ -25,14 +25,15 @@ mkdir -p "$kernels"
 cp cuda/kernels/*.cu "$kernels/"
 export OPENBLAS_NUM_THREADS=1
 
-# name | file | original text | mutated text (python string literals, exact match required)
+# name | file | original text | mutated text (python string literals, exact match required; the
+# texts cannot contain '|', the separator)
 mutants=(
   "reduce-missing-barrier|reduce.cu|'  if (lane == 0) partial[warp] = v;\n  __syncthreads();\n'|'  if (lane == 0) partial[warp] = v;\n'"
   "reduce-shared-reuse-race|reduce.cu|'  __syncthreads();  // partial[] is reused by the next row\n'|''"
   "reduce-wrong-shuffle-mask|reduce.cu|'v = combine(op, v, __shfl_down_sync(kFullMask, v, offset));'|'v = combine(op, v, __shfl_down_sync(0x0000ffffu, v, offset));'"
   "reduce-grid-stride|reduce.cu|'for (int64_t o = blockIdx.x; o < outer; o += gridDim.x) {\n    float acc'|'for (int64_t o = blockIdx.x; o < outer; o += 2 * gridDim.x) {\n    float acc'"
   "matmul-tile-index|matmul.cu|'&b_tile[k][g * T::kCols * kVec + thread_col * kVec]'|'&b_tile[k][g * T::kCols * kVec + thread_row * kVec]'"
-  "matmul-tail-off-by-one|matmul.cu|'if (m >= g.M || n >= g.N) return;'|'if (m >= g.M || n >= g.N - 1) return;'"
+  "matmul-tail-off-by-one|matmul.cu|'n >= g.N) return;'|'n >= g.N - 1) return;'"
   "matmul-batch-reduce-group|matmul.cu|'const int64_t b = b_begin + s / k_slices,'|'const int64_t b = b_begin + s / k_slices / 2,'"
   "conv-groups-order|conv.cu|'for (int64_t g = 0; g < groups; ++g) total'|'for (int64_t g = 1; g < groups; ++g) total'"
   "matmul-epilogue-bias|matmul.cu|'const float bias = g.row_bias ? g.row_bias[m] : 0.0f;'|'const float bias = g.row_bias && m > 0 ? g.row_bias[m] : 0.0f;'"
