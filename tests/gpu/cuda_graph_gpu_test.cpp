@@ -16,6 +16,8 @@
 #include <echelon/parallel/pipeline.h>
 #include <echelon/tensor/ops.h>
 
+#include "tests/support/flat_parameters.h"
+
 namespace echelon {
 namespace {
 
@@ -55,15 +57,6 @@ std::unique_ptr<GraphRun> make_graph_run(bool cuda_graph, Device device = Device
   return run;
 }
 
-std::vector<float> model_weights(Sequential& model) {
-  std::vector<float> all;
-  for (const Tensor& p : model.parameters()) {
-    const std::vector<float> v = p.cpu().to_vector<float>();
-    all.insert(all.end(), v.begin(), v.end());
-  }
-  return all;
-}
-
 }  // namespace
 
 TEST_SUITE("cuda_graph_step_gpu") {
@@ -93,7 +86,7 @@ TEST_SUITE("cuda_graph_step_gpu") {
       CHECK(graph->results[i].correct == eager->results[i].correct);
     }
     CHECK(eager->results.front().loss != eager->results[steps - 1].loss);
-    CHECK(model_weights(*graph->model) == model_weights(*eager->model));
+    CHECK(test::flat_parameters(*graph->model) == test::flat_parameters(*eager->model));
     // Replays count as optimizer steps (checkpoints record them).
     CHECK(graph->engine->optimizer_state().find("step")->item<int64_t>() == steps + 1);
     // Evaluation after the graph ran sees the final weights.

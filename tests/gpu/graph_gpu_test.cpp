@@ -18,6 +18,8 @@
 #include <echelon/parallel/deferred_stats.h>
 #include <echelon/tensor/ops.h>
 
+#include "tests/support/flat_parameters.h"
+
 using namespace echelon;
 
 namespace {
@@ -46,15 +48,6 @@ Tensor train_step(Sequential& model, SGD& sgd, const Tensor& images, const Tenso
   sgd.step();
   sgd.zero_grad();
   return loss;
-}
-
-std::vector<float> all_weights(Sequential& model) {
-  std::vector<float> all;
-  for (const Tensor& p : model.parameters()) {
-    const std::vector<float> v = p.cpu().to_vector<float>();
-    all.insert(all.end(), v.begin(), v.end());
-  }
-  return all;
 }
 
 }  // namespace
@@ -179,7 +172,7 @@ TEST_SUITE("graph_gpu") {
     }
     CHECK(losses == eager_losses);
     CHECK(losses.front() != losses.back());  // it trained: a replay is not a repeat
-    CHECK(all_weights(*model) == all_weights(*eager_model));
+    CHECK(test::flat_parameters(*model) == test::flat_parameters(*eager_model));
     ECH_CUDA_CHECK(cudaGraphExecDestroy(exec));
     ECH_CUDA_CHECK(cudaGraphDestroy(graph));
     cuda::release_capture_pool(0, pool, stream.get());

@@ -19,6 +19,8 @@
 #include <echelon/cuda/sim/sim.h>
 #endif
 
+#include "tests/support/flat_parameters.h"
+
 namespace echelon {
 namespace {
 
@@ -67,15 +69,6 @@ uint64_t host_syncs() {
 #endif
 }
 
-std::vector<float> weights(Sequential& model) {
-  std::vector<float> all;
-  for (const Tensor& p : model.parameters()) {
-    const std::vector<float> v = p.cpu().to_vector<float>();
-    all.insert(all.end(), v.begin(), v.end());
-  }
-  return all;
-}
-
 void check_same_training(const std::string& model_name, const Shape& image_shape, int64_t steps,
                          int64_t interval) {
   const int64_t channels = image_shape[1];
@@ -121,7 +114,7 @@ void check_same_training(const std::string& model_name, const Shape& image_shape
     CHECK(b.loss == a.loss);  // same kernels in the same order on the same values
     CHECK(b.correct == a.correct);
   }
-  CHECK(weights(*deferred->model) == weights(*per_step->model));
+  CHECK(test::flat_parameters(*deferred->model) == test::flat_parameters(*per_step->model));
 }
 
 TEST_SUITE("sync_free_step_gpu") {
@@ -139,7 +132,7 @@ TEST_SUITE("sync_free_step_gpu") {
     auto run = make_run("lenet5", 1, /*interval=*/4);
     const Shape shape{4, 1, 28, 28};
     run->engine->train_step(pinned_batch(shape, 0, 1));
-    const std::vector<float> after_first = weights(*run->model);
+    const std::vector<float> after_first = test::flat_parameters(*run->model);
     data::Batch bad = pinned_batch(shape, 1, 2);
     bad.labels.data<int64_t>()[3] = 10;  // 10 classes
     const uint64_t before = host_syncs();
@@ -156,7 +149,7 @@ TEST_SUITE("sync_free_step_gpu") {
                     what);
     }
     // Neither the bad batch's update nor the next one's landed.
-    CHECK(weights(*run->model) == after_first);
+    CHECK(test::flat_parameters(*run->model) == after_first);
   }
 
   TEST_CASE("a non-finite loss is reported at the read; from it on, no update is applied") {
@@ -167,7 +160,7 @@ TEST_SUITE("sync_free_step_gpu") {
     Tensor last_bias = run->model->parameters().back();
     const Tensor good_bias = last_bias.clone();
     ops::fill_(last_bias, NAN);
-    const std::vector<float> poisoned = weights(*run->model);
+    const std::vector<float> poisoned = test::flat_parameters(*run->model);
     CHECK(run->engine->train_step(pinned_batch(shape, 1, 2)).batches == 0);
     CHECK(run->engine->train_step(pinned_batch(shape, 2, 3)).batches == 0);
     const StepStats stats = run->engine->finish_epoch();
@@ -175,15 +168,15 @@ TEST_SUITE("sync_free_step_gpu") {
     CHECK_FALSE(stats.finite);
     CHECK(stats.nonfinite_batch == 1);
     // Bitwise (NaN != NaN): neither NaN step's update landed.
-    const std::vector<float> after = weights(*run->model);
+    const std::vector<float> after = test::flat_parameters(*run->model);
     REQUIRE(after.size() == poisoned.size());
     CHECK(std::memcmp(after.data(), poisoned.data(), after.size() * sizeof(float)) == 0);
     // The read resets the guard: once the loss is finite again, updates apply again.
     ops::copy_(last_bias, good_bias);
-    const std::vector<float> repaired = weights(*run->model);
+    const std::vector<float> repaired = test::flat_parameters(*run->model);
     run->engine->train_step(pinned_batch(shape, 3, 4));
     CHECK(run->engine->finish_epoch().finite);
-    CHECK(weights(*run->model) != repaired);
+    CHECK(test::flat_parameters(*run->model) != repaired);
   }
 
   TEST_CASE("on the CPU, defer_step_stats changes nothing: every step returns its result") {
