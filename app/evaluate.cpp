@@ -11,21 +11,15 @@
 
 namespace echelon::app {
 
-EvalResult evaluate(StepEngine& engine, std::shared_ptr<const data::Dataset> dataset,
-                    const data::AugmentOptions& augment, int64_t batch_size, int workers,
-                    Device device) {
-  data::LoaderOptions l;
-  l.batch_size = batch_size;
-  l.shuffle = false;
-  l.workers = workers;
-  l.augment = augment;
-  l.device = device;
-  data::Loader loader(std::move(dataset), l);
-  loader.start_epoch(0);
+namespace {
+
+// Mean loss and accuracy over the batches `next` yields until it returns nullopt.
+template <typename NextBatch>
+EvalResult evaluate_batches(StepEngine& engine, NextBatch&& next) {
   EvalResult result;
   double loss_sum = 0;
   int64_t correct = 0;
-  while (auto batch = loader.next()) {
+  while (auto batch = next()) {
     const Tensor logits = engine.predict(batch->images);  // (B, classes)
     NoGradGuard no_grad;
     Tensor log_probs;
@@ -43,6 +37,27 @@ EvalResult evaluate(StepEngine& engine, std::shared_ptr<const data::Dataset> dat
     result.accuracy = static_cast<double>(correct) / static_cast<double>(result.samples);
   }
   return result;
+}
+
+}  // namespace
+
+EvalResult evaluate(StepEngine& engine, std::shared_ptr<const data::Dataset> dataset,
+                    const data::AugmentOptions& augment, int64_t batch_size, int workers,
+                    Device device) {
+  data::LoaderOptions l;
+  l.batch_size = batch_size;
+  l.shuffle = false;
+  l.workers = workers;
+  l.augment = augment;
+  l.device = device;
+  data::Loader loader(std::move(dataset), l);
+  loader.start_epoch(0);
+  return evaluate_batches(engine, [&] { return loader.next(); });
+}
+
+EvalResult evaluate(StepEngine& engine, data::ResidentData& test) {
+  test.start_epoch(0);
+  return evaluate_batches(engine, [&] { return test.next(); });
 }
 
 EvalResult evaluate_checkpoint(const EvalOptions& options, std::ostream& out) {

@@ -47,6 +47,8 @@ json::Value TrainOptions::to_json() const {
       .set("echo-at", echo_at)
       .set("shuffle-buffer", shuffle_buffer)
       .set("workers", workers)
+      .set("resident-data", resident_data)
+      .set("target-accuracy", target_accuracy)
       .set("log-every", log_every)
       .set("engine", engine);
 }
@@ -95,6 +97,8 @@ TrainOptions TrainOptions::from_json(const json::Value& v) {
   with("echo-at", [&](const json::Value& f) { o.echo_at = f.as_string(); });
   with("shuffle-buffer", [&](const json::Value& f) { o.shuffle_buffer = f.as_int(); });
   with("workers", [&](const json::Value& f) { o.workers = static_cast<int>(f.as_int()); });
+  with("resident-data", [&](const json::Value& f) { o.resident_data = f.as_bool(); });
+  with("target-accuracy", [&](const json::Value& f) { o.target_accuracy = f.as_double(); });
   with("log-every", [&](const json::Value& f) { o.log_every = f.as_int(); });
   with("engine", [&](const json::Value& f) {
     ECH_CHECK(f.is_object(), f.where(), ": expected an object of pipeline flags");
@@ -199,6 +203,9 @@ void validate(const TrainOptions& o) {
             " images all have one size)");
   ECH_CHECK(o.workers >= 1, "--workers must be >= 1 (got ", o.workers, ")");
   ECH_CHECK(o.shuffle_buffer >= 0, "--shuffle-buffer must be >= 0 (got ", o.shuffle_buffer, ")");
+  ECH_CHECK(std::isfinite(o.target_accuracy) && o.target_accuracy >= 0 && o.target_accuracy <= 1,
+            "--target-accuracy must be a fraction in (0, 1], or 0 for none (got ",
+            o.target_accuracy, ")");
   ECH_CHECK(o.log_every >= 0, "--log-every must be >= 0 (got ", o.log_every, ")");
   ECH_CHECK(one_of(o.progress, {"auto", "bar", "lines", "none"}), "--progress: unknown value \"",
             o.progress, "\" (known: auto, bar, lines, none)");
@@ -212,6 +219,18 @@ void validate(const TrainOptions& o) {
             "--deterministic cannot be combined with --echo auto (timing-dependent)");
   ECH_CHECK(!(o.deterministic && o.workers > 1), "--deterministic needs --workers 1 (got ",
             o.workers, "): several workers per stage may reorder examples");
+  if (o.resident_data) {
+    // The resident set replaces the loader: its stages, echo and shuffle buffer do not exist.
+    ECH_CHECK(o.echo == "1",
+              "--resident-data replaces the loader, so it has no echo stage; drop "
+              "--echo ",
+              o.echo, " (or train without --resident-data)");
+    ECH_CHECK(o.shuffle_buffer == 0,
+              "--resident-data replaces the loader, so it has no shuffle "
+              "buffer; drop --shuffle-buffer ",
+              o.shuffle_buffer);
+    ECH_CHECK(o.resize == 0, "--resident-data needs images of one size; drop --resize ", o.resize);
+  }
   // Only the process that writes the run folder checks it: in a multi-process run rank 0 may
   // already have written config.json when another rank gets here.
   if (o.primary) check_out_folder(o);

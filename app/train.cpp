@@ -20,6 +20,7 @@
 #include <echelon/autograd/grad_mode.h>
 #include <echelon/base/error.h>
 #include <echelon/base/file.h>
+#include <echelon/data/resident.h>
 #include <echelon/layers/dropout.h>
 #include <echelon/layers/lr_schedule.h>
 #include <echelon/layers/models/registry.h>
@@ -192,6 +193,9 @@ class TrainingRun {
   // A span on the trace's "trainer" process (nothing when not tracing).
   void trace_span(const char* thread, const std::string& name, Clock::time_point start,
                   int64_t id = -1);
+  // Reports and records the first epoch that reached --target-accuracy; true when it stops the run.
+  bool reached_target(const EpochRecord& record, double wall_s);
+  int64_t eval_batch_size() const { return std::max<int64_t>(options_.batch_size, 256); }
   std::string in_dir(const char* file) const {
     return (std::filesystem::path(dir_) / file).string();
   }
@@ -208,7 +212,8 @@ class TrainingRun {
   std::unique_ptr<StepEngine> engine_;
   parallel::TraceRecorder* trace_ = nullptr;  // the engine's, when --trace is given
   std::shared_ptr<LrSchedule> schedule_;
-  std::unique_ptr<data::Loader> loader_;
+  std::unique_ptr<data::Loader> loader_;  // the training batches: the loader, or
+  std::unique_ptr<data::ResidentData> resident_, resident_test_;  // --resident-data
   int64_t steps_per_epoch_ = 1;
   int64_t params_ = 0;
   double previous_wall_s_ = 0;
@@ -234,14 +239,29 @@ TrainingRun::TrainingRun(const TrainOptions& options, std::ostream& out,
   build_model(factory);
   schedule_ = make_schedule(options_);
   trace_ = engine_->trace_recorder();
-  data::LoaderOptions loader_settings = loader_options(options_, data_.train_augment, device_);
-  if (trace_) loader_settings.on_work = loader_trace_hook(*trace_);
-  loader_ = std::make_unique<data::Loader>(data_.train, loader_settings);
-  // The LR schedule's notion of an epoch: batches including echoes (an epoch counts fresh
-  // examples, so with echo factor e it has about e times the fresh batch count).
-  const double echo_factor = loader_->options().echo_auto ? 1.0 : loader_->options().echo_factor;
-  steps_per_epoch_ = std::max<int64_t>(
-      1, static_cast<int64_t>(std::ceil(loader_->batches_per_epoch_fresh() * echo_factor)));
+  if (options_.resident_data) {
+    resident_ = std::make_unique<data::ResidentData>(
+        *data_.train, data::ResidentOptions{.batch_size = options_.batch_size,
+                                            .seed = options_.seed,
+                                            .augment = data_.train_augment,
+                                            .device = device_});
+    resident_test_ = std::make_unique<data::ResidentData>(
+        *data_.test, data::ResidentOptions{.batch_size = eval_batch_size(),
+                                           .shuffle = false,
+                                           .augment = data_.test_augment,
+                                           .device = device_});
+    steps_per_epoch_ = resident_->batches_per_epoch();
+    loader_stats_ = json::Value::object().set("source", "resident");
+  } else {
+    data::LoaderOptions loader_settings = loader_options(options_, data_.train_augment, device_);
+    if (trace_) loader_settings.on_work = loader_trace_hook(*trace_);
+    loader_ = std::make_unique<data::Loader>(data_.train, loader_settings);
+    // The LR schedule's notion of an epoch: batches including echoes (an epoch counts fresh
+    // examples, so with echo factor e it has about e times the fresh batch count).
+    const double echo_factor = loader_->options().echo_auto ? 1.0 : loader_->options().echo_factor;
+    steps_per_epoch_ = std::max<int64_t>(
+        1, static_cast<int64_t>(std::ceil(loader_->batches_per_epoch_fresh() * echo_factor)));
+  }
   // The sync-free step (single device on a GPU; other engines ignore it): losses are read once per
   // log line, or once per epoch without logging. Identical numbers; a bad label or non-finite loss
   // is raised at that read. Enough recent batches are kept to diagnose a non-finite one then.
@@ -338,12 +358,15 @@ TrainResult TrainingRun::execute() {
       return std::move(result_);
     }
     const EpochRecord record = evaluate_epoch(epoch, totals);
+    const double wall_s = previous_wall_s_ + seconds_since(wall_start_);
     print_epoch(record);
     save_epoch(record);
-    const bool last = epoch + 1 == options_.epochs;
+    const bool reached = reached_target(record, wall_s);
+    const bool last = epoch + 1 == options_.epochs || reached;
     write_outputs(last);
     trace_span("epochs", str("epoch ", epoch + 1), epoch_start, epoch);
     if (trace_) trace_->save();
+    if (reached) break;
     if (!last && options_.stop_after_epoch > 0 && epoch + 1 >= options_.stop_after_epoch) {
       out_ << "stopping after epoch " << epoch + 1 << " (--stop-after-epoch)\n";
       return std::move(result_);
@@ -354,17 +377,32 @@ TrainResult TrainingRun::execute() {
   return std::move(result_);
 }
 
+bool TrainingRun::reached_target(const EpochRecord& record, double wall_s) {
+  if (options_.target_accuracy <= 0 || record.test_acc < options_.target_accuracy) return false;
+  result_.time_to_target_s = wall_s;
+  result_.target_epoch = record.epoch + 1;
+  char seconds[32];
+  std::snprintf(seconds, sizeof(seconds), "%.3f", wall_s);
+  out_ << "reached " << format_percent(record.test_acc) << " test accuracy (target "
+       << format_percent(options_.target_accuracy) << ") at epoch " << record.epoch + 1 << ": "
+       << seconds << " s from the start of the run (data loading and evaluation included)\n";
+  return true;
+}
+
 bool TrainingRun::train_epoch(int64_t epoch, EpochTotals& totals) {
   uint64_t layer_counter = 0;
   reseed_dropout(*model_, options_.seed, epoch, layer_counter);
   model_->train();
-  loader_->start_epoch(epoch);
+  if (resident_)
+    resident_->start_epoch(epoch);
+  else
+    loader_->start_epoch(epoch);
   const auto epoch_start = Clock::now();
   parallel::StepStats since_log;
   int64_t step = 0;
   for (;;) {
     const auto wait_start = Clock::now();
-    std::optional<data::Batch> batch = loader_->next();
+    std::optional<data::Batch> batch = resident_ ? resident_->next() : loader_->next();
     trace_span("main", "next batch", wait_start, step);
     if (!batch || g_stop_requested.load()) break;
     totals.lr = schedule_->lr_at(epoch, std::min(step, steps_per_epoch_ - 1), steps_per_epoch_);
@@ -383,7 +421,7 @@ bool TrainingRun::train_epoch(int64_t epoch, EpochTotals& totals) {
   account(engine_->finish_epoch(), epoch, step, totals, since_log, epoch_start);
   progress_->finish_line();
   recent_.clear();
-  loader_stats_ = loader_->stats().to_json();
+  if (loader_) loader_stats_ = loader_->stats().to_json();
   totals.train_s = seconds_since(epoch_start);
   return !g_stop_requested.load();
 }
@@ -430,9 +468,9 @@ void TrainingRun::account(const parallel::StepStats& stats, int64_t epoch, int64
 
 EpochRecord TrainingRun::evaluate_epoch(int64_t epoch, const EpochTotals& totals) {
   const auto eval_start = Clock::now();
-  const EvalResult test =
-      evaluate(*engine_, data_.test, data_.test_augment,
-               std::max<int64_t>(options_.batch_size, 256), options_.workers, device_);
+  const EvalResult test = resident_test_ ? evaluate(*engine_, *resident_test_)
+                                         : evaluate(*engine_, data_.test, data_.test_augment,
+                                                    eval_batch_size(), options_.workers, device_);
   EpochRecord record;
   record.epoch = epoch;
   record.lr = totals.lr;
@@ -514,6 +552,10 @@ void TrainingRun::write_outputs(bool final_run) {
   summary.set("train_images_per_s", train_s > 0 ? static_cast<double>(images) / train_s : 0.0)
       .set("wall_s", previous_wall_s_ + seconds_since(wall_start_))
       .set("echo", loader_stats_);
+  if (options_.target_accuracy > 0)
+    summary.set("target_accuracy", options_.target_accuracy)
+        .set("time_to_target_s", result_.time_to_target_s)
+        .set("target_epoch", result_.target_epoch);
   if (const json::Value report = engine_->report(); !report.is_null())
     summary.set("pipeline", report);
   result_.summary = summary;

@@ -23,6 +23,7 @@
 #include <echelon/base/json.h>
 #include <echelon/data/dataset.h>
 #include <echelon/data/registry.h>
+#include <echelon/data/resident.h>
 #include <echelon/data/transforms.h>
 #include <echelon/parallel/engine.h>
 
@@ -71,6 +72,13 @@ struct TrainOptions {
   // different order from run to run, so only workers = 1 is bit-reproducible (see
   // --deterministic); in-memory datasets need no more.
   int workers = 1;
+  // The whole data set on the device, each batch gathered and augmented there by one kernel
+  // (data/resident.h): no loader threads. Same batches as the loader with one worker; no echo,
+  // shuffle buffer or --resize.
+  bool resident_data = false;
+  // > 0: stop after the first epoch whose test accuracy reaches this fraction, and report the
+  // wall time from the start of the run (data loading and evaluation included) to it.
+  double target_accuracy = 0;
   // Display and logging.
   int64_t log_every = 50;  // metrics.jsonl step records (and plain progress lines) every N steps
   std::string progress = "auto";  // auto | bar | lines | none
@@ -108,12 +116,18 @@ struct EvalResult {
 EvalResult evaluate(StepEngine& engine, std::shared_ptr<const data::Dataset> dataset,
                     const data::AugmentOptions& augment, int64_t batch_size, int workers,
                     Device device);
+// The same over a resident test set (--resident-data), from its first batch.
+EvalResult evaluate(StepEngine& engine, data::ResidentData& test);
 
 struct TrainResult {
   std::vector<EpochRecord> epochs;
   std::vector<double> step_losses;  // every optimizer step's mean batch loss, in order
   json::Value summary;              // what summary.json holds
   bool completed = false;           // false when stopped early (stop_after_epoch / interrupt)
+  // --target-accuracy: the wall time from the start of the run to the end of the evaluation that
+  // first reached it, and that epoch (numbered from 1); 0 when not reached.
+  double time_to_target_s = 0;
+  int64_t target_epoch = 0;
 };
 
 // Runs the whole training described by `options` (validated first), writing progress to `out`.

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <numeric>
 #include <thread>
 
 #include <echelon/base/error.h>
@@ -192,16 +191,7 @@ struct Loader::Impl {
 
 void Loader::Impl::run_source() {
   try {
-    const int64_t n = dataset.size();
-    std::vector<int64_t> order(static_cast<size_t>(n));
-    std::iota(order.begin(), order.end(), 0);
-    if (options.shuffle) {  // Fisher-Yates keyed by (seed, epoch, position)
-      for (int64_t i = n - 1; i > 0; --i) {
-        const Philox4 w = data_draw(options.seed, epoch, DrawPurpose::Shuffle, i);
-        std::swap(order[i], order[((uint64_t{w.x[0]} << 32) | w.x[1]) % (i + 1)]);
-      }
-    }
-    for (int64_t index : order) {
+    for (int64_t index : epoch_order(dataset.size(), options.seed, epoch, options.shuffle)) {
       const auto start = Clock::now();
       if (!tickets.push(index)) break;
       source_stats.add_stall(Clock::now() - start);

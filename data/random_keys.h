@@ -3,6 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <numeric>
+#include <utility>
+#include <vector>
 
 #include <echelon/tensor/random.h>
 
@@ -36,6 +39,19 @@ inline Philox4 data_draw(uint64_t seed, int64_t epoch, DrawPurpose purpose, int6
 // Uniform in [0, 1) from a 32-bit word (24 bits: exact in float and double).
 inline double unit_uniform(uint32_t word) {
   return static_cast<double>(word >> 8) / 16777216.0;
+}
+
+// The order an epoch visits the examples 0..n-1 in: a Fisher-Yates shuffle keyed by (seed, epoch,
+// position), or 0..n-1 when not shuffling. The loader's source and ResidentData both use it.
+inline std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int64_t epoch, bool shuffle) {
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  if (!shuffle) return order;
+  for (int64_t i = n - 1; i > 0; --i) {
+    const Philox4 w = data_draw(seed, epoch, DrawPurpose::Shuffle, i);
+    std::swap(order[i], order[((uint64_t{w.x[0]} << 32) | w.x[1]) % (i + 1)]);
+  }
+  return order;
 }
 
 }  // namespace echelon::data

@@ -113,6 +113,15 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);  // index int64 (K)
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);        // index int64, x's rank
 Tensor one_hot(const Tensor& labels, int64_t num_classes, DType dtype = kFloat32);
+// Batch assembly from a resident data set (kernels/augment.h): images uint8 (N, C, H, W), plan
+// int32 (B, 4) of rows (index, dy, dx, flip) -> float32 (B, C, H, W): each image padded by `pad`,
+// cropped at (dy, dx), flipped when flip is 1, then times scale[c] plus shift[c] (one value per
+// channel, C <= 4). Plan values (index in [0, N), dy and dx in [0, 2 pad], flip 0 or 1) are
+// checked on the host: a CUDA plan is copied back for that (one host synchronisation) unless
+// `plan_checked` says it is a copy of a host plan that was checked (data::ResidentData's).
+Tensor augment_gather(const Tensor& images, const Tensor& plan, int64_t pad,
+                      const std::vector<float>& scale, const std::vector<float>& shift,
+                      bool plan_checked = false);
 
 // ---- convolution building blocks (family: im2col) --------------------------------------------
 // The window of `g` (kernel, stride, padding, dilation) is the caller's; its shapes are ignored.

@@ -1,6 +1,8 @@
 // Dispatch for the shape family: materialised permutes, concat, and the index ops. Index values
 // are checked before any kernel runs, so a bad label throws naming it instead of reading
 // out of bounds.
+#include <algorithm>
+
 #include <echelon/tensor/cpu/shape.h>
 #include <echelon/tensor/ops.h>
 #include <echelon/tensor/ops_common.h>
@@ -195,6 +197,63 @@ Tensor one_hot(const Tensor& labels, int64_t num_classes, DType dtype) {
   ECH_DISPATCH_FLOATING(
       dtype, "one_hot",
       cpu::one_hot<scalar_t>(lc.data<int64_t>(), out.data<scalar_t>(), lc.numel(), num_classes));
+  return out;
+}
+
+Tensor augment_gather(const Tensor& images, const Tensor& plan, int64_t pad,
+                      const std::vector<float>& scale, const std::vector<float>& shift,
+                      bool plan_checked) {
+  detail::check_defined("augment_gather", images, "images");
+  detail::check_defined("augment_gather", plan, "plan");
+  detail::check_dtype("augment_gather", images, kUInt8, "images");
+  detail::check_dtype("augment_gather", plan, kInt32, "plan");
+  detail::check_same_device("augment_gather", images, plan);
+  ECH_CHECK(images.dim() == 4, "augment_gather: images must be (N, C, H, W), got shape ",
+            images.shape());
+  ECH_CHECK(plan.dim() == 2 && plan.shape()[1] == kPlanColumns,
+            "augment_gather: plan must be (B, 4) rows of (index, dy, dx, flip), got shape ",
+            plan.shape());
+  AugmentGatherArgs a;
+  a.examples = images.shape()[0];
+  a.batch = plan.shape()[0];
+  a.channels = images.shape()[1];
+  a.height = images.shape()[2];
+  a.width = images.shape()[3];
+  a.pad = pad;
+  ECH_CHECK(pad >= 0, "augment_gather: pad ", pad, " < 0");
+  ECH_CHECK(a.channels >= 1 && a.channels <= AugmentGatherArgs::kMaxChannels,
+            "augment_gather: images have ", a.channels, " channels; 1 to ",
+            AugmentGatherArgs::kMaxChannels, " are supported");
+  ECH_CHECK(static_cast<int64_t>(scale.size()) == a.channels &&
+                static_cast<int64_t>(shift.size()) == a.channels,
+            "augment_gather: ", scale.size(), " scales and ", shift.size(), " shifts for ",
+            a.channels, " channels");
+  std::copy(scale.begin(), scale.end(), a.scale);
+  std::copy(shift.begin(), shift.end(), a.shift);
+  const Tensor plan_c = plan.contiguous(), images_c = images.contiguous();
+  if (!plan_checked || !plan.is_cuda()) {
+    const std::vector<int32_t> rows = plan_c.to_vector<int32_t>();
+    for (int64_t b = 0; b < a.batch; ++b) {
+      const int32_t* row = rows.data() + b * kPlanColumns;
+      ECH_CHECK(row[kPlanIndex] >= 0 && row[kPlanIndex] < a.examples && row[kPlanDy] >= 0 &&
+                    row[kPlanDy] <= 2 * pad && row[kPlanDx] >= 0 && row[kPlanDx] <= 2 * pad &&
+                    (row[kPlanFlip] == 0 || row[kPlanFlip] == 1),
+                "augment_gather: plan row ", b, " (index ", row[kPlanIndex], ", dy ", row[kPlanDy],
+                ", dx ", row[kPlanDx], ", flip ", row[kPlanFlip],
+                ") is out of range: index in [0, ", a.examples, "), dy and dx in [0, ", 2 * pad,
+                "], flip 0 or 1");
+    }
+  }
+  Tensor out = Tensor::empty({a.batch, a.channels, a.height, a.width}, kFloat32, images.device());
+#if ECHELON_WITH_CUDA
+  if (images.is_cuda()) {
+    cuda::DeviceGuard guard(images.device().index);
+    cuda::augment_gather(a, images_c.data<uint8_t>(), plan_c.data<int32_t>(), out.data<float>(),
+                         cuda::current_stream(images.device().index));
+    return out;
+  }
+#endif
+  cpu::augment_gather(a, images_c.data<uint8_t>(), plan_c.data<int32_t>(), out.data<float>());
   return out;
 }
 

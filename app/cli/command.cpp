@@ -71,6 +71,10 @@ void add_train_options(CLI::App& cmd, TrainOptions& o, ScheduleFlag& schedule) {
   cmd.add_option("--out", o.out, "Run folder for config, metrics, summary, checkpoint, report");
   cmd.add_option("--resume", o.resume, "Continue the run in this folder from its checkpoint");
   cmd.add_flag("--overwrite", o.overwrite, "Let --out replace the folder of another run");
+  cmd.add_flag("--resident-data", o.resident_data,
+               "Keep the whole data set on the device; batches gathered there (no loader threads)");
+  cmd.add_option("--target-accuracy", o.target_accuracy,
+                 "Stop once test accuracy reaches this fraction; report the time to it");
   cmd.add_flag("--deterministic", o.deterministic,
                "Refuse settings that break bit-identical reruns (echo auto, workers > 1)");
   cmd.add_option("--limit-train", o.limit_train, "Use only the first N training examples");

@@ -1,4 +1,5 @@
-// Indexing kernels: index_select, gather, one_hot and the index range check.
+// Indexing kernels: index_select, gather, one_hot, the index range check, and the resident-data
+// batch assembly (augment_gather).
 //
 // One thread per OUTPUT element in every kernel: each output is written exactly once (no
 // atomics, no races) and consecutive threads write consecutive addresses. Index values are
@@ -44,6 +45,24 @@ __global__ void one_hot_kernel(const int64_t* labels, T* out, int64_t num_classe
     out[i] = labels[i / num_classes] == i % num_classes ? T(1) : T(0);
 }
 
+// One thread per output element (b, c, y, x). The multiply and add are rounded separately
+// (__fmul_rn, __fadd_rn: no fused multiply-add), as the CPU's to_float computes them.
+__global__ void augment_gather_kernel(AugmentGatherArgs a, const uint8_t* images,
+                                      const int32_t* plan, float* out, int64_t total) {
+  for (int64_t i = grid_start(); i < total; i += grid_step()) {
+    const int64_t x = i % a.width, y = (i / a.width) % a.height;
+    const int64_t c = (i / (a.width * a.height)) % a.channels;
+    const int32_t* row = plan + (i / (a.width * a.height * a.channels)) * kPlanColumns;
+    const int64_t src_y = y + row[kPlanDy] - a.pad;
+    const int64_t src_x = (row[kPlanFlip] ? a.width - 1 - x : x) + row[kPlanDx] - a.pad;
+    const bool inside = src_y >= 0 && src_y < a.height && src_x >= 0 && src_x < a.width;
+    const int64_t image = row[kPlanIndex];
+    const uint8_t pixel =
+        inside ? images[((image * a.channels + c) * a.height + src_y) * a.width + src_x] : 0;
+    out[i] = __fadd_rn(__fmul_rn(static_cast<float>(pixel), a.scale[c]), a.shift[c]);
+  }
+}
+
 __global__ void count_out_of_range_kernel(const int64_t* index, int64_t n, int64_t size,
                                           unsigned long long* count, int64_t* first_bad) {
   for (int64_t i = grid_start(); i < n; i += grid_step()) {
@@ -87,6 +106,12 @@ void count_out_of_range(const int64_t* index, int64_t n, int64_t size, int64_t* 
   ECH_CUDA_CHECK(cudaMemsetAsync(count, 0, sizeof(int64_t), stream));
   launch_1d("count_out_of_range", n, stream, count_out_of_range_kernel, index, n, size,
             reinterpret_cast<unsigned long long*>(count), first_bad);
+}
+
+void augment_gather(const AugmentGatherArgs& a, const uint8_t* images, const int32_t* plan,
+                    float* out, cudaStream_t stream) {
+  const int64_t total = a.batch * a.channels * a.height * a.width;
+  launch_1d("augment_gather", total, stream, augment_gather_kernel, a, images, plan, out, total);
 }
 
 template void index_select<float>(const float*, const int64_t*, float*, int64_t, int64_t, int64_t,

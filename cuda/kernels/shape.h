@@ -6,6 +6,8 @@
 
 #include <cuda_runtime.h>
 
+#include <echelon/kernels/augment.h>
+
 namespace echelon::cuda {
 
 template <typename T>
@@ -23,5 +25,9 @@ void one_hot(const int64_t* labels, T* out, int64_t n, int64_t num_classes, cuda
 // several indices are bad, first_bad holds any one of them (the error names one).
 void count_out_of_range(const int64_t* index, int64_t n, int64_t size, int64_t* count,
                         int64_t* first_bad, cudaStream_t stream);
+
+// Resident-data batch assembly (kernels/augment.h); images, plan and out in device memory.
+void augment_gather(const AugmentGatherArgs& a, const uint8_t* images, const int32_t* plan,
+                    float* out, cudaStream_t stream);
 
 }  // namespace echelon::cuda

@@ -41,6 +41,25 @@ void count_out_of_range(const int64_t* index, int64_t n, int64_t size, int64_t* 
   *count = bad;
 }
 
+void augment_gather(const AugmentGatherArgs& a, const uint8_t* images, const int32_t* plan,
+                    float* out) {
+  const int64_t plane = a.height * a.width;
+  for (int64_t b = 0; b < a.batch; ++b) {
+    const int32_t* row = plan + b * kPlanColumns;
+    const uint8_t* image = images + row[kPlanIndex] * a.channels * plane;
+    for (int64_t c = 0; c < a.channels; ++c)
+      for (int64_t y = 0; y < a.height; ++y)
+        for (int64_t x = 0; x < a.width; ++x) {
+          const int64_t src_y = y + row[kPlanDy] - a.pad;
+          const int64_t src_x = (row[kPlanFlip] ? a.width - 1 - x : x) + row[kPlanDx] - a.pad;
+          const bool inside = src_y >= 0 && src_y < a.height && src_x >= 0 && src_x < a.width;
+          const uint8_t pixel = inside ? image[c * plane + src_y * a.width + src_x] : 0;
+          out[((b * a.channels + c) * a.height + y) * a.width + x] =
+              static_cast<float>(pixel) * a.scale[c] + a.shift[c];
+        }
+  }
+}
+
 template void index_select<float>(const float*, const int64_t*, float*, int64_t, int64_t, int64_t,
                                   int64_t);
 template void index_select<double>(const double*, const int64_t*, double*, int64_t, int64_t,

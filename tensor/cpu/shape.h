@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include <echelon/kernels/augment.h>
+
 namespace echelon::cpu {
 
 // x contiguous viewed as (outer, dim_size, inner); index int64 (num_index);
@@ -28,5 +30,11 @@ void one_hot(const int64_t* labels, T* out, int64_t n, int64_t num_classes);
 // when none). Both outputs point at one int64 in the same memory as index.
 void count_out_of_range(const int64_t* index, int64_t n, int64_t size, int64_t* count,
                         int64_t* first_bad);
+
+// images uint8 (examples, C, H, W), plan int32 (batch, kPlanColumns) -> out float (batch, C, H,
+// W): the padding-crop, flip and normalisation of kernels/augment.h. Plan values are in range
+// (checked by the dispatch layer).
+void augment_gather(const AugmentGatherArgs& a, const uint8_t* images, const int32_t* plan,
+                    float* out);
 
 }  // namespace echelon::cpu
