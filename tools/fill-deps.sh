@@ -26,6 +26,9 @@ for header in zlib.h zconf.h; do
   [[ -f /usr/include/$header ]] && cp /usr/include/$header "$deps/include/"
 done
 copy_dir /usr/lib/cmake/doctest "$deps/lib/cmake/doctest"
+# Fashion-MNIST (Debian's dataset-fashion-mnist, 30 MB): issue #10's time-to-accuracy runs need
+# the real data set, which the GPU machine does not have.
+copy_dir /usr/share/datasets/fashion-mnist "$deps/fashion-mnist"
 copy_dir /usr/share/cmake/CLI11 "$deps/share/cmake/CLI11"
 copy_dir /usr/share/cmake/nlohmann_json "$deps/share/cmake/nlohmann_json"
 

@@ -29,7 +29,9 @@
 #   train      LeNet-5 on cuda:0 (Fashion-MNIST when present, else synthetic data), one run
 #              with --conv-impl cudnn --deterministic, one with --precision tf32, and one with
 #              --cuda-graph (the captured, replayed step; its summary.json next to the eager
-#              run's). A failure reruns with ECHELON_SYNC_LAUNCHES=1.
+#              run's), and one with --resident-data. A failure reruns with ECHELON_SYNC_LAUNCHES=1.
+#   p0         issue #10's P0: LeNet-5 to 90% Fashion-MNIST test accuracy, wall clock, Echelon
+#              (--resident-data --cuda-graph) beside PyTorch eager and compiled, same recipe.
 #   pipeline   a 2-partition pipeline on one GPU with --balance auto, stale and sequential
 #              schedules, with Chrome traces; and --devices cuda:0,cuda:0 (per-partition placement).
 #   bench      bench_ops' GPU cases, when Google Benchmark was found.
@@ -318,6 +320,8 @@ if [[ ! -f /usr/include/zlib.h && -f .deps/include/zlib.h ]]; then
   say zlib "headers from .deps, library ${zlib_so:-absent}"
 fi
 data_dir=/usr/share/datasets/fashion-mnist
+# Carried from the dev machine by tools/fill-deps.sh when the GPU machine lacks the package.
+[[ -d $data_dir || ! -d $repo/.deps/fashion-mnist ]] || data_dir=$repo/.deps/fashion-mnist
 if [[ -d $data_dir ]]; then
   say datasets "$data_dir present"
 else
@@ -542,8 +546,30 @@ if [[ -x $cli ]]; then
   train train_tf32 --model lenet5 "${data[@]}" --epochs 1 --precision tf32
   # Same recipe as train_lenet5: compare img/s and losses in the two runs' summary.json.
   train train_cuda_graph --model lenet5 "${data[@]}" --epochs 1 --cuda-graph
+  # Same recipe again, batches gathered on the device (--resident-data): the same losses.
+  train train_resident --model lenet5 "${data[@]}" --epochs 1 --resident-data
 else
   row train skipped - "echelon CLI not built"
+fi
+
+# ---- issue #10's P0: LeNet-5 to 90% Fashion-MNIST test accuracy, wall clock ---------------------
+# From the start of the run (CUDA start-up, data loading and every evaluation included), Echelon
+# (--resident-data --cuda-graph) and PyTorch eager and compiled (bench/torch_time_to_accuracy.py)
+# with the same recipe (docs/data.md, "Resident data and time to accuracy"). Real data only.
+p0_recipe=(--batch-size 128 --lr 0.05 --momentum 0.9 --nesterov --epochs 8 --warmup-epochs 0.5)
+if [[ -x $cli && -d $data_dir ]]; then
+  step p0_echelon "$T_TRAIN" "$cli" train --model lenet5 --data fashion-mnist --data-dir "$data_dir" \
+    --device cuda:0 --resident-data --cuda-graph --lr-schedule cosine --target-accuracy 0.9 \
+    "${p0_recipe[@]}" --progress none --log-every 0
+  p0_note=$(grep -a '^reached' "$(log_name p0_echelon)" | sed 's/ from the start.*//')
+  for mode in eager compiled; do
+    step "p0_torch_$mode" "$T_TRAIN" python3 bench/torch_time_to_accuracy.py --data-dir "$data_dir" \
+      --device cuda --target 0.9 "${p0_recipe[@]}" $([[ $mode == compiled ]] && echo --compile)
+    p0_note+=" | $(grep -a '^RESULT' "$(log_name "p0_torch_$mode")" | cut -c8-)"
+  done
+  row p0_time_to_90 - - "${p0_note:-no result}"
+else
+  row p0_time_to_90 skipped - "needs the echelon CLI and Fashion-MNIST (tools/fill-deps.sh)"
 fi
 
 # ---- pipeline on one GPU: 2 partitions, --balance auto -------------------------------------------

@@ -212,12 +212,6 @@ inline float __powf(float x, float y) {
 inline float __fdividef(float x, float y) {
   return x / y;
 }
-inline float __fmul_rn(float x, float y) {
-  return x * y;
-}
-inline float __fadd_rn(float x, float y) {
-  return x + y;
-}
 inline float __frcp_rn(float x) {
   return 1.0f / x;
 }
