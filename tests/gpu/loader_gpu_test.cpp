@@ -7,6 +7,9 @@
 #include <future>
 #include <vector>
 
+#include <sstream>
+
+#include <echelon/app/train.h>
 #include <echelon/base/error.h>
 #include <echelon/data/loader.h>
 #include <echelon/data/resident.h>
@@ -131,5 +134,26 @@ TEST_SUITE("gpu_resident") {
       CHECK_FALSE(gpu.next().has_value());
       CHECK(batches == 3);
     }
+  }
+
+  TEST_CASE("training on a resident device set gives the device loader run's losses exactly") {
+    app::TrainOptions o;
+    o.model = "lenet5";
+    o.data = "synthetic";
+    o.device = "cuda:0";
+    o.limit_train = 16;  // small: the emulation build runs this in four thread orders
+    o.limit_test = 8;
+    o.epochs = 1;
+    o.batch_size = 8;
+    o.augment = "crop:2,flip";
+    o.progress = "none";
+    o.log_every = 1;  // a loss per step
+    std::ostringstream quiet;
+    const app::TrainResult loader_run = app::train(o, quiet);
+    o.resident_data = true;
+    const app::TrainResult resident_run = app::train(o, quiet);
+    REQUIRE(loader_run.step_losses.size() == 2);
+    CHECK(resident_run.step_losses == loader_run.step_losses);
+    CHECK(resident_run.epochs.at(0).test_loss == loader_run.epochs.at(0).test_loss);
   }
 }
