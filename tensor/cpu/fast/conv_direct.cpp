@@ -149,10 +149,17 @@ ECH_AVX2 void forward_tile(const float* in, const OutVector* tile, const int64_t
 // grad_out of those channels at the position (one load from the position-major copy `gt`). The
 // T x V accumulators stay in registers over a band of output rows (T = 6, V = 2: 12 FMAs per 2
 // loads and 6 broadcasts, none of which splits a cache line), and no lane sum is left to do.
+// One pass of the weight tile: `images` padded images `image_step` apart, `rows` output rows of
+// each (row r at r * row_step in the padded image), out_w columns; gt_stride floats between the
+// positions of gt, acc_stride between the taps of the accumulators.
+struct WeightPass {
+  int64_t images, image_step, rows, out_w, row_step, gt_stride, acc_stride;
+};
+
 template <int T, int V, int S>
 ECH_AVX2 void weight_outer_tile(const float* padded, const int64_t* taps_at, const float* gt,
-                                int64_t gt_stride, int64_t rows, int64_t out_w, int64_t row_step,
-                                float* acc_at, int64_t acc_stride) {
+                                const WeightPass& pass, float* acc_at) {
+  const int64_t out_w = pass.out_w, gt_stride = pass.gt_stride, acc_stride = pass.acc_stride;
   __m256 acc[T][V];
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t)
@@ -161,21 +168,22 @@ ECH_AVX2 void weight_outer_tile(const float* padded, const int64_t* taps_at, con
   const float* tap[T];
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) tap[t] = padded + taps_at[t];
-  for (int64_t oh = 0; oh < rows; ++oh) {
-    const float* g = gt + oh * out_w * gt_stride;
-    const int64_t row = oh * row_step;
-    for (int64_t ow = 0; ow < out_w; ++ow) {
-      __m256 gv[V];
+  const float* g = gt;  // the images' positions follow each other in gt
+  for (int64_t image = 0; image < pass.images; ++image)
+    for (int64_t oh = 0; oh < pass.rows; ++oh, g += out_w * gt_stride) {
+      const int64_t row = image * pass.image_step + oh * pass.row_step;
+      for (int64_t ow = 0; ow < out_w; ++ow) {
+        __m256 gv[V];
 #pragma GCC unroll 8
-      for (int v = 0; v < V; ++v) gv[v] = _mm256_loadu_ps(g + ow * gt_stride + v * kLanes);
+        for (int v = 0; v < V; ++v) gv[v] = _mm256_loadu_ps(g + ow * gt_stride + v * kLanes);
 #pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) {
-        const __m256 xv = _mm256_broadcast_ss(tap[t] + row + ow * S);
+        for (int t = 0; t < T; ++t) {
+          const __m256 xv = _mm256_broadcast_ss(tap[t] + row + ow * S);
 #pragma GCC unroll 8
-        for (int v = 0; v < V; ++v) acc[t][v] = _mm256_fmadd_ps(xv, gv[v], acc[t][v]);
+          for (int v = 0; v < V; ++v) acc[t][v] = _mm256_fmadd_ps(xv, gv[v], acc[t][v]);
+        }
       }
     }
-  }
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t)
 #pragma GCC unroll 8
@@ -226,8 +234,8 @@ void forward_impl(const Conv2dGeometry& a, const float* x, const float* w, const
   });
 }
 
-using WeightTileFn = void (*)(const float*, const int64_t*, const float*, int64_t, int64_t, int64_t,
-                              int64_t, float*, int64_t);
+using WeightTileFn = void (*)(const float*, const int64_t*, const float*, const WeightPass&,
+                              float*);
 
 template <int V, int S>
 WeightTileFn weight_tile_for_taps(int64_t taps) {
@@ -346,8 +354,11 @@ void conv_direct_backward_weight(const Conv2dGeometry& a, const float* grad_out,
     for (int64_t ki = 0; ki < p.k; ++ki)
       for (int64_t kj = 0; kj < p.k; ++kj)
         taps_at[static_cast<size_t>((c * p.k + ki) * p.k + kj)] = c * p.plane + ki * p.row + kj;
-  // Output rows per band: about kWeightBand positions, whose gradients stay in L1 over all taps.
+  // A pass covers about kWeightBand positions, whose gradients stay in L1 over all taps: a band
+  // of rows of one large image, or a group of whole small images.
   const int64_t band = std::max<int64_t>(1, kWeightBand / std::max<int64_t>(a.out_w, 1));
+  const int64_t group =
+      band > a.out_h ? std::max<int64_t>(1, kWeightBand / std::max<int64_t>(positions, 1)) : 1;
   const int64_t chunks = chunk_count(a.n, 1), partial = taps * op;
   // Per chunk (tap, channel) sums in the caller's scratch (slot 1; tasks use their own slot 0).
   const size_t partial_count = static_cast<size_t>(std::max<int64_t>(chunks, 1) * partial);
@@ -355,22 +366,27 @@ void conv_direct_backward_weight(const Conv2dGeometry& a, const float* grad_out,
   std::fill(partials, partials + partial_count, 0.0f);
   parallel_chunks(a.n, 1, [&](int64_t chunk, int64_t begin, int64_t end) {
     float* acc = partials + chunk * partial;
-    float* padded = scratch<float>(0, static_cast<size_t>(p.image + positions * op));
-    float* gt = padded + p.image;
-    for (int64_t n = begin; n < end; ++n) {
-      pad_image(a, p, x + n * a.c * a.h * a.w, padded);
-      transpose_grad_out(grad_out + n * a.o * positions, a.o, positions, op, gt);
+    const size_t per_image = static_cast<size_t>(p.image + positions * op);
+    float* padded = scratch<float>(0, static_cast<size_t>(group) * per_image);
+    float* gt = padded + group * p.image;
+    for (int64_t n = begin; n < end; n += group) {
+      const int64_t images = std::min(group, end - n);
+      for (int64_t i = 0; i < images; ++i) {
+        pad_image(a, p, x + (n + i) * a.c * a.h * a.w, padded + i * p.image);
+        transpose_grad_out(grad_out + (n + i) * a.o * positions, a.o, positions, op,
+                           gt + i * positions * op);
+      }
       for (int64_t row0 = 0; row0 < a.out_h; row0 += band) {
-        const int64_t rows = std::min(band, a.out_h - row0);
-        const float* in = padded + row0 * a.stride_h * p.row;
+        const WeightPass pass{
+            images, p.image, std::min(band, a.out_h - row0), a.out_w, a.stride_h * p.row, op, op};
+        const float* in = padded + row0 * pass.row_step;
         const float* g = gt + row0 * a.out_w * op;
         for (int64_t o0 = 0; o0 < op; o0 += 2 * kLanes) {
           const int64_t vectors = std::min<int64_t>(2, (op - o0) / kLanes);
           for (int64_t t0 = 0; t0 < taps; t0 += kWeightTaps) {
             const int64_t count = std::min(kWeightTaps, taps - t0);
-            weight_tile_for(count, vectors, a.stride_w)(in, taps_at.data() + t0, g + o0, op, rows,
-                                                        a.out_w, a.stride_h * p.row,
-                                                        acc + t0 * op + o0, op);
+            weight_tile_for(count, vectors, a.stride_w)(in, taps_at.data() + t0, g + o0, pass,
+                                                        acc + t0 * op + o0);
           }
         }
       }
