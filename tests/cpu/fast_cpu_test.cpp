@@ -120,6 +120,8 @@ const std::vector<ConvCase> kConvCases = {
     {2, 5, 9, 17, 7, 3, 1, 1, 1},     // 17 columns (a 1-lane vector), 7 output channels
     {2, 3, 2, 3, 4, 3, 2, 1, 1},      // a tiny image at stride 2
     {1, 2, 1, 1, 1, 3, 1, 1, 1},      // 1x1 image, one output channel
+    {3, 3, 11, 10, 20, 3, 2, 1, 1},   // 20 channels: a 16-wide and an 8-wide weight tile, 4 spare
+    {6, 9, 9, 9, 24, 3, 1, 1, 1},     // 81 positions (not whole 8x8 transposes), 3 images a pass
     // 3..5 windows, any padding below K, stride 1 or 2: the direct kernels too (conv_direct.h)
     {9, 1, 28, 28, 6, 5, 1, 2, 1},   // LeNet-5 layer 1: one channel, 28 columns (4 lanes left)
     {5, 6, 14, 14, 16, 5, 1, 0, 1},  // LeNet-5 layer 2: 16 channels = 3+3+3+3+2+2, 10 columns

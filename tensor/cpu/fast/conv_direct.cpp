@@ -21,12 +21,12 @@ namespace echelon::cpu::fast {
 #ifdef ECH_AVX2
 namespace {
 
-constexpr int64_t kLanes = 8;       // floats per AVX register
-constexpr int kTile = 4;            // forward: output vectors per register tile
-constexpr int kBlock = 3;           // output channels per register tile (3 x 4 accumulators)
-constexpr int64_t kWeightRun = 32;  // backward weight: position vectors per pass over the taps
-constexpr int kWeightColumns = 3;   // backward weight: window columns per register tile
-constexpr int64_t kMaxWindow = 5;   // the largest K the kernels take
+constexpr int64_t kLanes = 8;         // floats per AVX register
+constexpr int kTile = 4;              // forward: output vectors per register tile
+constexpr int kBlock = 3;             // output channels per register tile (3 x 4 accumulators)
+constexpr int64_t kWeightTaps = 6;    // backward weight: taps per register tile (x 2 vectors)
+constexpr int64_t kWeightBand = 256;  // backward weight: output positions per pass over the taps
+constexpr int64_t kMaxWindow = 5;     // the largest K the kernels take
 
 // Output channels in the register tile starting at o0: 3, except 2 + 2 for a remainder of 4 (a
 // 1-channel tile does a third of the work per input load).
@@ -90,7 +90,7 @@ std::vector<int64_t> tap_offsets(const Conv2dGeometry& a, const Padded& p) {
 // One output vector: 8 (or `lanes` < 8 at a row's end) consecutive columns of one output row.
 struct OutVector {
   int64_t in;   // offset of its tap (0, 0, 0) in the padded image(s)
-  int64_t out;  // offset in the output plane (forward) or in grad_out (backward weight)
+  int64_t out;  // offset in the output plane
   int lanes;    // 0: a filler that completes the last tile, never stored
 };
 
@@ -99,10 +99,6 @@ OutVector out_vector(const Conv2dGeometry& a, const Padded& p, int64_t index) {
   const int64_t oh = index / per_row, ow = index % per_row * kLanes;
   return {oh * p.stride * p.row + ow, oh * a.out_w + ow,
           static_cast<int>(std::min(kLanes, a.out_w - ow))};
-}
-
-ECH_AVX2 __m256i lane_mask(int lanes) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(lanes), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
 // y[j] (plane of output channel o0 + j) at the tile's vectors = bias[j] + sum over taps t of
@@ -148,49 +144,50 @@ ECH_AVX2 void forward_tile(const float* in, const OutVector* tile, const int64_t
   }
 }
 
-// gv[(j*taps + kj)*8 + lane] += grad_out[o0 + j] * in[tap (c, ki, kj0 + kj)] over the run's
-// vectors, kj < J: lane-wise partial sums of B x J weight-gradient entries, reduced across lanes
-// at the end.
-template <int B, int J>
-ECH_AVX2 void weight_tile(const float* in, const OutVector* run, int64_t count,
-                          const int64_t* taps_at, const float* grad_out, int64_t out_plane,
-                          int64_t taps, float* gv) {
-  __m256 acc[B][J];
+// The weight gradient as outer products: for each output position, acc[t][v] (tap t; output
+// channels o0 + 8v .. o0 + 8v + 7 in the lanes) += x at tap t of the position (a broadcast) *
+// grad_out of those channels at the position (one load from the position-major copy `gt`). The
+// T x V accumulators stay in registers over a band of output rows (T = 6, V = 2: 12 FMAs per 2
+// loads and 6 broadcasts, none of which splits a cache line), and no lane sum is left to do.
+// One pass of the weight tile: `images` padded images `image_step` apart, `rows` output rows of
+// each (row r at r * row_step in the padded image), out_w columns; gt_stride floats between the
+// positions of gt, acc_stride between the taps of the accumulators.
+struct WeightPass {
+  int64_t images, image_step, rows, out_w, row_step, gt_stride, acc_stride;
+};
+
+template <int T, int V, int S>
+ECH_AVX2 void weight_outer_tile(const float* padded, const int64_t* taps_at, const float* gt,
+                                const WeightPass& pass, float* acc_at) {
+  const int64_t out_w = pass.out_w, gt_stride = pass.gt_stride, acc_stride = pass.acc_stride;
+  __m256 acc[T][V];
 #pragma GCC unroll 8
-  for (int j = 0; j < B; ++j)
+  for (int t = 0; t < T; ++t)
 #pragma GCC unroll 8
-    for (int kj = 0; kj < J; ++kj) acc[j][kj] = _mm256_loadu_ps(gv + (j * taps + kj) * kLanes);
-  for (int64_t e = 0; e < count; ++e) {
-    const OutVector& vec = run[e];
-    __m256 g[B];
-    if (vec.lanes == kLanes) {  // a whole vector (all of ResNet's): no masking
+    for (int v = 0; v < V; ++v) acc[t][v] = _mm256_loadu_ps(acc_at + t * acc_stride + v * kLanes);
+  const float* tap[T];
 #pragma GCC unroll 8
-      for (int j = 0; j < B; ++j) g[j] = _mm256_loadu_ps(grad_out + j * out_plane + vec.out);
+  for (int t = 0; t < T; ++t) tap[t] = padded + taps_at[t];
+  const float* g = gt;  // the images' positions follow each other in gt
+  for (int64_t image = 0; image < pass.images; ++image)
+    for (int64_t oh = 0; oh < pass.rows; ++oh, g += out_w * gt_stride) {
+      const int64_t row = image * pass.image_step + oh * pass.row_step;
+      for (int64_t ow = 0; ow < out_w; ++ow) {
+        __m256 gv[V];
 #pragma GCC unroll 8
-      for (int kj = 0; kj < J; ++kj) {
-        const __m256 xv = _mm256_loadu_ps(in + vec.in + taps_at[kj]);
+        for (int v = 0; v < V; ++v) gv[v] = _mm256_loadu_ps(g + ow * gt_stride + v * kLanes);
 #pragma GCC unroll 8
-        for (int j = 0; j < B; ++j) acc[j][kj] = _mm256_fmadd_ps(g[j], xv, acc[j][kj]);
+        for (int t = 0; t < T; ++t) {
+          const __m256 xv = _mm256_broadcast_ss(tap[t] + row + ow * S);
+#pragma GCC unroll 8
+          for (int v = 0; v < V; ++v) acc[t][v] = _mm256_fmadd_ps(xv, gv[v], acc[t][v]);
+        }
       }
-      continue;
     }
-    // Lanes past the row's end: gradient and input read as zero (an input there may be the next
-    // column's Inf, and 0 * Inf would put a NaN into a tap that never reads it).
-    const __m256i mask = lane_mask(vec.lanes);
-    const __m256 keep = _mm256_castsi256_ps(mask);
 #pragma GCC unroll 8
-    for (int j = 0; j < B; ++j) g[j] = _mm256_maskload_ps(grad_out + j * out_plane + vec.out, mask);
+  for (int t = 0; t < T; ++t)
 #pragma GCC unroll 8
-    for (int kj = 0; kj < J; ++kj) {
-      const __m256 xv = _mm256_and_ps(_mm256_loadu_ps(in + vec.in + taps_at[kj]), keep);
-#pragma GCC unroll 8
-      for (int j = 0; j < B; ++j) acc[j][kj] = _mm256_fmadd_ps(g[j], xv, acc[j][kj]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int j = 0; j < B; ++j)
-#pragma GCC unroll 8
-    for (int kj = 0; kj < J; ++kj) _mm256_storeu_ps(gv + (j * taps + kj) * kLanes, acc[j][kj]);
+    for (int v = 0; v < V; ++v) _mm256_storeu_ps(acc_at + t * acc_stride + v * kLanes, acc[t][v]);
 }
 
 void forward_impl(const Conv2dGeometry& a, const float* x, const float* w, const float* bias,
@@ -237,34 +234,72 @@ void forward_impl(const Conv2dGeometry& a, const float* x, const float* w, const
   });
 }
 
-// weight_tile<b, columns> for b <= kBlock output channels and columns <= kWeightColumns.
-template <int B>
-void weight_tile_columns(int64_t columns, const float* in, const OutVector* run, int64_t count,
-                         const int64_t* taps_at, const float* grad_out, int64_t out_plane,
-                         int64_t taps, float* gv) {
-  switch (columns) {
+using WeightTileFn = void (*)(const float*, const int64_t*, const float*, const WeightPass&,
+                              float*);
+
+template <int V, int S>
+WeightTileFn weight_tile_for_taps(int64_t taps) {
+  switch (taps) {
+    case 6:
+      return weight_outer_tile<6, V, S>;
+    case 5:
+      return weight_outer_tile<5, V, S>;
+    case 4:
+      return weight_outer_tile<4, V, S>;
     case 3:
-      return weight_tile<B, 3>(in, run, count, taps_at, grad_out, out_plane, taps, gv);
+      return weight_outer_tile<3, V, S>;
     case 2:
-      return weight_tile<B, 2>(in, run, count, taps_at, grad_out, out_plane, taps, gv);
+      return weight_outer_tile<2, V, S>;
     default:
-      return weight_tile<B, 1>(in, run, count, taps_at, grad_out, out_plane, taps, gv);
+      return weight_outer_tile<1, V, S>;
   }
 }
 
-void weight_block(int64_t b, int64_t columns, const float* in, const OutVector* run, int64_t count,
-                  const int64_t* taps_at, const float* grad_out, int64_t out_plane, int64_t taps,
-                  float* gv) {
-  switch (b) {
-    case 3:
-      return weight_tile_columns<3>(columns, in, run, count, taps_at, grad_out, out_plane, taps,
-                                    gv);
-    case 2:
-      return weight_tile_columns<2>(columns, in, run, count, taps_at, grad_out, out_plane, taps,
-                                    gv);
-    default:
-      return weight_tile_columns<1>(columns, in, run, count, taps_at, grad_out, out_plane, taps,
-                                    gv);
+// weight_outer_tile for `taps` <= kWeightTaps taps, `vectors` (1, 2) of 8 channels, stride 1 or 2.
+WeightTileFn weight_tile_for(int64_t taps, int64_t vectors, int64_t stride) {
+  if (vectors == 2)
+    return stride == 1 ? weight_tile_for_taps<2, 1>(taps) : weight_tile_for_taps<2, 2>(taps);
+  return stride == 1 ? weight_tile_for_taps<1, 1>(taps) : weight_tile_for_taps<1, 2>(taps);
+}
+
+// dst[j*ld_dst + i] = src[i*ld_src + j] for an 8 x 8 block: three rounds of shuffles.
+ECH_AVX2 void transpose_8x8(const float* src, int64_t ld_src, float* dst, int64_t ld_dst) {
+  __m256 r[8], t[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * ld_src);
+#pragma GCC unroll 4
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);      // rows i, i+1 interleaved: columns 0 1 4 5
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);  // columns 2 3 6 7
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < 8; i += 4) {
+    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));          // column 0 (and 4)
+    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));      // column 1 (5)
+    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));  // 2 (6)
+    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));  // 3 (7)
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    _mm256_storeu_ps(dst + j * ld_dst, _mm256_permute2f128_ps(r[j], r[j + 4], 0x20));
+    _mm256_storeu_ps(dst + (j + 4) * ld_dst, _mm256_permute2f128_ps(r[j], r[j + 4], 0x31));
+  }
+}
+
+// gt (P, op) = grad_out (O, P) transposed, channels O..op-1 zero: position-major, so the weight
+// tile loads the gradients of 8 channels at one position as one vector.
+void transpose_grad_out(const float* grad_out, int64_t o, int64_t positions, int64_t op,
+                        float* gt) {
+  const int64_t whole_o = o / kLanes * kLanes, whole_p = positions / kLanes * kLanes;
+  for (int64_t k = 0; k < whole_o; k += kLanes) {
+    for (int64_t q = 0; q < whole_p; q += kLanes)
+      transpose_8x8(grad_out + k * positions + q, positions, gt + q * op + k, op);
+    for (int64_t q = whole_p; q < positions; ++q)
+      for (int64_t j = k; j < k + kLanes; ++j) gt[q * op + j] = grad_out[j * positions + q];
+  }
+  for (int64_t q = 0; q < positions; ++q) {
+    for (int64_t j = whole_o; j < o; ++j) gt[q * op + j] = grad_out[j * positions + q];
+    std::fill(gt + q * op + o, gt + (q + 1) * op, 0.0f);
   }
 }
 
@@ -304,59 +339,66 @@ void conv_direct_backward_input(const Conv2dGeometry& a, const float* grad_out, 
 
 void conv_direct_backward_weight(const Conv2dGeometry& a, const float* grad_out, const float* x,
                                  float* grad_w) {
-  const Padded p = padded_layout(a);
-  const int64_t taps = a.c * p.k * p.k, out_plane = a.out_h * a.out_w, weights = a.o * taps;
-  const std::vector<int64_t> taps_at = tap_offsets(a, p);
-  const int64_t per_row = (a.out_w + kLanes - 1) / kLanes, vectors = a.out_h * per_row;
-  // A run: whole small images together, or rows of a large one, about kWeightRun vectors.
-  const int64_t images_per_run = std::max<int64_t>(1, kWeightRun / std::max<int64_t>(vectors, 1));
-  const int64_t rows_per_run =
-      images_per_run > 1 ? a.out_h : std::max<int64_t>(1, kWeightRun / per_row);
-  const int64_t chunks = chunk_count(a.n, 1);
-  // The caller's scratch (slot 1; the tasks pad images into their own slot 0), zeroed here.
-  const size_t partial_count = static_cast<size_t>(std::max<int64_t>(chunks, 1) * weights * kLanes);
+  // The padded image in one phase (plain rows: broadcasts need no contiguous columns).
+  Padded p{};
+  p.k = a.kernel_w;
+  p.pad = a.pad_w;
+  p.stride = 1;
+  p.row = a.w + 2 * p.pad;
+  p.plane = (a.h + 2 * p.pad) * p.row;
+  p.phase = p.image = a.c * p.plane;
+  const int64_t taps = a.c * p.k * p.k, positions = a.out_h * a.out_w;
+  const int64_t op = (a.o + kLanes - 1) / kLanes * kLanes;  // channels rounded up to vectors
+  std::vector<int64_t> taps_at(static_cast<size_t>(taps));
+  for (int64_t c = 0; c < a.c; ++c)
+    for (int64_t ki = 0; ki < p.k; ++ki)
+      for (int64_t kj = 0; kj < p.k; ++kj)
+        taps_at[static_cast<size_t>((c * p.k + ki) * p.k + kj)] = c * p.plane + ki * p.row + kj;
+  // A pass covers about kWeightBand positions, whose gradients stay in L1 over all taps: a band
+  // of rows of one large image, or a group of whole small images.
+  const int64_t band = std::max<int64_t>(1, kWeightBand / std::max<int64_t>(a.out_w, 1));
+  const int64_t group =
+      band > a.out_h ? std::max<int64_t>(1, kWeightBand / std::max<int64_t>(positions, 1)) : 1;
+  const int64_t chunks = chunk_count(a.n, 1), partial = taps * op;
+  // Per chunk (tap, channel) sums in the caller's scratch (slot 1; tasks use their own slot 0).
+  const size_t partial_count = static_cast<size_t>(std::max<int64_t>(chunks, 1) * partial);
   float* partials = scratch<float>(1, partial_count);
   std::fill(partials, partials + partial_count, 0.0f);
   parallel_chunks(a.n, 1, [&](int64_t chunk, int64_t begin, int64_t end) {
-    float* gv = partials + chunk * weights * kLanes;
-    std::vector<OutVector> run;
-    for (int64_t n = begin; n < end; n += images_per_run) {
-      const int64_t count = std::min(images_per_run, end - n);
-      float* padded = scratch<float>(0, static_cast<size_t>(count * p.image));
-      for (int64_t i = 0; i < count; ++i)
+    float* acc = partials + chunk * partial;
+    const size_t per_image = static_cast<size_t>(p.image + positions * op);
+    float* padded = scratch<float>(0, static_cast<size_t>(group) * per_image);
+    float* gt = padded + group * p.image;
+    for (int64_t n = begin; n < end; n += group) {
+      const int64_t images = std::min(group, end - n);
+      for (int64_t i = 0; i < images; ++i) {
         pad_image(a, p, x + (n + i) * a.c * a.h * a.w, padded + i * p.image);
-      for (int64_t row0 = 0; row0 < a.out_h; row0 += rows_per_run) {
-        const int64_t row1 = std::min(a.out_h, row0 + rows_per_run);
-        run.clear();
-        for (int64_t i = 0; i < count; ++i)
-          for (int64_t v = row0 * per_row; v < row1 * per_row; ++v) {
-            OutVector vec = out_vector(a, p, v);
-            vec.in += i * p.image;
-            vec.out += (n + i) * a.o * out_plane;
-            run.push_back(vec);
+        transpose_grad_out(grad_out + (n + i) * a.o * positions, a.o, positions, op,
+                           gt + i * positions * op);
+      }
+      for (int64_t row0 = 0; row0 < a.out_h; row0 += band) {
+        const WeightPass pass{
+            images, p.image, std::min(band, a.out_h - row0), a.out_w, a.stride_h * p.row, op, op};
+        const float* in = padded + row0 * pass.row_step;
+        const float* g = gt + row0 * a.out_w * op;
+        for (int64_t o0 = 0; o0 < op; o0 += 2 * kLanes) {
+          const int64_t vectors = std::min<int64_t>(2, (op - o0) / kLanes);
+          for (int64_t t0 = 0; t0 < taps; t0 += kWeightTaps) {
+            const int64_t count = std::min(kWeightTaps, taps - t0);
+            weight_tile_for(count, vectors, a.stride_w)(in, taps_at.data() + t0, g + o0, pass,
+                                                        acc + t0 * op + o0);
           }
-        const auto length = static_cast<int64_t>(run.size());
-        for (int64_t o0 = 0, b = 0; o0 < a.o; o0 += b) {
-          b = block_at(a.o, o0);
-          for (int64_t c = 0; c < a.c; ++c)
-            for (int64_t ki = 0; ki < p.k; ++ki)
-              for (int64_t kj = 0; kj < p.k; kj += kWeightColumns) {
-                const int64_t t = (c * p.k + ki) * p.k + kj;
-                weight_block(b, std::min<int64_t>(kWeightColumns, p.k - kj), padded, run.data(),
-                             length, taps_at.data() + t, grad_out + o0 * out_plane, out_plane, taps,
-                             gv + (o0 * taps + t) * kLanes);
-              }
         }
       }
     }
   });
-  for (int64_t k = 0; k < weights; ++k) {
-    float sum = 0.0f;  // chunk by chunk, lane by lane: a fixed order
-    for (int64_t chunk = 0; chunk < chunks; ++chunk)
-      for (int64_t lane = 0; lane < kLanes; ++lane)
-        sum += partials[(chunk * weights + k) * kLanes + lane];
-    grad_w[k] = sum;
-  }
+  for (int64_t k = 0; k < a.o; ++k)
+    for (int64_t t = 0; t < taps; ++t) {
+      float sum = 0.0f;  // chunk by chunk: a fixed order
+      for (int64_t chunk = 0; chunk < chunks; ++chunk)
+        sum += partials[chunk * partial + t * op + k];
+      grad_w[k * taps + t] = sum;
+    }
 }
 
 #else  // not x86: the direct kernels are never usable, conv.cpp's im2col path runs instead

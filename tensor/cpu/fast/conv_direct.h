@@ -1,8 +1,11 @@
 // Direct convolution for the fast CPU path (float, AVX2 + FMA, chosen at run time): square
 // windows up to 5x5 (ResNet's 3x3 / padding 1 / stride 1 or 2 layers, LeNet's 5x5 ones) without
 // an im2col matrix. Each image is copied once into a zero-padded buffer (split into even and odd
-// columns at stride 2, so every load is contiguous); the kernels then keep a tile of outputs (or
-// of weight-gradient taps) in registers while they walk the input channels and taps. conv.cpp's
+// columns at stride 2 for the forward, so every vector load is contiguous). The forward (and the
+// backward-data at stride 1, the forward on flipped weights) keeps 3 output channels x 32 outputs
+// in registers while it walks the input channels and taps; the weight gradient keeps 6 taps x 16
+// output channels, summing outer products over the output positions (an input broadcast times the
+// 16 channels' gradients at that position, from a position-major copy of grad_out). conv.cpp's
 // im2col + GEMM path handles every other geometry, float64, and CPUs without AVX2; the naive twins
 // (tensor/cpu/conv.h) are the oracle of both.
 #pragma once
