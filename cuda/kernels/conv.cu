@@ -1,6 +1,7 @@
 // Convolution, "ours", two algorithms (set_conv_algorithm; cuda/kernels/conv.h):
 // - ImplicitGemm (the default): cuda/kernels/conv_gemm.cu, our GEMM tiles gathering straight from
-//   x and grad_out; no columns buffer.
+//   x and grad_out; no columns buffer. Except the input gradient of layers with fewer than
+//   kImplicitMinInputChannels input channels, which keeps the columns path (see there).
 // - Im2colGemm: im2col (cuda/kernels/im2col.cu) into a columns buffer + our tiled SGEMM
 //   (cuda/kernels/matmul.cu), kept as the baseline the parity tests and exp_gpu_kernels compare.
 //   Images are processed in chunks so the columns buffer stays under kColumnsBudget bytes:
@@ -59,6 +60,12 @@ __global__ void bias_grad_finish_kernel(const double* partial, int chunks, int64
 // ---- helpers -----------------------------------------------------------------------------------
 
 std::atomic<ConvAlgorithm> g_algorithm{ConvAlgorithm::ImplicitGemm};
+
+// The implicit grad-input GEMM's rows are the input channels: below 8 (an image layer: 1 or 3)
+// they fill at most a quarter of its smallest (32-row) tile, while the columns GEMM has
+// C*KH*KW rows and no zero taps, so those layers keep im2col's GEMM + col2im (the emulated
+// LeNet/AlexNet/VGG first layers ran 5-8x more instructions implicit; bench/RESULTS.md).
+constexpr int64_t kImplicitMinInputChannels = 8;
 
 #if ECHELON_CUDA_SIM
 // The emulated GEMM is ~1000x slower: a 1 MiB budget keeps the chunked path reachable by
@@ -143,7 +150,7 @@ void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const
                            float* grad_in, int device, cudaStream_t stream) {
   const int64_t rows = a.c * a.kernel_h * a.kernel_w, plane = a.out_h * a.out_w;
   if (a.n * a.c * a.h * a.w == 0) return;
-  if (conv_algorithm() == ConvAlgorithm::ImplicitGemm)
+  if (conv_algorithm() == ConvAlgorithm::ImplicitGemm && a.c >= kImplicitMinInputChannels)
     return conv2d_backward_input_implicit(a, grad_out, w, grad_in, stream);
   Columns cols(a, device, stream);
   for (int64_t n0 = 0; n0 < a.n; n0 += cols.chunk()) {

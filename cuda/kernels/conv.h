@@ -10,7 +10,8 @@
 namespace echelon::cuda {
 
 // Process-wide, like set_float32_precision (cuda/kernels/matmul.h). ImplicitGemm (the default):
-// our GEMM tiles gather straight from x / grad_out (cuda/kernels/conv_gemm.cu). Im2colGemm: a
+// our GEMM tiles gather straight from x / grad_out (cuda/kernels/conv_gemm.cu; the input
+// gradient of layers with fewer than 8 input channels keeps the columns path). Im2colGemm: a
 // columns buffer + our SGEMM, the baseline that tests/gpu/conv_gpu_test.cpp and
 // bench/exp_gpu_kernels compare against. Either way the results match the CPU twin.
 enum class ConvAlgorithm { ImplicitGemm, Im2colGemm };

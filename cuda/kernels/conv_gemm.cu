@@ -43,9 +43,12 @@ struct GemmShape {
 __host__ __device__ inline GemmShape gemm_shape(ConvPass pass, const Conv2dGeometry& g) {
   const int64_t taps = g.kernel_h * g.kernel_w, plane = g.out_h * g.out_w;
   switch (pass) {
-    case ConvPass::Forward: return {g.o, g.n * plane, g.c * taps};
-    case ConvPass::BackwardData: return {g.c, g.n * g.h * g.w, g.o * taps};
-    default: return {g.o, g.c * taps, g.n * plane};
+    case ConvPass::Forward:
+      return {g.o, g.n * plane, g.c * taps};
+    case ConvPass::BackwardData:
+      return {g.c, g.n * g.h * g.w, g.o * taps};
+    default:
+      return {g.o, g.c * taps, g.n * plane};
   }
 }
 
@@ -159,10 +162,9 @@ __global__ void __launch_bounds__(kThreads)
   } else {
     const int thread_col = threadIdx.x % T::kCols, thread_row = threadIdx.x / T::kCols;
     float acc[T::kThM][T::kThN] = {};
-    for_each_slice<T>(slices, ops.a_k_fastest(), ops.b_k_fastest(), a_tile, b_tile, fetch,
-                      [&](int cur) {
-                        multiply_slice<T>(a_tile[cur], b_tile[cur], thread_row, thread_col, acc);
-                      });
+    for_each_slice<T>(
+        slices, ops.a_k_fastest(), ops.b_k_fastest(), a_tile, b_tile, fetch,
+        [&](int cur) { multiply_slice<T>(a_tile[cur], b_tile[cur], thread_row, thread_col, acc); });
     store_fma_tile<T>(acc, m0, n0, thread_row, thread_col, store);
   }
 }
@@ -210,8 +212,8 @@ TileChoice pick_tile(const GemmShape& s, bool tf32) {
 
 template <typename T, ConvPass P, bool kTf32>
 void launch_on(const char* op, const Conv2dGeometry& g, const GemmShape& s, const float* a_src,
-               const float* b_src, const float* bias, float* out, int64_t groups,
-               int64_t per_group, cudaStream_t stream) {
+               const float* b_src, const float* bias, float* out, int64_t groups, int64_t per_group,
+               cudaStream_t stream) {
   const int64_t tiles_m = ceil_div(s.M, T::kM), tiles_n = ceil_div(s.N, T::kN);
   ECH_CHECK(tiles_m <= kMaxGridY && tiles_n <= INT_MAX && groups <= kMaxGridZ, op,
             ": convolution too large for the implicit-GEMM grid (M=", s.M, ", N=", s.N,
@@ -250,9 +252,12 @@ void launch_conv_gemm(const char* op, const Conv2dGeometry& g, const float* a_sr
 
 int64_t tiles_for(const GemmShape& s) {
   switch (pick_tile(s, float32_precision() == Precision::Tf32)) {
-    case TileChoice::Narrow: return tiles_of<NarrowTile>(s);
-    case TileChoice::Small: return tiles_of<SmallTile>(s);
-    default: return tiles_of<LargeTile>(s);
+    case TileChoice::Narrow:
+      return tiles_of<NarrowTile>(s);
+    case TileChoice::Small:
+      return tiles_of<SmallTile>(s);
+    default:
+      return tiles_of<LargeTile>(s);
   }
 }
 
@@ -272,24 +277,23 @@ void conv2d_forward_implicit(const Conv2dGeometry& a, const float* x, const floa
                                       ceil_div(s.K, kTileK), stream);
 }
 
-void conv2d_backward_input_implicit(const Conv2dGeometry& a, const float* grad_out,
-                                    const float* w, float* grad_in, cudaStream_t stream) {
+void conv2d_backward_input_implicit(const Conv2dGeometry& a, const float* grad_out, const float* w,
+                                    float* grad_in, cudaStream_t stream) {
   const GemmShape s = gemm_shape(ConvPass::BackwardData, a);
   if (s.M * s.N == 0) return;
-  launch_conv_gemm<ConvPass::BackwardData>("conv2d_backward_input (implicit GEMM)", a, w,
-                                           grad_out, nullptr, grad_in, 1, ceil_div(s.K, kTileK),
-                                           stream);
+  launch_conv_gemm<ConvPass::BackwardData>("conv2d_backward_input (implicit GEMM)", a, w, grad_out,
+                                           nullptr, grad_in, 1, ceil_div(s.K, kTileK), stream);
 }
 
-void conv2d_backward_weight_implicit(const Conv2dGeometry& a, const float* grad_out,
-                                     const float* x, float* grad_w, cudaStream_t stream) {
+void conv2d_backward_weight_implicit(const Conv2dGeometry& a, const float* grad_out, const float* x,
+                                     float* grad_w, cudaStream_t stream) {
   const GemmShape s = gemm_shape(ConvPass::BackwardWeight, a);
   if (s.M * s.N == 0) return;
   const int64_t k_slices = ceil_div(s.K, kTileK);
   // Split-K groups: enough (tiles x groups) blocks to fill the GPU, each group at least
   // kMinSlicesPerGroup k-slices, at most kPartialBudget bytes of partials.
-  const int64_t by_budget = std::max<int64_t>(
-      static_cast<int64_t>(kPartialBudget / sizeof(float)) / (s.M * s.N), 1);
+  const int64_t by_budget =
+      std::max<int64_t>(static_cast<int64_t>(kPartialBudget / sizeof(float)) / (s.M * s.N), 1);
   const int64_t wanted = ceil_div(kFillBlocks, tiles_for(s));
   const int64_t most = std::min({ceil_div(k_slices, kMinSlicesPerGroup), by_budget, kMaxGridZ});
   int64_t groups = std::clamp<int64_t>(wanted, 1, std::max<int64_t>(most, 1));

@@ -15,11 +15,11 @@ namespace echelon::cuda {
 void conv2d_forward_implicit(const Conv2dGeometry& a, const float* x, const float* w,
                              const float* bias, float* y, cudaStream_t stream);
 // Overwrites grad_in (N, C, H, W).
-void conv2d_backward_input_implicit(const Conv2dGeometry& a, const float* grad_out,
-                                    const float* w, float* grad_in, cudaStream_t stream);
+void conv2d_backward_input_implicit(const Conv2dGeometry& a, const float* grad_out, const float* w,
+                                    float* grad_in, cudaStream_t stream);
 // Overwrites grad_w (O, C, KH, KW).
-void conv2d_backward_weight_implicit(const Conv2dGeometry& a, const float* grad_out,
-                                     const float* x, float* grad_w, cudaStream_t stream);
+void conv2d_backward_weight_implicit(const Conv2dGeometry& a, const float* grad_out, const float* x,
+                                     float* grad_w, cudaStream_t stream);
 
 // out (count) = [out +] sum over g of partial (groups, count), added in group order (the
 // deterministic second pass of the split-K weight gradients, both algorithms).

@@ -59,12 +59,14 @@ struct Slice {
 #pragma unroll
     for (int j = 0; j < T::kLoadsA; ++j) {
       const int idx = threadIdx.x + j * kThreads;
-      a[j] = ops.a(m0 + (a_k ? idx / kTileK : idx % T::kM), k0 + (a_k ? idx % kTileK : idx / T::kM));
+      a[j] =
+          ops.a(m0 + (a_k ? idx / kTileK : idx % T::kM), k0 + (a_k ? idx % kTileK : idx / T::kM));
     }
 #pragma unroll
     for (int j = 0; j < T::kLoadsB; ++j) {
       const int idx = threadIdx.x + j * kThreads;
-      b[j] = ops.b(k0 + (b_k ? idx % kTileK : idx / T::kN), n0 + (b_k ? idx / kTileK : idx % T::kN));
+      b[j] =
+          ops.b(k0 + (b_k ? idx % kTileK : idx / T::kN), n0 + (b_k ? idx / kTileK : idx % T::kN));
     }
   }
 

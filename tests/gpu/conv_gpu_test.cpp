@@ -1,6 +1,7 @@
 // Our convolution's two algorithms (cuda::set_conv_algorithm: implicit GEMM, the default, and
 // im2col + GEMM) against the CPU twin, every direction, under fp32 and TF32, on shapes that reach
-// each tile (32x128 narrow for <= 32 rows, 64x64, 128x128), the split-K weight gradient, stride,
+// each tile (32x128 narrow for <= 32 rows, 64x64, 128x128), the split-K weight gradient, the
+// columns fallback of the input gradient (< 8 input channels), stride,
 // padding, dilation, rectangular kernels, batch 1, C = 1 and sizes that are no tile multiple.
 // Under TF32 the reference is the fp32 twin on TF32-rounded inputs (as tests/gpu/tf32_gpu_test:
 // the kernels' operands are the tensors' own values or padding zeros, rounded in the fragments).
@@ -63,7 +64,9 @@ Conv2dGeometry window(int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t
 const std::vector<Case>& cases() {
   static const std::vector<Case> all = {
       // Narrow tile, split-K over 3 groups in the emulation (K = 3*6*5 = 90: 12 k-slices).
-      {"odd_s2_p1_d2", {3, 5, 11, 9}, {7, 5, 3, 3}, window(2, 2, 1, 1, 2)},
+      {"odd_s2_p1_d2", {3, 9, 11, 9}, {7, 9, 3, 3}, window(2, 2, 1, 1, 2)},
+      // Fewer than 8 input channels: the input gradient takes the columns path.
+      {"c5_s2_p1_d2", {3, 5, 11, 9}, {7, 5, 3, 3}, window(2, 2, 1, 1, 2)},
       {"batch1_c1_o6 (LeNet conv1)", {1, 1, 13, 10}, {6, 1, 5, 5}, window(1, 1, 2, 2)},
       {"o16_no_pad (LeNet conv2)", {2, 6, 9, 7}, {16, 6, 5, 5}, window(1, 1, 0, 0)},
       {"rect_5x3_s3x1", {3, 3, 19, 10}, {6, 3, 5, 3}, window(3, 1, 2, 0)},
@@ -103,9 +106,9 @@ void check_against_cpu(cuda::ConvAlgorithm algorithm, Precision precision) {
       ConvScope scope(algorithm, precision);
       got = run(c, Device::cuda(0), false);
     }
-    const std::string what = std::string(c.name) + (tf32 ? " tf32" : " fp32") +
-                             (algorithm == cuda::ConvAlgorithm::ImplicitGemm ? " implicit"
-                                                                              : " im2col");
+    const std::string what =
+        std::string(c.name) + (tf32 ? " tf32" : " fp32") +
+        (algorithm == cuda::ConvAlgorithm::ImplicitGemm ? " implicit" : " im2col");
     // Sums of up to ~300 products of values in [-1, 1): a few fp32 ulps of the sum's terms.
     const parity::Tolerance tol{1e-4, 1e-4}, wide{5e-4, 1e-4};
     const auto expect = [&](const Tensor& a, const Tensor& b, parity::Tolerance t,
@@ -138,7 +141,7 @@ TEST_SUITE("conv_gpu") {
 
   TEST_CASE("implicit GEMM is the default and the split-K weight gradient is bitwise repeatable") {
     CHECK(cuda::conv_algorithm() == cuda::ConvAlgorithm::ImplicitGemm);
-    // 3 images of 5x11x9, 7 filters: the weight gradient splits K = 3*6*5 over several groups
+    // 3 images of 9x11x9, 7 filters: the weight gradient splits K = 3*6*5 over several groups
     // (all 12 k-slices in the emulation, a GPU's fill target on a device), summed in order.
     const Case& c = cases()[0];
     const Results first = run(c, Device::cuda(0), false);
