@@ -1,7 +1,8 @@
 // Convolution, "ours", two algorithms (set_conv_algorithm; cuda/kernels/conv.h):
 // - ImplicitGemm (the default): cuda/kernels/conv_gemm.cu, our GEMM tiles gathering straight from
 //   x and grad_out; no columns buffer. Except the input gradient of layers with fewer than
-//   kImplicitMinInputChannels input channels, which keeps the columns path (see there).
+//   kImplicitMinInputChannels input channels, and convolutions with an operand of 2^31 elements
+//   or more (conv_gemm_fits), which keep the columns path.
 // - Im2colGemm: im2col (cuda/kernels/im2col.cu) into a columns buffer + our tiled SGEMM
 //   (cuda/kernels/matmul.cu), kept as the baseline the parity tests and exp_gpu_kernels compare.
 //   Images are processed in chunks so the columns buffer stays under kColumnsBudget bytes:
@@ -66,6 +67,10 @@ std::atomic<ConvAlgorithm> g_algorithm{ConvAlgorithm::ImplicitGemm};
 // C*KH*KW rows and no zero taps, so those layers keep im2col's GEMM + col2im (the emulated
 // LeNet/AlexNet/VGG first layers ran 5-8x more instructions implicit; bench/RESULTS.md).
 constexpr int64_t kImplicitMinInputChannels = 8;
+
+bool use_implicit(const Conv2dGeometry& a) {
+  return conv_algorithm() == ConvAlgorithm::ImplicitGemm && conv_gemm_fits(a);
+}
 
 #if ECHELON_CUDA_SIM
 // The emulated GEMM is ~1000x slower: a 1 MiB budget keeps the chunked path reachable by
@@ -133,8 +138,7 @@ void conv2d_forward(const Conv2dGeometry& a, const float* x, const float* w, con
                     float* y, int device, cudaStream_t stream) {
   const int64_t rows = a.c * a.kernel_h * a.kernel_w, plane = a.out_h * a.out_w;
   if (a.n * a.o * plane == 0) return;
-  if (conv_algorithm() == ConvAlgorithm::ImplicitGemm)
-    return conv2d_forward_implicit(a, x, w, bias, y, stream);
+  if (use_implicit(a)) return conv2d_forward_implicit(a, x, w, bias, y, stream);
   Columns cols(a, device, stream);
   for (int64_t n0 = 0; n0 < a.n; n0 += cols.chunk()) {
     const int64_t images = std::min(cols.chunk(), a.n - n0);
@@ -150,7 +154,7 @@ void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const
                            float* grad_in, int device, cudaStream_t stream) {
   const int64_t rows = a.c * a.kernel_h * a.kernel_w, plane = a.out_h * a.out_w;
   if (a.n * a.c * a.h * a.w == 0) return;
-  if (conv_algorithm() == ConvAlgorithm::ImplicitGemm && a.c >= kImplicitMinInputChannels)
+  if (use_implicit(a) && a.c >= kImplicitMinInputChannels)
     return conv2d_backward_input_implicit(a, grad_out, w, grad_in, stream);
   Columns cols(a, device, stream);
   for (int64_t n0 = 0; n0 < a.n; n0 += cols.chunk()) {
@@ -171,8 +175,7 @@ void conv2d_backward_weight(const Conv2dGeometry& a, const float* grad_out, cons
         cudaMemsetAsync(grad_w, 0, static_cast<size_t>(weights) * sizeof(float), stream));
     return;
   }
-  if (conv_algorithm() == ConvAlgorithm::ImplicitGemm)
-    return conv2d_backward_weight_implicit(a, grad_out, x, grad_w, stream);
+  if (use_implicit(a)) return conv2d_backward_weight_implicit(a, grad_out, x, grad_w, stream);
   Columns cols(a, device, stream);
   const int64_t groups = weight_groups(a.o, rows, cols.chunk());
   // Partial weight gradients of the image groups (groups, O, R); none when one group.

@@ -54,77 +54,107 @@ __host__ __device__ inline GemmShape gemm_shape(ConvPass pass, const Conv2dGeome
 
 // ---- kernels -----------------------------------------------------------------------------------
 
+// The geometry in 32-bit ints for the kernels' index math (64-bit division costs several times
+// more instructions on a GPU, and the gathers divide per element): conv_gemm_fits (the
+// launchers' caller checks it) keeps every operand below 2^31 elements, so every offset fits.
+struct ConvIndex {
+  int n, c, h, w, o, out_h, out_w;
+  int kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
+  int taps, plane, pixels;  // kernel_h*kernel_w, out_h*out_w, h*w
+  int M, N, K;              // the pass's GEMM shape
+
+  __device__ ConvIndex(const Conv2dGeometry& a, const GemmShape& s)
+      : n(static_cast<int>(a.n)),
+        c(static_cast<int>(a.c)),
+        h(static_cast<int>(a.h)),
+        w(static_cast<int>(a.w)),
+        o(static_cast<int>(a.o)),
+        out_h(static_cast<int>(a.out_h)),
+        out_w(static_cast<int>(a.out_w)),
+        kernel_h(static_cast<int>(a.kernel_h)),
+        kernel_w(static_cast<int>(a.kernel_w)),
+        stride_h(static_cast<int>(a.stride_h)),
+        stride_w(static_cast<int>(a.stride_w)),
+        pad_h(static_cast<int>(a.pad_h)),
+        pad_w(static_cast<int>(a.pad_w)),
+        dilation_h(static_cast<int>(a.dilation_h)),
+        dilation_w(static_cast<int>(a.dilation_w)),
+        taps(kernel_h * kernel_w),
+        plane(out_h * out_w),
+        pixels(h * w),
+        M(static_cast<int>(s.M)),
+        N(static_cast<int>(s.N)),
+        K(static_cast<int>(s.K)) {}
+};
+
 // cols(r, q) of image n: x (n, c, oh*sh - ph + ki*dh, ow*sw - pw + kj*dw) for r = (c, ki, kj),
 // q = (oh, ow); zero in the padding.
-__device__ __forceinline__ float gather_input(const Conv2dGeometry& g, const float* x, int64_t n,
-                                              int64_t r, int64_t q) {
-  const int64_t kj = r % g.kernel_w, ki = (r / g.kernel_w) % g.kernel_h;
-  const int64_t c = r / (g.kernel_w * g.kernel_h);
-  const int64_t h = (q / g.out_w) * g.stride_h - g.pad_h + ki * g.dilation_h;
-  const int64_t w = (q % g.out_w) * g.stride_w - g.pad_w + kj * g.dilation_w;
+__device__ __forceinline__ float gather_input(const ConvIndex& g, const float* x, int n, int r,
+                                              int q) {
+  const int kj = r % g.kernel_w, ki = (r / g.kernel_w) % g.kernel_h, c = r / g.taps;
+  const int h = (q / g.out_w) * g.stride_h - g.pad_h + ki * g.dilation_h;
+  const int w = (q % g.out_w) * g.stride_w - g.pad_w + kj * g.dilation_w;
   return h >= 0 && h < g.h && w >= 0 && w < g.w ? x[((n * g.c + c) * g.h + h) * g.w + w] : 0.0f;
 }
 
 // What input pixel p = (h, w) of image n receives through tap t = (o, ki, kj): grad_out
 // (n, o, oh, ow) where oh*sh - ph + ki*dh = h and ow*sw - pw + kj*dw = w; zero when no such
 // output position exists.
-__device__ __forceinline__ float gather_grad_out(const Conv2dGeometry& g, const float* grad_out,
-                                                 int64_t n, int64_t t, int64_t p) {
-  const int64_t kj = t % g.kernel_w, ki = (t / g.kernel_w) % g.kernel_h;
-  const int64_t o = t / (g.kernel_w * g.kernel_h);
-  const int64_t oh_scaled = p / g.w + g.pad_h - ki * g.dilation_h;
-  const int64_t ow_scaled = p % g.w + g.pad_w - kj * g.dilation_w;
+__device__ __forceinline__ float gather_grad_out(const ConvIndex& g, const float* grad_out, int n,
+                                                 int t, int p) {
+  const int kj = t % g.kernel_w, ki = (t / g.kernel_w) % g.kernel_h, o = t / g.taps;
+  const int oh_scaled = p / g.w + g.pad_h - ki * g.dilation_h;
+  const int ow_scaled = p % g.w + g.pad_w - kj * g.dilation_w;
   if (oh_scaled < 0 || ow_scaled < 0) return 0.0f;
   if (oh_scaled % g.stride_h != 0 || ow_scaled % g.stride_w != 0) return 0.0f;
-  const int64_t oh = oh_scaled / g.stride_h, ow = ow_scaled / g.stride_w;
+  const int oh = oh_scaled / g.stride_h, ow = ow_scaled / g.stride_w;
   if (oh >= g.out_h || ow >= g.out_w) return 0.0f;
   return grad_out[((n * g.o + o) * g.out_h + oh) * g.out_w + ow];
 }
 
 // The operand loader (cuda/kernels/gemm_tile.cuh) and the store of one pass. a_src / b_src:
-// forward w / x, grad input w / grad_out, grad weight grad_out / x.
+// forward w / x, grad input w / grad_out, grad weight grad_out / x. The tile's int64 (m, n, k)
+// are bounds-checked first, then narrowed.
 template <ConvPass P>
 struct ConvOperands {
-  const Conv2dGeometry& g;
+  ConvIndex g;
   const float* a_src;
   const float* b_src;
-  GemmShape s;
 
   __device__ bool a_k_fastest() const { return true; }  // w rows; grad_out's (n, o) planes
   __device__ bool b_k_fastest() const { return P == ConvPass::BackwardWeight; }  // cols^T
 
-  __device__ float a(int64_t m, int64_t k) const {
-    if (m >= s.M || k >= s.K) return 0.0f;
-    if constexpr (P == ConvPass::Forward) return a_src[m * s.K + k];
-    const int64_t taps = g.kernel_h * g.kernel_w;
+  __device__ float a(int64_t m_wide, int64_t k_wide) const {
+    if (m_wide >= g.M || k_wide >= g.K) return 0.0f;
+    const int m = static_cast<int>(m_wide), k = static_cast<int>(k_wide);
+    if constexpr (P == ConvPass::Forward) return a_src[m * g.K + k];
+    const int taps = g.taps, plane = g.plane;
     if constexpr (P == ConvPass::BackwardData)  // w (o, m, tap) for k = (o, tap)
       return a_src[((k / taps) * g.c + m) * taps + k % taps];
-    const int64_t plane = g.out_h * g.out_w;  // grad_out (n, m, q) for k = (n, q)
-    return a_src[((k / plane) * g.o + m) * plane + k % plane];
+    return a_src[((k / plane) * g.o + m) * plane + k % plane];  // grad_out (n, m, q), k = (n, q)
   }
 
-  __device__ float b(int64_t k, int64_t n) const {
-    if (k >= s.K || n >= s.N) return 0.0f;
-    if constexpr (P == ConvPass::BackwardData) {
-      const int64_t pixels = g.h * g.w;
-      return gather_grad_out(g, b_src, n / pixels, k, n % pixels);
-    }
-    const int64_t plane = g.out_h * g.out_w;
-    if constexpr (P == ConvPass::Forward) return gather_input(g, b_src, n / plane, k, n % plane);
-    return gather_input(g, b_src, k / plane, n, k % plane);
+  __device__ float b(int64_t k_wide, int64_t n_wide) const {
+    if (k_wide >= g.K || n_wide >= g.N) return 0.0f;
+    const int k = static_cast<int>(k_wide), n = static_cast<int>(n_wide);
+    if constexpr (P == ConvPass::BackwardData)
+      return gather_grad_out(g, b_src, n / g.pixels, k, n % g.pixels);
+    if constexpr (P == ConvPass::Forward)
+      return gather_input(g, b_src, n / g.plane, k, n % g.plane);
+    return gather_input(g, b_src, k / g.plane, n, k % g.plane);
   }
 
   // C(m, n) = v (+ bias[m] in the forward); grad weight writes its group's partial (or grad_w).
-  __device__ void store(float* out, const float* bias, int64_t m, int64_t n, float v) const {
-    if (m >= s.M || n >= s.N) return;
+  __device__ void store(float* out, const float* bias, int64_t m_wide, int64_t n_wide,
+                        float v) const {
+    if (m_wide >= g.M || n_wide >= g.N) return;
+    const int m = static_cast<int>(m_wide), n = static_cast<int>(n_wide), plane = g.plane;
     if constexpr (P == ConvPass::Forward) {
-      const int64_t plane = g.out_h * g.out_w;
       out[((n / plane) * g.o + m) * plane + n % plane] = v + (bias ? bias[m] : 0.0f);
     } else if constexpr (P == ConvPass::BackwardData) {
-      const int64_t pixels = g.h * g.w;
-      out[((n / pixels) * g.c + m) * pixels + n % pixels] = v;
-    } else {
-      out[static_cast<int64_t>(blockIdx.z) * s.M * s.N + m * s.N + n] = v;
+      out[((n / g.pixels) * g.c + m) * g.pixels + n % g.pixels] = v;
+    } else {  // the partials of all groups may pass 2^31 elements
+      out[static_cast<int64_t>(blockIdx.z) * g.M * g.N + m * g.N + n] = v;
     }
   }
 };
@@ -133,13 +163,13 @@ struct ConvOperands {
 // (z + 1) * per_group) (one group, z = 0, except in the split-K weight gradient).
 template <typename T, ConvPass P, bool kTf32>
 __global__ void __launch_bounds__(kThreads)
-    conv_gemm_kernel(Conv2dGeometry g, const float* __restrict__ a_src,
+    conv_gemm_kernel(Conv2dGeometry geometry, const float* __restrict__ a_src,
                      const float* __restrict__ b_src, const float* __restrict__ bias,
                      float* __restrict__ out, int64_t per_group) {
-  const ConvOperands<P> ops{g, a_src, b_src, gemm_shape(P, g)};
+  const ConvOperands<P> ops{ConvIndex(geometry, gemm_shape(P, geometry)), a_src, b_src};
   const int64_t m0 = static_cast<int64_t>(blockIdx.y) * T::kM;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::kN;
-  const int64_t k_slices = (ops.s.K + kTileK - 1) / kTileK;
+  const int64_t k_slices = (ops.g.K + kTileK - 1) / kTileK;
   const int64_t first = static_cast<int64_t>(blockIdx.z) * per_group;
   const int64_t slices = max(int64_t{0}, min(k_slices, first + per_group) - first);
   const auto fetch = [&](int64_t s, Slice<T>& next) {
@@ -262,6 +292,12 @@ int64_t tiles_for(const GemmShape& s) {
 }
 
 }  // namespace
+
+bool conv_gemm_fits(const Conv2dGeometry& a) {
+  const int64_t most = std::max(
+      {a.n * a.c * a.h * a.w, a.n * a.o * a.out_h * a.out_w, a.o * a.c * a.kernel_h * a.kernel_w});
+  return most <= INT_MAX;
+}
 
 void sum_groups(const float* partial, int64_t groups, int64_t count, bool accumulate, float* out,
                 cudaStream_t stream) {

@@ -11,6 +11,10 @@
 
 namespace echelon::cuda {
 
+// Whether the implicit GEMM takes this convolution: its kernels index in 32 bits, so every
+// operand (x, w, y) must have fewer than 2^31 elements; larger ones take the columns path.
+bool conv_gemm_fits(const Conv2dGeometry& a);
+
 // y (N, O, OH, OW) = conv(x (N, C, H, W), w (O, C, KH, KW)) + bias (O); bias may be null.
 void conv2d_forward_implicit(const Conv2dGeometry& a, const float* x, const float* w,
                              const float* bias, float* y, cudaStream_t stream);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <echelon/cuda/kernels/conv.h>
+#include <echelon/cuda/kernels/conv_gemm.h>
 #include <echelon/kernels/tf32.h>
 #include <echelon/tensor/ops.h>
 
@@ -153,6 +154,17 @@ TEST_SUITE("conv_gpu") {
       CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
       CHECK(again.grad_input.to_vector<float>() == first.grad_input.to_vector<float>());
     }
+  }
+
+  TEST_CASE("the implicit GEMM's 32-bit indices: operands of 2^31 elements take the columns path") {
+    Conv2dGeometry vgg;  // VGG-16's largest layer at batch 128 and 224x224: 411M input elements
+    vgg.kernel_h = vgg.kernel_w = 3;
+    vgg.pad_h = vgg.pad_w = 1;
+    CHECK(cuda::conv_gemm_fits(vgg.for_input(128, 64, 224, 224, 64)));
+    CHECK_FALSE(cuda::conv_gemm_fits(vgg.for_input(1024, 64, 224, 224, 64)));        // x, y: 3.3G
+    CHECK_FALSE(cuda::conv_gemm_fits(vgg.for_input(1, 1, 8, 8, int64_t{1} << 31)));  // y and w
+    Conv2dGeometry wide;  // only the weight is large: 2^16 x 2^16 1x1 filters
+    CHECK_FALSE(cuda::conv_gemm_fits(wide.for_input(1, int64_t{1} << 16, 1, 1, int64_t{1} << 16)));
   }
 
   TEST_CASE("a batch of zero images: forward is empty, the weight gradient is zeros") {
