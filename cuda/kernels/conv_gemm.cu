@@ -16,7 +16,8 @@
 //                the groups' partials are added in group order by sum_groups (deterministic)
 // Tile shapes by problem size: M (the output channels, or the input channels for grad input) up
 // to 32 gets the 32x128 NarrowTile; the FMA kernel takes the 128x128 tile when the problem still
-// fills the GPU with it; else 64x64.
+// fills the GPU with it; else 64x64. Index math is 32-bit (ConvIndex); conv.cu sends larger
+// convolutions (conv_gemm_fits) and the input gradient of < 8 input channels to im2col + GEMM.
 #include <echelon/cuda/kernels/conv_gemm.h>
 
 #include <algorithm>
