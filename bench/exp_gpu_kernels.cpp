@@ -1,8 +1,9 @@
 // GPU kernel yardsticks in one run (issue #10, P3), printed as ratios to the peer measured in the
 // same process: bandwidth kernels (elementwise, batch norm, pooling, reductions) in GB/s against
 // a device-to-device copy, our SGEMM against cuBLAS at 1k-4k, our convolution (forward,
-// backward-data, backward-weight) against cuDNN on the conv shapes of LeNet-5, ResNet-20,
-// AlexNet and VGG-16 (CIFAR-sized inputs, batch 128). No Google Benchmark needed, so it builds on
+// backward-data, backward-weight; implicit GEMM and im2col + GEMM) against cuDNN on the conv
+// shapes of LeNet-5, ResNet-20, AlexNet and VGG-16 (CIFAR-sized inputs, batch 128; fp32 and
+// TF32). No Google Benchmark needed, so it builds on
 // the GPU machine; tools/gpu-check.sh runs it. Each row is the median of `--repeats` timings
 // (CUDA events on the current stream, after one warm-up call).
 //   exp_gpu_kernels [--repeats N] [--quick]     (--quick: small shapes, a smoke test)
@@ -20,6 +21,7 @@
 
 #if ECHELON_WITH_CUDA
 #include <echelon/cuda/check.h>
+#include <echelon/cuda/kernels/conv.h>
 #include <echelon/cuda/stream.h>
 #endif
 
@@ -125,7 +127,7 @@ void gemm_rows(const std::vector<int64_t>& sizes, Precision precision) {
   ops::set_float32_precision(Precision::Fp32);
 }
 
-// ---- convolution: ours vs cuDNN, each direction -------------------------------------------------
+// ---- convolution: ours (implicit GEMM, im2col + GEMM) vs cuDNN, each direction ---------------
 
 struct ConvShape {
   const char* net;
@@ -133,44 +135,57 @@ struct ConvShape {
   int64_t pad;
 };
 
-// With cuDNN: ours/cuDNN time ratios per direction; without: our times only.
-void conv_rows(const std::vector<ConvShape>& shapes) {
+// One row per shape and direction: milliseconds of our implicit GEMM (the default), our im2col +
+// GEMM and cuDNN (when built with it), and the time ratios implicit/cuDNN and implicit/im2col
+// (> 1: implicit slower).
+void conv_rows(const std::vector<ConvShape>& shapes, Precision precision) {
+  struct Impl {
+    const char* name;
+    ops::ConvImpl impl;
+    cuda::ConvAlgorithm algorithm;
+  };
+  std::vector<Impl> impls = {{"implicit", ops::ConvImpl::Ours, cuda::ConvAlgorithm::ImplicitGemm},
+                             {"im2col", ops::ConvImpl::Ours, cuda::ConvAlgorithm::Im2colGemm}};
 #if ECHELON_WITH_CUDNN
-  const std::vector<ops::ConvImpl> impls = {ops::ConvImpl::Ours, ops::ConvImpl::Cudnn};
-#else
-  const std::vector<ops::ConvImpl> impls = {ops::ConvImpl::Ours};
+  impls.push_back({"cuDNN", ops::ConvImpl::Cudnn, cuda::ConvAlgorithm::ImplicitGemm});
 #endif
-  std::printf(
-      "%-8s %-16s %-12s %9s %9s %9s  (ours/cuDNN time: fwd, bwd-data, bwd-weight; >1 = "
-      "ours slower)\n",
-      "net", "x", "w", "fwd", "bwd-data", "bwd-w");
+  ops::set_float32_precision(precision);
+  std::printf("%-8s %-16s %-12s %-8s %9s %9s %9s %11s %12s   (%s; ms, median)\n", "net", "x", "w",
+              "dir", "implicit", "im2col", "cuDNN", "impl/cuDNN", "impl/im2col", name(precision));
   const auto dims = [](const Shape& sh) {
     std::string out;
     for (const int64_t d : sh) out += (out.empty() ? "" : "x") + std::to_string(d);
     return out;
   };
+  const char* directions[] = {"fwd", "bwd-data", "bwd-w"};
   for (const ConvShape& s : shapes) {
     Conv2dGeometry g;
     g.kernel_h = s.w[2], g.kernel_w = s.w[3], g.pad_h = g.pad_w = s.pad;
     const Tensor x = random_cuda(s.x, 10), w = random_cuda(s.w, 11);
     const Tensor bias = random_cuda({s.w[0]}, 12);
     const Tensor gy = random_cuda(ops::conv2d(x, w, bias, g).shape(), 13);
-    double t[2][3] = {{1, 1, 1}, {0, 0, 0}};
+    double t[3][3] = {};  // [impl][direction]
     for (size_t i = 0; i < impls.size(); ++i) {
-      ops::set_conv_impl(impls[i]);
+      ops::set_conv_impl(impls[i].impl);
+      cuda::set_conv_algorithm(impls[i].algorithm);
       t[i][0] = median_ms([&] { ops::conv2d(x, w, bias, g); });
       t[i][1] = median_ms([&] { ops::conv2d_backward(gy, x, w, false, true, g, false); });
       t[i][2] = median_ms([&] { ops::conv2d_backward(gy, x, w, false, false, g, true); });
     }
     ops::set_conv_impl(ops::ConvImpl::Ours);
-    if (impls.size() == 2)
-      std::printf("%-8s %-16s %-12s %9.2f %9.2f %9.2f  (ours ms: %.3f %.3f %.3f)\n", s.net,
-                  dims(s.x).c_str(), dims(s.w).c_str(), t[0][0] / t[1][0], t[0][1] / t[1][1],
-                  t[0][2] / t[1][2], t[0][0], t[0][1], t[0][2]);
-    else
-      std::printf("%-8s %-16s %-12s  no cuDNN; ours ms: %.3f %.3f %.3f\n", s.net, dims(s.x).c_str(),
-                  dims(s.w).c_str(), t[0][0], t[0][1], t[0][2]);
+    cuda::set_conv_algorithm(cuda::ConvAlgorithm::ImplicitGemm);
+    for (int d = 0; d < 3; ++d) {
+      const bool cudnn = impls.size() == 3;
+      std::printf("%-8s %-16s %-12s %-8s %9.3f %9.3f ", s.net, dims(s.x).c_str(), dims(s.w).c_str(),
+                  directions[d], t[0][d], t[1][d]);
+      if (cudnn)
+        std::printf("%9.3f %11.2f ", t[2][d], t[0][d] / t[2][d]);
+      else
+        std::printf("%9s %11s ", "-", "-");
+      std::printf("%12.2f\n", t[0][d] / t[1][d]);
+    }
   }
+  ops::set_float32_precision(Precision::Fp32);
 }
 
 std::vector<ConvShape> net_conv_shapes(int64_t batch) {
@@ -218,8 +233,9 @@ int main(int argc, char** argv) {
     std::printf("== SGEMM (square; fp32, then TF32 tensor cores)\n");
     gemm_rows(gemm_sizes, Precision::Fp32);
     gemm_rows(gemm_sizes, Precision::Tf32);
-    std::printf("== convolution, batch %d\n", quick ? 2 : 128);
-    conv_rows(net_conv_shapes(quick ? 2 : 128));
+    std::printf("== convolution, batch %d (fp32, then TF32)\n", quick ? 2 : 128);
+    conv_rows(net_conv_shapes(quick ? 2 : 128), Precision::Fp32);
+    conv_rows(net_conv_shapes(quick ? 2 : 128), Precision::Tf32);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "exp_gpu_kernels: %s\n", e.what());
     return 1;

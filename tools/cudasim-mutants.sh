@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Proves that the CUDA emulation bites: plants one bug at a time in a COPY of cuda/kernels/*.cu,
+# Proves that the CUDA emulation bites: plants one bug at a time in a COPY of cuda/kernels/*.cu
+# (and the *.cuh they include by a quoted path, e.g. "gemm_tile.cuh", which resolves in the copy),
 # rebuilds only the GPU test binary of an emulation build pointed at that copy
 # (-DECHELON_CUDASIM_KERNELS=DIR), and runs it under the `cudasim` orders until one fails. A
 # mutant that passes every order "survived": the script prints a table and exits 1.
@@ -22,7 +23,7 @@ trap restore EXIT
 trap 'exit 130' INT TERM  # so that EXIT runs the restore
 kernels=$work/kernels
 mkdir -p "$kernels"
-cp cuda/kernels/*.cu "$kernels/"
+cp cuda/kernels/*.cu cuda/kernels/*.cuh "$kernels/"
 export OPENBLAS_NUM_THREADS=1
 
 # name | file | original text | mutated text (python string literals, exact match required; the
@@ -32,12 +33,12 @@ mutants=(
   "reduce-shared-reuse-race|reduce.cu|'  __syncthreads();  // partial[] is reused by the next row\n'|''"
   "reduce-wrong-shuffle-mask|reduce.cu|'v = combine(op, v, __shfl_down_sync(kFullMask, v, offset));'|'v = combine(op, v, __shfl_down_sync(0x0000ffffu, v, offset));'"
   "reduce-grid-stride|reduce.cu|'for (int64_t o = blockIdx.x; o < outer; o += gridDim.x) {\n    float acc'|'for (int64_t o = blockIdx.x; o < outer; o += 2 * gridDim.x) {\n    float acc'"
-  "matmul-tile-index|matmul.cu|'&b_tile[k][g * T::kCols * kVec + thread_col * kVec]'|'&b_tile[k][g * T::kCols * kVec + thread_row * kVec]'"
+  "matmul-tile-index|gemm_tile.cuh|'&b_tile[k][g * T::kCols * kVec + thread_col * kVec]'|'&b_tile[k][g * T::kCols * kVec + thread_row * kVec]'"
   "matmul-tail-off-by-one|matmul.cu|'n >= g.N) return;'|'n >= g.N - 1) return;'"
   "matmul-batch-reduce-group|matmul.cu|'const int64_t b = b_begin + s / k_slices,'|'const int64_t b = b_begin + s / k_slices / 2,'"
-  "conv-groups-order|conv.cu|'for (int64_t g = 0; g < groups; ++g) total'|'for (int64_t g = 1; g < groups; ++g) total'"
+  "conv-groups-order|conv_gemm.cu|'for (int64_t g = 0; g < groups; ++g) total'|'for (int64_t g = 1; g < groups; ++g) total'"
   "matmul-epilogue-bias|matmul.cu|'const float bias = g.row_bias ? g.row_bias[m] : 0.0f;'|'const float bias = g.row_bias && m > 0 ? g.row_bias[m] : 0.0f;'"
-  "matmul-shared-race|matmul.cu|'    __syncthreads();  // slice s + 1 staged; nobody reads buffer cur any more\n'|''"
+  "matmul-shared-race|gemm_tile.cuh|'    __syncthreads();  // slice s + 1 staged; nobody reads buffer cur any more\n'|''"
   "norm-divergent-barrier|norm.cu|'  if (threadIdx.x == 0) *shared = total;\n  __syncthreads();'|'  if (threadIdx.x == 0) {\n    *shared = total;\n    __syncthreads();\n  }'"
   "norm-missing-barrier|norm.cu|'*shared = total;\n  __syncthreads();\n  const double result'|'*shared = total;\n  const double result'"
   "im2col-missing-bounds-check|im2col.cu|'h >= 0 && h < g.h && w >= 0 && w < g.w'|'h >= 0 && h < g.h && w >= 0'"
@@ -46,9 +47,17 @@ mutants=(
   "norm-missing-stats-barrier|norm.cu|'cc.chunks, stats);\n  __syncthreads();'|'cc.chunks, stats);'"
   "reduce-columns-reuse-race|reduce.cu|'    __syncthreads();  // shared[] is reused by the next tile\n'|''"
   "reduce-column-chunk-skip|reduce.cu|'for (int64_t k = 1; k < chunks; ++k) acc'|'for (int64_t k = 2; k < chunks; ++k) acc'"
-  "matmul-tf32-missing-syncwarp|matmul.cu|'    __syncwarp();  // the lanes read each other\'s stored elements\n'|''"
-  "matmul-tf32-unrounded-b|matmul.cu|'for (int i = 0; i < b.num_elements; ++i) b.x[i] = wmma::__float_to_tf32(b.x[i]);'|''"
+  "matmul-tf32-missing-syncwarp|gemm_tile.cuh|'      __syncwarp();  // the lanes read each other\'s stored elements\n'|''"
+  "matmul-tf32-unrounded-b|gemm_tile.cuh|'for (int i = 0; i < b.num_elements; ++i) b.x[i] = wmma::__float_to_tf32(b.x[i]);'|''"
   "softmax-short-warp-sum|reduce.cu|'offset > 0; offset /= 2) v += __shfl_xor_sync'|'offset > 1; offset /= 2) v += __shfl_xor_sync'"
+  "gemm-tile-narrow-b-loads|gemm_tile.cuh|'j < T::kLoadsB; ++j) {\n      const int idx = threadIdx.x + j * kThreads;\n      b[j] ='|'j < T::kLoadsA; ++j) {\n      const int idx = threadIdx.x + j * kThreads;\n      b[j] ='"
+  "conv-implicit-pad-bound|conv_gemm.cu|'h >= 0 && h < g.h && w >= 0 && w < g.w ?'|'h >= 0 && h < g.h && w >= 0 ?'"
+  "conv-implicit-stride-gather|conv_gemm.cu|'if (oh_scaled % g.stride_h != 0'|'if (oh_scaled % g.stride_h == 99'"
+  "conv-implicit-dilation-gather|conv_gemm.cu|'g.pad_h - ki * g.dilation_h;'|'g.pad_h - ki;'"
+  "conv-implicit-splitk-last-slice|conv_gemm.cu|'min(k_slices, first + per_group) - first'|'min(k_slices - 1, first + per_group) - first'"
+  "conv-implicit-store-channels|conv_gemm.cu|'out[((n / plane) * g.o + m) * plane'|'out[((n / plane) * g.c + m) * plane'"
+  "conv-implicit-bias-epilogue|conv_gemm.cu|'v + (bias ? bias[m] : 0.0f)'|'v + (bias && m > 0 ? bias[m] : 0.0f)'"
+  "conv-implicit-data-weight-index|conv_gemm.cu|'a_src[((k / taps) * g.c + m) * taps + k % taps]'|'a_src[((k / taps) * g.c + m) * taps]'"
 )
 # The orders and grid caps of the ctest entries (tests/cudasim/CMakeLists.txt).
 orders=("forward 0" "reverse 7" "random:1 0" "random:2 3")

@@ -78,7 +78,7 @@ T_SANITIZER=${T_SANITIZER:-75}  # one compute-sanitizer tool, all families
 T_FAMILY=${T_FAMILY:-60}  # one family under a sanitizer
 T_PIPELINE=${T_PIPELINE:-45}
 T_BENCH=${T_BENCH:-40}
-T_KERNELS=${T_KERNELS:-90}  # exp_gpu_kernels: every kernel family against its peer
+T_KERNELS=${T_KERNELS:-150}  # exp_gpu_kernels: every kernel family against its peer (conv: 3 impls x fp32/tf32)
 # Families whose kernels use shared memory or warp shuffles come first under the sanitizers.
 FAMILY_ORDER=(reduce matmul norm loss conv pool im2col shape elementwise optim random)
 

@@ -1,22 +1,29 @@
-// Convolution, "ours": im2col (cuda/kernels/im2col.cu) + our tiled SGEMM (cuda/kernels/matmul.cu).
-// Why this shape: a convolution is a GEMM once the input patches are unrolled into columns, and
-// the GEMM is where the time goes, so one good GEMM serves forward and both backward passes.
-// Images are processed in chunks so the columns buffer stays under kColumnsBudget bytes:
+// Convolution, "ours", two algorithms (set_conv_algorithm; cuda/kernels/conv.h):
+// - ImplicitGemm (the default): cuda/kernels/conv_gemm.cu, our GEMM tiles gathering straight from
+//   x and grad_out; no columns buffer. Except the input gradient of layers with fewer than
+//   kImplicitMinInputChannels input channels, and convolutions with an operand of 2^31 elements
+//   or more (conv_gemm_fits), which keep the columns path.
+// - Im2colGemm: im2col (cuda/kernels/im2col.cu) into a columns buffer + our tiled SGEMM
+//   (cuda/kernels/matmul.cu), kept as the baseline the parity tests and exp_gpu_kernels compare.
+//   Images are processed in chunks so the columns buffer stays under kColumnsBudget bytes:
 //   forward      y_n (O, L)   = w (O, R) x cols_n (R, L) + bias      (batched, w shared; the
 //                bias added in the GEMM epilogue)
 //   grad input   cols_n (R, L) = w^T (R, O) x grad_out_n (O, L), then col2im (batched)
 //   grad weight  grad_w (O, R) = sum_n grad_out_n (O, L) x cols_n^T (L, R): split-K over the
 //                images (gemm_batch_reduce: each group of images summed in one block's
 //                registers), then the groups' partials added in group order (deterministic)
-// with R = C*KH*KW and L = OH*OW. The bias gradient is a per-channel reduction over a 2-D grid
-// (channel x chunk, cuda/kernels/channels.cuh) with an ordered second pass.
+//   with R = C*KH*KW and L = OH*OW.
+// The bias gradient (both algorithms) is a per-channel reduction over a 2-D grid (channel x
+// chunk, cuda/kernels/channels.cuh) with an ordered second pass.
 #include <echelon/cuda/kernels/conv.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include <cub/block/block_reduce.cuh>
 
 #include <echelon/cuda/allocator.h>
+#include <echelon/cuda/kernels/conv_gemm.h>
 #include <echelon/cuda/kernels/im2col.h>
 #include <echelon/cuda/kernels/matmul.h>
 #include <echelon/cuda/launch.h>
@@ -51,18 +58,19 @@ __global__ void bias_grad_finish_kernel(const double* partial, int chunks, int64
   }
 }
 
-// out (count) = [out +] sum over g of partial (groups, count), added in group order.
-__global__ void sum_groups_kernel(const float* partial, int64_t groups, int64_t count,
-                                  bool accumulate, float* out) {
-  for (int64_t i = grid_start(); i < count; i += grid_step()) {
-    float total = accumulate ? out[i] : 0.0f;
-    for (int64_t g = 0; g < groups; ++g) total += partial[g * count + i];
-    out[i] = total;
-  }
-}
+// ---- helpers -----------------------------------------------------------------------------------
 
-// ---- helpers
-// --------------------------------------------------------------------------------------
+std::atomic<ConvAlgorithm> g_algorithm{ConvAlgorithm::ImplicitGemm};
+
+// The implicit grad-input GEMM's rows are the input channels: below 8 (an image layer: 1 or 3)
+// they fill at most a quarter of its smallest (32-row) tile, while the columns GEMM has
+// C*KH*KW rows and no zero taps, so those layers keep im2col's GEMM + col2im (the emulated
+// LeNet/AlexNet/VGG first layers ran 5-8x more instructions implicit; bench/RESULTS.md).
+constexpr int64_t kImplicitMinInputChannels = 8;
+
+bool use_implicit(const Conv2dGeometry& a) {
+  return conv_algorithm() == ConvAlgorithm::ImplicitGemm && conv_gemm_fits(a);
+}
 
 #if ECHELON_CUDA_SIM
 // The emulated GEMM is ~1000x slower: a 1 MiB budget keeps the chunked path reachable by
@@ -117,13 +125,20 @@ int64_t weight_groups(int64_t out_channels, int64_t rows, int64_t images) {
 
 }  // namespace
 
-// ---- launchers
-// ------------------------------------------------------------------------------------
+// ---- launchers ---------------------------------------------------------------------------------
+
+void set_conv_algorithm(ConvAlgorithm algorithm) {
+  g_algorithm.store(algorithm);
+}
+ConvAlgorithm conv_algorithm() {
+  return g_algorithm.load();
+}
 
 void conv2d_forward(const Conv2dGeometry& a, const float* x, const float* w, const float* bias,
                     float* y, int device, cudaStream_t stream) {
   const int64_t rows = a.c * a.kernel_h * a.kernel_w, plane = a.out_h * a.out_w;
   if (a.n * a.o * plane == 0) return;
+  if (use_implicit(a)) return conv2d_forward_implicit(a, x, w, bias, y, stream);
   Columns cols(a, device, stream);
   for (int64_t n0 = 0; n0 < a.n; n0 += cols.chunk()) {
     const int64_t images = std::min(cols.chunk(), a.n - n0);
@@ -139,6 +154,8 @@ void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const
                            float* grad_in, int device, cudaStream_t stream) {
   const int64_t rows = a.c * a.kernel_h * a.kernel_w, plane = a.out_h * a.out_w;
   if (a.n * a.c * a.h * a.w == 0) return;
+  if (use_implicit(a) && a.c >= kImplicitMinInputChannels)
+    return conv2d_backward_input_implicit(a, grad_out, w, grad_in, stream);
   Columns cols(a, device, stream);
   for (int64_t n0 = 0; n0 < a.n; n0 += cols.chunk()) {
     const int64_t images = std::min(cols.chunk(), a.n - n0);
@@ -158,6 +175,7 @@ void conv2d_backward_weight(const Conv2dGeometry& a, const float* grad_out, cons
         cudaMemsetAsync(grad_w, 0, static_cast<size_t>(weights) * sizeof(float), stream));
     return;
   }
+  if (use_implicit(a)) return conv2d_backward_weight_implicit(a, grad_out, x, grad_w, stream);
   Columns cols(a, device, stream);
   const int64_t groups = weight_groups(a.o, rows, cols.chunk());
   // Partial weight gradients of the image groups (groups, O, R); none when one group.
@@ -176,9 +194,7 @@ void conv2d_backward_weight(const Conv2dGeometry& a, const float* grad_out, cons
                         a.o * plane, cols.data(), plane, cols.per_image(),
                         used > 1 || first ? 0.0f : 1.0f, used > 1 ? partial : grad_w, rows, weights,
                         images, per_group, stream);
-      if (used > 1)
-        launch_1d("conv2d_backward_weight (groups)", weights, stream, sum_groups_kernel,
-                  static_cast<const float*>(partial), used, weights, !first, grad_w);
+      if (used > 1) sum_groups(partial, used, weights, !first, grad_w, stream);
     }
   } catch (...) {
     if (partial) device_free(device, partial);

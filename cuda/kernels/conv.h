@@ -1,6 +1,6 @@
-// Launchers of cuda/kernels/conv.cu ("ours": im2col + our tiled GEMM, batched over images):
-// same names and arguments as the naive twins in tensor/cpu/conv.h, float only, device pointers,
-// plus the stream. Scratch columns come from the caching allocator of `device`.
+// Launchers of cuda/kernels/conv.cu ("ours": implicit GEMM, or im2col + our tiled GEMM): same
+// names and arguments as the naive twins in tensor/cpu/conv.h, float only, device pointers, plus
+// the stream. Scratch (columns, split-K partials) comes from the caching allocator of `device`.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -8,6 +8,15 @@
 #include <echelon/kernels/conv.h>
 
 namespace echelon::cuda {
+
+// Process-wide, like set_float32_precision (cuda/kernels/matmul.h). ImplicitGemm (the default):
+// our GEMM tiles gather straight from x / grad_out (cuda/kernels/conv_gemm.cu; the input
+// gradient of layers with fewer than 8 input channels keeps the columns path). Im2colGemm: a
+// columns buffer + our SGEMM, the baseline that tests/gpu/conv_gpu_test.cpp and
+// bench/exp_gpu_kernels compare against. Either way the results match the CPU twin.
+enum class ConvAlgorithm { ImplicitGemm, Im2colGemm };
+void set_conv_algorithm(ConvAlgorithm algorithm);
+ConvAlgorithm conv_algorithm();
 
 // y (N, O, OH, OW) = conv(x (N, C, H, W), w (O, C, KH, KW)) + bias (O); bias may be null.
 void conv2d_forward(const Conv2dGeometry& a, const float* x, const float* w, const float* bias,

@@ -1,29 +1,16 @@
 // Row-major GEMM, two ways: our tiled SGEMM and cuBLAS.
 //
-// Our kernel: each 256-thread block computes a TM x TN tile of C, walking K in steps of 8. The
-// block stages an (8 x TM) slice of op(A) and an (8 x TN) slice of op(B) in shared memory
-// (k-major, so a thread reads its rows / columns as 16-byte vectors), and each thread keeps a
-// ThM x ThN sub-tile of C in registers. Two tile shapes: 128x128 (8x8 per thread: 64 FMAs per 4
-// shared vector loads) for large problems, 64x64 (4x4 per thread) when 128x128 tiles would
-// leave SMs idle (conv GEMMs with 6..64 output channels, small batches); pick_tile decides.
-// A thread's 8 columns are two groups of 4, the second TN/2 further on (not 8 adjacent
-// columns): a quarter-warp's 16-byte loads then cover 32 consecutive floats, one per bank (8
-// adjacent columns per thread made lanes 0 and 4 collide: a 2-way bank conflict). Rows likewise.
-// Double-buffered: the global loads of the next k-slice are issued into registers before the
-// current slice's FMAs and stored to the other shared buffer after them (one barrier per slice).
-// Loads are bounds-checked (zero-filled), so any M, N, K and both transposes work, at the cost
-// of no vectorised global loads; the global load mapping follows the storage order (k fastest
-// for row-major A, m fastest for transposed A) so neighbouring threads read neighbouring
-// addresses. Shared rows are padded by 4 floats to spread the transposed stores over the banks.
-// Batch-reduce mode (conv backward-weight, split-K): block z sums the products of batches
+// Our kernel: the block tiles of cuda/kernels/gemm_tile.cuh (double-buffered k-slices of 8 in
+// shared memory, FMA or TF32 WMMA) with a dense operand loader: bounds-checked (zero-filled), so
+// any M, N, K and both transposes work, at the cost of no vectorised global loads; the global
+// load mapping follows the storage order (k fastest for row-major A, m fastest for transposed A).
+// Two tile shapes for FMA: 128x128 (8x8 per thread: 64 FMAs per 4 shared vector loads) for large
+// problems, 64x64 (4x4 per thread) when 128x128 tiles would leave SMs idle; use_large_tile
+// decides. TF32 (set_float32_precision(Precision::Tf32)) runs the 64x64 tile on tensor cores;
+// its epilogue goes through a 16x16 scratch per warp, so that the bounds checks, alpha, beta and
+// the bias stay per element as in the FMA kernel.
+// Batch-reduce mode (split-K over a batch): block z sums the products of batches
 // [z * per_block, (z + 1) * per_block) in registers and writes C + z * stride_c once.
-// TF32 (set_float32_precision(Precision::Tf32)): the same staging on tensor cores. The 64x64 tile
-// and its double-buffered k-slices of 8 are unchanged; its 8 warps each own a 16x32 piece of C
-// as two 16x16x8 WMMA accumulators. Fragments are loaded straight from the k-major shared tiles
-// (A's as column-major, B's as row-major), rounded to TF32 (round to nearest, ties away, as the
-// CPU twin cpu::gemm_tf32 does; the tensor cores would otherwise truncate), and multiplied in
-// fp32. The epilogue goes through a 16x16 scratch per warp, so that the bounds checks, alpha,
-// beta and the bias stay per element as in the FMA kernel.
 // cuBLAS is column-major: row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, so we
 // call it with the operands swapped and the same transpose flags (the "swap trick"); no copies.
 // Under TF32 its handle's math mode allows TF32 tensor-core kernels.
@@ -34,91 +21,17 @@
 #include <climits>
 #include <cstdint>
 
-#include <mma.h>
-
 #include <echelon/cuda/blas.h>
 #include <echelon/cuda/launch.h>
+
+#include "gemm_tile.cuh"
 
 namespace echelon::cuda {
 namespace {
 
 // ---- kernels -----------------------------------------------------------------------------------
 
-constexpr int kTileK = 8, kPad = 4, kVec = 4, kThreads = 256;
-
-template <int TM, int TN, int ThM, int ThN>
-struct Tile {
-  static constexpr int kM = TM, kN = TN, kThM = ThM, kThN = ThN;
-  static constexpr int kRows = TM / ThM, kCols = TN / ThN;  // threads along m and n
-  static constexpr int kLoads = TM * kTileK / kThreads;     // elements of A (and B) per thread
-  static_assert(kRows * kCols == kThreads && TM == TN && ThM % kVec == 0 && ThN % kVec == 0);
-  static_assert(TM * kTileK % kThreads == 0);
-};
-using LargeTile = Tile<128, 128, 8, 8>;
-using SmallTile = Tile<64, 64, 4, 4>;
-
-// A thread's share of one k-slice of op(A) rows m0.. and op(B) columns n0.., held in registers
-// between the global loads (fetch) and the shared-memory stores (stage).
-template <typename T>
-struct Slice {
-  float a[T::kLoads], b[T::kLoads];
-
-  __device__ __forceinline__ void fetch(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
-                                        const float* A, int64_t lda, const float* B, int64_t ldb,
-                                        int64_t m0, int64_t n0, int64_t k0) {
-#pragma unroll
-    for (int j = 0; j < T::kLoads; ++j) {
-      const int idx = threadIdx.x + j * kThreads;
-      // A: row-major (M, K) has k contiguous; transposed storage (K, M) has m contiguous.
-      const int64_t m = m0 + (trans_a ? idx % T::kM : idx / kTileK);
-      const int64_t ka = k0 + (trans_a ? idx / T::kM : idx % kTileK);
-      a[j] = (m < M && ka < K) ? (trans_a ? A[ka * lda + m] : A[m * lda + ka]) : 0.0f;
-      // B: row-major (K, N) has n contiguous; transposed storage (N, K) has k contiguous.
-      const int64_t n = n0 + (trans_b ? idx / kTileK : idx % T::kN);
-      const int64_t kb = k0 + (trans_b ? idx % kTileK : idx / T::kN);
-      b[j] = (n < N && kb < K) ? (trans_b ? B[n * ldb + kb] : B[kb * ldb + n]) : 0.0f;
-    }
-  }
-
-  __device__ __forceinline__ void stage(bool trans_a, bool trans_b, float (*a_tile)[T::kM + kPad],
-                                        float (*b_tile)[T::kN + kPad]) const {
-#pragma unroll
-    for (int j = 0; j < T::kLoads; ++j) {
-      const int idx = threadIdx.x + j * kThreads;
-      a_tile[trans_a ? idx / T::kM : idx % kTileK][trans_a ? idx % T::kM : idx / kTileK] = a[j];
-      b_tile[trans_b ? idx % kTileK : idx / T::kN][trans_b ? idx / kTileK : idx % T::kN] = b[j];
-    }
-  }
-};
-
-// acc += the (ThM x ThN) products of one staged k-slice.
-template <typename T>
-__device__ __forceinline__ void multiply_slice(const float (*a_tile)[T::kM + kPad],
-                                               const float (*b_tile)[T::kN + kPad], int thread_row,
-                                               int thread_col, float (&acc)[T::kThM][T::kThN]) {
-#pragma unroll
-  for (int k = 0; k < kTileK; ++k) {
-    float a_frag[T::kThM], b_frag[T::kThN];
-#pragma unroll
-    for (int g = 0; g < T::kThM / kVec; ++g) {
-      const float4 v =
-          *reinterpret_cast<const float4*>(&a_tile[k][g * T::kRows * kVec + thread_row * kVec]);
-      a_frag[g * kVec] = v.x, a_frag[g * kVec + 1] = v.y, a_frag[g * kVec + 2] = v.z,
-                 a_frag[g * kVec + 3] = v.w;
-    }
-#pragma unroll
-    for (int g = 0; g < T::kThN / kVec; ++g) {
-      const float4 v =
-          *reinterpret_cast<const float4*>(&b_tile[k][g * T::kCols * kVec + thread_col * kVec]);
-      b_frag[g * kVec] = v.x, b_frag[g * kVec + 1] = v.y, b_frag[g * kVec + 2] = v.z,
-                 b_frag[g * kVec + 3] = v.w;
-    }
-#pragma unroll
-    for (int i = 0; i < T::kThM; ++i)
-#pragma unroll
-      for (int j = 0; j < T::kThN; ++j) acc[i][j] = fmaf(a_frag[i], b_frag[j], acc[i][j]);
-  }
-}
+using namespace tile;
 
 // The arguments both kernels share. Block (x, y, z) computes the tile at rows m0 = y * kM,
 // columns n0 = x * kN of C[z] = alpha * sum over the batches b of group z of op(A_b) op(B_b) +
@@ -139,37 +52,41 @@ struct GemmArgs {
   const float* row_bias;
 };
 
-// Stages the block's k-slices one by one in two shared buffers and calls multiply(cur) once
-// slice s sits in buffer cur: while the block multiplies slice s, each thread's registers hold
-// slice s + 1 (its global loads in flight), stored into the other buffer afterwards; one barrier
-// per slice. Slices run over the group's batches, then k: s = (batch, k0 / kTileK).
+// The operand loader (cuda/kernels/gemm_tile.cuh) of batch b's dense, possibly transposed
+// matrices; loads are bounds-checked (zero-filled), so any M, N, K work.
+struct DenseOperands {
+  const GemmArgs& g;
+  const float* A;  // batch b's
+  const float* B;
+
+  __device__ bool a_k_fastest() const { return !g.trans_a; }  // row-major (M, K)
+  __device__ bool b_k_fastest() const { return g.trans_b; }   // transposed storage (N, K)
+  __device__ float a(int64_t m, int64_t k) const {
+    if (m >= g.M || k >= g.K) return 0.0f;
+    return g.trans_a ? A[k * g.lda + m] : A[m * g.lda + k];
+  }
+  __device__ float b(int64_t k, int64_t n) const {
+    if (n >= g.N || k >= g.K) return 0.0f;
+    return g.trans_b ? B[n * g.ldb + k] : B[k * g.ldb + n];
+  }
+};
+
+// Runs the block's k-slices through for_each_slice: over the group's batches, then k, s =
+// (batch, k0 / kTileK).
 template <typename T, typename Multiply>
-__device__ __forceinline__ void for_each_slice(const GemmArgs& g, int64_t m0, int64_t n0,
-                                               float (*a_tile)[kTileK][T::kM + kPad],
-                                               float (*b_tile)[kTileK][T::kN + kPad],
-                                               Multiply multiply) {
+__device__ __forceinline__ void for_each_group_slice(const GemmArgs& g, int64_t m0, int64_t n0,
+                                                     float (*a_tile)[kTileK][T::kM + kPad],
+                                                     float (*b_tile)[kTileK][T::kN + kPad],
+                                                     Multiply multiply) {
   const int64_t group = g.group0 + blockIdx.z;
   const int64_t b_begin = group * g.per_block, b_end = min(g.batch, b_begin + g.per_block);
   const int64_t k_slices = (g.K + kTileK - 1) / kTileK;
   const int64_t slices = b_end > b_begin ? (b_end - b_begin) * k_slices : 0;
-  Slice<T> next;
-  const auto fetch = [&](int64_t s) {
+  const auto fetch = [&](int64_t s, Slice<T>& next) {
     const int64_t b = b_begin + s / k_slices, k0 = (s % k_slices) * kTileK;
-    next.fetch(g.trans_a, g.trans_b, g.M, g.N, g.K, g.A + b * g.stride_a, g.lda,
-               g.B + b * g.stride_b, g.ldb, m0, n0, k0);
+    next.fetch(DenseOperands{g, g.A + b * g.stride_a, g.B + b * g.stride_b}, m0, n0, k0);
   };
-  if (slices > 0) {
-    fetch(0);
-    next.stage(g.trans_a, g.trans_b, a_tile[0], b_tile[0]);
-  }
-  __syncthreads();
-  for (int64_t s = 0; s < slices; ++s) {
-    const int cur = static_cast<int>(s & 1);
-    if (s + 1 < slices) fetch(s + 1);
-    multiply(cur);
-    if (s + 1 < slices) next.stage(g.trans_a, g.trans_b, a_tile[cur ^ 1], b_tile[cur ^ 1]);
-    __syncthreads();  // slice s + 1 staged; nobody reads buffer cur any more
-  }
+  for_each_slice<T>(slices, !g.trans_a, g.trans_b, a_tile, b_tile, fetch, multiply);
 }
 
 // C(m, n) of the block's group = alpha * acc + beta * C(m, n) + row_bias[m] (the fused epilogue
@@ -197,24 +114,14 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ __align__(16) float b_tile[2][kTileK][T::kN + kPad];  // [k][n] = op(B)(k0+k, n0+n)
   const int thread_col = threadIdx.x % T::kCols, thread_row = threadIdx.x / T::kCols;
   float acc[T::kThM][T::kThN] = {};
-  for_each_slice<T>(g, m0, n0, a_tile, b_tile, [&](int cur) {
+  for_each_group_slice<T>(g, m0, n0, a_tile, b_tile, [&](int cur) {
     multiply_slice<T>(a_tile[cur], b_tile[cur], thread_row, thread_col, acc);
   });
-#pragma unroll
-  for (int i = 0; i < T::kThM; ++i) {
-    const int64_t m = m0 + (i / kVec) * T::kRows * kVec + thread_row * kVec + i % kVec;
-#pragma unroll
-    for (int j = 0; j < T::kThN; ++j)
-      store_element(g, m, n0 + (j / kVec) * T::kCols * kVec + thread_col * kVec + j % kVec,
-                    acc[i][j]);
-  }
+  store_fma_tile<T>(acc, m0, n0, thread_row, thread_col,
+                    [&](int64_t m, int64_t n, float v) { store_element(g, m, n, v); });
 }
 
 // ---- the TF32 tensor-core variant ----
-
-namespace wmma = nvcuda::wmma;
-constexpr int kFrag = 16, kFragK = 8, kWarps = kThreads / 32;  // WMMA m16n16k8 for TF32
-static_assert(kFragK == kTileK, "one MMA per k-slice");
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
@@ -228,47 +135,17 @@ __global__ void __launch_bounds__(kThreads)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
   __trap();  // TF32 tensor cores need sm_80 or newer
 #else
-  // Warps tile C as kWarpsM x (kWarps / kWarpsM), each a 16 x kWarpN piece.
-  constexpr int kWarpsM = T::kM / kFrag, kWarpN = T::kN / (kWarps / kWarpsM);
-  constexpr int kFragsN = kWarpN / kFrag;
-  static_assert(kWarps % kWarpsM == 0 && kWarpN % kFrag == 0);
   const int64_t m0 = static_cast<int64_t>(blockIdx.y) * T::kM;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::kN;
-  // 32-byte aligned rows of kM + kPad floats: every fragment pointer below is 32-byte aligned.
+  // 32-byte aligned rows of kM + kPad floats: every fragment pointer is 32-byte aligned.
   __shared__ __align__(32) float a_tile[2][kTileK][T::kM + kPad];  // [k][m] = op(A)(m0+m, k0+k)
   __shared__ __align__(32) float b_tile[2][kTileK][T::kN + kPad];  // [k][n] = op(B)(k0+k, n0+n)
   __shared__ __align__(32) float scratch[kWarps][kFrag * kFrag];   // one accumulator, row-major
-  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  const int warp_m = warp % kWarpsM, warp_n = warp / kWarpsM;
-  wmma::fragment<wmma::accumulator, kFrag, kFrag, kFragK, float> acc[kFragsN];
-#pragma unroll
-  for (int f = 0; f < kFragsN; ++f) wmma::fill_fragment(acc[f], 0.0f);
-  for_each_slice<T>(g, m0, n0, a_tile, b_tile, [&](int cur) {
-    wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFragK, wmma::precision::tf32, wmma::col_major> a;
-    wmma::load_matrix_sync(a, &a_tile[cur][0][warp_m * kFrag], T::kM + kPad);
-#pragma unroll
-    for (int i = 0; i < a.num_elements; ++i) a.x[i] = wmma::__float_to_tf32(a.x[i]);
-#pragma unroll
-    for (int f = 0; f < kFragsN; ++f) {
-      wmma::fragment<wmma::matrix_b, kFrag, kFrag, kFragK, wmma::precision::tf32, wmma::row_major>
-          b;
-      wmma::load_matrix_sync(b, &b_tile[cur][0][warp_n * kWarpN + f * kFrag], T::kN + kPad);
-#pragma unroll
-      for (int i = 0; i < b.num_elements; ++i) b.x[i] = wmma::__float_to_tf32(b.x[i]);
-      wmma::mma_sync(acc[f], a, b, acc[f]);
-    }
-  });
-
-  float* out = scratch[warp];
-#pragma unroll
-  for (int f = 0; f < kFragsN; ++f) {
-    wmma::store_matrix_sync(out, acc[f], kFrag, wmma::mem_row_major);
-    __syncwarp();  // the lanes read each other's stored elements
-    for (int e = lane; e < kFrag * kFrag; e += 32)
-      store_element(g, m0 + warp_m * kFrag + e / kFrag,
-                    n0 + warp_n * kWarpN + f * kFrag + e % kFrag, out[e]);
-    __syncwarp();  // out is overwritten by the next fragment
-  }
+  Tf32Warps<T> warps;
+  for_each_group_slice<T>(g, m0, n0, a_tile, b_tile,
+                          [&](int cur) { warps.multiply(a_tile[cur], b_tile[cur]); });
+  warps.store_tile(scratch[threadIdx.x / 32], m0, n0,
+                   [&](int64_t m, int64_t n, float v) { store_element(g, m, n, v); });
 #endif
 }
 

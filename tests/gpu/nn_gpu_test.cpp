@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include <echelon/cuda/kernels/conv.h>
 #include <echelon/cuda/kernels/loss.h>
 #include <echelon/tensor/ops.h>
 #include "tests/support/parity.h"
@@ -172,8 +173,10 @@ TEST_SUITE("nn_gpu") {
     const double tol = sum_tolerance(c * 3 * 3, 1.0);  // each output: C*KH*KW products
     const Conv2dGeometry k3{.kernel_h = 3, .kernel_w = 3};
     ops::set_conv_impl(ops::ConvImpl::Ours);
+    cuda::set_conv_algorithm(cuda::ConvAlgorithm::Im2colGemm);  // the path with columns
     const Tensor y = ops::conv2d(x, w, Tensor(), k3);
     const Tensor y_tail = ops::conv2d(x.narrow(0, n - 10, 10).contiguous(), w, Tensor(), k3);
+    cuda::set_conv_algorithm(cuda::ConvAlgorithm::ImplicitGemm);
     CHECK(max_abs_diff(y.narrow(0, n - 10, 10), y_tail) <= tol);
     const Tensor y_cpu = ops::conv2d(x.narrow(0, n - 5, 5).cpu(), w.cpu(), Tensor(), k3);
     CHECK(max_abs_diff(y.narrow(0, n - 5, 5).contiguous(), y_cpu) <= tol);

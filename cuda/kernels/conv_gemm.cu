@@ -1,0 +1,352 @@
+// Convolution as implicit GEMM: the block tiles of our SGEMM (cuda/kernels/gemm_tile.cuh: FMA or
+// TF32 WMMA, double-buffered k-slices) with operand loaders that gather straight from x and
+// grad_out through the conv geometry, so no columns buffer is written or read. With R = C*KH*KW,
+// L = OH*OW and the images folded into the GEMM's N or K (one launch for the whole batch, and
+// small images still fill wide tiles):
+//   forward      y (O, N*L)        = w (O, R) x cols (R, N*L) + bias   cols(r, (n, q)) gathered
+//                                    from x (zero in the padding); bias in the store
+//   grad input   grad_in (C, N*H*W) = w' (C, O*KH*KW) x g' (O*KH*KW, N*H*W)
+//                the gather formulation of col2im: input pixel (h, w) of image n receives tap
+//                (o, ki, kj) from grad_out (n, o, oh, ow) where oh*sh - ph + ki*dh = h (same for
+//                w), zero where no such output position exists. Each output element is owned by
+//                one thread (no atomics, deterministic); with stride s, about 1 - 1/s^2 of the
+//                gathered taps are zeros, the price of not having a scatter
+//   grad weight  grad_w (O, R)     = grad_out (O, N*L) x cols^T (N*L, R): split-K over N*L,
+//                block z sums k-slices [z * per_group, (z + 1) * per_group) in registers, then
+//                the groups' partials are added in group order by sum_groups (deterministic)
+// Tile shapes by problem size: M (the output channels, or the input channels for grad input) up
+// to 32 gets the 32x128 NarrowTile; the FMA kernel takes the 128x128 tile when the problem still
+// fills the GPU with it; else 64x64. Index math is 32-bit (ConvIndex); conv.cu sends larger
+// convolutions (conv_gemm_fits) and the input gradient of < 8 input channels to im2col + GEMM.
+#include <echelon/cuda/kernels/conv_gemm.h>
+
+#include <algorithm>
+#include <climits>
+
+#include <echelon/base/error.h>
+#include <echelon/cuda/kernels/matmul.h>
+#include <echelon/cuda/launch.h>
+#include <echelon/cuda/kernels/channels.cuh>
+
+#include "gemm_tile.cuh"
+
+namespace echelon::cuda {
+namespace {
+
+using namespace tile;
+
+enum class ConvPass { Forward, BackwardData, BackwardWeight };
+
+struct GemmShape {
+  int64_t M, N, K;
+};
+
+__host__ __device__ inline GemmShape gemm_shape(ConvPass pass, const Conv2dGeometry& g) {
+  const int64_t taps = g.kernel_h * g.kernel_w, plane = g.out_h * g.out_w;
+  switch (pass) {
+    case ConvPass::Forward:
+      return {g.o, g.n * plane, g.c * taps};
+    case ConvPass::BackwardData:
+      return {g.c, g.n * g.h * g.w, g.o * taps};
+    default:
+      return {g.o, g.c * taps, g.n * plane};
+  }
+}
+
+// ---- kernels -----------------------------------------------------------------------------------
+
+// The geometry in 32-bit ints for the kernels' index math (64-bit division costs several times
+// more instructions on a GPU, and the gathers divide per element): conv_gemm_fits (the
+// launchers' caller checks it) keeps every operand below 2^31 elements, so every offset fits.
+struct ConvIndex {
+  int n, c, h, w, o, out_h, out_w;
+  int kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
+  int taps, plane, pixels;  // kernel_h*kernel_w, out_h*out_w, h*w
+  int M, N, K;              // the pass's GEMM shape
+
+  __device__ ConvIndex(const Conv2dGeometry& a, const GemmShape& s)
+      : n(static_cast<int>(a.n)),
+        c(static_cast<int>(a.c)),
+        h(static_cast<int>(a.h)),
+        w(static_cast<int>(a.w)),
+        o(static_cast<int>(a.o)),
+        out_h(static_cast<int>(a.out_h)),
+        out_w(static_cast<int>(a.out_w)),
+        kernel_h(static_cast<int>(a.kernel_h)),
+        kernel_w(static_cast<int>(a.kernel_w)),
+        stride_h(static_cast<int>(a.stride_h)),
+        stride_w(static_cast<int>(a.stride_w)),
+        pad_h(static_cast<int>(a.pad_h)),
+        pad_w(static_cast<int>(a.pad_w)),
+        dilation_h(static_cast<int>(a.dilation_h)),
+        dilation_w(static_cast<int>(a.dilation_w)),
+        taps(kernel_h * kernel_w),
+        plane(out_h * out_w),
+        pixels(h * w),
+        M(static_cast<int>(s.M)),
+        N(static_cast<int>(s.N)),
+        K(static_cast<int>(s.K)) {}
+};
+
+// cols(r, q) of image n: x (n, c, oh*sh - ph + ki*dh, ow*sw - pw + kj*dw) for r = (c, ki, kj),
+// q = (oh, ow); zero in the padding.
+__device__ __forceinline__ float gather_input(const ConvIndex& g, const float* x, int n, int r,
+                                              int q) {
+  const int kj = r % g.kernel_w, ki = (r / g.kernel_w) % g.kernel_h, c = r / g.taps;
+  const int h = (q / g.out_w) * g.stride_h - g.pad_h + ki * g.dilation_h;
+  const int w = (q % g.out_w) * g.stride_w - g.pad_w + kj * g.dilation_w;
+  return h >= 0 && h < g.h && w >= 0 && w < g.w ? x[((n * g.c + c) * g.h + h) * g.w + w] : 0.0f;
+}
+
+// What input pixel p = (h, w) of image n receives through tap t = (o, ki, kj): grad_out
+// (n, o, oh, ow) where oh*sh - ph + ki*dh = h and ow*sw - pw + kj*dw = w; zero when no such
+// output position exists.
+__device__ __forceinline__ float gather_grad_out(const ConvIndex& g, const float* grad_out, int n,
+                                                 int t, int p) {
+  const int kj = t % g.kernel_w, ki = (t / g.kernel_w) % g.kernel_h, o = t / g.taps;
+  const int oh_scaled = p / g.w + g.pad_h - ki * g.dilation_h;
+  const int ow_scaled = p % g.w + g.pad_w - kj * g.dilation_w;
+  if (oh_scaled < 0 || ow_scaled < 0) return 0.0f;
+  if (oh_scaled % g.stride_h != 0 || ow_scaled % g.stride_w != 0) return 0.0f;
+  const int oh = oh_scaled / g.stride_h, ow = ow_scaled / g.stride_w;
+  if (oh >= g.out_h || ow >= g.out_w) return 0.0f;
+  return grad_out[((n * g.o + o) * g.out_h + oh) * g.out_w + ow];
+}
+
+// The operand loader (cuda/kernels/gemm_tile.cuh) and the store of one pass. a_src / b_src:
+// forward w / x, grad input w / grad_out, grad weight grad_out / x. The tile's int64 (m, n, k)
+// are bounds-checked first, then narrowed.
+template <ConvPass P>
+struct ConvOperands {
+  ConvIndex g;
+  const float* a_src;
+  const float* b_src;
+
+  __device__ bool a_k_fastest() const { return true; }  // w rows; grad_out's (n, o) planes
+  __device__ bool b_k_fastest() const { return P == ConvPass::BackwardWeight; }  // cols^T
+
+  __device__ float a(int64_t m_wide, int64_t k_wide) const {
+    if (m_wide >= g.M || k_wide >= g.K) return 0.0f;
+    const int m = static_cast<int>(m_wide), k = static_cast<int>(k_wide);
+    if constexpr (P == ConvPass::Forward) return a_src[m * g.K + k];
+    const int taps = g.taps, plane = g.plane;
+    if constexpr (P == ConvPass::BackwardData)  // w (o, m, tap) for k = (o, tap)
+      return a_src[((k / taps) * g.c + m) * taps + k % taps];
+    return a_src[((k / plane) * g.o + m) * plane + k % plane];  // grad_out (n, m, q), k = (n, q)
+  }
+
+  __device__ float b(int64_t k_wide, int64_t n_wide) const {
+    if (k_wide >= g.K || n_wide >= g.N) return 0.0f;
+    const int k = static_cast<int>(k_wide), n = static_cast<int>(n_wide);
+    if constexpr (P == ConvPass::BackwardData)
+      return gather_grad_out(g, b_src, n / g.pixels, k, n % g.pixels);
+    if constexpr (P == ConvPass::Forward)
+      return gather_input(g, b_src, n / g.plane, k, n % g.plane);
+    return gather_input(g, b_src, k / g.plane, n, k % g.plane);
+  }
+
+  // C(m, n) = v (+ bias[m] in the forward); grad weight writes its group's partial (or grad_w).
+  __device__ void store(float* out, const float* bias, int64_t m_wide, int64_t n_wide,
+                        float v) const {
+    if (m_wide >= g.M || n_wide >= g.N) return;
+    const int m = static_cast<int>(m_wide), n = static_cast<int>(n_wide), plane = g.plane;
+    if constexpr (P == ConvPass::Forward) {
+      out[((n / plane) * g.o + m) * plane + n % plane] = v + (bias ? bias[m] : 0.0f);
+    } else if constexpr (P == ConvPass::BackwardData) {
+      out[((n / g.pixels) * g.c + m) * g.pixels + n % g.pixels] = v;
+    } else {  // the partials of all groups may pass 2^31 elements
+      out[static_cast<int64_t>(blockIdx.z) * g.M * g.N + m * g.N + n] = v;
+    }
+  }
+};
+
+// Block (x, y, z): the C tile at m0 = y * kM, n0 = x * kN over k-slices [z * per_group,
+// (z + 1) * per_group) (one group, z = 0, except in the split-K weight gradient).
+template <typename T, ConvPass P, bool kTf32>
+__global__ void __launch_bounds__(kThreads)
+    conv_gemm_kernel(Conv2dGeometry geometry, const float* __restrict__ a_src,
+                     const float* __restrict__ b_src, const float* __restrict__ bias,
+                     float* __restrict__ out, int64_t per_group) {
+  const ConvOperands<P> ops{ConvIndex(geometry, gemm_shape(P, geometry)), a_src, b_src};
+  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * T::kM;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::kN;
+  const int64_t k_slices = (ops.g.K + kTileK - 1) / kTileK;
+  const int64_t first = static_cast<int64_t>(blockIdx.z) * per_group;
+  const int64_t slices = max(int64_t{0}, min(k_slices, first + per_group) - first);
+  const auto fetch = [&](int64_t s, Slice<T>& next) {
+    next.fetch(ops, m0, n0, (first + s) * kTileK);
+  };
+  const auto store = [&](int64_t m, int64_t n, float v) { ops.store(out, bias, m, n, v); };
+  // 32-byte aligned rows of kM + kPad floats: every WMMA fragment pointer is 32-byte aligned.
+  __shared__ __align__(32) float a_tile[2][kTileK][T::kM + kPad];  // [k][m] = A(m0+m, k0+k)
+  __shared__ __align__(32) float b_tile[2][kTileK][T::kN + kPad];  // [k][n] = B(k0+k, n0+n)
+  if constexpr (kTf32) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+    __trap();  // TF32 tensor cores need sm_80 or newer
+#else
+    __shared__ __align__(32) float scratch[kWarps][kFrag * kFrag];  // one accumulator, row-major
+    Tf32Warps<T> warps;
+    for_each_slice<T>(slices, ops.a_k_fastest(), ops.b_k_fastest(), a_tile, b_tile, fetch,
+                      [&](int cur) { warps.multiply(a_tile[cur], b_tile[cur]); });
+    warps.store_tile(scratch[threadIdx.x / 32], m0, n0, store);
+#endif
+  } else {
+    const int thread_col = threadIdx.x % T::kCols, thread_row = threadIdx.x / T::kCols;
+    float acc[T::kThM][T::kThN] = {};
+    for_each_slice<T>(
+        slices, ops.a_k_fastest(), ops.b_k_fastest(), a_tile, b_tile, fetch,
+        [&](int cur) { multiply_slice<T>(a_tile[cur], b_tile[cur], thread_row, thread_col, acc); });
+    store_fma_tile<T>(acc, m0, n0, thread_row, thread_col, store);
+  }
+}
+
+// out (count) = [out +] sum over g of partial (groups, count), added in group order.
+__global__ void sum_groups_kernel(const float* partial, int64_t groups, int64_t count,
+                                  bool accumulate, float* out) {
+  for (int64_t i = grid_start(); i < count; i += grid_step()) {
+    float total = accumulate ? out[i] : 0.0f;
+    for (int64_t g = 0; g < groups; ++g) total += partial[g * count + i];
+    out[i] = total;
+  }
+}
+
+// ---- launchers ---------------------------------------------------------------------------------
+
+#if ECHELON_CUDA_SIM
+constexpr int64_t kFillBlocks = 4;  // so that test-sized problems reach every tile and split
+#else
+constexpr int64_t kFillBlocks = 2 * 132;  // two blocks per SM of an H200; to tune on the GPU
+#endif
+constexpr int64_t kMaxGridY = 65535, kMaxGridZ = 65535;
+constexpr int64_t kMinSlicesPerGroup = 4;  // a split-K group's work must outweigh its partial
+constexpr size_t kPartialBudget = size_t{64} << 20;
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+template <typename T>
+int64_t tiles_of(const GemmShape& s) {
+  return ceil_div(s.M, T::kM) * ceil_div(s.N, T::kN);
+}
+
+enum class TileChoice { Narrow, Small, Large };
+
+// Narrow for few rows; Large (FMA only) when its tiles still give every SM work; else Small.
+TileChoice pick_tile(const GemmShape& s, bool tf32) {
+  if (s.M <= NarrowTile::kM) return TileChoice::Narrow;
+  if (!tf32 && s.M >= LargeTile::kM && s.N >= LargeTile::kN &&
+      tiles_of<LargeTile>(s) >= kFillBlocks)
+    return TileChoice::Large;
+  return TileChoice::Small;
+}
+
+template <typename T, ConvPass P, bool kTf32>
+void launch_on(const char* op, const Conv2dGeometry& g, const GemmShape& s, const float* a_src,
+               const float* b_src, const float* bias, float* out, int64_t groups, int64_t per_group,
+               cudaStream_t stream) {
+  const int64_t tiles_m = ceil_div(s.M, T::kM), tiles_n = ceil_div(s.N, T::kN);
+  ECH_CHECK(tiles_m <= kMaxGridY && tiles_n <= INT_MAX && groups <= kMaxGridZ, op,
+            ": convolution too large for the implicit-GEMM grid (M=", s.M, ", N=", s.N,
+            ", split groups=", groups, ")");
+  const dim3 grid(static_cast<unsigned>(tiles_n), static_cast<unsigned>(tiles_m),
+                  static_cast<unsigned>(groups));
+  ECH_LAUNCH_NAMED(kTf32 ? "conv_gemm_kernel (tf32)" : "conv_gemm_kernel", grid, kThreads, 0,
+                   stream, conv_gemm_kernel<T, P, kTf32>)
+  (g, a_src, b_src, bias, out, per_group);
+  ECH_CUDA_CHECK_LAUNCH(op);
+}
+
+// One launch of pass P with the tile picked for its shape and the current precision.
+template <ConvPass P>
+void launch_conv_gemm(const char* op, const Conv2dGeometry& g, const float* a_src,
+                      const float* b_src, const float* bias, float* out, int64_t groups,
+                      int64_t per_group, cudaStream_t stream) {
+  const GemmShape s = gemm_shape(P, g);
+  const bool tf32 = float32_precision() == Precision::Tf32;
+  switch (pick_tile(s, tf32)) {
+    case TileChoice::Narrow:
+      return tf32 ? launch_on<NarrowTile, P, true>(op, g, s, a_src, b_src, bias, out, groups,
+                                                   per_group, stream)
+                  : launch_on<NarrowTile, P, false>(op, g, s, a_src, b_src, bias, out, groups,
+                                                    per_group, stream);
+    case TileChoice::Small:
+      return tf32 ? launch_on<SmallTile, P, true>(op, g, s, a_src, b_src, bias, out, groups,
+                                                  per_group, stream)
+                  : launch_on<SmallTile, P, false>(op, g, s, a_src, b_src, bias, out, groups,
+                                                   per_group, stream);
+    case TileChoice::Large:
+      return launch_on<LargeTile, P, false>(op, g, s, a_src, b_src, bias, out, groups, per_group,
+                                            stream);
+  }
+}
+
+int64_t tiles_for(const GemmShape& s) {
+  switch (pick_tile(s, float32_precision() == Precision::Tf32)) {
+    case TileChoice::Narrow:
+      return tiles_of<NarrowTile>(s);
+    case TileChoice::Small:
+      return tiles_of<SmallTile>(s);
+    default:
+      return tiles_of<LargeTile>(s);
+  }
+}
+
+}  // namespace
+
+bool conv_gemm_fits(const Conv2dGeometry& a) {
+  const int64_t most = std::max(
+      {a.n * a.c * a.h * a.w, a.n * a.o * a.out_h * a.out_w, a.o * a.c * a.kernel_h * a.kernel_w});
+  return most <= INT_MAX;
+}
+
+void sum_groups(const float* partial, int64_t groups, int64_t count, bool accumulate, float* out,
+                cudaStream_t stream) {
+  launch_1d("sum_groups", count, stream, sum_groups_kernel, partial, groups, count, accumulate,
+            out);
+}
+
+void conv2d_forward_implicit(const Conv2dGeometry& a, const float* x, const float* w,
+                             const float* bias, float* y, cudaStream_t stream) {
+  const GemmShape s = gemm_shape(ConvPass::Forward, a);
+  if (s.M * s.N == 0) return;
+  launch_conv_gemm<ConvPass::Forward>("conv2d_forward (implicit GEMM)", a, w, x, bias, y, 1,
+                                      ceil_div(s.K, kTileK), stream);
+}
+
+void conv2d_backward_input_implicit(const Conv2dGeometry& a, const float* grad_out, const float* w,
+                                    float* grad_in, cudaStream_t stream) {
+  const GemmShape s = gemm_shape(ConvPass::BackwardData, a);
+  if (s.M * s.N == 0) return;
+  launch_conv_gemm<ConvPass::BackwardData>("conv2d_backward_input (implicit GEMM)", a, w, grad_out,
+                                           nullptr, grad_in, 1, ceil_div(s.K, kTileK), stream);
+}
+
+void conv2d_backward_weight_implicit(const Conv2dGeometry& a, const float* grad_out, const float* x,
+                                     float* grad_w, cudaStream_t stream) {
+  const GemmShape s = gemm_shape(ConvPass::BackwardWeight, a);
+  if (s.M * s.N == 0) return;
+  const int64_t k_slices = ceil_div(s.K, kTileK);
+  // Split-K groups: enough (tiles x groups) blocks to fill the GPU, each group at least
+  // kMinSlicesPerGroup k-slices, at most kPartialBudget bytes of partials.
+  const int64_t by_budget =
+      std::max<int64_t>(static_cast<int64_t>(kPartialBudget / sizeof(float)) / (s.M * s.N), 1);
+  const int64_t wanted = ceil_div(kFillBlocks, tiles_for(s));
+  const int64_t most = std::min({ceil_div(k_slices, kMinSlicesPerGroup), by_budget, kMaxGridZ});
+  int64_t groups = std::clamp<int64_t>(wanted, 1, std::max<int64_t>(most, 1));
+  const int64_t per_group = std::max<int64_t>(ceil_div(k_slices, groups), 1);
+  groups = std::max<int64_t>(ceil_div(k_slices, per_group), 1);  // none empty
+  const char* op = "conv2d_backward_weight (implicit GEMM)";
+  if (groups == 1) {  // K = 0 too: the kernel then writes zeros
+    launch_conv_gemm<ConvPass::BackwardWeight>(op, a, grad_out, x, nullptr, grad_w, 1, per_group,
+                                               stream);
+    return;
+  }
+  Scratch partial(static_cast<size_t>(groups * s.M * s.N) * sizeof(float), stream);  // (groups,
+                                                                                     // O, R)
+  launch_conv_gemm<ConvPass::BackwardWeight>(op, a, grad_out, x, nullptr, partial.as<float>(),
+                                             groups, per_group, stream);
+  sum_groups(partial.as<const float>(), groups, s.M * s.N, false, grad_w, stream);
+}
+
+}  // namespace echelon::cuda

@@ -1,0 +1,33 @@
+// Launchers of cuda/kernels/conv_gemm.cu: convolution as implicit GEMM (no columns buffer), the
+// default algorithm of cuda/kernels/conv.h's launchers (ConvAlgorithm::ImplicitGemm). Same
+// arguments as there; float only, device pointers.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include <echelon/kernels/conv.h>
+
+namespace echelon::cuda {
+
+// Whether the implicit GEMM takes this convolution: its kernels index in 32 bits, so every
+// operand (x, w, y) must have fewer than 2^31 elements; larger ones take the columns path.
+bool conv_gemm_fits(const Conv2dGeometry& a);
+
+// y (N, O, OH, OW) = conv(x (N, C, H, W), w (O, C, KH, KW)) + bias (O); bias may be null.
+void conv2d_forward_implicit(const Conv2dGeometry& a, const float* x, const float* w,
+                             const float* bias, float* y, cudaStream_t stream);
+// Overwrites grad_in (N, C, H, W).
+void conv2d_backward_input_implicit(const Conv2dGeometry& a, const float* grad_out, const float* w,
+                                    float* grad_in, cudaStream_t stream);
+// Overwrites grad_w (O, C, KH, KW).
+void conv2d_backward_weight_implicit(const Conv2dGeometry& a, const float* grad_out, const float* x,
+                                     float* grad_w, cudaStream_t stream);
+
+// out (count) = [out +] sum over g of partial (groups, count), added in group order (the
+// deterministic second pass of the split-K weight gradients, both algorithms).
+void sum_groups(const float* partial, int64_t groups, int64_t count, bool accumulate, float* out,
+                cudaStream_t stream);
+
+}  // namespace echelon::cuda

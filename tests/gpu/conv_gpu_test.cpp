@@ -1,0 +1,183 @@
+// Our convolution's two algorithms (cuda::set_conv_algorithm: implicit GEMM, the default, and
+// im2col + GEMM) against the CPU twin, every direction, under fp32 and TF32, on shapes that reach
+// each tile (32x128 narrow for <= 32 rows, 64x64, 128x128), the split-K weight gradient, the
+// columns fallback of the input gradient (< 8 input channels), stride,
+// padding, dilation, rectangular kernels, batch 1, C = 1 and sizes that are no tile multiple.
+// Under TF32 the reference is the fp32 twin on TF32-rounded inputs (as tests/gpu/tf32_gpu_test:
+// the kernels' operands are the tensors' own values or padding zeros, rounded in the fragments).
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <echelon/cuda/kernels/conv.h>
+#include <echelon/cuda/kernels/conv_gemm.h>
+#include <echelon/kernels/tf32.h>
+#include <echelon/tensor/ops.h>
+
+#include "tests/support/parity.h"
+
+using namespace echelon;
+
+namespace {
+
+Tensor random_cpu(const Shape& shape, uint64_t seed) {
+  return parity::make_inputs({{shape, kFloat32, -1.0, 1.0, parity::Layout::Contiguous, {}}}, seed,
+                             Device::cpu())[0];
+}
+
+Tensor tf32_rounded(const Tensor& x) {
+  std::vector<float> values = x.to_vector<float>();
+  for (float& v : values) v = round_to_tf32(v);
+  return Tensor::from_vector(values, x.shape());
+}
+
+// Our convolution with one algorithm and precision for a scope; restores the defaults.
+struct ConvScope {
+  ConvScope(cuda::ConvAlgorithm algorithm, Precision precision) {
+    ops::set_conv_impl(ops::ConvImpl::Ours);
+    cuda::set_conv_algorithm(algorithm);
+    ops::set_float32_precision(precision);
+  }
+  ~ConvScope() {
+    cuda::set_conv_algorithm(cuda::ConvAlgorithm::ImplicitGemm);
+    ops::set_float32_precision(Precision::Fp32);
+  }
+  ConvScope(const ConvScope&) = delete;
+  ConvScope& operator=(const ConvScope&) = delete;
+};
+
+struct Case {
+  const char* name;
+  Shape x, w;
+  Conv2dGeometry window;  // kernel from w
+};
+
+Conv2dGeometry window(int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w,
+                      int64_t dilation = 1) {
+  Conv2dGeometry g;
+  g.stride_h = stride_h, g.stride_w = stride_w, g.pad_h = pad_h, g.pad_w = pad_w;
+  g.dilation_h = g.dilation_w = dilation;
+  return g;
+}
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> all = {
+      // Narrow tile, split-K over 3 groups in the emulation (K = 3*6*5 = 90: 12 k-slices).
+      {"odd_s2_p1_d2", {3, 9, 11, 9}, {7, 9, 3, 3}, window(2, 2, 1, 1, 2)},
+      // Fewer than 8 input channels: the input gradient takes the columns path.
+      {"c5_s2_p1_d2", {3, 5, 11, 9}, {7, 5, 3, 3}, window(2, 2, 1, 1, 2)},
+      {"batch1_c1_o6 (LeNet conv1)", {1, 1, 13, 10}, {6, 1, 5, 5}, window(1, 1, 2, 2)},
+      {"o16_no_pad (LeNet conv2)", {2, 6, 9, 7}, {16, 6, 5, 5}, window(1, 1, 0, 0)},
+      {"rect_5x3_s3x1", {3, 3, 19, 10}, {6, 3, 5, 3}, window(3, 1, 2, 0)},
+      {"1x1_s2", {2, 9, 8, 8}, {12, 9, 1, 1}, window(2, 2, 0, 0)},
+      // 64x64 tile: 33 output channels (forward, grad weight), 40 input channels (grad input).
+      {"o33_same", {2, 17, 7, 9}, {33, 17, 3, 3}, window(1, 1, 1, 1)},
+      {"c40_s2", {2, 40, 5, 6}, {8, 40, 3, 3}, window(2, 2, 1, 1)},
+      // 128x128 tile for the fp32 forward: 130 rows, 288 columns (six tiles).
+      {"o130_large", {2, 3, 12, 12}, {130, 3, 3, 3}, window(1, 1, 1, 1)},
+  };
+  return all;
+}
+
+struct Results {
+  Tensor y, grad_input, grad_weight, grad_bias;
+};
+
+Results run(const Case& c, Device device, bool round_inputs) {
+  Conv2dGeometry g = c.window;
+  g.kernel_h = c.w[2], g.kernel_w = c.w[3];
+  Tensor x = random_cpu(c.x, 1), w = random_cpu(c.w, 2), bias = random_cpu({c.w[0]}, 3);
+  const Conv2dGeometry full = g.for_input(c.x[0], c.x[1], c.x[2], c.x[3], c.w[0]);
+  Tensor gy = random_cpu({full.n, full.o, full.out_h, full.out_w}, 4);
+  if (round_inputs) x = tf32_rounded(x), w = tf32_rounded(w), gy = tf32_rounded(gy);
+  x = x.to(device), w = w.to(device), bias = bias.to(device), gy = gy.to(device);
+  const ops::Conv2dGrads grads = ops::conv2d_backward(gy, x, w, true, true, g);
+  return {ops::conv2d(x, w, bias, g).cpu(), grads.input.cpu(), grads.weight.cpu(),
+          grads.bias.cpu()};
+}
+
+void check_against_cpu(cuda::ConvAlgorithm algorithm, Precision precision) {
+  const bool tf32 = precision == Precision::Tf32;
+  for (const Case& c : cases()) {
+    const Results want = run(c, Device::cpu(), tf32);
+    Results got;
+    {
+      ConvScope scope(algorithm, precision);
+      got = run(c, Device::cuda(0), false);
+    }
+    const std::string what =
+        std::string(c.name) + (tf32 ? " tf32" : " fp32") +
+        (algorithm == cuda::ConvAlgorithm::ImplicitGemm ? " implicit" : " im2col");
+    // Sums of up to ~300 products of values in [-1, 1): a few fp32 ulps of the sum's terms.
+    const parity::Tolerance tol{1e-4, 1e-4}, wide{5e-4, 1e-4};
+    const auto expect = [&](const Tensor& a, const Tensor& b, parity::Tolerance t,
+                            const char* direction) {
+      const parity::Comparison cmp = parity::compare(a, b, t);
+      CHECK_MESSAGE(cmp.ok, what, " ", direction, ": ", cmp.summary());
+    };
+    expect(got.y, want.y, tol, "forward");
+    expect(got.grad_input, want.grad_input, tol, "grad input");
+    expect(got.grad_weight, want.grad_weight, wide, "grad weight");
+    // The bias gradient is a plain fp32 reduction of grad_out under either precision.
+    const Tensor want_bias = tf32 ? run(c, Device::cpu(), false).grad_bias : want.grad_bias;
+    expect(got.grad_bias, want_bias, wide, "grad bias");
+  }
+}
+
+}  // namespace
+
+TEST_SUITE("conv_gpu") {
+  TEST_CASE("implicit GEMM, fp32: every direction matches the CPU twin") {
+    check_against_cpu(cuda::ConvAlgorithm::ImplicitGemm, Precision::Fp32);
+  }
+  TEST_CASE("implicit GEMM, TF32: every direction matches the twin on TF32-rounded inputs") {
+    check_against_cpu(cuda::ConvAlgorithm::ImplicitGemm, Precision::Tf32);
+  }
+  TEST_CASE("im2col + GEMM, fp32 and TF32: every direction matches the CPU twin") {
+    check_against_cpu(cuda::ConvAlgorithm::Im2colGemm, Precision::Fp32);
+    check_against_cpu(cuda::ConvAlgorithm::Im2colGemm, Precision::Tf32);
+  }
+
+  TEST_CASE("implicit GEMM is the default and the split-K weight gradient is bitwise repeatable") {
+    CHECK(cuda::conv_algorithm() == cuda::ConvAlgorithm::ImplicitGemm);
+    // 3 images of 9x11x9, 7 filters: the weight gradient splits K = 3*6*5 over several groups
+    // (all 12 k-slices in the emulation, a GPU's fill target on a device), summed in order.
+    const Case& c = cases()[0];
+    const Results first = run(c, Device::cuda(0), false);
+    for (int i = 0; i < 2; ++i) {
+      const Results again = run(c, Device::cuda(0), false);
+      const std::vector<float> a = first.grad_weight.to_vector<float>();
+      const std::vector<float> b = again.grad_weight.to_vector<float>();
+      REQUIRE(a.size() == b.size());
+      CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+      CHECK(again.grad_input.to_vector<float>() == first.grad_input.to_vector<float>());
+    }
+  }
+
+  TEST_CASE("the implicit GEMM's 32-bit indices: operands of 2^31 elements take the columns path") {
+    Conv2dGeometry vgg;  // VGG-16's largest layer at batch 128 and 224x224: 411M input elements
+    vgg.kernel_h = vgg.kernel_w = 3;
+    vgg.pad_h = vgg.pad_w = 1;
+    CHECK(cuda::conv_gemm_fits(vgg.for_input(128, 64, 224, 224, 64)));
+    CHECK_FALSE(cuda::conv_gemm_fits(vgg.for_input(1024, 64, 224, 224, 64)));        // x, y: 3.3G
+    CHECK_FALSE(cuda::conv_gemm_fits(vgg.for_input(1, 1, 8, 8, int64_t{1} << 31)));  // y and w
+    Conv2dGeometry wide;  // only the weight is large: 2^16 x 2^16 1x1 filters
+    CHECK_FALSE(cuda::conv_gemm_fits(wide.for_input(1, int64_t{1} << 16, 1, 1, int64_t{1} << 16)));
+  }
+
+  TEST_CASE("a batch of zero images: forward is empty, the weight gradient is zeros") {
+    const Tensor x = Tensor::zeros({0, 3, 7, 7}, kFloat32, Device::cuda(0));
+    const Tensor w = random_cpu({6, 3, 3, 3}, 5).to(Device::cuda(0));
+    const Tensor gy = Tensor::zeros({0, 6, 5, 5}, kFloat32, Device::cuda(0));
+    Conv2dGeometry g;
+    g.kernel_h = g.kernel_w = 3;
+    ConvScope scope(cuda::ConvAlgorithm::ImplicitGemm, Precision::Fp32);
+    CHECK(ops::conv2d(x, w, Tensor(), g).numel() == 0);
+    const std::vector<float> grad_w =
+        ops::conv2d_backward(gy, x, w, false, true, g).weight.cpu().to_vector<float>();
+    REQUIRE(grad_w.size() == 6 * 3 * 3 * 3);
+    for (const float v : grad_w) CHECK(v == 0.0f);
+  }
+}
