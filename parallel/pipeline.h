@@ -204,7 +204,8 @@ class PipelineEngine : public StepEngine {
   int64_t flush_ends_ = 0;  // the stage's flush_end markers relay() met and await_flushed did not
   // Relayed per source rank, not yet taken; nullopt marks the end of a flush interval.
   std::map<int, std::deque<std::optional<BatchResult>>> held_;
-  bool synced_ = true;  // every process holds every partition's current weights
+  bool synced_ = true;      // every process holds every partition's current weights
+  bool evaluated_ = false;  // distributed: predict() ran since the last train_step
   json::Value ranks_ = json::Value::array();  // rank 0: every rank's rank_stats, last gathered
 };
 
