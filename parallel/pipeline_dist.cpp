@@ -239,7 +239,7 @@ void PipelineEngine::relay(BatchResult result) {
 // Distributed, the last partition's driver relays its partition's results while it waits: no one
 // else drains that results ring, and this driver is not paced by feeding the pipeline. It sleeps
 // on the ring (the stage's flush_end marker wakes it), never polls: the driver of a later partition
-// waits here for most of each epoch, and polling there took a tenth of a core from the partitions.
+// waits here for most of each epoch, and polling there cost a fifth of that process's CPU.
 bool PipelineEngine::await_flushed() {
   if (!distributed() || partition_ + 1 < num_partitions_) return flushed_->pop().has_value();
   while (flush_ends_ == 0) {
