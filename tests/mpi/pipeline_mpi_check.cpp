@@ -113,8 +113,8 @@ struct Outcome {
 };
 
 // Trains `epochs` epochs of `batches`; group null = the threaded reference.
-Outcome train(const Args& a, const std::string& schedule, std::shared_ptr<ProcessGroup> group,
-              int rank, double bucket_mb = 1.0) {
+Outcome train(const Args& a, const std::string& schedule,
+              const std::shared_ptr<ProcessGroup>& group, int rank, double bucket_mb = 1.0) {
   PipelineOptions options;
   options.partitions = a.partitions;
   // "stale+predict": the stale schedule with --predict-weights.
