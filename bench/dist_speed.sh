@@ -1,26 +1,64 @@
 #!/usr/bin/env bash
 # 2 single-thread processes (mpirun) vs 2 threads of one process vs ordinary training, stale
-# pipeline, same cut; prints each run's epoch-2 line (training images/s) and CPU/wall time.
-# Needs build-cpu with MPI (bench/RESULTS.md, "Pipeline across processes"). MODEL=resnet20 for
-# ResNet-20 (512 images, batch 64, cut 6).
-cd "$(dirname "$0")/.."
-E=build-cpu/echelon
+# pipeline, same cut. One line per run: the epoch-2 training images/s, wall seconds, CPU seconds
+# (user + sys of the whole command) and, for the processes, each rank's CPU seconds. CPU seconds
+# do not depend much on the machine's load; "bound" is the speedup the run would reach on two
+# idle cores of its own: ordinary CPU / the busiest rank's CPU (each rank is single-threaded
+# compute, so it cannot go faster than its own CPU time). Needs a build with MPI
+# (bench/RESULTS.md, "Pipeline across processes").
+#   MODEL=resnet20   ResNet-20 (512 images, batch 64, cut 6) instead of LeNet-5
+#   E=path OLD=path  binaries to compare (OLD optional: alternated with E within each round)
+#   BTL=vader|tcp    Open MPI's transport between the ranks (default vader: shared memory, what
+#                    mpirun picks on one machine; tcp: loopback, as the tests run)
+#   ROUNDS=N PPV=..  rounds (default 2) and the cut (default 3 / 6)
+cd "$(dirname "$0")/.." || exit 1
+E=${E:-build-cpu/echelon}
 if [ "${MODEL:-lenet5}" = resnet20 ]; then
   flags=(train --model resnet20 --data synthetic --limit-train 512 --limit-test 64 --batch-size 64
-         --epochs 2 --threads 1 --progress none)
-  pipe=(--pipeline 2 --ppv 6 --schedule-pipeline stale)
+         --epochs 2 --threads 1 --progress none --overwrite)
+  pipe=(--pipeline 2 --ppv "${PPV:-6}" --schedule-pipeline stale)
 else
   flags=(train --model lenet5 --data synthetic --limit-train 8192 --limit-test 256 --batch-size 128
-         --epochs 2 --threads 1 --progress none)
-  pipe=(--pipeline 2 --ppv 3 --schedule-pipeline stale)
+         --epochs 2 --threads 1 --progress none --overwrite)
+  pipe=(--pipeline 2 --ppv "${PPV:-3}" --schedule-pipeline stale)
 fi
+case ${BTL:-vader} in
+  vader) btl=(--mca btl self,vader) ;;
+  tcp) btl=(--mca btl self,tcp --mca btl_tcp_if_include lo) ;;
+  *) echo "BTL must be vader or tcp, got '$BTL'" >&2; exit 2 ;;
+esac
 export OPENBLAS_NUM_THREADS=1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# run LABEL BINARY ENGINE [mpirun]: prints "LABEL ENGINE img/s wall cpu [rank cpus]"
+run() {
+  local label=$1 bin=$2 engine=$3 cmd out
+  case $engine in
+    ordinary) cmd=("$bin" "${flags[@]}" --out "$work/run") ;;
+    threads) cmd=("$bin" "${flags[@]}" "${pipe[@]}" --out "$work/run") ;;
+    processes)
+      # Each rank times itself, so that the busiest rank's CPU can be read.
+      cmd=(timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none "${btl[@]}" -np 2
+           sh -c "exec /usr/bin/time -f '%U %S' -o $work/rank\$OMPI_COMM_WORLD_RANK $bin \
+             ${flags[*]} ${pipe[*]} --out $work/run\$OMPI_COMM_WORLD_RANK") ;;
+  esac
+  out=$(/usr/bin/time -f "time %e %U %S" "${cmd[@]}" 2>&1)
+  local rate wall cpu ranks=""
+  rate=$(grep -m1 "epoch 2/2" <<<"$out" | grep -o "[0-9]* img/s" | cut -d' ' -f1)
+  read -r wall cpu < <(grep "^time " <<<"$out" | awk '{print $2, $3 + $4}')
+  if [ "$engine" = processes ]; then
+    ranks=$(for r in 0 1; do awk '{printf " %.2f", $1 + $2}' "$work/rank$r"; done)
+  fi
+  printf "%-4s %-10s %6s img/s %6.2f s wall %6.2f s cpu%s\n" "$label" "$engine" "${rate:-?}" \
+    "$wall" "$cpu" "${ranks:+ ranks$ranks}"
+}
+
+echo "model ${MODEL:-lenet5}, btl ${BTL:-vader}, cut ${pipe[3]}"
 for round in $(seq 1 "${ROUNDS:-2}"); do
-  echo "== round $round, load $(cut -d' ' -f1 /proc/loadavg)"
-  echo "-- 1 process, ordinary training"
-  /usr/bin/time -f "%e s wall, %U s user + %S s sys" $E "${flags[@]}" 2>&1 | grep -E "epoch 2/2|wall"
-  echo "-- 1 process, 2 threads (stale)"
-  /usr/bin/time -f "%e s wall, %U s user + %S s sys" $E "${flags[@]}" "${pipe[@]}" 2>&1 | grep -E "epoch 2/2|wall"
-  echo "-- 2 processes (mpirun, stale)"
-  /usr/bin/time -f "%e s wall, %U s user + %S s sys" tests/mpi/mpirun.sh 300 2 $E "${flags[@]}" "${pipe[@]}" 2>&1 | grep -E "epoch 2/2|wall"
+  echo "== round $round, load $(cut -d' ' -f1-3 /proc/loadavg)"
+  for engine in ordinary threads processes; do
+    [ -n "${OLD:-}" ] && run old "$OLD" $engine
+    run new "$E" $engine
+  done
 done

@@ -294,6 +294,12 @@ StepStats PipelineEngine::train_step(const data::Batch& batch) {
                 batch.labels.dim() == 1 && batch.images.size(0) == batch.labels.size(0),
             "pipeline: a batch needs images (N, ...) and labels (N) with the same N");
   if (!started()) start(batch.images);
+  // Each process evaluates the whole model on its driver's thread, with the very layers its
+  // executor trains; partition 0 must not feed this batch before every process has finished:
+  // a later partition's executor would run it through layers in eval mode (BatchNorm with the
+  // running statistics) while its driver reads them.
+  if (evaluated_) group_->barrier();
+  evaluated_ = false;
   synced_ = false;
   {
     std::optional<ScopedDeferredTargetChecks> deferred_checks;
@@ -371,6 +377,7 @@ Tensor PipelineEngine::predict(const Tensor& images) {
     carried_ = collect(current_ == ScheduleKind::GPipe, /*drain=*/true);
   }
   if (distributed() && !synced_) sync_partitions();
+  evaluated_ = distributed();
   NoGradGuard no_grad;
   const bool training = model_->is_training();
   model_->eval();

@@ -147,6 +147,7 @@ class PipelineEngine : public StepEngine {
   // appends what the other last partitions relayed; at a flush, waits for all of theirs.
   void exchange_results(bool at_flush);
   void relay_local_results();
+  void relay(BatchResult result);  // one entry of the results ring (a result or a flush_end)
   // One partition's flush acknowledgement; false once the pipeline has shut down.
   bool await_flushed();
   // Every process receives every partition's parameters, buffers and optimizer state.
@@ -200,9 +201,11 @@ class PipelineEngine : public StepEngine {
   std::vector<std::shared_ptr<Sequential>> parts_;  // every partition's layers (distributed)
   std::vector<StateDict> partition_optimizer_;      // every partition's, as last synced
   std::vector<BatchResult> relayed_;                // results not yet collected
+  int64_t flush_ends_ = 0;  // the stage's flush_end markers relay() met and await_flushed did not
   // Relayed per source rank, not yet taken; nullopt marks the end of a flush interval.
   std::map<int, std::deque<std::optional<BatchResult>>> held_;
-  bool synced_ = true;  // every process holds every partition's current weights
+  bool synced_ = true;      // every process holds every partition's current weights
+  bool evaluated_ = false;  // distributed: predict() ran since the last train_step
   json::Value ranks_ = json::Value::array();  // rank 0: every rank's rank_stats, last gathered
 };
 

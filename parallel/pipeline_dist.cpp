@@ -12,11 +12,9 @@
 
 #include <algorithm>
 #include <bit>
-#include <chrono>
 #include <cstring>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include <echelon/autograd/grad_mode.h>
 #include <echelon/base/error.h>
@@ -221,33 +219,36 @@ std::pair<data::Batch, double> PipelineEngine::replica_shard(const data::Batch& 
 }
 
 void PipelineEngine::relay_local_results() {
-  const bool last = partition_ + 1 == num_partitions_;
-  while (std::optional<BatchResult> result = results_->try_pop()) {
-    result->replica = replica_;
-    if (last) {
-      for (int rank = 0; rank < group_->size(); ++rank) {
-        if (rank != group_->rank())
-          group_->send_bytes(encode(to_record(*result)), rank, kResultTag);
-      }
-    }
-    relayed_.push_back(*result);
-  }
+  while (std::optional<BatchResult> result = results_->try_pop()) relay(*result);
 }
 
-// Distributed, the driver relays its partition's results while it waits: no one else drains the
-// last partition's results ring, and this driver is not paced by feeding the pipeline.
-bool PipelineEngine::await_flushed() {
-  if (!distributed()) return flushed_->pop().has_value();
-  for (int round = 0;; ++round) {
-    if (flushed_->try_pop()) return true;
-    if (flushed_->closed()) return false;
-    relay_local_results();
-    if (round < 64) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
+void PipelineEngine::relay(BatchResult result) {
+  if (result.flush_end) {  // the stage flushed (this driver may not have reached its flush yet)
+    ++flush_ends_;
+    return;
+  }
+  result.replica = replica_;
+  if (partition_ + 1 == num_partitions_) {
+    for (int rank = 0; rank < group_->size(); ++rank) {
+      if (rank != group_->rank()) group_->send_bytes(encode(to_record(result)), rank, kResultTag);
     }
   }
+  relayed_.push_back(result);
+}
+
+// Distributed, the last partition's driver relays its partition's results while it waits: no one
+// else drains that results ring, and this driver is not paced by feeding the pipeline. It sleeps
+// on the ring (the stage's flush_end marker wakes it), never polls: the driver of a later partition
+// waits here for most of each epoch, and polling there cost a fifth of that process's CPU.
+bool PipelineEngine::await_flushed() {
+  if (!distributed() || partition_ + 1 < num_partitions_) return flushed_->pop().has_value();
+  while (flush_ends_ == 0) {
+    std::optional<BatchResult> result = results_->pop();
+    if (!result) return false;  // shut down
+    relay(*result);
+  }
+  --flush_ends_;
+  return flushed_->pop().has_value();  // pushed before the marker: at hand
 }
 
 // Per source, records are taken up to (at a flush: through) that source's next end marker, so a

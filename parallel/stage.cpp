@@ -225,7 +225,13 @@ Stage::Progress Stage::finish_flush() {
   device_trace_->resolve(true);  // the partition is drained: the epoch's kernels are all done
   flushing_ = false;
   policy_ = stage_policy(next_schedule_, num_partitions_, partition_, context_.micro_batches);
-  return context_.flushed->push(partition_) ? Progress::Ran : Progress::Closed;
+  if (!context_.flushed->push(partition_)) return Progress::Closed;
+  if (context_.results_may_lag && partition_ + 1 == num_partitions_) {
+    BatchResult end;
+    end.flush_end = true;
+    if (!context_.results->push(end)) return Progress::Closed;
+  }
+  return Progress::Ran;
 }
 
 Stage::InFlight Stage::forward(Message message) {

@@ -59,6 +59,9 @@ struct BatchResult {
   int64_t correct = 0;
   bool finite = true;
   int replica = 0;  // data parallelism: the pipeline replica that computed it
+  // Across processes only: not a result but the last partition's flush, after the results of
+  // its flush interval (StageContext::results_may_lag), so that the driver can wait on one ring.
+  bool flush_end = false;
 };
 
 class DeferredStats;
@@ -67,7 +70,9 @@ class DeferredStats;
 struct StageContext {
   data::SpscRing<BatchResult>* results = nullptr;  // the last partition's losses, to the driver
   // Across processes a later partition's driver only relays results and is not paced by the feed,
-  // so it can fall behind by more than the ring holds: the last partition then waits for it.
+  // so it can fall behind by more than the ring holds: the last partition then waits for it. Its
+  // driver waits for the flush on this ring too (it must relay while it waits), so the last
+  // partition also pushes a flush_end marker there at each flush.
   bool results_may_lag = false;
   data::MpmcRing<int>* flushed = nullptr;       // each partition once per flush
   ScheduleKind schedule = ScheduleKind::Stale;  // at start; each Flush names the next one

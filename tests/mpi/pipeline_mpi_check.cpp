@@ -12,6 +12,9 @@
 //                                      emulated NCCL, cuda/sim/nccl.h); the partitions' links
 //                                      must then be NCCL's.
 //   pipeline_mpi_check --fail-rank r   rank r throws after two steps: every process must end.
+//   pipeline_mpi_check ... --eval-lag-rank r  every process evaluates between epochs, rank r
+//                                      after a 1 s stall: no partition may run a forward of the
+//                                      next epoch while its process's driver evaluates.
 //   pipeline_mpi_check --compare A B   (no mpirun) exit 0 when two checkpoints hold bit-identical
 //                                      tensors (weights, momentum buffers) under the same names.
 #include <chrono>
@@ -39,7 +42,8 @@ namespace {
 
 struct Args {
   int partitions = 2, data_parallel = 1, fail_rank = -1;
-  int lag_rank = -1;  // this rank's driver stalls 2 s before its second step (a lagging relay)
+  int lag_rank = -1;       // this rank's driver stalls 2 s before its second step (a lagging relay)
+  int eval_lag_rank = -1;  // >= 0: evaluate between epochs, this rank 1 s late
   std::vector<std::string> schedules = {"stale"};
   int epochs = 2, batches = 4;
   int64_t batch = 16;
@@ -59,6 +63,8 @@ Args parse(int argc, char** argv) {
       a.fail_rank = std::stoi(value);
     else if (flag == "--lag-rank")
       a.lag_rank = std::stoi(value);
+    else if (flag == "--eval-lag-rank")
+      a.eval_lag_rank = std::stoi(value);
     else if (flag == "--epochs")
       a.epochs = std::stoi(value);
     else if (flag == "--batches")
@@ -107,8 +113,8 @@ struct Outcome {
 };
 
 // Trains `epochs` epochs of `batches`; group null = the threaded reference.
-Outcome train(const Args& a, const std::string& schedule, std::shared_ptr<ProcessGroup> group,
-              int rank, double bucket_mb = 1.0) {
+Outcome train(const Args& a, const std::string& schedule,
+              const std::shared_ptr<ProcessGroup>& group, int rank, double bucket_mb = 1.0) {
   PipelineOptions options;
   options.partitions = a.partitions;
   // "stale+predict": the stale schedule with --predict-weights.
@@ -139,6 +145,16 @@ Outcome train(const Args& a, const std::string& schedule, std::shared_ptr<Proces
       engine.train_step(batches[i]);
     }
     engine.finish_epoch();
+    if (a.eval_lag_rank >= 0 && epoch + 1 < a.epochs) {
+      // Partition 0's process evaluates at once and then feeds the next epoch; this partition's
+      // layers must stay untouched until this process's evaluation has ended.
+      const int64_t forwards = engine.partition_stats().front().forwards;
+      if (group && rank == a.eval_lag_rank) std::this_thread::sleep_for(std::chrono::seconds(1));
+      (void)engine.predict(batches[0].images);
+      const int64_t during = engine.partition_stats().front().forwards - forwards;
+      ECH_CHECK(during == 0, "rank ", rank, ": its partition ran ", during,
+                " forwards of the next epoch while this process evaluated");
+    }
   }
   outcome.weights = engine.model().state_dict();
   outcome.optimizer = engine.optimizer_state();
