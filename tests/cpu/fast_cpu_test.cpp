@@ -333,6 +333,36 @@ TEST_SUITE("fast_cpu") {
     }
   }
 
+  TEST_CASE("batch norm: statistics as the twin's when |mean| >> std (no cancellation)") {
+    // mean 1000, std 0.5: a one-pass sum of squares in float would lose the variance outright.
+    Generator gen(21);
+    const Tensor x = ops::add(ops::mul(ops::randn({9, 4, 13, 11}, gen), 0.5), 1000.0);
+    const Tensor gamma = ops::randn({4}, gen), beta = ops::randn({4}, gen);
+    auto run = [&](bool relu) {
+      Tensor rm = Tensor::zeros({4}), rv = Tensor::ones({4});
+      ops::BatchNormOutput o = ops::batch_norm_train(x, gamma, beta, rm, rv, 0.1, 1e-5, relu);
+      return std::vector<Tensor>{o.save_mean, o.save_invstd, rm, rv, o.out};
+    };
+    for (const bool relu : {false, true}) {
+      CAPTURE(relu);
+      std::vector<Tensor> naive, fast;
+      {
+        FastScope scope(1, ops::CpuKernels::Naive);
+        naive = run(relu);
+      }
+      {
+        FastScope scope(2, ops::CpuKernels::Fast);
+        fast = run(relu);
+      }
+      for (size_t i = 0; i < 4; ++i) {  // the statistics, then the running ones
+        CAPTURE(i);
+        CHECK(violation(fast[i].to_vector<float>(), naive[i].to_vector<float>(), 0.0, 1e-5) <= 1.0);
+      }
+      // The output carries the float rounding of x's mean (~1e-4 of 1000) times invstd (~2).
+      CHECK(violation(fast[4].to_vector<float>(), naive[4].to_vector<float>(), 2e-3, 1e-4) <= 1.0);
+    }
+  }
+
   TEST_CASE("batch norm + ReLU fused: within float rounding of the twins' BN, then ReLU") {
     Generator gen(12);
     // Odd sizes; beta ~ N(0, 1), so the ReLU cuts part of every channel.

@@ -15,18 +15,36 @@
 namespace echelon::cpu::fast {
 namespace {
 
-// Sum over the N planes of channel c of f(plane element), each plane summed in T (vectorised).
-template <typename T, typename F>
-double channel_sum(const NormArgs& a, const T* x, int64_t c, F f) {
-  double acc = 0.0;
+// The mean and the sum of squared deviations (M2) of channel c in one read of x: each plane by
+// two passes while it sits in L1 (its sum in T, vectorised; then its squared deviations from
+// its mean, no cancellation when |mean| >> std), the planes merged in double by Chan et al.'s
+// pairwise update (exact algebra, so as robust as two passes over the whole channel).
+template <typename T>
+void channel_moments(const NormArgs& a, const T* x, int64_t c, double* mean, double* m2) {
+  const double plane_count = static_cast<double>(a.spatial);
+  double merged_mean = 0.0, merged_m2 = 0.0, merged_count = 0.0;
   for (int64_t n = 0; n < a.n; ++n) {
     const T* plane = x + (n * a.c + c) * a.spatial;
     T sum = T(0);
 #pragma omp simd reduction(+ : sum)
-    for (int64_t s = 0; s < a.spatial; ++s) sum += f(plane[s]);
-    acc += static_cast<double>(sum);
+    for (int64_t s = 0; s < a.spatial; ++s) sum += plane[s];
+    const double plane_mean = static_cast<double>(sum) / plane_count;
+    const T m = static_cast<T>(plane_mean);
+    T squares = T(0);
+#pragma omp simd reduction(+ : squares)
+    for (int64_t s = 0; s < a.spatial; ++s) squares += (plane[s] - m) * (plane[s] - m);
+    // Deviations were taken from m, the mean rounded to T: sum (v - m)^2 = M2 + count * (mean -
+    // m)^2.
+    const double rounding = plane_mean - static_cast<double>(m);
+    const double plane_m2 = static_cast<double>(squares) - plane_count * rounding * rounding;
+    const double count = merged_count + plane_count;
+    const double delta = plane_mean - merged_mean;
+    merged_mean += delta * (plane_count / count);
+    merged_m2 += plane_m2 + delta * delta * (merged_count * plane_count / count);
+    merged_count = count;
   }
-  return acc;
+  *mean = merged_mean;
+  *m2 = std::max(merged_m2, 0.0);
 }
 
 // Channels per task: enough work per task to be worth a thread.
@@ -42,10 +60,9 @@ void train_forward(const NormArgs& a, const T* x, const T* gamma, const T* beta,
   const double count = static_cast<double>(a.n * a.spatial);
   parallel_for(a.c, channel_grain(a), [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
-      const double mean = channel_sum(a, x, c, [](T v) { return v; }) / count;
+      double mean = 0.0, squares = 0.0;  // squares: sum over the channel of (x - mean)^2
+      channel_moments(a, x, c, &mean, &squares);
       const T m = static_cast<T>(mean);
-      // Two passes, as the twin: no cancellation when |mean| >> std.
-      const double squares = channel_sum(a, x, c, [m](T v) { return (v - m) * (v - m); });
       const double invstd = 1.0 / std::sqrt(squares / count + eps);
       const double g = gamma ? static_cast<double>(gamma[c]) : 1.0;
       const double b = beta ? static_cast<double>(beta[c]) : 0.0;
