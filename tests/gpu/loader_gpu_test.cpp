@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <future>
+#include <optional>
 #include <vector>
 
 #include <sstream>
@@ -40,6 +41,32 @@ LoaderOptions options_on(Device device) {
   return options;
 }
 
+// Two epochs of `gpu` (batches on cuda:0) against `cpu` (the same source on the CPU): the same
+// batches, byte for byte, `batches_per_epoch` of them each epoch.
+template <typename Source>
+void expect_device_copy_of(Source& cpu, Source& gpu, int batches_per_epoch) {
+  for (int64_t epoch = 0; epoch < 2; ++epoch) {
+    CAPTURE(epoch);
+    cpu.start_epoch(epoch);
+    gpu.start_epoch(epoch);
+    int batches = 0;
+    while (std::optional<Batch> expected = cpu.next()) {
+      const std::optional<Batch> got = gpu.next();
+      REQUIRE(got.has_value());
+      CHECK(got->images.device() == Device::cuda(0));
+      CHECK(got->labels.device() == Device::cuda(0));
+      CHECK(got->index == expected->index);
+      CHECK(got->images.to(Device::cpu()).to_vector<float>() ==
+            expected->images.to_vector<float>());
+      CHECK(got->labels.to(Device::cpu()).to_vector<int64_t>() ==
+            expected->labels.to_vector<int64_t>());
+      ++batches;
+    }
+    CHECK_FALSE(gpu.next().has_value());
+    CHECK(batches == batches_per_epoch);
+  }
+}
+
 }  // namespace
 
 TEST_SUITE("gpu_loader") {
@@ -47,26 +74,7 @@ TEST_SUITE("gpu_loader") {
     const auto dataset = synthetic(100);
     Loader cpu(dataset, options_on(Device::cpu()));
     Loader gpu(dataset, options_on(Device::cuda(0)));
-    for (int64_t epoch = 0; epoch < 2; ++epoch) {
-      CAPTURE(epoch);
-      cpu.start_epoch(epoch);
-      gpu.start_epoch(epoch);
-      int batches = 0;
-      while (auto expected = cpu.next()) {
-        auto got = gpu.next();
-        REQUIRE(got.has_value());
-        CHECK(got->images.device() == Device::cuda(0));
-        CHECK(got->labels.device() == Device::cuda(0));
-        CHECK(got->index == expected->index);
-        CHECK(got->images.to(Device::cpu()).to_vector<float>() ==
-              expected->images.to_vector<float>());
-        CHECK(got->labels.to(Device::cpu()).to_vector<int64_t>() ==
-              expected->labels.to_vector<int64_t>());
-        ++batches;
-      }
-      CHECK_FALSE(gpu.next().has_value());
-      CHECK(batches == 7);
-    }
+    expect_device_copy_of(cpu, gpu, 7);
   }
 
   TEST_CASE("destroying a device loader mid-epoch joins every thread quickly") {
@@ -116,24 +124,7 @@ TEST_SUITE("gpu_resident") {
     ResidentData cpu(*dataset, {.batch_size = 16, .seed = 9, .augment = augment});
     ResidentData gpu(*dataset,
                      {.batch_size = 16, .seed = 9, .augment = augment, .device = Device::cuda(0)});
-    for (int64_t epoch = 0; epoch < 2; ++epoch) {
-      cpu.start_epoch(epoch);
-      gpu.start_epoch(epoch);
-      int batches = 0;
-      while (auto expected = cpu.next()) {
-        auto got = gpu.next();
-        REQUIRE(got.has_value());
-        CHECK(got->images.device() == Device::cuda(0));
-        CHECK(got->labels.device() == Device::cuda(0));
-        CHECK(got->images.to(Device::cpu()).to_vector<float>() ==
-              expected->images.to_vector<float>());
-        CHECK(got->labels.to(Device::cpu()).to_vector<int64_t>() ==
-              expected->labels.to_vector<int64_t>());
-        ++batches;
-      }
-      CHECK_FALSE(gpu.next().has_value());
-      CHECK(batches == 3);
-    }
+    expect_device_copy_of(cpu, gpu, 3);
   }
 
   TEST_CASE("training on a resident device set gives the device loader run's losses exactly") {
