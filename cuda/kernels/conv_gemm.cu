@@ -212,11 +212,6 @@ __global__ void sum_groups_kernel(const float* partial, int64_t groups, int64_t 
 
 // ---- launchers ---------------------------------------------------------------------------------
 
-#if ECHELON_CUDA_SIM
-constexpr int64_t kFillBlocks = 4;  // so that test-sized problems reach every tile and split
-#else
-constexpr int64_t kFillBlocks = 2 * 132;  // two blocks per SM of an H200; to tune on the GPU
-#endif
 constexpr int64_t kMaxGridY = 65535, kMaxGridZ = 65535;
 constexpr int64_t kMinSlicesPerGroup = 4;  // a split-K group's work must outweigh its partial
 constexpr size_t kPartialBudget = size_t{64} << 20;

@@ -31,6 +31,15 @@ namespace echelon::cuda::tile {
 
 constexpr int kTileK = 8, kPad = 4, kVec = 4, kThreads = 256;
 
+// Blocks a launch should have before a larger tile or fewer split-K groups are worth it (the
+// launchers of matmul.cu and conv_gemm.cu). The emulation build uses a few, so that test-sized
+// problems reach every tile and split.
+#if ECHELON_CUDA_SIM
+constexpr int64_t kFillBlocks = 4;
+#else
+constexpr int64_t kFillBlocks = 2 * 132;  // two blocks per SM of an H200; to tune on the GPU
+#endif
+
 template <int TM, int TN, int ThM, int ThN>
 struct Tile {
   static constexpr int kM = TM, kN = TN, kThM = ThM, kThN = ThN;

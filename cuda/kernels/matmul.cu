@@ -162,12 +162,6 @@ void check_gemm_args(const char* op, bool trans_a, bool trans_b, int64_t M, int6
             ", ldb=", ldb, ", ldc=", ldc, ", trans_a=", trans_a, ", trans_b=", trans_b, ")");
 }
 
-#if ECHELON_CUDA_SIM
-constexpr int64_t kFillBlocks = 4;  // so that test-sized problems reach the large tile too
-#else
-constexpr int64_t kFillBlocks = 2 * 132;  // two blocks per SM of an H200; to tune on the GPU
-#endif
-
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
