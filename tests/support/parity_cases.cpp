@@ -452,6 +452,16 @@ void shape_cases() {
        {f32({1}), ints({37}, 0, 11)},
        [](const auto& in) { return ops::one_hot(in[1], 11, in[0].dtype()); },
        exact});
+  // --resident-data's batch gather (kernels/augment.h): plan rows (index, dy, dx, flip) drawn from
+  // {0, 1}, valid for 5 images and pad 1; every offset is in tests/gpu/loader_gpu_test.cpp.
+  add({"augment_gather/odd_sizes",
+       "shape",
+       {ints({5, 3, 5, 7}, 0, 256, kUInt8), ints({29, 4}, 0, 2, kInt32)},
+       [](const auto& in) {
+         return ops::augment_gather(in[0], in[1], 1, {0.0137f, 0.021f, 1.0f / 255},
+                                    {-0.4f, 0.3f, -2.1f});
+       },
+       exact});
 }
 
 void im2col_cases() {
