@@ -7,7 +7,14 @@
 // left out: every step reuses one random batch already in memory. When a CUDA device is usable,
 // Echelon's cuda:0 rate is printed after the table.
 //
+// A second table (unless --no-epoch) puts the data pipeline back: a whole epoch over the first
+// --epoch-images Fashion-MNIST training images through the loader as `echelon train` sets it up
+// (1 worker per stage, normalisation), against the step-only rate of the same model at the same
+// 28x28 size, alternating in each round. The timed epoch is the second of two, so start-up is
+// left out. Issue 13's goal: epoch / step >= 0.95.
+//
 //   build/bench/exp_train_throughput [--steps N] [--resnet-steps N] [--rounds N] [--no-torch]
+//                                    [--no-epoch] [--epoch-images N] [--data-dir DIR]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -17,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include <echelon/data/loader.h>
+#include <echelon/data/registry.h>
 #include <echelon/layers/models/registry.h>
 #include <echelon/parallel/engine.h>
 #include <echelon/tensor/ops.h>
@@ -53,6 +62,36 @@ double measure(const Case& c, Device device, int warmup, int steps) {
   for (int i = 0; i < steps; ++i) engine->train_step(batch);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return static_cast<double>(c.batch) * steps / s;
+}
+
+// Whole-epoch images/s: the second of two epochs over `data.train` through the loader (the
+// engine and the loader's threads share the CPU, as in `echelon train`).
+double measure_epoch(const Case& c, const data::DatasetSplits& data) {
+  auto model = make_model(c.model, data.channels, data.num_classes, /*seed=*/1, data.image_size);
+  SGDOptions sgd;
+  sgd.lr = 0.01;
+  sgd.momentum = 0.9;
+  auto engine = parallel::make_single_device_engine(model, sgd, Device::cpu());
+  data::LoaderOptions options;
+  options.batch_size = c.batch;
+  options.workers = 1;
+  options.seed = 1;
+  options.augment = data.train_augment;
+  data::Loader loader(data.train, options);
+  double rate = 0;
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    const auto start = std::chrono::steady_clock::now();
+    loader.start_epoch(epoch);
+    int64_t images = 0;
+    while (auto batch = loader.next()) {
+      engine->train_step(*batch);
+      images += batch->images.size(0);
+    }
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    rate = static_cast<double>(images) / s;
+  }
+  return rate;
 }
 
 struct Peer {
@@ -121,11 +160,14 @@ double median(std::vector<double> v) {
 struct Options {
   int lenet_steps = 30, resnet_steps = 3, rounds = 3, warmup = 2;
   bool torch = true;
+  bool epoch = true;
+  int64_t epoch_images = 6400;
+  std::string data_dir;
 };
 
 Options parse(int argc, char** argv) {
   Options o;
-  bool no_torch = false;
+  bool no_torch = false, no_epoch = false;
   CLI::App app{"Train-step images/s, LeNet-5 and ResNet-20 on the CPU, vs PyTorch in the same run",
                "exp_train_throughput"};
   app.option_defaults()->always_capture_default();
@@ -136,8 +178,15 @@ Options parse(int argc, char** argv) {
   app.add_option("--rounds", o.rounds, "Alternating rounds (the median is kept)")
       ->check(CLI::Range(1, 1000));
   app.add_flag("--no-torch", no_torch, "Echelon only: skip the PyTorch peers");
+  app.add_flag("--no-epoch", no_epoch, "Skip the whole-epoch table (data pipeline included)");
+  app.add_option("--epoch-images", o.epoch_images,
+                 "Fashion-MNIST training images per timed epoch (a multiple of 128 keeps every "
+                 "batch full)")
+      ->check(CLI::Range(int64_t{128}, int64_t{60000}));
+  app.add_option("--data-dir", o.data_dir, "Fashion-MNIST folder (default: Debian's)");
   echelon::bench::parse_args_or_exit(app, argc, argv);
   o.torch = !no_torch;
+  o.epoch = !no_epoch;
   return o;
 }
 
@@ -165,6 +214,42 @@ void run_row(const Case& c, int threads, const Options& o, const std::vector<Pee
   std::fflush(stdout);
 }
 
+// One row of the epoch table: step-only and whole-epoch rates alternating for `rounds` rounds.
+void run_epoch_row(Case c, int threads, const Options& o, const data::DatasetSplits& data) {
+  ops::set_cpu_threads(threads);
+  c.channels = data.channels;
+  c.size = data.image_size;
+  std::vector<double> step, epoch;
+  for (int round = 0; round < o.rounds; ++round) {
+    step.push_back(measure(c, Device::cpu(), o.warmup, c.steps));
+    epoch.push_back(measure_epoch(c, data));
+  }
+  const double s = median(step), e = median(epoch);
+  std::printf("| %s, %lld, %d | %.1f | %.1f | %.3f |\n", c.model, static_cast<long long>(c.batch),
+              threads, s, e, e / s);
+  std::fflush(stdout);
+}
+
+void run_epoch_table(const std::vector<Case>& cases, const Options& o) {
+  data::DatasetSplits data;
+  try {
+    data = data::load_dataset("fashion-mnist", o.data_dir, {.train = o.epoch_images, .test = 1});
+  } catch (const Error& e) {
+    std::printf("whole epoch: skipped (%s)\n", e.what());
+    return;
+  }
+  std::printf(
+      "\nwhole epoch (%lld Fashion-MNIST images, %dx%d, loader with 1 worker per stage) vs "
+      "step-only at the same size, images/s, median of %d alternating rounds\n",
+      static_cast<long long>(data.train->size()), static_cast<int>(data.image_size),
+      static_cast<int>(data.image_size), o.rounds);
+  std::printf(
+      "| model, batch, threads | step only | whole epoch | epoch / step |\n"
+      "|---|---|---|---|\n");
+  for (const Case& c : cases)
+    for (int threads : {1, 2}) run_epoch_row(c, threads, o, data);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -183,6 +268,7 @@ int main(int argc, char** argv) {
   std::printf("|---|\n");
   for (const Case& c : cases)
     for (int threads : {1, 2}) run_row(c, threads, o, peers);
+  if (o.epoch) run_epoch_table(cases, o);
   if (cuda_available()) {
     for (const Case& c : cases)
       std::printf("%s cuda:0 batch %lld: %.1f images/s\n", c.model, static_cast<long long>(c.batch),
