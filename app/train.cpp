@@ -146,7 +146,10 @@ class ScopedRunSettings {
     ops::set_conv_impl(o.conv_impl == "cudnn" ? ops::ConvImpl::Cudnn : ops::ConvImpl::Ours);
     ops::set_deterministic(o.deterministic);
     ops::set_float32_precision(o.precision == "tf32" ? Precision::Tf32 : Precision::Fp32);
-    if (o.threads > 0) ops::set_cpu_threads(o.threads);
+    // --threads 0 keeps the pool's size but still makes OpenBLAS single-threaded: its own
+    // workers spin after every call, and beside our pool or another rank's partition they took
+    // the cores (bench/RESULTS.md, 2026-12-02, "the 2-process pipeline's compute").
+    ops::set_cpu_threads(o.threads > 0 ? o.threads : std::max(1, ops::cpu_threads()));
   }
   ~ScopedRunSettings() {
     ops::set_conv_impl(conv_impl_);

@@ -4,9 +4,14 @@
 # (user + sys of the whole command) and, for the processes, each rank's CPU seconds. CPU seconds
 # do not depend much on the machine's load; "bound" is the speedup the run would reach on two
 # idle cores of its own: ordinary CPU / the busiest rank's CPU (each rank is single-threaded
-# compute, so it cannot go faster than its own CPU time). Needs a build with MPI
-# (bench/RESULTS.md, "Pipeline across processes").
-#   MODEL=resnet20   ResNet-20 (512 images, batch 64, cut 6) instead of LeNet-5
+# compute, so it cannot go faster than its own CPU time). "stages" are the partitions' busy
+# seconds (wall) and, in brackets, the CPU seconds their threads ran within them (summary.json
+# busy_s / busy_cpu_s): wall well above CPU means the partition was preempted, not slow. Every
+# epoch ends with a flush (the pipeline fills and drains), so N mini-batches per epoch cap two
+# balanced partitions at 2N / (N + 1) of ordinary training, printed as "cap". Needs a build with
+# MPI (bench/RESULTS.md, "Pipeline across processes").
+#   MODEL=resnet20   ResNet-20 (batch 64, cut 6) instead of LeNet-5
+#   IMAGES=N         training images (default 8192 for LeNet-5, 2048 for ResNet-20: 32 batches)
 #   E=path OLD=path  binaries to compare (OLD optional: alternated with E within each round)
 #   BTL=vader|tcp    Open MPI's transport between the ranks (default vader: shared memory, what
 #                    mpirun picks on one machine; tcp: loopback, as the tests run)
@@ -14,12 +19,14 @@
 cd "$(dirname "$0")/.." || exit 1
 E=${E:-build-cpu/echelon}
 if [ "${MODEL:-lenet5}" = resnet20 ]; then
-  flags=(train --model resnet20 --data synthetic --limit-train 512 --limit-test 64 --batch-size 64
-         --epochs 2 --threads 1 --progress none --overwrite)
+  batch=64 images=${IMAGES:-2048}
+  flags=(train --model resnet20 --data synthetic --limit-train "$images" --limit-test 64
+         --batch-size $batch --epochs 2 --threads 1 --progress none --overwrite)
   pipe=(--pipeline 2 --ppv "${PPV:-6}" --schedule-pipeline stale)
 else
-  flags=(train --model lenet5 --data synthetic --limit-train 8192 --limit-test 256 --batch-size 128
-         --epochs 2 --threads 1 --progress none --overwrite)
+  batch=128 images=${IMAGES:-8192}
+  flags=(train --model lenet5 --data synthetic --limit-train "$images" --limit-test 256
+         --batch-size $batch --epochs 2 --threads 1 --progress none --overwrite)
   pipe=(--pipeline 2 --ppv "${PPV:-3}" --schedule-pipeline stale)
 fi
 case ${BTL:-vader} in
@@ -50,11 +57,21 @@ run() {
   if [ "$engine" = processes ]; then
     ranks=$(for r in 0 1; do awk '{printf " %.2f", $1 + $2}' "$work/rank$r"; done)
   fi
-  printf "%-4s %-10s %6s img/s %6.2f s wall %6.2f s cpu%s\n" "$label" "$engine" "${rate:-?}" \
-    "$wall" "$cpu" "${ranks:+ ranks$ranks}"
+  local summary=$work/run/summary.json stages
+  [ "$engine" = processes ] && summary=$work/run0/summary.json
+  stages=$(python3 -c '
+import json, sys
+p = json.load(open(sys.argv[1])).get("pipeline", {})
+rows = p.get("processes", {}).get("ranks") or p.get("stages", [])
+print(" ".join("%.2f (%.2f)" % (r["busy_s"], r.get("busy_cpu_s", 0)) for r in rows))' \
+    "$summary" 2>/dev/null)
+  printf "%-4s %-10s %6s img/s %6.2f s wall %6.2f s cpu%s%s\n" "$label" "$engine" "${rate:-?}" \
+    "$wall" "$cpu" "${ranks:+ ranks$ranks}" "${stages:+ stages $stages}"
 }
 
-echo "model ${MODEL:-lenet5}, btl ${BTL:-vader}, cut ${pipe[3]}"
+steps=$(((images + batch - 1) / batch))
+echo "model ${MODEL:-lenet5}, btl ${BTL:-vader}, cut ${pipe[3]}, $steps batches per epoch," \
+  "cap $(awk -v n="$steps" 'BEGIN {printf "%.2fx", 2 * n / (n + 1)}')"
 for round in $(seq 1 "${ROUNDS:-2}"); do
   echo "== round $round, load $(cut -d' ' -f1-3 /proc/loadavg)"
   for engine in ordinary threads processes; do

@@ -336,10 +336,22 @@ class MpiGroup final : public ProcessGroup, public std::enable_shared_from_this<
   void broadcast(Tensor& tensor, int root) override {
     ECH_CHECK(tensor.device().is_cpu() && tensor.is_contiguous(),
               "MPI broadcast: needs a contiguous ", "CPU tensor");
-    check_mpi(MPI_Bcast(tensor.raw_data(), count_of(tensor.nbytes()), MPI_BYTE, root, collective_),
-              "MPI_Bcast");
+    // Non-blocking, waited for with the back-off: the blocking call spins on a core for as long
+    // as the root is late (at every epoch's end a later partition waits for partition 0's last
+    // backward), and on a machine with fewer cores than ranks that core is a partition's.
+    MPI_Request request = MPI_REQUEST_NULL;
+    check_mpi(MPI_Ibcast(tensor.raw_data(), count_of(tensor.nbytes()), MPI_BYTE, root, collective_,
+                         &request),
+              "MPI_Ibcast");
+    wait_for(request, nullptr);
   }
-  void barrier() override { check_mpi(MPI_Barrier(collective_), "MPI_Barrier"); }
+  // Likewise: the ranks reach the barrier after each evaluation, rank 0 last (it also writes the
+  // checkpoint).
+  void barrier() override {
+    MPI_Request request = MPI_REQUEST_NULL;
+    check_mpi(MPI_Ibarrier(collective_, &request), "MPI_Ibarrier");
+    wait_for(request, nullptr);
+  }
   void send_bytes(const std::vector<uint8_t>& bytes, int dest, int tag) override;
   std::pair<int, std::vector<uint8_t>> recv_bytes(int tag) override;
   std::optional<std::pair<int, std::vector<uint8_t>>> try_recv_bytes(int tag) override;

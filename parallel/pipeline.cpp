@@ -471,6 +471,7 @@ json::Value partition_report(const PartitionStats& s, double wall, int64_t analy
       .set("layers", json::Array{json::Value(s.layers.begin), json::Value(s.layers.end)})
       .set("device", s.device)
       .set("busy_s", s.busy_s)
+      .set("busy_cpu_s", s.busy_cpu_s)
       .set("idle_s", std::max(0.0, wall - s.busy_s))
       .set("wait_s", s.wait_s)
       .set("send_s", s.send_s)

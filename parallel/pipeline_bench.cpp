@@ -29,6 +29,7 @@ PartitionBench window(const PartitionStats& before, const PartitionStats& after,
   p.stats.updates -= before.updates;
   p.stats.skipped -= before.skipped;
   p.stats.busy_s -= before.busy_s;
+  p.stats.busy_cpu_s -= before.busy_cpu_s;
   p.stats.wait_s -= before.wait_s;
   p.stats.send_s -= before.send_s;
   p.idle_s = std::max(0.0, wall - p.stats.busy_s - p.stats.send_s);

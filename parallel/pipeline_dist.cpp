@@ -380,6 +380,7 @@ json::Value PipelineEngine::rank_stats() const {
       .set("backward_s", s.backward_s)
       .set("update_s", s.update_s)
       .set("busy_s", s.busy_s)
+      .set("busy_cpu_s", s.busy_cpu_s)
       .set("wait_s", s.wait_s)
       .set("all_reduce_wait_s", s.all_reduce.wait_s)
       .set("all_reduce_buckets", s.all_reduce.buckets)

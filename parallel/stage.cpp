@@ -1,5 +1,7 @@
 #include <echelon/parallel/stage.h>
 
+#include <time.h>
+
 #include <chrono>
 #include <cmath>
 #include <exception>
@@ -23,6 +25,14 @@ using Clock = TraceRecorder::Clock;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// CPU seconds the calling thread has run. Beside busy_s (wall) it separates compute that got
+// slower from compute that was preempted: on a loaded machine busy_s grows, this does not.
+double thread_cpu_seconds() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
 }
 
 int64_t payload_bytes(const Message& message) {
@@ -236,6 +246,7 @@ Stage::Progress Stage::finish_flush() {
 
 Stage::InFlight Stage::forward(Message message) {
   const auto start = Clock::now();
+  const double cpu_start = thread_cpu_seconds();
   const DeviceSpan device_span(*device_trace_, "F", message.id);
   InFlight state;
   Tensor x = message.tensor;
@@ -283,11 +294,13 @@ Stage::InFlight Stage::forward(Message message) {
   }
   state.message = std::move(message);
   state.message.tensor = Tensor();
+  const double cpu = thread_cpu_seconds() - cpu_start;  // read first: within busy
   const double busy = busy_since(start);
   {
     std::lock_guard lock(stats_mutex_);
     ++stats_.forwards;
     stats_.busy_s += busy;
+    stats_.busy_cpu_s += cpu;
     stats_.forward_s += busy;
   }
   account(state.bytes, 0);
@@ -324,6 +337,7 @@ void Stage::loss(InFlight& state, const Message& message, const Tensor& out) {
 
 Message Stage::backward(InFlight& state, const Message* grad) {
   const auto start = Clock::now();
+  const double cpu_start = thread_cpu_seconds();
   const DeviceSpan device_span(*device_trace_, "B", state.message.id);
   Message upstream;
   upstream.kind = Message::Kind::Backward;
@@ -332,10 +346,12 @@ Message Stage::backward(InFlight& state, const Message* grad) {
   // A skipped mini-batch (non-finite loss) travels back as an undefined gradient: no update.
   const bool skip = state.skip || (grad && !grad->tensor.defined());
   if (skip) {
+    const double cpu = thread_cpu_seconds() - cpu_start;
     const double busy = busy_since(start);
     std::lock_guard lock(stats_mutex_);
     ++stats_.skipped;
     stats_.busy_s += busy;
+    stats_.busy_cpu_s += cpu;
     stats_.backward_s += busy;
     return upstream;
   }
@@ -362,12 +378,14 @@ Message Stage::backward(InFlight& state, const Message* grad) {
   ::echelon::backward(state.root, root_grad, /*retain_graph=*/false, gradient_ready);
   if (!current.empty()) assign_all(params_, current);
   if (partition_ > 0) upstream.tensor = state.input.grad();
+  const double cpu = thread_cpu_seconds() - cpu_start;
   const double busy = busy_since(start);
   {
     std::lock_guard lock(stats_mutex_);
     ++stats_.backwards;
     ++stats_.staleness[read_version - state.version];
     stats_.busy_s += busy;
+    stats_.busy_cpu_s += cpu;
     stats_.backward_s += busy;
   }
   if (policy_.update_per_backward) {
@@ -394,11 +412,14 @@ std::vector<Tensor> Stage::predict_weights(int64_t steps, double lr) {
 
 void Stage::step(double lr) {
   const auto start = Clock::now();
+  const double cpu_start = thread_cpu_seconds();
   const DeviceSpan device_span(*device_trace_, "step");
-  double reduce_wait = 0;  // blocked on the replicas' gradient sums: not compute
+  double reduce_wait = 0, reduce_cpu = 0;  // blocked on the replicas' gradient sums: not compute
   if (context_.gradient_buckets) {
     const auto reduce_start = Clock::now();
+    const double reduce_cpu_start = thread_cpu_seconds();
     context_.gradient_buckets->finish();
+    reduce_cpu = thread_cpu_seconds() - reduce_cpu_start;
     reduce_wait = seconds_since(reduce_start);
     trace(TraceTrack::Compute, "all-reduce wait", reduce_start, -1);
   }
@@ -408,11 +429,13 @@ void Stage::step(double lr) {
   pending_update_ = false;
   // Within "B" when the update follows each backward: the span nests inside it on the track.
   trace(TraceTrack::Compute, "step", start, -1);
+  const double cpu = thread_cpu_seconds() - cpu_start - reduce_cpu;
   const double busy = busy_since(start) - reduce_wait;
   std::lock_guard lock(stats_mutex_);
   ++stats_.updates;
   ++stats_.version;
   stats_.busy_s += busy;
+  stats_.busy_cpu_s += cpu;
   stats_.update_s += busy;
   if (context_.gradient_buckets) stats_.all_reduce = context_.gradient_buckets->stats();
 }

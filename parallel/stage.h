@@ -39,6 +39,9 @@ struct PartitionStats {
   int64_t forwards = 0, backwards = 0, updates = 0, skipped = 0;
   double busy_s = 0;                                   // forward, backward and optimizer compute
   double forward_s = 0, backward_s = 0, update_s = 0;  // busy_s by operation
+  // CPU seconds of the partition's thread within busy_s (on CUDA: launching). busy_s minus this
+  // is time the thread was runnable but not running: preempted by other threads or processes.
+  double busy_cpu_s = 0;
   double wait_s = 0;                           // blocked receiving (idle: the pipeline bubble)
   double send_s = 0;                           // blocked sending (downstream full) plus transfer
   int64_t bytes_sent = 0, bytes_received = 0;  // tensor bytes to and from neighbour partitions

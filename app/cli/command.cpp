@@ -67,7 +67,7 @@ void add_train_options(CLI::App& cmd, TrainOptions& o, ScheduleFlag& schedule) {
                  "Float32 matmuls and convolutions on CUDA: fp32 | tf32 (tensor cores)");
   cmd.add_option("--seed", o.seed, "Seed of model init, shuffling, augmentation and dropout");
   cmd.add_option("--threads", o.threads,
-                 "CPU threads for the ops (our pool; OpenBLAS then single-threaded); 0: default");
+                 "CPU threads for the ops (our pool; OpenBLAS always single-threaded); 0: default");
   cmd.add_option("--out", o.out, "Run folder for config, metrics, summary, checkpoint, report");
   cmd.add_option("--resume", o.resume, "Continue the run in this folder from its checkpoint");
   cmd.add_flag("--overwrite", o.overwrite, "Let --out replace the folder of another run");

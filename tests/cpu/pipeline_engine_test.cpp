@@ -195,6 +195,17 @@ class ThreadProbe : public Module {
   std::thread::id seen_;
 };
 
+// The identity that sleeps in its forward: wall time in the partition without CPU time, as when
+// the partition's thread is preempted.
+class SleepingLayer : public Module {
+ public:
+  Tensor forward(const Tensor& x) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return x;
+  }
+  std::string name() const override { return "SleepingLayer"; }
+};
+
 // small_model(seed) with a ThreadProbe after its last layer (the same computation).
 std::shared_ptr<Sequential> probed_model(uint64_t seed, std::shared_ptr<ThreadProbe> probe) {
   std::vector<std::shared_ptr<Module>> layers = small_model(seed)->layers();
@@ -445,6 +456,26 @@ TEST_SUITE("concurrency_pipeline") {
     const json::Value trace = json::parse_file(path);
     CHECK(trace.at("traceEvents").size() > 12);
     std::remove(path.c_str());
+  }
+
+  TEST_CASE("busy CPU seconds: within busy seconds, which alone count time off the core") {
+    auto model = small_model(12);
+    std::vector<std::shared_ptr<Module>> layers = model->layers();
+    layers.insert(layers.begin() + 5, std::make_shared<SleepingLayer>());  // in partition 1
+    const auto batches = random_batches(4, 5, 19);
+    PipelineRun run = train_pipeline(std::make_shared<Sequential>(layers),
+                                     options_for(ScheduleKind::Stale, "3"), batches);
+    const auto stats = run.engine->partition_stats();
+    REQUIRE(stats.size() == 2);
+    for (const PartitionStats& s : stats) {
+      CHECK(s.busy_cpu_s > 0);
+      CHECK(s.busy_cpu_s <= s.busy_s + 1e-4);
+    }
+    // Four forwards asleep for 20 ms each: busy, not CPU.
+    CHECK(stats[1].busy_s - stats[1].busy_cpu_s >= 4 * 0.02 * 0.9);
+    CHECK(stats[1].busy_cpu_s < stats[1].busy_s - 0.05);
+    const json::Value report = run.engine->report();
+    CHECK(report.at("stages").as_array()[1].at("busy_cpu_s").as_double() == stats[1].busy_cpu_s);
   }
 
   TEST_CASE("an error in any partition shuts the pipeline down within bounded time") {
