@@ -88,7 +88,8 @@ int main(int argc, char** argv) {
     const auto in = size_t(a.n * a.c * a.h * a.w), out = size_t(a.n * a.o * a.out_h * a.out_w);
     const auto x = random_values(in, 1), w = random_values(size_t(a.o * a.c * 9), 2),
                gy = random_values(out, 3);
-    std::vector<float> y_d(out), y_w(out), gx_d(in), gx_w(in);
+    std::vector<float> y_d(out), y_w(out), gx_d(in), gx_w(in), gw_d(size_t(a.o * a.c * 9)),
+        gw_w(gw_d.size());
     const double fd = median_ms(repeats, [&] {
       cpu::fast::conv_direct_forward(a, x.data(), w.data(), nullptr, y_d.data());
     });
@@ -101,12 +102,20 @@ int main(int argc, char** argv) {
     const double bw = median_ms(repeats, [&] {
       cpu::fast::conv_winograd_backward_input(a, gy.data(), w.data(), gx_w.data());
     });
+    const double wd = median_ms(repeats, [&] {
+      cpu::fast::conv_direct_backward_weight(a, gy.data(), x.data(), gw_d.data());
+    });
+    const double ww = median_ms(repeats, [&] {
+      cpu::fast::conv_winograd_backward_weight(a, gy.data(), x.data(), gw_w.data());
+    });
     std::printf("| %lld -> %lld, %lldx%lld | forward | %.2f | %.2f | %.2f | %.1e |\n",
                 static_cast<long long>(l.c), static_cast<long long>(l.o),
                 static_cast<long long>(l.size), static_cast<long long>(l.size), fd, fw, fd / fw,
                 relative_error(y_w, y_d));
     std::printf("| | backward data | %.2f | %.2f | %.2f | %.1e |\n", bd, bw, bd / bw,
                 relative_error(gx_w, gx_d));
+    std::printf("| | backward weight | %.2f | %.2f | %.2f | %.1e |\n", wd, ww, wd / ww,
+                relative_error(gw_w, gw_d));
   }
   return 0;
 }

@@ -174,8 +174,10 @@ void conv2d_backward_input(const Conv2dGeometry& a, const T* grad_out, const T* 
 
 template <typename T>
 void conv2d_backward_weight(const Conv2dGeometry& a, const T* grad_out, const T* x, T* grad_w) {
-  if constexpr (std::is_same_v<T, float>)
+  if constexpr (std::is_same_v<T, float>) {
+    if (conv_winograd_usable(a)) return conv_winograd_backward_weight(a, grad_out, x, grad_w);
     if (conv_direct_usable(a)) return conv_direct_backward_weight(a, grad_out, x, grad_w);
+  }
   const Dims d = dims_of(a);
   const int64_t group = group_size<T>(d), weights = a.o * d.rows;
   const int64_t chunks = chunk_count(a.n, 1);

@@ -31,5 +31,9 @@ void conv_direct_backward_input(const Conv2dGeometry& a, const float* grad_out, 
 // chunk order, so the result depends on the thread count, not on timing.
 void conv_direct_backward_weight(const Conv2dGeometry& a, const float* grad_out, const float* x,
                                  float* grad_w);
+// gt (P, op) = planes (O, P) transposed, channels O..op-1 zero (op >= O): position-major, so a
+// weight-gradient tile loads 8 channels at one position as one vector. AVX2 (as above).
+void conv_direct_transpose_planes(const float* planes, int64_t o, int64_t positions, int64_t op,
+                                  float* gt);
 
 }  // namespace echelon::cpu::fast

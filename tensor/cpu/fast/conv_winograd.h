@@ -30,4 +30,11 @@ void conv_winograd_forward(const Conv2dGeometry& a, const float* x, const float*
 void conv_winograd_backward_input(const Conv2dGeometry& a, const float* grad_out, const float* w,
                                   float* grad_in);
 
+// grad_w (O, C, 3, 3) from grad_out (N, O, OH, OW) and x (N, C, H, W), when
+// conv_winograd_usable(a): dU = sum over tiles of (B^T d B) * (A dY A^T), then G^T dU G.
+// Overwrites grad_w; per-thread partials are added in chunk order (the result depends on the
+// thread count, not on timing).
+void conv_winograd_backward_weight(const Conv2dGeometry& a, const float* grad_out, const float* x,
+                                   float* grad_w);
+
 }  // namespace echelon::cpu::fast
