@@ -7,7 +7,8 @@
 // output channels, summing outer products over the output positions (an input broadcast times the
 // 16 channels' gradients at that position, from a position-major copy of grad_out). conv.cpp's
 // im2col + GEMM path handles every other geometry, float64, and CPUs without AVX2; the naive twins
-// (tensor/cpu/conv.h) are the oracle of both.
+// (tensor/cpu/conv.h) are the oracle of both. conv.cpp asks Winograd (conv_winograd.h) first: it
+// takes the 3x3 / stride 1 layers whose sizes fit its tiles.
 #pragma once
 
 #include <echelon/kernels/conv.h>
