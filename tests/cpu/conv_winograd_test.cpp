@@ -1,9 +1,9 @@
 // Winograd F(2x2, 3x3) (tensor/cpu/fast/conv_winograd.h) against the naive twin, forward,
 // backward-data and backward-weight, on ResNet-20's layers and odd cases (quads that pair across
 // tile rows, an odd number of quads, 1 to 7 output channels left over from the 6-channel register
-// tiles, padding 0 and 2, several images per thread), at 1 and 3 threads; the direct kernel on the
-// same shapes (the other dispatch level); the usable() rules; a non-contiguous input through
-// ops::conv2d; and what a non-finite input does.
+// tiles, padding 0 and 2, several images per thread), at 1 and 3 threads, with the AVX2 and (where
+// the CPU has it) the AVX-512 GEMM tiles; the direct kernel on the same shapes (the level below);
+// the usable() rules; a non-contiguous input through ops::conv2d; and what a non-finite input does.
 //
 // Tolerance: the reference is the naive twin in double. Winograd's transforms add up to 4
 // inputs, then 4 products, then 3 sums per output, each term bounded by the tile's |x| times
@@ -18,6 +18,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include <echelon/tensor/cpu/conv.h>
@@ -113,10 +114,19 @@ TEST_SUITE("fast_cpu") {
     Conv2dGeometry probe = geometry(kCases[0]);
     if (!cpu::fast::conv_winograd_usable(probe)) return;  // no AVX2 + FMA on this CPU
     const int before = cpu::fast::num_threads();
+    const cpu::fast::WinogradIsa isa_before = cpu::fast::conv_winograd_isa();
     int forwards = 0, backwards = 0;
-    for (int threads : {1, 3}) {
+    // Both dispatch levels of the GEMM tiles where the CPU has AVX-512, at 1 and 3 threads.
+    std::vector<std::pair<cpu::fast::WinogradIsa, int>> runs = {{cpu::fast::WinogradIsa::Avx2, 1},
+                                                                {cpu::fast::WinogradIsa::Avx2, 3}};
+    if (cpu::fast::conv_winograd_avx512_available())
+      runs.insert(runs.end(),
+                  {{cpu::fast::WinogradIsa::Avx512, 1}, {cpu::fast::WinogradIsa::Avx512, 3}});
+    for (const auto& [isa, threads] : runs) {
+      cpu::fast::set_conv_winograd_isa(isa);
       cpu::fast::set_num_threads(threads);
       for (const Case& k : kCases) {
+        CAPTURE(isa == cpu::fast::WinogradIsa::Avx512);
         CAPTURE(threads);
         CAPTURE(k.c);
         CAPTURE(k.h);
@@ -170,9 +180,11 @@ TEST_SUITE("fast_cpu") {
         CHECK(worst <= 1e-5);
       }
     }
-    CHECK(forwards >= 2 * 6);  // each direction ran on most cases, at both thread counts
-    CHECK(backwards >= 2 * 6);
+    // Each direction ran on most cases, in every run.
+    CHECK(forwards >= 6 * int(runs.size()));
+    CHECK(backwards >= 6 * int(runs.size()));
     cpu::fast::set_num_threads(before);
+    cpu::fast::set_conv_winograd_isa(isa_before);
   }
 
   TEST_CASE("winograd: takes 3x3 / stride 1 / pad 0..2 / out_w % 8 == 0 / even out_h / C >= 8") {
@@ -199,6 +211,11 @@ TEST_SUITE("fast_cpu") {
     CHECK_FALSE(cpu::fast::conv_winograd_usable(five.for_input(2, 16, 32, 32, 16)));
     CHECK_THROWS(cpu::fast::conv_winograd_forward(strided.for_input(1, 16, 32, 32, 16), nullptr,
                                                   nullptr, nullptr, nullptr));
+    // The default GEMM tiles are the widest the CPU has.
+    CHECK((cpu::fast::conv_winograd_isa() == cpu::fast::WinogradIsa::Avx512) ==
+          cpu::fast::conv_winograd_avx512_available());
+    if (!cpu::fast::conv_winograd_avx512_available())
+      CHECK_THROWS(cpu::fast::set_conv_winograd_isa(cpu::fast::WinogradIsa::Avx512));
   }
 
   TEST_CASE("winograd through ops::conv2d: a non-contiguous input, fast vs naive kernels") {

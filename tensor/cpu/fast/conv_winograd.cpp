@@ -7,6 +7,7 @@
 #include <echelon/tensor/cpu/fast/conv_winograd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include <echelon/base/error.h>
@@ -17,6 +18,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define ECH_AVX2 __attribute__((target("avx2,fma")))
+#define ECH_AVX512 __attribute__((target("avx512f,avx2,fma")))
 #endif
 
 namespace echelon::cpu::fast {
@@ -32,6 +34,20 @@ bool cpu_has_avx2() {
 #endif
 }
 
+bool cpu_has_avx512() {
+#ifdef ECH_AVX2
+  static const bool has = cpu_has_avx2() && __builtin_cpu_supports("avx512f");
+  return has;
+#else
+  return false;
+#endif
+}
+
+std::atomic<WinogradIsa>& isa_setting() {
+  static std::atomic<WinogradIsa> isa{cpu_has_avx512() ? WinogradIsa::Avx512 : WinogradIsa::Avx2};
+  return isa;
+}
+
 // The backward-data geometry: grad_out as the input, grad_in as the output, padding 2 - pad.
 Conv2dGeometry transposed(const Conv2dGeometry& a) {
   Conv2dGeometry t;
@@ -41,6 +57,20 @@ Conv2dGeometry transposed(const Conv2dGeometry& a) {
 }
 
 }  // namespace
+
+void set_conv_winograd_isa(WinogradIsa isa) {
+  ECH_CHECK(isa != WinogradIsa::Avx512 || cpu_has_avx512(),
+            "set_conv_winograd_isa: this CPU has no AVX-512");
+  isa_setting().store(isa);
+}
+
+WinogradIsa conv_winograd_isa() {
+  return isa_setting().load();
+}
+
+bool conv_winograd_avx512_available() {
+  return cpu_has_avx512();
+}
 
 bool conv_winograd_usable(const Conv2dGeometry& a) {
   return cpu_has_avx2() && a.kernel_h == 3 && a.kernel_w == 3 && a.stride_h == 1 &&
@@ -63,7 +93,8 @@ constexpr int64_t kXi = 16;    // transformed positions of a 4x4 tile
 // V and M hold, per channel and tile vector, its 16 transformed positions one after another
 // (kXi x 8 floats): the transforms read and write one contiguous run per vector.
 constexpr int64_t kVector = kXi * kLanes;
-constexpr int kBlock = 6;  // output channels per GEMM register tile (6 x 2 accumulators)
+constexpr int kBlock = 6;      // output channels per GEMM register tile (6 x 2 accumulators)
+constexpr int kBlock512 = 12;  // the same with AVX-512 (12 x 1 accumulators of 16 tiles)
 
 // Sizes of one image's buffers. The padded image: channel c, phase ph (padded column parity),
 // padded row r, index q holds padded column ph + 2q, i.e. x[c][r - pad][ph + 2q - pad] or 0.
@@ -150,8 +181,11 @@ ECH_AVX2 inline __m256 load_quads(const float* lo, const float* hi) {
 
 // v_c[vector i][xi] (8 floats each) = B^T d B for the tiles d of `count` vectors of channel c's
 // padded plane.
+// Vector i goes to v_c + (i / 2) * pair + (i % 2) * half, its positions xi `step` apart: the
+// forward interleaves the two vectors of a pass per xi (half 8, step 16: one 16-tile AVX-512
+// load), the weight gradient keeps them apart (half kVector, step 8).
 ECH_AVX2 void input_transform(const float* plane, const Layout& l, const TileVector* vectors,
-                              int64_t count, float* v_c) {
+                              int64_t count, float* v_c, int64_t pair, int64_t half, int64_t step) {
   for (int64_t i = 0; i < count; ++i) {
     const TileVector& t = vectors[i];
     __m256 d[4][4];
@@ -183,13 +217,13 @@ ECH_AVX2 void input_transform(const float* plane, const Layout& l, const TileVec
       s[2][k] = _mm256_sub_ps(d[2][k], d[1][k]);
       s[3][k] = _mm256_sub_ps(d[1][k], d[3][k]);
     }
-    float* out = v_c + i * kVector;
+    float* out = v_c + i / 2 * pair + i % 2 * half;
 #pragma GCC unroll 4
     for (int r = 0; r < 4; ++r) {  // (B^T d) B: columns
-      _mm256_storeu_ps(out + (4 * r + 0) * kLanes, _mm256_sub_ps(s[r][0], s[r][2]));
-      _mm256_storeu_ps(out + (4 * r + 1) * kLanes, _mm256_add_ps(s[r][1], s[r][2]));
-      _mm256_storeu_ps(out + (4 * r + 2) * kLanes, _mm256_sub_ps(s[r][2], s[r][1]));
-      _mm256_storeu_ps(out + (4 * r + 3) * kLanes, _mm256_sub_ps(s[r][1], s[r][3]));
+      _mm256_storeu_ps(out + (4 * r + 0) * step, _mm256_sub_ps(s[r][0], s[r][2]));
+      _mm256_storeu_ps(out + (4 * r + 1) * step, _mm256_add_ps(s[r][1], s[r][2]));
+      _mm256_storeu_ps(out + (4 * r + 2) * step, _mm256_sub_ps(s[r][2], s[r][1]));
+      _mm256_storeu_ps(out + (4 * r + 3) * step, _mm256_sub_ps(s[r][1], s[r][3]));
     }
   }
 }
@@ -207,7 +241,7 @@ ECH_AVX2 void gemm_tile(const float* u, const float* v, int64_t channels, int64_
   for (int64_t c = 0; c < channels; ++c) {
     __m256 vv[NV];
 #pragma GCC unroll 2
-    for (int k = 0; k < NV; ++k) vv[k] = _mm256_loadu_ps(v + c * c_stride + k * kVector);
+    for (int k = 0; k < NV; ++k) vv[k] = _mm256_loadu_ps(v + c * c_stride + k * kLanes);
 #pragma GCC unroll 8
     for (int j = 0; j < B; ++j) {
       const __m256 uj = _mm256_broadcast_ss(u + c * B + j);
@@ -218,7 +252,7 @@ ECH_AVX2 void gemm_tile(const float* u, const float* v, int64_t channels, int64_
 #pragma GCC unroll 8
   for (int j = 0; j < B; ++j)
 #pragma GCC unroll 2
-    for (int k = 0; k < NV; ++k) _mm256_storeu_ps(m + j * o_stride + k * kVector, acc[j][k]);
+    for (int k = 0; k < NV; ++k) _mm256_storeu_ps(m + j * o_stride + k * kLanes, acc[j][k]);
 }
 
 using GemmTileFn = void (*)(const float*, const float*, int64_t, int64_t, float*, int64_t);
@@ -241,6 +275,54 @@ GemmTileFn gemm_tile_for(int64_t block) {
   }
 }
 
+// The GEMM tile with AVX-512: B (<= 12) output channels x the pass's 16 tiles in one register,
+// accumulated over all input channels; Half: a pass of one vector (8 tiles, masked).
+template <int B, bool Half>
+ECH_AVX512 void gemm_tile_512(const float* u, const float* v, int64_t channels, int64_t c_stride,
+                              float* m, int64_t o_stride) {
+  const __mmask16 lanes = Half ? 0x00FF : 0xFFFF;
+  __m512 acc[B];
+#pragma GCC unroll 12
+  for (int j = 0; j < B; ++j) acc[j] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < channels; ++c) {
+    const __m512 vv = _mm512_maskz_loadu_ps(lanes, v + c * c_stride);
+#pragma GCC unroll 12
+    for (int j = 0; j < B; ++j) acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(u[c * B + j]), vv, acc[j]);
+  }
+#pragma GCC unroll 12
+  for (int j = 0; j < B; ++j) _mm512_mask_storeu_ps(m + j * o_stride, lanes, acc[j]);
+}
+
+template <bool Half>
+GemmTileFn gemm_tile_512_for(int64_t block) {
+  switch (block) {
+    case 12:
+      return gemm_tile_512<12, Half>;
+    case 11:
+      return gemm_tile_512<11, Half>;
+    case 10:
+      return gemm_tile_512<10, Half>;
+    case 9:
+      return gemm_tile_512<9, Half>;
+    case 8:
+      return gemm_tile_512<8, Half>;
+    case 7:
+      return gemm_tile_512<7, Half>;
+    case 6:
+      return gemm_tile_512<6, Half>;
+    case 5:
+      return gemm_tile_512<5, Half>;
+    case 4:
+      return gemm_tile_512<4, Half>;
+    case 3:
+      return gemm_tile_512<3, Half>;
+    case 2:
+      return gemm_tile_512<2, Half>;
+    default:
+      return gemm_tile_512<1, Half>;
+  }
+}
+
 // Stores the 2x2 outputs of 8 tiles (row r of each: y0 = column 2j, y1 = column 2j + 1) as the
 // two quads' 8 contiguous columns each.
 ECH_AVX2 inline void store_row(__m256 y0, __m256 y1, float* lo, float* hi, bool has_hi) {
@@ -250,20 +332,20 @@ ECH_AVX2 inline void store_row(__m256 y0, __m256 y1, float* lo, float* hi, bool 
   if (has_hi) _mm256_storeu_ps(hi, _mm256_permute2f128_ps(a, b, 0x31));
 }
 
-// y plane of one output channel = A^T m A + bias for the tiles of `count` vectors, whose
-// transformed products are m_o[vector i][xi] (8 floats each).
+// y plane of one output channel = A^T m A + bias for the tiles of a pass's `count` (1, 2)
+// vectors, whose transformed products are m_o[xi][vector i] (8 floats each).
 ECH_AVX2 void output_transform(const float* m_o, const TileVector* vectors, int64_t count,
                                float bias, int64_t out_w, float* y) {
   const __m256 b = _mm256_set1_ps(bias);
   for (int64_t i = 0; i < count; ++i) {
-    const float* m = m_o + i * kVector;
-    __m256 s[2][4];  // A^T m: rows
+    const float* m = m_o + i * kLanes;  // the pass's two vectors interleave per xi
+    __m256 s[2][4];                     // A^T m: rows
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
-      const __m256 m0 = _mm256_loadu_ps(m + (0 + k) * kLanes);
-      const __m256 m1 = _mm256_loadu_ps(m + (4 + k) * kLanes);
-      const __m256 m2 = _mm256_loadu_ps(m + (8 + k) * kLanes);
-      const __m256 m3 = _mm256_loadu_ps(m + (12 + k) * kLanes);
+      const __m256 m0 = _mm256_loadu_ps(m + (0 + k) * 2 * kLanes);
+      const __m256 m1 = _mm256_loadu_ps(m + (4 + k) * 2 * kLanes);
+      const __m256 m2 = _mm256_loadu_ps(m + (8 + k) * 2 * kLanes);
+      const __m256 m3 = _mm256_loadu_ps(m + (12 + k) * 2 * kLanes);
       s[0][k] = _mm256_add_ps(_mm256_add_ps(m0, m1), m2);
       s[1][k] = _mm256_sub_ps(_mm256_sub_ps(m1, m2), m3);
     }
@@ -277,12 +359,12 @@ ECH_AVX2 void output_transform(const float* m_o, const TileVector* vectors, int6
   }
 }
 
-// U = G g G^T of every (o, c), stored per block of up to 6 output channels starting at o0:
+// U = G g G^T of every (o, c), stored per block of up to `block` output channels from o0:
 // u[xi*O*C + o0*C + c*b + j] = U[xi] of (o0 + j, c). g is w[o][c] (3x3, row-major).
-void transform_weights(const Conv2dGeometry& a, const float* w, float* u) {
+void transform_weights(const Conv2dGeometry& a, const float* w, int64_t block, float* u) {
   const int64_t per_xi = a.o * a.c;
   for (int64_t o0 = 0, b = 0; o0 < a.o; o0 += b) {
-    b = std::min<int64_t>(kBlock, a.o - o0);
+    b = std::min<int64_t>(block, a.o - o0);
     for (int64_t j = 0; j < b; ++j)
       for (int64_t c = 0; c < a.c; ++c) {
         const float* g = w + ((o0 + j) * a.c + c) * 9;
@@ -307,8 +389,10 @@ void forward_impl(const Conv2dGeometry& a, const float* x, const float* w, const
   const Layout l = layout_of(a);
   const std::vector<TileVector> vectors = tile_vectors(a, l);
   // In the caller's scratch (slot 2): the pool's tasks only read it.
+  const bool wide = conv_winograd_isa() == WinogradIsa::Avx512;
+  const int64_t block = wide ? kBlock512 : kBlock;
   float* u = scratch<float>(2, static_cast<size_t>(kXi * a.o * a.c));
-  transform_weights(a, w, u);
+  transform_weights(a, w, block, u);
   const int64_t out_plane = a.out_h * a.out_w;
   // A pass takes 2 tile vectors (16 tiles): their transformed inputs (C x 2 x 16 x 8 floats) and
   // products (O x ...) stay in L1 from the input transform to the output transform.
@@ -325,13 +409,16 @@ void forward_impl(const Conv2dGeometry& a, const float* x, const float* w, const
         const int64_t count = std::min(kPass, l.vectors - v0);
         const TileVector* pass = vectors.data() + v0;
         for (int64_t c = 0; c < a.c; ++c)
-          input_transform(padded + c * l.plane, l, pass, count, v + c * stride);
+          input_transform(padded + c * l.plane, l, pass, count, v + c * stride, 0, kLanes,
+                          2 * kLanes);
         for (int64_t xi = 0; xi < kXi; ++xi)
           for (int64_t o0 = 0, b = 0; o0 < a.o; o0 += b) {
-            b = std::min<int64_t>(kBlock, a.o - o0);
-            const GemmTileFn fn = count == 2 ? gemm_tile_for<2>(b) : gemm_tile_for<1>(b);
-            fn(u + xi * a.o * a.c + o0 * a.c, v + xi * kLanes, a.c, stride,
-               m + o0 * stride + xi * kLanes, stride);
+            b = std::min<int64_t>(block, a.o - o0);
+            const GemmTileFn fn =
+                wide ? (count == 2 ? gemm_tile_512_for<false>(b) : gemm_tile_512_for<true>(b))
+                     : (count == 2 ? gemm_tile_for<2>(b) : gemm_tile_for<1>(b));
+            fn(u + xi * a.o * a.c + o0 * a.c, v + xi * 2 * kLanes, a.c, stride,
+               m + o0 * stride + xi * 2 * kLanes, stride);
           }
         for (int64_t o = 0; o < a.o; ++o)
           output_transform(m + o * stride, pass, count, bias ? bias[o] : 0.0f, a.out_w,
@@ -392,6 +479,74 @@ WeightTileFn weight_tile_for(int64_t block) {
   }
 }
 
+// weight_tile with AVX-512: B input channels x NO vectors of 16 output channels.
+template <int B, int NO>
+ECH_AVX512 void weight_tile_512(const float* v, int64_t c_stride, const float* z, int64_t tiles,
+                                int64_t op, float* acc_at) {
+  __m512 acc[B][NO];
+#pragma GCC unroll 12
+  for (int j = 0; j < B; ++j)
+#pragma GCC unroll 4
+    for (int k = 0; k < NO; ++k) acc[j][k] = _mm512_loadu_ps(acc_at + j * op + k * 16);
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t at = (t / kLanes) * kVector + t % kLanes;
+    __m512 zv[NO];
+#pragma GCC unroll 4
+    for (int k = 0; k < NO; ++k) zv[k] = _mm512_loadu_ps(z + t * kXi * op + k * 16);
+#pragma GCC unroll 12
+    for (int j = 0; j < B; ++j) {
+      const __m512 vj = _mm512_set1_ps(v[j * c_stride + at]);
+#pragma GCC unroll 4
+      for (int k = 0; k < NO; ++k) acc[j][k] = _mm512_fmadd_ps(vj, zv[k], acc[j][k]);
+    }
+  }
+#pragma GCC unroll 12
+  for (int j = 0; j < B; ++j)
+#pragma GCC unroll 4
+    for (int k = 0; k < NO; ++k) _mm512_storeu_ps(acc_at + j * op + k * 16, acc[j][k]);
+}
+
+// Input channels per AVX-512 weight tile: 12 x 1 or 6 x 2 (or x 4) accumulators.
+int64_t weight_block_512(int64_t vectors) {
+  return vectors == 1 ? 12 : 6;
+}
+
+template <int NO>
+WeightTileFn weight_tile_512_for(int64_t block) {
+  if constexpr (NO == 1) {
+    switch (block) {
+      case 12:
+        return weight_tile_512<12, 1>;
+      case 11:
+        return weight_tile_512<11, 1>;
+      case 10:
+        return weight_tile_512<10, 1>;
+      case 9:
+        return weight_tile_512<9, 1>;
+      case 8:
+        return weight_tile_512<8, 1>;
+      case 7:
+        return weight_tile_512<7, 1>;
+      default:
+        break;
+    }
+  }
+  switch (block) {
+    case 6:
+      return weight_tile_512<6, NO>;
+    case 5:
+      return weight_tile_512<5, NO>;
+    case 4:
+      return weight_tile_512<4, NO>;
+    case 3:
+      return weight_tile_512<3, NO>;
+    case 2:
+      return weight_tile_512<2, NO>;
+    default:
+      return weight_tile_512<1, NO>;
+  }
+}
+
 // z[t][xi][o] (op floats each) = A dY A^T for the tiles of `count` vectors (t = 8 i + lane),
 // dY the 2x2 block of grad_out under the tile, from gt (P, op) = grad_out position-major. Lanes
 // of a vector without a second quad get Z = 0.
@@ -437,7 +592,9 @@ void backward_weight_impl(const Conv2dGeometry& a, const float* grad_out, const 
                           float* grad_w) {
   const Layout l = layout_of(a);
   const std::vector<TileVector> vectors = tile_vectors(a, l);
-  const int64_t op = (a.o + kLanes - 1) / kLanes * kLanes;  // channels rounded up to vectors
+  const bool wide = conv_winograd_isa() == WinogradIsa::Avx512;
+  const int64_t o_lanes = wide ? 16 : kLanes;
+  const int64_t op = (a.o + o_lanes - 1) / o_lanes * o_lanes;  // channels rounded up to vectors
   const int64_t positions = a.out_h * a.out_w, image_tiles = l.vectors * kLanes;
   // Images per pass: their V and Z (about 512 KiB) stay in L2 over the 16 GEMMs.
   const int64_t per_image = a.c * l.vectors * kVector + kXi * image_tiles * op;
@@ -464,16 +621,23 @@ void backward_weight_impl(const Conv2dGeometry& a, const float* grad_out, const 
         pad_image(a, l, x + (n + i) * a.c * a.h * a.w, padded);
         for (int64_t c = 0; c < a.c; ++c)
           input_transform(padded + c * l.plane, l, vectors.data(), l.vectors,
-                          v + c * c_stride + i * l.vectors * kVector);
+                          v + c * c_stride + i * l.vectors * kVector, 2 * kVector, kVector, kLanes);
         conv_direct_transpose_planes(grad_out + (n + i) * a.o * positions, a.o, positions, op, gt);
         grad_transform(gt, op, vectors.data(), l.vectors, a.out_w, z + i * image_tiles * kXi * op);
       }
       for (int64_t xi = 0; xi < kXi; ++xi)
-        for (int64_t c0 = 0, b = 0; c0 < a.c; c0 += b) {
-          b = std::min<int64_t>(kBlock, a.c - c0);
-          for (int64_t o0 = 0; o0 < op; o0 += 2 * kLanes) {
+        for (int64_t o0 = 0, vectors = 0; o0 < op; o0 += vectors * o_lanes) {
+          // Vectors of output channels per tile: AVX-512 4, 2 or 1 of 16; AVX2 2 or 1 of 8.
+          const int64_t left = (op - o0) / o_lanes;
+          vectors = left >= 4 && wide ? 4 : left >= 2 ? 2 : 1;
+          const int64_t block = wide ? weight_block_512(vectors) : kBlock;
+          for (int64_t c0 = 0, b = 0; c0 < a.c; c0 += b) {
+            b = std::min<int64_t>(block, a.c - c0);
             const WeightTileFn fn =
-                op - o0 >= 2 * kLanes ? weight_tile_for<2>(b) : weight_tile_for<1>(b);
+                !wide          ? (vectors == 2 ? weight_tile_for<2>(b) : weight_tile_for<1>(b))
+                : vectors == 4 ? weight_tile_512_for<4>(b)
+                : vectors == 2 ? weight_tile_512_for<2>(b)
+                               : weight_tile_512_for<1>(b);
             fn(v + c0 * c_stride + xi * kLanes, c_stride, z + xi * op + o0, tiles, op,
                du + (xi * a.c + c0) * op + o0);
           }

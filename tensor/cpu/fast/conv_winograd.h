@@ -14,6 +14,14 @@
 
 namespace echelon::cpu::fast {
 
+// The register tiles of the forward and backward-data GEMMs: AVX2 (6 output channels x 16 tiles
+// in 12 registers) or AVX-512 (12 x 16 in 12). The default is AVX-512 where the CPU has it;
+// tests set each in turn. Process-wide; choosing AVX-512 on a CPU without it throws.
+enum class WinogradIsa { Avx2, Avx512 };
+void set_conv_winograd_isa(WinogradIsa isa);
+WinogradIsa conv_winograd_isa();
+bool conv_winograd_avx512_available();
+
 // True when conv_winograd_forward takes `a`: 3x3, stride 1, dilation 1, the same padding (0..2)
 // both ways, out_w a multiple of 8, out_h even, at least 8 input channels (fewer leave the GEMMs
 // too short to pay for the transforms), and a CPU with AVX2 and FMA.
