@@ -122,7 +122,10 @@ TEST_SUITE("fast_cpu") {
     if (cpu::fast::conv_winograd_avx512_available())
       runs.insert(runs.end(),
                   {{cpu::fast::WinogradIsa::Avx512, 1}, {cpu::fast::WinogradIsa::Avx512, 3}});
-    for (const auto& [isa, threads] : runs) {
+    for (const auto& run : runs) {
+      // Plain variables, not structured bindings: clang 14 cannot capture those in CAPTURE.
+      const cpu::fast::WinogradIsa isa = run.first;
+      const int threads = run.second;
       cpu::fast::set_conv_winograd_isa(isa);
       cpu::fast::set_num_threads(threads);
       for (const Case& k : kCases) {
