@@ -96,6 +96,13 @@ constexpr int64_t kVector = kXi * kLanes;
 constexpr int kBlock = 6;      // output channels per GEMM register tile (6 x 2 accumulators)
 constexpr int kBlock512 = 12;  // the same with AVX-512 (12 x 1 accumulators of 16 tiles)
 
+// The next register-tile block of `left` channels, at most `most`, the blocks as even as they
+// can be (16 = 8 + 8, not 12 + 4: a 4-channel tile has too few independent FMA chains).
+int64_t balanced_block(int64_t left, int64_t most) {
+  const int64_t blocks = (left + most - 1) / most;
+  return (left + blocks - 1) / blocks;
+}
+
 // Sizes of one image's buffers. The padded image: channel c, phase ph (padded column parity),
 // padded row r, index q holds padded column ph + 2q, i.e. x[c][r - pad][ph + 2q - pad] or 0.
 struct Layout {
@@ -364,7 +371,7 @@ ECH_AVX2 void output_transform(const float* m_o, const TileVector* vectors, int6
 void transform_weights(const Conv2dGeometry& a, const float* w, int64_t block, float* u) {
   const int64_t per_xi = a.o * a.c;
   for (int64_t o0 = 0, b = 0; o0 < a.o; o0 += b) {
-    b = std::min<int64_t>(block, a.o - o0);
+    b = balanced_block(a.o - o0, block);
     for (int64_t j = 0; j < b; ++j)
       for (int64_t c = 0; c < a.c; ++c) {
         const float* g = w + ((o0 + j) * a.c + c) * 9;
@@ -413,7 +420,7 @@ void forward_impl(const Conv2dGeometry& a, const float* x, const float* w, const
                           2 * kLanes);
         for (int64_t xi = 0; xi < kXi; ++xi)
           for (int64_t o0 = 0, b = 0; o0 < a.o; o0 += b) {
-            b = std::min<int64_t>(block, a.o - o0);
+            b = balanced_block(a.o - o0, block);
             const GemmTileFn fn =
                 wide ? (count == 2 ? gemm_tile_512_for<false>(b) : gemm_tile_512_for<true>(b))
                      : (count == 2 ? gemm_tile_for<2>(b) : gemm_tile_for<1>(b));
@@ -632,7 +639,7 @@ void backward_weight_impl(const Conv2dGeometry& a, const float* grad_out, const 
           vectors = left >= 4 && wide ? 4 : left >= 2 ? 2 : 1;
           const int64_t block = wide ? weight_block_512(vectors) : kBlock;
           for (int64_t c0 = 0, b = 0; c0 < a.c; c0 += b) {
-            b = std::min<int64_t>(block, a.c - c0);
+            b = balanced_block(a.c - c0, block);
             const WeightTileFn fn =
                 !wide          ? (vectors == 2 ? weight_tile_for<2>(b) : weight_tile_for<1>(b))
                 : vectors == 4 ? weight_tile_512_for<4>(b)
