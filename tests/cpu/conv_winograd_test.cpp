@@ -105,6 +105,7 @@ const std::vector<Case> kCases = {
     {2, 13, 8, 16, 8, 0},    // backward only: padding 2 over grad_out (6 x 14), 13 = 6 + 6 + 1
     {2, 8, 12, 24, 11, 2},   // backward only: padding 0 over grad_out (14 x 26)
     {5, 11, 16, 24, 8, 1},   // 5 images over 3 threads, 11 input channels
+    {1, 8, 8, 8, 112, 1},    // 112 = 7 x 16 channels: AVX-512 weight tiles of 4, 2 and 1 vectors
 };
 
 }  // namespace
