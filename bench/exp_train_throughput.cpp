@@ -15,11 +15,16 @@
 //
 //   build/bench/exp_train_throughput [--steps N] [--resnet-steps N] [--rounds N] [--no-torch]
 //                                    [--no-epoch] [--epoch-images N] [--data-dir DIR]
+//                                    [--cpu-time]
+// --cpu-time rates Echelon by the process's CPU seconds instead of wall seconds (images per CPU
+// second): at 1 thread it hardly moves when other processes share the cores, so A/B runs of two
+// builds on a loaded machine compare; at 2 threads it also counts the pool's spin-waits.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -43,8 +48,15 @@ struct Case {
   int steps;
 };
 
-// Echelon's images/s over `steps` steps after `warmup` untimed ones.
-double measure(const Case& c, Device device, int warmup, int steps) {
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+// Echelon's images/s (per CPU second when cpu_time) over `steps` steps after `warmup` untimed
+// ones.
+double measure(const Case& c, Device device, int warmup, int steps, bool cpu_time = false) {
   auto model = make_model(c.model, c.channels, 10, /*seed=*/1, c.size);
   SGDOptions sgd;
   sgd.lr = 0.01;
@@ -59,8 +71,11 @@ double measure(const Case& c, Device device, int warmup, int steps) {
   for (int i = 0; i < warmup; ++i) engine->train_step(batch);
   // The loss is read back every step (item()), so a CUDA step is complete when train_step returns.
   const auto start = std::chrono::steady_clock::now();
+  const double cpu_start = process_cpu_seconds();
   for (int i = 0; i < steps; ++i) engine->train_step(batch);
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double s =
+      cpu_time ? process_cpu_seconds() - cpu_start
+               : std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return static_cast<double>(c.batch) * steps / s;
 }
 
@@ -159,7 +174,7 @@ double median(std::vector<double> v) {
 
 struct Options {
   int lenet_steps = 30, resnet_steps = 3, rounds = 3, warmup = 2;
-  bool torch = true;
+  bool torch = true, cpu_time = false;
   bool epoch = true;
   int64_t epoch_images = 6400;
   std::string data_dir;
@@ -184,6 +199,8 @@ Options parse(int argc, char** argv) {
                  "batch full)")
       ->check(CLI::Range(int64_t{128}, int64_t{60000}));
   app.add_option("--data-dir", o.data_dir, "Fashion-MNIST folder (default: Debian's)");
+  app.add_flag("--cpu-time", o.cpu_time,
+               "Rate Echelon per process CPU second (for A/B on a loaded machine)");
   echelon::bench::parse_args_or_exit(app, argc, argv);
   o.torch = !no_torch;
   o.epoch = !no_epoch;
@@ -195,7 +212,7 @@ void run_row(const Case& c, int threads, const Options& o, const std::vector<Pee
   ops::set_cpu_threads(threads);
   std::vector<std::vector<double>> rates(1 + peers.size());
   for (int round = 0; round < o.rounds; ++round) {
-    rates[0].push_back(measure(c, Device::cpu(), o.warmup, c.steps));
+    rates[0].push_back(measure(c, Device::cpu(), o.warmup, c.steps, o.cpu_time));
     for (size_t p = 0; p < peers.size(); ++p)
       rates[p + 1].push_back(measure_peer(peers[p], c, threads, o.warmup));
   }

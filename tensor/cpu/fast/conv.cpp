@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include <echelon/tensor/cpu/fast/conv_direct.h>
+#include <echelon/tensor/cpu/fast/conv_winograd.h>
 #include <echelon/tensor/cpu/fast/parallel.h>
 #include <echelon/tensor/cpu/fast/scratch.h>
 #include <echelon/tensor/cpu/matmul.h>
@@ -118,8 +119,10 @@ void col2im_group(const Conv2dGeometry& a, const T* cols, int64_t count, T* x) {
 
 template <typename T>
 void conv2d_forward(const Conv2dGeometry& a, const T* x, const T* w, const T* bias, T* y) {
-  if constexpr (std::is_same_v<T, float>)
+  if constexpr (std::is_same_v<T, float>) {
+    if (conv_winograd_usable(a)) return conv_winograd_forward(a, x, w, bias, y);
     if (conv_direct_usable(a)) return conv_direct_forward(a, x, w, bias, y);
+  }
   const Dims d = dims_of(a);
   const int64_t group = group_size<T>(d);
   parallel_for(a.n, 1, [&](int64_t begin, int64_t end) {
@@ -144,9 +147,12 @@ void conv2d_forward(const Conv2dGeometry& a, const T* x, const T* w, const T* bi
 
 template <typename T>
 void conv2d_backward_input(const Conv2dGeometry& a, const T* grad_out, const T* w, T* grad_in) {
-  if constexpr (std::is_same_v<T, float>)
+  if constexpr (std::is_same_v<T, float>) {
+    if (conv_winograd_backward_input_usable(a))
+      return conv_winograd_backward_input(a, grad_out, w, grad_in);
     if (conv_direct_usable(a) && a.stride_h == 1)
       return conv_direct_backward_input(a, grad_out, w, grad_in);
+  }
   const Dims d = dims_of(a);
   const int64_t group = group_size<T>(d);
   parallel_for(a.n, 1, [&](int64_t begin, int64_t end) {
@@ -168,8 +174,10 @@ void conv2d_backward_input(const Conv2dGeometry& a, const T* grad_out, const T* 
 
 template <typename T>
 void conv2d_backward_weight(const Conv2dGeometry& a, const T* grad_out, const T* x, T* grad_w) {
-  if constexpr (std::is_same_v<T, float>)
+  if constexpr (std::is_same_v<T, float>) {
+    if (conv_winograd_usable(a)) return conv_winograd_backward_weight(a, grad_out, x, grad_w);
     if (conv_direct_usable(a)) return conv_direct_backward_weight(a, grad_out, x, grad_w);
+  }
   const Dims d = dims_of(a);
   const int64_t group = group_size<T>(d), weights = a.o * d.rows;
   const int64_t chunks = chunk_count(a.n, 1);

@@ -286,10 +286,10 @@ ECH_AVX2 void transpose_8x8(const float* src, int64_t ld_src, float* dst, int64_
   }
 }
 
-// gt (P, op) = grad_out (O, P) transposed, channels O..op-1 zero: position-major, so the weight
-// tile loads the gradients of 8 channels at one position as one vector.
-void transpose_grad_out(const float* grad_out, int64_t o, int64_t positions, int64_t op,
-                        float* gt) {
+}  // namespace
+
+void conv_direct_transpose_planes(const float* grad_out, int64_t o, int64_t positions, int64_t op,
+                                  float* gt) {
   const int64_t whole_o = o / kLanes * kLanes, whole_p = positions / kLanes * kLanes;
   for (int64_t k = 0; k < whole_o; k += kLanes) {
     for (int64_t q = 0; q < whole_p; q += kLanes)
@@ -302,8 +302,6 @@ void transpose_grad_out(const float* grad_out, int64_t o, int64_t positions, int
     std::fill(gt + q * op + o, gt + (q + 1) * op, 0.0f);
   }
 }
-
-}  // namespace
 
 bool conv_direct_usable(const Conv2dGeometry& a) {
   static const bool cpu_has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -373,8 +371,8 @@ void conv_direct_backward_weight(const Conv2dGeometry& a, const float* grad_out,
       const int64_t images = std::min(group, end - n);
       for (int64_t i = 0; i < images; ++i) {
         pad_image(a, p, x + (n + i) * a.c * a.h * a.w, padded + i * p.image);
-        transpose_grad_out(grad_out + (n + i) * a.o * positions, a.o, positions, op,
-                           gt + i * positions * op);
+        conv_direct_transpose_planes(grad_out + (n + i) * a.o * positions, a.o, positions, op,
+                                     gt + i * positions * op);
       }
       for (int64_t row0 = 0; row0 < a.out_h; row0 += band) {
         const WeightPass pass{
@@ -415,6 +413,9 @@ void conv_direct_backward_input(const Conv2dGeometry&, const float*, const float
 }
 void conv_direct_backward_weight(const Conv2dGeometry&, const float*, const float*, float*) {
   ECH_CHECK(false, "conv_direct_backward_weight: the direct kernel needs an x86 CPU with AVX2");
+}
+void conv_direct_transpose_planes(const float*, int64_t, int64_t, int64_t, float*) {
+  ECH_CHECK(false, "conv_direct_transpose_planes: needs an x86 CPU with AVX2");
 }
 
 #endif

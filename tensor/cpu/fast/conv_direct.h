@@ -7,7 +7,8 @@
 // output channels, summing outer products over the output positions (an input broadcast times the
 // 16 channels' gradients at that position, from a position-major copy of grad_out). conv.cpp's
 // im2col + GEMM path handles every other geometry, float64, and CPUs without AVX2; the naive twins
-// (tensor/cpu/conv.h) are the oracle of both.
+// (tensor/cpu/conv.h) are the oracle of both. conv.cpp asks Winograd (conv_winograd.h) first: it
+// takes the 3x3 / stride 1 layers whose sizes fit its tiles.
 #pragma once
 
 #include <echelon/kernels/conv.h>
@@ -31,5 +32,9 @@ void conv_direct_backward_input(const Conv2dGeometry& a, const float* grad_out, 
 // chunk order, so the result depends on the thread count, not on timing.
 void conv_direct_backward_weight(const Conv2dGeometry& a, const float* grad_out, const float* x,
                                  float* grad_w);
+// gt (P, op) = planes (O, P) transposed, channels O..op-1 zero (op >= O): position-major, so a
+// weight-gradient tile loads 8 channels at one position as one vector. AVX2 (as above).
+void conv_direct_transpose_planes(const float* planes, int64_t o, int64_t positions, int64_t op,
+                                  float* gt);
 
 }  // namespace echelon::cpu::fast

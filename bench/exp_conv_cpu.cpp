@@ -1,0 +1,121 @@
+// The fast CPU path's convolution kernels on ResNet-20's 3x3 layers (batch 128, 1 thread): thread
+// CPU milliseconds per call (median of --repeats; CPU time, so other load on the machine hardly
+// moves it) of the direct kernel (conv_direct.h) and Winograd F(2x2, 3x3) (conv_winograd.h), per
+// direction, with the ratio direct / Winograd (> 1: Winograd faster) and Winograd's largest error
+// against the direct result relative to max |direct|.
+//
+//   build/bench/exp_conv_cpu [--repeats N] [--batch N]
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include <echelon/tensor/cpu/fast/conv_direct.h>
+#include <echelon/tensor/cpu/fast/conv_winograd.h>
+#include <echelon/tensor/cpu/fast/parallel.h>
+
+#include "bench/driver_args.h"
+
+namespace {
+
+using namespace echelon;
+
+double thread_cpu_ms() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) * 1e-6;
+}
+
+double median_ms(int repeats, const std::function<void()>& fn) {
+  fn();  // warm the scratch buffers
+  std::vector<double> ms;
+  for (int i = 0; i < repeats; ++i) {
+    const double start = thread_cpu_ms();
+    fn();
+    ms.push_back(thread_cpu_ms() - start);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+std::vector<float> random_values(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::abs(double(a[i]) - double(b[i])));
+    scale = std::max(scale, std::abs(double(b[i])));
+  }
+  return diff / std::max(scale, 1e-30);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int repeats = 5;
+  int64_t batch = 128;
+  CLI::App app{"Direct vs Winograd convolution on ResNet-20's 3x3 layers, thread CPU ms",
+               "exp_conv_cpu"};
+  app.add_option("--repeats", repeats, "Timed calls per cell (the median is kept)")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--batch", batch, "Images per call")->check(CLI::Range(1, 4096));
+  echelon::bench::parse_args_or_exit(app, argc, argv);
+  cpu::fast::set_num_threads(1);
+  struct Layer {
+    int64_t c, size, o;
+  };
+  std::printf(
+      "| layer (C -> O, HxW) | direction | direct ms | Winograd ms | direct / Winograd | "
+      "rel. error |\n|---|---|---|---|---|---|\n");
+  for (const Layer& l : {Layer{16, 32, 16}, Layer{32, 16, 32}, Layer{64, 8, 64}}) {
+    Conv2dGeometry window;
+    window.kernel_h = window.kernel_w = 3;
+    window.pad_h = window.pad_w = 1;
+    const Conv2dGeometry a = window.for_input(batch, l.c, l.size, l.size, l.o);
+    if (!cpu::fast::conv_winograd_usable(a) || !cpu::fast::conv_direct_usable(a)) {
+      std::printf("this CPU lacks AVX2 + FMA: nothing to compare\n");
+      return 0;
+    }
+    const auto in = size_t(a.n * a.c * a.h * a.w), out = size_t(a.n * a.o * a.out_h * a.out_w);
+    const auto x = random_values(in, 1), w = random_values(size_t(a.o * a.c * 9), 2),
+               gy = random_values(out, 3);
+    std::vector<float> y_d(out), y_w(out), gx_d(in), gx_w(in), gw_d(size_t(a.o * a.c * 9)),
+        gw_w(gw_d.size());
+    const double fd = median_ms(repeats, [&] {
+      cpu::fast::conv_direct_forward(a, x.data(), w.data(), nullptr, y_d.data());
+    });
+    const double fw = median_ms(repeats, [&] {
+      cpu::fast::conv_winograd_forward(a, x.data(), w.data(), nullptr, y_w.data());
+    });
+    const double bd = median_ms(repeats, [&] {
+      cpu::fast::conv_direct_backward_input(a, gy.data(), w.data(), gx_d.data());
+    });
+    const double bw = median_ms(repeats, [&] {
+      cpu::fast::conv_winograd_backward_input(a, gy.data(), w.data(), gx_w.data());
+    });
+    const double wd = median_ms(repeats, [&] {
+      cpu::fast::conv_direct_backward_weight(a, gy.data(), x.data(), gw_d.data());
+    });
+    const double ww = median_ms(repeats, [&] {
+      cpu::fast::conv_winograd_backward_weight(a, gy.data(), x.data(), gw_w.data());
+    });
+    std::printf("| %lld -> %lld, %lldx%lld | forward | %.2f | %.2f | %.2f | %.1e |\n",
+                static_cast<long long>(l.c), static_cast<long long>(l.o),
+                static_cast<long long>(l.size), static_cast<long long>(l.size), fd, fw, fd / fw,
+                relative_error(y_w, y_d));
+    std::printf("| | backward data | %.2f | %.2f | %.2f | %.1e |\n", bd, bw, bd / bw,
+                relative_error(gx_w, gx_d));
+    std::printf("| | backward weight | %.2f | %.2f | %.2f | %.1e |\n", wd, ww, wd / ww,
+                relative_error(gw_w, gw_d));
+  }
+  return 0;
+}

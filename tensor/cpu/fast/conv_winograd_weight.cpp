@@ -1,0 +1,287 @@
+// The Winograd F(2x2, 3x3) weight gradient (tensor/cpu/fast/conv_winograd.h): per group of
+// images (about 512 KiB of transformed data), V = B^T d B of the input tiles (the forward's
+// input transform) and Z = A dY A^T of grad_out's 2x2 blocks, then dU[xi][c][o] += V * Z over
+// the group's tiles in register tiles (input channels x output channels, the tiles the long
+// dimension), and at the end dw = G^T dU G. AVX2 or AVX-512 tiles as conv_winograd_isa() says.
+#include <algorithm>
+#include <vector>
+
+#include <echelon/base/error.h>
+#include <echelon/tensor/cpu/fast/conv_direct.h>
+#include <echelon/tensor/cpu/fast/conv_winograd.h>
+#include <echelon/tensor/cpu/fast/conv_winograd_tiles.h>
+#include <echelon/tensor/cpu/fast/parallel.h>
+#include <echelon/tensor/cpu/fast/scratch.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define ECH_AVX2 __attribute__((target("avx2,fma")))
+#define ECH_AVX512 __attribute__((target("avx512f,avx2,fma")))
+#endif
+
+namespace echelon::cpu::fast {
+
+#ifdef ECH_AVX2
+namespace winograd {
+namespace {
+
+// The weight gradient: dU[xi][c][o] = sum over tiles t of V[xi][c][t] * Z[t][xi][o], where
+// Z = A dY A^T is the 4x4 transform of grad_out's 2x2 block of tile t; then dw = G^T dU G.
+// acc[j][k] (input channel c0 + j; output channels o0 + 8k .. + 7 in the lanes) += V of (c0 + j)
+// at tile t (a broadcast from the tile-lane layout) * Z at t (a vector of 8 channels), over
+// `tiles` tiles: v and z point at the pass's transformed position xi.
+template <int B, int NO>
+ECH_AVX2 void weight_tile(const float* v, int64_t c_stride, const float* z, int64_t tiles,
+                          int64_t op, float* acc_at) {
+  __m256 acc[B][NO];
+#pragma GCC unroll 8
+  for (int j = 0; j < B; ++j)
+#pragma GCC unroll 2
+    for (int k = 0; k < NO; ++k) acc[j][k] = _mm256_loadu_ps(acc_at + j * op + k * kLanes);
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t at = (t / kLanes) * kVector + t % kLanes;  // tile t in V's [vector][xi][lane]
+    __m256 zv[NO];
+#pragma GCC unroll 2
+    for (int k = 0; k < NO; ++k) zv[k] = _mm256_loadu_ps(z + t * kXi * op + k * kLanes);
+#pragma GCC unroll 8
+    for (int j = 0; j < B; ++j) {
+      const __m256 vj = _mm256_broadcast_ss(v + j * c_stride + at);
+#pragma GCC unroll 2
+      for (int k = 0; k < NO; ++k) acc[j][k] = _mm256_fmadd_ps(vj, zv[k], acc[j][k]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < B; ++j)
+#pragma GCC unroll 2
+    for (int k = 0; k < NO; ++k) _mm256_storeu_ps(acc_at + j * op + k * kLanes, acc[j][k]);
+}
+
+using WeightTileFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*);
+
+template <int NO>
+WeightTileFn weight_tile_for(int64_t block) {
+  switch (block) {
+    case 6:
+      return weight_tile<6, NO>;
+    case 5:
+      return weight_tile<5, NO>;
+    case 4:
+      return weight_tile<4, NO>;
+    case 3:
+      return weight_tile<3, NO>;
+    case 2:
+      return weight_tile<2, NO>;
+    default:
+      return weight_tile<1, NO>;
+  }
+}
+
+// weight_tile with AVX-512: B input channels x NO vectors of 16 output channels.
+template <int B, int NO>
+ECH_AVX512 void weight_tile_512(const float* v, int64_t c_stride, const float* z, int64_t tiles,
+                                int64_t op, float* acc_at) {
+  __m512 acc[B][NO];
+#pragma GCC unroll 12
+  for (int j = 0; j < B; ++j)
+#pragma GCC unroll 4
+    for (int k = 0; k < NO; ++k) acc[j][k] = _mm512_loadu_ps(acc_at + j * op + k * 16);
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t at = (t / kLanes) * kVector + t % kLanes;
+    __m512 zv[NO];
+#pragma GCC unroll 4
+    for (int k = 0; k < NO; ++k) zv[k] = _mm512_loadu_ps(z + t * kXi * op + k * 16);
+#pragma GCC unroll 12
+    for (int j = 0; j < B; ++j) {
+      const __m512 vj = _mm512_set1_ps(v[j * c_stride + at]);
+#pragma GCC unroll 4
+      for (int k = 0; k < NO; ++k) acc[j][k] = _mm512_fmadd_ps(vj, zv[k], acc[j][k]);
+    }
+  }
+#pragma GCC unroll 12
+  for (int j = 0; j < B; ++j)
+#pragma GCC unroll 4
+    for (int k = 0; k < NO; ++k) _mm512_storeu_ps(acc_at + j * op + k * 16, acc[j][k]);
+}
+
+// Input channels per AVX-512 weight tile: 12 x 1 or 6 x 2 (or x 4) accumulators.
+int64_t weight_block_512(int64_t vectors) {
+  return vectors == 1 ? 12 : 6;
+}
+
+template <int NO>
+WeightTileFn weight_tile_512_for(int64_t block) {
+  if constexpr (NO == 1) {
+    switch (block) {
+      case 12:
+        return weight_tile_512<12, 1>;
+      case 11:
+        return weight_tile_512<11, 1>;
+      case 10:
+        return weight_tile_512<10, 1>;
+      case 9:
+        return weight_tile_512<9, 1>;
+      case 8:
+        return weight_tile_512<8, 1>;
+      case 7:
+        return weight_tile_512<7, 1>;
+      default:
+        break;
+    }
+  }
+  switch (block) {
+    case 6:
+      return weight_tile_512<6, NO>;
+    case 5:
+      return weight_tile_512<5, NO>;
+    case 4:
+      return weight_tile_512<4, NO>;
+    case 3:
+      return weight_tile_512<3, NO>;
+    case 2:
+      return weight_tile_512<2, NO>;
+    default:
+      return weight_tile_512<1, NO>;
+  }
+}
+
+// z[t][xi][o] (op floats each) = A dY A^T for the tiles of `count` vectors (t = 8 i + lane),
+// dY the 2x2 block of grad_out under the tile, from gt (P, op) = grad_out position-major. Lanes
+// of a vector without a second quad get Z = 0.
+ECH_AVX2 void grad_transform(const float* gt, int64_t op, const TileVector* vectors, int64_t count,
+                             int64_t out_w, float* z) {
+  for (int64_t i = 0; i < count; ++i) {
+    const TileVector& tv = vectors[i];
+    for (int64_t lane = 0; lane < kLanes; ++lane) {
+      const int64_t t = i * kLanes + lane;
+      if (lane >= 4 && !tv.has_hi) {
+        std::fill(z + t * kXi * op, z + (t + 1) * kXi * op, 0.0f);
+        continue;
+      }
+      const int64_t p = (lane < 4 ? tv.out_lo + 2 * lane : tv.out_hi + 2 * (lane - 4));
+      for (int64_t k = 0; k < op; k += kLanes) {
+        const __m256 a = _mm256_loadu_ps(gt + p * op + k);
+        const __m256 b = _mm256_loadu_ps(gt + (p + 1) * op + k);
+        const __m256 c = _mm256_loadu_ps(gt + (p + out_w) * op + k);
+        const __m256 d = _mm256_loadu_ps(gt + (p + out_w + 1) * op + k);
+        // A dY: rows (a, b), (a + c, b + d), (a - c, b - d), (-c, -d); each row (p, q) then
+        // times A^T: (p, p + q, p - q, -q).
+        const __m256 rows[4][2] = {
+            {a, b},
+            {_mm256_add_ps(a, c), _mm256_add_ps(b, d)},
+            {_mm256_sub_ps(a, c), _mm256_sub_ps(b, d)},
+            {_mm256_sub_ps(_mm256_setzero_ps(), c), _mm256_sub_ps(_mm256_setzero_ps(), d)}};
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; ++r) {
+          const __m256 pv = rows[r][0], qv = rows[r][1];
+          float* dst = z + (t * kXi + 4 * r) * op + k;
+          const int64_t step = op;
+          _mm256_storeu_ps(dst, pv);
+          _mm256_storeu_ps(dst + step, _mm256_add_ps(pv, qv));
+          _mm256_storeu_ps(dst + 2 * step, _mm256_sub_ps(pv, qv));
+          _mm256_storeu_ps(dst + 3 * step, _mm256_sub_ps(_mm256_setzero_ps(), qv));
+        }
+      }
+    }
+  }
+}
+
+void backward_weight_impl(const Conv2dGeometry& a, const float* grad_out, const float* x,
+                          float* grad_w) {
+  const Layout l = layout_of(a);
+  const std::vector<TileVector> vectors = tile_vectors(a, l);
+  const bool wide = conv_winograd_isa() == WinogradIsa::Avx512;
+  const int64_t o_lanes = wide ? 16 : kLanes;
+  const int64_t op = (a.o + o_lanes - 1) / o_lanes * o_lanes;  // channels rounded up to vectors
+  const int64_t positions = a.out_h * a.out_w, image_tiles = l.vectors * kLanes;
+  // Images per pass: their V and Z (about 512 KiB) stay in L2 over the 16 GEMMs.
+  const int64_t per_image = a.c * l.vectors * kVector + kXi * image_tiles * op;
+  const int64_t group = std::max<int64_t>(1, (int64_t{128} << 10) / per_image);
+  const int64_t chunks = chunk_count(a.n, 1), partial = kXi * a.c * op;
+  // Per chunk dU[xi][c][o] in the caller's scratch (slot 1; tasks use their own slot 0).
+  const size_t partial_count = static_cast<size_t>(std::max<int64_t>(chunks, 1) * partial);
+  float* partials = scratch<float>(1, partial_count);
+  std::fill(partials, partials + partial_count, 0.0f);
+  parallel_chunks(a.n, 1, [&](int64_t chunk, int64_t begin, int64_t end) {
+    float* du = partials + chunk * partial;
+    const int64_t images_max = std::min(group, end - begin);
+    const int64_t c_stride = images_max * l.vectors * kVector;  // floats between V's channels
+    float* padded =
+        scratch<float>(0, static_cast<size_t>(a.c * l.plane + a.c * c_stride + positions * op +
+                                              kXi * images_max * image_tiles * op));
+    float* v = padded + a.c * l.plane;
+    float* gt = v + a.c * c_stride;
+    float* z = gt + positions * op;
+    std::fill(padded, padded + a.c * l.plane, 0.0f);  // the padding; pad_image writes the rest
+    for (int64_t n = begin; n < end; n += group) {
+      const int64_t images = std::min(group, end - n), tiles = images * image_tiles;
+      for (int64_t i = 0; i < images; ++i) {
+        pad_image(a, l, x + (n + i) * a.c * a.h * a.w, padded);
+        for (int64_t c = 0; c < a.c; ++c)
+          input_transform(padded + c * l.plane, l, vectors.data(), l.vectors,
+                          v + c * c_stride + i * l.vectors * kVector, 2 * kVector, kVector, kLanes);
+        conv_direct_transpose_planes(grad_out + (n + i) * a.o * positions, a.o, positions, op, gt);
+        grad_transform(gt, op, vectors.data(), l.vectors, a.out_w, z + i * image_tiles * kXi * op);
+      }
+      for (int64_t xi = 0; xi < kXi; ++xi)
+        for (int64_t o0 = 0, vectors = 0; o0 < op; o0 += vectors * o_lanes) {
+          // Vectors of output channels per tile: AVX-512 4, 2 or 1 of 16; AVX2 2 or 1 of 8.
+          const int64_t left = (op - o0) / o_lanes;
+          vectors = left >= 4 && wide ? 4 : left >= 2 ? 2 : 1;
+          const int64_t block = wide ? weight_block_512(vectors) : kBlock;
+          for (int64_t c0 = 0, b = 0; c0 < a.c; c0 += b) {
+            b = balanced_block(a.c - c0, block);
+            const WeightTileFn fn =
+                !wide          ? (vectors == 2 ? weight_tile_for<2>(b) : weight_tile_for<1>(b))
+                : vectors == 4 ? weight_tile_512_for<4>(b)
+                : vectors == 2 ? weight_tile_512_for<2>(b)
+                               : weight_tile_512_for<1>(b);
+            fn(v + c0 * c_stride + xi * kLanes, c_stride, z + xi * op + o0, tiles, op,
+               du + (xi * a.c + c0) * op + o0);
+          }
+        }
+    }
+  });
+  for (int64_t c = 1; c < chunks; ++c) {  // chunk by chunk: a fixed order
+    const float* part = partials + c * partial;
+    for (int64_t i = 0; i < partial; ++i) partials[i] += part[i];
+  }
+  // dw = G^T dU G per (o, c).
+  for (int64_t o = 0; o < a.o; ++o)
+    for (int64_t c = 0; c < a.c; ++c) {
+      float d[4][4];
+      for (int64_t xi = 0; xi < kXi; ++xi) d[xi / 4][xi % 4] = partials[(xi * a.c + c) * op + o];
+      float t[3][4];  // G^T dU
+      for (int k = 0; k < 4; ++k) {
+        t[0][k] = d[0][k] + 0.5f * (d[1][k] + d[2][k]);
+        t[1][k] = 0.5f * (d[1][k] - d[2][k]);
+        t[2][k] = 0.5f * (d[1][k] + d[2][k]) + d[3][k];
+      }
+      float* g = grad_w + (o * a.c + c) * 9;
+      for (int r = 0; r < 3; ++r) {
+        g[r * 3 + 0] = t[r][0] + 0.5f * (t[r][1] + t[r][2]);
+        g[r * 3 + 1] = 0.5f * (t[r][1] - t[r][2]);
+        g[r * 3 + 2] = 0.5f * (t[r][1] + t[r][2]) + t[r][3];
+      }
+    }
+}
+
+}  // namespace
+}  // namespace winograd
+
+void conv_winograd_backward_weight(const Conv2dGeometry& a, const float* grad_out, const float* x,
+                                   float* grad_w) {
+  ECH_CHECK(conv_winograd_usable(a), "conv_winograd_backward_weight: geometry not supported (",
+            a.kernel_h, "x", a.kernel_w, " window, stride ", a.stride_h, ", output ", a.out_h, "x",
+            a.out_w, ", ", a.c, " input channels)");
+  winograd::backward_weight_impl(a, grad_out, x, grad_w);
+}
+
+#else  // not x86: never usable
+
+void conv_winograd_backward_weight(const Conv2dGeometry&, const float*, const float*, float*) {
+  ECH_CHECK(false, "conv_winograd_backward_weight: needs an x86 CPU with AVX2");
+}
+
+#endif
+
+}  // namespace echelon::cpu::fast

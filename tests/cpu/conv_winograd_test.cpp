@@ -1,0 +1,276 @@
+// Winograd F(2x2, 3x3) (tensor/cpu/fast/conv_winograd.h) against the naive twin, forward,
+// backward-data and backward-weight, on ResNet-20's layers and odd cases (quads that pair across
+// tile rows, an odd number of quads, 1 to 7 output channels left over from the 6-channel register
+// tiles, padding 0 and 2, several images per thread), at 1 and 3 threads, with the AVX2 and (where
+// the CPU has it) the AVX-512 GEMM tiles; the direct kernel on the same shapes (the level below);
+// the usable() rules; a non-contiguous input through ops::conv2d; and what a non-finite input does.
+//
+// Tolerance: the reference is the naive twin in double. Winograd's transforms add up to 4
+// inputs, then 4 products, then 3 sums per output, each term bounded by the tile's |x| times
+// the transformed weights (|G g G^T| <= 2.25 max |w|), so its float error is a small multiple of
+// eps * sum |x| |w| over the window, not of eps * |y|: cancellation in y does not shrink it. The
+// bound asserted is 16 * eps * sum |x| |w|, for Winograd and the direct kernel alike; both
+// measured below 1 on these cases (random inputs let the rounding errors partly cancel). The
+// weight gradient sums over every tile of the batch; its bound is the same 16 eps times
+// sum |grad_out| |x| (measured: Winograd 0.4-1.3, direct 0.5-1.9).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include <echelon/tensor/cpu/conv.h>
+#include <echelon/tensor/cpu/fast/conv_direct.h>
+#include <echelon/tensor/cpu/fast/conv_winograd.h>
+#include <echelon/tensor/cpu/fast/parallel.h>
+#include <echelon/tensor/ops.h>
+
+namespace echelon {
+namespace {
+
+struct Case {
+  int64_t n, c, h, w, o, pad;
+};
+
+Conv2dGeometry geometry(const Case& k) {
+  Conv2dGeometry g;
+  g.kernel_h = g.kernel_w = 3;
+  g.pad_h = g.pad_w = k.pad;
+  return g.for_input(k.n, k.c, k.h, k.w, k.o);
+}
+
+std::vector<float> random_values(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+std::vector<double> widen(const std::vector<float>& v, bool absolute) {
+  std::vector<double> d(v.size());
+  for (size_t i = 0; i < v.size(); ++i) d[i] = absolute ? std::abs(double(v[i])) : double(v[i]);
+  return d;
+}
+
+// Largest |got - want| / (eps * scale): the error in units of float epsilon times sum |x| |w|.
+double error_units(const std::vector<float>& got, const std::vector<double>& want,
+                   const std::vector<double>& scale) {
+  REQUIRE(got.size() == want.size());
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double d = std::abs(double(got[i]) - want[i]);
+    const double units = d / (std::numeric_limits<float>::epsilon() * (scale[i] + 1e-30));
+    worst = std::max(worst, std::isnan(d) ? 1e30 : units);
+  }
+  return worst;
+}
+
+// The forward and backward-data references (the naive twin in double) and their scales (the
+// twin on |x|, |w|, |grad_out|): sum |x| |w| per output, sum |grad_out| |w| per input pixel.
+struct Reference {
+  std::vector<double> y, y_scale, gx, gx_scale, gw, gw_scale;
+};
+
+Reference reference(const Conv2dGeometry& a, const std::vector<float>& x,
+                    const std::vector<float>& w, const std::vector<float>& gy) {
+  Reference r;
+  const auto in = size_t(a.n * a.c * a.h * a.w), out = size_t(a.n * a.o * a.out_h * a.out_w);
+  r.y.resize(out);
+  r.y_scale.resize(out);
+  r.gx.resize(in);
+  r.gx_scale.resize(in);
+  cpu::conv2d_forward(a, widen(x, false).data(), widen(w, false).data(),
+                      static_cast<const double*>(nullptr), r.y.data());
+  cpu::conv2d_forward(a, widen(x, true).data(), widen(w, true).data(),
+                      static_cast<const double*>(nullptr), r.y_scale.data());
+  cpu::conv2d_backward_input(a, widen(gy, false).data(), widen(w, false).data(), r.gx.data());
+  cpu::conv2d_backward_input(a, widen(gy, true).data(), widen(w, true).data(), r.gx_scale.data());
+  r.gw.resize(w.size());
+  r.gw_scale.resize(w.size());
+  cpu::conv2d_backward_weight(a, widen(gy, false).data(), widen(x, false).data(), r.gw.data());
+  cpu::conv2d_backward_weight(a, widen(gy, true).data(), widen(x, true).data(), r.gw_scale.data());
+  return r;
+}
+
+const std::vector<Case> kCases = {
+    {3, 16, 32, 32, 16, 1},  // ResNet-20 stage 1: 16 tile columns, joined quads
+    {2, 32, 16, 16, 32, 1},  // stage 2: 8 tile columns, one vector per tile row
+    {3, 64, 8, 8, 64, 1},    // stage 3: 4 tile columns, a vector's quads on two tile rows
+    {2, 9, 6, 8, 8, 1},      // 3 quads: the last vector has no second quad; 9 = 6 + 3 channels
+    {1, 8, 10, 22, 8, 2},    // padding 2: 12 x 24 outputs, 3 quads per tile row (forward only)
+    {2, 8, 10, 18, 13, 0},   // padding 0: 8 x 16 outputs; 13 = 6 + 6 + 1 (forward only)
+    {2, 13, 8, 16, 8, 0},    // backward only: padding 2 over grad_out (6 x 14), 13 = 6 + 6 + 1
+    {2, 8, 12, 24, 11, 2},   // backward only: padding 0 over grad_out (14 x 26)
+    {5, 11, 16, 24, 8, 1},   // 5 images over 3 threads, 11 input channels
+    {1, 8, 8, 8, 112, 1},    // 112 = 7 x 16 channels: AVX-512 weight tiles of 4, 2 and 1 vectors
+};
+
+}  // namespace
+
+TEST_SUITE("fast_cpu") {
+  TEST_CASE("winograd: forward and backward data within 16 eps sum|x||w| of the twin") {
+    Conv2dGeometry probe = geometry(kCases[0]);
+    if (!cpu::fast::conv_winograd_usable(probe)) return;  // no AVX2 + FMA on this CPU
+    const int before = cpu::fast::num_threads();
+    const cpu::fast::WinogradIsa isa_before = cpu::fast::conv_winograd_isa();
+    int forwards = 0, backwards = 0;
+    // Both dispatch levels of the GEMM tiles where the CPU has AVX-512, at 1 and 3 threads.
+    std::vector<std::pair<cpu::fast::WinogradIsa, int>> runs = {{cpu::fast::WinogradIsa::Avx2, 1},
+                                                                {cpu::fast::WinogradIsa::Avx2, 3}};
+    if (cpu::fast::conv_winograd_avx512_available())
+      runs.insert(runs.end(),
+                  {{cpu::fast::WinogradIsa::Avx512, 1}, {cpu::fast::WinogradIsa::Avx512, 3}});
+    for (const auto& run : runs) {
+      // Plain variables, not structured bindings: clang 14 cannot capture those in CAPTURE.
+      const cpu::fast::WinogradIsa isa = run.first;
+      const int threads = run.second;
+      cpu::fast::set_conv_winograd_isa(isa);
+      cpu::fast::set_num_threads(threads);
+      for (const Case& k : kCases) {
+        CAPTURE(isa == cpu::fast::WinogradIsa::Avx512);
+        CAPTURE(threads);
+        CAPTURE(k.c);
+        CAPTURE(k.h);
+        CAPTURE(k.w);
+        CAPTURE(k.o);
+        CAPTURE(k.pad);
+        const Conv2dGeometry a = geometry(k);
+        // Padding 0 or 2 turns into 2 or 0 for the backward: one of the two sizes fits.
+        const bool forward = cpu::fast::conv_winograd_usable(a);
+        const bool backward = cpu::fast::conv_winograd_backward_input_usable(a);
+        REQUIRE((forward || backward));
+        forwards += forward;
+        backwards += backward;
+        const auto in = size_t(a.n * a.c * a.h * a.w), out = size_t(a.n * a.o * a.out_h * a.out_w);
+        const auto x = random_values(in, 1), w = random_values(size_t(a.o * a.c * 9), 2),
+                   b = random_values(size_t(a.o), 3), gy = random_values(out, 4);
+        const Reference r = reference(a, x, w, gy);
+        const float nan = std::numeric_limits<float>::quiet_NaN();
+        std::vector<float> y(out, nan), gx(in, nan), yd(out, nan), gxd(in, nan), gw(w.size(), nan),
+            gwd(w.size(), nan);
+        if (backward) {
+          cpu::fast::conv_winograd_backward_input(a, gy.data(), w.data(), gx.data());
+          CHECK(error_units(gx, r.gx, r.gx_scale) <= 16);
+        }
+        if (!forward) continue;
+        cpu::fast::conv_winograd_forward(a, x.data(), w.data(), nullptr, y.data());
+        CHECK(error_units(y, r.y, r.y_scale) <= 16);
+        cpu::fast::conv_winograd_backward_weight(a, gy.data(), x.data(), gw.data());
+        CHECK(error_units(gw, r.gw, r.gw_scale) <= 16);
+        // The other dispatch level (the direct kernel) on the same shape.
+        cpu::fast::conv_direct_forward(a, x.data(), w.data(), nullptr, yd.data());
+        CHECK(error_units(yd, r.y, r.y_scale) <= 16);
+        cpu::fast::conv_direct_backward_weight(a, gy.data(), x.data(), gwd.data());
+        CHECK(error_units(gwd, r.gw, r.gw_scale) <= 16);
+        // Per-thread partials are added in chunk order: a second run is bit-identical.
+        std::vector<float> again(w.size(), nan);
+        cpu::fast::conv_winograd_backward_weight(a, gy.data(), x.data(), again.data());
+        CHECK(again == gw);
+        if (backward) {
+          cpu::fast::conv_direct_backward_input(a, gy.data(), w.data(), gxd.data());
+          CHECK(error_units(gxd, r.gx, r.gx_scale) <= 16);
+        }
+        // The bias: added once per output.
+        std::vector<float> yb(out, nan);
+        cpu::fast::conv_winograd_forward(a, x.data(), w.data(), b.data(), yb.data());
+        const int64_t plane = a.out_h * a.out_w;
+        double worst = 0;
+        for (size_t i = 0; i < out; ++i)
+          worst = std::max(worst, std::abs(double(yb[i]) - double(y[i]) -
+                                           double(b[size_t(int64_t(i) / plane % a.o)])));
+        CHECK(worst <= 1e-5);
+      }
+    }
+    // Each direction ran on most cases, in every run.
+    CHECK(forwards >= 6 * int(runs.size()));
+    CHECK(backwards >= 6 * int(runs.size()));
+    cpu::fast::set_num_threads(before);
+    cpu::fast::set_conv_winograd_isa(isa_before);
+  }
+
+  TEST_CASE("winograd: takes 3x3 / stride 1 / pad 0..2 / out_w % 8 == 0 / even out_h / C >= 8") {
+    const Conv2dGeometry resnet = geometry({2, 16, 32, 32, 16, 1});
+    if (!cpu::fast::conv_winograd_usable(resnet)) return;
+    CHECK(cpu::fast::conv_winograd_backward_input_usable(resnet));
+    CHECK_FALSE(cpu::fast::conv_winograd_usable(geometry({2, 16, 31, 32, 16, 1})));  // odd out_h
+    CHECK_FALSE(cpu::fast::conv_winograd_usable(geometry({2, 16, 32, 28, 16, 1})));  // out_w 28
+    CHECK_FALSE(cpu::fast::conv_winograd_usable(geometry({2, 7, 32, 32, 16, 1})));   // C = 7
+    CHECK_FALSE(cpu::fast::conv_winograd_usable(geometry({2, 16, 32, 32, 16, 3})));  // pad 3
+    // Backward data needs O >= 8 and grad_in (H, W) of the forward's shape rules.
+    CHECK(cpu::fast::conv_winograd_usable(geometry({2, 16, 32, 32, 4, 1})));
+    CHECK_FALSE(cpu::fast::conv_winograd_backward_input_usable(geometry({2, 16, 32, 32, 4, 1})));
+    CHECK_FALSE(cpu::fast::conv_winograd_backward_input_usable(geometry({2, 16, 30, 30, 16, 0})));
+    Conv2dGeometry strided = resnet;
+    strided.stride_h = strided.stride_w = 2;
+    CHECK_FALSE(cpu::fast::conv_winograd_usable(strided.for_input(2, 16, 32, 32, 16)));
+    Conv2dGeometry dilated = resnet;
+    dilated.dilation_h = dilated.dilation_w = 2;
+    CHECK_FALSE(cpu::fast::conv_winograd_usable(dilated.for_input(2, 16, 36, 36, 16)));
+    Conv2dGeometry five;
+    five.kernel_h = five.kernel_w = 5;
+    five.pad_h = five.pad_w = 2;
+    CHECK_FALSE(cpu::fast::conv_winograd_usable(five.for_input(2, 16, 32, 32, 16)));
+    CHECK_THROWS(cpu::fast::conv_winograd_forward(strided.for_input(1, 16, 32, 32, 16), nullptr,
+                                                  nullptr, nullptr, nullptr));
+    // The default GEMM tiles are the widest the CPU has.
+    CHECK((cpu::fast::conv_winograd_isa() == cpu::fast::WinogradIsa::Avx512) ==
+          cpu::fast::conv_winograd_avx512_available());
+    if (!cpu::fast::conv_winograd_avx512_available())
+      CHECK_THROWS(cpu::fast::set_conv_winograd_isa(cpu::fast::WinogradIsa::Avx512));
+  }
+
+  TEST_CASE("winograd through ops::conv2d: a non-contiguous input, fast vs naive kernels") {
+    const Conv2dGeometry a = geometry({2, 16, 16, 16, 16, 1});
+    if (!cpu::fast::conv_winograd_usable(a)) return;
+    Generator gen(7);
+    // Channels 4..19 of a 24-channel tensor: a non-contiguous view.
+    const Tensor big = ops::randn({2, 24, 16, 16}, gen, kFloat32, Device::cpu());
+    const Tensor x = big.narrow(1, 4, 16);
+    REQUIRE_FALSE(x.is_contiguous());
+    const Tensor w = ops::randn({16, 16, 3, 3}, gen, kFloat32, Device::cpu());
+    const Tensor b = ops::randn({16}, gen, kFloat32, Device::cpu());
+    const ops::CpuKernels before = ops::cpu_kernels();
+    ops::set_cpu_kernels(ops::CpuKernels::Naive);
+    const std::vector<float> want = ops::conv2d(x, w, b, a).to_vector<float>();
+    ops::set_cpu_kernels(ops::CpuKernels::Fast);
+    const std::vector<float> got = ops::conv2d(x, w, b, a).to_vector<float>();
+    ops::set_cpu_kernels(before);
+    REQUIRE(got.size() == want.size());
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+      worst = std::max(worst, std::abs(double(got[i]) - double(want[i])));
+    // |x| ~ N(0, 1), |w| ~ N(0, 1): sum |x| |w| over 144 taps is about 92, 64 eps of it 7e-4.
+    CHECK(worst <= 1e-3);
+  }
+
+  TEST_CASE("winograd: an Inf input gives non-finite outputs where its window reads it") {
+    const Case k{1, 8, 16, 16, 8, 1};
+    const Conv2dGeometry a = geometry(k);
+    if (!cpu::fast::conv_winograd_usable(a)) return;
+    auto x = random_values(size_t(8 * 16 * 16), 5);
+    const auto w = random_values(size_t(8 * 8 * 9), 6);
+    x[size_t((3 * 16 + 7) * 16 + 9)] = std::numeric_limits<float>::infinity();  // c 3, (7, 9)
+    std::vector<float> y(size_t(8 * 16 * 16));
+    cpu::fast::conv_winograd_forward(a, x.data(), w.data(), nullptr, y.data());
+    for (int64_t o = 0; o < 8; ++o)
+      for (int64_t r = 0; r < 16; ++r)
+        for (int64_t c = 0; c < 16; ++c) {
+          CAPTURE(o);
+          CAPTURE(r);
+          CAPTURE(c);
+          const float v = y[size_t((o * 16 + r) * 16 + c)];
+          // Outputs whose window holds (7, 9) are non-finite, as the twin's. Winograd also
+          // spoils the rest of the 4x4 input tiles holding it (Inf - Inf in the transforms):
+          // tile rows/columns within 2 of the pixel; outputs farther away stay finite.
+          if (std::abs(r - 7) <= 1 && std::abs(c - 9) <= 1)
+            CHECK_FALSE(std::isfinite(v));
+          else if (std::abs(r - 7) > 3 || std::abs(c - 9) > 3)
+            CHECK(std::isfinite(v));
+        }
+  }
+}
+
+}  // namespace echelon
