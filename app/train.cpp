@@ -145,7 +145,9 @@ class ScopedRunSettings {
         cpu_threads_(ops::cpu_threads()) {
     ops::set_conv_impl(o.conv_impl == "cudnn" ? ops::ConvImpl::Cudnn : ops::ConvImpl::Ours);
     ops::set_deterministic(o.deterministic);
-    ops::set_float32_precision(o.precision == "tf32" ? Precision::Tf32 : Precision::Fp32);
+    ops::set_float32_precision(o.precision == "tf32"   ? Precision::Tf32
+                               : o.precision == "bf16" ? Precision::Bf16
+                                                       : Precision::Fp32);
     if (o.threads > 0) ops::set_cpu_threads(o.threads);
   }
   ~ScopedRunSettings() {
@@ -538,6 +540,7 @@ void TrainingRun::write_outputs(bool final_run) {
                             .set("model", options_.model)
                             .set("dataset", data_.name)
                             .set("device", device_.to_string())
+                            .set("precision", options_.precision)  // matmul/conv compute
                             .set("engine", engine_->name())
                             .set("epochs", static_cast<int64_t>(result_.epochs.size()))
                             .set("params", params_)
