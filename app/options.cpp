@@ -188,8 +188,8 @@ void validate(const TrainOptions& o) {
   const Device device = resolve_device(o.device);
   ECH_CHECK(o.conv_impl == "ours" || o.conv_impl == "cudnn", "--conv-impl: unknown value \"",
             o.conv_impl, "\" (known: ours, cudnn)");
-  ECH_CHECK(o.precision == "fp32" || o.precision == "tf32", "--precision: unknown value \"",
-            o.precision, "\" (known: fp32, tf32)");
+  ECH_CHECK(o.precision == "fp32" || o.precision == "tf32" || o.precision == "bf16",
+            "--precision: unknown value \"", o.precision, "\" (known: fp32, tf32, bf16)");
   ECH_CHECK(o.precision == "fp32" || device.is_cuda(), "--precision ", o.precision,
             " applies to CUDA devices and this run is on the CPU (--device ", o.device,
             "), whose ops always compute in fp32; use --precision fp32");

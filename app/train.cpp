@@ -145,7 +145,9 @@ class ScopedRunSettings {
         cpu_threads_(ops::cpu_threads()) {
     ops::set_conv_impl(o.conv_impl == "cudnn" ? ops::ConvImpl::Cudnn : ops::ConvImpl::Ours);
     ops::set_deterministic(o.deterministic);
-    ops::set_float32_precision(o.precision == "tf32" ? Precision::Tf32 : Precision::Fp32);
+    ops::set_float32_precision(o.precision == "tf32"   ? Precision::Tf32
+                               : o.precision == "bf16" ? Precision::Bf16
+                                                       : Precision::Fp32);
     // --threads 0 keeps the pool's size but still makes OpenBLAS single-threaded: its own
     // workers spin after every call, and beside our pool or another rank's partition they took
     // the cores (bench/RESULTS.md, 2026-12-02, "the 2-process pipeline's compute").
@@ -541,6 +543,7 @@ void TrainingRun::write_outputs(bool final_run) {
                             .set("model", options_.model)
                             .set("dataset", data_.name)
                             .set("device", device_.to_string())
+                            .set("precision", options_.precision)  // matmul/conv compute
                             .set("engine", engine_->name())
                             .set("epochs", static_cast<int64_t>(result_.epochs.size()))
                             .set("params", params_)

@@ -50,7 +50,7 @@ struct TrainOptions {
   double gamma = 0.1;               // step, multistep
   std::string device = "auto";      // auto | cpu | cuda | cuda:N
   std::string conv_impl = "ours";   // ours | cudnn
-  std::string precision = "fp32";   // fp32 | tf32 (float32 matmuls and convolutions on CUDA)
+  std::string precision = "fp32";   // fp32 | tf32 | bf16 (matmul and conv compute on CUDA)
   uint64_t seed = 0;
   int threads = 0;         // BLAS threads; 0 = leave the library default
   std::string out;         // run folder; empty = no files written

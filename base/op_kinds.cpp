@@ -68,6 +68,8 @@ const char* name(Precision precision) {
       return "fp32";
     case Precision::Tf32:
       return "tf32";
+    case Precision::Bf16:
+      return "bf16";
   }
   return "unknown_precision";
 }

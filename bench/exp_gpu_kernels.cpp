@@ -108,8 +108,9 @@ void bandwidth_rows(int64_t n, int64_t image) {
 
 // ---- SGEMM: ours vs cuBLAS ----------------------------------------------------------------------
 
-// `precision`: fp32 (our FMA kernel vs cuBLAS's default math) or tf32 (our WMMA kernel vs cuBLAS
-// with TF32 tensor-op math).
+// `precision`: fp32 (our FMA kernel vs cuBLAS's default math), tf32 (our WMMA kernel vs cuBLAS
+// with TF32 tensor-op math) or bf16 (our bf16 WMMA kernel vs cuBLAS with
+// CUBLAS_COMPUTE_32F_FAST_16BF; fp32 matrices either way).
 void gemm_rows(const std::vector<int64_t>& sizes, Precision precision) {
   ops::set_float32_precision(precision);
   for (const int64_t s : sizes) {
@@ -230,12 +231,15 @@ int main(int argc, char** argv) {
     bandwidth_rows(quick ? int64_t{1} << 16 : int64_t{1} << 26, quick ? 64 : 1024);
     const std::vector<int64_t> gemm_sizes =
         quick ? std::vector<int64_t>{128} : std::vector<int64_t>{1024, 2048, 4096};
-    std::printf("== SGEMM (square; fp32, then TF32 tensor cores)\n");
+    std::printf("== SGEMM (square; fp32, then TF32 and bf16 tensor cores)\n");
     gemm_rows(gemm_sizes, Precision::Fp32);
     gemm_rows(gemm_sizes, Precision::Tf32);
-    std::printf("== convolution, batch %d (fp32, then TF32)\n", quick ? 2 : 128);
+    gemm_rows(gemm_sizes, Precision::Bf16);
+    // bf16: cuDNN's fp32 convolutions have no bf16 mode, so its column is TF32 tensor-op math.
+    std::printf("== convolution, batch %d (fp32, then TF32, then bf16)\n", quick ? 2 : 128);
     conv_rows(net_conv_shapes(quick ? 2 : 128), Precision::Fp32);
     conv_rows(net_conv_shapes(quick ? 2 : 128), Precision::Tf32);
+    conv_rows(net_conv_shapes(quick ? 2 : 128), Precision::Bf16);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "exp_gpu_kernels: %s\n", e.what());
     return 1;

@@ -154,7 +154,9 @@ void set_deterministic(bool on);
 bool deterministic();
 // How float32 matmuls and convolutions may round on CUDA devices (process-wide; base/op_kinds.h):
 // Tf32 runs our tensor-core GEMM (twin cpu::gemm_tf32) and lets cuBLAS and cuDNN use TF32
-// tensor cores. CPU ops always compute in fp32, whatever this says.
+// tensor cores; Bf16 runs it on bf16 operands (twin cpu::gemm_bf16), cuBLAS with
+// CUBLAS_COMPUTE_32F_FAST_16BF, and cuDNN as under Tf32 (its fp32 convolutions have no bf16
+// mode). Tensors stay fp32 either way. CPU ops always compute in fp32, whatever this says.
 void set_float32_precision(Precision precision);
 Precision float32_precision();
 // x (N, C, H, W), weight (O, C, KH, KW), bias (O) or undefined -> (N, O, OH, OW). The window of

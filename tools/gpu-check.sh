@@ -27,7 +27,8 @@
 #              tool's time box is spent. The row names the kernels blamed; a row says so when
 #              compute-sanitizer is absent.
 #   train      LeNet-5 on cuda:0 (Fashion-MNIST when present, else synthetic data), one run
-#              with --conv-impl cudnn --deterministic, one with --precision tf32, and one with
+#              with --conv-impl cudnn --deterministic, one each with --precision tf32 and bf16
+#              (tensor-core compute, fp32 storage), and one with
 #              --cuda-graph (the captured, replayed step; its summary.json next to the eager
 #              run's), and one with --resident-data. A failure reruns with ECHELON_SYNC_LAUNCHES=1.
 #   p0         issue #10's P0: LeNet-5 to 90% Fashion-MNIST test accuracy, wall clock, Echelon
@@ -78,7 +79,7 @@ T_SANITIZER=${T_SANITIZER:-75}  # one compute-sanitizer tool, all families
 T_FAMILY=${T_FAMILY:-60}  # one family under a sanitizer
 T_PIPELINE=${T_PIPELINE:-45}
 T_BENCH=${T_BENCH:-40}
-T_KERNELS=${T_KERNELS:-150}  # exp_gpu_kernels: every kernel family against its peer (conv: 3 impls x fp32/tf32)
+T_KERNELS=${T_KERNELS:-200}  # exp_gpu_kernels: every kernel family against its peer (conv: 3 impls x fp32/tf32/bf16)
 # Families whose kernels use shared memory or warp shuffles come first under the sanitizers.
 FAMILY_ORDER=(reduce matmul norm loss conv pool im2col shape elementwise optim random)
 
@@ -544,6 +545,7 @@ if [[ -x $cli ]]; then
   train train_lenet5 --model lenet5 "${data[@]}" --epochs 1
   train train_cudnn_det --model lenet5 "${data[@]}" --epochs 1 --conv-impl cudnn --deterministic
   train train_tf32 --model lenet5 "${data[@]}" --epochs 1 --precision tf32
+  train train_bf16 --model lenet5 "${data[@]}" --epochs 1 --precision bf16
   # Same recipe as train_lenet5: compare img/s and losses in the two runs' summary.json.
   train train_cuda_graph --model lenet5 "${data[@]}" --epochs 1 --cuda-graph
   # Same recipe again, batches gathered on the device (--resident-data): the same losses.

@@ -63,8 +63,9 @@ void add_train_options(CLI::App& cmd, TrainOptions& o, ScheduleFlag& schedule) {
   cmd.add_option("--gamma", o.gamma, "Decay factor (step, multistep)");
   cmd.add_option("--device", o.device, "auto | cpu | cuda | cuda:N");
   cmd.add_option("--conv-impl", o.conv_impl, "Convolution on CUDA: ours | cudnn");
-  cmd.add_option("--precision", o.precision,
-                 "Float32 matmuls and convolutions on CUDA: fp32 | tf32 (tensor cores)");
+  cmd.add_option(
+      "--precision", o.precision,
+      "Matmul and conv compute on CUDA: fp32 | tf32 | bf16 (tensor cores; fp32 storage)");
   cmd.add_option("--seed", o.seed, "Seed of model init, shuffling, augmentation and dropout");
   cmd.add_option("--threads", o.threads,
                  "CPU threads for the ops (our pool; OpenBLAS always single-threaded); 0: default");

@@ -40,8 +40,11 @@ constexpr int kMathRanks = 3;
 
 // Order of preference among math types under Precision::Fp32: plain FP32 FMA kernels match the
 // CPU twin; default math may use TF32 tensor cores on Hopper (~1e-3 relative); explicit tensor-op
-// math last. Precision::Tf32 walks the ranks backwards.
-// ALLOW_CONVERSION (inputs rounded to half precision) is never used.
+// math last. Precision::Tf32 walks the ranks backwards, and so does Precision::Bf16: cuDNN's
+// fp32 convolutions have no bf16 compute mode (cudnnMathType_t in cudnn_graph.h offers DEFAULT,
+// TENSOR_OP, TENSOR_OP_ALLOW_CONVERSION and FMA; bf16 convolutions need CUDNN_DATA_BFLOAT16
+// tensors), so the closest yardstick is tensor-op math, which rounds fp32 inputs to TF32.
+// ALLOW_CONVERSION (inputs rounded to half precision, fp16, not bf16) is never used.
 int math_rank(cudnnMathType_t math) {
   for (int rank = 0; rank < kMathRanks; ++rank)
     if (kMathTypes[rank] == math) return rank;
@@ -189,7 +192,7 @@ void run_plan(Plan& plan, AlgoPolicy policy, int device, cudaStream_t stream, co
   const Choice known = current_choice(plan);
   if (known.valid && run_choice(plan, known, device, stream, run)) return after_success(kind);
   std::lock_guard lock(plan.choosing);
-  const bool tf32 = policy.precision == Precision::Tf32;
+  const bool tf32 = policy.precision != Precision::Fp32;  // Tf32 or Bf16: tensor-op math first
   const auto results = query(plan.d.conv[tf32 ? kMathRanks - 1 : 0]);
   std::string tried;
   int eligible = 0;

@@ -23,6 +23,7 @@ struct AlgoPolicy {
   // run a non-deterministic one.
   bool deterministic = false;
   // Tf32: tensor-op math candidates first (cuDNN rounds to TF32 inside), then default, then FMA.
+  // Bf16: as Tf32 (fp32 convolutions in cuDNN have no bf16 compute mode).
   // Fp32: FMA math first, so results match the CPU twin to fp32 rounding.
   Precision precision = Precision::Fp32;
 };

@@ -1,5 +1,5 @@
-// Convolution as implicit GEMM: the block tiles of our SGEMM (cuda/kernels/gemm_tile.cuh: FMA or
-// TF32 WMMA, double-buffered k-slices) with operand loaders that gather straight from x and
+// Convolution as implicit GEMM: the block tiles of our SGEMM (cuda/kernels/gemm_tile.cuh: FMA,
+// TF32 or bf16 WMMA, double-buffered k-slices) with operand loaders that gather straight from x and
 // grad_out through the conv geometry, so no columns buffer is written or read. With R = C*KH*KW,
 // L = OH*OW and the images folded into the GEMM's N or K (one launch for the whole batch, and
 // small images still fill wide tiles):
@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <type_traits>
 
 #include <echelon/base/error.h>
 #include <echelon/cuda/kernels/matmul.h>
@@ -162,7 +163,7 @@ struct ConvOperands {
 
 // Block (x, y, z): the C tile at m0 = y * kM, n0 = x * kN over k-slices [z * per_group,
 // (z + 1) * per_group) (one group, z = 0, except in the split-K weight gradient).
-template <typename T, ConvPass P, bool kTf32>
+template <typename T, ConvPass P, bool kMma>
 __global__ void __launch_bounds__(kThreads)
     conv_gemm_kernel(Conv2dGeometry geometry, const float* __restrict__ a_src,
                      const float* __restrict__ b_src, const float* __restrict__ bias,
@@ -170,22 +171,23 @@ __global__ void __launch_bounds__(kThreads)
   const ConvOperands<P> ops{ConvIndex(geometry, gemm_shape(P, geometry)), a_src, b_src};
   const int64_t m0 = static_cast<int64_t>(blockIdx.y) * T::kM;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::kN;
-  const int64_t k_slices = (ops.g.K + kTileK - 1) / kTileK;
+  const int64_t k_slices = (ops.g.K + T::kK - 1) / T::kK;
   const int64_t first = static_cast<int64_t>(blockIdx.z) * per_group;
   const int64_t slices = max(int64_t{0}, min(k_slices, first + per_group) - first);
   const auto fetch = [&](int64_t s, Slice<T>& next) {
-    next.fetch(ops, m0, n0, (first + s) * kTileK);
+    next.fetch(ops, m0, n0, (first + s) * T::kK);
   };
   const auto store = [&](int64_t m, int64_t n, float v) { ops.store(out, bias, m, n, v); };
-  // 32-byte aligned rows of kM + kPad floats: every WMMA fragment pointer is 32-byte aligned.
-  __shared__ __align__(32) float a_tile[2][kTileK][T::kM + kPad];  // [k][m] = A(m0+m, k0+k)
-  __shared__ __align__(32) float b_tile[2][kTileK][T::kN + kPad];  // [k][n] = B(k0+k, n0+n)
-  if constexpr (kTf32) {
+  // 32-byte aligned rows of (kM + kPad) * sizeof(Elem) bytes: every WMMA fragment pointer is
+  // 32-byte aligned.
+  __shared__ __align__(32) ATiles<T> a_tile;  // [k][m] = A(m0+m, k0+k)
+  __shared__ __align__(32) BTiles<T> b_tile;  // [k][n] = B(k0+k, n0+n)
+  if constexpr (kMma) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-    __trap();  // TF32 tensor cores need sm_80 or newer
+    __trap();  // TF32 and bf16 tensor cores need sm_80 or newer
 #else
     __shared__ __align__(32) float scratch[kWarps][kFrag * kFrag];  // one accumulator, row-major
-    Tf32Warps<T> warps;
+    MmaWarps<T> warps;
     for_each_slice<T>(slices, ops.a_k_fastest(), ops.b_k_fastest(), a_tile, b_tile, fetch,
                       [&](int cur) { warps.multiply(a_tile[cur], b_tile[cur]); });
     warps.store_tile(scratch[threadIdx.x / 32], m0, n0, store);
@@ -228,15 +230,20 @@ int64_t tiles_of(const GemmShape& s) {
 enum class TileChoice { Narrow, Small, Large };
 
 // Narrow for few rows; Large (FMA only) when its tiles still give every SM work; else Small.
-TileChoice pick_tile(const GemmShape& s, bool tf32) {
+TileChoice pick_tile(const GemmShape& s, Precision precision) {
   if (s.M <= NarrowTile::kM) return TileChoice::Narrow;
-  if (!tf32 && s.M >= LargeTile::kM && s.N >= LargeTile::kN &&
+  if (precision == Precision::Fp32 && s.M >= LargeTile::kM && s.N >= LargeTile::kN &&
       tiles_of<LargeTile>(s) >= kFillBlocks)
     return TileChoice::Large;
   return TileChoice::Small;
 }
 
-template <typename T, ConvPass P, bool kTf32>
+// k-slice depth of the current precision's tiles (the unit of the split-K groups).
+int64_t slice_depth() {
+  return float32_precision() == Precision::Bf16 ? Bf16SmallTile::kK : SmallTile::kK;
+}
+
+template <typename T, ConvPass P, bool kMma>
 void launch_on(const char* op, const Conv2dGeometry& g, const GemmShape& s, const float* a_src,
                const float* b_src, const float* bias, float* out, int64_t groups, int64_t per_group,
                cudaStream_t stream) {
@@ -246,8 +253,11 @@ void launch_on(const char* op, const Conv2dGeometry& g, const GemmShape& s, cons
             ", split groups=", groups, ")");
   const dim3 grid(static_cast<unsigned>(tiles_n), static_cast<unsigned>(tiles_m),
                   static_cast<unsigned>(groups));
-  ECH_LAUNCH_NAMED(kTf32 ? "conv_gemm_kernel (tf32)" : "conv_gemm_kernel", grid, kThreads, 0,
-                   stream, conv_gemm_kernel<T, P, kTf32>)
+  [[maybe_unused]] const char* name = !kMma ? "conv_gemm_kernel"
+                                      : std::is_same_v<typename T::Elem, float>
+                                          ? "conv_gemm_kernel (tf32)"
+                                          : "conv_gemm_kernel (bf16)";
+  ECH_LAUNCH_NAMED(name, grid, kThreads, 0, stream, conv_gemm_kernel<T, P, kMma>)
   (g, a_src, b_src, bias, out, per_group);
   ECH_CUDA_CHECK_LAUNCH(op);
 }
@@ -258,8 +268,15 @@ void launch_conv_gemm(const char* op, const Conv2dGeometry& g, const float* a_sr
                       const float* b_src, const float* bias, float* out, int64_t groups,
                       int64_t per_group, cudaStream_t stream) {
   const GemmShape s = gemm_shape(P, g);
-  const bool tf32 = float32_precision() == Precision::Tf32;
-  switch (pick_tile(s, tf32)) {
+  const Precision precision = float32_precision();
+  const bool narrow = pick_tile(s, precision) == TileChoice::Narrow;
+  if (precision == Precision::Bf16)
+    return narrow ? launch_on<Bf16NarrowTile, P, true>(op, g, s, a_src, b_src, bias, out, groups,
+                                                       per_group, stream)
+                  : launch_on<Bf16SmallTile, P, true>(op, g, s, a_src, b_src, bias, out, groups,
+                                                      per_group, stream);
+  const bool tf32 = precision == Precision::Tf32;
+  switch (pick_tile(s, precision)) {
     case TileChoice::Narrow:
       return tf32 ? launch_on<NarrowTile, P, true>(op, g, s, a_src, b_src, bias, out, groups,
                                                    per_group, stream)
@@ -277,7 +294,7 @@ void launch_conv_gemm(const char* op, const Conv2dGeometry& g, const float* a_sr
 }
 
 int64_t tiles_for(const GemmShape& s) {
-  switch (pick_tile(s, float32_precision() == Precision::Tf32)) {
+  switch (pick_tile(s, float32_precision())) {  // the bf16 tiles have the fp32 ones' shapes
     case TileChoice::Narrow:
       return tiles_of<NarrowTile>(s);
     case TileChoice::Small:
@@ -306,7 +323,7 @@ void conv2d_forward_implicit(const Conv2dGeometry& a, const float* x, const floa
   const GemmShape s = gemm_shape(ConvPass::Forward, a);
   if (s.M * s.N == 0) return;
   launch_conv_gemm<ConvPass::Forward>("conv2d_forward (implicit GEMM)", a, w, x, bias, y, 1,
-                                      ceil_div(s.K, kTileK), stream);
+                                      ceil_div(s.K, slice_depth()), stream);
 }
 
 void conv2d_backward_input_implicit(const Conv2dGeometry& a, const float* grad_out, const float* w,
@@ -314,14 +331,15 @@ void conv2d_backward_input_implicit(const Conv2dGeometry& a, const float* grad_o
   const GemmShape s = gemm_shape(ConvPass::BackwardData, a);
   if (s.M * s.N == 0) return;
   launch_conv_gemm<ConvPass::BackwardData>("conv2d_backward_input (implicit GEMM)", a, w, grad_out,
-                                           nullptr, grad_in, 1, ceil_div(s.K, kTileK), stream);
+                                           nullptr, grad_in, 1, ceil_div(s.K, slice_depth()),
+                                           stream);
 }
 
 void conv2d_backward_weight_implicit(const Conv2dGeometry& a, const float* grad_out, const float* x,
                                      float* grad_w, cudaStream_t stream) {
   const GemmShape s = gemm_shape(ConvPass::BackwardWeight, a);
   if (s.M * s.N == 0) return;
-  const int64_t k_slices = ceil_div(s.K, kTileK);
+  const int64_t k_slices = ceil_div(s.K, slice_depth());
   // Split-K groups: enough (tiles x groups) blocks to fill the GPU, each group at least
   // kMinSlicesPerGroup k-slices, at most kPartialBudget bytes of partials.
   const int64_t by_budget =

@@ -8,28 +8,35 @@
 //   bool b_k_fastest() const              B's storage has k contiguous (else n)
 // The last two order the global loads so that neighbouring threads read neighbouring addresses.
 //
-// Each 256-thread block computes a TM x TN tile of C, walking K in k-slices of 8. The block
-// stages an (8 x TM) slice of op(A) and an (8 x TN) slice of op(B) in shared memory (k-major, so
+// Each 256-thread block computes a TM x TN tile of C, walking K in k-slices of kK (8; 16 for
+// bf16). The block stages a (kK x TM) slice of op(A) and a (kK x TN) slice of op(B) in shared
+// memory (k-major, so
 // a thread reads its rows / columns as 16-byte vectors), and each thread keeps a ThM x ThN
 // sub-tile of C in registers. A thread's columns are groups of 4, TN / (ThN / 4) apart (not
 // adjacent): a quarter-warp's 16-byte loads then cover 32 consecutive floats, one per bank
 // (adjacent columns per thread made lanes 0 and 4 collide: a 2-way bank conflict). Rows
 // likewise. Double-buffered: the global loads of the next k-slice are issued into registers
 // before the current slice's FMAs and stored to the other shared buffer after them (one barrier
-// per slice). Shared rows are padded by 4 floats to spread the transposed stores over the banks.
-// TF32 (Tf32Warps): the same staging on tensor cores; the 8 warps each own a 16 x (TN * 16 / TM)
-// piece of C as 16x16x8 WMMA accumulators, fragments loaded straight from the k-major shared
-// tiles (A's as column-major, B's as row-major) and rounded to TF32 (round to nearest, ties away,
-// as the CPU twin cpu::gemm_tf32 does; the tensor cores would otherwise truncate).
+// per slice). Shared rows are padded by 16 bytes to spread the transposed stores over the banks.
+// Tensor cores (MmaWarps): the same staging; the 8 warps each own a 16 x (TN * 16 / TM) piece of
+// C as WMMA accumulators, fragments loaded straight from the k-major shared tiles (A's as
+// column-major, B's as row-major). The tile's element type picks the precision:
+//   float: TF32, 16x16x8 fragments, rounded to TF32 after the load (round to nearest, ties away,
+//          as the CPU twin cpu::gemm_tf32 does; the tensor cores would otherwise truncate);
+//   __nv_bfloat16: bf16, 16x16x16 fragments, k-slices of 16; the shared tiles hold bf16, rounded
+//          to nearest even when staged (__float2bfloat16_rn, as cpu::gemm_bf16 does), which also
+//          halves their footprint. Global memory, accumulators and outputs stay fp32.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
+#include <cuda_bf16.h>
 #include <mma.h>
 
 namespace echelon::cuda::tile {
 
-constexpr int kTileK = 8, kPad = 4, kVec = 4, kThreads = 256;
+constexpr int kVec = 4, kThreads = 256;
 
 // Blocks a launch should have before a larger tile or fewer split-K groups are worth it (the
 // launchers of matmul.cu and conv_gemm.cu). The emulation build uses a few, so that test-sized
@@ -40,14 +47,18 @@ constexpr int64_t kFillBlocks = 4;
 constexpr int64_t kFillBlocks = 2 * 132;  // two blocks per SM of an H200; to tune on the GPU
 #endif
 
-template <int TM, int TN, int ThM, int ThN>
+// E: what the shared tiles hold (float for FMA and TF32, __nv_bfloat16 for bf16).
+template <int TM, int TN, int ThM, int ThN, typename E = float>
 struct Tile {
+  using Elem = E;
   static constexpr int kM = TM, kN = TN, kThM = ThM, kThN = ThN;
-  static constexpr int kRows = TM / ThM, kCols = TN / ThN;  // threads along m and n
-  static constexpr int kLoadsA = TM * kTileK / kThreads;    // elements of A per thread and slice
-  static constexpr int kLoadsB = TN * kTileK / kThreads;    // elements of B per thread and slice
+  static constexpr int kK = std::is_same_v<E, float> ? 8 : 16;   // k-slice depth: one MMA's k
+  static constexpr int kPad = 16 / static_cast<int>(sizeof(E));  // 16 bytes a shared row
+  static constexpr int kRows = TM / ThM, kCols = TN / ThN;       // threads along m and n
+  static constexpr int kLoadsA = TM * kK / kThreads;  // elements of A per thread and slice
+  static constexpr int kLoadsB = TN * kK / kThreads;  // elements of B per thread and slice
   static_assert(kRows * kCols == kThreads && ThM % kVec == 0 && ThN % kVec == 0);
-  static_assert(TM * kTileK % kThreads == 0 && TN * kTileK % kThreads == 0);
+  static_assert(TM * kK % kThreads == 0 && TN * kK % kThreads == 0);
 };
 using LargeTile = Tile<128, 128, 8, 8>;
 using SmallTile = Tile<64, 64, 4, 4>;
@@ -55,6 +66,28 @@ using SmallTile = Tile<64, 64, 4, 4>;
 // half or more of a 64-row tile; 32 rows waste at most 26 of 32 (6 channels) and keep 16 outputs
 // per thread.
 using NarrowTile = Tile<32, 128, 4, 4>;
+// The bf16 tensor-core tiles (MmaWarps only; ThM, ThN unused there).
+using Bf16SmallTile = Tile<64, 64, 4, 4, __nv_bfloat16>;
+using Bf16NarrowTile = Tile<32, 128, 4, 4, __nv_bfloat16>;
+
+// Shared-memory tiles, double-buffered: [buffer][k][m] of op(A), [buffer][k][n] of op(B).
+template <typename T>
+using ATiles = typename T::Elem[2][T::kK][T::kM + T::kPad];
+template <typename T>
+using BTiles = typename T::Elem[2][T::kK][T::kN + T::kPad];
+template <typename T>
+using ATile = typename T::Elem[T::kK][T::kM + T::kPad];  // one buffer
+template <typename T>
+using BTile = typename T::Elem[T::kK][T::kN + T::kPad];
+
+// A loaded fp32 value as the shared tiles hold it (bf16: rounded to nearest even).
+template <typename E>
+__device__ __forceinline__ E to_tile(float v) {
+  if constexpr (std::is_same_v<E, float>)
+    return v;
+  else
+    return __float2bfloat16_rn(v);
+}
 
 // A thread's share of one k-slice of op(A) rows m0.. and op(B) columns n0.., held in registers
 // between the global loads (fetch) and the shared-memory stores (stage).
@@ -68,39 +101,39 @@ struct Slice {
 #pragma unroll
     for (int j = 0; j < T::kLoadsA; ++j) {
       const int idx = threadIdx.x + j * kThreads;
-      a[j] =
-          ops.a(m0 + (a_k ? idx / kTileK : idx % T::kM), k0 + (a_k ? idx % kTileK : idx / T::kM));
+      a[j] = ops.a(m0 + (a_k ? idx / T::kK : idx % T::kM), k0 + (a_k ? idx % T::kK : idx / T::kM));
     }
 #pragma unroll
     for (int j = 0; j < T::kLoadsB; ++j) {
       const int idx = threadIdx.x + j * kThreads;
-      b[j] =
-          ops.b(k0 + (b_k ? idx % kTileK : idx / T::kN), n0 + (b_k ? idx / kTileK : idx % T::kN));
+      b[j] = ops.b(k0 + (b_k ? idx % T::kK : idx / T::kN), n0 + (b_k ? idx / T::kK : idx % T::kN));
     }
   }
 
-  __device__ __forceinline__ void stage(bool a_k, bool b_k, float (*a_tile)[T::kM + kPad],
-                                        float (*b_tile)[T::kN + kPad]) const {
+  __device__ __forceinline__ void stage(bool a_k, bool b_k, ATile<T>& a_tile,
+                                        BTile<T>& b_tile) const {
+    using E = typename T::Elem;
 #pragma unroll
     for (int j = 0; j < T::kLoadsA; ++j) {
       const int idx = threadIdx.x + j * kThreads;
-      a_tile[a_k ? idx % kTileK : idx / T::kM][a_k ? idx / kTileK : idx % T::kM] = a[j];
+      a_tile[a_k ? idx % T::kK : idx / T::kM][a_k ? idx / T::kK : idx % T::kM] = to_tile<E>(a[j]);
     }
 #pragma unroll
     for (int j = 0; j < T::kLoadsB; ++j) {
       const int idx = threadIdx.x + j * kThreads;
-      b_tile[b_k ? idx % kTileK : idx / T::kN][b_k ? idx / kTileK : idx % T::kN] = b[j];
+      b_tile[b_k ? idx % T::kK : idx / T::kN][b_k ? idx / T::kK : idx % T::kN] = to_tile<E>(b[j]);
     }
   }
 };
 
-// acc += the (ThM x ThN) products of one staged k-slice.
+// acc += the (ThM x ThN) products of one staged k-slice (float tiles).
 template <typename T>
-__device__ __forceinline__ void multiply_slice(const float (*a_tile)[T::kM + kPad],
-                                               const float (*b_tile)[T::kN + kPad], int thread_row,
-                                               int thread_col, float (&acc)[T::kThM][T::kThN]) {
+__device__ __forceinline__ void multiply_slice(const float (*a_tile)[T::kM + T::kPad],
+                                               const float (*b_tile)[T::kN + T::kPad],
+                                               int thread_row, int thread_col,
+                                               float (&acc)[T::kThM][T::kThN]) {
 #pragma unroll
-  for (int k = 0; k < kTileK; ++k) {
+  for (int k = 0; k < T::kK; ++k) {
     float a_frag[T::kThM], b_frag[T::kThN];
 #pragma unroll
     for (int g = 0; g < T::kThM / kVec; ++g) {
@@ -129,8 +162,7 @@ __device__ __forceinline__ void multiply_slice(const float (*a_tile)[T::kM + kPa
 // afterwards; one barrier per slice. a_k / b_k: the loader's a_k_fastest() / b_k_fastest().
 template <typename T, typename Fetch, typename Multiply>
 __device__ __forceinline__ void for_each_slice(int64_t slices, bool a_k, bool b_k,
-                                               float (*a_tile)[kTileK][T::kM + kPad],
-                                               float (*b_tile)[kTileK][T::kN + kPad], Fetch fetch,
+                                               ATiles<T>& a_tile, BTiles<T>& b_tile, Fetch fetch,
                                                Multiply multiply) {
   Slice<T> next;
   if (slices > 0) {
@@ -162,24 +194,27 @@ __device__ __forceinline__ void store_fma_tile(const float (&acc)[T::kThM][T::kT
   }
 }
 
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800  // TF32 tensor cores need sm_80 or newer
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800  // TF32 and bf16 tensor cores: sm_80 or newer
 
 namespace wmma = nvcuda::wmma;
-constexpr int kFrag = 16, kFragK = 8, kWarps = kThreads / 32;  // WMMA m16n16k8 for TF32
-static_assert(kFragK == kTileK, "one MMA per k-slice");
+constexpr int kFrag = 16, kWarps = kThreads / 32;
 
-// The TF32 block tile: warps tile C as kWarpsM x (kWarps / kWarpsM), each a 16 x kWarpN piece.
-// Shared tiles must be 32-byte aligned (every fragment pointer then is).
+// The tensor-core block tile: warps tile C as kWarpsM x (kWarps / kWarpsM), each a 16 x kWarpN
+// piece, one m16n16kK MMA per fragment and k-slice (K = T::kK: 8 for TF32, 16 for bf16). Shared
+// tiles must be 32-byte aligned (every fragment pointer then is).
 template <typename T>
-struct Tf32Warps {
+struct MmaWarps {
+  using E = typename T::Elem;
+  static constexpr bool kTf32 = std::is_same_v<E, float>;
+  using FragPrecision = std::conditional_t<kTf32, wmma::precision::tf32, __nv_bfloat16>;
   static constexpr int kWarpsM = T::kM / kFrag, kWarpN = T::kN / (kWarps / kWarpsM);
   static constexpr int kFragsN = kWarpN / kFrag;
   static_assert(kWarps % kWarpsM == 0 && kWarpN % kFrag == 0);
 
   int warp_m, warp_n, lane;
-  wmma::fragment<wmma::accumulator, kFrag, kFrag, kFragK, float> acc[kFragsN];
+  wmma::fragment<wmma::accumulator, kFrag, kFrag, T::kK, float> acc[kFragsN];
 
-  __device__ Tf32Warps() {
+  __device__ MmaWarps() {
     const int warp = static_cast<int>(threadIdx.x) / 32;
     lane = static_cast<int>(threadIdx.x) % 32;
     warp_m = warp % kWarpsM, warp_n = warp / kWarpsM;
@@ -188,19 +223,21 @@ struct Tf32Warps {
   }
 
   // acc += the products of one staged k-slice (a warp collective).
-  __device__ __forceinline__ void multiply(const float (*a_tile)[T::kM + kPad],
-                                           const float (*b_tile)[T::kN + kPad]) {
-    wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFragK, wmma::precision::tf32, wmma::col_major> a;
-    wmma::load_matrix_sync(a, &a_tile[0][warp_m * kFrag], T::kM + kPad);
+  __device__ __forceinline__ void multiply(const ATile<T>& a_tile, const BTile<T>& b_tile) {
+    wmma::fragment<wmma::matrix_a, kFrag, kFrag, T::kK, FragPrecision, wmma::col_major> a;
+    wmma::load_matrix_sync(a, &a_tile[0][warp_m * kFrag], T::kM + T::kPad);
+    if constexpr (kTf32) {
 #pragma unroll
-    for (int i = 0; i < a.num_elements; ++i) a.x[i] = wmma::__float_to_tf32(a.x[i]);
+      for (int i = 0; i < a.num_elements; ++i) a.x[i] = wmma::__float_to_tf32(a.x[i]);
+    }
 #pragma unroll
     for (int f = 0; f < kFragsN; ++f) {
-      wmma::fragment<wmma::matrix_b, kFrag, kFrag, kFragK, wmma::precision::tf32, wmma::row_major>
-          b;
-      wmma::load_matrix_sync(b, &b_tile[0][warp_n * kWarpN + f * kFrag], T::kN + kPad);
+      wmma::fragment<wmma::matrix_b, kFrag, kFrag, T::kK, FragPrecision, wmma::row_major> b;
+      wmma::load_matrix_sync(b, &b_tile[0][warp_n * kWarpN + f * kFrag], T::kN + T::kPad);
+      if constexpr (kTf32) {
 #pragma unroll
-      for (int i = 0; i < b.num_elements; ++i) b.x[i] = wmma::__float_to_tf32(b.x[i]);
+        for (int i = 0; i < b.num_elements; ++i) b.x[i] = wmma::__float_to_tf32(b.x[i]);
+      }
       wmma::mma_sync(acc[f], a, b, acc[f]);
     }
   }

@@ -1,25 +1,29 @@
 // Row-major GEMM, two ways: our tiled SGEMM and cuBLAS.
 //
-// Our kernel: the block tiles of cuda/kernels/gemm_tile.cuh (double-buffered k-slices of 8 in
-// shared memory, FMA or TF32 WMMA) with a dense operand loader: bounds-checked (zero-filled), so
+// Our kernel: the block tiles of cuda/kernels/gemm_tile.cuh (double-buffered k-slices in shared
+// memory, FMA, TF32 or bf16 WMMA) with a dense operand loader: bounds-checked (zero-filled), so
 // any M, N, K and both transposes work, at the cost of no vectorised global loads; the global
 // load mapping follows the storage order (k fastest for row-major A, m fastest for transposed A).
 // Two tile shapes for FMA: 128x128 (8x8 per thread: 64 FMAs per 4 shared vector loads) for large
 // problems, 64x64 (4x4 per thread) when 128x128 tiles would leave SMs idle; use_large_tile
-// decides. TF32 (set_float32_precision(Precision::Tf32)) runs the 64x64 tile on tensor cores;
-// its epilogue goes through a 16x16 scratch per warp, so that the bounds checks, alpha, beta and
+// decides. TF32 and bf16 (set_float32_precision(Precision::Tf32 / Bf16)) run the 64x64 tile on
+// tensor cores (bf16: operands rounded to bf16 when staged, fp32 accumulators); the epilogue goes
+// through a 16x16 scratch per warp, so that the bounds checks, alpha, beta and
 // the bias stay per element as in the FMA kernel.
 // Batch-reduce mode (split-K over a batch): block z sums the products of batches
 // [z * per_block, (z + 1) * per_block) in registers and writes C + z * stride_c once.
 // cuBLAS is column-major: row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, so we
 // call it with the operands swapped and the same transpose flags (the "swap trick"); no copies.
-// Under TF32 its handle's math mode allows TF32 tensor-core kernels.
+// Under TF32 its handle's math mode allows TF32 tensor-core kernels; under bf16 it runs
+// cublasGemmStridedBatchedEx with CUBLAS_COMPUTE_32F_FAST_16BF (fp32 matrices, inputs
+// down-converted to bf16 inside, fp32 accumulation).
 #include <echelon/cuda/kernels/matmul.h>
 
 #include <algorithm>
 #include <atomic>
 #include <climits>
 #include <cstdint>
+#include <type_traits>
 
 #include <echelon/cuda/blas.h>
 #include <echelon/cuda/launch.h>
@@ -72,18 +76,17 @@ struct DenseOperands {
 };
 
 // Runs the block's k-slices through for_each_slice: over the group's batches, then k, s =
-// (batch, k0 / kTileK).
+// (batch, k0 / T::kK).
 template <typename T, typename Multiply>
 __device__ __forceinline__ void for_each_group_slice(const GemmArgs& g, int64_t m0, int64_t n0,
-                                                     float (*a_tile)[kTileK][T::kM + kPad],
-                                                     float (*b_tile)[kTileK][T::kN + kPad],
+                                                     ATiles<T>& a_tile, BTiles<T>& b_tile,
                                                      Multiply multiply) {
   const int64_t group = g.group0 + blockIdx.z;
   const int64_t b_begin = group * g.per_block, b_end = min(g.batch, b_begin + g.per_block);
-  const int64_t k_slices = (g.K + kTileK - 1) / kTileK;
+  const int64_t k_slices = (g.K + T::kK - 1) / T::kK;
   const int64_t slices = b_end > b_begin ? (b_end - b_begin) * k_slices : 0;
   const auto fetch = [&](int64_t s, Slice<T>& next) {
-    const int64_t b = b_begin + s / k_slices, k0 = (s % k_slices) * kTileK;
+    const int64_t b = b_begin + s / k_slices, k0 = (s % k_slices) * T::kK;
     next.fetch(DenseOperands{g, g.A + b * g.stride_a, g.B + b * g.stride_b}, m0, n0, k0);
   };
   for_each_slice<T>(slices, !g.trans_a, g.trans_b, a_tile, b_tile, fetch, multiply);
@@ -110,8 +113,8 @@ __global__ void __launch_bounds__(kThreads)
                    ldb,     stride_b, beta, C, ldc, stride_c, batch, per_block, group0,   row_bias};
   const int64_t m0 = static_cast<int64_t>(blockIdx.y) * T::kM;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::kN;
-  __shared__ __align__(16) float a_tile[2][kTileK][T::kM + kPad];  // [k][m] = op(A)(m0+m, k0+k)
-  __shared__ __align__(16) float b_tile[2][kTileK][T::kN + kPad];  // [k][n] = op(B)(k0+k, n0+n)
+  __shared__ __align__(16) ATiles<T> a_tile;  // [k][m] = op(A)(m0+m, k0+k)
+  __shared__ __align__(16) BTiles<T> b_tile;  // [k][n] = op(B)(k0+k, n0+n)
   const int thread_col = threadIdx.x % T::kCols, thread_row = threadIdx.x / T::kCols;
   float acc[T::kThM][T::kThN] = {};
   for_each_group_slice<T>(g, m0, n0, a_tile, b_tile, [&](int cur) {
@@ -121,27 +124,28 @@ __global__ void __launch_bounds__(kThreads)
                     [&](int64_t m, int64_t n, float v) { store_element(g, m, n, v); });
 }
 
-// ---- the TF32 tensor-core variant ----
+// ---- the tensor-core variant: TF32 or bf16 by T's element type ----
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    sgemm_tf32_kernel(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-                      const float* __restrict__ A, int64_t lda, int64_t stride_a,
-                      const float* __restrict__ B, int64_t ldb, int64_t stride_b, float beta,
-                      float* __restrict__ C, int64_t ldc, int64_t stride_c, int64_t batch,
-                      int64_t per_block, int64_t group0, const float* __restrict__ row_bias) {
+    sgemm_mma_kernel(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                     const float* __restrict__ A, int64_t lda, int64_t stride_a,
+                     const float* __restrict__ B, int64_t ldb, int64_t stride_b, float beta,
+                     float* __restrict__ C, int64_t ldc, int64_t stride_c, int64_t batch,
+                     int64_t per_block, int64_t group0, const float* __restrict__ row_bias) {
   const GemmArgs g{trans_a, trans_b,  M,    N, K,   alpha,    A,     lda,       stride_a, B,
                    ldb,     stride_b, beta, C, ldc, stride_c, batch, per_block, group0,   row_bias};
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-  __trap();  // TF32 tensor cores need sm_80 or newer
+  __trap();  // TF32 and bf16 tensor cores need sm_80 or newer
 #else
   const int64_t m0 = static_cast<int64_t>(blockIdx.y) * T::kM;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::kN;
-  // 32-byte aligned rows of kM + kPad floats: every fragment pointer is 32-byte aligned.
-  __shared__ __align__(32) float a_tile[2][kTileK][T::kM + kPad];  // [k][m] = op(A)(m0+m, k0+k)
-  __shared__ __align__(32) float b_tile[2][kTileK][T::kN + kPad];  // [k][n] = op(B)(k0+k, n0+n)
-  __shared__ __align__(32) float scratch[kWarps][kFrag * kFrag];   // one accumulator, row-major
-  Tf32Warps<T> warps;
+  // 32-byte aligned rows of (kM + kPad) * sizeof(Elem) bytes: every fragment pointer is 32-byte
+  // aligned.
+  __shared__ __align__(32) ATiles<T> a_tile;                      // [k][m] = op(A)(m0+m, k0+k)
+  __shared__ __align__(32) BTiles<T> b_tile;                      // [k][n] = op(B)(k0+k, n0+n)
+  __shared__ __align__(32) float scratch[kWarps][kFrag * kFrag];  // one accumulator, row-major
+  MmaWarps<T> warps;
   for_each_group_slice<T>(g, m0, n0, a_tile, b_tile,
                           [&](int cur) { warps.multiply(a_tile[cur], b_tile[cur]); });
   warps.store_tile(scratch[threadIdx.x / 32], m0, n0,
@@ -172,7 +176,16 @@ bool use_large_tile(int64_t M, int64_t N, int64_t groups) {
          ceil_div(M, LargeTile::kM) * ceil_div(N, LargeTile::kN) * groups >= kFillBlocks;
 }
 
-template <typename T, bool kTf32>
+// kMma: the tensor-core kernel (TF32 or bf16 by T), else the FMA one (float tiles only).
+template <typename T, bool kMma>
+constexpr auto sgemm_kernel() {
+  if constexpr (kMma)
+    return sgemm_mma_kernel<T>;
+  else
+    return sgemm_tiled_kernel<T>;
+}
+
+template <typename T, bool kMma>
 void launch_tile(const char* op, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                  float alpha, const float* A, int64_t lda, int64_t stride_a, const float* B,
                  int64_t ldb, int64_t stride_b, float beta, float* C, int64_t ldc, int64_t stride_c,
@@ -185,8 +198,11 @@ void launch_tile(const char* op, bool trans_a, bool trans_b, int64_t M, int64_t 
   for (int64_t group0 = 0; group0 < groups; group0 += kMaxGridZ) {
     const dim3 grid(static_cast<unsigned>(tiles_n), static_cast<unsigned>(tiles_m),
                     static_cast<unsigned>(std::min(kMaxGridZ, groups - group0)));
-    ECH_LAUNCH_NAMED(kTf32 ? "sgemm_tf32_kernel" : "sgemm_tiled_kernel", grid, kThreads, 0, stream,
-                     (kTf32 ? sgemm_tf32_kernel<T> : sgemm_tiled_kernel<T>))
+    [[maybe_unused]] const char* name = !kMma ? "sgemm_tiled_kernel"
+                                        : std::is_same_v<typename T::Elem, float>
+                                            ? "sgemm_tf32_kernel"
+                                            : "sgemm_bf16_kernel";
+    ECH_LAUNCH_NAMED(name, grid, kThreads, 0, stream, (sgemm_kernel<T, kMma>()))
     (trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C, ldc, stride_c,
      batch, per_block, group0, row_bias);
     ECH_CUDA_CHECK_LAUNCH(op);
@@ -201,10 +217,15 @@ void launch_tiled(const char* op, bool trans_a, bool trans_b, int64_t M, int64_t
                   const float* row_bias = nullptr) {
   check_gemm_args(op, trans_a, trans_b, M, N, K, lda, ldb, ldc, batch);
   if (M == 0 || N == 0 || batch == 0) return;
-  if (float32_precision() == Precision::Tf32)
+  const Precision precision = float32_precision();
+  if (precision == Precision::Tf32)
     launch_tile<SmallTile, true>(op, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb,
                                  stride_b, beta, C, ldc, stride_c, batch, per_block, row_bias,
                                  stream);
+  else if (precision == Precision::Bf16)
+    launch_tile<Bf16SmallTile, true>(op, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb,
+                                     stride_b, beta, C, ldc, stride_c, batch, per_block, row_bias,
+                                     stream);
   else if (use_large_tile(M, N, ceil_div(batch, per_block)))
     launch_tile<LargeTile, false>(op, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb,
                                   stride_b, beta, C, ldc, stride_c, batch, per_block, row_bias,
@@ -284,9 +305,16 @@ void gemm_strided_batched_cublas(bool trans_a, bool trans_b, int64_t M, int64_t 
   cublasHandle_t handle = cublas_handle(device);
   // cublas_handle binds the thread's current stream; the caller's stream wins.
   ECH_CUBLAS_CHECK(cublasSetStream(handle, stream));
-  ECH_CUBLAS_CHECK(cublasSetMathMode(handle, float32_precision() == Precision::Tf32
-                                                 ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                 : CUBLAS_DEFAULT_MATH));
+  const Precision precision = float32_precision();
+  ECH_CUBLAS_CHECK(cublasSetMathMode(
+      handle, precision == Precision::Tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  if (precision == Precision::Bf16) {  // no math mode means bf16: the compute type does
+    ECH_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+        handle, op_b, op_a, n, m, k, &alpha, B, CUDA_R_32F, ld_b, stride_b, A, CUDA_R_32F, ld_a,
+        stride_a, &beta, C, CUDA_R_32F, ld_c, stride_c, to_int(batch, "batch", op),
+        CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT));
+    return;
+  }
   if (batch == 1) {
     ECH_CUBLAS_CHECK(
         cublasSgemm(handle, op_b, op_a, n, m, k, &alpha, B, ld_b, A, ld_a, &beta, C, ld_c));

@@ -14,8 +14,9 @@ namespace echelon::cuda {
 
 // Process-wide, like ops::deterministic (ops::set_float32_precision forwards here). Tf32: `gemm*`
 // run the tensor-core kernel (CPU twin cpu::gemm_tf32), `gemm*_cublas` let cuBLAS use TF32
-// tensor cores, and cuDNN convolutions prefer tensor-op math. Fp32 (the default): plain fp32 FMA
-// in our kernels and cuBLAS's default math.
+// tensor cores, and cuDNN convolutions prefer tensor-op math. Bf16: the tensor-core kernel on
+// operands rounded to bf16 (twin cpu::gemm_bf16), cuBLAS with CUBLAS_COMPUTE_32F_FAST_16BF, cuDNN
+// as under Tf32. Fp32 (the default): plain fp32 FMA in our kernels and cuBLAS's default math.
 void set_float32_precision(Precision precision);
 Precision float32_precision();
 

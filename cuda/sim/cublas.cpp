@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 
+#include <cuda_bf16.h>  // the emulated __float2bfloat16_rn
 #include <echelon/cuda/sim/internal.h>
 #include <mma.h>  // the emulated __float_to_tf32
 
@@ -105,12 +106,16 @@ const char* cublasGetStatusString(cublasStatus_t status) {
   }
 }
 
-cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa,
-                                         cublasOperation_t transb, int m, int n, int k,
-                                         const float* alpha, const float* A, int lda,
-                                         long long stride_a, const float* B, int ldb,
-                                         long long stride_b, const float* beta, float* C, int ldc,
-                                         long long stride_c, int batch_count) {
+namespace {
+
+// How the reference GEMM rounds its inputs.
+enum class Inputs { Fp32, Tf32, Bf16 };
+
+cublasStatus_t reference_gemm(cublasHandle_t handle, cublasOperation_t transa,
+                              cublasOperation_t transb, int m, int n, int k, const float* alpha,
+                              const float* A, int lda, long long stride_a, const float* B, int ldb,
+                              long long stride_b, const float* beta, float* C, int ldc,
+                              long long stride_c, int batch_count, Inputs inputs) {
   if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
   const bool ta = transa != CUBLAS_OP_N, tb = transb != CUBLAS_OP_N;
   // op(A) is m x k, op(B) is k x n, C is m x n; A is stored (ta ? k x m : m x k), column-major.
@@ -138,9 +143,12 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
     return CUBLAS_STATUS_EXECUTION_FAILED;
   }
   const float al = *alpha, be = *beta;  // pointer mode host: read at the call
-  // TF32 tensor-op math: each product's inputs rounded to TF32, as cpu::gemm_tf32 does.
-  const bool tf32 = handle->math == CUBLAS_TF32_TENSOR_OP_MATH;
-  const auto input = [tf32](float v) { return tf32 ? nvcuda::wmma::__float_to_tf32(v) : v; };
+  // TF32 or bf16 tensor-op math: each product's inputs rounded, as cpu::gemm_tf32 / gemm_bf16 do.
+  const auto input = [inputs](float v) {
+    return inputs == Inputs::Tf32   ? nvcuda::wmma::__float_to_tf32(v)
+           : inputs == Inputs::Bf16 ? __bfloat162float(__float2bfloat16_rn(v))
+                                    : v;
+  };
   const cudaError_t err = echelon::cudasim::detail::enqueue(handle->stream, [=] {
     if (echelon::cudasim::detail::failed()) return;
     for (long long batch = 0; batch < batch_count; ++batch) {
@@ -164,6 +172,52 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
     echelon::cudasim::detail::check_guards("cublasSgemm");
   });
   return err == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+}
+
+}  // namespace
+
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa,
+                                         cublasOperation_t transb, int m, int n, int k,
+                                         const float* alpha, const float* A, int lda,
+                                         long long stride_a, const float* B, int ldb,
+                                         long long stride_b, const float* beta, float* C, int ldc,
+                                         long long stride_c, int batch_count) {
+  if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+  return reference_gemm(handle, transa, transb, m, n, k, alpha, A, lda, stride_a, B, ldb, stride_b,
+                        beta, C, ldc, stride_c, batch_count,
+                        handle->math == CUBLAS_TF32_TENSOR_OP_MATH ? Inputs::Tf32 : Inputs::Fp32);
+}
+
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa,
+                                          cublasOperation_t transb, int m, int n, int k,
+                                          const void* alpha, const void* A, cudaDataType a_type,
+                                          int lda, long long stride_a, const void* B,
+                                          cudaDataType b_type, int ldb, long long stride_b,
+                                          const void* beta, void* C, cudaDataType c_type, int ldc,
+                                          long long stride_c, int batch_count,
+                                          cublasComputeType_t compute, cublasGemmAlgo_t algo) {
+  if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (a_type != CUDA_R_32F || b_type != CUDA_R_32F || c_type != CUDA_R_32F ||
+      algo != CUBLAS_GEMM_DEFAULT)
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  Inputs inputs = Inputs::Fp32;
+  switch (compute) {
+    case CUBLAS_COMPUTE_32F:
+    case CUBLAS_COMPUTE_32F_PEDANTIC:
+      break;
+    case CUBLAS_COMPUTE_32F_FAST_TF32:
+      inputs = Inputs::Tf32;
+      break;
+    case CUBLAS_COMPUTE_32F_FAST_16BF:
+      inputs = Inputs::Bf16;
+      break;
+    default:
+      return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  return reference_gemm(handle, transa, transb, m, n, k, static_cast<const float*>(alpha),
+                        static_cast<const float*>(A), lda, stride_a, static_cast<const float*>(B),
+                        ldb, stride_b, static_cast<const float*>(beta), static_cast<float*>(C), ldc,
+                        stride_c, batch_count, inputs);
 }
 
 cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t transa,

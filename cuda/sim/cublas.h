@@ -29,6 +29,17 @@ enum cublasMath_t {
   CUBLAS_TF32_TENSOR_OP_MATH = 3,
 };
 
+// The subset of library_types.h / cublas_api.h that cublasGemmStridedBatchedEx needs here: fp32
+// matrices with an fp32 compute type, plain or with inputs down-converted (TF32, bf16).
+enum cudaDataType { CUDA_R_32F = 0 };
+enum cublasComputeType_t {
+  CUBLAS_COMPUTE_32F = 68,
+  CUBLAS_COMPUTE_32F_PEDANTIC = 69,
+  CUBLAS_COMPUTE_32F_FAST_16BF = 75,
+  CUBLAS_COMPUTE_32F_FAST_TF32 = 77,
+};
+enum cublasGemmAlgo_t { CUBLAS_GEMM_DEFAULT = -1 };
+
 cublasStatus_t cublasCreate(cublasHandle_t* handle);
 cublasStatus_t cublasDestroy(cublasHandle_t handle);
 cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream);
@@ -48,3 +59,13 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
                                          long long stride_a, const float* B, int ldb,
                                          long long stride_b, const float* beta, float* C, int ldc,
                                          long long stride_c, int batch_count);
+// Only CUDA_R_32F matrices (else CUBLAS_STATUS_NOT_SUPPORTED); FAST_TF32 rounds the inputs as TF32
+// math does, FAST_16BF to bf16 (nearest even), the others compute in fp32 whatever the math mode.
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa,
+                                          cublasOperation_t transb, int m, int n, int k,
+                                          const void* alpha, const void* A, cudaDataType a_type,
+                                          int lda, long long stride_a, const void* B,
+                                          cudaDataType b_type, int ldb, long long stride_b,
+                                          const void* beta, void* C, cudaDataType c_type, int ldc,
+                                          long long stride_c, int batch_count,
+                                          cublasComputeType_t compute, cublasGemmAlgo_t algo);

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include <echelon/base/error.h>
+#include <echelon/kernels/bf16.h>
 #include <echelon/kernels/tf32.h>
 
 #if ECHELON_WITH_BLAS
@@ -32,21 +33,39 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, 
   }
 }
 
-void gemm_tf32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-               const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-               int64_t ldc) {
+namespace {
+
+// gemm over round(a) * round(b): the twins of the tensor-core kernels.
+template <float (*Round)(float)>
+void gemm_rounded(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+                  int64_t ldc) {
   for (int64_t i = 0; i < M; ++i) {
     for (int64_t j = 0; j < N; ++j) {
       double acc = 0.0;
       for (int64_t k = 0; k < K; ++k) {
-        const double a = round_to_tf32(trans_a ? A[k * lda + i] : A[i * lda + k]);
-        const double b = round_to_tf32(trans_b ? B[j * ldb + k] : B[k * ldb + j]);
+        const double a = Round(trans_a ? A[k * lda + i] : A[i * lda + k]);
+        const double b = Round(trans_b ? B[j * ldb + k] : B[k * ldb + j]);
         acc += a * b;
       }
       float& c = C[i * ldc + j];
       c = static_cast<float>(alpha * acc + (beta == 0.0f ? 0.0 : static_cast<double>(beta) * c));
     }
   }
+}
+
+}  // namespace
+
+void gemm_tf32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+               const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+               int64_t ldc) {
+  gemm_rounded<round_to_tf32>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+               const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+               int64_t ldc) {
+  gemm_rounded<round_to_bf16>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 template <typename T>

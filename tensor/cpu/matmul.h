@@ -20,6 +20,11 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, 
 void gemm_tf32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
                int64_t ldc);
+// The twin of the bf16 tensor-core kernel (Precision::Bf16): each input of a product rounded to
+// bfloat16, to nearest even (kernels/bf16.h), then as gemm. float only.
+void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+               const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+               int64_t ldc);
 
 // `batch` independent GEMMs; matrix b of A starts at A + b * stride_a (likewise B, C).
 template <typename T>

@@ -111,6 +111,9 @@ TEST_SUITE("trainer") {
     CHECK(with([](auto& o) {
             o.precision = "tf32";
           }).find("--precision tf32 applies to CUDA devices and this run is on the CPU") == 0);
+    CHECK(with([](auto& o) {
+            o.precision = "bf16";
+          }).find("--precision bf16 applies to CUDA devices and this run is on the CPU") == 0);
     CHECK(with([](auto& o) { o.echo = "0.5"; }).find("--echo") == 0);
     CHECK(with([](auto& o) { o.echo_at = "middle"; }).find("--echo-at") == 0);
     CHECK(with([](auto& o) { o.workers = 0; }).find("--workers") == 0);

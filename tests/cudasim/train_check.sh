@@ -4,7 +4,8 @@
 # (same seed, same data order, same Philox init; only float rounding differs).
 #   train_check.sh ECHELON_BINARY OUT_DIR TRAIN_ARGS...
 # $CUDA_ARGS (optional) goes to the CUDA run only, e.g. "--devices cuda:0,cuda:1"; $TOLERANCE
-# (default 1e-3) is the relative bound, wider for a TF32 run ("--precision tf32").
+# (default 1e-3) is the relative bound, wider for a TF32 or bf16 run ("--precision tf32|bf16"),
+# whose precision config.json must record.
 set -euo pipefail
 bin=$1 out=$2
 shift 2
@@ -15,7 +16,10 @@ rm -rf "$out"
 value() { grep -oE "\"$2\": [-0-9.eE+a-z]+" "$out/$1/summary.json" | head -1 | awk '{print $2}'; }
 grep -q '"device": "cuda:0"' "$out/cuda/summary.json"
 grep -q '"completed": true' "$out/cuda/summary.json"
-[[ "${CUDA_ARGS:-}" != *"--precision tf32"* ]] || grep -q '"precision": "tf32"' "$out/cuda/config.json"
+if [[ "${CUDA_ARGS:-}" =~ --precision\ ([a-z0-9]+) ]]; then
+  grep -q "\"precision\": \"${BASH_REMATCH[1]}\"" "$out/cuda/config.json"
+  grep -q "\"precision\": \"${BASH_REMATCH[1]}\"" "$out/cuda/summary.json"
+fi
 for key in final_train_loss final_test_loss; do
   cpu=$(value cpu "$key") cuda=$(value cuda "$key")
   echo "$key: cpu $cpu, cuda:0 (emulated) $cuda"

@@ -1,13 +1,16 @@
-// The emulated warp matrix API (cuda/sim/include/mma.h): TF32 rounding against the CPU's
-// bit-level rounding, one 16x16x8 MMA against a host product under every thread order, the
+// The emulated warp matrix API (cuda/sim/include/mma.h): TF32 and bf16 rounding against the CPU's
+// bit-level roundings, one 16x16x8 TF32 and one 16x16x16 bf16 MMA against host products under
+// every thread order, bf16's 16-byte ldm rule, the
 // tensor cores' truncation of unrounded inputs, and the failures the emulator must report: a
 // partial or diverged warp, a misaligned pointer, and a read of another lane's stored element
 // without __syncwarp.
 #include <cmath>
 #include <cstring>
 
+#include <cuda_bf16.h>
 #include <mma.h>
 
+#include <echelon/kernels/bf16.h>
 #include <echelon/kernels/tf32.h>
 
 #include "tests/cudasim/support.h"
@@ -34,6 +37,24 @@ __global__ void mma_kernel(const float* a, const float* b, float* c, bool round)
     for (int i = 0; i < fa.num_elements; ++i) fa.x[i] = wmma::__float_to_tf32(fa.x[i]);
     for (int i = 0; i < fb.num_elements; ++i) fb.x[i] = wmma::__float_to_tf32(fb.x[i]);
   }
+  wmma::mma_sync(fc, fa, fb, fc);
+  wmma::store_matrix_sync(c, fc, 16, wmma::mem_row_major);
+}
+
+using Bf16A = wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::col_major>;
+using Bf16B = wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major>;
+using Bf16C = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+
+// c (16, 16) row-major = a b + c, a (16, 16) column-major, b (16, 16) row-major, bf16 operands
+// with leading dimension ldm.
+__global__ void bf16_mma_kernel(const __nv_bfloat16* a, const __nv_bfloat16* b, float* c,
+                                unsigned ldm) {
+  Bf16A fa;
+  Bf16B fb;
+  Bf16C fc;
+  wmma::load_matrix_sync(fa, a, ldm);
+  wmma::load_matrix_sync(fb, b, ldm);
+  wmma::load_matrix_sync(fc, c, 16, wmma::mem_row_major);
   wmma::mma_sync(fc, fa, fb, fc);
   wmma::store_matrix_sync(c, fc, 16, wmma::mem_row_major);
 }
@@ -131,6 +152,74 @@ TEST_SUITE("cudasim_wmma") {
       REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
       CHECK(dc.host()[0] == (round ? 1.0f + std::ldexp(1.0f, -10) : 1.0f));
     }
+  }
+
+  TEST_CASE("__float2bfloat16_rn equals the CPU's round_to_bf16 bit for bit") {
+    // Two derivations: the emulator rounds by value (frexp, nearbyint), the CPU twin by bits.
+    const uint32_t edges[] = {0x00000000u, 0x80000000u, 0x00007fffu, 0x00008000u,
+                              0x00008001u, 0x00018000u, 0x007fffffu, 0x00800000u,
+                              0x3f808000u, 0x3f818000u, 0xbf808000u, 0x7f7fffffu,
+                              0x7f7f7fffu, 0x7f800000u, 0x7fc00000u, 0x7f800001u};
+    constexpr int kEdges = sizeof edges / sizeof edges[0];
+    uint32_t state = 99;
+    int mismatches = 0;
+    for (int i = 0; i < 200000 + kEdges; ++i) {
+      uint32_t bits;
+      if (i < kEdges) {
+        bits = edges[i];
+      } else {
+        state = state * 1664525u + 1013904223u;
+        bits = state;
+      }
+      const float v = bits_to_float(bits);
+      const float emulated = __bfloat162float(__float2bfloat16_rn(v)),
+                  cpu = echelon::round_to_bf16(v);
+      const bool same = std::isnan(v) ? std::isnan(emulated) && std::isnan(cpu)
+                                      : float_bits(emulated) == float_bits(cpu);
+      if (!same && ++mismatches <= 5)
+        MESSAGE("bits ", bits, ": emulated ", float_bits(emulated), ", cpu ", float_bits(cpu));
+    }
+    CHECK(mismatches == 0);
+  }
+
+  TEST_CASE("one 16x16x16 bf16 MMA equals the host product in every order; ldm is 16 bytes") {
+    // Padded rows (ldm 24) as in the kernels' shared tiles; values exact in bf16, products and
+    // sums exact in fp32.
+    constexpr unsigned kLdm = 24;
+    std::vector<__nv_bfloat16> a(16 * kLdm, __float2bfloat16_rn(NAN)), b(16 * kLdm, a[0]);
+    std::vector<float> c(16 * 16);
+    for (int k = 0; k < 16; ++k)
+      for (int i = 0; i < 16; ++i) {
+        a[k * kLdm + i] =
+            __float2bfloat16_rn(std::ldexp(static_cast<float>((i + 3 * k) % 7) - 3.0f, -2));
+        b[k * kLdm + i] = __float2bfloat16_rn(static_cast<float>((2 * i + k) % 5) - 2.0f);
+      }
+    for (int i = 0; i < 16 * 16; ++i) c[i] = static_cast<float>(i);
+    for (const auto order : kOrders) {
+      OrderScope scope(order);
+      DeviceBuffer<__nv_bfloat16> da(a), db(b);
+      DeviceBuffer<float> dc(c);
+      ECH_LAUNCH(1, 32, 0, nullptr, bf16_mma_kernel)(da.get(), db.get(), dc.get(), kLdm);
+      REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+      const auto got = dc.host();
+      int wrong = 0;
+      for (int m = 0; m < 16; ++m)
+        for (int n = 0; n < 16; ++n) {
+          float want = c[m * 16 + n];
+          for (int k = 0; k < 16; ++k)  // a column-major: (m, k) at k * ldm + m
+            want += __bfloat162float(a[k * kLdm + m]) * __bfloat162float(b[k * kLdm + n]);
+          wrong += got[m * 16 + n] == want ? 0 : 1;
+        }
+      CHECK(wrong == 0);
+    }
+    // 20 bf16 elements are 40 bytes: not a multiple of 16, so the launch fails.
+    DeviceBuffer<__nv_bfloat16> da(a), db(b);
+    DeviceBuffer<float> dc(c);
+    const std::string bad_ldm = failure_of([&] {
+      ECH_LAUNCH(1, 32, 0, nullptr, bf16_mma_kernel)
+      (da.get(), db.get(), dc.get(), 20u);
+    });
+    CHECK(contains(bad_ldm, "a multiple of 8"));
   }
 
   TEST_CASE("a partial or diverged warp, a misaligned pointer or a small ldm fails the launch") {

@@ -1,10 +1,11 @@
 // Our convolution's two algorithms (cuda::set_conv_algorithm: implicit GEMM, the default, and
-// im2col + GEMM) against the CPU twin, every direction, under fp32 and TF32, on shapes that reach
-// each tile (32x128 narrow for <= 32 rows, 64x64, 128x128), the split-K weight gradient, the
+// im2col + GEMM) against the CPU twin, every direction, under fp32, TF32 and bf16, on shapes that
+// reach each tile (32x128 narrow for <= 32 rows, 64x64, 128x128), the split-K weight gradient, the
 // columns fallback of the input gradient (< 8 input channels), stride,
 // padding, dilation, rectangular kernels, batch 1, C = 1 and sizes that are no tile multiple.
-// Under TF32 the reference is the fp32 twin on TF32-rounded inputs (as tests/gpu/tf32_gpu_test:
-// the kernels' operands are the tensors' own values or padding zeros, rounded in the fragments).
+// Under TF32 (bf16) the reference is the fp32 twin on TF32- (bf16-) rounded inputs (as
+// tests/gpu/tf32_gpu_test: the kernels' operands are the tensors' own values or padding zeros,
+// rounded in the fragments, or for bf16 when staged in shared memory).
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -13,6 +14,7 @@
 
 #include <echelon/cuda/kernels/conv.h>
 #include <echelon/cuda/kernels/conv_gemm.h>
+#include <echelon/kernels/bf16.h>
 #include <echelon/kernels/tf32.h>
 #include <echelon/tensor/ops.h>
 
@@ -27,9 +29,13 @@ Tensor random_cpu(const Shape& shape, uint64_t seed) {
                              Device::cpu())[0];
 }
 
-Tensor tf32_rounded(const Tensor& x) {
+// x with every element rounded as `precision` rounds the GEMMs' operands (CPU tensors).
+Tensor rounded(const Tensor& x, Precision precision) {
   std::vector<float> values = x.to_vector<float>();
-  for (float& v : values) v = round_to_tf32(v);
+  for (float& v : values)
+    v = precision == Precision::Tf32   ? round_to_tf32(v)
+        : precision == Precision::Bf16 ? round_to_bf16(v)
+                                       : v;
   return Tensor::from_vector(values, x.shape());
 }
 
@@ -85,13 +91,13 @@ struct Results {
   Tensor y, grad_input, grad_weight, grad_bias;
 };
 
-Results run(const Case& c, Device device, bool round_inputs) {
+Results run(const Case& c, Device device, Precision round_as) {
   Conv2dGeometry g = c.window;
   g.kernel_h = c.w[2], g.kernel_w = c.w[3];
   Tensor x = random_cpu(c.x, 1), w = random_cpu(c.w, 2), bias = random_cpu({c.w[0]}, 3);
   const Conv2dGeometry full = g.for_input(c.x[0], c.x[1], c.x[2], c.x[3], c.w[0]);
   Tensor gy = random_cpu({full.n, full.o, full.out_h, full.out_w}, 4);
-  if (round_inputs) x = tf32_rounded(x), w = tf32_rounded(w), gy = tf32_rounded(gy);
+  x = rounded(x, round_as), w = rounded(w, round_as), gy = rounded(gy, round_as);
   x = x.to(device), w = w.to(device), bias = bias.to(device), gy = gy.to(device);
   const ops::Conv2dGrads grads = ops::conv2d_backward(gy, x, w, true, true, g);
   return {ops::conv2d(x, w, bias, g).cpu(), grads.input.cpu(), grads.weight.cpu(),
@@ -99,16 +105,15 @@ Results run(const Case& c, Device device, bool round_inputs) {
 }
 
 void check_against_cpu(cuda::ConvAlgorithm algorithm, Precision precision) {
-  const bool tf32 = precision == Precision::Tf32;
   for (const Case& c : cases()) {
-    const Results want = run(c, Device::cpu(), tf32);
+    const Results want = run(c, Device::cpu(), precision);
     Results got;
     {
       ConvScope scope(algorithm, precision);
-      got = run(c, Device::cuda(0), false);
+      got = run(c, Device::cuda(0), Precision::Fp32);
     }
     const std::string what =
-        std::string(c.name) + (tf32 ? " tf32" : " fp32") +
+        std::string(c.name) + " " + name(precision) +
         (algorithm == cuda::ConvAlgorithm::ImplicitGemm ? " implicit" : " im2col");
     // Sums of up to ~300 products of values in [-1, 1): a few fp32 ulps of the sum's terms.
     const parity::Tolerance tol{1e-4, 1e-4}, wide{5e-4, 1e-4};
@@ -121,7 +126,9 @@ void check_against_cpu(cuda::ConvAlgorithm algorithm, Precision precision) {
     expect(got.grad_input, want.grad_input, tol, "grad input");
     expect(got.grad_weight, want.grad_weight, wide, "grad weight");
     // The bias gradient is a plain fp32 reduction of grad_out under either precision.
-    const Tensor want_bias = tf32 ? run(c, Device::cpu(), false).grad_bias : want.grad_bias;
+    const Tensor want_bias = precision != Precision::Fp32
+                                 ? run(c, Device::cpu(), Precision::Fp32).grad_bias
+                                 : want.grad_bias;
     expect(got.grad_bias, want_bias, wide, "grad bias");
   }
 }
@@ -135,9 +142,13 @@ TEST_SUITE("conv_gpu") {
   TEST_CASE("implicit GEMM, TF32: every direction matches the twin on TF32-rounded inputs") {
     check_against_cpu(cuda::ConvAlgorithm::ImplicitGemm, Precision::Tf32);
   }
-  TEST_CASE("im2col + GEMM, fp32 and TF32: every direction matches the CPU twin") {
+  TEST_CASE("implicit GEMM, bf16: every direction matches the twin on bf16-rounded inputs") {
+    check_against_cpu(cuda::ConvAlgorithm::ImplicitGemm, Precision::Bf16);
+  }
+  TEST_CASE("im2col + GEMM, fp32, TF32 and bf16: every direction matches the CPU twin") {
     check_against_cpu(cuda::ConvAlgorithm::Im2colGemm, Precision::Fp32);
     check_against_cpu(cuda::ConvAlgorithm::Im2colGemm, Precision::Tf32);
+    check_against_cpu(cuda::ConvAlgorithm::Im2colGemm, Precision::Bf16);
   }
 
   TEST_CASE("implicit GEMM is the default and the split-K weight gradient is bitwise repeatable") {
@@ -145,9 +156,9 @@ TEST_SUITE("conv_gpu") {
     // 3 images of 9x11x9, 7 filters: the weight gradient splits K = 3*6*5 over several groups
     // (all 12 k-slices in the emulation, a GPU's fill target on a device), summed in order.
     const Case& c = cases()[0];
-    const Results first = run(c, Device::cuda(0), false);
+    const Results first = run(c, Device::cuda(0), Precision::Fp32);
     for (int i = 0; i < 2; ++i) {
-      const Results again = run(c, Device::cuda(0), false);
+      const Results again = run(c, Device::cuda(0), Precision::Fp32);
       const std::vector<float> a = first.grad_weight.to_vector<float>();
       const std::vector<float> b = again.grad_weight.to_vector<float>();
       REQUIRE(a.size() == b.size());

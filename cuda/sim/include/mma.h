@@ -1,16 +1,18 @@
 // CUDA emulation build (ECHELON_CUDA_SIM): stands in for <mma.h>, the warp matrix (WMMA) API, in
-// the subset Echelon's kernels use: TF32 inputs (16 x 16 x 8 tiles), float accumulators.
+// the subset Echelon's kernels use: TF32 inputs (16 x 16 x 8 tiles) or bf16 inputs (16 x 16 x 16
+// tiles, loaded from __nv_bfloat16 memory), float accumulators.
 //
 // Real fragments spread a tile over the warp's 32 lanes in an unspecified way, so kernels may only
 // treat fragment elements uniformly (frag.x[i] for every i < num_elements). Here every lane holds
 // the whole tile, which any such kernel cannot tell apart. The parts that can go wrong are kept:
 // load, store and mma are warp-collective (each waits until all 32 lanes of the warp arrive, as
 // __syncwarp does; a diverged or partial warp fails the launch), a pointer must be 32-byte
-// aligned and ldm a multiple of 4 (else the launch fails, where a GPU gives garbage or a fault),
-// the MMA reads only the TF32 bits of its inputs (as the tensor cores do: unrounded inputs are
-// truncated, not rounded), and a store writes each element from exactly one lane (the one holding
-// it on a GPU), so a kernel that reads another lane's elements without __syncwarp after the store
-// sees stale memory.
+// aligned and ldm a multiple of 16 bytes (4 floats, 8 bf16; else the launch fails, where a GPU
+// gives garbage or a fault), the MMA reads only the TF32 bits of TF32 inputs (as the tensor cores
+// do: unrounded inputs are truncated, not rounded; bf16 inputs are bf16 values already, and their
+// products are exact in fp32), and a store writes each element from exactly one lane (the one
+// holding it on a GPU), so a kernel that reads another lane's elements without __syncwarp after the
+// store sees stale memory.
 #pragma once
 
 #include <algorithm>
@@ -21,6 +23,7 @@
 #include <string>
 #include <type_traits>
 
+#include <cuda_bf16.h>
 #include <echelon/cuda/sim/device.h>
 
 namespace nvcuda::wmma {
@@ -67,14 +70,34 @@ inline unsigned lane() {
   return linear % 32;
 }
 
-inline void check_operand(const void* ptr, unsigned ldm, int min_ldm, const char* what,
-                          const char* file, int line) {
-  if (reinterpret_cast<uintptr_t>(ptr) % 32 != 0 || ldm % 4 != 0 || static_cast<int>(ldm) < min_ldm)
+// ldm counts elements of `element_bytes`; it must span a multiple of 16 bytes.
+inline void check_operand(const void* ptr, unsigned ldm, int min_ldm, unsigned element_bytes,
+                          const char* what, const char* file, int line) {
+  const unsigned multiple = 16 / element_bytes;
+  if (reinterpret_cast<uintptr_t>(ptr) % 32 != 0 || ldm % multiple != 0 ||
+      static_cast<int>(ldm) < min_ldm)
     echelon::cudasim::detail::device_error(
         std::string(what) + " at " + file + ":" + std::to_string(line) +
-        ": the pointer must be 32-byte aligned and ldm a multiple of 4 of at least " +
-        std::to_string(min_ldm) + " (ldm = " + std::to_string(ldm) + ")");
+        ": the pointer must be 32-byte aligned and ldm a multiple of " + std::to_string(multiple) +
+        " of at least " + std::to_string(min_ldm) + " (ldm = " + std::to_string(ldm) + ")");
 }
+
+inline float value_of(float v) {
+  return v;
+}
+inline float value_of(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+
+// The memory element type of an operand fragment of precision T.
+template <typename T>
+struct Element {
+  using type = float;  // precision::tf32
+};
+template <>
+struct Element<__nv_bfloat16> {
+  using type = __nv_bfloat16;
+};
 
 // The value the tensor cores see of a TF32 operand: the low 13 mantissa bits ignored.
 inline float tf32_bits(float v) {
@@ -101,26 +124,28 @@ inline void fill_fragment(fragment<Use, M, N, K, T, Layout>& frag, float value) 
   for (float& v : frag.x) v = value;
 }
 
-// Tiles of A (M x K) or B (K x N); Layout (row_major / col_major) says how they lie in memory.
+// Tiles of A (M x K) or B (K x N); Layout (row_major / col_major) says how they lie in memory:
+// floats for TF32 fragments, __nv_bfloat16 for bf16 ones (held here as their float values).
 template <typename Use, int M, int N, int K, typename T, typename Layout>
-inline void load_matrix_sync(fragment<Use, M, N, K, T, Layout>& frag, const float* ptr,
-                             unsigned ldm, ECH_WMMA_SITE) {
+inline void load_matrix_sync(fragment<Use, M, N, K, T, Layout>& frag,
+                             const typename detail::Element<T>::type* ptr, unsigned ldm,
+                             ECH_WMMA_SITE) {
   using F = fragment<Use, M, N, K, T, Layout>;
   constexpr bool kRowMajor = std::is_same_v<Layout, row_major>;
   detail::converge(file, line);
-  detail::check_operand(ptr, ldm, kRowMajor ? F::kCols : F::kRows, "wmma::load_matrix_sync", file,
-                        line);
+  detail::check_operand(ptr, ldm, kRowMajor ? F::kCols : F::kRows, sizeof *ptr,
+                        "wmma::load_matrix_sync", file, line);
   for (int r = 0; r < F::kRows; ++r)
     for (int c = 0; c < F::kCols; ++c)
-      frag.x[r * F::kCols + c] = kRowMajor ? ptr[r * ldm + c] : ptr[c * ldm + r];
+      frag.x[r * F::kCols + c] = detail::value_of(kRowMajor ? ptr[r * ldm + c] : ptr[c * ldm + r]);
 }
 
 template <int M, int N, int K>
 inline void load_matrix_sync(fragment<accumulator, M, N, K, float>& frag, const float* ptr,
                              unsigned ldm, layout_t layout, ECH_WMMA_SITE) {
   detail::converge(file, line);
-  detail::check_operand(ptr, ldm, layout == mem_row_major ? N : M, "wmma::load_matrix_sync", file,
-                        line);
+  detail::check_operand(ptr, ldm, layout == mem_row_major ? N : M, sizeof(float),
+                        "wmma::load_matrix_sync", file, line);
   for (int r = 0; r < M; ++r)
     for (int c = 0; c < N; ++c)
       frag.x[r * N + c] = layout == mem_row_major ? ptr[r * ldm + c] : ptr[c * ldm + r];
@@ -135,8 +160,8 @@ inline void store_matrix_sync(float* ptr, const fragment<accumulator, M, N, K, f
                               unsigned ldm, layout_t layout, ECH_WMMA_SITE) {
   static_assert(M == 16 && N == 16, "the emulated store knows the 16 x 16 accumulator layout");
   detail::converge(file, line);
-  detail::check_operand(ptr, ldm, layout == mem_row_major ? N : M, "wmma::store_matrix_sync", file,
-                        line);
+  detail::check_operand(ptr, ldm, layout == mem_row_major ? N : M, sizeof(float),
+                        "wmma::store_matrix_sync", file, line);
   const int me = static_cast<int>(detail::lane());
   for (int r = 0; r < M; ++r)
     for (int c = 0; c < N; ++c)
@@ -144,18 +169,22 @@ inline void store_matrix_sync(float* ptr, const fragment<accumulator, M, N, K, f
         (layout == mem_row_major ? ptr[r * ldm + c] : ptr[c * ldm + r]) = frag.x[r * N + c];
 }
 
-// d = a b + c (d may be c), in fp32 over the TF32 bits of a and b, k in order.
-template <int M, int N, int K, typename LayoutA, typename LayoutB>
+// d = a b + c (d may be c), in fp32, k in order: over the TF32 bits of a and b (16x16x8), or
+// over bf16 a and b (16x16x16; the fragments hold bf16 values, their products are exact).
+template <int M, int N, int K, typename T, typename LayoutA, typename LayoutB>
 inline void mma_sync(fragment<accumulator, M, N, K, float>& d,
-                     const fragment<matrix_a, M, N, K, precision::tf32, LayoutA>& a,
-                     const fragment<matrix_b, M, N, K, precision::tf32, LayoutB>& b,
+                     const fragment<matrix_a, M, N, K, T, LayoutA>& a,
+                     const fragment<matrix_b, M, N, K, T, LayoutB>& b,
                      const fragment<accumulator, M, N, K, float>& c, ECH_WMMA_SITE) {
+  constexpr bool kTf32 = std::is_same_v<T, precision::tf32>;
+  static_assert((kTf32 && K == 8) || (std::is_same_v<T, __nv_bfloat16> && K == 16),
+                "the emulated MMA knows m16n16k8 TF32 and m16n16k16 bf16");
+  const auto input = [](float v) { return kTf32 ? detail::tf32_bits(v) : v; };
   detail::converge(file, line);
   for (int m = 0; m < M; ++m)
     for (int n = 0; n < N; ++n) {
       float acc = c.x[m * N + n];
-      for (int k = 0; k < K; ++k)
-        acc = std::fma(detail::tf32_bits(a.x[m * K + k]), detail::tf32_bits(b.x[k * N + n]), acc);
+      for (int k = 0; k < K; ++k) acc = std::fma(input(a.x[m * K + k]), input(b.x[k * N + n]), acc);
       d.x[m * N + n] = acc;
     }
 }

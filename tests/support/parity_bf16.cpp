@@ -1,0 +1,117 @@
+// Parity cases of the bf16 compute path (ops::set_float32_precision(Precision::Bf16)): on CUDA the
+// op runs with its GEMMs on bf16 operands (our tensor-core kernels: matmul, and conv forward,
+// backward-data and backward-weight), fp32 accumulation and fp32 tensors; its CPU reference is the
+// same op on inputs rounded to bf16 (kernels/bf16.h), which is what the kernels multiply: the
+// GEMM operands are the tensors' own values or padding zeros. Odd sizes, tile tails and
+// non-contiguous views, as the fp32 cases. On the CPU (float32 vs float64 mode) both sides round.
+// The GEMM cases are family "bf16", not "matmul": the harness would also run "matmul" cases
+// through cuBLAS, whose FAST_16BF down-conversion is not promised bit-exact (bf16_gpu_test.cpp
+// bounds it at bf16 accuracy instead).
+#include <echelon/kernels/bf16.h>
+
+#include "tests/support/parity.h"
+
+namespace echelon::parity {
+namespace {
+
+InputSpec f32(Shape shape, Layout layout = Layout::Contiguous) {
+  return InputSpec{std::move(shape), kFloat32, -1.0, 1.0, layout, {}};
+}
+
+// x with its values rounded to bf16, on the CPU (same dtype, shape; contiguous).
+Tensor rounded(const Tensor& x) {
+  std::vector<double> values = x.to_vector<double>();
+  for (double& v : values) v = round_to_bf16(static_cast<float>(v));
+  return Tensor::from_vector(values, x.shape()).to(x.dtype());
+}
+
+// On CUDA: `op` under Precision::Bf16. On the CPU: `op` with its first `operands` inputs (the
+// GEMM operands; not a bias, which the epilogue adds in fp32) rounded to bf16.
+RunFn bf16(RunFn op, size_t operands = 2) {
+  return [op = std::move(op), operands](const std::vector<Tensor>& in) {
+    if (!in[0].device().is_cuda()) {
+      std::vector<Tensor> r = in;
+      for (size_t i = 0; i < operands; ++i) r[i] = rounded(in[i]);
+      return op(r);
+    }
+    ops::set_float32_precision(Precision::Bf16);
+    try {
+      Tensor out = op(in);
+      ops::set_float32_precision(Precision::Fp32);
+      return out;
+    } catch (...) {
+      ops::set_float32_precision(Precision::Fp32);
+      throw;
+    }
+  };
+}
+
+Conv2dGeometry dilated() {
+  Conv2dGeometry g;
+  g.kernel_h = g.kernel_w = 3;
+  g.stride_h = g.stride_w = 2;
+  g.pad_h = g.pad_w = 1;
+  g.dilation_h = g.dilation_w = 2;
+  return g;
+}
+
+const Registrar bf16_cases([] {
+  // Only the summation order separates the kernels (fp32) from the twin (double).
+  const Tolerance tol{1e-4, 1e-4}, wide{5e-4, 1e-4};
+  add({"bf16/matmul/nn",
+       "bf16",
+       {f32({67, 45}), f32({45, 131})},
+       bf16([](const auto& in) { return ops::matmul(in[0], in[1]); }),
+       tol});
+  add({"bf16/matmul/tt_multi_tile",
+       "bf16",
+       {f32({129, 37}), f32({131, 129})},
+       bf16([](const auto& in) { return ops::matmul(in[0], in[1], true, true); }),
+       tol});
+  add({"bf16/matmul/transposed_view",
+       "bf16",
+       {f32({37, 29}, Layout::Transposed), f32({29, 41})},
+       bf16([](const auto& in) { return ops::matmul(in[0], in[1]); }),
+       tol});
+  add({"bf16/bmm/strided",
+       "bf16",
+       {f32({3, 33, 17}), f32({3, 17, 29}, Layout::Strided)},
+       bf16([](const auto& in) { return ops::bmm(in[0], in[1]); }),
+       tol});
+  // Conv: dilation, stride and padding, 7 output channels (the narrow tile), K = 5*3*3 = 45 (k
+  // slices of 16 with a tail of 13); the weight gradient's K (3*6*5 = 90) splits over groups.
+  const Conv2dGeometry p = dilated();
+  const Conv2dGeometry geo = p.for_input(3, 5, 11, 9, 7);
+  const Shape y_shape = {geo.n, geo.o, geo.out_h, geo.out_w};
+  add({"bf16/conv2d/s2_p1_d2",
+       "conv",
+       {f32({3, 5, 11, 9}), f32({7, 5, 3, 3}), f32({7})},
+       bf16([p](const auto& in) { return ops::conv2d(in[0], in[1], in[2], p); }),
+       tol});
+  add({"bf16/conv2d/transposed_input",
+       "conv",
+       {f32({3, 5, 11, 9}, Layout::Transposed), f32({7, 5, 3, 3}), f32({7})},
+       bf16([p](const auto& in) { return ops::conv2d(in[0], in[1], in[2], p); }),
+       tol});
+  add({"bf16/conv2d_backward_input/s2_p1_d2",
+       "conv",
+       {f32(y_shape), f32({3, 5, 11, 9}), f32({7, 5, 3, 3})},
+       bf16(
+           [p](const auto& in) {
+             return ops::conv2d_backward(in[0], in[1], in[2], false, true, p).input;
+           },
+           3),
+       tol});
+  add({"bf16/conv2d_backward_weight/s2_p1_d2",
+       "conv",
+       {f32(y_shape, Layout::Strided), f32({3, 5, 11, 9}), f32({7, 5, 3, 3})},
+       bf16(
+           [p](const auto& in) {
+             return ops::conv2d_backward(in[0], in[1], in[2], false, false, p).weight;
+           },
+           3),
+       wide});
+});
+
+}  // namespace
+}  // namespace echelon::parity
