@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -17,6 +16,7 @@
 #include <echelon/tensor/cpu/matmul.h>
 #include <echelon/tensor/ops.h>
 
+#include "tests/support/float_bits.h"
 #include "tests/support/parity.h"
 
 namespace echelon::reduced_precision {
@@ -31,11 +31,7 @@ inline Tensor random_cpu(const Shape& shape, uint64_t seed) {
                              Device::cpu())[0];
 }
 
-inline float from_bits(uint32_t bits) {
-  float v;
-  std::memcpy(&v, &bits, sizeof v);
-  return v;
-}
+using test::from_bits;
 
 // Sets the process-wide precision for one test and restores fp32 after it.
 class PrecisionScope {
