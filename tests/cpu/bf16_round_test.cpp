@@ -4,29 +4,17 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include <echelon/kernels/bf16.h>
 #include <echelon/tensor/cpu/matmul.h>
 
+#include "tests/support/float_bits.h"
+
 using namespace echelon;
 
-namespace {
-
-float from_bits(uint32_t bits) {
-  float v;
-  std::memcpy(&v, &bits, sizeof v);
-  return v;
-}
-
-uint32_t bits_of(float v) {
-  uint32_t bits;
-  std::memcpy(&bits, &v, sizeof bits);
-  return bits;
-}
-
-}  // namespace
+using test::bits_of;
+using test::from_bits;
 
 TEST_SUITE("bf16_round") {
   TEST_CASE("round_to_bf16: nearest, ties to even, both signs") {

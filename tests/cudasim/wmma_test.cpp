@@ -5,7 +5,6 @@
 // partial or diverged warp, a misaligned pointer, and a read of another lane's stored element
 // without __syncwarp.
 #include <cmath>
-#include <cstring>
 
 #include <cuda_bf16.h>
 #include <mma.h>
@@ -14,8 +13,11 @@
 #include <echelon/kernels/tf32.h>
 
 #include "tests/cudasim/support.h"
+#include "tests/support/float_bits.h"
 
 using namespace cudasim_test;
+using echelon::test::bits_of;
+using echelon::test::from_bits;
 namespace wmma = nvcuda::wmma;
 
 namespace {
@@ -82,18 +84,6 @@ __global__ void store_then_read_kernel(float* out, bool sync) {
   out[threadIdx.x] = tile[(threadIdx.x + 1) % 256];
 }
 
-float bits_to_float(uint32_t bits) {
-  float v;
-  std::memcpy(&v, &bits, sizeof v);
-  return v;
-}
-
-uint32_t float_bits(float v) {
-  uint32_t bits;
-  std::memcpy(&bits, &v, sizeof bits);
-  return bits;
-}
-
 }  // namespace
 
 TEST_SUITE("cudasim_wmma") {
@@ -112,12 +102,12 @@ TEST_SUITE("cudasim_wmma") {
         state = state * 1664525u + 1013904223u;
         bits = state;
       }
-      const float v = bits_to_float(bits);
+      const float v = from_bits(bits);
       const float emulated = wmma::__float_to_tf32(v), cpu = echelon::round_to_tf32(v);
       const bool same = std::isnan(v) ? std::isnan(emulated) && std::isnan(cpu)
-                                      : float_bits(emulated) == float_bits(cpu);
+                                      : bits_of(emulated) == bits_of(cpu);
       if (!same && ++mismatches <= 5)
-        MESSAGE("bits ", bits, ": emulated ", float_bits(emulated), ", cpu ", float_bits(cpu));
+        MESSAGE("bits ", bits, ": emulated ", bits_of(emulated), ", cpu ", bits_of(cpu));
     }
     CHECK(mismatches == 0);
   }
@@ -171,13 +161,13 @@ TEST_SUITE("cudasim_wmma") {
         state = state * 1664525u + 1013904223u;
         bits = state;
       }
-      const float v = bits_to_float(bits);
+      const float v = from_bits(bits);
       const float emulated = __bfloat162float(__float2bfloat16_rn(v)),
                   cpu = echelon::round_to_bf16(v);
       const bool same = std::isnan(v) ? std::isnan(emulated) && std::isnan(cpu)
-                                      : float_bits(emulated) == float_bits(cpu);
+                                      : bits_of(emulated) == bits_of(cpu);
       if (!same && ++mismatches <= 5)
-        MESSAGE("bits ", bits, ": emulated ", float_bits(emulated), ", cpu ", float_bits(cpu));
+        MESSAGE("bits ", bits, ": emulated ", bits_of(emulated), ", cpu ", bits_of(cpu));
     }
     CHECK(mismatches == 0);
   }

@@ -183,6 +183,15 @@ std::string Comparison::summary() const {
   return out.str();
 }
 
+Conv2dGeometry window_s2_p1_d2() {
+  Conv2dGeometry g;
+  g.kernel_h = g.kernel_w = 3;
+  g.stride_h = g.stride_w = 2;
+  g.pad_h = g.pad_w = 1;
+  g.dilation_h = g.dilation_w = 2;
+  return g;
+}
+
 Comparison compare(const Tensor& actual, const Tensor& expected, Tolerance tol) {
   Comparison cmp;
   if (actual.shape() != expected.shape()) {

@@ -101,6 +101,9 @@ Comparison compare(const Tensor& actual, const Tensor& expected, Tolerance tol);
 std::vector<Tensor> make_inputs(const std::vector<InputSpec>& specs, uint64_t seed, Device device,
                                 DType float_dtype = kFloat32);
 
+// The convolution cases' uneven window ("s2_p1_d2"): 3x3, stride 2, padding 1, dilation 2.
+Conv2dGeometry window_s2_p1_d2();
+
 // A buffer of numel + 2 * guard elements on `device`: NaN in the middle view, a sentinel in
 // the guards. check() throws echelon::Error naming `what` when a guard changed.
 struct Guarded {

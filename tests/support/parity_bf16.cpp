@@ -46,15 +46,6 @@ RunFn bf16(RunFn op, size_t operands = 2) {
   };
 }
 
-Conv2dGeometry dilated() {
-  Conv2dGeometry g;
-  g.kernel_h = g.kernel_w = 3;
-  g.stride_h = g.stride_w = 2;
-  g.pad_h = g.pad_w = 1;
-  g.dilation_h = g.dilation_w = 2;
-  return g;
-}
-
 const Registrar bf16_cases([] {
   // Only the summation order separates the kernels (fp32) from the twin (double).
   const Tolerance tol{1e-4, 1e-4}, wide{5e-4, 1e-4};
@@ -80,7 +71,7 @@ const Registrar bf16_cases([] {
        tol});
   // Conv: dilation, stride and padding, 7 output channels (the narrow tile), K = 5*3*3 = 45 (k
   // slices of 16 with a tail of 13); the weight gradient's K (3*6*5 = 90) splits over groups.
-  const Conv2dGeometry p = dilated();
+  const Conv2dGeometry p = window_s2_p1_d2();
   const Conv2dGeometry geo = p.for_input(3, 5, 11, 9, 7);
   const Shape y_shape = {geo.n, geo.o, geo.out_h, geo.out_w};
   add({"bf16/conv2d/s2_p1_d2",

@@ -36,11 +36,7 @@ struct ConvCase {
 };
 
 void conv_cases() {
-  Conv2dGeometry dilated;
-  dilated.kernel_h = dilated.kernel_w = 3;
-  dilated.stride_h = dilated.stride_w = 2;
-  dilated.pad_h = dilated.pad_w = 1;
-  dilated.dilation_h = dilated.dilation_w = 2;
+  const Conv2dGeometry dilated = window_s2_p1_d2();
   Conv2dGeometry same;
   same.kernel_h = same.kernel_w = 3;
   same.pad_h = same.pad_w = 1;
