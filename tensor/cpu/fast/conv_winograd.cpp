@@ -321,7 +321,7 @@ ECH_AVX2 void output_transform(const float* m_o, const TileVector* vectors, int6
     const float* m = m_o + i * kLanes;  // the pass's two vectors interleave per xi
     __m256 s[2][4];                     // A^T m: rows
 #pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) {
+    for (int64_t k = 0; k < 4; ++k) {
       const __m256 m0 = _mm256_loadu_ps(m + (0 + k) * 2 * kLanes);
       const __m256 m1 = _mm256_loadu_ps(m + (4 + k) * 2 * kLanes);
       const __m256 m2 = _mm256_loadu_ps(m + (8 + k) * 2 * kLanes);

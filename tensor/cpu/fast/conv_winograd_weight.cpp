@@ -84,12 +84,12 @@ ECH_AVX512 void weight_tile_512(const float* v, int64_t c_stride, const float* z
 #pragma GCC unroll 12
   for (int j = 0; j < B; ++j)
 #pragma GCC unroll 4
-    for (int k = 0; k < NO; ++k) acc[j][k] = _mm512_loadu_ps(acc_at + j * op + k * 16);
+    for (int k = 0; k < NO; ++k) acc[j][k] = _mm512_loadu_ps(acc_at + j * op + k * int64_t{16});
   for (int64_t t = 0; t < tiles; ++t) {
     const int64_t at = (t / kLanes) * kVector + t % kLanes;
     __m512 zv[NO];
 #pragma GCC unroll 4
-    for (int k = 0; k < NO; ++k) zv[k] = _mm512_loadu_ps(z + t * kXi * op + k * 16);
+    for (int k = 0; k < NO; ++k) zv[k] = _mm512_loadu_ps(z + t * kXi * op + k * int64_t{16});
 #pragma GCC unroll 12
     for (int j = 0; j < B; ++j) {
       const __m512 vj = _mm512_set1_ps(v[j * c_stride + at]);
@@ -100,7 +100,7 @@ ECH_AVX512 void weight_tile_512(const float* v, int64_t c_stride, const float* z
 #pragma GCC unroll 12
   for (int j = 0; j < B; ++j)
 #pragma GCC unroll 4
-    for (int k = 0; k < NO; ++k) _mm512_storeu_ps(acc_at + j * op + k * 16, acc[j][k]);
+    for (int k = 0; k < NO; ++k) _mm512_storeu_ps(acc_at + j * op + k * int64_t{16}, acc[j][k]);
 }
 
 // Input channels per AVX-512 weight tile: 12 x 1 or 6 x 2 (or x 4) accumulators.
@@ -173,7 +173,7 @@ ECH_AVX2 void grad_transform(const float* gt, int64_t op, const TileVector* vect
 #pragma GCC unroll 4
         for (int r = 0; r < 4; ++r) {
           const __m256 pv = rows[r][0], qv = rows[r][1];
-          float* dst = z + (t * kXi + 4 * r) * op + k;
+          float* dst = z + (t * kXi + int64_t{4} * r) * op + k;
           const int64_t step = op;
           _mm256_storeu_ps(dst, pv);
           _mm256_storeu_ps(dst + step, _mm256_add_ps(pv, qv));
