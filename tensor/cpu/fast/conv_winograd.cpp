@@ -130,7 +130,11 @@ ECH_AVX2 void pad_image(const Conv2dGeometry& a, const Layout& l, const float* x
         _mm256_storeu_ps(odd + col / 2, _mm256_castpd_ps(_mm256_permute4x64_pd(
                                             _mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0))));
       }
-      for (int64_t col = whole; col < a.w; ++col) (col % 2 ? odd : even)[col / 2] = src[col];
+      // `whole` is even: the tail's even columns, then its odd ones. (One loop that picked the
+      // destination with `col % 2 ? odd : even` was miscompiled by gcc 12 with ASan in this AVX2
+      // function: it stored to 3 * even.)
+      for (int64_t col = whole; col < a.w; col += 2) even[col / 2] = src[col];
+      for (int64_t col = whole + 1; col < a.w; col += 2) odd[col / 2] = src[col];
     }
 }
 
