@@ -7,6 +7,7 @@
 #include <thread>
 
 #include <echelon/base/error.h>
+#include <echelon/base/thread_name.h>
 #include <echelon/data/echo.h>
 #include <echelon/data/random_keys.h>
 #include <echelon/data/ring.h>
@@ -433,6 +434,7 @@ void Loader::Impl::start_decode_then_augment() {
 
 void Loader::Impl::start() {
   threads.emplace_back([this] { run_source(); });
+  set_thread_name(threads.back(), "ech-source");
   auto index_of_ticket = [](const int64_t& index) { return index; };
   start_stage<int64_t, RawRecord>(
       threads, control, read_stats, options.workers, tickets, records,
@@ -453,8 +455,13 @@ void Loader::Impl::start() {
   else
     start_decode_then_augment();
   threads.emplace_back([this] { run_shuffle(); });
+  set_thread_name(threads.back(), "ech-shuffle");
   threads.emplace_back([this] { run_batch(); });
-  if (options.device.is_cuda()) threads.emplace_back([this] { run_transfer(); });
+  set_thread_name(threads.back(), "ech-batch");
+  if (options.device.is_cuda()) {
+    threads.emplace_back([this] { run_transfer(); });
+    set_thread_name(threads.back(), "ech-transfer");
+  }
 }
 
 double Loader::Impl::upstream_rate() const {

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include <echelon/base/error.h>
+#include <echelon/base/thread_name.h>
 
 namespace echelon::data {
 
@@ -132,6 +133,9 @@ void start_stage(std::vector<std::thread>& threads, PipelineControl& control,
       }
       if (counters.running.fetch_sub(1) == 1) out.close();  // last worker ends the stream
     });
+    // "ech-read", "ech-read-1", ...; the fused stage is "ech-dec+aug" (Linux keeps 15 chars).
+    const std::string stage = counters.name == "decode+augment" ? "dec+aug" : counters.name;
+    set_thread_name(threads.back(), "ech-" + stage + (w > 0 ? "-" + std::to_string(w) : ""));
   }
 }
 

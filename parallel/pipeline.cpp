@@ -7,6 +7,7 @@
 
 #include <echelon/autograd/grad_mode.h>
 #include <echelon/base/error.h>
+#include <echelon/base/thread_name.h>
 #include <echelon/layers/sequential.h>
 #include <echelon/parallel/balance.h>
 #include <echelon/parallel/process_group.h>
@@ -149,7 +150,10 @@ void PipelineEngine::start(const Tensor& sample) {
   // One partition has no one to overlap with: it runs inline in submit() and flush().
   inline_ = K == 1 && !distributed();
   if (inline_) return;
-  for (const auto& stage : stages_) threads_.emplace_back([s = stage.get()] { s->run(); });
+  for (size_t k = 0; k < stages_.size(); ++k) {
+    threads_.emplace_back([s = stages_[k].get()] { s->run(); });
+    set_thread_name(threads_.back(), "ech-part-" + std::to_string(k));
+  }
 }
 
 void PipelineEngine::connect(const std::vector<Device>& devices) {

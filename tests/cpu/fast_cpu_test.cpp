@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -506,9 +507,29 @@ TEST_SUITE("concurrency_thread_pool") {
         });
         for (const auto& h : hits) CHECK(h.load() == 1);
         const int64_t chunks = cpu::fast::chunk_count(n, grain);
-        CHECK(chunks <= 3);
+        CHECK(chunks <= 3 * 4);
+        CHECK(chunks <= std::max<int64_t>(1, (n + grain - 1) / grain));
         CHECK((n == 0) == (chunks == 0));
       }
+  }
+
+  TEST_CASE(
+      "more chunks than threads: a stalled worker delays one chunk, the caller runs the rest") {
+    FastScope scope(2, ops::CpuKernels::Fast);
+    CHECK(cpu::fast::chunk_count(8, 1) == 8);
+    CHECK(cpu::fast::chunk_count(8, 3) == 3);
+    const std::thread::id caller = std::this_thread::get_id();
+    std::atomic<int> by_caller{0}, by_worker{0};
+    cpu::fast::parallel_for(8, 1, [&](int64_t, int64_t) {
+      if (std::this_thread::get_id() == caller) {
+        by_caller.fetch_add(1);
+      } else {
+        by_worker.fetch_add(1);
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));  // preempted, as it were
+      }
+    });
+    CHECK(by_caller.load() + by_worker.load() == 8);
+    CHECK(by_worker.load() <= 1);  // the caller took the other chunks while the worker slept
   }
 
   TEST_CASE("an exception in a task reaches the caller; nested calls run inline") {

@@ -19,18 +19,21 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, 
     gemm_blas(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
+  // One chunk per thread (grain n / threads): every chunk is a BLAS call that packs the operand
+  // it shares with the others again, so finer chunks would repeat that packing.
   if (M >= threads * 4) {
     // Rows [m0, m1) of C need rows [m0, m1) of op(A): row m0 of A, or column m0 when transposed.
-    parallel_for(M, 4, [&](int64_t m0, int64_t m1) {
+    parallel_for(M, (M + threads - 1) / threads, [&](int64_t m0, int64_t m1) {
       const T* a = trans_a ? A + m0 : A + m0 * lda;
       gemm_blas(trans_a, trans_b, m1 - m0, N, K, alpha, a, lda, B, ldb, beta, C + m0 * ldc, ldc);
     });
   } else {
     // Columns [n0, n1) of C need columns [n0, n1) of op(B).
-    parallel_for(N, 16, [&](int64_t n0, int64_t n1) {
-      const T* b = trans_b ? B + n0 * ldb : B + n0;
-      gemm_blas(trans_a, trans_b, M, n1 - n0, K, alpha, A, lda, b, ldb, beta, C + n0, ldc);
-    });
+    parallel_for(
+        N, std::max<int64_t>(16, (N + threads - 1) / threads), [&](int64_t n0, int64_t n1) {
+          const T* b = trans_b ? B + n0 * ldb : B + n0;
+          gemm_blas(trans_a, trans_b, M, n1 - n0, K, alpha, A, lda, b, ldb, beta, C + n0, ldc);
+        });
   }
 }
 

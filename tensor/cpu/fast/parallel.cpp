@@ -4,6 +4,8 @@
 // same chunks inline, so results never depend on which thread ran what.
 #include <echelon/tensor/cpu/fast/parallel.h>
 
+#include <echelon/base/thread_name.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -11,6 +13,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -21,6 +24,11 @@ using ChunkFn = std::function<void(int64_t, int64_t, int64_t)>;
 
 // How long an idle worker polls for the next job before it sleeps.
 constexpr auto kSpin = std::chrono::microseconds(300);
+
+// Chunks per pool thread. More chunks than threads, claimed dynamically, let the threads that
+// run finish the work of one that was preempted (by the loader's stage threads, another process)
+// instead of waiting for it: with one chunk per thread every op waits for its slowest thread.
+constexpr int64_t kChunksPerThread = 4;
 
 // One parallel_for call; lives on the caller's stack until every worker has left it.
 struct Job {
@@ -58,7 +66,10 @@ class Pool {
     std::lock_guard<std::mutex> busy(busy_);
     stop_workers();
     threads_.store(std::max(threads, 1));
-    for (int i = 1; i < threads_.load(); ++i) workers_.emplace_back([this] { worker_loop(); });
+    for (int i = 1; i < threads_.load(); ++i) {
+      workers_.emplace_back([this] { worker_loop(); });
+      set_thread_name(workers_.back(), "ech-pool-" + std::to_string(i));
+    }
   }
   int threads() const { return threads_.load(); }
 
@@ -162,7 +173,9 @@ int num_threads() {
 int64_t chunk_count(int64_t n, int64_t grain) {
   if (n <= 0) return 0;
   const int64_t by_grain = (n + std::max<int64_t>(grain, 1) - 1) / std::max<int64_t>(grain, 1);
-  return std::max<int64_t>(1, std::min<int64_t>(by_grain, pool().threads()));
+  const int64_t threads = pool().threads();
+  const int64_t most = threads > 1 ? threads * kChunksPerThread : 1;
+  return std::max<int64_t>(1, std::min<int64_t>(by_grain, most));
 }
 
 void chunk_range(int64_t n, int64_t chunks, int64_t index, int64_t* begin, int64_t* end) {

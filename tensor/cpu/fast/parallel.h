@@ -19,8 +19,11 @@ void set_num_threads(int threads);
 int num_threads();
 
 // Calls fn(begin, end) on disjoint chunks covering [0, n), each at least `grain` long (except
-// when n < grain), at most num_threads() chunks, and returns when all have run. The first
-// exception a chunk throws is rethrown here after every chunk has finished.
+// when n < grain), and returns when all have run. With one thread the range is one chunk; with
+// T > 1 threads it is up to 4T chunks, which the threads claim as they become free (a preempted
+// thread delays an op by one small chunk, not by a 1/T share). A caller that needs at most one
+// chunk per thread passes grain = ceil(n / T). The first exception a chunk throws is rethrown
+// here after every chunk has finished.
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
 // The number of chunks parallel_for(n, grain, ...) would use (for per-chunk scratch buffers).
@@ -30,7 +33,8 @@ void chunk_range(int64_t n, int64_t chunks, int64_t index, int64_t* begin, int64
 
 // Like parallel_for, but fn(chunk, begin, end) also receives the chunk's index in
 // [0, chunk_count(n, grain)): per-chunk partial results (e.g. a weight gradient per chunk, summed
-// afterwards in chunk order, so results do not depend on thread timing).
+// afterwards in chunk order, so results do not depend on thread timing; they do depend on the
+// thread count, which sets the chunks).
 void parallel_chunks(int64_t n, int64_t grain,
                      const std::function<void(int64_t, int64_t, int64_t)>& fn);
 
