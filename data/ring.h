@@ -10,10 +10,13 @@
 // lap, so producers and consumers claim slots with one CAS each and never take a lock.
 //
 // Both: try_push/try_pop never block. push/pop spin briefly, then park on a futex
-// (data/futex.h), so an idle stage costs no CPU. close() ends the stream: consumers drain what is
-// left and then see end-of-stream (pop returns nullopt); MpmcRing's pushes fail at once,
-// SpscRing's once the ring is full (see SpscRing). Element types may be move-only. Whether anyone
-// sleeps is a Dekker handshake between publisher and sleeper; with asymmetric fences
+// (data/futex.h), so an idle stage costs no CPU. A producer parked on a full ring is woken once
+// the ring has drained to half, not by the first pop: when the consumer is the bottleneck (the
+// trainer, usually) the producer then wakes once per half ring instead of once per item, and a
+// loader thread that wakes takes a core from the training step each time. close() ends the stream:
+// consumers drain what is left and then see end-of-stream (pop returns nullopt); MpmcRing's pushes
+// fail at once, SpscRing's once the ring is full (see SpscRing). Element types may be move-only.
+// Whether anyone sleeps is a Dekker handshake between publisher and sleeper; with asymmetric fences
 // (data/asymmetric_fence.h) the publisher's half is a compiler barrier plus one load of a
 // rarely-written line, and the sleeper pays a membarrier system call. So a push or pop costs what a
 // textbook lock-free ring costs; the data never goes through a lock.
@@ -86,6 +89,15 @@ class Parker {
     asymmetric_fence_light();
     if (sleepers_.load(std::memory_order_relaxed) != 0) [[unlikely]]
       wake_slow();
+  }
+  // Like wake(), for sleepers whose ready() asks for more than one change: wakes them only once
+  // enough() is true (it must be true whenever their ready() is). A publish that finds sleepers
+  // but not enough leaves the announcement for a later publish.
+  template <typename Enough>
+  void wake_when(Enough&& enough) {
+    asymmetric_fence_light();
+    if (sleepers_.load(std::memory_order_relaxed) != 0) [[unlikely]]
+      if (enough()) wake_slow();
   }
   // close(): wakes everyone, announced or about to announce.
   void wake_all() {
@@ -193,11 +205,12 @@ class SpscRing {
     return true;
   }
   bool try_push(T&& value) { return try_push(value); }
-  // Blocks while full. Returns false when the ring is full and closed; the value is dropped.
+  // Blocks while full (once parked, until half the ring is free). Returns false when the ring is
+  // full and closed; the value is dropped.
   bool push(T value) {
     bool pushed = false;
     detail::blocking([&] { return (pushed = try_push(value)) || closed(); },
-                     [&] { return closed() || has_room(); }, not_full_);
+                     [&] { return closed() || half_free(); }, not_full_);
     return pushed;
   }
 
@@ -212,7 +225,8 @@ class SpscRing {
     std::optional<T> value(std::move(*cell));
     cell->~T();
     head_.store(head + 1, std::memory_order_release);
-    not_full_.wake();
+    not_full_.wake_when(
+        [&] { return tail_.load(std::memory_order_acquire) - (head + 1) <= capacity_ / 2; });
     return value;
   }
   // Blocks while empty; nullopt once the ring is closed and drained.
@@ -238,9 +252,10 @@ class SpscRing {
   }
 
  private:
-  bool has_room() const {
-    return tail_.load(std::memory_order_relaxed) - head_.load(std::memory_order_acquire) <
-           capacity_;
+  // A parked producer's condition: at most half the ring is full.
+  bool half_free() const {
+    return tail_.load(std::memory_order_relaxed) - head_.load(std::memory_order_acquire) <=
+           capacity_ / 2;
   }
   bool has_items() const {
     return head_.load(std::memory_order_relaxed) != tail_.load(std::memory_order_acquire);
@@ -310,10 +325,11 @@ class MpmcRing {
     return true;
   }
   bool try_push(T&& value) { return try_push(value); }
+  // Blocks while full (once parked, until half the ring is free); false once closed.
   bool push(T value) {
     bool pushed = false;
     detail::blocking([&] { return (pushed = try_push(value)) || closed(); },
-                     [&] { return closed() || has_room(); }, not_full_);
+                     [&] { return closed() || size() <= capacity_ / 2; }, not_full_);
     return pushed;
   }
 
@@ -336,7 +352,9 @@ class MpmcRing {
     std::optional<T> value(std::move(*cell));
     cell->~T();
     slot->sequence.store(pos + capacity_, std::memory_order_release);
-    not_full_.wake();
+    // size() reads this consumer's own dequeue_ increment at least, so the pop that drains the
+    // ring to half (or the last one, when pushes race with it) sees it.
+    not_full_.wake_when([&] { return size() <= capacity_ / 2; });
     return value;
   }
   std::optional<T> pop() {
@@ -363,10 +381,6 @@ class MpmcRing {
     std::atomic<size_t> sequence;
     detail::Cell<T> cell;
   };
-  bool has_room() const {
-    const size_t pos = enqueue_.load(std::memory_order_relaxed);
-    return slots_[pos & mask_].sequence.load(std::memory_order_acquire) == pos;
-  }
   bool has_items() const {
     const size_t pos = dequeue_.load(std::memory_order_relaxed);
     return slots_[pos & mask_].sequence.load(std::memory_order_acquire) == pos + 1;

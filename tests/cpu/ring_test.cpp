@@ -59,6 +59,28 @@ void check_single_thread_semantics() {
   CHECK_FALSE(ring.pop().has_value());
 }
 
+// A producer parked on a full ring of 8 stays parked while the consumer pops 3 items and wakes
+// (and refills the ring) once the 4th pop leaves it half full: one wake-up per half ring.
+template <typename Ring>
+void check_producer_wakes_at_half() {
+  Ring ring(8);
+  for (int i = 0; i < 8; ++i) REQUIRE(ring.try_push(i));
+  std::thread producer([&] {
+    for (int i = 8; i < 12; ++i) ring.push(i);
+  });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (ring.parked_producers() == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+  REQUIRE(ring.parked_producers() == 1);
+  for (int i = 0; i < 3; ++i) CHECK(*ring.try_pop() == i);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(ring.size() == 5);  // still parked: a wake per pop would have refilled it to 8
+  CHECK(*ring.try_pop() == 3);
+  producer.join();  // woken at half: pushes 8..11 (a lost wake-up would hang here)
+  CHECK(ring.size() == 8);
+  for (int i = 4; i < 12; ++i) CHECK(*ring.try_pop() == i);
+}
+
 template <typename Ring>
 void check_move_only() {
   Ring ring(4);
@@ -238,6 +260,12 @@ TEST_SUITE("concurrency_ring") {
     // The bound is loose (a loaded 2-core CI machine, TSan); a lost wake-up never arrives at all.
     check_wake_latency<SpscRing<int>>(40, std::chrono::milliseconds(1000));
     check_wake_latency<MpmcRing<int>>(40, std::chrono::milliseconds(1000));
+  }
+
+  TEST_CASE(
+      "a producer parked on a full ring wakes when half of it is free, not at the first pop") {
+    check_producer_wakes_at_half<SpscRing<int>>();
+    check_producer_wakes_at_half<MpmcRing<int>>();
   }
 
   TEST_CASE("spsc: a consumer parked on an empty ring wakes on close") {
