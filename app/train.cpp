@@ -157,7 +157,10 @@ class ScopedRunSettings {
     ops::set_conv_impl(conv_impl_);
     ops::set_deterministic(deterministic_);
     ops::set_float32_precision(precision_);
-    ops::set_cpu_threads(cpu_threads_);
+    if (cpu_threads_ > 0)
+      ops::set_cpu_threads(cpu_threads_);
+    else
+      ops::reset_cpu_threads();
   }
   ScopedRunSettings(const ScopedRunSettings&) = delete;
   ScopedRunSettings& operator=(const ScopedRunSettings&) = delete;

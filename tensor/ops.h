@@ -92,6 +92,8 @@ MatmulImpl matmul_impl();
 // nothing.
 void set_cpu_threads(int threads);
 int cpu_threads();
+// Back to "never set": cpu_threads() reads 0, the pool has 1 thread, OpenBLAS its own count again.
+void reset_cpu_threads();
 // Which CPU kernels run (process-wide, default Fast): Fast = tensor/cpu/fast (batched im2col +
 // BLAS convolution, contiguous vectorised loops, the thread pool) where it covers the op, Naive =
 // the naive twins everywhere (the oracle; MatmulImpl::Naive also selects the naive convolution).

@@ -22,6 +22,7 @@ namespace {
 std::atomic<MatmulImpl> g_matmul_impl{MatmulImpl::Auto};
 std::atomic<CpuKernels> g_cpu_kernels{CpuKernels::Fast};
 std::atomic<int> g_cpu_threads{0};
+std::atomic<int> g_blas_default_threads{0};  // OpenBLAS's own count, saved at the first set
 
 // One GEMM operand: the tensor whose memory is read, its leading dim and effective trans flag.
 struct Operand {
@@ -128,11 +129,20 @@ void product_dims(const char* opname, const Tensor& a, const Tensor& b, bool tra
 
 void set_cpu_threads(int threads) {
   if (threads <= 0) return;
-  g_cpu_threads.store(threads);
-  cpu::fast::set_num_threads(threads);
 #if ECHELON_WITH_BLAS
+  if (g_cpu_threads.load() == 0) g_blas_default_threads.store(openblas_get_num_threads());
   openblas_set_num_threads(1);
 #endif
+  g_cpu_threads.store(threads);
+  cpu::fast::set_num_threads(threads);
+}
+
+void reset_cpu_threads() {
+#if ECHELON_WITH_BLAS
+  if (g_cpu_threads.load() != 0) openblas_set_num_threads(g_blas_default_threads.load());
+#endif
+  g_cpu_threads.store(0);
+  cpu::fast::set_num_threads(1);
 }
 int cpu_threads() {
   return g_cpu_threads.load();

@@ -16,6 +16,8 @@
 #include <echelon/base/error.h>
 #include <echelon/base/file.h>
 #include <echelon/base/json.h>
+#include <echelon/tensor/cpu/fast/parallel.h>
+#include <echelon/tensor/ops.h>
 #include <echelon/tensor/safetensors.h>
 
 using echelon::Error;
@@ -286,6 +288,26 @@ TEST_SUITE("trainer") {
     const app::EvalResult e = app::evaluate_checkpoint(eval, eval_log);
     CHECK(e.samples == 1000);
     CHECK(e.accuracy == doctest::Approx(r.epochs[0].test_acc).epsilon(1e-9));
+  }
+
+  TEST_CASE("train() leaves the process-wide thread settings as it found them") {
+    if (!have_fashion_mnist()) return;
+    app::TrainOptions o = small_run(64, 32, 1);
+    std::ostringstream log;
+    echelon::ops::reset_cpu_threads();
+    app::train(o, log);  // --threads 0: the pool keeps its size, OpenBLAS goes single-threaded
+    CHECK(echelon::ops::cpu_threads() == 0);
+    o.threads = 2;
+    app::train(o, log);
+    CHECK(echelon::ops::cpu_threads() == 0);
+    CHECK(echelon::cpu::fast::num_threads() == 1);
+    echelon::ops::set_cpu_threads(3);
+    app::train(o, log);
+    CHECK(echelon::ops::cpu_threads() == 3);
+    CHECK(echelon::cpu::fast::num_threads() == 3);
+    echelon::ops::reset_cpu_threads();
+    CHECK(echelon::ops::cpu_threads() == 0);
+    CHECK(echelon::cpu::fast::num_threads() == 1);
   }
 
   TEST_CASE("same seed gives bit-identical losses; another seed does not") {
