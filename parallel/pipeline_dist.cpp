@@ -1,13 +1,14 @@
 // The pipeline engine across processes (PipelineOptions::process_group): every process runs the
-// same trainer loop (SPMD, as with torchrun or DeepSpeed), builds the same model from the same
-// seed and loads the same batches, but starts only ITS partition's executor:
+// same trainer loop (SPMD, as with torchrun or DeepSpeed) and builds the same model from the same
+// seed, but starts only ITS partition's executor:
 //   rank r = replica * K + partition      (replica 0's pipeline is ranks 0 .. K-1)
-// Partition 0's process feeds the mini-batches (its replica's share of each), the others' drivers
-// only collect. Activations, gradients and flush markers travel through the group's transports,
-// so every schedule runs unchanged. The last partitions relay each result to every process, so
-// every trainer sees the same losses. At each epoch's end (and before evaluation) every process
-// receives every partition's weights and optimizer state, so evaluation and checkpoints see the
-// whole model in each process.
+// Partition 0's process loads and feeds the mini-batches (its replica's share of each); the
+// others load nothing: their drivers follow the epochs by the flush markers (follow_epoch) and
+// collect. Activations, labels, gradients and flush markers travel through the group's
+// transports, so every schedule runs unchanged. The last partitions relay each result to every
+// process, so every trainer sees the same losses. At each epoch's end every process receives every
+// partition's weights and optimizer state; rank 0 evaluates and checkpoints the whole model and
+// shares its evaluation (share_evaluation).
 #include <echelon/parallel/pipeline.h>
 
 #include <algorithm>
