@@ -237,8 +237,11 @@ void validate(const TrainOptions& o) {
 }
 
 DataBundle load_data(const TrainOptions& o) {
-  DataBundle data = data::load_dataset(
-      o.data, o.data_dir, {.train = o.limit_train, .test = o.limit_test, .resize = o.resize});
+  DataBundle data = data::load_dataset(o.data, o.data_dir,
+                                       {.train = o.limit_train,
+                                        .test = o.limit_test,
+                                        .resize = o.resize,
+                                        .shape_only = !o.loads_data});
   if (o.augment != "default") {
     const data::AugmentRecipe recipe =
         parse_flag("--augment", [&] { return data::parse_augment_spec(o.augment); });

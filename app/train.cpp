@@ -191,6 +191,7 @@ class TrainingRun {
   void announce() const;
   // Trains one epoch; false when a stop was requested during it.
   bool train_epoch(int64_t epoch, EpochTotals& totals);
+  bool follow_epoch(int64_t epoch, EpochTotals& totals);  // !engine_->takes_batches()
   void account(const parallel::StepStats& stats, int64_t epoch, int64_t step, EpochTotals& totals,
                parallel::StepStats& since_log, Clock::time_point epoch_start);
   EpochRecord evaluate_epoch(int64_t epoch, const EpochTotals& totals);
@@ -247,17 +248,23 @@ TrainingRun::TrainingRun(const TrainOptions& options, std::ostream& out,
   build_model(factory);
   schedule_ = make_schedule(options_);
   trace_ = engine_->trace_recorder();
-  if (options_.resident_data) {
+  // A later partition's process follows the epochs partition 0's process feeds (follow_epoch).
+  ECH_CHECK(options_.loads_data || !engine_->takes_batches(),
+            "train: this process loads no data, but its engine takes the mini-batches");
+  if (!engine_->takes_batches()) {
+    loader_stats_ = json::Value::object().set("source", "partition 0's process");
+  } else if (options_.resident_data) {
     resident_ = std::make_unique<data::ResidentData>(
         *data_.train, data::ResidentOptions{.batch_size = options_.batch_size,
                                             .seed = options_.seed,
                                             .augment = data_.train_augment,
                                             .device = device_});
-    resident_test_ = std::make_unique<data::ResidentData>(
-        *data_.test, data::ResidentOptions{.batch_size = eval_batch_size(),
-                                           .shuffle = false,
-                                           .augment = data_.test_augment,
-                                           .device = device_});
+    if (engine_->evaluates())
+      resident_test_ = std::make_unique<data::ResidentData>(
+          *data_.test, data::ResidentOptions{.batch_size = eval_batch_size(),
+                                             .shuffle = false,
+                                             .augment = data_.test_augment,
+                                             .device = device_});
     steps_per_epoch_ = resident_->batches_per_epoch();
     loader_stats_ = json::Value::object().set("source", "resident");
   } else {
@@ -345,9 +352,11 @@ void TrainingRun::open_folder() {
 }
 
 void TrainingRun::announce() const {
-  out_ << "echelon train: " << options_.model << " (" << params_ << " parameters) on " << data_.name
-       << " (" << data_.train->size() << " train / " << data_.test->size() << " test), device "
-       << device_ << ", engine " << engine_->name() << "\n";
+  out_ << "echelon train: " << options_.model << " (" << params_ << " parameters) on "
+       << data_.name;
+  if (data_.train)
+    out_ << " (" << data_.train->size() << " train / " << data_.test->size() << " test)";
+  out_ << ", device " << device_ << ", engine " << engine_->name() << "\n";
   if (!options_.resume.empty())
     out_ << "resuming " << options_.resume << " after epoch " << info_.epoch << " (step "
          << info_.global_step << ")\n";
@@ -401,6 +410,7 @@ bool TrainingRun::train_epoch(int64_t epoch, EpochTotals& totals) {
   uint64_t layer_counter = 0;
   reseed_dropout(*model_, options_.seed, epoch, layer_counter);
   model_->train();
+  if (!engine_->takes_batches()) return follow_epoch(epoch, totals);
   if (resident_)
     resident_->start_epoch(epoch);
   else
@@ -434,13 +444,25 @@ bool TrainingRun::train_epoch(int64_t epoch, EpochTotals& totals) {
   return !g_stop_requested.load();
 }
 
+// A later partition's process: partition 0's process feeds the epoch and sets the learning rate
+// (it travels with each mini-batch); this one only counts the results.
+bool TrainingRun::follow_epoch(int64_t epoch, EpochTotals& totals) {
+  const auto epoch_start = Clock::now();
+  parallel::StepStats since_log;
+  account(engine_->follow_epoch(), epoch, 0, totals, since_log, epoch_start);
+  totals.lr = schedule_->lr_at(epoch, steps_per_epoch_ - 1, steps_per_epoch_);
+  totals.train_s = seconds_since(epoch_start);
+  return !g_stop_requested.load();
+}
+
 // Adds the engine's completed mini-batches to the epoch; a non-finite loss stops the run naming
 // the first layer whose output is non-finite.
 void TrainingRun::account(const parallel::StepStats& stats, int64_t epoch, int64_t step,
                           EpochTotals& totals, parallel::StepStats& since_log,
                           Clock::time_point epoch_start) {
   if (!stats.finite) {
-    std::string where = "the batch is no longer available";
+    std::string where = engine_->takes_batches() ? "the batch is no longer available"
+                                                 : "partition 0's process holds the batch";
     for (const data::Batch& b : recent_)
       if (b.index == stats.nonfinite_batch) where = diagnose_nonfinite(engine_->model(), b.images);
     progress_->finish_line();
@@ -476,9 +498,16 @@ void TrainingRun::account(const parallel::StepStats& stats, int64_t epoch, int64
 
 EpochRecord TrainingRun::evaluate_epoch(int64_t epoch, const EpochTotals& totals) {
   const auto eval_start = Clock::now();
-  const EvalResult test = resident_test_ ? evaluate(*engine_, *resident_test_)
-                                         : evaluate(*engine_, data_.test, data_.test_augment,
-                                                    eval_batch_size(), options_.workers, device_);
+  EvalResult test;
+  // Multi-process: rank 0 evaluates (it holds every partition's weights) and shares the numbers.
+  if (engine_->evaluates()) {
+    test = resident_test_ ? evaluate(*engine_, *resident_test_)
+                          : evaluate(*engine_, data_.test, data_.test_augment, eval_batch_size(),
+                                     options_.workers, device_);
+  }
+  std::vector<double> shared = {test.loss, test.accuracy, static_cast<double>(test.samples)};
+  engine_->share_evaluation(shared);
+  test = {shared[0], shared[1], static_cast<int64_t>(shared[2])};
   EpochRecord record;
   record.epoch = epoch;
   record.lr = totals.lr;

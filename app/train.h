@@ -91,6 +91,11 @@ struct TrainOptions {
   // False on the processes of a multi-process run other than rank 0: they write no run folder
   // (rank 0 writes config, metrics, summary, report and the gathered checkpoint). Not saved.
   bool primary = true;
+  // False on the processes of later pipeline partitions (rank % K > 0): partition 0's process
+  // sends every mini-batch, with its labels, through the pipeline and rank 0 evaluates, so these
+  // open no data set file (the model's input shape comes from the data set's description) and
+  // build no loader. Not saved.
+  bool loads_data = true;
 
   json::Value to_json() const;  // keys are the CLI flag names without "--"
   // Reads back to_json()'s object; missing keys keep defaults; errors name the key.

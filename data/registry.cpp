@@ -69,36 +69,46 @@ void open_image_folder(DatasetSplits& d, const std::string& dir, const DatasetLi
   }
 }
 
+// DatasetLimits::shape_only: a fixed-size data set's example shape {C, H, W} and classes.
+void shape_only(DatasetSplits& d, const Shape& shape, int64_t classes) {
+  d.channels = shape[0];
+  d.image_size = shape[1];
+  d.num_classes = classes;
+}
+
 void open_splits(DatasetSplits& d, const std::string& name, const std::string& dir,
                  const DatasetLimits& limits) {
   const bool train = !limits.test_only;
   if (name == "fashion-mnist" || name == "mnist") {
     d.dir = !dir.empty() ? dir : name == "mnist" ? kDefaultMnistDir : kDefaultFashionMnistDir;
-    if (train) d.train = make_memory_dataset(load_fashion_mnist(d.dir, "train"), name);
-    d.test = make_memory_dataset(load_fashion_mnist(d.dir, "t10k"), name);
     d.class_names = name == "mnist" ? kDigitClasses : kFashionMnistClasses;
     if (name == "mnist")
       normalize(d, {0.1307f}, {0.3081f});
     else
       normalize(d, {0.2860f}, {0.3530f});
+    if (limits.shape_only) return shape_only(d, {1, 28, 28}, 10);
+    if (train) d.train = make_memory_dataset(load_fashion_mnist(d.dir, "train"), name);
+    d.test = make_memory_dataset(load_fashion_mnist(d.dir, "t10k"), name);
   } else if (name == "cifar10") {
     d.dir = !dir.empty() ? dir : kDefaultCifar10Dir;
-    if (train) d.train = make_memory_dataset(load_cifar10(d.dir, "train"), name);
-    d.test = make_memory_dataset(load_cifar10(d.dir, "test"), name);
     d.class_names = kCifar10Classes;
     normalize(d, {0.4914f, 0.4822f, 0.4465f}, {0.2470f, 0.2435f, 0.2616f});
     d.train_augment.crop_padding = 4;  // the standard CIFAR augmentation
     d.train_augment.horizontal_flip = true;
+    if (limits.shape_only) return shape_only(d, {3, 32, 32}, 10);
+    if (train) d.train = make_memory_dataset(load_cifar10(d.dir, "train"), name);
+    d.test = make_memory_dataset(load_cifar10(d.dir, "test"), name);
   } else if (name == "synthetic") {
     d.dir = dir;
     SyntheticOptions s;
     s.channels = 1;
     s.height = s.width = 28;
+    for (int64_t c = 0; c < s.num_classes; ++c) d.class_names.push_back(std::to_string(c));
+    if (limits.shape_only) return shape_only(d, {s.channels, s.height, s.width}, s.num_classes);
     s.size = limits.train > 0 ? limits.train : 4096;
     if (train) d.train = make_synthetic_dataset(s);
     s.size = limits.test > 0 ? limits.test : 1024;
     d.test = make_synthetic_dataset(s);
-    for (int64_t c = 0; c < s.num_classes; ++c) d.class_names.push_back(std::to_string(c));
   } else if (name == "folder") {
     open_image_folder(d, dir, limits);
   } else {
@@ -131,6 +141,7 @@ DatasetSplits load_dataset(const std::string& name, const std::string& dir,
   DatasetSplits d;
   d.name = name;
   open_splits(d, name, dir, limits);
+  if (limits.shape_only && !d.test) return d;  // a fixed-size data set: nothing opened
   if (d.train) d.train = take_prefix(d.train, limits.train);
   d.test = take_prefix(d.test, limits.test);
   Shape shape = (d.train ? d.train : d.test)->image_shape();  // {C, H, W}

@@ -36,6 +36,11 @@ struct DatasetLimits {
   // (at random for training, centred for test), so images of any size and shape train; the
   // model's input is resize x resize. 0: images must be square and of one size.
   int64_t resize = 0;
+  // Only the shape of an example, the classes and the normalisation: train and test stay null and
+  // no file is opened (a later pipeline partition's process builds its model and loads no data).
+  // An image folder still lists its classes and opens its splits (the image size may need a
+  // file's header), but a caller that builds no loader decodes no image.
+  bool shape_only = false;
 };
 
 // A data set's two splits, how to feed them, and the shape of one example.

@@ -35,6 +35,10 @@ Tensor StepEngine::predict(const Tensor& images) {
   return logits;
 }
 
+StepStats StepEngine::follow_epoch() {
+  ECH_FAIL("engine ", name(), " takes every mini-batch itself: it has no epoch to follow");
+}
+
 std::unique_ptr<StepEngine> make_single_device_engine(std::shared_ptr<Sequential> model,
                                                       const SGDOptions& sgd, Device device) {
   ECH_CHECK(model != nullptr, "make_single_device_engine: model is null");

@@ -86,6 +86,22 @@ class StepEngine {
   // the epoch (the hybrid pipeline switches to sequential at an epoch) continue where it stopped;
   // call before the first train_step.
   virtual void continue_after_epochs(int epochs_done) { (void)epochs_done; }
+  // Multi-process runs (one process per partition, pipeline_dist.cpp). Only the processes of
+  // partition 0 take mini-batches: partition 0 sends each one, with its labels, through the
+  // pipeline. A process of a later partition returns false here: its trainer loads no data and
+  // runs each epoch with follow_epoch() instead of train_step() and finish_epoch().
+  virtual bool takes_batches() const { return true; }
+  // One epoch that partition 0's process feeds, until its finish_epoch(): the stats of every
+  // mini-batch of it (what that process's train_step and finish_epoch calls returned together).
+  virtual StepStats follow_epoch();
+  // Whether this process evaluates: in a multi-process run rank 0 alone (it holds every
+  // partition's weights after finish_epoch), which then shares its numbers (share_evaluation).
+  virtual bool evaluates() const { return true; }
+  // Called by every process after each evaluation (by the ones that evaluated, after it):
+  // `metrics` becomes rank 0's in every process, and no partition runs a later mini-batch before
+  // every process has called it (a process that evaluated read the very layers its partition
+  // trains). One process: nothing to do.
+  virtual void share_evaluation(std::vector<double>& metrics) { (void)metrics; }
   // Engine-specific block for summary.json (pipeline: per-partition busy/idle, staleness, ...);
   // null when there is nothing to add.
   virtual json::Value report() const = 0;

@@ -101,7 +101,7 @@ constexpr int kMaxDims = 8;
 struct WireHeader {
   int64_t id = -1, batch_index = -1;
   double loss_weight = 1, lr = 0;
-  uint8_t kind = 0, schedule = 0;
+  uint8_t kind = 0, schedule = 0, epoch_end = 0;
   uint8_t dtype[2] = {0, 0};
   int32_t dims[2] = {-1, -1};   // -1: undefined tensor
   uint8_t by_nccl[2] = {0, 0};  // the bytes follow over NCCL (device to device), not MPI
@@ -207,6 +207,7 @@ class MpiTransport final : public Transport {
     h.lr = message.lr;
     h.kind = static_cast<uint8_t>(message.kind);
     h.schedule = static_cast<uint8_t>(message.schedule);
+    h.epoch_end = message.epoch_end ? 1 : 0;
     const Tensor* sources[2] = {&message.tensor, &message.labels};
     for (int i = 0; i < 2; ++i) {
       const bool device_bytes = nccl_ && sources[i]->defined() && sources[i]->is_cuda();
@@ -246,6 +247,7 @@ class MpiTransport final : public Transport {
     message.lr = h.lr;
     message.kind = static_cast<Message::Kind>(h.kind);
     message.schedule = static_cast<ScheduleKind>(h.schedule);
+    message.epoch_end = h.epoch_end != 0;
     Tensor* targets[2] = {&message.tensor, &message.labels};
     for (int i = 0; i < 2; ++i) {
       if (h.dims[i] < 0) continue;

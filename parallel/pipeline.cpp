@@ -64,10 +64,16 @@ PipelineEngine::PipelineEngine(std::shared_ptr<Sequential> model, const SGDOptio
   // The partitions must fit the model: checked now, while a trainer prepares its run (before it
   // touches the run folder), not at the first batch.
   const auto layers = static_cast<int64_t>(model_->size());
-  if (!options_.ppv.empty())
-    (void)ranges_from_cuts(parse_ppv(options_.ppv), layers);
-  else
-    (void)even_cuts(layers, options_.partitions);
+  const int planned =
+      !options_.ppv.empty()
+          ? static_cast<int>(ranges_from_cuts(parse_ppv(options_.ppv), layers).size())
+          : static_cast<int>(even_cuts(layers, options_.partitions).size()) + 1;
+  // This process's partition is known before the first batch: a later partition's trainer loads
+  // no data (takes_batches). place_process checks the world's size against the agreed cuts.
+  if (group_) {
+    partition_ = group_->rank() % planned;
+    replica_ = group_->rank() / planned;
+  }
   // Checked here, not in validate(): the CLI validates its flags before it joins the processes.
   ECH_CHECK(options_.data_parallel == 1 || group_ != nullptr, "pipeline: ", options_.data_parallel,
             " data-parallel replicas need one process each (start the run with mpirun)");
@@ -235,21 +241,26 @@ void PipelineEngine::submit(Message message) {
   if (inline_) stages_[0]->run_inline();
 }
 
-void PipelineEngine::flush(ScheduleKind next) {
+bool PipelineEngine::flush(ScheduleKind next, bool epoch_end) {
   Message marker;
   marker.kind = Message::Kind::Flush;
   marker.schedule = next;
+  marker.epoch_end = epoch_end;
   if (!distributed() || partition_ == 0) {
     if (!input_->send(std::move(marker))) rethrow_failure();
   }
   if (inline_) stages_[0]->run_inline();
+  bool ended = false;
   for (size_t k = 0; k < stages_.size(); ++k) {
-    if (!await_flushed()) rethrow_failure();
+    const std::optional<bool> flushed = await_flushed();
+    if (!flushed) rethrow_failure();
+    ended = *flushed;
   }
   if (distributed()) exchange_results(/*at_flush=*/true);
   current_ = next;
   unflushed_ = 0;
   last_flush_at_ = std::chrono::steady_clock::now();
+  return ended;
 }
 
 void PipelineEngine::defer_step_stats(int64_t interval) {
@@ -298,12 +309,6 @@ StepStats PipelineEngine::train_step(const data::Batch& batch) {
                 batch.labels.dim() == 1 && batch.images.size(0) == batch.labels.size(0),
             "pipeline: a batch needs images (N, ...) and labels (N) with the same N");
   if (!started()) start(batch.images);
-  // Each process evaluates the whole model on its driver's thread, with the very layers its
-  // executor trains; partition 0 must not feed this batch before every process has finished:
-  // a later partition's executor would run it through layers in eval mode (BatchNorm with the
-  // running statistics) while its driver reads them.
-  if (evaluated_) group_->barrier();
-  evaluated_ = false;
   synced_ = false;
   {
     std::optional<ScopedDeferredTargetChecks> deferred_checks;
@@ -348,22 +353,31 @@ void PipelineEngine::submit_batch(const data::Batch& global) {
   }
 }
 
+ScheduleKind PipelineEngine::schedule_after_epoch() const {
+  if (options_.schedule == ScheduleKind::Hybrid && current_ == ScheduleKind::Hybrid &&
+      epochs_done_ + 1 >= options_.hybrid_switch_epoch()) {
+    return ScheduleKind::Sequential;
+  }
+  return current_;
+}
+
 StepStats PipelineEngine::finish_epoch() {
   check_alive();
   if (!started()) return collect(false);
+  const ScheduleKind next = schedule_after_epoch();
+  flush(next, /*epoch_end=*/true);
+  end_epoch(next);
+  return collect(current_ == ScheduleKind::GPipe, /*drain=*/true);
+}
+
+void PipelineEngine::end_epoch(ScheduleKind next) {
   ++epochs_done_;
-  ScheduleKind next = current_;
-  if (options_.schedule == ScheduleKind::Hybrid && current_ == ScheduleKind::Hybrid &&
-      epochs_done_ >= options_.hybrid_switch_epoch()) {
-    next = ScheduleKind::Sequential;
-  }
-  flush(next);
+  current_ = next;
   if (distributed()) {
     sync_partitions();
     gather_rank_stats();
   }
   if (trace_) trace_->save();
-  return collect(current_ == ScheduleKind::GPipe, /*drain=*/true);
 }
 
 void PipelineEngine::continue_after_epochs(int epochs_done) {
@@ -381,7 +395,6 @@ Tensor PipelineEngine::predict(const Tensor& images) {
     carried_ = collect(current_ == ScheduleKind::GPipe, /*drain=*/true);
   }
   if (distributed() && !synced_) sync_partitions();
-  evaluated_ = distributed();
   NoGradGuard no_grad;
   const bool training = model_->is_training();
   model_->eval();

@@ -96,6 +96,10 @@ class PipelineEngine : public StepEngine {
   void defer_step_stats(int64_t interval) override;
   Sequential& model() override { return *model_; }
   Tensor predict(const Tensor& images) override;
+  bool takes_batches() const override { return !distributed() || partition_ == 0; }
+  StepStats follow_epoch() override;
+  bool evaluates() const override { return !distributed() || group_->rank() == 0; }
+  void share_evaluation(std::vector<double>& metrics) override;
   StateDict optimizer_state() const override;
   void load_optimizer_state(const StateDict& state) override;
   json::Value report() const override;
@@ -120,7 +124,13 @@ class PipelineEngine : public StepEngine {
   void connect(const std::vector<Device>& devices);
   StageContext stage_context();
   void submit(Message message);
-  void flush(ScheduleKind next);  // waits until every partition has drained
+  // Waits until every partition has drained; true when the flush ended an epoch (`epoch_end`
+  // here, or finish_epoch's marker in partition 0's process).
+  bool flush(ScheduleKind next, bool epoch_end = false);
+  // finish_epoch's and follow_epoch's end: the epoch count, the schedule, the other processes.
+  void end_epoch(ScheduleKind next);
+  // The schedule after this epoch (hybrid switches to sequential).
+  ScheduleKind schedule_after_epoch() const;
   // drain: also read every deferred result (otherwise only once an interval's worth is queued).
   StepStats collect(bool aggregate_micro_batches, bool drain = false);
   void fail(const std::string& error);
@@ -148,8 +158,9 @@ class PipelineEngine : public StepEngine {
   void exchange_results(bool at_flush);
   void relay_local_results();
   void relay(BatchResult result);  // one entry of the results ring (a result or a flush_end)
-  // One partition's flush acknowledgement; false once the pipeline has shut down.
-  bool await_flushed();
+  // One partition's flush acknowledgement: whether the flush ended an epoch; nullopt once the
+  // pipeline has shut down.
+  std::optional<bool> await_flushed();
   // Every process receives every partition's parameters, buffers and optimizer state.
   void sync_partitions();
   StateDict sync_optimizer(int partition, int owner);
@@ -204,8 +215,7 @@ class PipelineEngine : public StepEngine {
   int64_t flush_ends_ = 0;  // the stage's flush_end markers relay() met and await_flushed did not
   // Relayed per source rank, not yet taken; nullopt marks the end of a flush interval.
   std::map<int, std::deque<std::optional<BatchResult>>> held_;
-  bool synced_ = true;      // every process holds every partition's current weights
-  bool evaluated_ = false;  // distributed: predict() ran since the last train_step
+  bool synced_ = true;  // every process holds every partition's current weights
   json::Value ranks_ = json::Value::array();  // rank 0: every rank's rank_stats, last gathered
 };
 

@@ -1,13 +1,14 @@
 // The pipeline engine across processes (PipelineOptions::process_group): every process runs the
-// same trainer loop (SPMD, as with torchrun or DeepSpeed), builds the same model from the same
-// seed and loads the same batches, but starts only ITS partition's executor:
+// same trainer loop (SPMD, as with torchrun or DeepSpeed) and builds the same model from the same
+// seed, but starts only ITS partition's executor:
 //   rank r = replica * K + partition      (replica 0's pipeline is ranks 0 .. K-1)
-// Partition 0's process feeds the mini-batches (its replica's share of each), the others' drivers
-// only collect. Activations, gradients and flush markers travel through the group's transports,
-// so every schedule runs unchanged. The last partitions relay each result to every process, so
-// every trainer sees the same losses. At each epoch's end (and before evaluation) every process
-// receives every partition's weights and optimizer state, so evaluation and checkpoints see the
-// whole model in each process.
+// Partition 0's process loads and feeds the mini-batches (its replica's share of each); the
+// others load nothing: their drivers follow the epochs by the flush markers (follow_epoch) and
+// collect. Activations, labels, gradients and flush markers travel through the group's
+// transports, so every schedule runs unchanged. The last partitions relay each result to every
+// process, so every trainer sees the same losses. At each epoch's end every process receives every
+// partition's weights and optimizer state; rank 0 evaluates and checkpoints the whole model and
+// shares its evaluation (share_evaluation).
 #include <echelon/parallel/pipeline.h>
 
 #include <algorithm>
@@ -98,10 +99,19 @@ void broadcast_into(ProcessGroup& group, const Tensor& tensor, int owner) {
 }  // namespace
 
 std::vector<int64_t> PipelineEngine::agree_on_cuts(const std::vector<int64_t>& cuts) {
-  // Rank 0's cuts win (with --balance auto only rank 0 profiled).
-  Tensor count = Tensor::full({1}, static_cast<double>(cuts.size()), kInt64);
-  group_->broadcast(count, 0);
-  const int64_t n = count.item<int64_t>();
+  // Rank 0's cuts win (with --balance auto only rank 0 profiled). Its model's size comes along: a
+  // later partition's process built its model from the data set's description, without reading
+  // the data, so data of another image size would give rank 0 another model.
+  Tensor header = Tensor::zeros({2}, kInt64);
+  auto* head = static_cast<int64_t*>(header.raw_data());
+  head[0] = static_cast<int64_t>(cuts.size());
+  head[1] = model_->num_parameters();
+  group_->broadcast(header, 0);
+  ECH_CHECK(head[1] == model_->num_parameters(), "pipeline: rank 0's model has ", head[1],
+            " parameters, rank ", group_->rank(), "'s ", model_->num_parameters(),
+            " (a later partition's process builds its model for the data set's usual image "
+            "size; are the data's images of another size?)");
+  const int64_t n = head[0];
   Tensor values = Tensor::zeros({std::max<int64_t>(n, 1)}, kInt64);
   if (group_->rank() == 0 && n > 0) std::memcpy(values.raw_data(), cuts.data(), n * 8);
   group_->broadcast(values, 0);
@@ -240,15 +250,58 @@ void PipelineEngine::relay(BatchResult result) {
 // else drains that results ring, and this driver is not paced by feeding the pipeline. It sleeps
 // on the ring (the stage's flush_end marker wakes it), never polls: the driver of a later partition
 // waits here for most of each epoch, and polling there cost a fifth of that process's CPU.
-bool PipelineEngine::await_flushed() {
-  if (!distributed() || partition_ + 1 < num_partitions_) return flushed_->pop().has_value();
+std::optional<bool> PipelineEngine::await_flushed() {
+  const auto ack = [this]() -> std::optional<bool> {
+    const std::optional<int> code = flushed_->pop();
+    if (!code) return std::nullopt;
+    return *code != 0;
+  };
+  if (!distributed() || partition_ + 1 < num_partitions_) return ack();
   while (flush_ends_ == 0) {
     std::optional<BatchResult> result = results_->pop();
-    if (!result) return false;  // shut down
+    if (!result) return std::nullopt;  // shut down
     relay(*result);
   }
   --flush_ends_;
-  return flushed_->pop().has_value();  // pushed before the marker: at hand
+  return ack();  // pushed before the marker: at hand
+}
+
+// A later partition's process: its driver has nothing to feed, so it waits for its partition's
+// flushes (sleeping; the last partition's relays the results meanwhile) until the one that ends
+// the epoch, which partition 0's finish_epoch sent. gpipe flushes after every mini-batch.
+StepStats PipelineEngine::follow_epoch() {
+  check_alive();
+  ECH_CHECK(!takes_batches(),
+            "pipeline: follow_epoch is for the processes of later partitions; this process feeds "
+            "the mini-batches (train_step)");
+  if (!started()) start(Tensor());  // only rank 0 profiles (--balance auto) a sample
+  synced_ = false;
+  StepStats stats;
+  for (bool epoch_end = false; !epoch_end;) {
+    const std::optional<bool> flushed = await_flushed();
+    if (!flushed) rethrow_failure();
+    epoch_end = *flushed;
+    exchange_results(/*at_flush=*/true);
+    stats.add(collect(current_ == ScheduleKind::GPipe, /*drain=*/true));
+  }
+  unflushed_ = 0;
+  last_flush_at_ = std::chrono::steady_clock::now();
+  end_epoch(schedule_after_epoch());
+  return stats;
+}
+
+void PipelineEngine::share_evaluation(std::vector<double>& metrics) {
+  if (!distributed()) return;
+  // Every process passes as many numbers (the trainer's loss, accuracy and count).
+  Tensor values = Tensor::zeros({static_cast<int64_t>(metrics.size())}, kFloat64);
+  auto* data = static_cast<double*>(values.raw_data());
+  std::copy(metrics.begin(), metrics.end(), data);
+  group_->broadcast(values, 0);
+  std::copy(data, data + metrics.size(), metrics.begin());
+  // A process that evaluated ran its partition's layers in eval mode on its driver's thread
+  // (BatchNorm with the running statistics): partition 0 feeds the next batch only after every
+  // process is done.
+  group_->barrier();
 }
 
 // Per source, records are taken up to (at a flush: through) that source's next end marker, so a

@@ -189,6 +189,7 @@ Stage::Progress Stage::forward_next(bool wait) {
   if (!message) return wait ? Progress::Closed : Progress::Idle;
   if (message->kind == Message::Kind::Flush) {
     next_schedule_ = message->schedule;
+    flush_ends_epoch_ = message->epoch_end;
     flushing_ = true;
     const bool passed =
         !links_.forward_out || send(links_.forward_out, std::move(*message), "send flush");
@@ -235,7 +236,7 @@ Stage::Progress Stage::finish_flush() {
   device_trace_->resolve(true);  // the partition is drained: the epoch's kernels are all done
   flushing_ = false;
   policy_ = stage_policy(next_schedule_, num_partitions_, partition_, context_.micro_batches);
-  if (!context_.flushed->push(partition_)) return Progress::Closed;
+  if (!context_.flushed->push(flush_ends_epoch_ ? 1 : 0)) return Progress::Closed;
   if (context_.results_may_lag && partition_ + 1 == num_partitions_) {
     BatchResult end;
     end.flush_end = true;

@@ -77,7 +77,8 @@ struct StageContext {
   // driver waits for the flush on this ring too (it must relay while it waits), so the last
   // partition also pushes a flush_end marker there at each flush.
   bool results_may_lag = false;
-  data::MpmcRing<int>* flushed = nullptr;       // each partition once per flush
+  // Each partition once per flush: 1 when the Flush ended an epoch (Message::epoch_end), else 0.
+  data::MpmcRing<int>* flushed = nullptr;
   ScheduleKind schedule = ScheduleKind::Stale;  // at start; each Flush names the next one
   int micro_batches = 1;
   // Stale partitions run their forward on predicted weights (PipelineOptions::predict_weights).
@@ -170,7 +171,8 @@ class Stage {
   StageContext context_;
   StagePolicy policy_;
   ScheduleKind next_schedule_ = ScheduleKind::Stale;  // named by the Flush being processed
-  bool flushing_ = false;  // a Flush arrived: no forward until the partition is drained
+  bool flushing_ = false;          // a Flush arrived: no forward until the partition is drained
+  bool flush_ends_epoch_ = false;  // the Flush being processed ends an epoch
   // run() on a GPU: this partition's work is on a stream of its own (read in CUDA builds only).
   [[maybe_unused]] bool own_stream_ = false;
   std::deque<InFlight> in_flight_;

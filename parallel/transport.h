@@ -37,6 +37,9 @@ struct Message {
   double loss_weight = 1;  // share of the mini-batch's mean loss (gpipe micro-batches)
   double lr = 0;           // learning rate for this mini-batch's update (set by the driver)
   ScheduleKind schedule = ScheduleKind::Stale;  // Flush: the schedule to run after it
+  // Flush: finish_epoch's, the end of the trainer's epoch (a later partition's process follows
+  // the epochs by it: PipelineEngine::follow_epoch).
+  bool epoch_end = false;
   std::shared_ptr<cuda::Event> ready;  // CUDA: recorded on the sender's stream after `tensor`
 };
 

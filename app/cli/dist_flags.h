@@ -103,6 +103,7 @@ inline std::shared_ptr<parallel::ProcessGroup> join_process_group(PipelineFlags&
             "each rank runs one partition on cuda:<local rank> (--device cuda)");
   o.process_group = world;
   train.primary = world->rank() == 0;
+  train.loads_data = world->rank() % o.partitions == 0;  // partition 0 of its replica
   // One GPU per process: --device cuda (or auto, when a GPU is there) becomes cuda:<local rank>
   // (mpirun's, or torchrun's LOCAL_RANK); too few GPUs then fail naming the device.
   const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");

@@ -13,8 +13,11 @@
 //                                      must then be NCCL's.
 //   pipeline_mpi_check --fail-rank r   rank r throws after two steps: every process must end.
 //   pipeline_mpi_check ... --eval-lag-rank r  every process evaluates between epochs, rank r
-//                                      after a 1 s stall: no partition may run a forward of the
-//                                      next epoch while its process's driver evaluates.
+//                                      after a 1 s stall, then share_evaluation: no partition may
+//                                      run a forward of the next epoch while its process's driver
+//                                      evaluates.
+//   pipeline_mpi_check ... --follow 1  the processes of later partitions get no batch: they run
+//                                      each epoch with follow_epoch(), as `echelon train`'s do.
 //   pipeline_mpi_check --compare A B   (no mpirun) exit 0 when two checkpoints hold bit-identical
 //                                      tensors (weights, momentum buffers) under the same names.
 #include <chrono>
@@ -44,6 +47,7 @@ struct Args {
   int partitions = 2, data_parallel = 1, fail_rank = -1;
   int lag_rank = -1;       // this rank's driver stalls 2 s before its second step (a lagging relay)
   int eval_lag_rank = -1;  // >= 0: evaluate between epochs, this rank 1 s late
+  bool follow = false;     // later partitions' processes run follow_epoch(), as the trainer's do
   std::vector<std::string> schedules = {"stale"};
   int epochs = 2, batches = 4;
   int64_t batch = 16;
@@ -75,6 +79,8 @@ Args parse(int argc, char** argv) {
       a.buckets_mb = std::stod(value);
     else if (flag == "--device")
       a.device = Device::parse(value);
+    else if (flag == "--follow")
+      a.follow = value == "1";
     else if (flag == "--schedules") {
       a.schedules.clear();
       for (size_t start = 0; start <= value.size();) {
@@ -134,8 +140,11 @@ Outcome train(const Args& a, const std::string& schedule,
   sgd.momentum = 0.9;
   PipelineEngine engine(make_model("lenet5", 1, 10, 3, 28), sgd, a.device, options);
   const std::vector<data::Batch> batches = make_batches(a);
+  // Without --follow a later partition's process calls train_step with every batch too (it
+  // sends nothing); with it, it sees no batch at all.
+  const bool follows = group && a.follow && !engine.takes_batches();
   for (int epoch = 0; epoch < a.epochs; ++epoch) {
-    for (size_t i = 0; i < batches.size(); ++i) {
+    for (size_t i = 0; i < batches.size() && !follows; ++i) {
       if (group && rank == a.fail_rank && epoch == 0 && i == 2)
         ECH_FAIL("planted failure on rank ", rank, " (partition ", rank % a.partitions, ")");
       // After the first step started the engine, partition 0 feeds every batch meanwhile; a
@@ -144,7 +153,10 @@ Outcome train(const Args& a, const std::string& schedule,
         std::this_thread::sleep_for(std::chrono::seconds(2));
       engine.train_step(batches[i]);
     }
-    engine.finish_epoch();
+    if (follows)
+      engine.follow_epoch();
+    else
+      engine.finish_epoch();
     if (a.eval_lag_rank >= 0 && epoch + 1 < a.epochs) {
       // Partition 0's process evaluates at once and then feeds the next epoch; this partition's
       // layers must stay untouched until this process's evaluation has ended.
@@ -154,6 +166,10 @@ Outcome train(const Args& a, const std::string& schedule,
       const int64_t during = engine.partition_stats().front().forwards - forwards;
       ECH_CHECK(during == 0, "rank ", rank, ": its partition ran ", during,
                 " forwards of the next epoch while this process evaluated");
+      std::vector<double> metrics = {static_cast<double>(rank)};
+      engine.share_evaluation(metrics);  // every process has evaluated: the next epoch may start
+      ECH_CHECK(!group || metrics[0] == 0, "rank ", rank, ": share_evaluation gave ", metrics[0],
+                ", not rank 0's number");
     }
   }
   outcome.weights = engine.model().state_dict();
