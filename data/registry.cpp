@@ -60,7 +60,9 @@ void open_image_folder(DatasetSplits& d, const std::string& dir, const DatasetLi
   d.class_names = !limits.class_names.empty() ? limits.class_names
                   : limits.test_only          ? image_folder_classes((root / "test").string())
                                               : image_folder_classes((root / "train").string());
-  if (!limits.test_only)
+  // shape_only (a later pipeline partition's process): the training split's class names are
+  // enough; the test split gives the image size (it must equal the training one anyway).
+  if (!limits.test_only && !limits.shape_only)
     d.train = make_image_folder_dataset((root / "train").string(), 3, d.class_names, limits.resize);
   d.test = make_image_folder_dataset((root / "test").string(), 3, d.class_names, limits.resize);
   if (limits.resize > 0) {  // Resize + RandomCrop for training, Resize + CenterCrop for test

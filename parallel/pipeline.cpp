@@ -103,6 +103,9 @@ std::vector<int64_t> PipelineEngine::choose_cuts(const Tensor& sample) {
   if (!options_.balance_auto || (distributed() && group_->rank() != 0)) {
     return even_cuts(static_cast<int64_t>(model_->size()), options_.partitions);
   }
+  ECH_CHECK(sample.defined(), "pipeline: --balance auto profiles the first mini-batch, but epoch ",
+            epochs_done_ + 1, " had none (is the training set smaller than one batch?); give ",
+            "the cuts with --ppv");
   // Profiled here, before any stage stream exists, on this thread's stream; profile_layers
   // returns only once that work has finished, so the stages cannot race it.
   model_->to(device_);
@@ -363,7 +366,17 @@ ScheduleKind PipelineEngine::schedule_after_epoch() const {
 
 StepStats PipelineEngine::finish_epoch() {
   check_alive();
-  if (!started()) return collect(false);
+  // An epoch without a mini-batch (a data set limit under the batch size, every sample skipped)
+  // still ends: it counts for hybrid's switch, and in another process a later partition waits for
+  // its epoch_end marker, so partition 0's process starts the pipeline without a batch (as those
+  // processes do in follow_epoch) and sends it.
+  if (!started()) {
+    if (!distributed()) {
+      end_epoch(schedule_after_epoch());
+      return collect(false);
+    }
+    start(Tensor());
+  }
   const ScheduleKind next = schedule_after_epoch();
   flush(next, /*epoch_end=*/true);
   end_epoch(next);

@@ -181,6 +181,16 @@ std::string describe_status(int status) {
   return str("exited with status ", WEXITSTATUS(status));
 }
 
+void write_line(const std::string& line) {
+  std::cerr.flush();
+  for (size_t done = 0; done < line.size();) {
+    const ssize_t n = write(STDERR_FILENO, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // stderr is gone: nothing else to tell
+    done += static_cast<size_t>(n);
+  }
+}
+
 int exit_code_of(int status) {
   return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
 }
@@ -264,8 +274,10 @@ int run_local_ranks(const LaunchCommand& c) {
       --running;
       const bool failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
       if (!failed || result != 0) break;
-      std::cerr << "echelon launch: rank " << ranks[i] << " (pid " << ended << ") "
-                << describe_status(status) << "; stopping the other ranks" << std::endl;
+      // One write(2): the other ranks share this stderr, and std::cerr writes each piece on its
+      // own, so their messages (Open MPI's about the lost peer) could land inside the line.
+      write_line(str("echelon launch: rank ", ranks[i], " (pid ", ended, ") ",
+                     describe_status(status), "; stopping the other ranks\n"));
       result = exit_code_of(status);
       if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
         std::cerr << "echelon launch: could not start " << c.argv[0] << std::endl;

@@ -18,6 +18,9 @@
 //                                      evaluates.
 //   pipeline_mpi_check ... --follow 1  the processes of later partitions get no batch: they run
 //                                      each epoch with follow_epoch(), as `echelon train`'s do.
+//   pipeline_mpi_check ... --empty-epoch e  epoch e has no mini-batch (in both runs); with
+//                                      --follow 1 the later partitions' processes must still see
+//                                      it end (partition 0's process sends its epoch_end marker).
 //   pipeline_mpi_check --compare A B   (no mpirun) exit 0 when two checkpoints hold bit-identical
 //                                      tensors (weights, momentum buffers) under the same names.
 #include <chrono>
@@ -48,6 +51,7 @@ struct Args {
   int lag_rank = -1;       // this rank's driver stalls 2 s before its second step (a lagging relay)
   int eval_lag_rank = -1;  // >= 0: evaluate between epochs, this rank 1 s late
   bool follow = false;     // later partitions' processes run follow_epoch(), as the trainer's do
+  int empty_epoch = -1;    // this epoch feeds no mini-batch
   std::vector<std::string> schedules = {"stale"};
   int epochs = 2, batches = 4;
   int64_t batch = 16;
@@ -79,6 +83,8 @@ Args parse(int argc, char** argv) {
       a.buckets_mb = std::stod(value);
     else if (flag == "--device")
       a.device = Device::parse(value);
+    else if (flag == "--empty-epoch")
+      a.empty_epoch = std::stoi(value);
     else if (flag == "--follow")
       a.follow = value == "1";
     else if (flag == "--schedules") {
@@ -144,7 +150,7 @@ Outcome train(const Args& a, const std::string& schedule,
   // sends nothing); with it, it sees no batch at all.
   const bool follows = group && a.follow && !engine.takes_batches();
   for (int epoch = 0; epoch < a.epochs; ++epoch) {
-    for (size_t i = 0; i < batches.size() && !follows; ++i) {
+    for (size_t i = 0; i < batches.size() && !follows && epoch != a.empty_epoch; ++i) {
       if (group && rank == a.fail_rank && epoch == 0 && i == 2)
         ECH_FAIL("planted failure on rank ", rank, " (partition ", rank % a.partitions, ")");
       // After the first step started the engine, partition 0 feeds every batch meanwhile; a
