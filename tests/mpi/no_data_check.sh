@@ -4,7 +4,7 @@
 # still succeed, bit-identical (checkpoint, training and test metrics) to the threaded pipeline on
 # the real folder; rank 1's own trace has no data loader track (rank 0's has). Three cases:
 # stale; fractional echo (the batch count is drawn at random) with gpipe; --resident-data with
-# hybrid.
+# hybrid. And an image folder whose train/ holds no image in rank 1's copy.
 # usage: no_data_check.sh ECHELON PIPELINE_MPI_CHECK
 set -u
 echelon=$1 check=$2
@@ -57,4 +57,36 @@ for case in "stale" "gpipe --echo 1.5" "hybrid --resident-data"; do
   fi
   echo "$case: rank 1 read no data; bit-identical to 2 threads ($(tr '\n' ' ' <"$dir/$name-procs.metrics"))"
 done
+
+# An image folder: rank 1 lists only the test split (the class names come from train/'s folder
+# names), so it gets a copy whose train/ class folders are empty.
+python3 - "$dir/folder" <<'PY'
+import os, random, struct, sys
+rng = random.Random(3)
+def bmp(path, label):  # 28x28 24-bit BMP whose brightness depends on the label
+    rows = b"".join(bytes(min(255, rng.randrange(100) + 60 * label) for _ in range(84))
+                    for _ in range(28))
+    header = struct.pack("<2sIHHI", b"BM", 54 + len(rows), 0, 0, 54)
+    info = struct.pack("<IiiHHIIiiII", 40, 28, 28, 1, 24, 0, len(rows), 2835, 2835, 0, 0)
+    with open(path, "wb") as f:
+        f.write(header + info + rows)
+for split, n in (("train", 40), ("test", 12)):
+    for label, name in enumerate(("a", "b", "c")):
+        os.makedirs(f"{sys.argv[1]}/{split}/{name}")
+        for i in range(n):
+            bmp(f"{sys.argv[1]}/{split}/{name}/{i}.bmp", label)
+PY
+mkdir -p "$dir/folder.missing/train"
+cp -r "$dir/folder/test" "$dir/folder.missing/"
+for name in a b c; do mkdir "$dir/folder.missing/train/$name"; done
+flags=(train --model lenet5 --data folder --batch-size 16 --epochs 1 --lr 0.05 --pipeline 2
+       --deterministic --threads 1 --progress none)
+"$echelon" "${flags[@]}" --data-dir "$dir/folder" --out "$dir/folder-threads" \
+  >"$dir/folder-threads.log" 2>&1 || { cat "$dir/folder-threads.log"; fail "folder: threaded run"; }
+DATA="$dir/folder" "$here/mpirun.sh" 120 2 -x DATA sh -c "$per_rank" sh "$echelon" "${flags[@]}" \
+  --out "$dir/folder-procs" >"$dir/folder-procs.log" 2>&1 \
+  || { cat "$dir/folder-procs.log"; fail "folder: 2 processes, rank 1 without train/ images"; }
+"$check" --compare "$dir/folder-procs/checkpoint.safetensors" \
+  "$dir/folder-threads/checkpoint.safetensors" || fail "folder: 2 processes and 2 threads differ"
+echo "image folder: rank 1 listed no training image; bit-identical to 2 threads"
 echo "ok"

@@ -21,6 +21,7 @@
 //   pipeline_mpi_check ... --empty-epoch e  epoch e has no mini-batch (in both runs); with
 //                                      --follow 1 the later partitions' processes must still see
 //                                      it end (partition 0's process sends its epoch_end marker).
+//   pipeline_mpi_check ... --balance-auto 1  cuts by profiling (--balance auto) the first batch.
 //   pipeline_mpi_check --compare A B   (no mpirun) exit 0 when two checkpoints hold bit-identical
 //                                      tensors (weights, momentum buffers) under the same names.
 #include <chrono>
@@ -52,6 +53,7 @@ struct Args {
   int eval_lag_rank = -1;  // >= 0: evaluate between epochs, this rank 1 s late
   bool follow = false;     // later partitions' processes run follow_epoch(), as the trainer's do
   int empty_epoch = -1;    // this epoch feeds no mini-batch
+  bool balance_auto = false;
   std::vector<std::string> schedules = {"stale"};
   int epochs = 2, batches = 4;
   int64_t batch = 16;
@@ -85,6 +87,8 @@ Args parse(int argc, char** argv) {
       a.device = Device::parse(value);
     else if (flag == "--empty-epoch")
       a.empty_epoch = std::stoi(value);
+    else if (flag == "--balance-auto")
+      a.balance_auto = value == "1";
     else if (flag == "--follow")
       a.follow = value == "1";
     else if (flag == "--schedules") {
@@ -135,6 +139,7 @@ Outcome train(const Args& a, const std::string& schedule,
   options.schedule = parse_schedule(schedule.substr(0, plus));
   options.micro_batches = 3;
   options.hybrid_switch = 1;
+  options.balance_auto = a.balance_auto;
   options.total_epochs = a.epochs;
   options.process_group = group;
   options.data_parallel = group ? a.data_parallel : 1;
