@@ -138,6 +138,14 @@ ECH_AVX2 void pad_image(const Conv2dGeometry& a, const Layout& l, const float* x
     }
 }
 
+void prefetch_part(const float* p, int64_t bytes, int64_t part, int64_t parts) {
+  constexpr int64_t kLine = 64;
+  const int64_t lines = (bytes + kLine - 1) / kLine, per = (lines + parts - 1) / parts;
+  const char* base = reinterpret_cast<const char*>(p);
+  for (int64_t i = part * per; i < std::min(lines, (part + 1) * per); ++i)
+    _mm_prefetch(base + i * kLine, _MM_HINT_T1);
+}
+
 std::vector<TileVector> tile_vectors(const Conv2dGeometry& a, const Layout& l) {
   std::vector<TileVector> v(static_cast<size_t>(l.vectors));
   const int64_t per_row = l.tile_cols / 4;
@@ -387,9 +395,11 @@ void forward_impl(const Conv2dGeometry& a, const float* x, const float* w, const
     float* v = padded + a.c * l.plane;
     float* m = v + a.c * stride;
     std::fill(padded, padded + a.c * l.plane, 0.0f);  // the padding; pad_image writes the rest
+    const int64_t image = a.c * a.h * a.w, passes = (l.vectors + kPass - 1) / kPass;
     for (int64_t n = begin; n < end; ++n) {
-      pad_image(a, l, x + n * a.c * a.h * a.w, padded);
+      pad_image(a, l, x + n * image, padded);
       for (int64_t v0 = 0; v0 < l.vectors; v0 += kPass) {
+        if (n + 1 < end) prefetch_part(x + (n + 1) * image, image * 4, v0 / kPass, passes);
         const int64_t count = std::min(kPass, l.vectors - v0);
         const TileVector* pass = vectors.data() + v0;
         for (int64_t c = 0; c < a.c; ++c)
