@@ -52,11 +52,12 @@ int64_t channel_grain(const NormArgs& a) {
   return std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(a.n * a.spatial, 1));
 }
 
-// The batch-norm forward, with the ReLU applied in the same store pass when Relu.
+// The batch-norm forward, with the ReLU applied in the same store pass when Relu, after adding
+// the residual when it is not null.
 template <bool Relu, typename T>
 void train_forward(const NormArgs& a, const T* x, const T* gamma, const T* beta, T* running_mean,
-                   T* running_var, double momentum, double eps, T* y, T* save_mean,
-                   T* save_invstd) {
+                   T* running_var, double momentum, double eps, T* y, T* save_mean, T* save_invstd,
+                   const T* residual) {
   const double count = static_cast<double>(a.n * a.spatial);
   parallel_for(a.c, channel_grain(a), [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
@@ -70,6 +71,15 @@ void train_forward(const NormArgs& a, const T* x, const T* gamma, const T* beta,
       for (int64_t n = 0; n < a.n; ++n) {
         const T* in = x + (n * a.c + c) * a.spatial;
         T* out = y + (n * a.c + c) * a.spatial;
+        if (residual) {
+          const T* res = residual + (n * a.c + c) * a.spatial;
+#pragma omp simd
+          for (int64_t s = 0; s < a.spatial; ++s) {
+            const T v = in[s] * scale + shift + res[s];  // (bn + residual), as the composition
+            out[s] = Relu ? (v > T(0) ? v : T(0)) : v;
+          }
+          continue;
+        }
 #pragma omp simd
         for (int64_t s = 0; s < a.spatial; ++s) {
           const T v = in[s] * scale + shift;
@@ -89,12 +99,32 @@ void train_forward(const NormArgs& a, const T* x, const T* gamma, const T* beta,
   });
 }
 
+// Pass 1 of the backward over one plane: the sums of d and d * (x - mean), d = dy, or with Relu
+// d = dy * (y > 0), stored in masked when Store.
+template <bool Relu, bool Store, typename T>
+void plane_sums(const T* dy, const T* out, const T* in, T mean, int64_t spatial, T* masked,
+                double* sum_dy, double* sum_dy_xc) {
+  T s1 = T(0), s2 = T(0);
+#pragma omp simd reduction(+ : s1, s2)
+  for (int64_t s = 0; s < spatial; ++s) {
+    const T g = dy[s];  // loaded unconditionally: the select below vectorises
+    const T d = Relu ? (out[s] > T(0) ? g : T(0)) : g;
+    if constexpr (Store) masked[s] = d;
+    s1 += d;
+    s2 += d * (in[s] - mean);
+  }
+  *sum_dy += static_cast<double>(s1);
+  *sum_dy_xc += static_cast<double>(s2);
+}
+
 // The batch-norm backward of grad_out, or with Relu of grad_out * (y > 0) (the ReLU's backward:
-// y > 0 exactly where the ReLU's input was), without materialising the masked gradient.
+// y > 0 exactly where the ReLU's input was). The masked gradient is materialised only when
+// `masked` is not null; the second pass then reads it instead of grad_out and y (one stream
+// fewer).
 template <bool Relu, typename T>
 void train_backward(const NormArgs& a, const T* grad_out, const T* y, const T* x, const T* gamma,
                     const T* save_mean, const T* save_invstd, T* grad_in, T* grad_gamma,
-                    T* grad_beta) {
+                    T* grad_beta, T* masked) {
   const double count = static_cast<double>(a.n * a.spatial);
   parallel_for(a.c, channel_grain(a), [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
@@ -102,19 +132,13 @@ void train_backward(const NormArgs& a, const T* grad_out, const T* y, const T* x
       const double invstd = static_cast<double>(save_invstd[c]);
       double sum_dy = 0.0, sum_dy_xc = 0.0;  // sum(dy), sum(dy * (x - mean))
       for (int64_t n = 0; n < a.n; ++n) {
-        const T* dy = grad_out + (n * a.c + c) * a.spatial;
-        const T* in = x + (n * a.c + c) * a.spatial;
-        const T* out = Relu ? y + (n * a.c + c) * a.spatial : nullptr;
-        T s1 = T(0), s2 = T(0);
-#pragma omp simd reduction(+ : s1, s2)
-        for (int64_t s = 0; s < a.spatial; ++s) {
-          const T g = dy[s];  // loaded unconditionally: the select below vectorises
-          const T d = Relu ? (out[s] > T(0) ? g : T(0)) : g;
-          s1 += d;
-          s2 += d * (in[s] - mean);
-        }
-        sum_dy += static_cast<double>(s1);
-        sum_dy_xc += static_cast<double>(s2);
+        const int64_t at = (n * a.c + c) * a.spatial;
+        if (Relu && masked)
+          plane_sums<true, true>(grad_out + at, y + at, x + at, mean, a.spatial, masked + at,
+                                 &sum_dy, &sum_dy_xc);
+        else
+          plane_sums<Relu, false>(grad_out + at, Relu ? y + at : nullptr, x + at, mean, a.spatial,
+                                  static_cast<T*>(nullptr), &sum_dy, &sum_dy_xc);
       }
       const double sum_dy_xhat = sum_dy_xc * invstd;
       const double g = gamma ? static_cast<double>(gamma[c]) : 1.0;
@@ -123,10 +147,17 @@ void train_backward(const NormArgs& a, const T* grad_out, const T* y, const T* x
       const T kx = static_cast<T>(-g * invstd * invstd * sum_dy_xhat / count);
       const T k0 = static_cast<T>(-g * invstd * sum_dy / count);
       for (int64_t n = 0; n < a.n; ++n) {
-        const T* dy = grad_out + (n * a.c + c) * a.spatial;
-        const T* in = x + (n * a.c + c) * a.spatial;
-        const T* relu_out = Relu ? y + (n * a.c + c) * a.spatial : nullptr;
-        T* out = grad_in + (n * a.c + c) * a.spatial;
+        const int64_t at = (n * a.c + c) * a.spatial;
+        const T* in = x + at;
+        T* out = grad_in + at;
+        if (masked) {  // d stored by pass 1
+          const T* d = masked + at;
+#pragma omp simd
+          for (int64_t s = 0; s < a.spatial; ++s) out[s] = k * d[s] + kx * (in[s] - mean) + k0;
+          continue;
+        }
+        const T* dy = grad_out + at;
+        const T* relu_out = Relu ? y + at : nullptr;
 #pragma omp simd
         for (int64_t s = 0; s < a.spatial; ++s) {
           const T g = dy[s];
@@ -147,15 +178,15 @@ void batch_norm_train_forward(const NormArgs& a, const T* x, const T* gamma, con
                               T* running_mean, T* running_var, double momentum, double eps, T* y,
                               T* save_mean, T* save_invstd) {
   train_forward<false>(a, x, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean,
-                       save_invstd);
+                       save_invstd, static_cast<const T*>(nullptr));
 }
 
 template <typename T>
 void batch_norm_relu_train_forward(const NormArgs& a, const T* x, const T* gamma, const T* beta,
                                    T* running_mean, T* running_var, double momentum, double eps,
-                                   T* y, T* save_mean, T* save_invstd) {
+                                   T* y, T* save_mean, T* save_invstd, const T* residual) {
   train_forward<true>(a, x, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean,
-                      save_invstd);
+                      save_invstd, residual);
 }
 
 template <typename T>
@@ -163,15 +194,15 @@ void batch_norm_backward(const NormArgs& a, const T* grad_out, const T* x, const
                          const T* save_mean, const T* save_invstd, T* grad_in, T* grad_gamma,
                          T* grad_beta) {
   train_backward<false>(a, grad_out, static_cast<const T*>(nullptr), x, gamma, save_mean,
-                        save_invstd, grad_in, grad_gamma, grad_beta);
+                        save_invstd, grad_in, grad_gamma, grad_beta, static_cast<T*>(nullptr));
 }
 
 template <typename T>
 void batch_norm_relu_backward(const NormArgs& a, const T* grad_out, const T* y, const T* x,
                               const T* gamma, const T* save_mean, const T* save_invstd, T* grad_in,
-                              T* grad_gamma, T* grad_beta) {
+                              T* grad_gamma, T* grad_beta, T* masked) {
   train_backward<true>(a, grad_out, y, x, gamma, save_mean, save_invstd, grad_in, grad_gamma,
-                       grad_beta);
+                       grad_beta, masked);
 }
 
 namespace {
@@ -344,11 +375,11 @@ void max_pool2d_backward(const Pool2dGeometry& a, const T* grad_out, const int64
   template void batch_norm_train_forward<T>(const NormArgs&, const T*, const T*, const T*, T*, T*, \
                                             double, double, T*, T*, T*);                           \
   template void batch_norm_relu_train_forward<T>(const NormArgs&, const T*, const T*, const T*,    \
-                                                 T*, T*, double, double, T*, T*, T*);              \
+                                                 T*, T*, double, double, T*, T*, T*, const T*);    \
   template void batch_norm_backward<T>(const NormArgs&, const T*, const T*, const T*, const T*,    \
                                        const T*, T*, T*, T*);                                      \
   template void batch_norm_relu_backward<T>(const NormArgs&, const T*, const T*, const T*,         \
-                                            const T*, const T*, const T*, T*, T*, T*);             \
+                                            const T*, const T*, const T*, T*, T*, T*, T*);         \
   template void max_pool2d_forward<T>(const Pool2dGeometry&, const T*, T*, int64_t*);              \
   template void max_pool2d_backward<T>(const Pool2dGeometry&, const T*, const int64_t*, T*);
 ECH_INSTANTIATE_FAST_NN(float)
