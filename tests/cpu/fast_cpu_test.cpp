@@ -442,9 +442,13 @@ TEST_SUITE("fast_cpu") {
       composed = {y, o.save_mean, o.save_invstd, rm, rv, g.input, g.gamma, g.beta, masked};
       naive_fused = fused();
     }
+    std::vector<Tensor> one_thread;
     for (int threads : {1, 3}) {
       FastScope scope(threads, ops::CpuKernels::Fast);
       fast_fused = fused();
+      if (threads == 1) one_thread = fast_fused;
+      for (size_t i = 0; i < fast_fused.size(); ++i)  // fixed-order sums: any thread count
+        CHECK(fast_fused[i].to_vector<float>() == one_thread[i].to_vector<float>());
       const std::vector<float> y = composed[0].to_vector<float>();
       const auto zeros = std::count(y.begin(), y.end(), 0.0f);
       CHECK(zeros > static_cast<std::ptrdiff_t>(y.size() / 10));  // the mask matters
