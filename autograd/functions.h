@@ -97,6 +97,12 @@ Tensor batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tens
 Tensor batch_norm_relu(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                        Tensor& running_mean, Tensor& running_var, bool training,
                        double momentum = 0.1, double eps = 1e-5);
+// relu(batch_norm(x, ...) + residual), residual of x's shape: a ResNet block's end. In training
+// on the fast CPU path one fused kernel each way (no stored sum or pre-ReLU tensor; the backward
+// writes the residual's gradient in batch norm's first pass), else the composition.
+Tensor batch_norm_add_relu(const Tensor& x, const Tensor& residual, const Tensor& gamma,
+                           const Tensor& beta, Tensor& running_mean, Tensor& running_var,
+                           bool training, double momentum = 0.1, double eps = 1e-5);
 // Across-channel local response normalisation, x (N, C, H, W) (PyTorch's formula).
 Tensor lrn(const Tensor& x, int64_t size, double alpha = 1e-4, double beta = 0.75, double k = 1.0);
 // Zeroes each element with probability p and scales the rest by 1/(1-p) when training;

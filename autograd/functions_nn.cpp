@@ -130,6 +130,27 @@ Tensor batch_norm_relu(const Tensor& x, const Tensor& gamma, const Tensor& beta,
       });
 }
 
+Tensor batch_norm_add_relu(const Tensor& x, const Tensor& residual, const Tensor& gamma,
+                           const Tensor& beta, Tensor& running_mean, Tensor& running_var,
+                           bool training, double momentum, double eps) {
+  if (!training || x.is_cuda() || ops::cpu_kernels() != ops::CpuKernels::Fast)
+    return relu(batch_norm(x, gamma, beta, running_mean, running_var, training, momentum, eps) +
+                residual);
+  ECH_CHECK(x.dim() == 2 || x.dim() == 4,
+            "batch_norm_add_relu: expected (N, C) or (N, C, H, W), got ", x.shape());
+  ops::BatchNormOutput out = ops::batch_norm_train(x, gamma, beta, running_mean, running_var,
+                                                   momentum, eps, /*relu=*/true, residual);
+  Tensor mean = out.save_mean, invstd = out.save_invstd, y_saved = saved_output(out.out);
+  return record("batch_norm_add_relu", out.out, {x, residual, gamma, beta},
+                [x, gamma, mean, invstd, y_saved](const Tensor& g, const Needs& n) -> Grads {
+                  ops::BatchNormGrads r =
+                      ops::batch_norm_backward(g, x, gamma, mean, invstd,
+                                               /*relu_out=*/y_saved, /*want_masked=*/n[1]);
+                  return {n[0] ? r.input : Tensor(), r.masked, n[2] ? r.gamma : Tensor(),
+                          n[3] ? r.beta : Tensor()};
+                });
+}
+
 Tensor lrn(const Tensor& x, int64_t size, double alpha, double beta, double k) {
   ECH_CHECK(size >= 1, "lrn: size must be >= 1, got ", size);
   Tensor scale;

@@ -15,7 +15,7 @@
 //
 //   build/bench/exp_train_throughput [--steps N] [--resnet-steps N] [--rounds N] [--no-torch]
 //                                    [--no-epoch] [--epoch-images N] [--data-dir DIR]
-//                                    [--cpu-time]
+//                                    [--cpu-time] [--models lenet5 resnet20] [--threads 1 2]
 // --cpu-time rates Echelon by the process's CPU seconds instead of wall seconds (images per CPU
 // second): at 1 thread it hardly moves when other processes share the cores, so A/B runs of two
 // builds on a loaded machine compare; at 2 threads it also counts the pool's spin-waits.
@@ -178,6 +178,8 @@ struct Options {
   bool epoch = true;
   int64_t epoch_images = 6400;
   std::string data_dir;
+  std::vector<std::string> models = {"lenet5", "resnet20"};
+  std::vector<int> threads = {1, 2};
 };
 
 Options parse(int argc, char** argv) {
@@ -199,6 +201,9 @@ Options parse(int argc, char** argv) {
                  "batch full)")
       ->check(CLI::Range(int64_t{128}, int64_t{60000}));
   app.add_option("--data-dir", o.data_dir, "Fashion-MNIST folder (default: Debian's)");
+  app.add_option("--models", o.models, "Models to measure (lenet5, resnet20)")
+      ->check(CLI::IsMember({"lenet5", "resnet20"}));
+  app.add_option("--threads", o.threads, "Thread counts to measure")->check(CLI::Range(1, 64));
   app.add_flag("--cpu-time", o.cpu_time,
                "Rate Echelon per process CPU second (for A/B on a loaded machine)");
   echelon::bench::parse_args_or_exit(app, argc, argv);
@@ -264,15 +269,17 @@ void run_epoch_table(const std::vector<Case>& cases, const Options& o) {
       "| model, batch, threads | step only | whole epoch | epoch / step |\n"
       "|---|---|---|---|\n");
   for (const Case& c : cases)
-    for (int threads : {1, 2}) run_epoch_row(c, threads, o, data);
+    for (int threads : o.threads) run_epoch_row(c, threads, o, data);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
-  const std::vector<Case> cases = {{"lenet5", 1, 28, 64, o.lenet_steps},
-                                   {"resnet20", 1, 32, 128, o.resnet_steps}};
+  std::vector<Case> cases;
+  for (const Case& c :
+       {Case{"lenet5", 1, 28, 64, o.lenet_steps}, Case{"resnet20", 1, 32, 128, o.resnet_steps}})
+    if (std::find(o.models.begin(), o.models.end(), c.model) != o.models.end()) cases.push_back(c);
   const std::vector<Peer> peers = o.torch ? find_peers() : std::vector<Peer>();
   if (o.torch && peers.empty())
     std::printf("PyTorch: unavailable (no python3 imports torch): no peer measured\n");
@@ -284,7 +291,7 @@ int main(int argc, char** argv) {
   for (size_t p = 0; p < peers.size(); ++p) std::printf("|---");
   std::printf("|---|\n");
   for (const Case& c : cases)
-    for (int threads : {1, 2}) run_row(c, threads, o, peers);
+    for (int threads : o.threads) run_row(c, threads, o, peers);
   if (o.epoch) run_epoch_table(cases, o);
   if (cuda_available()) {
     for (const Case& c : cases)

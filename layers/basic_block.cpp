@@ -54,9 +54,9 @@ BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, Genera
 
 Tensor BasicBlock::forward(const Tensor& x) {
   Tensor out = bn1_->forward_relu(conv1_->forward(x));
-  out = bn2_->forward(conv2_->forward(out));
   const bool reshape = stride_ != 1 || in_planes_ != planes_;
-  return relu(out + (reshape ? option_a_shortcut(x, planes_, stride_) : x));
+  return bn2_->forward_add_relu(conv2_->forward(out),
+                                reshape ? option_a_shortcut(x, planes_, stride_) : x);
 }
 
 std::string BasicBlock::describe() const {

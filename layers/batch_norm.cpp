@@ -42,6 +42,12 @@ Tensor BatchNorm::forward_relu(const Tensor& x) {
                          eps_);
 }
 
+Tensor BatchNorm::forward_add_relu(const Tensor& x, const Tensor& residual) {
+  begin_forward(x);
+  return batch_norm_add_relu(x, residual, weight, bias, running_mean, running_var, is_training(),
+                             momentum_, eps_);
+}
+
 std::string BatchNorm::describe() const {
   return str(name(), "(", num_features_, ", eps=", eps_, ", momentum=", momentum_, ")");
 }

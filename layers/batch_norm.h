@@ -16,6 +16,8 @@ class BatchNorm : public Module {
   Tensor forward(const Tensor& x) override;
   // relu(forward(x)), fused into one kernel each way on the fast CPU path (autograd/functions.h).
   Tensor forward_relu(const Tensor& x);
+  // relu(forward(x) + residual), fused likewise (a ResNet block's end).
+  Tensor forward_add_relu(const Tensor& x, const Tensor& residual);
   std::string describe() const override;
 
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;

@@ -1,6 +1,8 @@
 #include <echelon/layers/sequential.h>
 
 #include <echelon/base/error.h>
+#include <echelon/layers/batch_norm.h>
+#include <echelon/layers/relu.h>
 
 namespace echelon {
 
@@ -23,6 +25,14 @@ Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
   for (size_t i = 0; i < layers_.size(); ++i) {
     try {
+      // A batch norm followed by a ReLU (a ResNet stem, VGG-BN) runs as one fused node: the same
+      // result without the ReLU's own passes over the activation (BatchNorm::forward_relu).
+      auto* bn = dynamic_cast<BatchNorm*>(layers_[i].get());
+      if (bn && i + 1 < layers_.size() && dynamic_cast<ReLU*>(layers_[i + 1].get())) {
+        h = bn->forward_relu(h);
+        ++i;
+        continue;
+      }
       h = layers_[i]->forward(h);
     } catch (const Error& e) {
       // Name the failing layer: "layer 3 (Conv2d): conv2d: ..."

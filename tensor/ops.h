@@ -187,19 +187,22 @@ struct BatchNormOutput {
 // Training mode: normalises with batch statistics and updates running_mean/var in place
 // (running = (1 - momentum) * running + momentum * batch, unbiased variance, as PyTorch).
 // relu: out = ReLU(batch norm) in the same pass (CPU only; its backward passes out as relu_out).
+// residual (x's shape; only with relu): out = ReLU(batch norm + residual), a ResNet block's end.
 BatchNormOutput batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                  Tensor& running_mean, Tensor& running_var, double momentum,
-                                 double eps, bool relu = false);
+                                 double eps, bool relu = false, const Tensor& residual = Tensor());
 Tensor batch_norm_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                        const Tensor& running_mean, const Tensor& running_var, double eps);
 struct BatchNormGrads {
   Tensor input, gamma, beta;
+  Tensor masked;  // grad_out * (relu_out > 0) when asked for: the residual's gradient
 };
 // relu_out: the output of batch_norm_train(..., relu = true); grad_out is then the gradient of that
 // output, and the ReLU's backward (grad_out * (relu_out > 0)) runs inside (CPU only).
+// want_masked (with relu_out): also return that masked gradient, the gradient of the residual.
 BatchNormGrads batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& gamma,
                                    const Tensor& save_mean, const Tensor& save_invstd,
-                                   const Tensor& relu_out = Tensor());
+                                   const Tensor& relu_out = Tensor(), bool want_masked = false);
 
 // Local response normalisation across channels (AlexNet; PyTorch's formula):
 // y = x / (k + alpha/size * sum_{window} x^2)^beta. *scale receives the bracket, for backward.

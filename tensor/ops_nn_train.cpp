@@ -57,8 +57,10 @@ Tensor per_channel(const Tensor& t, const Tensor& x, int64_t channels, bool opti
 
 BatchNormOutput batch_norm_train(const Tensor& x_in, const Tensor& gamma_in, const Tensor& beta_in,
                                  Tensor& running_mean, Tensor& running_var, double momentum,
-                                 double eps, bool relu) {
-  const char* op = relu ? "batch_norm_train (fused ReLU)" : "batch_norm_train";
+                                 double eps, bool relu, const Tensor& residual_in) {
+  const char* op = residual_in.defined() ? "batch_norm_train (fused residual add + ReLU)"
+                   : relu                ? "batch_norm_train (fused ReLU)"
+                                         : "batch_norm_train";
   const NormArgs a = norm_args(x_in, op);
   ECH_CHECK(a.n * a.spatial > 1, op,
             ": expected more than 1 value per channel when training, got input shape ",
@@ -68,6 +70,13 @@ BatchNormOutput batch_norm_train(const Tensor& x_in, const Tensor& gamma_in, con
   const Tensor x = x_in.contiguous();
   const Tensor gamma = per_channel(gamma_in, x, a.c, true, op, "gamma");
   const Tensor beta = per_channel(beta_in, x, a.c, true, op, "beta");
+  Tensor residual;
+  if (residual_in.defined()) {
+    ECH_CHECK(relu, op, ": a residual is only fused together with the ReLU");
+    check_float_like(op, residual_in, x, "residual");
+    check_shape(op, residual_in, x.shape(), "residual");
+    residual = residual_in.contiguous();
+  }
   ECH_CHECK(running_mean.defined() == running_var.defined(), op,
             ": running_mean and running_var must be both defined or both undefined");
   if (running_mean.defined()) {
@@ -97,23 +106,35 @@ BatchNormOutput batch_norm_train(const Tensor& x_in, const Tensor& gamma_in, con
   } else {
     const bool fast = cpu_kernels() == CpuKernels::Fast;
     ECH_DISPATCH_FLOATING(x.dtype(), op, {
-      (fast && relu ? cpu::fast::batch_norm_relu_train_forward<scalar_t>
-       : fast       ? cpu::fast::batch_norm_train_forward<scalar_t>
-                    : cpu::batch_norm_train_forward<scalar_t>)(a, x.data<scalar_t>(),
-                                                         ptr_or_null<scalar_t>(gamma),
-                                                         ptr_or_null<scalar_t>(beta),
-                                                         running_mean.defined()
-                                                             ? running_mean.data<scalar_t>()
-                                                             : nullptr,
-                                                         running_var.defined()
-                                                             ? running_var.data<scalar_t>()
-                                                             : nullptr,
-                                                         momentum, eps, out.out.data<scalar_t>(),
-                                                         out.save_mean.data<scalar_t>(),
-                                                         out.save_invstd.data<scalar_t>());
-      if (relu && !fast) {  // the twins' composition: the fast path's oracle
+      if (fast && relu) {
+        cpu::fast::batch_norm_relu_train_forward<scalar_t>(
+            a, x.data<scalar_t>(), ptr_or_null<scalar_t>(gamma), ptr_or_null<scalar_t>(beta),
+            running_mean.defined() ? running_mean.data<scalar_t>() : nullptr,
+            running_var.defined() ? running_var.data<scalar_t>() : nullptr, momentum, eps,
+            out.out.data<scalar_t>(), out.save_mean.data<scalar_t>(),
+            out.save_invstd.data<scalar_t>(), ptr_or_null<scalar_t>(residual));
+        return out;
+      }
+      (fast ? cpu::fast::batch_norm_train_forward<scalar_t>
+            : cpu::batch_norm_train_forward<scalar_t>)(a, x.data<scalar_t>(),
+                                                       ptr_or_null<scalar_t>(gamma),
+                                                       ptr_or_null<scalar_t>(beta),
+                                                       running_mean.defined()
+                                                           ? running_mean.data<scalar_t>()
+                                                           : nullptr,
+                                                       running_var.defined()
+                                                           ? running_var.data<scalar_t>()
+                                                           : nullptr,
+                                                       momentum, eps, out.out.data<scalar_t>(),
+                                                       out.save_mean.data<scalar_t>(),
+                                                       out.save_invstd.data<scalar_t>());
+      if (relu) {  // naive: the twins' composition, the fast path's oracle
         scalar_t* y = out.out.data<scalar_t>();
-        cpu::unary(UnaryOp::Relu, y, detail::indexer_of(out.out), y, out.out.numel());
+        const auto index = detail::indexer_of(out.out);
+        if (residual.defined())
+          cpu::binary(BinaryOp::Add, y, index, residual.data<scalar_t>(),
+                      detail::indexer_of(residual), y, out.out.numel());
+        cpu::unary(UnaryOp::Relu, y, index, y, out.out.numel());
       }
     });
   }
@@ -153,12 +174,14 @@ Tensor batch_norm_eval(const Tensor& x_in, const Tensor& gamma_in, const Tensor&
 
 BatchNormGrads batch_norm_backward(const Tensor& grad_out_in, const Tensor& x_in,
                                    const Tensor& gamma_in, const Tensor& save_mean_in,
-                                   const Tensor& save_invstd_in, const Tensor& relu_out_in) {
+                                   const Tensor& save_invstd_in, const Tensor& relu_out_in,
+                                   bool want_masked) {
   const bool relu = relu_out_in.defined();
   const char* op = relu ? "batch_norm_backward (fused ReLU)" : "batch_norm_backward";
   const NormArgs a = norm_args(x_in, op);
   check_float_like(op, grad_out_in, x_in, "grad_out");
   check_shape(op, grad_out_in, x_in.shape(), "grad_out");
+  ECH_CHECK(relu || !want_masked, op, ": the masked gradient needs relu_out");
   if (relu) {
     check_float_like(op, relu_out_in, x_in, "relu_out");
     check_shape(op, relu_out_in, x_in.shape(), "relu_out");
@@ -174,6 +197,7 @@ BatchNormGrads batch_norm_backward(const Tensor& grad_out_in, const Tensor& x_in
     grads.gamma = Tensor::empty({a.c}, x.dtype(), x.device());
     grads.beta = Tensor::empty({a.c}, x.dtype(), x.device());
   }
+  if (want_masked) grads.masked = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (x.is_cuda()) {
     ECH_CHECK(!relu, op, ": the fused ReLU is a CPU kernel; on ", x.device(),
               " call relu's backward, then batch_norm_backward");
@@ -197,11 +221,12 @@ BatchNormGrads batch_norm_backward(const Tensor& grad_out_in, const Tensor& x_in
           ptr_or_null<scalar_t>(gamma), save_mean.data<scalar_t>(), save_invstd.data<scalar_t>(),
           grads.input.data<scalar_t>(),
           grads.gamma.defined() ? grads.gamma.data<scalar_t>() : nullptr,
-          grads.beta.defined() ? grads.beta.data<scalar_t>() : nullptr);
+          grads.beta.defined() ? grads.beta.data<scalar_t>() : nullptr,
+          grads.masked.defined() ? grads.masked.data<scalar_t>() : nullptr);
       return grads;
     }
     if (relu) {  // the twins' composition: ReLU's backward (y > 0 where its input was), then BN's
-      Tensor masked = Tensor::empty(x.shape(), x.dtype(), x.device());
+      Tensor masked = want_masked ? grads.masked : Tensor::empty(x.shape(), x.dtype(), x.device());
       cpu::unary_backward(UnaryOp::Relu, grad_out.data<scalar_t>(), relu_out.data<scalar_t>(),
                           relu_out.data<scalar_t>(), masked.data<scalar_t>(), x.numel());
       grad_out = masked;

@@ -412,6 +412,71 @@ TEST_SUITE("fast_cpu") {
                          doctest::Contains("relu_out"), Error);
   }
 
+  TEST_CASE("batch norm + residual add + ReLU fused: within float rounding of the composition") {
+    Generator gen(21);
+    const Tensor x = ops::add(ops::mul(ops::randn({6, 5, 3, 11}, gen), 1.5), -0.4);
+    const Tensor gamma = ops::randn({5}, gen), beta = ops::randn({5}, gen);
+    const Tensor gy = ops::randn(x.shape(), gen);
+    // A non-contiguous residual: every other channel of a wider tensor.
+    const Tensor wide = ops::randn({6, 10, 3, 11}, gen);
+    const Tensor residual = wide.slice(1, 0, 10, 2);
+    REQUIRE(!residual.is_contiguous());
+    auto fused = [&] {
+      Tensor rm = Tensor::zeros({5}), rv = Tensor::ones({5});
+      ops::BatchNormOutput o =
+          ops::batch_norm_train(x, gamma, beta, rm, rv, 0.1, 1e-5, true, residual);
+      ops::BatchNormGrads g = ops::batch_norm_backward(gy, x, gamma, o.save_mean, o.save_invstd,
+                                                       o.out, /*want_masked=*/true);
+      return std::vector<Tensor>{o.out,   o.save_mean, o.save_invstd, rm,      rv,
+                                 g.input, g.gamma,     g.beta,        g.masked};
+    };
+    std::vector<Tensor> composed, naive_fused, fast_fused;
+    {
+      FastScope scope(1, ops::CpuKernels::Naive);
+      Tensor rm = Tensor::zeros({5}), rv = Tensor::ones({5});
+      ops::BatchNormOutput o = ops::batch_norm_train(x, gamma, beta, rm, rv, 0.1, 1e-5);
+      const Tensor sum = ops::add(o.out, residual);
+      const Tensor y = ops::relu(sum);
+      const Tensor masked = ops::unary_backward(UnaryOp::Relu, gy, sum, y);
+      ops::BatchNormGrads g =
+          ops::batch_norm_backward(masked, x, gamma, o.save_mean, o.save_invstd);
+      composed = {y, o.save_mean, o.save_invstd, rm, rv, g.input, g.gamma, g.beta, masked};
+      naive_fused = fused();
+    }
+    std::vector<Tensor> one_thread;
+    for (int threads : {1, 3}) {
+      FastScope scope(threads, ops::CpuKernels::Fast);
+      fast_fused = fused();
+      if (threads == 1) one_thread = fast_fused;
+      for (size_t i = 0; i < fast_fused.size(); ++i)  // fixed-order sums: any thread count
+        CHECK(fast_fused[i].to_vector<float>() == one_thread[i].to_vector<float>());
+      const std::vector<float> y = composed[0].to_vector<float>();
+      const auto zeros = std::count(y.begin(), y.end(), 0.0f);
+      CHECK(zeros > static_cast<std::ptrdiff_t>(y.size() / 10));  // the mask matters
+      CHECK(zeros < static_cast<std::ptrdiff_t>(9 * y.size() / 10));
+      for (size_t i = 0; i < composed.size(); ++i) {
+        CAPTURE(threads);
+        CAPTURE(i);
+        CHECK(naive_fused[i].to_vector<float>() == composed[i].to_vector<float>());
+        CHECK(violation(fast_fused[i].to_vector<float>(), composed[i].to_vector<float>(), 1e-4,
+                        1e-4) <= 1.0);
+      }
+      // The masked gradient is exactly grad_out or 0, where the output is positive or not.
+      CHECK(fast_fused[8].to_vector<float>() == composed[8].to_vector<float>());
+    }
+    FastScope scope(1, ops::CpuKernels::Fast);
+    Tensor rm = Tensor::zeros({5}), rv = Tensor::ones({5});
+    CHECK_THROWS_WITH_AS(ops::batch_norm_train(x, gamma, beta, rm, rv, 0.1, 1e-5, true,
+                                               Tensor::zeros({6, 5, 3, 10})),
+                         doctest::Contains("residual"), Error);
+    CHECK_THROWS_WITH_AS(ops::batch_norm_train(x, gamma, beta, rm, rv, 0.1, 1e-5, false, residual),
+                         doctest::Contains("only fused together with the ReLU"), Error);
+    ops::BatchNormOutput o = ops::batch_norm_train(x, gamma, beta, rm, rv, 0.1, 1e-5);
+    CHECK_THROWS_WITH_AS(ops::batch_norm_backward(gy, x, gamma, o.save_mean, o.save_invstd,
+                                                  Tensor(), /*want_masked=*/true),
+                         doctest::Contains("needs relu_out"), Error);
+  }
+
   TEST_CASE("copy_ between strided views: fast path bit-identical to the twin, every dtype") {
     Generator gen(13);
     const Tensor x = ops::randn({3, 4, 7, 9}, gen);

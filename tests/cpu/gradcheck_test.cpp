@@ -191,6 +191,27 @@ TEST_SUITE("gradcheck") {
     ops::set_cpu_kernels(before);
   }
 
+  TEST_CASE("batch_norm_add_relu, fused (fast CPU kernels) and composed (naive), train and eval") {
+    const ops::CpuKernels before = ops::cpu_kernels();
+    Generator gen(17);
+    for (ops::CpuKernels kernels : {ops::CpuKernels::Fast, ops::CpuKernels::Naive}) {
+      ops::set_cpu_kernels(kernels);
+      for (bool training : {true, false}) {
+        Tensor rm = ops::mul(ops::randn({3}, gen, kFloat64), 0.1);
+        Tensor rv = ops::add(ops::rand({3}, gen, kFloat64), 0.5);
+        CAPTURE(training);
+        CAPTURE(kernels == ops::CpuKernels::Fast);
+        check(
+            [&, training](const Inputs& x) {
+              return batch_norm_add_relu(x[0], x[1], x[2], x[3], rm, rv, training, 0.1, 1e-5);
+            },
+            {randn64({2, 3, 3, 5}, gen), randn64({2, 3, 3, 5}, gen), uniform64({3}, 0.5, 1.5, gen),
+             randn64({3}, gen)});
+      }
+    }
+    ops::set_cpu_kernels(before);
+  }
+
   TEST_CASE("lrn") {
     Generator gen(11);
     check([](const Inputs& x) { return lrn(x[0], 3, 0.1, 0.75, 2.0); },

@@ -3,7 +3,9 @@
 
 #include <cmath>
 
+#include <echelon/autograd/engine.h>
 #include <echelon/autograd/functions.h>
+#include <echelon/autograd/node.h>
 #include <echelon/layers/layers.h>
 #include <echelon/layers/models/registry.h>
 #include <echelon/tensor/ops.h>
@@ -88,6 +90,36 @@ TEST_SUITE("layers") {
     CHECK(max_abs_diff(z, expected) < 1e-5);
     CHECK_THROWS_WITH_AS(bn.forward(Tensor::ones({2, 4, 3, 3})), doctest::Contains("BatchNorm2d"),
                          Error);
+  }
+
+  TEST_CASE("Sequential runs BatchNorm2d + ReLU as one fused node, same values and gradients") {
+    Generator gen(8);
+    const Tensor x0 = ops::add(ops::randn({4, 3, 5, 7}, gen), 0.3);
+    const Tensor gy = ops::randn({4, 3, 5, 7}, gen);
+    auto bn = std::make_shared<BatchNorm2d>(3);
+    bn->bias = ops::randn({3}, gen);  // the ReLU then cuts part of every channel
+    bn->bias.set_requires_grad(true);
+    Sequential seq({bn, std::make_shared<ReLU>()});
+    Tensor x = x0.clone();
+    x.set_requires_grad(true);
+    Tensor y = seq.forward(x);
+    REQUIRE(y.grad_fn());
+    CHECK(y.grad_fn()->name() == "batch_norm_relu");
+    backward(y, gy);
+    // The composition, by hand, on a fresh copy of the same layer.
+    BatchNorm2d bn2(3);
+    bn2.bias = bn->bias.detach().clone();
+    bn2.bias.set_requires_grad(true);
+    Tensor x2 = x0.clone();
+    x2.set_requires_grad(true);
+    Tensor y2 = relu(bn2.forward(x2));
+    backward(y2, gy);
+    CHECK(max_abs_diff(y, y2) < 1e-5);
+    CHECK(max_abs_diff(x.grad(), x2.grad()) < 1e-4);
+    CHECK(max_abs_diff(bn->bias.grad(), bn2.bias.grad()) < 1e-4);
+    CHECK(max_abs_diff(bn->running_mean, bn2.running_mean) == 0.0);
+    seq.eval();  // eval: the composition (no fused node)
+    CHECK(max_abs_diff(seq.forward(x0), relu(bn->forward(x0))) == 0.0);
   }
 
   TEST_CASE("Dropout: identity in eval, drops about p and rescales in training") {

@@ -113,7 +113,7 @@ ECH_AVX2 void pad_image(const Conv2dGeometry& a, const Layout& l, const float* x
   const int64_t even_phase = a.pad_w % 2, odd_phase = 1 - even_phase;
   const int64_t even_at = even_phase * l.phase + a.pad_w / 2;      // where column 0 goes
   const int64_t odd_at = odd_phase * l.phase + (1 + a.pad_w) / 2;  // where column 1 goes
-  const int64_t whole = a.w / 16 * 16;
+  const int64_t whole = a.w / 16 * 16, eights = a.w / 8 * 8;
   for (int64_t c = 0; c < a.c; ++c)
     for (int64_t r = 0; r < a.h; ++r) {
       const float* src = x + (c * a.h + r) * a.w;
@@ -130,12 +130,31 @@ ECH_AVX2 void pad_image(const Conv2dGeometry& a, const Layout& l, const float* x
         _mm256_storeu_ps(odd + col / 2, _mm256_castpd_ps(_mm256_permute4x64_pd(
                                             _mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0))));
       }
-      // `whole` is even: the tail's even columns, then its odd ones. (One loop that picked the
+      if (eights > whole) {  // 8 more columns (all of an 8-wide row): 4 even, 4 odd
+        const __m256 v = _mm256_loadu_ps(src + whole);
+        const __m256 e = _mm256_shuffle_ps(v, v, _MM_SHUFFLE(2, 0, 2, 0));  // 0 2 0 2 | 4 6 4 6
+        const __m256 o = _mm256_shuffle_ps(v, v, _MM_SHUFFLE(3, 1, 3, 1));
+        _mm_storeu_ps(even + whole / 2,
+                      _mm256_castps256_ps128(_mm256_castpd_ps(
+                          _mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)))));
+        _mm_storeu_ps(odd + whole / 2,
+                      _mm256_castps256_ps128(_mm256_castpd_ps(
+                          _mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0)))));
+      }
+      // `eights` is even: the tail's even columns, then its odd ones. (One loop that picked the
       // destination with `col % 2 ? odd : even` was miscompiled by gcc 12 with ASan in this AVX2
       // function: it stored to 3 * even.)
-      for (int64_t col = whole; col < a.w; col += 2) even[col / 2] = src[col];
-      for (int64_t col = whole + 1; col < a.w; col += 2) odd[col / 2] = src[col];
+      for (int64_t col = eights; col < a.w; col += 2) even[col / 2] = src[col];
+      for (int64_t col = eights + 1; col < a.w; col += 2) odd[col / 2] = src[col];
     }
+}
+
+void prefetch_part(const float* p, int64_t bytes, int64_t part, int64_t parts) {
+  constexpr int64_t kLine = 64;
+  const int64_t lines = (bytes + kLine - 1) / kLine, per = (lines + parts - 1) / parts;
+  const char* base = reinterpret_cast<const char*>(p);
+  for (int64_t i = part * per; i < std::min(lines, (part + 1) * per); ++i)
+    _mm_prefetch(base + i * kLine, _MM_HINT_T1);
 }
 
 std::vector<TileVector> tile_vectors(const Conv2dGeometry& a, const Layout& l) {
@@ -387,9 +406,11 @@ void forward_impl(const Conv2dGeometry& a, const float* x, const float* w, const
     float* v = padded + a.c * l.plane;
     float* m = v + a.c * stride;
     std::fill(padded, padded + a.c * l.plane, 0.0f);  // the padding; pad_image writes the rest
+    const int64_t image = a.c * a.h * a.w, passes = (l.vectors + kPass - 1) / kPass;
     for (int64_t n = begin; n < end; ++n) {
-      pad_image(a, l, x + n * a.c * a.h * a.w, padded);
+      pad_image(a, l, x + n * image, padded);
       for (int64_t v0 = 0; v0 < l.vectors; v0 += kPass) {
+        if (n + 1 < end) prefetch_part(x + (n + 1) * image, image * 4, v0 / kPass, passes);
         const int64_t count = std::min(kPass, l.vectors - v0);
         const TileVector* pass = vectors.data() + v0;
         for (int64_t c = 0; c < a.c; ++c)

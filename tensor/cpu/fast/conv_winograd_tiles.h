@@ -57,6 +57,11 @@ struct TileVector {
 
 std::vector<TileVector> tile_vectors(const Conv2dGeometry& a, const Layout& l);
 
+// Prefetches part `part` of `parts` of the `bytes` at p into L2. Spread over one image's
+// compute-bound GEMMs, it brings in the next image, whose first read (pad_image) otherwise
+// stalls on memory: activations are read once per layer, long after they were written.
+void prefetch_part(const float* p, int64_t bytes, int64_t part, int64_t parts);
+
 // B^T d B of the tiles of `count` vectors of one channel's padded plane: vector i goes to
 // v_c + (i / 2) * pair + (i % 2) * half, its 16 transformed positions `step` apart.
 ECH_WINOGRAD_AVX2 void input_transform(const float* plane, const Layout& l,

@@ -222,7 +222,13 @@ void backward_weight_impl(const Conv2dGeometry& a, const float* grad_out, const 
         conv_direct_transpose_planes(grad_out + (n + i) * a.o * positions, a.o, positions, op, gt);
         grad_transform(gt, op, vectors.data(), l.vectors, a.out_w, z + i * image_tiles * kXi * op);
       }
-      for (int64_t xi = 0; xi < kXi; ++xi)
+      for (int64_t xi = 0; xi < kXi; ++xi) {
+        if (n + images < end) {  // the next group's images and gradients, a 16th per xi
+          prefetch_part(x + (n + images) * a.c * a.h * a.w,
+                        std::min(group, end - n - images) * a.c * a.h * a.w * 4, xi, kXi);
+          prefetch_part(grad_out + (n + images) * a.o * positions,
+                        std::min(group, end - n - images) * a.o * positions * 4, xi, kXi);
+        }
         for (int64_t o0 = 0, vectors = 0; o0 < op; o0 += vectors * o_lanes) {
           // Vectors of output channels per tile: AVX-512 4, 2 or 1 of 16; AVX2 2 or 1 of 8.
           const int64_t left = (op - o0) / o_lanes;
@@ -239,6 +245,7 @@ void backward_weight_impl(const Conv2dGeometry& a, const float* grad_out, const 
                du + (xi * a.c + c0) * op + o0);
           }
         }
+      }
     }
   });
   for (int64_t c = 1; c < chunks; ++c) {  // chunk by chunk: a fixed order

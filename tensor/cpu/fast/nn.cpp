@@ -15,6 +15,30 @@
 namespace echelon::cpu::fast {
 namespace {
 
+// Sums over a plane in kSumLanes independent partial sums: one accumulator is one chain of
+// dependent vector adds, slower than the plane streams in from memory; 32 lanes keep 8 SSE (4
+// AVX) chains in flight. Lane i takes the terms s = i mod 32 (the tail's terms go to lanes 0, 1,
+// ...), then the lanes are added in a fixed tree: one order on every CPU and thread count.
+constexpr int64_t kSumLanes = 32;
+
+// Calls body(s, lane) for s in [0, n), lane = the partial sum s goes to.
+template <typename Body>
+inline void for_lanes(int64_t n, Body body) {
+  const int64_t whole = n / kSumLanes * kSumLanes;
+  for (int64_t s0 = 0; s0 < whole; s0 += kSumLanes) {
+#pragma omp simd
+    for (int64_t i = 0; i < kSumLanes; ++i) body(s0 + i, i);
+  }
+  for (int64_t s = whole; s < n; ++s) body(s, s - whole);
+}
+
+template <typename T>
+inline T fold_lanes(T* lanes) {
+  for (int64_t width = kSumLanes / 2; width > 0; width /= 2)
+    for (int64_t i = 0; i < width; ++i) lanes[i] += lanes[i + width];
+  return lanes[0];
+}
+
 // The mean and the sum of squared deviations (M2) of channel c in one read of x: each plane by
 // two passes while it sits in L1 (its sum in T, vectorised; then its squared deviations from
 // its mean, no cancellation when |mean| >> std), the planes merged in double by Chan et al.'s
@@ -25,14 +49,14 @@ void channel_moments(const NormArgs& a, const T* x, int64_t c, double* mean, dou
   double merged_mean = 0.0, merged_m2 = 0.0, merged_count = 0.0;
   for (int64_t n = 0; n < a.n; ++n) {
     const T* plane = x + (n * a.c + c) * a.spatial;
-    T sum = T(0);
-#pragma omp simd reduction(+ : sum)
-    for (int64_t s = 0; s < a.spatial; ++s) sum += plane[s];
-    const double plane_mean = static_cast<double>(sum) / plane_count;
+    T lanes[kSumLanes] = {};
+    for_lanes(a.spatial, [&](int64_t s, int64_t i) { lanes[i] += plane[s]; });
+    const double plane_mean = static_cast<double>(fold_lanes(lanes)) / plane_count;
     const T m = static_cast<T>(plane_mean);
-    T squares = T(0);
-#pragma omp simd reduction(+ : squares)
-    for (int64_t s = 0; s < a.spatial; ++s) squares += (plane[s] - m) * (plane[s] - m);
+    std::fill(lanes, lanes + kSumLanes, T(0));
+    for_lanes(a.spatial,
+              [&](int64_t s, int64_t i) { lanes[i] += (plane[s] - m) * (plane[s] - m); });
+    const T squares = fold_lanes(lanes);
     // Deviations were taken from m, the mean rounded to T: sum (v - m)^2 = M2 + count * (mean -
     // m)^2.
     const double rounding = plane_mean - static_cast<double>(m);
@@ -52,11 +76,12 @@ int64_t channel_grain(const NormArgs& a) {
   return std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(a.n * a.spatial, 1));
 }
 
-// The batch-norm forward, with the ReLU applied in the same store pass when Relu.
+// The batch-norm forward, with the ReLU applied in the same store pass when Relu, after adding
+// the residual when it is not null.
 template <bool Relu, typename T>
 void train_forward(const NormArgs& a, const T* x, const T* gamma, const T* beta, T* running_mean,
-                   T* running_var, double momentum, double eps, T* y, T* save_mean,
-                   T* save_invstd) {
+                   T* running_var, double momentum, double eps, T* y, T* save_mean, T* save_invstd,
+                   const T* residual) {
   const double count = static_cast<double>(a.n * a.spatial);
   parallel_for(a.c, channel_grain(a), [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
@@ -70,6 +95,15 @@ void train_forward(const NormArgs& a, const T* x, const T* gamma, const T* beta,
       for (int64_t n = 0; n < a.n; ++n) {
         const T* in = x + (n * a.c + c) * a.spatial;
         T* out = y + (n * a.c + c) * a.spatial;
+        if (residual) {
+          const T* res = residual + (n * a.c + c) * a.spatial;
+#pragma omp simd
+          for (int64_t s = 0; s < a.spatial; ++s) {
+            const T v = in[s] * scale + shift + res[s];  // (bn + residual), as the composition
+            out[s] = Relu ? (v > T(0) ? v : T(0)) : v;
+          }
+          continue;
+        }
 #pragma omp simd
         for (int64_t s = 0; s < a.spatial; ++s) {
           const T v = in[s] * scale + shift;
@@ -89,12 +123,31 @@ void train_forward(const NormArgs& a, const T* x, const T* gamma, const T* beta,
   });
 }
 
+// Pass 1 of the backward over one plane: the sums of d and d * (x - mean), d = dy, or with Relu
+// d = dy * (y > 0), stored in masked when Store.
+template <bool Relu, bool Store, typename T>
+void plane_sums(const T* dy, const T* out, const T* in, T mean, int64_t spatial, T* masked,
+                double* sum_dy, double* sum_dy_xc) {
+  T s1[kSumLanes] = {}, s2[kSumLanes] = {};
+  for_lanes(spatial, [&](int64_t s, int64_t i) {
+    const T g = dy[s];  // loaded unconditionally: the select below vectorises
+    const T d = Relu ? (out[s] > T(0) ? g : T(0)) : g;
+    if constexpr (Store) masked[s] = d;
+    s1[i] += d;
+    s2[i] += d * (in[s] - mean);
+  });
+  *sum_dy += static_cast<double>(fold_lanes(s1));
+  *sum_dy_xc += static_cast<double>(fold_lanes(s2));
+}
+
 // The batch-norm backward of grad_out, or with Relu of grad_out * (y > 0) (the ReLU's backward:
-// y > 0 exactly where the ReLU's input was), without materialising the masked gradient.
+// y > 0 exactly where the ReLU's input was). The masked gradient is materialised only when
+// `masked` is not null; the second pass then reads it instead of grad_out and y (one stream
+// fewer).
 template <bool Relu, typename T>
 void train_backward(const NormArgs& a, const T* grad_out, const T* y, const T* x, const T* gamma,
                     const T* save_mean, const T* save_invstd, T* grad_in, T* grad_gamma,
-                    T* grad_beta) {
+                    T* grad_beta, T* masked) {
   const double count = static_cast<double>(a.n * a.spatial);
   parallel_for(a.c, channel_grain(a), [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
@@ -102,19 +155,13 @@ void train_backward(const NormArgs& a, const T* grad_out, const T* y, const T* x
       const double invstd = static_cast<double>(save_invstd[c]);
       double sum_dy = 0.0, sum_dy_xc = 0.0;  // sum(dy), sum(dy * (x - mean))
       for (int64_t n = 0; n < a.n; ++n) {
-        const T* dy = grad_out + (n * a.c + c) * a.spatial;
-        const T* in = x + (n * a.c + c) * a.spatial;
-        const T* out = Relu ? y + (n * a.c + c) * a.spatial : nullptr;
-        T s1 = T(0), s2 = T(0);
-#pragma omp simd reduction(+ : s1, s2)
-        for (int64_t s = 0; s < a.spatial; ++s) {
-          const T g = dy[s];  // loaded unconditionally: the select below vectorises
-          const T d = Relu ? (out[s] > T(0) ? g : T(0)) : g;
-          s1 += d;
-          s2 += d * (in[s] - mean);
-        }
-        sum_dy += static_cast<double>(s1);
-        sum_dy_xc += static_cast<double>(s2);
+        const int64_t at = (n * a.c + c) * a.spatial;
+        if (Relu && masked)
+          plane_sums<true, true>(grad_out + at, y + at, x + at, mean, a.spatial, masked + at,
+                                 &sum_dy, &sum_dy_xc);
+        else
+          plane_sums<Relu, false>(grad_out + at, Relu ? y + at : nullptr, x + at, mean, a.spatial,
+                                  static_cast<T*>(nullptr), &sum_dy, &sum_dy_xc);
       }
       const double sum_dy_xhat = sum_dy_xc * invstd;
       const double g = gamma ? static_cast<double>(gamma[c]) : 1.0;
@@ -123,10 +170,17 @@ void train_backward(const NormArgs& a, const T* grad_out, const T* y, const T* x
       const T kx = static_cast<T>(-g * invstd * invstd * sum_dy_xhat / count);
       const T k0 = static_cast<T>(-g * invstd * sum_dy / count);
       for (int64_t n = 0; n < a.n; ++n) {
-        const T* dy = grad_out + (n * a.c + c) * a.spatial;
-        const T* in = x + (n * a.c + c) * a.spatial;
-        const T* relu_out = Relu ? y + (n * a.c + c) * a.spatial : nullptr;
-        T* out = grad_in + (n * a.c + c) * a.spatial;
+        const int64_t at = (n * a.c + c) * a.spatial;
+        const T* in = x + at;
+        T* out = grad_in + at;
+        if (masked) {  // d stored by pass 1
+          const T* d = masked + at;
+#pragma omp simd
+          for (int64_t s = 0; s < a.spatial; ++s) out[s] = k * d[s] + kx * (in[s] - mean) + k0;
+          continue;
+        }
+        const T* dy = grad_out + at;
+        const T* relu_out = Relu ? y + at : nullptr;
 #pragma omp simd
         for (int64_t s = 0; s < a.spatial; ++s) {
           const T g = dy[s];
@@ -147,15 +201,15 @@ void batch_norm_train_forward(const NormArgs& a, const T* x, const T* gamma, con
                               T* running_mean, T* running_var, double momentum, double eps, T* y,
                               T* save_mean, T* save_invstd) {
   train_forward<false>(a, x, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean,
-                       save_invstd);
+                       save_invstd, static_cast<const T*>(nullptr));
 }
 
 template <typename T>
 void batch_norm_relu_train_forward(const NormArgs& a, const T* x, const T* gamma, const T* beta,
                                    T* running_mean, T* running_var, double momentum, double eps,
-                                   T* y, T* save_mean, T* save_invstd) {
+                                   T* y, T* save_mean, T* save_invstd, const T* residual) {
   train_forward<true>(a, x, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean,
-                      save_invstd);
+                      save_invstd, residual);
 }
 
 template <typename T>
@@ -163,15 +217,15 @@ void batch_norm_backward(const NormArgs& a, const T* grad_out, const T* x, const
                          const T* save_mean, const T* save_invstd, T* grad_in, T* grad_gamma,
                          T* grad_beta) {
   train_backward<false>(a, grad_out, static_cast<const T*>(nullptr), x, gamma, save_mean,
-                        save_invstd, grad_in, grad_gamma, grad_beta);
+                        save_invstd, grad_in, grad_gamma, grad_beta, static_cast<T*>(nullptr));
 }
 
 template <typename T>
 void batch_norm_relu_backward(const NormArgs& a, const T* grad_out, const T* y, const T* x,
                               const T* gamma, const T* save_mean, const T* save_invstd, T* grad_in,
-                              T* grad_gamma, T* grad_beta) {
+                              T* grad_gamma, T* grad_beta, T* masked) {
   train_backward<true>(a, grad_out, y, x, gamma, save_mean, save_invstd, grad_in, grad_gamma,
-                       grad_beta);
+                       grad_beta, masked);
 }
 
 namespace {
@@ -344,11 +398,11 @@ void max_pool2d_backward(const Pool2dGeometry& a, const T* grad_out, const int64
   template void batch_norm_train_forward<T>(const NormArgs&, const T*, const T*, const T*, T*, T*, \
                                             double, double, T*, T*, T*);                           \
   template void batch_norm_relu_train_forward<T>(const NormArgs&, const T*, const T*, const T*,    \
-                                                 T*, T*, double, double, T*, T*, T*);              \
+                                                 T*, T*, double, double, T*, T*, T*, const T*);    \
   template void batch_norm_backward<T>(const NormArgs&, const T*, const T*, const T*, const T*,    \
                                        const T*, T*, T*, T*);                                      \
   template void batch_norm_relu_backward<T>(const NormArgs&, const T*, const T*, const T*,         \
-                                            const T*, const T*, const T*, T*, T*, T*);             \
+                                            const T*, const T*, const T*, T*, T*, T*, T*);         \
   template void max_pool2d_forward<T>(const Pool2dGeometry&, const T*, T*, int64_t*);              \
   template void max_pool2d_backward<T>(const Pool2dGeometry&, const T*, const int64_t*, T*);
 ECH_INSTANTIATE_FAST_NN(float)

@@ -16,22 +16,25 @@ template <typename T>
 void batch_norm_train_forward(const NormArgs& a, const T* x, const T* gamma, const T* beta,
                               T* running_mean, T* running_var, double momentum, double eps, T* y,
                               T* save_mean, T* save_invstd);
-// As batch_norm_train_forward followed by a ReLU (y = v > 0 ? v : 0), in the same store pass.
+// As batch_norm_train_forward followed by a ReLU (y = v > 0 ? v : 0), in the same store pass;
+// with a residual (N, C, S) (may be null), y = ReLU(batch norm + residual): a ResNet block's end.
 template <typename T>
 void batch_norm_relu_train_forward(const NormArgs& a, const T* x, const T* gamma, const T* beta,
                                    T* running_mean, T* running_var, double momentum, double eps,
-                                   T* y, T* save_mean, T* save_invstd);
+                                   T* y, T* save_mean, T* save_invstd, const T* residual = nullptr);
 // As cpu::batch_norm_backward.
 template <typename T>
 void batch_norm_backward(const NormArgs& a, const T* grad_out, const T* x, const T* gamma,
                          const T* save_mean, const T* save_invstd, T* grad_in, T* grad_gamma,
                          T* grad_beta);
 // The backward of batch_norm_relu_train_forward: batch_norm_backward of grad_out * (y > 0), where
-// y (N, C, S) is the fused forward's output; the masked gradient is never stored.
+// y (N, C, S) is the fused forward's output. The masked gradient is stored in masked (N, C, S)
+// when it is not null (the residual's gradient), and then read back by the second pass in place
+// of grad_out and y; otherwise it is never stored.
 template <typename T>
 void batch_norm_relu_backward(const NormArgs& a, const T* grad_out, const T* y, const T* x,
                               const T* gamma, const T* save_mean, const T* save_invstd, T* grad_in,
-                              T* grad_gamma, T* grad_beta);
+                              T* grad_gamma, T* grad_beta, T* masked = nullptr);
 
 // As cpu::max_pool2d_forward: x (N, C, H, W) -> y, argmax (N, C, OH, OW).
 template <typename T>
