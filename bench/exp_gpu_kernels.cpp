@@ -110,21 +110,31 @@ void bandwidth_rows(int64_t n, int64_t image) {
 
 // `precision`: fp32 (our FMA kernel vs cuBLAS's default math), tf32 (our WMMA kernel vs cuBLAS
 // with TF32 tensor-op math) or bf16 (our bf16 WMMA kernel vs cuBLAS with
-// CUBLAS_COMPUTE_32F_FAST_16BF; fp32 matrices either way).
+// CUBLAS_COMPUTE_32F_FAST_16BF; fp32 matrices either way). Square NN products at every size
+// (A by float4 loads, B by cp.async; bf16: both float4); at the middle size also TN (both by
+// cp.async; bf16: float4) and NN with rows of s + 1 floats (misaligned: element loads, the
+// staging before cp.async), so the 16-byte paths' gain is read in the same run.
 void gemm_rows(const std::vector<int64_t>& sizes, Precision precision) {
   ops::set_float32_precision(precision);
-  for (const int64_t s : sizes) {
-    const Tensor a = random_cuda({s, s}, 8), b = random_cuda({s, s}, 9);
+  const auto measure = [&](const char* layout, int64_t s, const Tensor& a, const Tensor& b,
+                           bool trans_a) {
     ops::set_matmul_impl(ops::MatmulImpl::Blas);
-    const double blas = median_ms([&] { ops::matmul(a, b); });
+    const double blas = median_ms([&] { ops::matmul(a, b, trans_a, false); });
     ops::set_matmul_impl(ops::MatmulImpl::Ours);
-    const double ours = median_ms([&] { ops::matmul(a, b); });
+    const double ours = median_ms([&] { ops::matmul(a, b, trans_a, false); });
     ops::set_matmul_impl(ops::MatmulImpl::Auto);
     const double tflop = 2.0 * s * s * s / 1e12;
-    std::printf("sgemm %s %5lld^3: ours %7.2f TFLOP/s  cuBLAS %7.2f TFLOP/s  ours/cuBLAS %.2f\n",
-                name(precision), static_cast<long long>(s), tflop / (ours / 1e3),
-                tflop / (blas / 1e3), blas / ours);
-  }
+    std::printf(
+        "sgemm %s %5lld^3 %-9s: ours %7.2f TFLOP/s  cuBLAS %7.2f TFLOP/s  ours/cuBLAS %.2f\n",
+        name(precision), static_cast<long long>(s), layout, tflop / (ours / 1e3),
+        tflop / (blas / 1e3), blas / ours);
+  };
+  for (const int64_t s : sizes)
+    measure("nn", s, random_cuda({s, s}, 8), random_cuda({s, s}, 9), false);
+  const int64_t s = sizes[sizes.size() / 2];
+  measure("tn", s, random_cuda({s, s}, 8), random_cuda({s, s}, 9), true);
+  measure("nn ld+1", s, random_cuda({s, s + 1}, 8).narrow(1, 0, s),
+          random_cuda({s, s + 1}, 9).narrow(1, 0, s), false);
   ops::set_float32_precision(Precision::Fp32);
 }
 

@@ -1,8 +1,9 @@
 // Convolution as implicit GEMM: the block tiles of our SGEMM (cuda/kernels/gemm_tile.cuh: FMA,
-// TF32 or bf16 WMMA, double-buffered k-slices) with operand loaders that gather straight from x and
-// grad_out through the conv geometry, so no columns buffer is written or read. With R = C*KH*KW,
-// L = OH*OW and the images folded into the GEMM's N or K (one launch for the whole batch, and
-// small images still fill wide tiles):
+// TF32 or bf16 WMMA, a ring of k-slices in shared memory; the weights' rows (forward) and
+// grad_out's planes (grad weight) by float4 loads where aligned) with operand loaders that gather
+// straight from x and grad_out through the conv geometry, so no columns buffer is written or read.
+// With R = C*KH*KW, L = OH*OW and the images folded into the GEMM's N or K (one launch for the
+// whole batch, and small images still fill wide tiles):
 //   forward      y (O, N*L)        = w (O, R) x cols (R, N*L) + bias   cols(r, (n, q)) gathered
 //                                    from x (zero in the padding); bias in the store
 //   grad input   grad_in (C, N*H*W) = w' (C, O*KH*KW) x g' (O*KH*KW, N*H*W)
@@ -15,13 +16,15 @@
 //                block z sums k-slices [z * per_group, (z + 1) * per_group) in registers, then
 //                the groups' partials are added in group order by sum_groups (deterministic)
 // Tile shapes by problem size: M (the output channels, or the input channels for grad input) up
-// to 32 gets the 32x128 NarrowTile; the FMA kernel takes the 128x128 tile when the problem still
-// fills the GPU with it; else 64x64. Index math is 32-bit (ConvIndex); conv.cu sends larger
-// convolutions (conv_gemm_fits) and the input gradient of < 8 input channels to im2col + GEMM.
+// to 16 gets the 16x256 TinyTile, up to 32 the 32x128 NarrowTile; the FMA kernel takes the 128x128
+// tile when the problem still fills the GPU with it; else 64x64. Index math is 32-bit (ConvIndex);
+// conv.cu sends larger convolutions (conv_gemm_fits) and the input gradient of < 8 input channels
+// to im2col + GEMM.
 #include <echelon/cuda/kernels/conv_gemm.h>
 
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <type_traits>
 
 #include <echelon/base/error.h>
@@ -125,6 +128,28 @@ struct ConvOperands {
 
   __device__ bool a_k_fastest() const { return true; }  // w rows; grad_out's (n, o) planes
   __device__ bool b_k_fastest() const { return P == ConvPass::BackwardWeight; }  // cols^T
+  // 16-byte runs along k: w's rows (forward) when R is a multiple of 4; grad_out's planes (grad
+  // weight) when OH*OW is (a run then never crosses an image). The gathers have none.
+  __device__ bool a_vector() const {
+    const bool aligned = reinterpret_cast<uintptr_t>(a_src) % (kVec * sizeof(float)) == 0;
+    if constexpr (P == ConvPass::Forward) return aligned && g.K % kVec == 0;
+    if constexpr (P == ConvPass::BackwardWeight) return aligned && g.plane % kVec == 0;
+    return false;
+  }
+  __device__ bool b_vector() const { return false; }
+  // A run of 4 from (m, k); only for a_vector() passes, where k0 and K are multiples of 4.
+  __device__ int a_span(int64_t m_wide, int64_t k_wide, const float*& p) const {
+    p = a_src;
+    if (m_wide >= g.M || k_wide >= g.K) return 0;
+    const int m = static_cast<int>(m_wide), k = static_cast<int>(k_wide), plane = g.plane;
+    p = P == ConvPass::Forward ? a_src + m * g.K + k
+                               : a_src + ((k / plane) * g.o + m) * plane + k % plane;
+    return kVec;
+  }
+  __device__ int b_span(int64_t, int64_t, const float*& p) const {
+    p = b_src;
+    return 0;  // never called: b_vector() is false
+  }
 
   __device__ float a(int64_t m_wide, int64_t k_wide) const {
     if (m_wide >= g.M || k_wide >= g.K) return 0.0f;
@@ -174,9 +199,8 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t k_slices = (ops.g.K + T::kK - 1) / T::kK;
   const int64_t first = static_cast<int64_t>(blockIdx.z) * per_group;
   const int64_t slices = max(int64_t{0}, min(k_slices, first + per_group) - first);
-  const auto fetch = [&](int64_t s, Slice<T>& next) {
-    next.fetch(ops, m0, n0, (first + s) * T::kK);
-  };
+  const auto locate = [&](int64_t s, auto&& f) { f(ops, (first + s) * T::kK); };
+  const Staging st = staging_of<T>(ops);
   const auto store = [&](int64_t m, int64_t n, float v) { ops.store(out, bias, m, n, v); };
   // 32-byte aligned rows of (kM + kPad) * sizeof(Elem) bytes: every WMMA fragment pointer is
   // 32-byte aligned.
@@ -188,16 +212,16 @@ __global__ void __launch_bounds__(kThreads)
 #else
     __shared__ __align__(32) float scratch[kWarps][kFrag * kFrag];  // one accumulator, row-major
     MmaWarps<T> warps;
-    for_each_slice<T>(slices, ops.a_k_fastest(), ops.b_k_fastest(), a_tile, b_tile, fetch,
+    for_each_slice<T>(slices, st, m0, n0, a_tile, b_tile, locate,
                       [&](int cur) { warps.multiply(a_tile[cur], b_tile[cur]); });
     warps.store_tile(scratch[threadIdx.x / 32], m0, n0, store);
 #endif
   } else {
     const int thread_col = threadIdx.x % T::kCols, thread_row = threadIdx.x / T::kCols;
     float acc[T::kThM][T::kThN] = {};
-    for_each_slice<T>(
-        slices, ops.a_k_fastest(), ops.b_k_fastest(), a_tile, b_tile, fetch,
-        [&](int cur) { multiply_slice<T>(a_tile[cur], b_tile[cur], thread_row, thread_col, acc); });
+    for_each_slice<T>(slices, st, m0, n0, a_tile, b_tile, locate, [&](int cur) {
+      multiply_slice<T>(a_tile[cur], b_tile[cur], thread_row, thread_col, acc);
+    });
     store_fma_tile<T>(acc, m0, n0, thread_row, thread_col, store);
   }
 }
@@ -227,10 +251,13 @@ int64_t tiles_of(const GemmShape& s) {
   return ceil_div(s.M, T::kM) * ceil_div(s.N, T::kN);
 }
 
-enum class TileChoice { Narrow, Small, Large };
+enum class TileChoice { Tiny, Narrow, Small, Large };
 
-// Narrow for few rows; Large (FMA only) when its tiles still give every SM work; else Small.
+// Tiny / Narrow for few rows (a 16 x 256 block costs what a 32 x 128 one does, so up to 16 rows
+// Tiny needs half the blocks); Large (FMA only) when its tiles still give every SM work; else
+// Small.
 TileChoice pick_tile(const GemmShape& s, Precision precision) {
+  if (s.M <= TinyTile::kM) return TileChoice::Tiny;
   if (s.M <= NarrowTile::kM) return TileChoice::Narrow;
   if (precision == Precision::Fp32 && s.M >= LargeTile::kM && s.N >= LargeTile::kN &&
       tiles_of<LargeTile>(s) >= kFillBlocks)
@@ -269,14 +296,24 @@ void launch_conv_gemm(const char* op, const Conv2dGeometry& g, const float* a_sr
                       int64_t per_group, cudaStream_t stream) {
   const GemmShape s = gemm_shape(P, g);
   const Precision precision = float32_precision();
-  const bool narrow = pick_tile(s, precision) == TileChoice::Narrow;
-  if (precision == Precision::Bf16)
-    return narrow ? launch_on<Bf16NarrowTile, P, true>(op, g, s, a_src, b_src, bias, out, groups,
-                                                       per_group, stream)
-                  : launch_on<Bf16SmallTile, P, true>(op, g, s, a_src, b_src, bias, out, groups,
-                                                      per_group, stream);
+  const TileChoice choice = pick_tile(s, precision);
+  if (precision == Precision::Bf16) {
+    if (choice == TileChoice::Tiny)
+      return launch_on<Bf16TinyTile, P, true>(op, g, s, a_src, b_src, bias, out, groups, per_group,
+                                              stream);
+    return choice == TileChoice::Narrow
+               ? launch_on<Bf16NarrowTile, P, true>(op, g, s, a_src, b_src, bias, out, groups,
+                                                    per_group, stream)
+               : launch_on<Bf16SmallTile, P, true>(op, g, s, a_src, b_src, bias, out, groups,
+                                                   per_group, stream);
+  }
   const bool tf32 = precision == Precision::Tf32;
-  switch (pick_tile(s, precision)) {
+  switch (choice) {
+    case TileChoice::Tiny:
+      return tf32 ? launch_on<TinyTile, P, true>(op, g, s, a_src, b_src, bias, out, groups,
+                                                 per_group, stream)
+                  : launch_on<TinyTile, P, false>(op, g, s, a_src, b_src, bias, out, groups,
+                                                  per_group, stream);
     case TileChoice::Narrow:
       return tf32 ? launch_on<NarrowTile, P, true>(op, g, s, a_src, b_src, bias, out, groups,
                                                    per_group, stream)
@@ -295,6 +332,8 @@ void launch_conv_gemm(const char* op, const Conv2dGeometry& g, const float* a_sr
 
 int64_t tiles_for(const GemmShape& s) {
   switch (pick_tile(s, float32_precision())) {  // the bf16 tiles have the fp32 ones' shapes
+    case TileChoice::Tiny:
+      return tiles_of<TinyTile>(s);
     case TileChoice::Narrow:
       return tiles_of<NarrowTile>(s);
     case TileChoice::Small:

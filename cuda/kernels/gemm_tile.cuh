@@ -6,18 +6,35 @@
 //   float b(int64_t k, int64_t n) const   op(B)(k, n), zero outside the matrix
 //   bool a_k_fastest() const              A's storage has k contiguous (else m)
 //   bool b_k_fastest() const              B's storage has k contiguous (else n)
-// The last two order the global loads so that neighbouring threads read neighbouring addresses.
+//   bool a_vector() const, b_vector()     runs of 4 along the fastest dimension may be read as
+//                                         16-byte vectors (aligned base, leading dimension and
+//                                         batch stride multiples of 4 floats; per launch)
+//   int a_span(m, k, const float*& p)     for vector operands: how many (0..4) of the 4 elements
+//   int b_span(k, n, const float*& p)     from (m, k) / (k, n) along the fastest dimension lie
+//                                         inside, p their 16-byte aligned address (when 0: any
+//                                         aligned address of the operand: a cp.async source)
+// The k_fastest flags order the global loads so that neighbouring threads read neighbouring
+// addresses.
 //
 // Each 256-thread block computes a TM x TN tile of C, walking K in k-slices of kK (8; 16 for
 // bf16). The block stages a (kK x TM) slice of op(A) and a (kK x TN) slice of op(B) in shared
-// memory (k-major, so
-// a thread reads its rows / columns as 16-byte vectors), and each thread keeps a ThM x ThN
-// sub-tile of C in registers. A thread's columns are groups of 4, TN / (ThN / 4) apart (not
-// adjacent): a quarter-warp's 16-byte loads then cover 32 consecutive floats, one per bank
-// (adjacent columns per thread made lanes 0 and 4 collide: a 2-way bank conflict). Rows
-// likewise. Double-buffered: the global loads of the next k-slice are issued into registers
-// before the current slice's FMAs and stored to the other shared buffer after them (one barrier
-// per slice). Shared rows are padded by 16 bytes to spread the transposed stores over the banks.
+// memory (k-major, so a thread reads its rows / columns as 16-byte vectors), and each thread
+// keeps a ThM x ThN sub-tile of C in registers. A thread's columns are groups of 4, TN / (ThN /
+// 4) apart (not adjacent): a quarter-warp's 16-byte loads then cover 32 consecutive floats, one
+// per bank (adjacent columns per thread made lanes 0 and 4 collide: a 2-way bank conflict). Rows
+// likewise. Shared rows are padded by 16 bytes to spread the transposed stores over the banks.
+// How an operand's slices reach shared memory (Load, per launch, so no extra instantiations):
+//   Scalar  one bounds-checked element per load (a()/b()), held in registers, stored after the
+//           current slice's FMAs (register prefetch): transposed-to-shared or unaligned operands;
+//   Vector  the same with 16-byte global loads (a_span()/b_span()): aligned operands whose
+//           contiguous dimension is k (their shared store is a transpose), and every aligned
+//           operand of the bf16 tiles (which round to bf16 while staging);
+//   Async   cp.async of 16 bytes straight into shared memory, kStages - 1 = 2 slices ahead of the
+//           FMAs (a 3-stage ring): aligned fp32/TF32 operands contiguous along m (A) / n (B),
+//           the shared rows' direction; tails and the matrix edge are zero-filled by the copy.
+// One barrier per slice: slice s's async copies are waited for (each thread its own) and the
+// barrier makes every thread's copies and register stores of slice s visible and frees the
+// stage that slice s - 1 used, which then receives slice s + 2's copies.
 // Tensor cores (MmaWarps): the same staging; the 8 warps each own a 16 x (TN * 16 / TM) piece of
 // C as WMMA accumulators, fragments loaded straight from the k-major shared tiles (A's as
 // column-major, B's as row-major). The tile's element type picks the precision:
@@ -32,6 +49,7 @@
 #include <type_traits>
 
 #include <cuda_bf16.h>
+#include <cuda_pipeline.h>
 #include <mma.h>
 
 namespace echelon::cuda::tile {
@@ -47,36 +65,42 @@ constexpr int64_t kFillBlocks = 4;
 constexpr int64_t kFillBlocks = 2 * 132;  // two blocks per SM of an H200; to tune on the GPU
 #endif
 
+constexpr int ceil_div_int(int a, int b) {
+  return (a + b - 1) / b;
+}
+
 // E: what the shared tiles hold (float for FMA and TF32, __nv_bfloat16 for bf16).
 template <int TM, int TN, int ThM, int ThN, typename E = float>
 struct Tile {
   using Elem = E;
+  static constexpr bool kFloat = std::is_same_v<E, float>;
   static constexpr int kM = TM, kN = TN, kThM = ThM, kThN = ThN;
-  static constexpr int kK = std::is_same_v<E, float> ? 8 : 16;   // k-slice depth: one MMA's k
+  static constexpr int kK = kFloat ? 8 : 16;                     // k-slice depth: one MMA's k
   static constexpr int kPad = 16 / static_cast<int>(sizeof(E));  // 16 bytes a shared row
   static constexpr int kRows = TM / ThM, kCols = TN / ThN;       // threads along m and n
-  static constexpr int kLoadsA = TM * kK / kThreads;  // elements of A per thread and slice
-  static constexpr int kLoadsB = TN * kK / kThreads;  // elements of B per thread and slice
+  static constexpr int kStages = kFloat ? 3 : 2;  // cp.async runs 2 slices ahead; bf16 has none
   static_assert(kRows * kCols == kThreads && ThM % kVec == 0 && ThN % kVec == 0);
-  static_assert(TM * kK % kThreads == 0 && TN * kK % kThreads == 0);
+  static_assert(TM % kVec == 0 && TN % kVec == 0);
 };
 using LargeTile = Tile<128, 128, 8, 8>;
 using SmallTile = Tile<64, 64, 4, 4>;
-// Few rows, many columns: conv GEMMs whose M is a small channel count (6..32 in the zoo) waste
-// half or more of a 64-row tile; 32 rows waste at most 26 of 32 (6 channels) and keep 16 outputs
-// per thread.
+// Few rows, many columns: conv GEMMs whose M is a small channel count waste most of a 64-row
+// tile; 32 rows (17..32 channels) and 16 rows (up to 16: the 6 and 16 channels of LeNet-5 and
+// ResNet-20's first stage) keep 16 outputs per thread.
 using NarrowTile = Tile<32, 128, 4, 4>;
+using TinyTile = Tile<16, 256, 4, 4>;
 // The bf16 tensor-core tiles (MmaWarps only; ThM, ThN unused there).
 using Bf16SmallTile = Tile<64, 64, 4, 4, __nv_bfloat16>;
 using Bf16NarrowTile = Tile<32, 128, 4, 4, __nv_bfloat16>;
+using Bf16TinyTile = Tile<16, 256, 4, 4, __nv_bfloat16>;
 
-// Shared-memory tiles, double-buffered: [buffer][k][m] of op(A), [buffer][k][n] of op(B).
+// Shared-memory tiles, a ring of kStages: [stage][k][m] of op(A), [stage][k][n] of op(B).
 template <typename T>
-using ATiles = typename T::Elem[2][T::kK][T::kM + T::kPad];
+using ATiles = typename T::Elem[T::kStages][T::kK][T::kM + T::kPad];
 template <typename T>
-using BTiles = typename T::Elem[2][T::kK][T::kN + T::kPad];
+using BTiles = typename T::Elem[T::kStages][T::kK][T::kN + T::kPad];
 template <typename T>
-using ATile = typename T::Elem[T::kK][T::kM + T::kPad];  // one buffer
+using ATile = typename T::Elem[T::kK][T::kM + T::kPad];  // one stage
 template <typename T>
 using BTile = typename T::Elem[T::kK][T::kN + T::kPad];
 
@@ -89,39 +113,150 @@ __device__ __forceinline__ E to_tile(float v) {
     return __float2bfloat16_rn(v);
 }
 
-// A thread's share of one k-slice of op(A) rows m0.. and op(B) columns n0.., held in registers
-// between the global loads (fetch) and the shared-memory stores (stage).
-template <typename T>
-struct Slice {
-  float a[T::kLoadsA], b[T::kLoadsB];
+enum class Load : int { Scalar, Vector, Async };
 
-  template <typename Operands>
-  __device__ __forceinline__ void fetch(const Operands& ops, int64_t m0, int64_t n0, int64_t k0) {
-    const bool a_k = ops.a_k_fastest(), b_k = ops.b_k_fastest();
+// How each operand of a launch is staged (see the top): vector operands go by cp.async when the
+// tiles are fp32 and their contiguous dimension is the shared rows' (m for A, n for B).
+struct Staging {
+  Load a, b;
+  bool a_k, b_k;  // the loader's a_k_fastest(), b_k_fastest()
+  __device__ bool any_async() const { return a == Load::Async || b == Load::Async; }
+};
+template <typename T, typename Operands>
+__device__ __forceinline__ Staging staging_of(const Operands& ops) {
+  const bool a_k = ops.a_k_fastest(), b_k = ops.b_k_fastest();
+  const auto pick = [](bool vector, bool k_fastest) {
+    return !vector ? Load::Scalar : T::kFloat && !k_fastest ? Load::Async : Load::Vector;
+  };
+  return {pick(ops.a_vector(), a_k), pick(ops.b_vector(), b_k), a_k, b_k};
+}
+
+// One operand's share of a k-slice of D (kM or kN) by K elements; d is the operand's m or n.
+// get(d, k) reads one element, span(d, k, p) a run of 4 (the loader's a/b, a_span/b_span).
+template <int D, int K>
+struct Part {
+  static constexpr int kScalar = ceil_div_int(D * K, kThreads);    // elements per thread
+  static constexpr int kChunks = D * K / kVec;                     // 16-byte pieces per slice
+  static constexpr int kVector = ceil_div_int(kChunks, kThreads);  // pieces per thread
+  static constexpr int kRegs = kScalar > kVector* kVec ? kScalar : kVector* kVec;
+  float v[kRegs];
+
+  // Piece c: (d, k) of its first element; the 4 run along k (k_fast) or along d.
+  __device__ static __forceinline__ void piece(int c, bool k_fast, int& d, int& k) {
+    d = k_fast ? c / (K / kVec) : c % (D / kVec) * kVec;
+    k = k_fast ? c % (K / kVec) * kVec : c / (D / kVec);
+  }
+
+  // Registers <- the slice at (d0, k0), for Scalar and Vector operands.
+  template <typename Get, typename Span>
+  __device__ __forceinline__ void fetch(Load load, bool k_fast, Get get, Span span, int64_t d0,
+                                        int64_t k0) {
+    if (load == Load::Scalar) {
 #pragma unroll
-    for (int j = 0; j < T::kLoadsA; ++j) {
-      const int idx = threadIdx.x + j * kThreads;
-      a[j] = ops.a(m0 + (a_k ? idx / T::kK : idx % T::kM), k0 + (a_k ? idx % T::kK : idx / T::kM));
-    }
+      for (int j = 0; j < kScalar; ++j) {
+        const int idx = threadIdx.x + j * kThreads;
+        if (D * K % kThreads == 0 || idx < D * K)
+          v[j] = get(d0 + (k_fast ? idx / K : idx % D), k0 + (k_fast ? idx % K : idx / D));
+      }
+    } else if (load == Load::Vector) {
 #pragma unroll
-    for (int j = 0; j < T::kLoadsB; ++j) {
-      const int idx = threadIdx.x + j * kThreads;
-      b[j] = ops.b(k0 + (b_k ? idx % T::kK : idx / T::kN), n0 + (b_k ? idx / T::kK : idx % T::kN));
+      for (int j = 0; j < kVector; ++j) {
+        const int c = threadIdx.x + j * kThreads;
+        if (kChunks % kThreads != 0 && c >= kChunks) continue;
+        int d, k;
+        piece(c, k_fast, d, k);
+        const float* p;
+        const int n = span(d0 + d, k0 + k, p);
+        if (n == kVec) {
+          const float4 q = *reinterpret_cast<const float4*>(p);
+          v[j * kVec] = q.x, v[j * kVec + 1] = q.y, v[j * kVec + 2] = q.z, v[j * kVec + 3] = q.w;
+        } else {
+#pragma unroll
+          for (int i = 0; i < kVec; ++i) v[j * kVec + i] = i < n ? p[i] : 0.0f;
+        }
+      }
     }
   }
 
-  __device__ __forceinline__ void stage(bool a_k, bool b_k, ATile<T>& a_tile,
-                                        BTile<T>& b_tile) const {
-    using E = typename T::Elem;
+  // tile[k][d] <- the registers (Scalar and Vector operands).
+  template <typename E, int W>
+  __device__ __forceinline__ void stage(Load load, bool k_fast, E (&tile)[K][W]) const {
+    if (load == Load::Scalar) {
 #pragma unroll
-    for (int j = 0; j < T::kLoadsA; ++j) {
-      const int idx = threadIdx.x + j * kThreads;
-      a_tile[a_k ? idx % T::kK : idx / T::kM][a_k ? idx / T::kK : idx % T::kM] = to_tile<E>(a[j]);
+      for (int j = 0; j < kScalar; ++j) {
+        const int idx = threadIdx.x + j * kThreads;
+        if (D * K % kThreads == 0 || idx < D * K)
+          tile[k_fast ? idx % K : idx / D][k_fast ? idx / K : idx % D] = to_tile<E>(v[j]);
+      }
+    } else if (load == Load::Vector) {
+#pragma unroll
+      for (int j = 0; j < kVector; ++j) {
+        const int c = threadIdx.x + j * kThreads;
+        if (kChunks % kThreads != 0 && c >= kChunks) continue;
+        int d, k;
+        piece(c, k_fast, d, k);
+#pragma unroll
+        for (int i = 0; i < kVec; ++i)
+          tile[k + (k_fast ? i : 0)][d + (k_fast ? 0 : i)] = to_tile<E>(v[j * kVec + i]);
+      }
     }
+  }
+
+  // cp.async of the slice at (d0, k0) into tile[k][d] (an Async operand: d contiguous).
+  template <int W, typename Span>
+  __device__ static __forceinline__ void issue(float (&tile)[K][W], Span span, int64_t d0,
+                                               int64_t k0) {
 #pragma unroll
-    for (int j = 0; j < T::kLoadsB; ++j) {
-      const int idx = threadIdx.x + j * kThreads;
-      b_tile[b_k ? idx % T::kK : idx / T::kN][b_k ? idx / T::kK : idx % T::kN] = to_tile<E>(b[j]);
+    for (int j = 0; j < kVector; ++j) {
+      const int c = threadIdx.x + j * kThreads;
+      if (kChunks % kThreads != 0 && c >= kChunks) continue;
+      int d, k;
+      piece(c, false, d, k);
+      const float* p;
+      const int n = span(d0 + d, k0 + k, p);
+      __pipeline_memcpy_async(&tile[k][d], p, kVec * sizeof(float), (kVec - n) * sizeof(float));
+    }
+  }
+};
+
+// A thread's share of one k-slice of op(A) rows m0.. and op(B) columns n0..: the registers of the
+// Scalar / Vector operands between their global loads (fetch) and shared stores (stage), and
+// the cp.async issue of the Async ones.
+template <typename T>
+struct Slice {
+  Part<T::kM, T::kK> a;
+  Part<T::kN, T::kK> b;
+
+  template <typename Operands>
+  __device__ __forceinline__ void fetch(const Staging& st, const Operands& ops, int64_t m0,
+                                        int64_t n0, int64_t k0) {
+    a.fetch(
+        st.a, st.a_k, [&](int64_t m, int64_t k) { return ops.a(m, k); },
+        [&](int64_t m, int64_t k, const float*& p) { return ops.a_span(m, k, p); }, m0, k0);
+    b.fetch(
+        st.b, st.b_k, [&](int64_t n, int64_t k) { return ops.b(k, n); },
+        [&](int64_t n, int64_t k, const float*& p) { return ops.b_span(k, n, p); }, n0, k0);
+  }
+
+  __device__ __forceinline__ void stage(const Staging& st, ATile<T>& a_tile,
+                                        BTile<T>& b_tile) const {
+    a.stage(st.a, st.a_k, a_tile);
+    b.stage(st.b, st.b_k, b_tile);
+  }
+
+  template <typename Operands>
+  __device__ static __forceinline__ void issue(const Staging& st, const Operands& ops, int64_t m0,
+                                               int64_t n0, int64_t k0, ATile<T>& a_tile,
+                                               BTile<T>& b_tile) {
+    if constexpr (T::kFloat) {
+      if (st.a == Load::Async)
+        Part<T::kM, T::kK>::issue(
+            a_tile, [&](int64_t m, int64_t k, const float*& p) { return ops.a_span(m, k, p); }, m0,
+            k0);
+      if (st.b == Load::Async)
+        Part<T::kN, T::kK>::issue(
+            b_tile, [&](int64_t n, int64_t k, const float*& p) { return ops.b_span(k, n, p); }, n0,
+            k0);
     }
   }
 };
@@ -156,26 +291,42 @@ __device__ __forceinline__ void multiply_slice(const float (*a_tile)[T::kM + T::
   }
 }
 
-// Stages `slices` k-slices one by one in two shared buffers and calls multiply(cur) once slice s
-// sits in buffer cur: while the block multiplies slice s, each thread's registers hold slice
-// s + 1 (its global loads in flight, fetch(s + 1, next)), stored into the other buffer
-// afterwards; one barrier per slice. a_k / b_k: the loader's a_k_fastest() / b_k_fastest().
-template <typename T, typename Fetch, typename Multiply>
-__device__ __forceinline__ void for_each_slice(int64_t slices, bool a_k, bool b_k,
-                                               ATiles<T>& a_tile, BTiles<T>& b_tile, Fetch fetch,
-                                               Multiply multiply) {
+// Stages `slices` k-slices in the ring and calls multiply(stage) once slice s sits in that
+// stage. locate(s, f) calls f(operand loader, k0) for slice s (its loader: the SGEMM's batch).
+// Register operands: while the block multiplies slice s, each thread's registers hold slice
+// s + 1 (its global loads in flight), stored into the next stage afterwards. Async operands:
+// slice s + kStages - 1's copies are issued into the stage slice s - 1 used, before the FMAs.
+template <typename T, typename Locate, typename Multiply>
+__device__ __forceinline__ void for_each_slice(int64_t slices, const Staging& st, int64_t m0,
+                                               int64_t n0, ATiles<T>& a_tile, BTiles<T>& b_tile,
+                                               Locate locate, Multiply multiply) {
+  constexpr int kStages = T::kStages;
+  const bool async = st.any_async();
+  const auto issue = [&](int64_t s, int stage) {  // one cp.async group per slice, even if empty
+    if (s < slices)
+      locate(s, [&](const auto& ops, int64_t k0) {
+        Slice<T>::issue(st, ops, m0, n0, k0, a_tile[stage], b_tile[stage]);
+      });
+    __pipeline_commit();
+  };
   Slice<T> next;
+  if (async)
+    for (int s = 0; s < kStages - 1; ++s) issue(s, s);
   if (slices > 0) {
-    fetch(int64_t{0}, next);
-    next.stage(a_k, b_k, a_tile[0], b_tile[0]);
+    locate(int64_t{0}, [&](const auto& ops, int64_t k0) { next.fetch(st, ops, m0, n0, k0); });
+    next.stage(st, a_tile[0], b_tile[0]);
   }
-  __syncthreads();
+  int cur = 0;
   for (int64_t s = 0; s < slices; ++s) {
-    const int cur = static_cast<int>(s & 1);
-    if (s + 1 < slices) fetch(s + 1, next);
+    if (async) __pipeline_wait_prior(kStages - 2);  // this thread's copies of slice s landed
+    __syncthreads();  // everyone's slice s is in stage cur; nobody reads slice s - 1's stage
+    const int following = cur + 1 == kStages ? 0 : cur + 1;
+    if (async) issue(s + kStages - 1, cur == 0 ? kStages - 1 : cur - 1);
+    if (s + 1 < slices)
+      locate(s + 1, [&](const auto& ops, int64_t k0) { next.fetch(st, ops, m0, n0, k0); });
     multiply(cur);
-    if (s + 1 < slices) next.stage(a_k, b_k, a_tile[cur ^ 1], b_tile[cur ^ 1]);
-    __syncthreads();  // slice s + 1 staged; nobody reads buffer cur any more
+    if (s + 1 < slices) next.stage(st, a_tile[following], b_tile[following]);
+    cur = following;
   }
 }
 

@@ -1,9 +1,12 @@
 // Row-major GEMM, two ways: our tiled SGEMM and cuBLAS.
 //
-// Our kernel: the block tiles of cuda/kernels/gemm_tile.cuh (double-buffered k-slices in shared
-// memory, FMA, TF32 or bf16 WMMA) with a dense operand loader: bounds-checked (zero-filled), so
-// any M, N, K and both transposes work, at the cost of no vectorised global loads; the global
-// load mapping follows the storage order (k fastest for row-major A, m fastest for transposed A).
+// Our kernel: the block tiles of cuda/kernels/gemm_tile.cuh (a ring of k-slices in shared memory,
+// FMA, TF32 or bf16 WMMA) with a dense operand loader: bounds-checked (zero-filled), so any M, N,
+// K and both transposes work; the global load mapping follows the storage order (k fastest for
+// row-major A, m fastest for transposed A). An operand whose pointer, leading dimension and batch
+// stride are multiples of 16 bytes is read 16 bytes at a time: by cp.async straight into shared
+// memory when its rows run along the shared rows (transposed A, plain B; fp32 and TF32), else by
+// float4 loads into registers; others element by element.
 // Two tile shapes for FMA: 128x128 (8x8 per thread: 64 FMAs per 4 shared vector loads) for large
 // problems, 64x64 (4x4 per thread) when 128x128 tiles would leave SMs idle; use_large_tile
 // decides. TF32 and bf16 (set_float32_precision(Precision::Tf32 / Bf16)) run the 64x64 tile on
@@ -56,6 +59,13 @@ struct GemmArgs {
   const float* row_bias;
 };
 
+// Whether a dense operand's runs of 4 along its contiguous dimension are 16-byte aligned in
+// every batch.
+__device__ __forceinline__ bool vector_ok(const float* p, int64_t ld, int64_t stride) {
+  return reinterpret_cast<uintptr_t>(p) % (kVec * sizeof(float)) == 0 && ld % kVec == 0 &&
+         stride % kVec == 0;
+}
+
 // The operand loader (cuda/kernels/gemm_tile.cuh) of batch b's dense, possibly transposed
 // matrices; loads are bounds-checked (zero-filled), so any M, N, K work.
 struct DenseOperands {
@@ -65,6 +75,8 @@ struct DenseOperands {
 
   __device__ bool a_k_fastest() const { return !g.trans_a; }  // row-major (M, K)
   __device__ bool b_k_fastest() const { return g.trans_b; }   // transposed storage (N, K)
+  __device__ bool a_vector() const { return vector_ok(g.A, g.lda, g.stride_a); }
+  __device__ bool b_vector() const { return vector_ok(g.B, g.ldb, g.stride_b); }
   __device__ float a(int64_t m, int64_t k) const {
     if (m >= g.M || k >= g.K) return 0.0f;
     return g.trans_a ? A[k * g.lda + m] : A[m * g.lda + k];
@@ -72,6 +84,18 @@ struct DenseOperands {
   __device__ float b(int64_t k, int64_t n) const {
     if (n >= g.N || k >= g.K) return 0.0f;
     return g.trans_b ? B[n * g.ldb + k] : B[k * g.ldb + n];
+  }
+  __device__ int a_span(int64_t m, int64_t k, const float*& p) const {
+    p = A;
+    if (m >= g.M || k >= g.K) return 0;
+    p = g.trans_a ? A + k * g.lda + m : A + m * g.lda + k;
+    return static_cast<int>(min(int64_t{kVec}, g.trans_a ? g.M - m : g.K - k));
+  }
+  __device__ int b_span(int64_t k, int64_t n, const float*& p) const {
+    p = B;
+    if (n >= g.N || k >= g.K) return 0;
+    p = g.trans_b ? B + n * g.ldb + k : B + k * g.ldb + n;
+    return static_cast<int>(min(int64_t{kVec}, g.trans_b ? g.K - k : g.N - n));
   }
 };
 
@@ -85,11 +109,12 @@ __device__ __forceinline__ void for_each_group_slice(const GemmArgs& g, int64_t 
   const int64_t b_begin = group * g.per_block, b_end = min(g.batch, b_begin + g.per_block);
   const int64_t k_slices = (g.K + T::kK - 1) / T::kK;
   const int64_t slices = b_end > b_begin ? (b_end - b_begin) * k_slices : 0;
-  const auto fetch = [&](int64_t s, Slice<T>& next) {
+  const auto locate = [&](int64_t s, auto&& f) {
     const int64_t b = b_begin + s / k_slices, k0 = (s % k_slices) * T::kK;
-    next.fetch(DenseOperands{g, g.A + b * g.stride_a, g.B + b * g.stride_b}, m0, n0, k0);
+    f(DenseOperands{g, g.A + b * g.stride_a, g.B + b * g.stride_b}, k0);
   };
-  for_each_slice<T>(slices, !g.trans_a, g.trans_b, a_tile, b_tile, fetch, multiply);
+  const Staging st = staging_of<T>(DenseOperands{g, g.A, g.B});
+  for_each_slice<T>(slices, st, m0, n0, a_tile, b_tile, locate, multiply);
 }
 
 // C(m, n) of the block's group = alpha * acc + beta * C(m, n) + row_bias[m] (the fused epilogue

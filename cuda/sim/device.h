@@ -46,6 +46,14 @@ uint64_t warp_op(WarpOp op, unsigned mask, uint64_t value, int arg, int width, c
 [[noreturn]] void device_error(const std::string& message);
 // __syncthreads and its counting variants: returns the number of threads with pred != 0.
 int barrier(int pred, const char* file, int line);
+// cp.async (<cuda_pipeline.h>), per thread as on the GPU: a copy is queued (its destination
+// turns to 0xFF bytes, NaN, at once: it is undefined until the copy is waited for), a commit
+// closes the queued copies into a group, and a wait lands the groups older than the newest
+// `prior` (source bytes read then, zfill bytes zeroed). Copies never waited for are dropped when
+// the thread exits.
+void async_copy(void* dst, const void* src, size_t size, size_t zfill, const char* file, int line);
+void async_commit();
+void async_wait_prior(size_t prior);
 
 template <typename T>
 uint64_t to_bits(T v) {

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <random>
 #include <sstream>
@@ -169,8 +170,16 @@ struct PooledStack {
 
 struct Abort {};  // unwinds a CUDA thread's fiber when its block failed
 
+struct AsyncCopy {
+  void* dst;
+  const void* src;
+  size_t size, src_bytes;
+};
+
 struct SimThread {
   enum class State : uint8_t { Ready, Barrier, Warp, Exited };
+  std::vector<AsyncCopy> queued;               // cp.async copies since the last commit
+  std::deque<std::vector<AsyncCopy>> pending;  // committed groups not yet waited for, oldest first
   uint3 idx{};
   int linear = 0;
   State state = State::Ready;
@@ -524,6 +533,46 @@ void device_error(const std::string& message) {
   fail_block(*t_block, message);
   suspend(*t_thread);  // the scheduler aborts the block: this throws Abort
   throw Abort{};
+}
+
+void async_copy(void* dst, const void* src, size_t size, size_t zfill, const char* file, int line) {
+  const auto misaligned = [size](const void* p) {
+    return reinterpret_cast<uintptr_t>(p) % size != 0;
+  };
+  const std::string what = "__pipeline_memcpy_async at " + site(file, line) + ": ";
+  if (size != 4 && size != 8 && size != 16)
+    device_error(what + "size " + std::to_string(size) + " (must be 4, 8 or 16)");
+  if (zfill > size)
+    device_error(what + "zfill " + std::to_string(zfill) + " exceeds the size " +
+                 std::to_string(size));
+  if (misaligned(dst) || misaligned(src))
+    device_error(what + "source or destination not aligned to the copy's " + std::to_string(size) +
+                 " bytes");
+  if (where(dst) != Where::Host)
+    device_error(what + "the destination is global memory (it must be shared)");
+  const size_t src_bytes = size - zfill;
+  if (src_bytes > 0 && where(src, src_bytes) == Where::Host)
+    device_error(what + "the source's " + std::to_string(src_bytes) +
+                 " bytes are not inside a device allocation");
+  std::memset(dst, 0xFF, size);  // undefined until waited for: NaN to whoever reads it early
+  t_thread->queued.push_back({dst, src, size, src_bytes});
+}
+
+void async_commit() {
+  SimThread& t = *t_thread;
+  t.pending.push_back(std::move(t.queued));  // an empty group too, as cp.async.commit_group
+  t.queued.clear();
+}
+
+void async_wait_prior(size_t prior) {
+  SimThread& t = *t_thread;
+  while (t.pending.size() > prior) {
+    for (const AsyncCopy& c : t.pending.front()) {
+      std::memcpy(c.dst, c.src, c.src_bytes);
+      std::memset(static_cast<char*>(c.dst) + c.src_bytes, 0, c.size - c.src_bytes);
+    }
+    t.pending.pop_front();
+  }
 }
 
 int barrier(int pred, const char* file, int line) {

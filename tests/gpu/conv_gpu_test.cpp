@@ -1,6 +1,7 @@
 // Our convolution's two algorithms (cuda::set_conv_algorithm: implicit GEMM, the default, and
 // im2col + GEMM) against the CPU twin, every direction, under fp32, TF32 and bf16, on shapes that
-// reach each tile (32x128 narrow for <= 32 rows, 64x64, 128x128), the split-K weight gradient, the
+// reach each tile (16x256 tiny for <= 16 rows, 32x128 narrow for <= 32, 64x64, 128x128) and the
+// float4 operand loads (weights' rows, grad_out's planes), the split-K weight gradient, the
 // columns fallback of the input gradient (< 8 input channels), stride,
 // padding, dilation, rectangular kernels, batch 1, C = 1 and sizes that are no tile multiple.
 // Under TF32 (bf16) the reference is the fp32 twin on TF32- (bf16-) rounded inputs (as
@@ -83,6 +84,10 @@ const std::vector<Case>& cases() {
       {"c40_s2", {2, 40, 5, 6}, {8, 40, 3, 3}, window(2, 2, 1, 1)},
       // 128x128 tile for the fp32 forward: 130 rows, 288 columns (six tiles).
       {"o130_large", {2, 3, 12, 12}, {130, 3, 3, 3}, window(1, 1, 1, 1)},
+      // float4 loads of the weights' rows (R = 144, 72) and of grad_out's planes (64, 36): the
+      // 16x256 tiny tile in every direction (ResNet-20's first stage), and the narrow tile.
+      {"c16_o16_vector (ResNet-20)", {2, 16, 8, 8}, {16, 16, 3, 3}, window(1, 1, 1, 1)},
+      {"c8_o24_vector", {2, 8, 6, 6}, {24, 8, 3, 3}, window(1, 1, 1, 1)},
   };
   return all;
 }

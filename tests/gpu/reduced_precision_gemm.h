@@ -46,16 +46,17 @@ class PrecisionScope {
 // fp32 ulps of sums of |a b| <= 4 over K <= 45 terms.
 constexpr parity::Tolerance kSameRounding{1e-4, 1e-5};
 
-// C = alpha op(A) op(B) + beta C on the device under `precision` (our kernel), returned on the CPU.
+// C = alpha op(A) op(B) + beta C on the device under `precision` (our kernel), returned on the CPU;
+// lda, ldb: the row lengths of a and b (0: tight).
 inline Tensor device_gemm(Precision precision, bool trans_a, bool trans_b, int64_t M, int64_t N,
                           int64_t K, float alpha, const Tensor& a, const Tensor& b, float beta,
-                          const Tensor& c0) {
+                          const Tensor& c0, int64_t lda = 0, int64_t ldb = 0) {
   const Tensor a_gpu = a.to(Device::cuda(0)), b_gpu = b.to(Device::cuda(0));
   Tensor c = c0.to(Device::cuda(0));
   {
     PrecisionScope scope(precision);
-    cuda::gemm(trans_a, trans_b, M, N, K, alpha, a_gpu.data<float>(), trans_a ? M : K,
-               b_gpu.data<float>(), trans_b ? K : N, beta, c.data<float>(), N,
+    cuda::gemm(trans_a, trans_b, M, N, K, alpha, a_gpu.data<float>(), lda ? lda : (trans_a ? M : K),
+               b_gpu.data<float>(), ldb ? ldb : (trans_b ? K : N), beta, c.data<float>(), N,
                cuda::current_stream(0));
   }
   return c.cpu();
@@ -89,30 +90,36 @@ inline std::vector<float> check_k1_rounding(Precision precision, std::vector<flo
 }
 
 // Our SGEMM equals the twin in all four transposes with alpha, beta and odd sizes (two 64-row
-// tiles, a k-slice tail). The rounding is really there: against fp32 products the result differs
-// by more than `vs_fp32` allows, but by less than `max_vs_fp32`.
+// tiles, a k-slice tail), with tight rows (element loads) and with rows padded to 16 bytes (the
+// 16-byte paths: cp.async under TF32, float4 loads, runs cut by the matrix edge). The rounding is
+// really there: against fp32 products the result differs by more than `vs_fp32` allows, but by
+// less than `max_vs_fp32`.
 inline void check_gemm_transposes(Precision precision, CpuTwin twin,
                                   const parity::Tolerance& vs_fp32_tolerance, double max_vs_fp32,
                                   const std::string& name) {
   const int64_t M = 70, N = 45, K = 37;
-  for (const bool trans_a : {false, true})
-    for (const bool trans_b : {false, true}) {
-      const Tensor a = random_cpu(trans_a ? Shape{K, M} : Shape{M, K}, 1);
-      const Tensor b = random_cpu(trans_b ? Shape{N, K} : Shape{K, N}, 2);
-      const Tensor c0 = random_cpu({M, N}, 3);
-      Tensor expected = c0.clone(), fp32 = c0.clone();
-      const int64_t lda = trans_a ? M : K, ldb = trans_b ? K : N;
-      twin(trans_a, trans_b, M, N, K, 1.5f, a.data<float>(), lda, b.data<float>(), ldb, -0.5f,
-           expected.data<float>(), N);
-      cpu::gemm<float>(trans_a, trans_b, M, N, K, 1.5f, a.data<float>(), lda, b.data<float>(), ldb,
-                       -0.5f, fp32.data<float>(), N);
-      const Tensor got = device_gemm(precision, trans_a, trans_b, M, N, K, 1.5f, a, b, -0.5f, c0);
-      const parity::Comparison cmp = parity::compare(got, expected, kSameRounding);
-      CHECK_MESSAGE(cmp.ok, "trans_a=", trans_a, " trans_b=", trans_b, ": ", cmp.summary());
-      const parity::Comparison vs_fp32 = parity::compare(got, fp32, vs_fp32_tolerance);
-      CHECK_MESSAGE(!vs_fp32.ok, name, " result equals the fp32 one: ", vs_fp32.summary());
-      CHECK_MESSAGE(vs_fp32.max_abs_error < max_vs_fp32, vs_fp32.summary());
-    }
+  for (const bool padded : {false, true})
+    for (const bool trans_a : {false, true})
+      for (const bool trans_b : {false, true}) {
+        CAPTURE(padded);
+        const auto row = [padded](int64_t cols) { return padded ? (cols + 3) / 4 * 4 : cols; };
+        const int64_t lda = row(trans_a ? M : K), ldb = row(trans_b ? K : N);
+        const Tensor a = random_cpu(trans_a ? Shape{K, lda} : Shape{M, lda}, 1);
+        const Tensor b = random_cpu(trans_b ? Shape{N, ldb} : Shape{K, ldb}, 2);
+        const Tensor c0 = random_cpu({M, N}, 3);
+        Tensor expected = c0.clone(), fp32 = c0.clone();
+        twin(trans_a, trans_b, M, N, K, 1.5f, a.data<float>(), lda, b.data<float>(), ldb, -0.5f,
+             expected.data<float>(), N);
+        cpu::gemm<float>(trans_a, trans_b, M, N, K, 1.5f, a.data<float>(), lda, b.data<float>(),
+                         ldb, -0.5f, fp32.data<float>(), N);
+        const Tensor got =
+            device_gemm(precision, trans_a, trans_b, M, N, K, 1.5f, a, b, -0.5f, c0, lda, ldb);
+        const parity::Comparison cmp = parity::compare(got, expected, kSameRounding);
+        CHECK_MESSAGE(cmp.ok, "trans_a=", trans_a, " trans_b=", trans_b, ": ", cmp.summary());
+        const parity::Comparison vs_fp32 = parity::compare(got, fp32, vs_fp32_tolerance);
+        CHECK_MESSAGE(!vs_fp32.ok, name, " result equals the fp32 one: ", vs_fp32.summary());
+        CHECK_MESSAGE(vs_fp32.max_abs_error < max_vs_fp32, vs_fp32.summary());
+      }
 }
 
 // Strided batches, the fused row bias and batch-reduce (groups of 2 over 5 batches, the last one

@@ -387,6 +387,56 @@ void matmul_cases() {
        {f32({5, 9, 130}), f32({5, 11, 130})},
        [](const auto& in) { return ops::bmm(in[0], in[1], false, true); },
        tol});
+  // Operands whose pointer and leading dimension are multiples of 16 bytes take the 16-byte
+  // paths of gemm_tile.cuh: cp.async for transposed A and plain B (along m / n), float4 register
+  // loads for plain A and transposed B (along k); narrowed views give runs cut by the matrix edge
+  // (tails of 1..3) and, offset by one or two floats, misaligned operands (element loads).
+  add({"matmul/nn_aligned",
+       "matmul",
+       {f32({67, 44}), f32({44, 132})},
+       [](const auto& in) { return ops::matmul(in[0], in[1]); },
+       tol});
+  add({"matmul/tn_aligned_tails",
+       "matmul",
+       {f32({37, 72}), f32({37, 136})},
+       [](const auto& in) {
+         return ops::matmul(in[0].narrow(1, 0, 70), in[1].narrow(1, 0, 133), true, false);
+       },
+       tol});
+  add({"matmul/nt_aligned_tails",
+       "matmul",
+       {f32({67, 40}), f32({131, 40})},
+       [](const auto& in) {
+         return ops::matmul(in[0].narrow(1, 0, 37), in[1].narrow(1, 0, 37), false, true);
+       },
+       tol});
+  add({"matmul/tt_aligned",
+       "matmul",
+       {f32({36, 68}), f32({52, 36})},
+       [](const auto& in) { return ops::matmul(in[0], in[1], true, true); },
+       tol});
+  add({"matmul/misaligned_views",
+       "matmul",
+       {f32({20, 48}), f32({40, 68})},
+       [](const auto& in) { return ops::matmul(in[0].narrow(1, 1, 40), in[1].narrow(1, 2, 63)); },
+       tol});
+  add({"matmul/tn_aligned_large_tile",
+       "matmul",
+       {f32({24, 256}), f32({24, 260})},
+       [](const auto& in) { return ops::matmul(in[0], in[1].narrow(1, 0, 257), true, false); },
+       tol});
+  add({"bmm/nn_aligned",
+       "matmul",
+       {f32({3, 33, 20}), f32({3, 20, 36})},
+       [](const auto& in) { return ops::bmm(in[0], in[1]); },
+       tol});
+  add({"bmm/tn_aligned_tails",
+       "matmul",
+       {f32({2, 19, 40}), f32({2, 19, 24})},
+       [](const auto& in) {
+         return ops::bmm(in[0].narrow(2, 0, 38), in[1].narrow(2, 0, 21), true, false);
+       },
+       tol});
   add({"gemm_/beta0_nan_c",
        "matmul",
        {f32({53, 19}), f32({19, 71})},
