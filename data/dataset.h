@@ -52,7 +52,8 @@ class Dataset {
   virtual Image decode(const RawRecord& record) const = 0;
 
   // True when decode_augment() is faster than decode() + augment_image() + to_float() for
-  // these options (the loader then runs them as one stage). Default: false.
+  // these options (the loader then runs them as one stage). Default: false; in-memory data sets
+  // (IDX, CIFAR-10) say true, their decode being a copy.
   virtual bool fuses_decode_augment(const AugmentOptions& augment) const;
   // decode() + augment_image(augment, key) + to_float() in one call: (C, H, W) floats into
   // `out`, the image's height and width into `height`/`width`; bit-identical to the three steps.

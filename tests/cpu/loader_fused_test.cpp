@@ -113,6 +113,28 @@ TEST_SUITE("concurrency_loader_fused") {
     }
   }
 
+  TEST_CASE("an in-memory data set runs decode + augment as one stage, same batches") {
+    LabeledImages set;
+    set.images = Tensor::empty({23, 3, 9, 7}, kUInt8);
+    uint8_t* pixels = set.images.data<uint8_t>();
+    for (int64_t i = 0; i < set.images.numel(); ++i) pixels[i] = static_cast<uint8_t>(i * 37 % 251);
+    set.labels = Tensor::empty({23}, kInt64);
+    for (int64_t i = 0; i < 23; ++i) set.labels.data<int64_t>()[i] = i % 4;
+    set.num_classes = 4;
+    const auto dataset = make_memory_dataset(set, "memory");
+    LoaderOptions options = training_options();
+    options.fuse_decode_augment = true;
+    const Epoch fused = run_epoch(dataset, options);
+    options.fuse_decode_augment = false;
+    const Epoch separate = run_epoch(dataset, options);
+    CHECK(has_stage(fused, "decode+augment"));
+    CHECK_FALSE(has_stage(fused, "augment"));
+    CHECK(has_stage(separate, "augment"));
+    REQUIRE(fused.images.size() >= 4);  // 23 examples in batches of 5
+    CHECK(fused.labels == separate.labels);
+    CHECK(fused.images == separate.images);
+  }
+
   TEST_CASE("echo before augmentation repeats the decoded image, augmented afresh per copy") {
     if (!have_stb()) return;
     const fs::path root = write_jpeg_folder("loader_fused_before");
