@@ -13,6 +13,9 @@
 #   configure  cmake, CUDA arch 90, Release, with what the probe found (a wheel's libX.so.N is
 #              passed by full path, its headers with -isystem; header-only deps from .deps/).
 #   build      echelon_gpu_tests; then the echelon CLI and bench_ops when configured.
+#   resources  tools/cuda-resources.py: every kernel's registers, local memory (spills), shared
+#              memory and sm_90 occupancy, read from the built objects (resources.txt; also
+#              appended to kernels.txt, so the timings and the registers sit side by side).
 #   blocking   every doctest suite of echelon_gpu_tests as its own process (a crash in one does
 #              not hide the others), with CUDA_LAUNCH_BLOCKING=1 so a fault is reported by the
 #              launch that caused it.
@@ -40,8 +43,8 @@
 #              its peer in one process: GB/s vs a D2D copy, our SGEMM vs cuBLAS at 1k-4k, our conv
 #              vs cuDNN on the four nets' conv shapes; its table is also $OUT/kernels.txt.)
 # What comes back in $OUT (the device tool returns at most 8 files): summary.txt (the table),
-# failures.txt (the tail of every failed step's log), probe.txt, kernels.txt, logs.tar.gz (every log, trace
-# and run summary). Exit status 0 when every step that ran passed, 1 otherwise.
+# failures.txt (the tail of every failed step's log), probe.txt, kernels.txt, resources.txt,
+# logs.tar.gz (every log, trace and run summary). Exit status 0 when every step that ran passed, 1 otherwise.
 #
 # Use (repository root):
 #   here, once:  tools/fill-deps.sh     # fills the ignored .deps/ (doctest, CLI11, stb and zlib
@@ -405,6 +408,10 @@ done
 ((${#extra[@]})) && step build_extra "$T_BUILD" cmake --build "$BUILD" -j "$(nproc)" --target "${extra[@]}" -- -k 0
 [[ ${STOP_AFTER:-} == build ]] && finish
 
+# ---- static resources of every kernel: registers, local memory, sm_90 occupancy (no GPU needed) ----
+step resources 30 python3 tools/cuda-resources.py "$BUILD"
+cp "$(log_name resources)" "$OUT/resources.txt" 2>/dev/null
+
 # ---- the GPU test binary, one suite per process ----------------------------------------------------
 gpu_tests=$BUILD/tests/echelon_gpu_tests
 mapfile -t suites < <("$gpu_tests" --list-test-suites 2>/dev/null |
@@ -432,7 +439,8 @@ done
 # ---- kernels against their peers (issue #10, P3): ratios to a D2D copy, cuBLAS, cuDNN --------------
 if [[ -x $BUILD/bench/exp_gpu_kernels ]]; then
   step kernels "$T_KERNELS" "$BUILD/bench/exp_gpu_kernels" --repeats 7
-  cp "$(log_name kernels)" "$OUT/kernels.txt" 2>/dev/null
+  # The timings with each kernel's registers and occupancy below them, in one file.
+  cat "$(log_name kernels)" "$(log_name resources)" >"$OUT/kernels.txt" 2>/dev/null
 else
   row kernels skipped - "exp_gpu_kernels not built"
 fi

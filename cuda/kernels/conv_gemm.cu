@@ -186,10 +186,38 @@ struct ConvOperands {
   }
 };
 
+// Resident blocks per SM an instantiation asks ptxas to fit (__launch_bounds__'s minimum, which
+// caps registers at 65536 / (256 * it), rounded down to 8): raised only where
+// tools/cuda-resources.py showed the cap costs no spill, each from 2 or 3 blocks to one more (or
+// from 1 to 2). 0 leaves registers to ptxas; 1 is not the same: it lets ptxas take up to 255.
+// A hypothesis for the GPU to confirm (more resident blocks hide latency, but the cp.async ring
+// already does): bench/RESULTS.md, section gpu8.
+template <typename T, ConvPass P, bool kMma>
+constexpr int conv_min_blocks() {
+  constexpr bool fwd = P == ConvPass::Forward, data = P == ConvPass::BackwardData;
+  constexpr bool weight = P == ConvPass::BackwardWeight;
+  if constexpr (std::is_same_v<T, LargeTile>)
+    return weight ? 2 : 0;  // 155 -> 128 registers
+  else if constexpr (std::is_same_v<T, SmallTile>)
+    return data ? 4 : 0;  // 79-80 -> 64
+  else if constexpr (std::is_same_v<T, NarrowTile>)
+    return kMma && !fwd ? 4 : 0;  // 76-92 -> 64
+  else if constexpr (std::is_same_v<T, TinyTile>)
+    return weight || (fwd && !kMma) ? 3 : 0;  // 100-128 -> 80
+  else if constexpr (std::is_same_v<T, Bf16SmallTile>)
+    return data ? 3 : 0;  // 112 -> 80
+  else if constexpr (std::is_same_v<T, Bf16NarrowTile>)
+    return weight ? 3 : 0;  // 104 -> 80
+  else if constexpr (std::is_same_v<T, Bf16TinyTile>)
+    return data ? 2 : 0;  // 176 -> 128
+  else
+    return 0;
+}
+
 // Block (x, y, z): the C tile at m0 = y * kM, n0 = x * kN over k-slices [z * per_group,
 // (z + 1) * per_group) (one group, z = 0, except in the split-K weight gradient).
 template <typename T, ConvPass P, bool kMma>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, (conv_min_blocks<T, P, kMma>()))
     conv_gemm_kernel(Conv2dGeometry geometry, const float* __restrict__ a_src,
                      const float* __restrict__ b_src, const float* __restrict__ bias,
                      float* __restrict__ out, int64_t per_group) {

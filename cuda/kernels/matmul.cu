@@ -151,8 +151,11 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---- the tensor-core variant: TF32 or bf16 by T's element type ----
 
+// The TF32 tile at 3 resident blocks per SM (__launch_bounds__: 120 -> 80 registers, no spill;
+// as conv_min_blocks in conv_gemm.cu: a hypothesis for the GPU run); the bf16 one stays at
+// ptxas's choice (76 registers, 3 blocks already; 4 would spill).
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, (std::is_same_v<typename T::Elem, float> ? 3 : 0))
     sgemm_mma_kernel(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                      const float* __restrict__ A, int64_t lda, int64_t stride_a,
                      const float* __restrict__ B, int64_t ldb, int64_t stride_b, float beta,

@@ -47,8 +47,11 @@ __global__ void one_hot_kernel(const int64_t* labels, T* out, int64_t num_classe
 
 // One thread per output element (b, c, y, x). The multiply and add are rounded separately
 // (__fmul_rn, __fadd_rn: no fused multiply-add), as the CPU's to_float computes them.
-__global__ void augment_gather_kernel(AugmentGatherArgs a, const uint8_t* images,
-                                      const int32_t* plan, float* out, int64_t total) {
+// __grid_constant__: a.scale[c] and a.shift[c] are read where the argument lies; a by-value struct
+// indexed at run time would be copied to local memory (80 bytes a thread, tools/cuda-resources.py).
+__global__ void augment_gather_kernel(const __grid_constant__ AugmentGatherArgs a,
+                                      const uint8_t* images, const int32_t* plan, float* out,
+                                      int64_t total) {
   for (int64_t i = grid_start(); i < total; i += grid_step()) {
     const int64_t x = i % a.width, y = (i / a.width) % a.height;
     const int64_t c = (i / (a.width * a.height)) % a.channels;
