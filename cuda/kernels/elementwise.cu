@@ -151,9 +151,13 @@ struct Operands {
   const float* in[kArity];  // each (n), contiguous
 };
 
+// 8 resident blocks (64 warps, the SM's whole thread capacity; at most 32 registers): the
+// 3-operand map took 42 registers (5 blocks), the 2-operand one 35 (6); ptxas fits every Map in
+// 32 without spilling (tools/cuda-resources.py). A hypothesis for the GPU run: more warps in
+// flight for a bandwidth-bound loop.
 template <typename Map, int kArity>
-__global__ void map_contiguous_kernel(Map f, Operands<kArity> ops, float* out, int64_t n,
-                                      bool vectorised) {
+__global__ void __launch_bounds__(kBlock, 8)
+    map_contiguous_kernel(Map f, Operands<kArity> ops, float* out, int64_t n, bool vectorised) {
   const int64_t n_vec = vectorised ? n / kVec : 0;
   for (int64_t v = grid_start(); v < n_vec; v += grid_step()) {
     float lanes[kArity][kVec];
