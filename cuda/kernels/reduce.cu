@@ -27,6 +27,10 @@ namespace {
 
 constexpr int kWarp = 32;
 constexpr int kRowBlock = 256;
+// Resident 256-thread blocks per SM asked of ptxas (__launch_bounds__, at most 40 registers) for
+// the softmax, argmax and column kernels: 46-58 registers gave them 4-5 blocks; 6 fit without a
+// spill, 8 would spill (tools/cuda-resources.py; a hypothesis for the GPU run).
+constexpr int kMinBlocks = 6;
 constexpr int kThreadPerRowLimit = 32;  // inner at or below this: one thread per row
 constexpr unsigned kFullMask = 0xffffffffu;
 
@@ -102,6 +106,7 @@ __global__ void reduce_row_per_thread_kernel(ReduceOp op, const T* x, StridedInd
 }
 
 constexpr int kColumns = 32, kColumnRows = 8;  // the column kernel's block: (32, 8)
+constexpr int kColumnBlock = kColumns * kColumnRows;
 
 // Offset of element r of the reduced part: the common single-dim case needs no division.
 __device__ __forceinline__ int64_t inner_offset(const StridedIndexer& ix, int64_t r) {
@@ -114,9 +119,10 @@ __device__ __forceinline__ int64_t inner_offset(const StridedIndexer& ix, int64_
 // column sum over a large batch) each chunk's result goes to partial (chunks, outer) and
 // reduce_column_chunks_kernel combines them in chunk order.
 template <typename T>
-__global__ void reduce_columns_kernel(ReduceOp op, const T* x, StridedIndexer outer_ix,
-                                      StridedIndexer inner_ix, T* out, float* partial,
-                                      int64_t outer, int64_t inner, int64_t chunk_rows) {
+__global__ void __launch_bounds__(kColumnBlock, kMinBlocks)
+    reduce_columns_kernel(ReduceOp op, const T* x, StridedIndexer outer_ix, StridedIndexer inner_ix,
+                          T* out, float* partial, int64_t outer, int64_t inner,
+                          int64_t chunk_rows) {
   __shared__ float shared[kColumnRows][kColumns + 1];
   const int64_t tiles = (outer + kColumns - 1) / kColumns;
   const int64_t r_begin = blockIdx.y * chunk_rows, r_end = min(inner, r_begin + chunk_rows);
@@ -166,8 +172,8 @@ __device__ __forceinline__ ArgBest better(ArgBest a, ArgBest b) {
 }
 
 template <typename T>
-__global__ void argmax_kernel(const T* x, StridedIndexer x_ix, int64_t* out, int64_t outer,
-                              int64_t inner) {
+__global__ void __launch_bounds__(kRowBlock, kMinBlocks)
+    argmax_kernel(const T* x, StridedIndexer x_ix, int64_t* out, int64_t outer, int64_t inner) {
   __shared__ ArgBest partial[kRowBlock / kWarp];
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   for (int64_t o = blockIdx.x; o < outer; o += gridDim.x) {
@@ -205,8 +211,8 @@ enum class SoftmaxKind { Softmax, LogSoftmax };
 
 // One warp per (outer, inner) row; element d of the row is at base + d * inner.
 template <typename T, SoftmaxKind kind>
-__global__ void softmax_forward_kernel(const T* x, T* y, int64_t outer, int64_t dim_size,
-                                       int64_t inner) {
+__global__ void __launch_bounds__(kRowBlock, kMinBlocks)
+    softmax_forward_kernel(const T* x, T* y, int64_t outer, int64_t dim_size, int64_t inner) {
   const int lane = threadIdx.x % kWarp;
   const int64_t rows = outer * inner;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / kWarp);
@@ -229,8 +235,9 @@ __global__ void softmax_forward_kernel(const T* x, T* y, int64_t outer, int64_t 
 }
 
 template <typename T, SoftmaxKind kind>
-__global__ void softmax_backward_kernel(const T* grad_out, const T* y, T* grad_in, int64_t outer,
-                                        int64_t dim_size, int64_t inner) {
+__global__ void __launch_bounds__(kRowBlock, kMinBlocks)
+    softmax_backward_kernel(const T* grad_out, const T* y, T* grad_in, int64_t outer,
+                            int64_t dim_size, int64_t inner) {
   const int lane = threadIdx.x % kWarp;
   const int64_t rows = outer * inner;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / kWarp);
