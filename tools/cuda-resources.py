@@ -258,7 +258,11 @@ def ptxas_spills(build, objects):
     """{demangled: {spill: (stores, loads), regs, smem}}: each object's .cu compiled again with
     -Xptxas -v. Keyed by the demangled name: an anonymous namespace's mangled id differs between
     two compilations of one file."""
-    commands = json.loads((build / "compile_commands.json").read_text())
+    database = build / "compile_commands.json"
+    if not database.exists():
+        print(f"cuda-resources: no {database}: spill bytes unknown")
+        return {}
+    commands = json.loads(database.read_text())
     wanted = {o.resolve() for o in objects}
     result = {}
     for c in commands:
