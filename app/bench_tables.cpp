@@ -107,10 +107,18 @@ void print_loader_table(const parallel::LoaderBenchResult& r, std::ostream& out)
   line(out, "echo %s at %s: factor %.2f (effective %.2f), fresh %lld, echoed %lld\n",
        s.echo_auto ? "auto" : "fixed", data::echo_placement_name(s.placement), s.factor,
        s.effective_factor, static_cast<long long>(s.fresh), static_cast<long long>(s.echoed));
-  line(out,
-       "upstream %.1f fresh items/s, downstream %.1f items/s, R = %.2f; --echo auto would "
-       "choose %.2f\n",
-       s.upstream_rate, s.downstream_rate, s.measured_R, r.auto_echo);
+  // Inline (--workers 0) every stage runs inside next(): no parallel upstream for auto to match.
+  const bool runs_inline = !s.stages.empty() && s.stages.front().workers == 0;
+  if (runs_inline)
+    line(out,
+         "upstream %.1f fresh items/s, downstream %.1f items/s, R = %.2f; inline (--workers 0): "
+         "--echo auto needs loader threads\n",
+         s.upstream_rate, s.downstream_rate, s.measured_R);
+  else
+    line(out,
+         "upstream %.1f fresh items/s, downstream %.1f items/s, R = %.2f; --echo auto would "
+         "choose %.2f\n",
+         s.upstream_rate, s.downstream_rate, s.measured_R, r.auto_echo);
 }
 
 }  // namespace echelon::app

@@ -201,7 +201,11 @@ void validate(const TrainOptions& o) {
             " (got ", o.resize, ")");
   ECH_CHECK(o.resize == 0 || o.data == "folder", "--resize applies to --data folder only (", o.data,
             " images all have one size)");
-  ECH_CHECK(o.workers >= 1, "--workers must be >= 1 (got ", o.workers, ")");
+  ECH_CHECK(o.workers >= 0, "--workers must be >= 0 (0: inline, on the training thread; got ",
+            o.workers, ")");
+  ECH_CHECK(!(o.workers == 0 && o.echo == "auto"),
+            "--echo auto needs loader threads (--workers >= 1): with --workers 0 the data stages "
+            "run on the training thread, so there is no upstream rate to match; give a number");
   ECH_CHECK(o.shuffle_buffer >= 0, "--shuffle-buffer must be >= 0 (got ", o.shuffle_buffer, ")");
   ECH_CHECK(std::isfinite(o.target_accuracy) && o.target_accuracy >= 0 && o.target_accuracy <= 1,
             "--target-accuracy must be a fraction in (0, 1], or 0 for none (got ",

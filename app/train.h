@@ -68,9 +68,10 @@ struct TrainOptions {
   std::string echo = "1";  // E >= 1 or "auto"
   std::string echo_at = "after-augment";
   int64_t shuffle_buffer = 0;
-  // Worker threads per data stage. Stages with several workers may hand examples on in a
-  // different order from run to run, so only workers = 1 is bit-reproducible (see
-  // --deterministic); in-memory datasets need no more.
+  // Worker threads per data stage; 0: no threads, every stage runs inline on the training
+  // thread inside Loader::next() (same batches as 1). Stages with several workers may hand
+  // examples on in a different order from run to run, so only workers 0 and 1 are
+  // bit-reproducible (see --deterministic); in-memory datasets need no more.
   int workers = 1;
   // The whole data set on the device, each batch gathered and augmented there by one kernel
   // (data/resident.h): no loader threads. Same batches as the loader with one worker; no echo,
@@ -149,7 +150,7 @@ struct EvalOptions {
   std::string device = "auto";
   int64_t batch_size = 256;
   int64_t limit_test = 0;
-  int workers = 1;  // > 1 may reorder examples and change the loss in its last bits
+  int workers = 1;  // 0: inline; > 1 may reorder examples and change the loss in its last bits
 };
 // Loads the checkpoint's model and evaluates it on the test split; prints one summary line.
 EvalResult evaluate_checkpoint(const EvalOptions& options, std::ostream& out);

@@ -9,16 +9,18 @@
 //
 // A second table (unless --no-epoch) puts the data pipeline back: a whole epoch over the first
 // --epoch-images Fashion-MNIST training images through the loader as `echelon train` sets it up
-// (1 worker per stage, normalisation), against the step-only rate of the same model at the same
-// 28x28 size, alternating in each round. The timed epoch is the second of two, so start-up is
-// left out. Issue 13's goal: epoch / step >= 0.95.
+// (normalisation), against the step-only rate of the same model at the same 28x28 size, all
+// alternating in each round: the threaded loader with 1 worker per stage, and the inline loader
+// (--workers 0: every stage inside next(), on the training thread). The timed epoch is the second
+// of two, so start-up is left out. Issue 13's goal: epoch / step >= 0.95.
 //
 //   build/bench/exp_train_throughput [--steps N] [--resnet-steps N] [--rounds N] [--no-torch]
 //                                    [--no-epoch] [--epoch-images N] [--data-dir DIR]
 //                                    [--cpu-time] [--models lenet5 resnet20] [--threads 1 2]
 // --cpu-time rates Echelon by the process's CPU seconds instead of wall seconds (images per CPU
-// second): at 1 thread it hardly moves when other processes share the cores, so A/B runs of two
-// builds on a loaded machine compare; at 2 threads it also counts the pool's spin-waits.
+// second; the epoch table too): at 1 thread it hardly moves when other processes share the cores,
+// so A/B runs of two builds on a loaded machine compare; at 2 threads it also counts the pool's
+// spin-waits (and in the epoch table the loader threads' CPU).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -79,9 +81,10 @@ double measure(const Case& c, Device device, int warmup, int steps, bool cpu_tim
   return static_cast<double>(c.batch) * steps / s;
 }
 
-// Whole-epoch images/s: the second of two epochs over `data.train` through the loader (the
-// engine and the loader's threads share the CPU, as in `echelon train`).
-double measure_epoch(const Case& c, const data::DatasetSplits& data) {
+// Whole-epoch images/s: the second of two epochs over `data.train` through the loader with
+// `workers` per stage (0: inline; else the engine and the loader's threads share the CPU, as in
+// `echelon train`); per process CPU second when cpu_time.
+double measure_epoch(const Case& c, const data::DatasetSplits& data, int workers, bool cpu_time) {
   auto model = make_model(c.model, data.channels, data.num_classes, /*seed=*/1, data.image_size);
   SGDOptions sgd;
   sgd.lr = 0.01;
@@ -89,13 +92,14 @@ double measure_epoch(const Case& c, const data::DatasetSplits& data) {
   auto engine = parallel::make_single_device_engine(model, sgd, Device::cpu());
   data::LoaderOptions options;
   options.batch_size = c.batch;
-  options.workers = 1;
+  options.workers = workers;
   options.seed = 1;
   options.augment = data.train_augment;
   data::Loader loader(data.train, options);
   double rate = 0;
   for (int epoch = 0; epoch < 2; ++epoch) {
     const auto start = std::chrono::steady_clock::now();
+    const double cpu_start = process_cpu_seconds();
     loader.start_epoch(epoch);
     int64_t images = 0;
     while (auto batch = loader.next()) {
@@ -103,7 +107,8 @@ double measure_epoch(const Case& c, const data::DatasetSplits& data) {
       images += batch->images.size(0);
     }
     const double s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        cpu_time ? process_cpu_seconds() - cpu_start
+                 : std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     rate = static_cast<double>(images) / s;
   }
   return rate;
@@ -236,19 +241,26 @@ void run_row(const Case& c, int threads, const Options& o, const std::vector<Pee
   std::fflush(stdout);
 }
 
-// One row of the epoch table: step-only and whole-epoch rates alternating for `rounds` rounds.
+// One row of the epoch table: step-only, threaded-loader and inline-loader epoch rates
+// alternating for `rounds` rounds (each round's ratios printed too, so the spread shows).
 void run_epoch_row(Case c, int threads, const Options& o, const data::DatasetSplits& data) {
   ops::set_cpu_threads(threads);
   c.channels = data.channels;
   c.size = data.image_size;
-  std::vector<double> step, epoch;
+  std::vector<double> step, threaded, inline_epoch;
+  std::string rounds;
   for (int round = 0; round < o.rounds; ++round) {
-    step.push_back(measure(c, Device::cpu(), o.warmup, c.steps));
-    epoch.push_back(measure_epoch(c, data));
+    step.push_back(measure(c, Device::cpu(), o.warmup, c.steps, o.cpu_time));
+    threaded.push_back(measure_epoch(c, data, /*workers=*/1, o.cpu_time));
+    inline_epoch.push_back(measure_epoch(c, data, /*workers=*/0, o.cpu_time));
+    char text[64];
+    std::snprintf(text, sizeof text, "%s%.2f/%.2f", round > 0 ? " " : "",
+                  threaded.back() / step.back(), inline_epoch.back() / step.back());
+    rounds += text;
   }
-  const double s = median(step), e = median(epoch);
-  std::printf("| %s, %lld, %d | %.1f | %.1f | %.3f |\n", c.model, static_cast<long long>(c.batch),
-              threads, s, e, e / s);
+  const double s = median(step), t = median(threaded), n = median(inline_epoch);
+  std::printf("| %s, %lld, %d | %.1f | %.1f | %.3f | %.1f | %.3f | %s |\n", c.model,
+              static_cast<long long>(c.batch), threads, s, t, t / s, n, n / s, rounds.c_str());
   std::fflush(stdout);
 }
 
@@ -261,13 +273,16 @@ void run_epoch_table(const std::vector<Case>& cases, const Options& o) {
     return;
   }
   std::printf(
-      "\nwhole epoch (%lld Fashion-MNIST images, %dx%d, loader with 1 worker per stage) vs "
-      "step-only at the same size, images/s, median of %d alternating rounds\n",
+      "\nwhole epoch (%lld Fashion-MNIST images, %dx%d; loader with 1 worker per stage, and "
+      "inline: --workers 0) vs step-only at the same size, images/s, median of %d alternating "
+      "rounds%s\n",
       static_cast<long long>(data.train->size()), static_cast<int>(data.image_size),
-      static_cast<int>(data.image_size), o.rounds);
+      static_cast<int>(data.image_size), o.rounds,
+      o.cpu_time ? " (--cpu-time: images per process CPU second)" : "");
   std::printf(
-      "| model, batch, threads | step only | whole epoch | epoch / step |\n"
-      "|---|---|---|---|\n");
+      "| model, batch, threads | step only | epoch, 1 worker | epoch / step | epoch, inline | "
+      "inline / step | per round: 1 worker / inline, each over step |\n"
+      "|---|---|---|---|---|---|---|\n");
   for (const Case& c : cases)
     for (int threads : o.threads) run_epoch_row(c, threads, o, data);
 }

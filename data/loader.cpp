@@ -1,4 +1,6 @@
-// Loader: builds one epoch's pipeline of threads and rings (see loader.h for the stage graph).
+// Loader: options, the threaded driver (one epoch's pipeline of threads and rings; see loader.h
+// for the stage graph) and the public methods. The inline driver (workers = 0) is in
+// loader_inline.cpp, the per-item stage functions both call in loader_impl.h.
 #include <echelon/data/loader.h>
 
 #include <algorithm>
@@ -8,10 +10,7 @@
 
 #include <echelon/base/error.h>
 #include <echelon/base/thread_name.h>
-#include <echelon/data/echo.h>
-#include <echelon/data/random_keys.h>
-#include <echelon/data/ring.h>
-#include <echelon/data/stages.h>
+#include <echelon/data/loader_impl.h>
 
 #ifdef ECHELON_WITH_CUDA
 #include <echelon/cuda/stream.h>
@@ -65,23 +64,6 @@ void LoaderOptions::set_echo(const std::string& text) {
 
 namespace {
 
-struct Decoded {
-  Image image;  // (C, H, W)
-  int64_t index = 0, label = 0, copy = 0;
-  bool fresh = true;
-};
-
-struct Sample {
-  std::vector<float> chw;  // (C, H, W)
-  int64_t index = 0, label = 0;
-  bool fresh = true;
-};
-
-// True when `e` is a bad-sample error the options allow to skip.
-bool skip_bad(const LoaderOptions& options) {
-  return options.on_bad_sample == OnBadSample::Skip;
-}
-
 // The (C, H, W) of one example in a batch: the dataset's, or crop_to x crop_to when the
 // augmentation cuts a square (then the dataset's images may vary in size: {C, 0, 0}).
 Shape batch_shape(const Dataset& dataset, const AugmentOptions& augment) {
@@ -90,105 +72,51 @@ Shape batch_shape(const Dataset& dataset, const AugmentOptions& augment) {
   return shape;
 }
 
+// Inline, the rings stay unused: one slot each.
+size_t ring_slots(const LoaderOptions& options, int64_t requested) {
+  return options.workers == 0 ? 1 : static_cast<size_t>(requested);
+}
+
 }  // namespace
 
-struct Loader::Impl {
-  Impl(const Dataset& dataset, const LoaderOptions& options, int64_t epoch)
-      : dataset(dataset),
-        options(options),
-        epoch(epoch),
-        source_shape(dataset.image_shape()),
-        shape(batch_shape(dataset, options.augment)),
-        fused(options.fuse_decode_augment && options.echo_at != EchoPlacement::BeforeAugment &&
-              dataset.fuses_decode_augment(options.augment)),
-        tickets(options.ring_capacity),
-        records(options.ring_capacity),
-        decoded(options.ring_capacity),
-        samples(options.ring_capacity),
-        shuffled(options.ring_capacity),
-        host_batches(static_cast<size_t>(options.prefetch_batches)),
-        batches(static_cast<size_t>(options.prefetch_batches)),
-        source_stats("source", 1),
-        read_stats("read", options.workers),
-        decode_stats(fused ? "decode+augment" : "decode", options.workers),
-        augment_stats("augment", options.workers),
-        shuffle_stats("shuffle", 1),
-        batch_stats("batch", 1),
-        transfer_stats("transfer", 1),
-        factor(options.echo_factor) {
-    for (StageCounters* c : {&source_stats, &read_stats, &decode_stats, &augment_stats,
-                             &shuffle_stats, &batch_stats, &transfer_stats})
-      c->on_work = &this->options.on_work;
-    ECH_CHECK(shape.size() == 3 && shape[1] > 0 && shape[2] > 0, "Loader: dataset '",
-              dataset.name(), "' has image shape ", shape, "; batching needs one fixed (C, H, W)");
-    control.on_abort([this] {
-      tickets.close();
-      records.close();
-      decoded.close();
-      samples.close();
-      shuffled.close();
-      host_batches.close();
-      batches.close();
-    });
-  }
-  ~Impl() {
-    control.stop();
-    join();
-  }
-
-  void start();
-  void join() {
-    for (auto& thread : threads)
-      if (thread.joinable()) thread.join();
-    threads.clear();
-  }
-  double current_factor() const { return factor.load(std::memory_order_relaxed); }
-  void count_copies(int64_t copies, int64_t items) {
-    fresh.fetch_add(items, std::memory_order_relaxed);
-    echoed.fetch_add((copies - 1) * items, std::memory_order_relaxed);
-  }
-  double upstream_rate() const;
-  Batch make_batch(std::vector<Sample>& group) const;
-  template <typename Emit>
-  void emit_sample(Sample sample, Emit& emit);
-  void start_decode_augment();
-  void start_decode_then_augment();
-  void run_source();
-  void run_shuffle();
-  void run_batch();
-  void run_transfer();
-
-  const Dataset& dataset;
-  const LoaderOptions options;
-  const int64_t epoch;
-  const Shape source_shape;  // (C, H, W) of a decoded image; H = W = 0: sizes vary
-  const Shape shape;         // (C, H, W) of an example in a batch
-  // Decode and augment run as one stage (Dataset::decode_augment), straight into `samples`;
-  // never with echo before augmentation, which must repeat the un-augmented image.
-  const bool fused;
-  PipelineControl control;
-  MpmcRing<int64_t> tickets;     // source -> read: dataset indices
-  MpmcRing<RawRecord> records;   // read -> decode
-  MpmcRing<Decoded> decoded;     // decode -> augment
-  MpmcRing<Sample> samples;      // augment -> shuffle
-  SpscRing<Sample> shuffled;     // shuffle -> batch
-  SpscRing<Batch> host_batches;  // batch -> transfer (device loads only)
-  SpscRing<Batch> batches;       // -> consumer
-  StageCounters source_stats, read_stats, decode_stats, augment_stats, shuffle_stats, batch_stats,
-      transfer_stats;
-  std::atomic<double> factor;
-  std::atomic<int64_t> fresh{0}, echoed{0}, skipped{0};
-  std::vector<std::thread> threads;
-  Clock::time_point started = Clock::now();
-
-  // Consumer-side state (touched only by the thread calling next()/stats()).
-  // consumed_items counts the items of batches the consumer finished (it called next() again),
-  // the ones consumer_busy_s covers; the batch just handed out is not among them yet.
-  int64_t consumed_items = 0, last_batch_items = 0, batches_out = 0;
-  double consumer_busy_s = 0, consumer_stall_s = 0;
-  std::optional<Clock::time_point> last_return;
-  bool finished = false;
-};
+Loader::Impl::Impl(const Dataset& dataset, const LoaderOptions& options, int64_t epoch)
+    : dataset(dataset),
+      options(options),
+      epoch(epoch),
+      source_shape(dataset.image_shape()),
+      shape(batch_shape(dataset, options.augment)),
+      fused(options.fuse_decode_augment && options.echo_at != EchoPlacement::BeforeAugment &&
+            dataset.fuses_decode_augment(options.augment)),
+      tickets(ring_slots(options, options.ring_capacity)),
+      records(ring_slots(options, options.ring_capacity)),
+      decoded(ring_slots(options, options.ring_capacity)),
+      samples(ring_slots(options, options.ring_capacity)),
+      shuffled(ring_slots(options, options.ring_capacity)),
+      host_batches(ring_slots(options, options.prefetch_batches)),
+      batches(ring_slots(options, options.prefetch_batches)),
+      source_stats("source", options.workers == 0 ? 0 : 1),
+      read_stats("read", options.workers),
+      decode_stats(fused ? "decode+augment" : "decode", options.workers),
+      augment_stats("augment", options.workers),
+      shuffle_stats("shuffle", options.workers == 0 ? 0 : 1),
+      batch_stats("batch", options.workers == 0 ? 0 : 1),
+      transfer_stats("transfer", options.workers == 0 ? 0 : 1),
+      factor(options.echo_factor) {
+  for (StageCounters* c : {&source_stats, &read_stats, &decode_stats, &augment_stats,
+                           &shuffle_stats, &batch_stats, &transfer_stats})
+    c->on_work = &this->options.on_work;
+  ECH_CHECK(shape.size() == 3 && shape[1] > 0 && shape[2] > 0, "Loader: dataset '", dataset.name(),
+            "' has image shape ", shape, "; batching needs one fixed (C, H, W)");
+  control.on_abort([this] {
+    tickets.close();
+    records.close();
+    decoded.close();
+    samples.close();
+    shuffled.close();
+    host_batches.close();
+    batches.close();
+  });
+}
 
 void Loader::Impl::run_source() {
   try {
@@ -221,11 +149,7 @@ void Loader::Impl::run_shuffle() {
       std::optional<Sample> sample = samples.pop();
       shuffle_stats.add_stall(Clock::now() - start);
       if (!sample) break;
-      const int64_t item = shuffle_stats.inputs.fetch_add(1, std::memory_order_relaxed);
-      const auto work_start = Clock::now();
-      std::optional<Sample> released = buffer.add(std::move(*sample));
-      if (options.shuffle_buffer > 0) shuffle_stats.traced(0, item, work_start);
-      open = forward(std::move(released));
+      open = forward(shuffle_one(buffer, std::move(*sample)));
     }
     while (open && !control.stopped()) {
       std::optional<Sample> rest = buffer.drain();
@@ -260,49 +184,28 @@ Batch Loader::Impl::make_batch(std::vector<Sample>& group) const {
 
 void Loader::Impl::run_batch() {
   SpscRing<Batch>& out = options.device.is_cuda() ? host_batches : batches;
-  int64_t batch_number = 0;
   try {
 #ifdef ECHELON_WITH_CUDA
     // Pinned allocations go through the target device's context, not device 0's.
     std::optional<cuda::DeviceGuard> device;
     if (options.device.is_cuda()) device.emplace(options.device.index);
 #endif
-    std::vector<Sample> group;
-    bool open = true;
-    auto emit = [&](bool last) {
-      if (group.empty() ||
-          (last && options.drop_last && static_cast<int64_t>(group.size()) < options.batch_size))
-        return;
-      const auto work_start = Clock::now();
-      const int64_t items = static_cast<int64_t>(group.size());
-      Batch batch = make_batch(group);
-      batch_stats.add_busy(Clock::now() - work_start);
-      batch_stats.traced(0, batch_number, work_start);
-      int64_t copies = 1;
-      if (options.echo_at == EchoPlacement::Batch) {
-        copies = echo_copies(current_factor(), options.seed, epoch, batch_number);
-        count_copies(copies, items);
-      }
-      ++batch_number;
-      for (int64_t c = 0; c < copies && open; ++c) {
-        Batch copy = batch;  // shares the tensors: batches are read-only for the consumer
-        if (c > 0) copy.fresh = 0;
-        const auto start = Clock::now();
-        open = out.push(std::move(copy));
-        batch_stats.add_stall(Clock::now() - start);
-        if (open) batch_stats.outputs.fetch_add(1, std::memory_order_relaxed);
-      }
+    auto push = [&](Batch batch) {
+      const auto start = Clock::now();
+      const bool pushed = out.push(std::move(batch));
+      batch_stats.add_stall(Clock::now() - start);
+      if (pushed) batch_stats.outputs.fetch_add(1, std::memory_order_relaxed);
+      return pushed;
     };
+    bool open = true;
     while (open && !control.stopped()) {
       const auto start = Clock::now();
       std::optional<Sample> sample = shuffled.pop();
       batch_stats.add_stall(Clock::now() - start);
       if (!sample) break;
-      batch_stats.inputs.fetch_add(1, std::memory_order_relaxed);
-      group.push_back(std::move(*sample));
-      if (static_cast<int64_t>(group.size()) == options.batch_size) emit(false);
+      open = batch_one(std::move(*sample), push);
     }
-    if (open && !control.stopped()) emit(true);
+    if (open && !control.stopped()) flush_batch(/*last=*/true, push);
   } catch (const std::exception& e) {
     control.fail("batch", batch_number, message_of(e));
   }
@@ -342,118 +245,32 @@ void Loader::Impl::run_transfer() {
   batches.close();
 }
 
-// The augmented sample and, with echo after augmentation, its echo copies.
-template <typename Emit>
-void Loader::Impl::emit_sample(Sample sample, Emit& emit) {
-  int64_t copies = 1;
-  if (options.echo_at == EchoPlacement::AfterAugment) {
-    copies = echo_copies(current_factor(), options.seed, epoch, sample.index);
-    count_copies(copies, 1);
+void Loader::Impl::start_decode_stages() {
+  if (fused) {
+    start_stage<RawRecord, Sample>(
+        threads, control, decode_stats, options.workers, records, samples,
+        [this](const RawRecord& record, auto& emit) { decode_augment_one(record, emit); },
+        [](const RawRecord& record) { return record.index; });
+    return;
   }
-  for (int64_t c = 0; c < copies; ++c) {
-    Sample copy{c + 1 < copies ? sample.chw : std::move(sample.chw), sample.index, sample.label,
-                sample.fresh && c == 0};
-    if (!emit(std::move(copy))) return;
-  }
-}
-
-// The fused stage: records -> samples. Same augmentation key as the separate stages (copy 0:
-// there is no echo before augmentation here), so the batches are bit-identical.
-void Loader::Impl::start_decode_augment() {
-  start_stage<RawRecord, Sample>(
-      threads, control, decode_stats, options.workers, records, samples,
-      [this](const RawRecord& record, auto& emit) {
-        // A bad --mean/--std fails the stage here, as in the separate augment stage; it must not
-        // be mistaken for a bad sample below.
-        normalise_coefficients(options.augment, shape[0]);
-        Sample sample{{}, record.index, record.label, true};
-        try {
-          int64_t height = 0, width = 0;
-          dataset.decode_augment(record, options.augment, {options.seed, epoch, record.index, 0},
-                                 sample.chw, height, width);
-          ECH_CHECK(height == shape[1] && width == shape[2] &&
-                        static_cast<int64_t>(sample.chw.size()) == shape[0] * height * width,
-                    record.source, ": decoded and augmented image is ", sample.chw.size(),
-                    " values of height ", height, " and width ", width,
-                    ", a batch example's shape is ", shape);
-        } catch (const Error&) {
-          if (!skip_bad(options)) throw;
-          skipped.fetch_add(1, std::memory_order_relaxed);
-          return;
-        }
-        emit_sample(std::move(sample), emit);
-      },
-      [](const RawRecord& record) { return record.index; });
-}
-
-// The separate stages: records -> decoded (echo before augmentation here) -> samples.
-void Loader::Impl::start_decode_then_augment() {
-  const EchoPlacement placement = options.echo_at;
   start_stage<RawRecord, Decoded>(
       threads, control, decode_stats, options.workers, records, decoded,
-      [this, placement](const RawRecord& record, auto& emit) {
-        Decoded item{{}, record.index, record.label, 0, true};
-        try {
-          item.image = dataset.decode(record);
-          const bool sizes_vary = source_shape[1] == 0;
-          ECH_CHECK(
-              item.image.channels == source_shape[0] &&
-                  (sizes_vary ||
-                   (item.image.height == source_shape[1] && item.image.width == source_shape[2])),
-              record.source, ": decoded image is (", item.image.channels, ", ", item.image.height,
-              ", ", item.image.width, "), the dataset's shape is ", source_shape);
-        } catch (const Error&) {
-          if (!skip_bad(options)) throw;
-          skipped.fetch_add(1, std::memory_order_relaxed);
-          return;
-        }
-        int64_t copies = 1;
-        if (placement == EchoPlacement::BeforeAugment) {
-          copies = echo_copies(current_factor(), options.seed, epoch, record.index);
-          count_copies(copies, 1);
-        }
-        for (int64_t c = 0; c < copies; ++c) {
-          Decoded copy{c + 1 < copies ? item.image : std::move(item.image), item.index, item.label,
-                       c, c == 0};
-          if (!emit(std::move(copy))) return;
-        }
-      },
+      [this](const RawRecord& record, auto& emit) { decode_one(record, emit); },
       [](const RawRecord& record) { return record.index; });
   start_stage<Decoded, Sample>(
       threads, control, augment_stats, options.workers, decoded, samples,
-      [this](const Decoded& item, auto& emit) {
-        const Image image = augment_image(item.image, options.augment,
-                                          {options.seed, epoch, item.index, item.copy});
-        Sample sample{std::vector<float>(static_cast<size_t>(image.numel())), item.index,
-                      item.label, item.fresh};
-        to_float(image, options.augment, sample.chw.data());
-        emit_sample(std::move(sample), emit);
-      },
+      [this](const Decoded& item, auto& emit) { augment_one(item, emit); },
       [](const Decoded& item) { return item.index; });
 }
 
-void Loader::Impl::start() {
+void Loader::Impl::start_threads() {
   threads.emplace_back([this] { run_source(); });
   set_thread_name(threads.back(), "ech-source");
-  auto index_of_ticket = [](const int64_t& index) { return index; };
   start_stage<int64_t, RawRecord>(
       threads, control, read_stats, options.workers, tickets, records,
-      [this](int64_t index, auto& emit) {
-        RawRecord record;
-        try {
-          record = dataset.read(index);
-        } catch (const Error&) {
-          if (!skip_bad(options)) throw;
-          skipped.fetch_add(1, std::memory_order_relaxed);
-          return;
-        }
-        emit(std::move(record));
-      },
-      index_of_ticket);
-  if (fused)
-    start_decode_augment();
-  else
-    start_decode_then_augment();
+      [this](int64_t index, auto& emit) { read_one(index, emit); },
+      [](const int64_t& index) { return index; });
+  start_decode_stages();
   threads.emplace_back([this] { run_shuffle(); });
   set_thread_name(threads.back(), "ech-shuffle");
   threads.emplace_back([this] { run_batch(); });
@@ -475,7 +292,8 @@ double Loader::Impl::upstream_rate() const {
     const auto items = static_cast<double>(stage->inputs.load());
     if (items <= 0) return 0;
     if (busy_s <= 0) continue;
-    const double capacity = stage->workers * items / busy_s;
+    // Inline (workers = 0) a stage runs on one thread, the consumer's.
+    const double capacity = std::max(stage->workers, 1) * items / busy_s;
     rate = rate == 0 ? capacity : std::min(rate, capacity);
   }
   return rate;
@@ -486,8 +304,14 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options)
   ECH_CHECK(dataset_ != nullptr, "Loader: dataset is null");
   ECH_CHECK(dataset_->size() >= 1, "Loader: dataset '", dataset_->name(), "' is empty");
   ECH_CHECK(options_.batch_size >= 1, "Loader: batch_size ", options_.batch_size, " < 1");
-  ECH_CHECK(options_.workers >= 1 && options_.workers <= 256, "Loader: workers ", options_.workers,
-            " not in [1, 256]");
+  ECH_CHECK(options_.workers >= 0 && options_.workers <= 256, "Loader: workers ", options_.workers,
+            " not in [0, 256]");
+  // Inline, the upstream runs on the consumer's thread between its steps: there is no rate gap
+  // for echo = auto to measure (any e > 1 trades fresh data for speed; say how much).
+  ECH_CHECK(!(options_.echo_auto && options_.workers == 0),
+            "Loader: echo = auto needs worker threads (workers >= 1): with workers = 0 every "
+            "stage runs inside next() on the consumer's thread, so there is no upstream rate to "
+            "match; give a fixed echo factor");
   ECH_CHECK(options_.ring_capacity >= 1, "Loader: ring_capacity ", options_.ring_capacity, " < 1");
   ECH_CHECK(std::isfinite(options_.echo_factor) && options_.echo_factor >= 1.0,
             "Loader: echo_factor ", options_.echo_factor, " must be >= 1");
@@ -510,7 +334,10 @@ void Loader::start_epoch(int64_t epoch) {
   impl_ = std::make_unique<Impl>(*dataset_, options_, epoch);
   // echo = auto: the next epoch starts from the factor the last one settled on.
   if (options_.echo_auto) impl_->factor.store(auto_echo_.factor());
-  impl_->start();
+  if (impl_->runs_inline())
+    impl_->start_inline();
+  else
+    impl_->start_threads();
 }
 
 void Loader::request_stop() {
@@ -537,7 +364,7 @@ std::optional<Batch> Loader::next() {
     }
   }
   std::optional<Batch> batch;
-  if (!impl.control.error()) batch = impl.batches.pop();
+  if (!impl.control.error()) batch = impl.runs_inline() ? impl.next_inline() : impl.batches.pop();
   impl.consumer_stall_s += seconds_since(entered);
   if (!batch || impl.control.error()) {
     impl.finished = true;
@@ -585,8 +412,9 @@ LoaderStats Loader::stats() const {
     stage.busy_s = static_cast<double>(c.busy_ns.load()) * 1e-9;
     stage.stall_s = static_cast<double>(c.stall_ns.load()) * 1e-9;
     stage.rate = s.elapsed_s > 0 ? static_cast<double>(stage.items) / s.elapsed_s : 0;
-    stage.ring_occupancy = static_cast<int64_t>(occupancy);
-    stage.ring_capacity = static_cast<int64_t>(capacity);
+    // Inline there are no rings between the stages.
+    stage.ring_occupancy = impl.runs_inline() ? 0 : static_cast<int64_t>(occupancy);
+    stage.ring_capacity = impl.runs_inline() ? 0 : static_cast<int64_t>(capacity);
     s.stages.push_back(stage);
   };
   add(impl.source_stats, impl.tickets.size(), impl.tickets.capacity());

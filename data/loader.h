@@ -9,7 +9,8 @@
 //   }
 //   json::Value stats = loader.stats().to_json();
 //
-// Inside, a staged pipeline of worker threads joined by ring buffers (data/stages.h):
+// Inside, a staged pipeline of worker threads joined by ring buffers (data/stages.h), or with
+// workers = 0 the same stages run one after another inside next() (data/loader_inline.cpp):
 // source (per-epoch seeded shuffle) -> read -> decode -> [echo: before-augment] -> augment
 // -> [echo: after-augment] -> shuffle buffer -> batch -> [echo: batch] -> (device transfer).
 // Decode and augment run as one fused stage when nothing sits between them and the dataset
@@ -51,7 +52,10 @@ struct LoaderOptions {
   bool shuffle = true;     // per-epoch shuffle of the dataset order, seeded by (seed, epoch)
   bool drop_last = false;  // drop the last, smaller batch of an epoch
   uint64_t seed = 0;
-  int workers = 2;             // worker threads of each of the read, decode and augment stages
+  // Worker threads of each of the read, decode and augment stages. 0: inline, no threads at all:
+  // next() runs every stage on the calling thread (PyTorch's num_workers=0), with the batches of
+  // workers = 1 bit for bit; not with echo_auto (no parallel upstream to match).
+  int workers = 2;
   int64_t ring_capacity = 64;  // items per ring between stages (rounded up to a power of two)
 
   // Echoing. echo_factor e >= 1; the fractional part repeats an example once more with that
@@ -80,7 +84,8 @@ struct LoaderOptions {
   // with the stage ("read", "decode", "augment" or the fused "decode+augment", "shuffle" when
   // shuffle_buffer > 0, "batch", "transfer"), the worker's index in its stage, the item (dataset
   // index; arrival number for shuffle, batch number for batch and transfer) and the work's start
-  // and end. Called from many threads at once; empty: no calls.
+  // and end. Called from many threads at once (inline: from the thread calling next(), worker 0);
+  // empty: no calls.
   using WorkHook = std::function<void(const std::string& stage, int worker, int64_t item,
                                       std::chrono::steady_clock::time_point start,
                                       std::chrono::steady_clock::time_point end)>;
@@ -129,8 +134,8 @@ struct LoaderStats {
 
 class Loader {
  public:
-  // Validates the options (batch_size >= 1, echo_factor >= 1, workers >= 1, ...) and throws
-  // echelon::Error naming the option. Starts no threads until start_epoch().
+  // Validates the options (batch_size >= 1, echo_factor >= 1, workers >= 0, ...) and throws
+  // echelon::Error naming the option. Starts no threads until start_epoch() (none inline).
   Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options);
   ~Loader();  // stops and joins every thread, also mid-epoch
   Loader(const Loader&) = delete;

@@ -8,6 +8,8 @@
 //                     [](A&& item, auto&& emit) { emit(B(...)); }, [](const A& a) { return a.index;
 //                     });
 //
+// run_stage_inline is the same stage on the calling thread, for the loader's inline mode.
+//
 // A worker pops an item, calls fn(item, emit) and pushes what fn emits; the last worker of a
 // stage to finish closes the stage's output ring, so end-of-stream flows downstream. When fn
 // throws, the error is wrapped as "data pipeline: stage '<name>' failed on item <index>: ..."
@@ -137,6 +139,36 @@ void start_stage(std::vector<std::thread>& threads, PipelineControl& control,
     const std::string stage = counters.name == "decode+augment" ? "dec+aug" : counters.name;
     set_thread_name(threads.back(), "ech-" + stage + (w > 0 ? "-" + std::to_string(w) : ""));
   }
+}
+
+// The inline twin of start_stage (LoaderOptions::workers = 0): runs fn over the items of `in` on
+// the calling thread, `out` collecting what it emits (cleared first), with the same counters,
+// trace calls (worker 0) and error wrapping. Returns false when fn threw (the error is in
+// `control`, which is stopped) or the pipeline is stopping.
+template <typename In, typename Out, typename Fn, typename IndexOf>
+bool run_stage_inline(PipelineControl& control, StageCounters& counters, std::vector<In>& in,
+                      std::vector<Out>& out, Fn fn, IndexOf index_of) {
+  out.clear();
+  auto emit = [&](Out value) {
+    out.push_back(std::move(value));
+    counters.outputs.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  };
+  for (In& item : in) {
+    if (control.stopped()) return false;
+    counters.inputs.fetch_add(1, std::memory_order_relaxed);
+    const int64_t index = index_of(item);
+    const auto work_start = Clock::now();
+    try {
+      fn(std::move(item), emit);
+    } catch (const std::exception& e) {
+      control.fail(counters.name, index, message_of(e));
+      return false;
+    }
+    counters.add_busy(Clock::now() - work_start);
+    counters.traced(0, index, work_start);
+  }
+  return !control.stopped();
 }
 
 }  // namespace echelon::data

@@ -90,7 +90,8 @@ void add_train_options(CLI::App& cmd, TrainOptions& o, ScheduleFlag& schedule) {
   cmd.add_option("--echo-at", o.echo_at, "before-augment | after-augment | batch");
   cmd.add_option("--shuffle-buffer", o.shuffle_buffer, "Shuffle buffer after echoing (items)");
   cmd.add_option("--workers", o.workers,
-                 "Worker threads per data stage (> 1 may reorder examples)");
+                 "Worker threads per data stage (0: inline on the training thread; > 1 may reorder "
+                 "examples)");
   cmd.add_option("--log-every", o.log_every, "Steps between metrics.jsonl step records");
   cmd.add_option("--progress", o.progress, "auto | bar | lines | none");
   cmd.add_option("--stop-after-epoch", o.stop_after_epoch,
@@ -129,7 +130,8 @@ void add_eval_options(CLI::App& cmd, EvalOptions& o) {
   cmd.add_option("--device", o.device, "auto | cpu | cuda | cuda:N");
   cmd.add_option("--batch-size", o.batch_size, "Evaluation batch size");
   cmd.add_option("--limit-test", o.limit_test, "Use only the first N examples");
-  cmd.add_option("--workers", o.workers, "Worker threads per pipeline stage");
+  cmd.add_option("--workers", o.workers,
+                 "Worker threads per pipeline stage (0: inline on the calling thread)");
 }
 
 // CLI11 reads an unknown first word as a stray argument ("A subcommand is required"): name it and

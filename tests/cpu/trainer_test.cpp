@@ -118,7 +118,9 @@ TEST_SUITE("trainer") {
           }).find("--precision bf16 applies to CUDA devices and this run is on the CPU") == 0);
     CHECK(with([](auto& o) { o.echo = "0.5"; }).find("--echo") == 0);
     CHECK(with([](auto& o) { o.echo_at = "middle"; }).find("--echo-at") == 0);
-    CHECK(with([](auto& o) { o.workers = 0; }).find("--workers") == 0);
+    CHECK(with([](auto& o) { o.workers = -1; }).find("--workers must be >= 0") == 0);
+    CHECK(with([](auto& o) { o.workers = 0; }) == "<no error>");  // inline
+    CHECK(with([](auto& o) { o.workers = 0, o.echo = "auto"; }).find("--echo auto needs") == 0);
     CHECK(with([](auto& o) { o.deterministic = true, o.workers = 2; }).find("--deterministic") ==
           0);
     CHECK(with([](auto& o) { o.nesterov = true, o.momentum = 0; }).find("--nesterov") == 0);
@@ -319,6 +321,11 @@ TEST_SUITE("trainer") {
     REQUIRE(a.step_losses.size() == 20);
     CHECK(a.step_losses == b.step_losses);
     CHECK(a.epochs[0].test_loss == b.epochs[0].test_loss);
+    o.workers = 0;  // the inline loader hands out the same batches as one worker per stage
+    const auto inline_run = app::train(o, log);
+    CHECK(inline_run.step_losses == a.step_losses);
+    CHECK(inline_run.epochs[0].test_loss == a.epochs[0].test_loss);
+    o.workers = 1;
     o.seed = 8;
     const auto c = app::train(o, log);
     CHECK(c.step_losses != a.step_losses);

@@ -1,5 +1,6 @@
-// The loader's device-transfer stage (pinned staging, H2D copy on its own stream): batches land
-// on the GPU with exactly the bytes the CPU loader produces, and an early stop joins every thread.
+// The loader's device-transfer stage (pinned staging, H2D copy on its own stream; inline, a
+// synchronous copy): batches land on the GPU with exactly the bytes the CPU loader produces, and
+// an early stop joins every thread.
 // The resident set (--resident-data): its gather kernel equals its CPU twin bit for bit.
 #include <doctest/doctest.h>
 
@@ -75,6 +76,19 @@ TEST_SUITE("gpu_loader") {
     Loader cpu(dataset, options_on(Device::cpu()));
     Loader gpu(dataset, options_on(Device::cuda(0)));
     expect_device_copy_of(cpu, gpu, 7);
+  }
+
+  TEST_CASE("the inline loader (workers 0) copies the same batches to the device") {
+    const auto dataset = synthetic(100);
+    Loader cpu(dataset, options_on(Device::cpu()));
+    LoaderOptions inline_options = options_on(Device::cuda(0));
+    inline_options.workers = 0;  // synchronous copy on the consumer's thread
+    Loader gpu(dataset, inline_options);
+    expect_device_copy_of(cpu, gpu, 7);
+    const LoaderStats stats = gpu.stats();
+    REQUIRE_FALSE(stats.stages.empty());
+    CHECK(stats.stages.back().name == "transfer");
+    CHECK(stats.stages.back().items == 7);
   }
 
   TEST_CASE("destroying a device loader mid-epoch joins every thread quickly") {

@@ -1,0 +1,142 @@
+// The inline driver (LoaderOptions::workers = 0, PyTorch's num_workers = 0): next() runs every
+// stage on the calling thread, one dataset example at a time, through the same per-item stage
+// functions as the threaded pipeline (loader_impl.h). Each example goes all the way from read to
+// the shuffle buffer and the batch group before the next one is read, so every stage sees its
+// inputs, and emits its outputs, in the order a one-worker threaded stage would: the batches are
+// bit-identical to the threaded loader's with workers = 1. No threads, no rings, no wake-ups:
+// for an in-memory data set, where an example costs well under a microsecond, that is cheaper
+// than handing each one across five threads.
+#include <echelon/data/loader_impl.h>
+
+#ifdef ECHELON_WITH_CUDA
+#include <echelon/cuda/stream.h>
+#endif
+
+namespace echelon::data {
+
+namespace {
+
+// Runs `body`; an exception becomes the pipeline's error, named after `stage` and `item` as the
+// threaded stage would name it. Returns false then.
+template <typename Body>
+bool guarded(PipelineControl& control, const char* stage, int64_t item, Body body) {
+  try {
+    body();
+    return true;
+  } catch (const std::exception& e) {
+    control.fail(stage, item, message_of(e));
+    return false;
+  }
+}
+
+}  // namespace
+
+void Loader::Impl::start_inline() {
+  guarded(control, "source", -1, [&] {
+    order = epoch_order(dataset.size(), options.seed, epoch, options.shuffle);
+    shuffle_buffer.emplace(options.shuffle_buffer, options.seed, epoch);
+  });
+}
+
+std::optional<Batch> Loader::Impl::next_inline() {
+#ifdef ECHELON_WITH_CUDA
+  // Pinned allocations (make_batch) go through the target device's context, not device 0's.
+  std::optional<cuda::DeviceGuard> device;
+  if (options.device.is_cuda()) device.emplace(options.device.index);
+#endif
+  while (ready.empty() && !control.stopped() && !input_done) {
+    if (next_order < order.size()) {
+      feed_inline(order[next_order++]);
+      source_stats.outputs.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      finish_inline();
+    }
+  }
+  if (ready.empty() || control.stopped()) return std::nullopt;
+  Batch batch = std::move(ready.front());
+  ready.pop_front();
+  return batch;
+}
+
+// One dataset example through read, decode (+ augment) and echo, into the shuffle buffer and on
+// to the batch group.
+void Loader::Impl::feed_inline(int64_t index) {
+  inline_tickets.assign(1, index);
+  const auto ticket_index = [](const int64_t& i) { return i; };
+  const auto record_index = [](const RawRecord& record) { return record.index; };
+  if (!run_stage_inline(
+          control, read_stats, inline_tickets, inline_records,
+          [this](int64_t i, auto& emit) { read_one(i, emit); }, ticket_index))
+    return;
+  if (fused) {
+    if (!run_stage_inline(
+            control, decode_stats, inline_records, inline_samples,
+            [this](const RawRecord& record, auto& emit) { decode_augment_one(record, emit); },
+            record_index))
+      return;
+  } else {
+    if (!run_stage_inline(
+            control, decode_stats, inline_records, inline_decoded,
+            [this](const RawRecord& record, auto& emit) { decode_one(record, emit); },
+            record_index))
+      return;
+    if (!run_stage_inline(
+            control, augment_stats, inline_decoded, inline_samples,
+            [this](const Decoded& item, auto& emit) { augment_one(item, emit); },
+            [](const Decoded& item) { return item.index; }))
+      return;
+  }
+  for (Sample& sample : inline_samples) {
+    std::optional<Sample> released;
+    if (!guarded(control, "shuffle", -1,
+                 [&] { released = shuffle_one(*shuffle_buffer, std::move(sample)); }))
+      return;
+    if (!released) continue;
+    shuffle_stats.outputs.fetch_add(1, std::memory_order_relaxed);
+    auto push = [this](Batch batch) {
+      hand_out_inline(std::move(batch));
+      return true;
+    };
+    if (!guarded(control, "batch", batch_number, [&] { batch_one(std::move(*released), push); }))
+      return;
+  }
+}
+
+// End of the epoch's input: the shuffle buffer's remaining items, then the last batch.
+void Loader::Impl::finish_inline() {
+  input_done = true;
+  auto push = [this](Batch batch) {
+    hand_out_inline(std::move(batch));
+    return true;
+  };
+  while (!control.stopped()) {
+    std::optional<Sample> rest = shuffle_buffer->drain();
+    if (!rest) break;
+    shuffle_stats.outputs.fetch_add(1, std::memory_order_relaxed);
+    if (!guarded(control, "batch", batch_number, [&] { batch_one(std::move(*rest), push); }))
+      return;
+  }
+  if (!control.stopped())
+    guarded(control, "batch", batch_number, [&] { flush_batch(/*last=*/true, push); });
+}
+
+// A finished batch (or an echo copy of one): to the device, synchronously, and into `ready`.
+void Loader::Impl::hand_out_inline(Batch batch) {
+  batch_stats.outputs.fetch_add(1, std::memory_order_relaxed);
+#ifdef ECHELON_WITH_CUDA
+  if (options.device.is_cuda()) {
+    const int64_t number = transfer_stats.inputs.fetch_add(1, std::memory_order_relaxed);
+    const auto work_start = Clock::now();
+    Batch device_batch = batch;
+    device_batch.images = batch.images.to(options.device);  // blocking: done when it returns
+    device_batch.labels = batch.labels.to(options.device);
+    transfer_stats.add_busy(Clock::now() - work_start);
+    transfer_stats.traced(0, number, work_start);
+    transfer_stats.outputs.fetch_add(1, std::memory_order_relaxed);
+    batch = std::move(device_batch);
+  }
+#endif
+  ready.push_back(std::move(batch));
+}
+
+}  // namespace echelon::data
