@@ -231,6 +231,52 @@ ECH_AVX2 void input_transform(const float* plane, const Layout& l, const TileVec
   }
 }
 
+// input_transform of a forward pass of two vectors (16 tiles) with AVX-512: the pass's four quads
+// in the four 128-bit lanes of one register (one load where they are contiguous in a tile row,
+// ResNet's stage 1), half the adds and stores of two 8-tile calls. Lanes and results as
+// input_transform's with pair 0, half 8, step 16: v_c[xi][16 tiles].
+// The 16 floats at `offset` from the pass's four quads (lanes t0 lo, t0 hi, t1 lo, t1 hi).
+ECH_AVX512 inline __m512 load_pass_512(const float* plane, const TileVector& t0,
+                                       const TileVector& t1, bool contiguous, int64_t offset) {
+  if (contiguous) return _mm512_loadu_ps(plane + t0.in_lo + offset);
+  __m512 v = _mm512_castps128_ps512(_mm_loadu_ps(plane + t0.in_lo + offset));
+  v = _mm512_insertf32x4(v, _mm_loadu_ps(plane + t0.in_hi + offset), 1);
+  v = _mm512_insertf32x4(v, _mm_loadu_ps(plane + t1.in_lo + offset), 2);
+  return _mm512_insertf32x4(v, _mm_loadu_ps(plane + t1.in_hi + offset), 3);
+}
+
+ECH_AVX512 void input_transform_pass_512(const float* plane, const Layout& l,
+                                         const TileVector* pass, float* v_c) {
+  const TileVector& t0 = pass[0];
+  const TileVector& t1 = pass[1];
+  const bool contiguous = t0.joined && t1.joined && t1.in_lo == t0.in_lo + 8;
+  __m512 d[4][4];
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) {
+    const int64_t row = r * l.row;
+    d[r][0] = load_pass_512(plane, t0, t1, contiguous, row);                // padded column 2j
+    d[r][1] = load_pass_512(plane, t0, t1, contiguous, row + l.phase);      // 2j + 1
+    d[r][2] = load_pass_512(plane, t0, t1, contiguous, row + 1);            // 2j + 2
+    d[r][3] = load_pass_512(plane, t0, t1, contiguous, row + l.phase + 1);  // 2j + 3
+  }
+  __m512 s[4][4];  // B^T d: rows
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    s[0][k] = _mm512_sub_ps(d[0][k], d[2][k]);
+    s[1][k] = _mm512_add_ps(d[1][k], d[2][k]);
+    s[2][k] = _mm512_sub_ps(d[2][k], d[1][k]);
+    s[3][k] = _mm512_sub_ps(d[1][k], d[3][k]);
+  }
+  constexpr int64_t step = 2 * kLanes;
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) {  // (B^T d) B: columns
+    _mm512_storeu_ps(v_c + (4 * r + 0) * step, _mm512_sub_ps(s[r][0], s[r][2]));
+    _mm512_storeu_ps(v_c + (4 * r + 1) * step, _mm512_add_ps(s[r][1], s[r][2]));
+    _mm512_storeu_ps(v_c + (4 * r + 2) * step, _mm512_sub_ps(s[r][2], s[r][1]));
+    _mm512_storeu_ps(v_c + (4 * r + 3) * step, _mm512_sub_ps(s[r][1], s[r][3]));
+  }
+}
+
 // m[j*o_stride + nv*kVector] = sum over c of u[c*B + j] * v[c*c_stride + nv*kVector]: B output
 // channels x NV vectors of tiles, accumulated in registers over all input channels.
 template <int B, int NV>
@@ -424,9 +470,13 @@ void forward_impl(const Conv2dGeometry& a, const float* x, const float* w, const
       for (int64_t v0 = 0; v0 < l.vectors; v0 += kPass) {
         const int64_t count = std::min(kPass, l.vectors - v0);
         const TileVector* pass = vectors.data() + v0;
-        for (int64_t c = 0; c < a.c; ++c)
-          input_transform(padded + c * l.plane, l, pass, count, v + c * stride, 0, kLanes,
-                          2 * kLanes);
+        if (wide && count == 2)
+          for (int64_t c = 0; c < a.c; ++c)
+            input_transform_pass_512(padded + c * l.plane, l, pass, v + c * stride);
+        else
+          for (int64_t c = 0; c < a.c; ++c)
+            input_transform(padded + c * l.plane, l, pass, count, v + c * stride, 0, kLanes,
+                            2 * kLanes);
         for (int64_t xi = 0; xi < kXi; ++xi) {
           // The next image a few lines per GEMM: a burst of a pass's share at once waited on the
           // line fill buffers (4.7% of a ResNet-20 step in prefetch_part).
