@@ -408,6 +408,49 @@ ECH_AVX2 void output_transform(const float* m_o, const TileVector* vectors, int6
   }
 }
 
+// output_transform of a forward pass of two vectors with AVX-512: m_o[xi] holds the pass's 16
+// tiles in one register; the sums run on all 16, each half then stored as its vector's rows.
+// Same values as output_transform.
+ECH_AVX512 void output_transform_pass_512(const float* m_o, const TileVector* pass, float bias,
+                                          int64_t out_w, float* y) {
+  const __m512 b = _mm512_set1_ps(bias);
+  // Indices into (y0, y1) (16 + 16 lanes): tile k's y0 then its y1, for tiles 0-7 and 8-15.
+  const __m512i first_eight =
+      _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512i last_eight =
+      _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+  __m512 s[2][4];  // A^T m: rows
+#pragma GCC unroll 4
+  for (int64_t k = 0; k < 4; ++k) {
+    const __m512 m0 = _mm512_loadu_ps(m_o + (0 + k) * 2 * kLanes);
+    const __m512 m1 = _mm512_loadu_ps(m_o + (4 + k) * 2 * kLanes);
+    const __m512 m2 = _mm512_loadu_ps(m_o + (8 + k) * 2 * kLanes);
+    const __m512 m3 = _mm512_loadu_ps(m_o + (12 + k) * 2 * kLanes);
+    s[0][k] = _mm512_add_ps(_mm512_add_ps(m0, m1), m2);
+    s[1][k] = _mm512_sub_ps(_mm512_sub_ps(m1, m2), m3);
+  }
+#pragma GCC unroll 2
+  for (int r = 0; r < 2; ++r) {  // (A^T m) A: columns
+    const __m512 y0 = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(s[r][0], s[r][1]), s[r][2]), b);
+    const __m512 y1 = _mm512_add_ps(_mm512_sub_ps(_mm512_sub_ps(s[r][1], s[r][2]), s[r][3]), b);
+#pragma GCC unroll 2
+    for (int i = 0; i < 2; ++i) {
+      // Vector i's 8 tiles (lanes 8i..), columns 2j and 2j + 1 side by side: its lo quad's 8
+      // output columns, then its hi quad's.
+      const __m512 cols = _mm512_permutex2var_ps(y0, i == 0 ? first_eight : last_eight, y1);
+      const TileVector& t = pass[i];
+      float* lo = y + t.out_lo + r * out_w;
+      if (t.joined) {
+        _mm512_storeu_ps(lo, cols);
+        continue;
+      }
+      _mm512_mask_storeu_ps(lo, 0x00FF, cols);
+      // out_hi >= 8 (the hi quad lies 4 tiles on or a tile row down): y + out_hi - 8 is in y.
+      if (t.has_hi) _mm512_mask_storeu_ps(y + t.out_hi - 8 + r * out_w, 0xFF00, cols);
+    }
+  }
+}
+
 // U = G g G^T of every (o, c), stored per block of up to `block` output channels from o0:
 // u[xi*O*C + o0*C + c*b + j] = U[xi] of (o0 + j, c). g is w[o][c] (3x3, row-major).
 void transform_weights(const Conv2dGeometry& a, const float* w, int64_t block, float* u) {
@@ -487,9 +530,14 @@ void forward_impl(const Conv2dGeometry& a, const float* x, const float* w, const
                                                  v + xi * 2 * kLanes, a.c, stride,
                                                  m + blk.o0 * stride + xi * 2 * kLanes, stride);
         }
-        for (int64_t o = 0; o < a.o; ++o)
-          output_transform(m + o * stride, pass, count, bias ? bias[o] : 0.0f, a.out_w,
-                           y + (n * a.o + o) * out_plane);
+        if (wide && count == 2)
+          for (int64_t o = 0; o < a.o; ++o)
+            output_transform_pass_512(m + o * stride, pass, bias ? bias[o] : 0.0f, a.out_w,
+                                      y + (n * a.o + o) * out_plane);
+        else
+          for (int64_t o = 0; o < a.o; ++o)
+            output_transform(m + o * stride, pass, count, bias ? bias[o] : 0.0f, a.out_w,
+                             y + (n * a.o + o) * out_plane);
       }
     }
   });
