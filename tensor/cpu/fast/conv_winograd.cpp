@@ -231,6 +231,10 @@ ECH_AVX2 void input_transform(const float* plane, const Layout& l, const TileVec
   }
 }
 
+// input_transform of a forward pass of two vectors (16 tiles) with AVX-512: the pass's four quads
+// in the four 128-bit lanes of one register (one load where they are contiguous in a tile row,
+// ResNet's stage 1), half the adds and stores of two 8-tile calls. Lanes and results as
+// input_transform's with pair 0, half 8, step 16: v_c[xi][16 tiles].
 // The 16 floats at `offset` from the pass's four quads (lanes t0 lo, t0 hi, t1 lo, t1 hi).
 ECH_AVX512 inline __m512 load_pass_512(const float* plane, const TileVector& t0,
                                        const TileVector& t1, bool contiguous, int64_t offset) {
@@ -241,21 +245,10 @@ ECH_AVX512 inline __m512 load_pass_512(const float* plane, const TileVector& t0,
   return _mm512_insertf32x4(v, _mm_loadu_ps(plane + t1.in_hi + offset), 3);
 }
 
-// Lanes 0-7 of v at lo, lanes 8-15 at hi (one store where hi = lo + 8).
-ECH_AVX512 inline void store_halves(float* lo, float* hi, __m512 v) {
-  if (hi == lo + kLanes) {
-    _mm512_storeu_ps(lo, v);
-    return;
-  }
-  _mm512_mask_storeu_ps(lo, 0x00FF, v);
-  _mm512_mask_storeu_ps(hi - kLanes, 0xFF00, v);
-}
-
-ECH_AVX512 void input_transform_pair_512(const float* plane, const Layout& l,
-                                         const TileVector* pair, float* out_first,
-                                         float* out_second, int64_t step) {
-  const TileVector& t0 = pair[0];
-  const TileVector& t1 = pair[1];
+ECH_AVX512 void input_transform_pass_512(const float* plane, const Layout& l,
+                                         const TileVector* pass, float* v_c) {
+  const TileVector& t0 = pass[0];
+  const TileVector& t1 = pass[1];
   const bool contiguous = t0.joined && t1.joined && t1.in_lo == t0.in_lo + 8;
   __m512 d[4][4];
 #pragma GCC unroll 4
@@ -274,15 +267,13 @@ ECH_AVX512 void input_transform_pair_512(const float* plane, const Layout& l,
     s[2][k] = _mm512_sub_ps(d[2][k], d[1][k]);
     s[3][k] = _mm512_sub_ps(d[1][k], d[3][k]);
   }
+  constexpr int64_t step = 2 * kLanes;
 #pragma GCC unroll 4
   for (int r = 0; r < 4; ++r) {  // (B^T d) B: columns
-    const int64_t at = 4 * r * step;
-    store_halves(out_first + at, out_second + at, _mm512_sub_ps(s[r][0], s[r][2]));
-    store_halves(out_first + at + step, out_second + at + step, _mm512_add_ps(s[r][1], s[r][2]));
-    store_halves(out_first + at + 2 * step, out_second + at + 2 * step,
-                 _mm512_sub_ps(s[r][2], s[r][1]));
-    store_halves(out_first + at + 3 * step, out_second + at + 3 * step,
-                 _mm512_sub_ps(s[r][1], s[r][3]));
+    _mm512_storeu_ps(v_c + (4 * r + 0) * step, _mm512_sub_ps(s[r][0], s[r][2]));
+    _mm512_storeu_ps(v_c + (4 * r + 1) * step, _mm512_add_ps(s[r][1], s[r][2]));
+    _mm512_storeu_ps(v_c + (4 * r + 2) * step, _mm512_sub_ps(s[r][2], s[r][1]));
+    _mm512_storeu_ps(v_c + (4 * r + 3) * step, _mm512_sub_ps(s[r][1], s[r][3]));
   }
 }
 
@@ -524,8 +515,7 @@ void forward_impl(const Conv2dGeometry& a, const float* x, const float* w, const
         const TileVector* pass = vectors.data() + v0;
         if (wide && count == 2)
           for (int64_t c = 0; c < a.c; ++c)
-            input_transform_pair_512(padded + c * l.plane, l, pass, v + c * stride,
-                                     v + c * stride + kLanes, 2 * kLanes);
+            input_transform_pass_512(padded + c * l.plane, l, pass, v + c * stride);
         else
           for (int64_t c = 0; c < a.c; ++c)
             input_transform(padded + c * l.plane, l, pass, count, v + c * stride, 0, kLanes,

@@ -12,10 +12,8 @@
 // without it would name a different function version to GCC).
 #if defined(__x86_64__) || defined(__i386__)
 #define ECH_WINOGRAD_AVX2 __attribute__((target("avx2,fma")))
-#define ECH_WINOGRAD_AVX512 __attribute__((target("avx512f,avx2,fma")))
 #else
 #define ECH_WINOGRAD_AVX2
-#define ECH_WINOGRAD_AVX512
 #endif
 
 namespace echelon::cpu::fast::winograd {
@@ -69,13 +67,5 @@ void prefetch_part(const float* p, int64_t bytes, int64_t part, int64_t parts);
 ECH_WINOGRAD_AVX2 void input_transform(const float* plane, const Layout& l,
                                        const TileVector* vectors, int64_t count, float* v_c,
                                        int64_t pair, int64_t half, int64_t step);
-
-// input_transform of two vectors (16 tiles: the pair's four quads in one AVX-512 register, one
-// load where they are contiguous in a tile row) with half the adds and stores: transformed
-// position xi of the first vector's tiles goes to out_first + xi * step, the second's to
-// out_second + xi * step (8 floats each). Same values as input_transform.
-ECH_WINOGRAD_AVX512 void input_transform_pair_512(const float* plane, const Layout& l,
-                                                  const TileVector* pair, float* out_first,
-                                                  float* out_second, int64_t step);
 
 }  // namespace echelon::cpu::fast::winograd

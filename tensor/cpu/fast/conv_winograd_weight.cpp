@@ -275,18 +275,9 @@ void backward_weight_impl(const Conv2dGeometry& a, const float* grad_out, const 
       const int64_t images = std::min(group, end - n), tiles = images * image_tiles;
       for (int64_t i = 0; i < images; ++i) {
         pad_image(a, l, x + (n + i) * a.c * a.h * a.w, padded);
-        // AVX-512: vectors two at a time (the pairs' V stays per vector), an odd last one alone.
-        const int64_t paired = wide ? l.vectors / 2 * 2 : 0;
-        for (int64_t c = 0; c < a.c; ++c) {
-          float* v_c = v + c * c_stride + i * l.vectors * kVector;
-          const float* plane = padded + c * l.plane;
-          for (int64_t k = 0; k < paired; k += 2)
-            input_transform_pair_512(plane, l, vectors.data() + k, v_c + k * kVector,
-                                     v_c + (k + 1) * kVector, kLanes);
-          if (paired < l.vectors)
-            input_transform(plane, l, vectors.data() + paired, l.vectors - paired,
-                            v_c + paired * kVector, 2 * kVector, kVector, kLanes);
-        }
+        for (int64_t c = 0; c < a.c; ++c)
+          input_transform(padded + c * l.plane, l, vectors.data(), l.vectors,
+                          v + c * c_stride + i * l.vectors * kVector, 2 * kVector, kVector, kLanes);
         conv_direct_transpose_planes(grad_out + (n + i) * a.o * positions, a.o, positions, op, gt);
         (wide ? grad_transform_512 : grad_transform)(gt, op, vectors.data(), l.vectors, a.out_w,
                                                      z + i * image_tiles * kXi * op);
