@@ -3,7 +3,7 @@
 // zero-padded image with even and odd columns apart (so the 4 columns 2j..2j+3 of 4 neighbouring
 // tiles are 4 contiguous loads); then per pass of 16 tiles the input transform into V[c][xi][tile],
 // 16 GEMMs M[o][xi][tile] = sum_c U[xi][o][c] V[c][xi][tile] (6 output channels x 16 tiles in
-// AVX2 registers, or 12 x 16 with AVX-512), and the output transform into y. Only the vector
+// AVX2 registers, or 16 x 16 with AVX-512), and the output transform into y. Only the vector
 // functions are compiled for AVX2 + FMA (ECH_AVX2) or AVX-512 (ECH_AVX512); the usable() tests
 // and the ISA setting keep other CPUs away from them.
 #include <echelon/tensor/cpu/fast/conv_winograd.h>
@@ -90,7 +90,9 @@ bool conv_winograd_backward_input_usable(const Conv2dGeometry& a) {
 #ifdef ECH_AVX2
 namespace winograd {
 
-constexpr int kBlock512 = 12;  // output channels per AVX-512 GEMM tile (12 x 1 of 16 tiles)
+// Output channels per AVX-512 GEMM tile (16 x 1 of 16 tiles: 16 of the 32 registers accumulate,
+// so stage 1's 16 channels are one tile and V is read once per transformed position).
+constexpr int kBlock512 = 16;
 
 Layout layout_of(const Conv2dGeometry& a) {
   Layout l{};
@@ -324,27 +326,35 @@ GemmTileFn gemm_tile_for(int64_t block) {
   }
 }
 
-// The GEMM tile with AVX-512: B (<= 12) output channels x the pass's 16 tiles in one register,
+// The GEMM tile with AVX-512: B (<= 16) output channels x the pass's 16 tiles in one register,
 // accumulated over all input channels; Half: a pass of one vector (8 tiles, masked).
 template <int B, bool Half>
 ECH_AVX512 void gemm_tile_512(const float* u, const float* v, int64_t channels, int64_t c_stride,
                               float* m, int64_t o_stride) {
   const __mmask16 lanes = Half ? 0x00FF : 0xFFFF;
   __m512 acc[B];
-#pragma GCC unroll 12
+#pragma GCC unroll 16
   for (int j = 0; j < B; ++j) acc[j] = _mm512_setzero_ps();
   for (int64_t c = 0; c < channels; ++c) {
     const __m512 vv = _mm512_maskz_loadu_ps(lanes, v + c * c_stride);
-#pragma GCC unroll 12
+#pragma GCC unroll 16
     for (int j = 0; j < B; ++j) acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(u[c * B + j]), vv, acc[j]);
   }
-#pragma GCC unroll 12
+#pragma GCC unroll 16
   for (int j = 0; j < B; ++j) _mm512_mask_storeu_ps(m + j * o_stride, lanes, acc[j]);
 }
 
 template <bool Half>
 GemmTileFn gemm_tile_512_for(int64_t block) {
   switch (block) {
+    case 16:
+      return gemm_tile_512<16, Half>;
+    case 15:
+      return gemm_tile_512<15, Half>;
+    case 14:
+      return gemm_tile_512<14, Half>;
+    case 13:
+      return gemm_tile_512<13, Half>;
     case 12:
       return gemm_tile_512<12, Half>;
     case 11:
