@@ -44,6 +44,18 @@ void accumulate_into(TensorImpl& impl, const Tensor& grad) {
   }
 }
 
+// True when `sum` may take `g` in place: nothing else holds it (its Tensor object, its impl and
+// its storage each referenced once: no view, copy or saved tensor sees the write), and it is a
+// dense block of g's shape, dtype and device. A node's gradient often is shared (add passes its
+// gradient to both inputs, views alias it), so this is checked each time.
+bool owned_here(const Tensor& sum, const Tensor& g) {
+  return sum.impl_ptr().use_count() == 1 && sum.storage().use_count() == 1 &&
+         sum.storage() != g.storage() && sum.is_contiguous() && sum.shape() == g.shape() &&
+         sum.dtype() == g.dtype() && sum.device() == g.device() && !sum.requires_grad() &&
+         (sum.dtype() == kFloat32 ||
+          (sum.dtype() == kFloat64 && !sum.is_cuda()));  // as axpy_ takes
+}
+
 void deliver_to_leaf(const std::shared_ptr<TensorImpl>& leaf, Tensor grad, const Node* from) {
   check_grad_matches(grad, leaf->shape, from ? from->name() : std::string("root"));
   grad = run_hooks(*leaf->autograd, grad);
@@ -131,7 +143,12 @@ void backward(const Tensor& root, const Tensor& grad, bool retain_graph,
       if (!edge.node) continue;
       if (g.defined()) {
         Tensor& sum = pending[edge.node.get()];
-        sum = sum.defined() ? ops::add(sum, g) : g;
+        if (!sum.defined())
+          sum = g;
+        else if (owned_here(sum, g))
+          ops::axpy_(sum, g, 1.0);  // sum + 1 * g: the same values as add, no new tensor
+        else
+          sum = ops::add(sum, g);
       }
       if (--deps[edge.node.get()] == 0) ready.push_back(edge.node);
     }

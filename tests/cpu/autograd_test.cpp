@@ -45,6 +45,34 @@ TEST_SUITE("autograd") {
     check_close(x.grad(), {4.0f, -4.0f, 11.0f});
   }
 
+  TEST_CASE("summed gradients: in place only into a tensor nothing else holds") {
+    // Fresh gradients from two consumers: the second is added into the first in place.
+    Tensor x = leaf({0.5f, -1.5f, 2.0f}, {3});
+    Tensor y = x * 2.0;
+    backward(sum(y * 3.0 + y * 5.0));  // dL/dy = 8, dL/dx = 16
+    check_close(x.grad(), {16.0f, 16.0f, 16.0f});
+    // add hands the same gradient to both inputs: summed into a new tensor, the caller's
+    // gradient untouched.
+    x.zero_grad();
+    Tensor z = x * 2.0;
+    const Tensor seed = Tensor::from_vector<float>({1.0f, 2.0f, 3.0f}, {3});
+    backward(z + z, seed);  // dL/dz = 2 seed, dL/dx = 4 seed
+    check_close(x.grad(), {4.0f, 8.0f, 12.0f});
+    check_close(seed, {1.0f, 2.0f, 3.0f});
+    // A gradient a hook keeps (add passes p's gradient on to w) is not written afterwards.
+    x.zero_grad();
+    Tensor c = leaf({1.0f, 1.0f, 1.0f}, {3});
+    Tensor w = x * 2.0, p = w + c;
+    Tensor seen_p;
+    p.register_hook([&seen_p](const Tensor& g) {
+      seen_p = g;
+      return g;
+    });
+    backward(sum(p) + sum(w * 5.0));  // dL/dp = 1 (kept), dL/dw = 1 + 5, dL/dx = 12
+    check_close(seen_p, {1.0f, 1.0f, 1.0f});
+    check_close(x.grad(), {12.0f, 12.0f, 12.0f});
+  }
+
   TEST_CASE("retain_graph allows a second backward; without it the graph is freed") {
     Tensor x = leaf({1.5f, -0.5f}, {2});
     Tensor y = sum(exp(x));

@@ -16,8 +16,10 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -187,6 +189,50 @@ TEST_SUITE("fast_cpu") {
     // Each direction ran on most cases, in every run.
     CHECK(forwards >= 6 * int(runs.size()));
     CHECK(backwards >= 6 * int(runs.size()));
+    cpu::fast::set_num_threads(before);
+    cpu::fast::set_conv_winograd_isa(isa_before);
+  }
+
+  TEST_CASE("winograd: the AVX-512 paths give the AVX2 values bit for bit, 1 and 3 threads") {
+    // The same adds in the transforms and the same FMA chain per output (over the input channels;
+    // over the tiles for the weight gradient): only the register widths differ.
+    if (!cpu::fast::conv_winograd_avx512_available()) return;
+    const int before = cpu::fast::num_threads();
+    const cpu::fast::WinogradIsa isa_before = cpu::fast::conv_winograd_isa();
+    for (const Case& k : kCases) {
+      CAPTURE(k.c);
+      CAPTURE(k.h);
+      CAPTURE(k.w);
+      CAPTURE(k.o);
+      CAPTURE(k.pad);
+      const Conv2dGeometry a = geometry(k);
+      const auto in = size_t(a.n * a.c * a.h * a.w), out = size_t(a.n * a.o * a.out_h * a.out_w);
+      const auto x = random_values(in, 5), w = random_values(size_t(a.o * a.c * 9), 6),
+                 b = random_values(size_t(a.o), 7), gy = random_values(out, 8);
+      auto run = [&](cpu::fast::WinogradIsa isa, int threads) {
+        cpu::fast::set_conv_winograd_isa(isa);
+        cpu::fast::set_num_threads(threads);
+        const float nan = std::numeric_limits<float>::quiet_NaN();
+        std::vector<float> y(out, nan), gx(in, nan), gw(w.size(), nan);
+        if (cpu::fast::conv_winograd_usable(a)) {
+          cpu::fast::conv_winograd_forward(a, x.data(), w.data(), b.data(), y.data());
+          cpu::fast::conv_winograd_backward_weight(a, gy.data(), x.data(), gw.data());
+        }
+        if (cpu::fast::conv_winograd_backward_input_usable(a))
+          cpu::fast::conv_winograd_backward_input(a, gy.data(), w.data(), gx.data());
+        return std::tuple{y, gx, gw};
+      };
+      for (const int threads : {1, 3}) {
+        CAPTURE(threads);
+        // The weight gradient's partials per thread chunk: the same thread count both ways.
+        const auto [y2, gx2, gw2] = run(cpu::fast::WinogradIsa::Avx2, threads);
+        const auto [y5, gx5, gw5] = run(cpu::fast::WinogradIsa::Avx512, threads);
+        // NaN where a direction does not take the case: compare the bits.
+        CHECK(std::memcmp(y5.data(), y2.data(), out * sizeof(float)) == 0);
+        CHECK(std::memcmp(gx5.data(), gx2.data(), in * sizeof(float)) == 0);
+        CHECK(std::memcmp(gw5.data(), gw2.data(), gw2.size() * sizeof(float)) == 0);
+      }
+    }
     cpu::fast::set_num_threads(before);
     cpu::fast::set_conv_winograd_isa(isa_before);
   }

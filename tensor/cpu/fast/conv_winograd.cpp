@@ -3,7 +3,7 @@
 // zero-padded image with even and odd columns apart (so the 4 columns 2j..2j+3 of 4 neighbouring
 // tiles are 4 contiguous loads); then per pass of 16 tiles the input transform into V[c][xi][tile],
 // 16 GEMMs M[o][xi][tile] = sum_c U[xi][o][c] V[c][xi][tile] (6 output channels x 16 tiles in
-// AVX2 registers, or 12 x 16 with AVX-512), and the output transform into y. Only the vector
+// AVX2 registers, or 16 x 16 with AVX-512), and the output transform into y. Only the vector
 // functions are compiled for AVX2 + FMA (ECH_AVX2) or AVX-512 (ECH_AVX512); the usable() tests
 // and the ISA setting keep other CPUs away from them.
 #include <echelon/tensor/cpu/fast/conv_winograd.h>
@@ -90,7 +90,9 @@ bool conv_winograd_backward_input_usable(const Conv2dGeometry& a) {
 #ifdef ECH_AVX2
 namespace winograd {
 
-constexpr int kBlock512 = 12;  // output channels per AVX-512 GEMM tile (12 x 1 of 16 tiles)
+// Output channels per AVX-512 GEMM tile (16 x 1 of 16 tiles: 16 of the 32 registers accumulate,
+// so stage 1's 16 channels are one tile and V is read once per transformed position).
+constexpr int kBlock512 = 16;
 
 Layout layout_of(const Conv2dGeometry& a) {
   Layout l{};
@@ -231,6 +233,52 @@ ECH_AVX2 void input_transform(const float* plane, const Layout& l, const TileVec
   }
 }
 
+// input_transform of a forward pass of two vectors (16 tiles) with AVX-512: the pass's four quads
+// in the four 128-bit lanes of one register (one load where they are contiguous in a tile row,
+// ResNet's stage 1), half the adds and stores of two 8-tile calls. Lanes and results as
+// input_transform's with pair 0, half 8, step 16: v_c[xi][16 tiles].
+// The 16 floats at `offset` from the pass's four quads (lanes t0 lo, t0 hi, t1 lo, t1 hi).
+ECH_AVX512 inline __m512 load_pass_512(const float* plane, const TileVector& t0,
+                                       const TileVector& t1, bool contiguous, int64_t offset) {
+  if (contiguous) return _mm512_loadu_ps(plane + t0.in_lo + offset);
+  __m512 v = _mm512_castps128_ps512(_mm_loadu_ps(plane + t0.in_lo + offset));
+  v = _mm512_insertf32x4(v, _mm_loadu_ps(plane + t0.in_hi + offset), 1);
+  v = _mm512_insertf32x4(v, _mm_loadu_ps(plane + t1.in_lo + offset), 2);
+  return _mm512_insertf32x4(v, _mm_loadu_ps(plane + t1.in_hi + offset), 3);
+}
+
+ECH_AVX512 void input_transform_pass_512(const float* plane, const Layout& l,
+                                         const TileVector* pass, float* v_c) {
+  const TileVector& t0 = pass[0];
+  const TileVector& t1 = pass[1];
+  const bool contiguous = t0.joined && t1.joined && t1.in_lo == t0.in_lo + 8;
+  __m512 d[4][4];
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) {
+    const int64_t row = r * l.row;
+    d[r][0] = load_pass_512(plane, t0, t1, contiguous, row);                // padded column 2j
+    d[r][1] = load_pass_512(plane, t0, t1, contiguous, row + l.phase);      // 2j + 1
+    d[r][2] = load_pass_512(plane, t0, t1, contiguous, row + 1);            // 2j + 2
+    d[r][3] = load_pass_512(plane, t0, t1, contiguous, row + l.phase + 1);  // 2j + 3
+  }
+  __m512 s[4][4];  // B^T d: rows
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    s[0][k] = _mm512_sub_ps(d[0][k], d[2][k]);
+    s[1][k] = _mm512_add_ps(d[1][k], d[2][k]);
+    s[2][k] = _mm512_sub_ps(d[2][k], d[1][k]);
+    s[3][k] = _mm512_sub_ps(d[1][k], d[3][k]);
+  }
+  constexpr int64_t step = 2 * kLanes;
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) {  // (B^T d) B: columns
+    _mm512_storeu_ps(v_c + (4 * r + 0) * step, _mm512_sub_ps(s[r][0], s[r][2]));
+    _mm512_storeu_ps(v_c + (4 * r + 1) * step, _mm512_add_ps(s[r][1], s[r][2]));
+    _mm512_storeu_ps(v_c + (4 * r + 2) * step, _mm512_sub_ps(s[r][2], s[r][1]));
+    _mm512_storeu_ps(v_c + (4 * r + 3) * step, _mm512_sub_ps(s[r][1], s[r][3]));
+  }
+}
+
 // m[j*o_stride + nv*kVector] = sum over c of u[c*B + j] * v[c*c_stride + nv*kVector]: B output
 // channels x NV vectors of tiles, accumulated in registers over all input channels.
 template <int B, int NV>
@@ -278,27 +326,35 @@ GemmTileFn gemm_tile_for(int64_t block) {
   }
 }
 
-// The GEMM tile with AVX-512: B (<= 12) output channels x the pass's 16 tiles in one register,
+// The GEMM tile with AVX-512: B (<= 16) output channels x the pass's 16 tiles in one register,
 // accumulated over all input channels; Half: a pass of one vector (8 tiles, masked).
 template <int B, bool Half>
 ECH_AVX512 void gemm_tile_512(const float* u, const float* v, int64_t channels, int64_t c_stride,
                               float* m, int64_t o_stride) {
   const __mmask16 lanes = Half ? 0x00FF : 0xFFFF;
   __m512 acc[B];
-#pragma GCC unroll 12
+#pragma GCC unroll 16
   for (int j = 0; j < B; ++j) acc[j] = _mm512_setzero_ps();
   for (int64_t c = 0; c < channels; ++c) {
     const __m512 vv = _mm512_maskz_loadu_ps(lanes, v + c * c_stride);
-#pragma GCC unroll 12
+#pragma GCC unroll 16
     for (int j = 0; j < B; ++j) acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(u[c * B + j]), vv, acc[j]);
   }
-#pragma GCC unroll 12
+#pragma GCC unroll 16
   for (int j = 0; j < B; ++j) _mm512_mask_storeu_ps(m + j * o_stride, lanes, acc[j]);
 }
 
 template <bool Half>
 GemmTileFn gemm_tile_512_for(int64_t block) {
   switch (block) {
+    case 16:
+      return gemm_tile_512<16, Half>;
+    case 15:
+      return gemm_tile_512<15, Half>;
+    case 14:
+      return gemm_tile_512<14, Half>;
+    case 13:
+      return gemm_tile_512<13, Half>;
     case 12:
       return gemm_tile_512<12, Half>;
     case 11:
@@ -362,6 +418,49 @@ ECH_AVX2 void output_transform(const float* m_o, const TileVector* vectors, int6
   }
 }
 
+// output_transform of a forward pass of two vectors with AVX-512: m_o[xi] holds the pass's 16
+// tiles in one register; the sums run on all 16, each half then stored as its vector's rows.
+// Same values as output_transform.
+ECH_AVX512 void output_transform_pass_512(const float* m_o, const TileVector* pass, float bias,
+                                          int64_t out_w, float* y) {
+  const __m512 b = _mm512_set1_ps(bias);
+  // Indices into (y0, y1) (16 + 16 lanes): tile k's y0 then its y1, for tiles 0-7 and 8-15.
+  const __m512i first_eight =
+      _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512i last_eight =
+      _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+  __m512 s[2][4];  // A^T m: rows
+#pragma GCC unroll 4
+  for (int64_t k = 0; k < 4; ++k) {
+    const __m512 m0 = _mm512_loadu_ps(m_o + (0 + k) * 2 * kLanes);
+    const __m512 m1 = _mm512_loadu_ps(m_o + (4 + k) * 2 * kLanes);
+    const __m512 m2 = _mm512_loadu_ps(m_o + (8 + k) * 2 * kLanes);
+    const __m512 m3 = _mm512_loadu_ps(m_o + (12 + k) * 2 * kLanes);
+    s[0][k] = _mm512_add_ps(_mm512_add_ps(m0, m1), m2);
+    s[1][k] = _mm512_sub_ps(_mm512_sub_ps(m1, m2), m3);
+  }
+#pragma GCC unroll 2
+  for (int r = 0; r < 2; ++r) {  // (A^T m) A: columns
+    const __m512 y0 = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(s[r][0], s[r][1]), s[r][2]), b);
+    const __m512 y1 = _mm512_add_ps(_mm512_sub_ps(_mm512_sub_ps(s[r][1], s[r][2]), s[r][3]), b);
+#pragma GCC unroll 2
+    for (int i = 0; i < 2; ++i) {
+      // Vector i's 8 tiles (lanes 8i..), columns 2j and 2j + 1 side by side: its lo quad's 8
+      // output columns, then its hi quad's.
+      const __m512 cols = _mm512_permutex2var_ps(y0, i == 0 ? first_eight : last_eight, y1);
+      const TileVector& t = pass[i];
+      float* lo = y + t.out_lo + r * out_w;
+      if (t.joined) {
+        _mm512_storeu_ps(lo, cols);
+        continue;
+      }
+      _mm512_mask_storeu_ps(lo, 0x00FF, cols);
+      // out_hi >= 8 (the hi quad lies 4 tiles on or a tile row down): y + out_hi - 8 is in y.
+      if (t.has_hi) _mm512_mask_storeu_ps(y + t.out_hi - 8 + r * out_w, 0xFF00, cols);
+    }
+  }
+}
+
 // U = G g G^T of every (o, c), stored per block of up to `block` output channels from o0:
 // u[xi*O*C + o0*C + c*b + j] = U[xi] of (o0 + j, c). g is w[o][c] (3x3, row-major).
 void transform_weights(const Conv2dGeometry& a, const float* w, int64_t block, float* u) {
@@ -401,6 +500,18 @@ void forward_impl(const Conv2dGeometry& a, const float* x, const float* w, const
   // products (O x ...) stay in L1 from the input transform to the output transform.
   constexpr int64_t kPass = 2;
   const int64_t stride = kPass * kVector;  // floats between channels of V and of M
+  // The register-tile blocks of the output channels, with the tile functions for passes of two
+  // vectors and of one: found once here (balanced_block's divisions in the xi loop cost ~2%).
+  struct Block {
+    int64_t o0;
+    GemmTileFn pair, single;
+  };
+  std::vector<Block> blocks;
+  for (int64_t o0 = 0, b = 0; o0 < a.o; o0 += b) {
+    b = balanced_block(a.o - o0, block);
+    blocks.push_back({o0, wide ? gemm_tile_512_for<false>(b) : gemm_tile_for<2>(b),
+                      wide ? gemm_tile_512_for<true>(b) : gemm_tile_for<1>(b)});
+  }
   parallel_for(a.n, 1, [&](int64_t begin, int64_t end) {
     float* padded = scratch<float>(0, static_cast<size_t>(a.c * l.plane + (a.c + a.o) * stride));
     float* v = padded + a.c * l.plane;
@@ -410,24 +521,33 @@ void forward_impl(const Conv2dGeometry& a, const float* x, const float* w, const
     for (int64_t n = begin; n < end; ++n) {
       pad_image(a, l, x + n * image, padded);
       for (int64_t v0 = 0; v0 < l.vectors; v0 += kPass) {
-        if (n + 1 < end) prefetch_part(x + (n + 1) * image, image * 4, v0 / kPass, passes);
         const int64_t count = std::min(kPass, l.vectors - v0);
         const TileVector* pass = vectors.data() + v0;
-        for (int64_t c = 0; c < a.c; ++c)
-          input_transform(padded + c * l.plane, l, pass, count, v + c * stride, 0, kLanes,
-                          2 * kLanes);
-        for (int64_t xi = 0; xi < kXi; ++xi)
-          for (int64_t o0 = 0, b = 0; o0 < a.o; o0 += b) {
-            b = balanced_block(a.o - o0, block);
-            const GemmTileFn fn =
-                wide ? (count == 2 ? gemm_tile_512_for<false>(b) : gemm_tile_512_for<true>(b))
-                     : (count == 2 ? gemm_tile_for<2>(b) : gemm_tile_for<1>(b));
-            fn(u + xi * a.o * a.c + o0 * a.c, v + xi * 2 * kLanes, a.c, stride,
-               m + o0 * stride + xi * 2 * kLanes, stride);
-          }
-        for (int64_t o = 0; o < a.o; ++o)
-          output_transform(m + o * stride, pass, count, bias ? bias[o] : 0.0f, a.out_w,
-                           y + (n * a.o + o) * out_plane);
+        if (wide && count == 2)
+          for (int64_t c = 0; c < a.c; ++c)
+            input_transform_pass_512(padded + c * l.plane, l, pass, v + c * stride);
+        else
+          for (int64_t c = 0; c < a.c; ++c)
+            input_transform(padded + c * l.plane, l, pass, count, v + c * stride, 0, kLanes,
+                            2 * kLanes);
+        for (int64_t xi = 0; xi < kXi; ++xi) {
+          // The next image a few lines per GEMM: a burst of a pass's share at once waited on the
+          // line fill buffers (4.7% of a ResNet-20 step in prefetch_part).
+          if (n + 1 < end)
+            prefetch_part(x + (n + 1) * image, image * 4, v0 / kPass * kXi + xi, passes * kXi);
+          for (const Block& blk : blocks)
+            (count == 2 ? blk.pair : blk.single)(u + xi * a.o * a.c + blk.o0 * a.c,
+                                                 v + xi * 2 * kLanes, a.c, stride,
+                                                 m + blk.o0 * stride + xi * 2 * kLanes, stride);
+        }
+        if (wide && count == 2)
+          for (int64_t o = 0; o < a.o; ++o)
+            output_transform_pass_512(m + o * stride, pass, bias ? bias[o] : 0.0f, a.out_w,
+                                      y + (n * a.o + o) * out_plane);
+        else
+          for (int64_t o = 0; o < a.o; ++o)
+            output_transform(m + o * stride, pass, count, bias ? bias[o] : 0.0f, a.out_w,
+                             y + (n * a.o + o) * out_plane);
       }
     }
   });

@@ -15,8 +15,9 @@
 namespace echelon::cpu::fast {
 
 // The register tiles of the forward and backward-data GEMMs: AVX2 (6 output channels x 16 tiles
-// in 12 registers) or AVX-512 (12 x 16 in 12). The default is AVX-512 where the CPU has it;
-// tests set each in turn. Process-wide; choosing AVX-512 on a CPU without it throws.
+// in 12 registers) or AVX-512 (16 x 16 in 16), with the transforms of a 16-tile pass in one
+// register. The default is AVX-512 where the CPU has it; tests set each in turn. Process-wide;
+// choosing AVX-512 on a CPU without it throws.
 enum class WinogradIsa { Avx2, Avx512 };
 void set_conv_winograd_isa(WinogradIsa isa);
 WinogradIsa conv_winograd_isa();

@@ -185,6 +185,43 @@ ECH_AVX2 void grad_transform(const float* gt, int64_t op, const TileVector* vect
   }
 }
 
+// grad_transform with AVX-512, for op a multiple of 16 (the AVX-512 weight tiles' rounding):
+// 16 output channels per register, the same sums.
+ECH_AVX512 void grad_transform_512(const float* gt, int64_t op, const TileVector* vectors,
+                                   int64_t count, int64_t out_w, float* z) {
+  for (int64_t i = 0; i < count; ++i) {
+    const TileVector& tv = vectors[i];
+    for (int64_t lane = 0; lane < kLanes; ++lane) {
+      const int64_t t = i * kLanes + lane;
+      if (lane >= 4 && !tv.has_hi) {
+        std::fill(z + t * kXi * op, z + (t + 1) * kXi * op, 0.0f);
+        continue;
+      }
+      const int64_t p = (lane < 4 ? tv.out_lo + 2 * lane : tv.out_hi + 2 * (lane - 4));
+      for (int64_t k = 0; k < op; k += 16) {
+        const __m512 a = _mm512_loadu_ps(gt + p * op + k);
+        const __m512 b = _mm512_loadu_ps(gt + (p + 1) * op + k);
+        const __m512 c = _mm512_loadu_ps(gt + (p + out_w) * op + k);
+        const __m512 d = _mm512_loadu_ps(gt + (p + out_w + 1) * op + k);
+        const __m512 rows[4][2] = {
+            {a, b},
+            {_mm512_add_ps(a, c), _mm512_add_ps(b, d)},
+            {_mm512_sub_ps(a, c), _mm512_sub_ps(b, d)},
+            {_mm512_sub_ps(_mm512_setzero_ps(), c), _mm512_sub_ps(_mm512_setzero_ps(), d)}};
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; ++r) {
+          const __m512 pv = rows[r][0], qv = rows[r][1];
+          float* dst = z + (t * kXi + int64_t{4} * r) * op + k;
+          _mm512_storeu_ps(dst, pv);
+          _mm512_storeu_ps(dst + op, _mm512_add_ps(pv, qv));
+          _mm512_storeu_ps(dst + 2 * op, _mm512_sub_ps(pv, qv));
+          _mm512_storeu_ps(dst + 3 * op, _mm512_sub_ps(_mm512_setzero_ps(), qv));
+        }
+      }
+    }
+  }
+}
+
 void backward_weight_impl(const Conv2dGeometry& a, const float* grad_out, const float* x,
                           float* grad_w) {
   const Layout l = layout_of(a);
@@ -200,6 +237,28 @@ void backward_weight_impl(const Conv2dGeometry& a, const float* grad_out, const 
   // Per chunk dU[xi][c][o] in the caller's scratch (slot 1; tasks use their own slot 0).
   const size_t partial_count = static_cast<size_t>(std::max<int64_t>(chunks, 1) * partial);
   float* partials = scratch<float>(1, partial_count);
+  // The register tiles of one xi (output channels o0.., input channels c0..), found once here
+  // (balanced_block's divisions inside the xi loop cost ~1%). Vectors of output channels per
+  // tile: AVX-512 4, 2 or 1 of 16; AVX2 2 or 1 of 8.
+  struct Tile {
+    int64_t o0, c0;
+    WeightTileFn fn;
+  };
+  std::vector<Tile> tiles_of_xi;
+  for (int64_t o0 = 0, vectors = 0; o0 < op; o0 += vectors * o_lanes) {
+    const int64_t left = (op - o0) / o_lanes;
+    vectors = left >= 4 && wide ? 4 : left >= 2 ? 2 : 1;
+    const int64_t block = wide ? weight_block_512(vectors) : kBlock;
+    for (int64_t c0 = 0, b = 0; c0 < a.c; c0 += b) {
+      b = balanced_block(a.c - c0, block);
+      tiles_of_xi.push_back({o0, c0,
+                             !wide ? (vectors == 2 ? weight_tile_for<2>(b) : weight_tile_for<1>(b))
+                             : vectors == 4 ? weight_tile_512_for<4>(b)
+                             : vectors == 2 ? weight_tile_512_for<2>(b)
+                                            : weight_tile_512_for<1>(b)});
+    }
+  }
+  const int64_t parts = kXi * static_cast<int64_t>(tiles_of_xi.size());
   std::fill(partials, partials + partial_count, 0.0f);
   parallel_chunks(a.n, 1, [&](int64_t chunk, int64_t begin, int64_t end) {
     float* du = partials + chunk * partial;
@@ -220,32 +279,22 @@ void backward_weight_impl(const Conv2dGeometry& a, const float* grad_out, const 
           input_transform(padded + c * l.plane, l, vectors.data(), l.vectors,
                           v + c * c_stride + i * l.vectors * kVector, 2 * kVector, kVector, kLanes);
         conv_direct_transpose_planes(grad_out + (n + i) * a.o * positions, a.o, positions, op, gt);
-        grad_transform(gt, op, vectors.data(), l.vectors, a.out_w, z + i * image_tiles * kXi * op);
+        (wide ? grad_transform_512 : grad_transform)(gt, op, vectors.data(), l.vectors, a.out_w,
+                                                     z + i * image_tiles * kXi * op);
       }
-      for (int64_t xi = 0; xi < kXi; ++xi) {
-        if (n + images < end) {  // the next group's images and gradients, a 16th per xi
-          prefetch_part(x + (n + images) * a.c * a.h * a.w,
-                        std::min(group, end - n - images) * a.c * a.h * a.w * 4, xi, kXi);
-          prefetch_part(grad_out + (n + images) * a.o * positions,
-                        std::min(group, end - n - images) * a.o * positions * 4, xi, kXi);
-        }
-        for (int64_t o0 = 0, vectors = 0; o0 < op; o0 += vectors * o_lanes) {
-          // Vectors of output channels per tile: AVX-512 4, 2 or 1 of 16; AVX2 2 or 1 of 8.
-          const int64_t left = (op - o0) / o_lanes;
-          vectors = left >= 4 && wide ? 4 : left >= 2 ? 2 : 1;
-          const int64_t block = wide ? weight_block_512(vectors) : kBlock;
-          for (int64_t c0 = 0, b = 0; c0 < a.c; c0 += b) {
-            b = balanced_block(a.c - c0, block);
-            const WeightTileFn fn =
-                !wide          ? (vectors == 2 ? weight_tile_for<2>(b) : weight_tile_for<1>(b))
-                : vectors == 4 ? weight_tile_512_for<4>(b)
-                : vectors == 2 ? weight_tile_512_for<2>(b)
-                               : weight_tile_512_for<1>(b);
-            fn(v + c0 * c_stride + xi * kLanes, c_stride, z + xi * op + o0, tiles, op,
-               du + (xi * a.c + c0) * op + o0);
+      for (int64_t xi = 0, part = 0; xi < kXi; ++xi)
+        for (const Tile& tile : tiles_of_xi) {
+          if (n + images < end) {  // the next group's images and gradients, a share per tile
+            const int64_t next = std::min(group, end - n - images);
+            prefetch_part(x + (n + images) * a.c * a.h * a.w, next * a.c * a.h * a.w * 4, part,
+                          parts);
+            prefetch_part(grad_out + (n + images) * a.o * positions, next * a.o * positions * 4,
+                          part, parts);
           }
+          ++part;
+          tile.fn(v + tile.c0 * c_stride + xi * kLanes, c_stride, z + xi * op + tile.o0, tiles, op,
+                  du + (xi * a.c + tile.c0) * op + tile.o0);
         }
-      }
     }
   });
   for (int64_t c = 1; c < chunks; ++c) {  // chunk by chunk: a fixed order
