@@ -64,7 +64,8 @@ EvalResult evaluate_checkpoint(const EvalOptions& options, std::ostream& out) {
   ECH_CHECK(!options.checkpoint.empty(), "--checkpoint FILE is required");
   ECH_CHECK(options.batch_size >= 1, "--batch-size must be >= 1 (got ", options.batch_size, ")");
   ECH_CHECK(options.limit_test >= 0, "--limit-test must be >= 0 (got ", options.limit_test, ")");
-  ECH_CHECK(options.workers >= 0, "--workers must be >= 0 (0: inline; got ", options.workers, ")");
+  ECH_CHECK(options.workers >= 0 || options.workers == kAutoWorkers,
+            "--workers must be auto or >= 0 (0: inline; got ", options.workers, ")");
   const Device device = resolve_device(options.device);
   const LoadedCheckpoint checkpoint = load_checkpoint(options.checkpoint);
   auto model = restore_model(checkpoint, options.checkpoint);
@@ -94,8 +95,9 @@ EvalResult evaluate_checkpoint(const EvalOptions& options, std::ostream& out) {
             " and ", data.num_classes);
 
   auto engine = parallel::make_single_device_engine(model, SGDOptions{}, device);
+  const WorkersChoice workers = resolve_workers(options.workers, data.test.get(), "1", device);
   const EvalResult r =
-      evaluate(*engine, data.test, data.test_augment, options.batch_size, options.workers, device);
+      evaluate(*engine, data.test, data.test_augment, options.batch_size, workers.workers, device);
   out << "eval " << checkpoint.info.model << " (epoch " << checkpoint.info.epoch << ") on "
       << data.name << " test (" << r.samples << " images): loss " << r.loss << ", accuracy "
       << format_percent(r.accuracy) << "\n";

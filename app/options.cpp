@@ -96,7 +96,9 @@ TrainOptions TrainOptions::from_json(const json::Value& v) {
   with("echo", [&](const json::Value& f) { o.echo = f.as_string(); });
   with("echo-at", [&](const json::Value& f) { o.echo_at = f.as_string(); });
   with("shuffle-buffer", [&](const json::Value& f) { o.shuffle_buffer = f.as_int(); });
-  with("workers", [&](const json::Value& f) { o.workers = static_cast<int>(f.as_int()); });
+  with("workers", [&](const json::Value& f) {
+    o.workers = f.is_string() ? parse_workers(f.as_string()) : static_cast<int>(f.as_int());
+  });
   with("resident-data", [&](const json::Value& f) { o.resident_data = f.as_bool(); });
   with("target-accuracy", [&](const json::Value& f) { o.target_accuracy = f.as_double(); });
   with("log-every", [&](const json::Value& f) { o.log_every = f.as_int(); });
@@ -138,6 +140,30 @@ void check_out_folder(const TrainOptions& o) {
 }
 
 }  // namespace
+
+int parse_workers(const std::string& text) {
+  if (text == "auto") return kAutoWorkers;
+  size_t used = 0;
+  int count = -1;
+  try {
+    count = std::stoi(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  ECH_CHECK(used == text.size() && count >= 0, "--workers: invalid value \"", text,
+            "\" (expected auto, or a count >= 0; 0: inline, on the training thread)");
+  return count;
+}
+
+WorkersChoice resolve_workers(int requested, const data::Dataset* dataset, const std::string& echo,
+                              Device device) {
+  if (requested != kAutoWorkers) return {requested, "given"};
+  if (echo == "auto") return {1, "auto: --echo auto needs loader threads"};
+  if (device.is_cuda()) return {1, "auto: threads overlap the host-to-device copy"};
+  if (dataset == nullptr) return {1, "auto: no data set loaded here"};
+  if (!dataset->in_memory()) return {1, "auto: threads overlap reading and decoding files"};
+  return {0, "auto: in-memory data set"};
+}
 
 Device resolve_device(const std::string& text) {
   if (text == "auto") return cuda_available() ? Device::cuda(0) : Device::cpu();
@@ -201,8 +227,9 @@ void validate(const TrainOptions& o) {
             " (got ", o.resize, ")");
   ECH_CHECK(o.resize == 0 || o.data == "folder", "--resize applies to --data folder only (", o.data,
             " images all have one size)");
-  ECH_CHECK(o.workers >= 0, "--workers must be >= 0 (0: inline, on the training thread; got ",
-            o.workers, ")");
+  ECH_CHECK(o.workers >= 0 || o.workers == kAutoWorkers,
+            "--workers must be auto or >= 0 (0: inline, on the training thread; got ", o.workers,
+            ")");
   ECH_CHECK(!(o.workers == 0 && o.echo == "auto"),
             "--echo auto needs loader threads (--workers >= 1): with --workers 0 the data stages "
             "run on the training thread, so there is no upstream rate to match; give a number");

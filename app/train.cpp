@@ -111,11 +111,11 @@ data::LoaderOptions::WorkHook loader_trace_hook(parallel::TraceRecorder& trace) 
 }
 
 data::LoaderOptions loader_options(const TrainOptions& o, const data::AugmentOptions& augment,
-                                   Device device) {
+                                   Device device, int workers) {
   data::LoaderOptions l;
   l.batch_size = o.batch_size;
   l.seed = o.seed;
-  l.workers = o.workers;
+  l.workers = workers;
   l.set_echo(o.echo);
   l.echo_at = data::parse_echo_placement(o.echo_at);
   l.shuffle_buffer = o.shuffle_buffer;
@@ -216,6 +216,7 @@ class TrainingRun {
   const Device device_;
   const std::string dir_;
   const DataBundle data_;
+  const WorkersChoice workers_;  // --workers resolved (auto: by the training split)
   std::shared_ptr<Sequential> model_;
   CheckpointInfo info_;
   std::unique_ptr<StepEngine> engine_;
@@ -244,7 +245,8 @@ TrainingRun::TrainingRun(const TrainOptions& options, std::ostream& out,
       dir_(!options.primary      ? ""
            : options.out.empty() ? options.resume
                                  : options.out),
-      data_(load_data(options)) {
+      data_(load_data(options)),
+      workers_(resolve_workers(options.workers, data_.train.get(), options.echo, device_)) {
   build_model(factory);
   schedule_ = make_schedule(options_);
   trace_ = engine_->trace_recorder();
@@ -268,7 +270,8 @@ TrainingRun::TrainingRun(const TrainOptions& options, std::ostream& out,
     steps_per_epoch_ = resident_->batches_per_epoch();
     loader_stats_ = json::Value::object().set("source", "resident");
   } else {
-    data::LoaderOptions loader_settings = loader_options(options_, data_.train_augment, device_);
+    data::LoaderOptions loader_settings =
+        loader_options(options_, data_.train_augment, device_, workers_.workers);
     if (trace_) loader_settings.on_work = loader_trace_hook(*trace_);
     loader_ = std::make_unique<data::Loader>(data_.train, loader_settings);
     // The LR schedule's notion of an epoch: batches including echoes (an epoch counts fresh
@@ -324,7 +327,8 @@ void TrainingRun::build_model(const EngineFactory& factory) {
   // (synthetic data has no folder).
   info_.data_dir = data_.dir.empty() ? "" : std::filesystem::absolute(data_.dir).string();
   info_.class_names = data_.class_names;
-  info_.config = options_.to_json();
+  // The number auto picked: a resume reproduces this run's batches whatever auto would pick then.
+  info_.config = options_.to_json().set("workers", workers_.workers);
   params_ = model_->num_parameters();
   previous_wall_s_ = info_.wall_s;
   global_step_ = info_.global_step;
@@ -357,6 +361,9 @@ void TrainingRun::announce() const {
   if (data_.train)
     out_ << " (" << data_.train->size() << " train / " << data_.test->size() << " test)";
   out_ << ", device " << device_ << ", engine " << engine_->name() << "\n";
+  if (loader_)
+    out_ << "loader: workers " << workers_.workers << " (" << workers_.reason << "), echo "
+         << options_.echo << "\n";
   if (!options_.resume.empty())
     out_ << "resuming " << options_.resume << " after epoch " << info_.epoch << " (step "
          << info_.global_step << ")\n";
@@ -439,7 +446,7 @@ bool TrainingRun::train_epoch(int64_t epoch, EpochTotals& totals) {
   account(engine_->finish_epoch(), epoch, step, totals, since_log, epoch_start);
   progress_->finish_line();
   recent_.clear();
-  if (loader_) loader_stats_ = loader_->stats().to_json();
+  if (loader_) loader_stats_ = loader_->stats().to_json().set("workers_choice", workers_.reason);
   totals.train_s = seconds_since(epoch_start);
   return !g_stop_requested.load();
 }
@@ -503,7 +510,7 @@ EpochRecord TrainingRun::evaluate_epoch(int64_t epoch, const EpochTotals& totals
   if (engine_->evaluates()) {
     test = resident_test_ ? evaluate(*engine_, *resident_test_)
                           : evaluate(*engine_, data_.test, data_.test_augment, eval_batch_size(),
-                                     options_.workers, device_);
+                                     workers_.workers, device_);
   }
   std::vector<double> shared = {test.loss, test.accuracy, static_cast<double>(test.samples)};
   engine_->share_evaluation(shared);

@@ -33,6 +33,24 @@ namespace echelon::app {
 using parallel::EngineFactory;
 using parallel::StepEngine;
 
+// `--workers auto`: resolve_workers() picks 0 (inline) or 1 once the data set is loaded.
+inline constexpr int kAutoWorkers = -1;
+
+// The loader's worker count a run uses, and why.
+struct WorkersChoice {
+  int workers = 1;
+  std::string reason;  // "given" for an explicit count, else "auto: ..." naming the deciding fact
+};
+// An explicit count (>= 0) stays. kAutoWorkers: 0 when the data set is in memory
+// (Dataset::in_memory), echo is not "auto" (inline has no upstream rate to match) and the device
+// is the CPU; else 1 (threads overlap a file's decode, or the host-to-device copy, with the step).
+// `dataset` may be null (a process that loads no data): 1.
+WorkersChoice resolve_workers(int requested, const data::Dataset* dataset, const std::string& echo,
+                              Device device);
+// The --workers flag's text: "auto" -> kAutoWorkers, or a count >= 0; anything else throws
+// echelon::Error naming the flag and the value.
+int parse_workers(const std::string& text);
+
 struct TrainOptions {
   std::string model = "lenet5";
   std::string data = "fashion-mnist";  // fashion-mnist | mnist | cifar10 | synthetic | folder
@@ -72,7 +90,8 @@ struct TrainOptions {
   // thread inside Loader::next() (same batches as 1). Stages with several workers may hand
   // examples on in a different order from run to run, so only workers 0 and 1 are
   // bit-reproducible (see --deterministic); in-memory datasets need no more.
-  int workers = 1;
+  // kAutoWorkers: resolve_workers() picks 0 or 1; config.json records the number it picked.
+  int workers = kAutoWorkers;
   // The whole data set on the device, each batch gathered and augmented there by one kernel
   // (data/resident.h): no loader threads. Same batches as the loader with one worker; no echo,
   // shuffle buffer or --resize.
@@ -150,7 +169,9 @@ struct EvalOptions {
   std::string device = "auto";
   int64_t batch_size = 256;
   int64_t limit_test = 0;
-  int workers = 1;  // 0: inline; > 1 may reorder examples and change the loss in its last bits
+  // 0: inline; > 1 may reorder examples and change the loss in its last bits; kAutoWorkers:
+  // resolve_workers() on the test split.
+  int workers = kAutoWorkers;
 };
 // Loads the checkpoint's model and evaluates it on the test split; prints one summary line.
 EvalResult evaluate_checkpoint(const EvalOptions& options, std::ostream& out);

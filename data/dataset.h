@@ -51,6 +51,11 @@ class Dataset {
   // Turns a record into pixels. Throws echelon::Error naming record.source on corrupt data.
   virtual Image decode(const RawRecord& record) const = 0;
 
+  // True when every example is already in memory and fetching one costs no I/O and no real decode
+  // (IDX, CIFAR-10, cost-free synthetic data): `--workers auto` then runs the loader inline, as
+  // loader threads would only add wake-ups. Default: false (files read and decoded per example).
+  virtual bool in_memory() const { return false; }
+
   // True when decode_augment() is faster than decode() + augment_image() + to_float() for
   // these options (the loader then runs them as one stage). Default: false; in-memory data sets
   // (IDX, CIFAR-10) say true, their decode being a copy.

@@ -112,6 +112,7 @@ class MemoryDataset final : public Dataset {
               ": record has ", record.bytes.size(), " bytes, expected ", c * h * w);
     return {h, w, c, record.bytes};  // already (C, H, W)
   }
+  bool in_memory() const override { return true; }
   // Decoding is a copy here, so a stage of its own would cost more (a thread, a ring hop, its
   // wake-ups) than it does: the three steps run as one stage.
   bool fuses_decode_augment(const AugmentOptions& /*augment*/) const override { return true; }
@@ -136,6 +137,10 @@ class SyntheticDataset final : public Dataset {
     return {options_.channels, options_.height, options_.width};
   }
   std::string name() const override { return "synthetic"; }
+  // Pixels are computed from the index; a read or decode cost emulates storage or a codec.
+  bool in_memory() const override {
+    return options_.read_cost_us == 0 && options_.decode_cost_us == 0;
+  }
   RawRecord read(int64_t index) const override {
     ECH_CHECK(index >= 0 && index < size(), "synthetic: index ", index, " out of range [0, ",
               size(), ")");

@@ -20,6 +20,7 @@ class PrefixDataset final : public Dataset {
   int64_t num_classes() const override { return inner_->num_classes(); }
   Shape image_shape() const override { return inner_->image_shape(); }
   std::string name() const override { return inner_->name(); }
+  bool in_memory() const override { return inner_->in_memory(); }
   RawRecord read(int64_t index) const override {
     ECH_CHECK(index >= 0 && index < size_, name(), ": index ", index, " out of range [0, ", size_,
               ")");

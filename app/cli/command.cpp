@@ -42,6 +42,21 @@ void route_schedule_flag(const CLI::App& cmd, ScheduleFlag& flag, TrainOptions& 
   flag.sets_lr_schedule = true;
 }
 
+// `--workers auto | N`: an int option cannot take "auto".
+void add_workers_option(CLI::App& cmd, int& workers, const std::string& help) {
+  cmd.add_option_function<std::string>(
+         "--workers",
+         [&workers](const std::string& text) {
+           try {
+             workers = parse_workers(text);
+           } catch (const Error& e) {
+             throw CLI::ValidationError(e.message());
+           }
+         },
+         help)
+      ->default_str("auto");
+}
+
 void add_train_options(CLI::App& cmd, TrainOptions& o, ScheduleFlag& schedule) {
   cmd.add_option("--model", o.model, "Model name (see `echelon models`)");
   cmd.add_option("--data", o.data, "fashion-mnist | mnist | cifar10 | synthetic | folder");
@@ -89,9 +104,10 @@ void add_train_options(CLI::App& cmd, TrainOptions& o, ScheduleFlag& schedule) {
   cmd.add_option("--echo", o.echo, "Data echoing factor E >= 1, or auto");
   cmd.add_option("--echo-at", o.echo_at, "before-augment | after-augment | batch");
   cmd.add_option("--shuffle-buffer", o.shuffle_buffer, "Shuffle buffer after echoing (items)");
-  cmd.add_option("--workers", o.workers,
-                 "Worker threads per data stage (0: inline on the training thread; > 1 may reorder "
-                 "examples)");
+  add_workers_option(cmd, o.workers,
+                     "Worker threads per data stage: auto (0 for an in-memory data set on the "
+                     "CPU, else 1), 0 (inline on the training thread) or N (> 1 may reorder "
+                     "examples)");
   cmd.add_option("--log-every", o.log_every, "Steps between metrics.jsonl step records");
   cmd.add_option("--progress", o.progress, "auto | bar | lines | none");
   cmd.add_option("--stop-after-epoch", o.stop_after_epoch,
@@ -130,8 +146,9 @@ void add_eval_options(CLI::App& cmd, EvalOptions& o) {
   cmd.add_option("--device", o.device, "auto | cpu | cuda | cuda:N");
   cmd.add_option("--batch-size", o.batch_size, "Evaluation batch size");
   cmd.add_option("--limit-test", o.limit_test, "Use only the first N examples");
-  cmd.add_option("--workers", o.workers,
-                 "Worker threads per pipeline stage (0: inline on the calling thread)");
+  add_workers_option(cmd, o.workers,
+                     "Worker threads per pipeline stage: auto (0 for an in-memory data set on the "
+                     "CPU, else 1), 0 (inline on the calling thread) or N");
 }
 
 // CLI11 reads an unknown first word as a stray argument ("A subcommand is required"): name it and

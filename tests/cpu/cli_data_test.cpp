@@ -121,6 +121,11 @@ TEST_SUITE("cli_data") {
     const std::string counts =
         echelon::data::have_turbojpeg() ? "(9 train / 4 test)" : "(8 train / 4 test)";
     CHECK_MESSAGE(first.out.find(counts) != std::string::npos, first.out);
+    // Files are decoded per example: auto keeps a loader thread to overlap that with the step.
+    CHECK_MESSAGE(first.out.find("loader: workers 1 (auto: threads overlap reading and decoding") !=
+                      std::string::npos,
+                  first.out);
+    CHECK(slurp(out / "config.json").find("\"workers\": 1") != std::string::npos);
     // eval resizes and centre-crops as in training (the checkpoint's config).
     const Run eval =
         run("eval --device cpu --checkpoint " + (out / "checkpoint.safetensors").string());
@@ -135,5 +140,55 @@ TEST_SUITE("cli_data") {
     const Run resumed = run("train --progress none --resume " + out.string());
     REQUIRE_MESSAGE(resumed.status == 0, resumed.err);
     CHECK(epoch_records(out).size() == 2);
+  }
+
+  TEST_CASE(
+      "--workers auto: inline for in-memory data on the CPU; config.json records the number") {
+    if (!fs::exists(kBinary)) return;
+    const std::string base = "train --data synthetic --device cpu --progress none ";
+    check_usage_error(base + "--workers -1", "--workers: invalid value \"-1\"");
+    check_usage_error(base + "--workers abc", "--workers: invalid value \"abc\"");
+    check_usage_error(base + "--echo auto --workers 0", "--echo auto needs loader threads");
+    const std::string small = base + "--limit-train 64 --limit-test 32 --batch-size 16 ";
+    const fs::path out = temp_dir("workers_auto_run");
+    const Run first = run(small + "--epochs 2 --stop-after-epoch 1 --out " + out.string());
+    REQUIRE_MESSAGE(first.status == 0, first.err);
+    CHECK_MESSAGE(
+        first.out.find("loader: workers 0 (auto: in-memory data set)") != std::string::npos,
+        first.out);
+    // The resolved number, not "auto": a resume hands out this run's batches whatever auto
+    // would pick then.
+    CHECK(slurp(out / "config.json").find("\"workers\": 0,") != std::string::npos);
+    CHECK(slurp(out / "summary.json").find("auto: in-memory data set") != std::string::npos);
+    const Run resumed = run("train --progress none --resume " + out.string());
+    REQUIRE_MESSAGE(resumed.status == 0, resumed.err);
+    CHECK_MESSAGE(resumed.out.find("loader: workers 0 (given)") != std::string::npos, resumed.out);
+    CHECK(epoch_records(out).size() == 2);
+    // The same two epochs in one run (auto again): identical losses and accuracies.
+    const fs::path whole = temp_dir("workers_auto_whole");
+    const Run straight = run(small + "--epochs 2 --out " + whole.string());
+    REQUIRE_MESSAGE(straight.status == 0, straight.err);
+    CHECK(epoch_records(whole) == epoch_records(out));
+
+    const Run echo_auto = run(small + "--epochs 1 --echo auto");
+    REQUIRE_MESSAGE(echo_auto.status == 0, echo_auto.err);
+    CHECK_MESSAGE(
+        echo_auto.out.find("loader: workers 1 (auto: --echo auto needs loader threads)") !=
+            std::string::npos,
+        echo_auto.out);
+    const Run two = run(small + "--epochs 1 --workers 2");
+    REQUIRE_MESSAGE(two.status == 0, two.err);
+    CHECK_MESSAGE(two.out.find("loader: workers 2 (given)") != std::string::npos, two.out);
+    const Run explicit_auto = run(small + "--epochs 1 --workers auto");
+    REQUIRE_MESSAGE(explicit_auto.status == 0, explicit_auto.err);
+    CHECK(explicit_auto.out.find("loader: workers 0 (auto") != std::string::npos);
+    // eval: auto on the test split; an explicit count and a bad value.
+    const std::string eval = "eval --device cpu --checkpoint " +
+                             (out / "checkpoint.safetensors").string() + " --workers ";
+    for (const char* workers : {"auto", "0", "2"}) {
+      const Run r = run(eval + workers);
+      CHECK_MESSAGE(r.status == 0, r.err);
+    }
+    check_usage_error(eval + "abc", "--workers: invalid value \"abc\"");
   }
 }

@@ -118,7 +118,8 @@ TEST_SUITE("trainer") {
           }).find("--precision bf16 applies to CUDA devices and this run is on the CPU") == 0);
     CHECK(with([](auto& o) { o.echo = "0.5"; }).find("--echo") == 0);
     CHECK(with([](auto& o) { o.echo_at = "middle"; }).find("--echo-at") == 0);
-    CHECK(with([](auto& o) { o.workers = -1; }).find("--workers must be >= 0") == 0);
+    CHECK(with([](auto& o) { o.workers = -2; }).find("--workers must be auto or >= 0") == 0);
+    CHECK(with([](auto& o) { o.workers = app::kAutoWorkers, o.echo = "auto"; }) == "<no error>");
     CHECK(with([](auto& o) { o.workers = 0; }) == "<no error>");  // inline
     CHECK(with([](auto& o) { o.workers = 0, o.echo = "auto"; }).find("--echo auto needs") == 0);
     CHECK(with([](auto& o) { o.deterministic = true, o.workers = 2; }).find("--deterministic") ==
@@ -310,6 +311,40 @@ TEST_SUITE("trainer") {
     echelon::ops::reset_cpu_threads();
     CHECK(echelon::ops::cpu_threads() == 0);
     CHECK(echelon::cpu::fast::num_threads() == 1);
+  }
+
+  TEST_CASE("--workers auto: inline only for an in-memory set, no echo auto, on the CPU") {
+    namespace ed = echelon::data;
+    const auto memory = ed::make_synthetic_dataset({});
+    ed::SyntheticOptions slow;
+    slow.decode_cost_us = 10;  // emulates a codec: not in memory in the loader's sense
+    const auto decoded = ed::make_synthetic_dataset(slow);
+    CHECK(memory->in_memory());
+    CHECK_FALSE(decoded->in_memory());
+    const echelon::Device cpu = echelon::Device::cpu(), gpu = echelon::Device::cuda(0);
+    const auto pick = [](const app::WorkersChoice& c) { return c.workers; };
+    CHECK(pick(app::resolve_workers(app::kAutoWorkers, memory.get(), "1", cpu)) == 0);
+    CHECK(app::resolve_workers(app::kAutoWorkers, memory.get(), "2", cpu).reason ==
+          "auto: in-memory data set");
+    CHECK(pick(app::resolve_workers(app::kAutoWorkers, memory.get(), "auto", cpu)) == 1);
+    CHECK(pick(app::resolve_workers(app::kAutoWorkers, memory.get(), "1", gpu)) == 1);
+    CHECK(pick(app::resolve_workers(app::kAutoWorkers, decoded.get(), "1", cpu)) == 1);
+    CHECK(pick(app::resolve_workers(app::kAutoWorkers, nullptr, "1", cpu)) == 1);
+    // An explicit count is kept whatever the data set.
+    CHECK(pick(app::resolve_workers(0, decoded.get(), "1", gpu)) == 0);
+    CHECK(pick(app::resolve_workers(3, memory.get(), "1", cpu)) == 3);
+    CHECK(app::resolve_workers(1, memory.get(), "1", cpu).reason == "given");
+    // The flag's text, and config.json's value (an int, as old files have, or "auto").
+    CHECK(app::parse_workers("auto") == app::kAutoWorkers);
+    CHECK(app::parse_workers("0") == 0);
+    CHECK(app::parse_workers("2") == 2);
+    for (const char* bad : {"-1", "abc", "", "2x", "1.5"})
+      CHECK_THROWS_WITH_AS(app::parse_workers(bad), doctest::Contains("--workers: invalid value"),
+                           Error);
+    CHECK(app::TrainOptions::from_json(json::parse(R"({"workers": 1})")).workers == 1);
+    CHECK(app::TrainOptions::from_json(json::parse(R"({"workers": "auto"})")).workers ==
+          app::kAutoWorkers);
+    CHECK(app::TrainOptions{}.workers == app::kAutoWorkers);
   }
 
   TEST_CASE("same seed gives bit-identical losses; another seed does not") {
