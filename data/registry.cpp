@@ -27,6 +27,14 @@ class PrefixDataset final : public Dataset {
     return inner_->read(index);
   }
   Image decode(const RawRecord& record) const override { return inner_->decode(record); }
+  // Forwarded so that a --limit-train run keeps the inner set's fused decode + augment stage.
+  bool fuses_decode_augment(const AugmentOptions& augment) const override {
+    return inner_->fuses_decode_augment(augment);
+  }
+  void decode_augment(const RawRecord& record, const AugmentOptions& augment, const AugmentKey& key,
+                      std::vector<float>& out, int64_t& height, int64_t& width) const override {
+    inner_->decode_augment(record, augment, key, out, height, width);
+  }
 
  private:
   std::shared_ptr<Dataset> inner_;

@@ -57,6 +57,15 @@ TEST_SUITE("dataset_registry") {
     CHECK_FALSE(f.train_augment.horizontal_flip);
     CHECK(f.train->read(99).label == load_dataset("fashion-mnist", "", {}).train->read(99).label);
     CHECK_THROWS_AS(f.train->read(100), Error);  // the prefix ends at the limit
+    // A limited set keeps the in-memory set's properties: inline loading, fused decode + augment.
+    CHECK(f.train->in_memory());
+    CHECK(f.train->fuses_decode_augment(f.train_augment));
+    std::vector<float> fused;
+    int64_t height = 0, width = 0;
+    f.train->decode_augment(f.train->read(7), f.train_augment, {1, 0, 7, 0}, fused, height, width);
+    CHECK(height == 28);
+    CHECK(width == 28);
+    CHECK(fused.size() == 28 * 28);
 
     // The MNIST constants, read from the Fashion-MNIST files (same format).
     const DatasetSplits m =
