@@ -4,7 +4,10 @@
 // direction, with the ratio direct / Winograd (> 1: Winograd faster) and Winograd's largest error
 // against the direct result relative to max |direct|.
 //
-//   build/bench/exp_conv_cpu [--repeats N] [--batch N]
+//   build/bench/exp_conv_cpu [--repeats N] [--batch N] [--stride2-backward-data]
+//
+// --stride2-backward-data instead times conv2d_backward_input (conv.h's dispatch: im2col + GEMM +
+// col2im) on ResNet-20's two stride-2 3x3 layers, the only float32 3x3 layers that take that path.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +16,7 @@
 #include <random>
 #include <vector>
 
+#include <echelon/tensor/cpu/fast/conv.h>
 #include <echelon/tensor/cpu/fast/conv_direct.h>
 #include <echelon/tensor/cpu/fast/conv_winograd.h>
 #include <echelon/tensor/cpu/fast/parallel.h>
@@ -58,6 +62,29 @@ double relative_error(const std::vector<float>& a, const std::vector<float>& b) 
   return diff / std::max(scale, 1e-30);
 }
 
+// ResNet-20's stage 1 -> 2 and 2 -> 3 convolutions (3x3, padding 1, stride 2).
+int time_stride2_backward_data(int repeats, int64_t batch) {
+  std::printf("| layer (C -> O, HxW -> OHxOW) | backward data ms |\n|---|---|\n");
+  for (const int64_t c : {16, 32}) {
+    Conv2dGeometry window;
+    window.kernel_h = window.kernel_w = 3;
+    window.pad_h = window.pad_w = 1;
+    window.stride_h = window.stride_w = 2;
+    const int64_t size = 512 / c;
+    const Conv2dGeometry a = window.for_input(batch, c, size, size, 2 * c);
+    const auto gy = random_values(size_t(a.n * a.o * a.out_h * a.out_w), 3),
+               w = random_values(size_t(a.o * a.c * 9), 2);
+    std::vector<float> gx(size_t(a.n * a.c * a.h * a.w));
+    const double ms = median_ms(
+        repeats, [&] { cpu::fast::conv2d_backward_input(a, gy.data(), w.data(), gx.data()); });
+    std::printf("| %lld -> %lld, %lldx%lld -> %lldx%lld | %.2f |\n", static_cast<long long>(c),
+                static_cast<long long>(a.o), static_cast<long long>(size),
+                static_cast<long long>(size), static_cast<long long>(a.out_h),
+                static_cast<long long>(a.out_w), ms);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -68,8 +95,12 @@ int main(int argc, char** argv) {
   app.add_option("--repeats", repeats, "Timed calls per cell (the median is kept)")
       ->check(CLI::Range(1, 1000));
   app.add_option("--batch", batch, "Images per call")->check(CLI::Range(1, 4096));
+  bool stride2_backward_data = false;
+  app.add_flag("--stride2-backward-data", stride2_backward_data,
+               "Time the backward data of the stride-2 layers instead");
   echelon::bench::parse_args_or_exit(app, argc, argv);
   cpu::fast::set_num_threads(1);
+  if (stride2_backward_data) return time_stride2_backward_data(repeats, batch);
   struct Layer {
     int64_t c, size, o;
   };

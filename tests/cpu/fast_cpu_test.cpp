@@ -131,6 +131,10 @@ const std::vector<ConvCase> kConvCases = {
     {2, 3, 12, 9, 5, 4, 2, 0, 1},    // 4x4 at stride 2, no padding
     {3, 5, 7, 6, 2, 3, 1, 2, 1},     // 3x3, padding 2: outputs larger than inputs
     {2, 2, 5, 5, 3, 5, 1, 4, 1},     // 5x5, padding 4 on a 5x5 image
+    // 3x3 at stride 2: float32's backward data takes im2col / col2im (1 MiB column groups)
+    {1, 5, 9, 11, 6, 3, 2, 0, 1},     // one image, no padding, odd sizes
+    {3, 13, 15, 13, 11, 3, 2, 1, 1},  // three images, 13 channels (not whole vectors), odd sizes
+    {9, 16, 32, 32, 32, 3, 2, 1, 1},  // ResNet-20 stage 1 -> 2: 7 images a group, then 2
 };
 
 }  // namespace

@@ -18,6 +18,10 @@ namespace echelon::cpu::fast {
 namespace {
 
 constexpr int64_t kColumnsBudget = int64_t{2} << 20;  // bytes of im2col matrix per GEMM
+// The backward data's group also writes grad_in and reads a gathered copy of grad_out: with 2 MiB
+// of columns the three outgrow a 2 MiB L2, and col2im (about half of the call) reads the columns
+// back from L3. Half the budget was 7-18% faster on ResNet-20's stride-2 layers (bench/RESULTS.md).
+constexpr int64_t kBackwardInputColumnsBudget = int64_t{1} << 20;
 
 struct Dims {
   int64_t rows, positions, image_in, image_out;  // C*KH*KW, OH*OW, C*H*W, O*OH*OW
@@ -30,9 +34,9 @@ Dims dims_of(const Conv2dGeometry& a) {
 
 // Images per GEMM: as many as fit the budget, at least one.
 template <typename T>
-int64_t group_size(const Dims& d) {
+int64_t group_size(const Dims& d, int64_t budget = kColumnsBudget) {
   const int64_t per_image = std::max<int64_t>(d.rows * d.positions * int64_t(sizeof(T)), 1);
-  return std::max<int64_t>(1, kColumnsBudget / per_image);
+  return std::max<int64_t>(1, budget / per_image);
 }
 
 // The output columns [ow0, ow1) whose input column ow*stride - pad + tap*dilation is inside [0, w).
@@ -154,7 +158,7 @@ void conv2d_backward_input(const Conv2dGeometry& a, const T* grad_out, const T* 
       return conv_direct_backward_input(a, grad_out, w, grad_in);
   }
   const Dims d = dims_of(a);
-  const int64_t group = group_size<T>(d);
+  const int64_t group = group_size<T>(d, kBackwardInputColumnsBudget);
   parallel_for(a.n, 1, [&](int64_t begin, int64_t end) {
     for (int64_t n = begin; n < end; n += group) {
       const int64_t count = std::min(group, end - n), ld = count * d.positions;
