@@ -11,9 +11,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <ctime>
-#include <functional>
-#include <random>
 #include <vector>
 
 #include <echelon/tensor/cpu/fast/conv.h>
@@ -21,37 +18,14 @@
 #include <echelon/tensor/cpu/fast/conv_winograd.h>
 #include <echelon/tensor/cpu/fast/parallel.h>
 
+#include "bench/cpu_timing.h"
 #include "bench/driver_args.h"
 
 namespace {
 
 using namespace echelon;
-
-double thread_cpu_ms() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) * 1e-6;
-}
-
-double median_ms(int repeats, const std::function<void()>& fn) {
-  fn();  // warm the scratch buffers
-  std::vector<double> ms;
-  for (int i = 0; i < repeats; ++i) {
-    const double start = thread_cpu_ms();
-    fn();
-    ms.push_back(thread_cpu_ms() - start);
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-
-std::vector<float> random_values(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using bench::median_ms;
+using bench::random_values;
 
 double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
   double diff = 0, scale = 0;
@@ -75,8 +49,9 @@ int time_stride2_backward_data(int repeats, int64_t batch) {
     const auto gy = random_values(size_t(a.n * a.o * a.out_h * a.out_w), 3),
                w = random_values(size_t(a.o * a.c * 9), 2);
     std::vector<float> gx(size_t(a.n * a.c * a.h * a.w));
-    const double ms = median_ms(
-        repeats, [&] { cpu::fast::conv2d_backward_input(a, gy.data(), w.data(), gx.data()); });
+    const double ms = median_ms(repeats, /*warm=*/1, [&](int) {
+      cpu::fast::conv2d_backward_input(a, gy.data(), w.data(), gx.data());
+    });
     std::printf("| %lld -> %lld, %lldx%lld -> %lldx%lld | %.2f |\n", static_cast<long long>(c),
                 static_cast<long long>(a.o), static_cast<long long>(size),
                 static_cast<long long>(size), static_cast<long long>(a.out_h),
@@ -121,22 +96,22 @@ int main(int argc, char** argv) {
                gy = random_values(out, 3);
     std::vector<float> y_d(out), y_w(out), gx_d(in), gx_w(in), gw_d(size_t(a.o * a.c * 9)),
         gw_w(gw_d.size());
-    const double fd = median_ms(repeats, [&] {
+    const double fd = median_ms(repeats, /*warm=*/1, [&](int) {
       cpu::fast::conv_direct_forward(a, x.data(), w.data(), nullptr, y_d.data());
     });
-    const double fw = median_ms(repeats, [&] {
+    const double fw = median_ms(repeats, /*warm=*/1, [&](int) {
       cpu::fast::conv_winograd_forward(a, x.data(), w.data(), nullptr, y_w.data());
     });
-    const double bd = median_ms(repeats, [&] {
+    const double bd = median_ms(repeats, /*warm=*/1, [&](int) {
       cpu::fast::conv_direct_backward_input(a, gy.data(), w.data(), gx_d.data());
     });
-    const double bw = median_ms(repeats, [&] {
+    const double bw = median_ms(repeats, /*warm=*/1, [&](int) {
       cpu::fast::conv_winograd_backward_input(a, gy.data(), w.data(), gx_w.data());
     });
-    const double wd = median_ms(repeats, [&] {
+    const double wd = median_ms(repeats, /*warm=*/1, [&](int) {
       cpu::fast::conv_direct_backward_weight(a, gy.data(), x.data(), gw_d.data());
     });
-    const double ww = median_ms(repeats, [&] {
+    const double ww = median_ms(repeats, /*warm=*/1, [&](int) {
       cpu::fast::conv_winograd_backward_weight(a, gy.data(), x.data(), gw_w.data());
     });
     std::printf("| %lld -> %lld, %lldx%lld | forward | %.2f | %.2f | %.2f | %.1e |\n",

@@ -7,46 +7,19 @@
 //   build/bench/exp_norm_cpu [--repeats N] [--batch N] [--sets N]
 #include <algorithm>
 #include <cstdio>
-#include <ctime>
-#include <functional>
-#include <random>
 #include <vector>
 
 #include <echelon/tensor/cpu/fast/nn.h>
 #include <echelon/tensor/cpu/fast/parallel.h>
 
+#include "bench/cpu_timing.h"
 #include "bench/driver_args.h"
 
 namespace {
 
 using namespace echelon;
-
-double thread_cpu_ms() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) * 1e-6;
-}
-
-// The median CPU time of fn(call) over `repeats` calls (after `warm` untimed ones).
-double median_ms(int repeats, int warm, const std::function<void(int)>& fn) {
-  for (int i = 0; i < warm; ++i) fn(i);
-  std::vector<double> ms;
-  for (int i = 0; i < repeats; ++i) {
-    const double start = thread_cpu_ms();
-    fn(warm + i);
-    ms.push_back(thread_cpu_ms() - start);
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-
-std::vector<float> random_values(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using bench::median_ms;
+using bench::random_values;
 
 }  // namespace
 
