@@ -64,46 +64,90 @@ namespace {
 // must not be trained on. Walks the chunks from the signature to IEND; names the chunk and its
 // offset. The image data (all IDAT chunks, one zlib stream) must inflate completely with a correct
 // Adler-32: stb_image does not check it, so a damaged stream under a recomputed chunk CRC was
-// decoded (found by the diff_png target against libpng).
-[[maybe_unused]] void check_png_zlib(const std::vector<uint8_t>& idat, const std::string& source) {
+// decoded (found by the diff_png target against libpng). Returns the inflated size.
+[[maybe_unused]] uint64_t check_png_zlib(const std::vector<uint8_t>& idat,
+                                         const std::string& source) {
   z_stream stream{};
   ECH_CHECK(inflateInit(&stream) == Z_OK, source, ": zlib: cannot start inflating");
   std::unique_ptr<z_stream, int (*)(z_streamp)> guard(&stream, &inflateEnd);
   stream.next_in = const_cast<uint8_t*>(idat.data());
   stream.avail_in = static_cast<uInt>(idat.size());
   std::vector<uint8_t> sink(1 << 16);
+  uint64_t inflated = 0;
   int status = Z_OK;
   while (status == Z_OK) {
     stream.next_out = sink.data();
     stream.avail_out = static_cast<uInt>(sink.size());
     status = inflate(&stream, Z_NO_FLUSH);
+    inflated += sink.size() - stream.avail_out;
   }
   ECH_CHECK(status == Z_STREAM_END, source, ": PNG image data (IDAT) is ",
             status == Z_BUF_ERROR ? "truncated" : "corrupt",
             " (zlib: ", stream.msg ? stream.msg : zError(status), ")");
+  return inflated;
+}
+
+// The IHDR fields that fix how many bytes the image data must inflate to.
+struct PngHeader {
+  uint32_t width = 0, height = 0;
+  int depth = 0, color_type = 0, interlace = 0;
+};
+
+// Bytes of filtered scanlines (a filter byte per row) the header needs, summed over the seven
+// Adam7 passes when interlaced; 0 for a colour type stb rejects anyway.
+[[maybe_unused]] uint64_t png_scanline_bytes(const PngHeader& h) {
+  static const int kSamples[7] = {1, 0, 3, 1, 2, 0, 4};  // per pixel, by colour type
+  if (h.color_type < 0 || h.color_type > 6 || kSamples[h.color_type] == 0) return 0;
+  const uint64_t bits_per_pixel = uint64_t(kSamples[h.color_type]) * uint64_t(h.depth);
+  auto pass_bytes = [&](uint64_t columns, uint64_t rows) {
+    return columns == 0 || rows == 0 ? 0 : rows * ((columns * bits_per_pixel + 7) / 8 + 1);
+  };
+  if (h.interlace == 0) return pass_bytes(h.width, h.height);
+  static const int kStart[7][2] = {{0, 0}, {4, 0}, {0, 4}, {2, 0}, {0, 2}, {1, 0}, {0, 1}};
+  static const int kStep[7][2] = {{8, 8}, {8, 8}, {4, 8}, {4, 4}, {2, 4}, {2, 2}, {1, 2}};
+  uint64_t total = 0;
+  for (int pass = 0; pass < 7; ++pass) {
+    auto count = [](uint64_t size, int start, int step) {
+      return size > uint64_t(start) ? (size - start + step - 1) / step : 0;
+    };
+    total += pass_bytes(count(h.width, kStart[pass][0], kStep[pass][0]),
+                        count(h.height, kStart[pass][1], kStep[pass][1]));
+  }
+  return total;
 }
 
 [[maybe_unused]] void check_png_crcs(const std::vector<uint8_t>& bytes, const std::string& source) {
   std::vector<uint8_t> idat;
+  PngHeader header;
   size_t offset = 8;
   while (offset + 12 <= bytes.size()) {
     const uint32_t length = read_be32(bytes.data() + offset);
     const std::string type(reinterpret_cast<const char*>(bytes.data() + offset + 4), 4);
     ECH_CHECK(length <= bytes.size() - offset - 12, source, ": PNG chunk '", type, "' at offset ",
               offset, " claims ", length, " bytes, past the end of the file");
-    const uint32_t stored = read_be32(bytes.data() + offset + 8 + length);
+    const uint8_t* body = bytes.data() + offset + 8;
+    const uint32_t stored = read_be32(body + length);
     const uint32_t computed = static_cast<uint32_t>(
         crc32(crc32(0, nullptr, 0), bytes.data() + offset + 4, static_cast<uInt>(length + 4)));
     ECH_CHECK(stored == computed, source, ": PNG chunk '", type, "' at offset ", offset,
               " has a bad CRC (damaged file)");
     // The size before stb reads it: stb refuses some large sizes itself, as "too large".
     if (type == "IHDR" && length >= 8)
-      detail::check_image_dimensions(read_be32(bytes.data() + offset + 8),
-                                     read_be32(bytes.data() + offset + 12), source, "PNG");
-    if (type == "IDAT")
-      idat.insert(idat.end(), bytes.data() + offset + 8, bytes.data() + offset + 8 + length);
+      detail::check_image_dimensions(read_be32(body), read_be32(body + 4), source, "PNG");
+    if (type == "IHDR" && length == 13)
+      header = {read_be32(body), read_be32(body + 4), body[8], body[9], body[12]};
+    if (type == "IDAT") idat.insert(idat.end(), body, body + length);
     if (type == "IEND") {
-      check_png_zlib(idat, source);
+      // stb sizes its buffers from the header before inflating: the 1 GB request diff_png found
+      // (CI, stop 26) is 4x the scanline bytes of a 53214 x 601 16-bit RGBA header, from a file
+      // of at most 64 KB. The data must hold the header's pixels first, which bounds what any
+      // decoder allocates by what the file really holds (libpng also rejects short data).
+      const uint64_t inflated = check_png_zlib(idat, source);
+      const uint64_t needed = png_scanline_bytes(header);
+      ECH_CHECK(inflated >= needed, source, ": PNG image data inflates to ", inflated,
+                " bytes, but its ", header.width, "x", header.height, " header (", header.depth,
+                "-bit, colour type ", header.color_type, header.interlace ? ", interlaced" : "",
+                ") needs ", needed, " (truncated or corrupt file)");
       return;
     }
     offset += 12 + size_t{length};

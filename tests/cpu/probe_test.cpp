@@ -19,6 +19,7 @@
 //  data/missing-folder           --data-dir of a folder without the data set's files
 //  image/jpeg-huge               JPEG header claiming 65500 x 65500: refused before allocating
 //  image/png-huge                PNG IHDR claiming 65500 x 65500 (valid CRC): refused likewise
+//  image/png-short-data          PNG IHDR claiming 4000 x 4000 over 12 x 12 pixels of data
 //  image/png-crc-ihdr            PNG with a bad IHDR CRC: file and chunk
 //  image/png-crc-idat            PNG with a bad IDAT CRC: file and chunk
 //  image/jpeg-12-bit             12-bit JPEG: "unsupported JPEG variant (12-bit precision"
@@ -259,6 +260,8 @@ std::vector<ProbeCase> image_cases(const fs::path& root) {
   };
   folder_case("jpeg-huge", "a.jpg", jpeg_claiming(jpeg, 65500, 65500), {"exceeds the limit"});
   folder_case("png-huge", "a.png", png_claiming(png, 65500, 65500), {"exceeds the limit"});
+  folder_case("png-short-data", "a.png", png_claiming(png, 4000, 4000),
+              {"PNG image data inflates to", "4000x4000 header", "needs 48004000"});
   folder_case("png-crc-ihdr", "a.png", png_with_bad_crc(png, "IHDR"), {"chunk 'IHDR'", "bad CRC"});
   folder_case("png-crc-idat", "a.png", png_with_bad_crc(png, "IDAT"), {"chunk 'IDAT'", "bad CRC"});
   folder_case("jpeg-12-bit", "a.jpg", jpeg_with_precision(jpeg, 12),
