@@ -72,7 +72,8 @@ void append_pass(Bytes& raw, const Layout& l, int width, int height, int x0, int
   }
 }
 
-const uint8_t kPalette[5][3] = {{10, 20, 30}, {200, 0, 50}, {0, 255, 0}, {90, 90, 90}, {1, 2, 3}};
+// Five RGB entries.
+const uint8_t kPalette[15] = {10, 20, 30, 200, 0, 50, 0, 255, 0, 90, 90, 90, 1, 2, 3};
 
 // `drop` removes bytes from the end of the scanlines before compressing (a short file).
 Bytes encode(const Layout& l, int width, int height, size_t drop = 0) {
@@ -98,7 +99,7 @@ Bytes encode(const Layout& l, int width, int height, size_t drop = 0) {
   header.insert(header.end(), {static_cast<uint8_t>(l.depth), static_cast<uint8_t>(l.color_type), 0,
                                0, static_cast<uint8_t>(l.interlaced)});
   put_chunk(png, "IHDR", header);
-  if (l.color_type == 3) put_chunk(png, "PLTE", Bytes(&kPalette[0][0], &kPalette[0][0] + 15));
+  if (l.color_type == 3) put_chunk(png, "PLTE", Bytes(kPalette, kPalette + 15));
   put_chunk(png, "IDAT", packed);
   put_chunk(png, "IEND", {});
   return png;
@@ -113,7 +114,7 @@ uint8_t expected(const Layout& l, int y, int x, int channels, int c) {
   };
   uint8_t rgb[3];
   if (l.color_type == 3) {
-    for (int s = 0; s < 3; ++s) rgb[s] = kPalette[sample(l, y, x, 0)][s];
+    for (int s = 0; s < 3; ++s) rgb[s] = kPalette[sample(l, y, x, 0) * 3 + s];
   } else if (l.color_type == 0 || l.color_type == 4) {
     rgb[0] = rgb[1] = rgb[2] = to8(sample(l, y, x, 0));
   } else {
