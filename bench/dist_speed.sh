@@ -14,12 +14,12 @@
 # brackets, the part of them spent taking message bodies in once their header had arrived
 # (body_receive_s: the transfer, not the wait for the neighbour). Needs a build with MPI
 # (bench/RESULTS.md, "Pipeline across processes").
-#   MODEL=resnet20   ResNet-20 (batch 64, cut 6) instead of LeNet-5
+#   MODEL=resnet20   ResNet-20 (batch 64, cut 7) instead of LeNet-5
 #   IMAGES=N         training images (default 8192 for LeNet-5, 2048 for ResNet-20: 32 batches)
 #   E=path OLD=path  binaries to compare (OLD optional: alternated with E within each round)
 #   BTL=vader|tcp    Open MPI's transport between the ranks (default vader: shared memory, what
 #                    mpirun picks on one machine; tcp: loopback, as the tests run)
-#   ROUNDS=N PPV=..  rounds (default 2) and the cut (default 3 / 6)
+#   ROUNDS=N PPV=..  rounds (default 2) and the cut (default 3 / 7, what --balance auto picks)
 #   PRIO=-20         run at this scheduler autogroup nice (needs root): on a machine shared with
 #                    other users' work, their processes then mostly fill our idle moments
 cd "$(dirname "$0")/.." || exit 1
@@ -28,7 +28,7 @@ if [ "${MODEL:-lenet5}" = resnet20 ]; then
   batch=64 images=${IMAGES:-2048}
   flags=(train --model resnet20 --data synthetic --limit-train "$images" --limit-test 64
          --batch-size $batch --epochs 2 --threads 1 --progress none --overwrite)
-  pipe=(--pipeline 2 --ppv "${PPV:-6}" --schedule-pipeline stale)
+  pipe=(--pipeline 2 --ppv "${PPV:-7}" --schedule-pipeline stale)
 else
   batch=128 images=${IMAGES:-8192}
   flags=(train --model lenet5 --data synthetic --limit-train "$images" --limit-test 256
