@@ -8,21 +8,27 @@
 # seconds (wall) and, in brackets, the CPU seconds their threads ran within them (summary.json
 # busy_s / busy_cpu_s): wall well above CPU means the partition was preempted, not slow. Every
 # epoch ends with a flush (the pipeline fills and drains), so N mini-batches per epoch cap two
-# balanced partitions at 2N / (N + 1) of ordinary training, printed as "cap". Needs a build with
-# MPI (bench/RESULTS.md, "Pipeline across processes").
-#   MODEL=resnet20   ResNet-20 (batch 64, cut 6) instead of LeNet-5
+# balanced partitions at 2N / (N + 1) of ordinary training, printed as "cap"; "bound" is what the
+# run's own split allows: the stages' CPU seconds summed over the largest, times N / (N + 1). For
+# the processes, "waits" are each rank's seconds blocked receiving (summary.json wait_s) and, in
+# brackets, the part of them spent taking message bodies in once their header had arrived
+# (body_receive_s: the transfer, not the wait for the neighbour). Needs a build with MPI
+# (bench/RESULTS.md, "Pipeline across processes").
+#   MODEL=resnet20   ResNet-20 (batch 64, cut 7) instead of LeNet-5
 #   IMAGES=N         training images (default 8192 for LeNet-5, 2048 for ResNet-20: 32 batches)
 #   E=path OLD=path  binaries to compare (OLD optional: alternated with E within each round)
 #   BTL=vader|tcp    Open MPI's transport between the ranks (default vader: shared memory, what
 #                    mpirun picks on one machine; tcp: loopback, as the tests run)
-#   ROUNDS=N PPV=..  rounds (default 2) and the cut (default 3 / 6)
+#   ROUNDS=N PPV=..  rounds (default 2) and the cut (default 3 / 7, what --balance auto picks)
+#   PRIO=-20         run at this scheduler autogroup nice (needs root): on a machine shared with
+#                    other users' work, their processes then mostly fill our idle moments
 cd "$(dirname "$0")/.." || exit 1
 E=${E:-build-cpu/echelon}
 if [ "${MODEL:-lenet5}" = resnet20 ]; then
   batch=64 images=${IMAGES:-2048}
   flags=(train --model resnet20 --data synthetic --limit-train "$images" --limit-test 64
          --batch-size $batch --epochs 2 --threads 1 --progress none --overwrite)
-  pipe=(--pipeline 2 --ppv "${PPV:-6}" --schedule-pipeline stale)
+  pipe=(--pipeline 2 --ppv "${PPV:-7}" --schedule-pipeline stale)
 else
   batch=128 images=${IMAGES:-8192}
   flags=(train --model lenet5 --data synthetic --limit-train "$images" --limit-test 256
@@ -35,6 +41,9 @@ case ${BTL:-vader} in
   *) echo "BTL must be vader or tcp, got '$BTL'" >&2; exit 2 ;;
 esac
 export OPENBLAS_NUM_THREADS=1
+if [ -n "${PRIO:-}" ]; then
+  echo "$PRIO" >/proc/self/autogroup || { echo "PRIO: cannot set the autogroup nice" >&2; exit 2; }
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -63,8 +72,14 @@ run() {
 import json, sys
 p = json.load(open(sys.argv[1])).get("pipeline", {})
 rows = p.get("processes", {}).get("ranks") or p.get("stages", [])
-print(" ".join("%.2f (%.2f)" % (r["busy_s"], r.get("busy_cpu_s", 0)) for r in rows))' \
-    "$summary" 2>/dev/null)
+cpu = [r.get("busy_cpu_s", 0) for r in rows]
+line = " ".join("%.2f (%.2f)" % (r["busy_s"], c) for r, c in zip(rows, cpu))
+if rows and max(cpu) > 0:
+    n = int(sys.argv[2])
+    line += " bound %.2fx" % (sum(cpu) / max(cpu) * n / (n + 1))
+if any("body_receive_s" in r for r in rows):
+    line += " waits " + " ".join("%.2f (%.3f)" % (r["wait_s"], r["body_receive_s"]) for r in rows)
+print(line)' "$summary" "$steps" 2>/dev/null)
   printf "%-4s %-10s %6s img/s %6.2f s wall %6.2f s cpu%s%s\n" "$label" "$engine" "${rate:-?}" \
     "$wall" "$cpu" "${ranks:+ ranks$ranks}" "${stages:+ stages $stages}"
 }

@@ -197,6 +197,9 @@ class MpiTransport final : public Transport {
   std::string kind() const override {
     return nccl_ ? "nccl" : "mpi";
   }
+  double body_receive_s() const override {
+    return 1e-9 * static_cast<double>(body_ns_.load());
+  }
 
  private:
   void describe(const Message& message, PendingSend& pending) {
@@ -240,6 +243,9 @@ class MpiTransport final : public Transport {
     check_mpi(MPI_Irecv(&h, sizeof(WireHeader), MPI_BYTE, peer_, tag_, comm_, &request),
               "MPI_Irecv");
     if (!wait_for(request, &closed_)) return std::nullopt;
+    // From here on the sender has sent: what follows is the bodies' transfer (and, for a GPU
+    // partition without NCCL, the copy onto the device).
+    const auto body_start = std::chrono::steady_clock::now();
     Message message;
     message.id = h.id;
     message.batch_index = h.batch_index;
@@ -269,6 +275,9 @@ class MpiTransport final : public Transport {
       }
       *targets[i] = local_.is_cpu() ? part : part.to(local_);
     }
+    body_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    std::chrono::steady_clock::now() - body_start)
+                    .count();
     return message;
   }
 
@@ -278,7 +287,8 @@ class MpiTransport final : public Transport {
   size_t capacity_;
   std::atomic<bool> closed_{false};
   std::deque<std::unique_ptr<PendingSend>> pending_;
-  std::unique_ptr<NcclLink> nccl_;  // null: every byte goes over MPI (through the host)
+  std::atomic<int64_t> body_ns_{0};  // body_receive_s, in nanoseconds
+  std::unique_ptr<NcclLink> nccl_;   // null: every byte goes over MPI (through the host)
 };
 
 MPI_Datatype mpi_type(DType dtype) {

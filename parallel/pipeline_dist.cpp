@@ -422,6 +422,10 @@ void PipelineEngine::load_distributed_optimizer_state(const StateDict& state) {
 
 json::Value PipelineEngine::rank_stats() const {
   const PartitionStats s = stages_[0]->stats();
+  double body_receive_s = 0;
+  for (const auto* links : {&forward_links_, &backward_links_}) {
+    for (const auto& link : *links) body_receive_s += link->body_receive_s();
+  }
   return json::Value::object()
       .set("rank", group_->rank())
       .set("partition", partition_)
@@ -435,6 +439,8 @@ json::Value PipelineEngine::rank_stats() const {
       .set("busy_s", s.busy_s)
       .set("busy_cpu_s", s.busy_cpu_s)
       .set("wait_s", s.wait_s)
+      .set("body_receive_s", body_receive_s)
+      .set("send_s", s.send_s)
       .set("all_reduce_wait_s", s.all_reduce.wait_s)
       .set("all_reduce_buckets", s.all_reduce.buckets)
       .set("all_reduce_buckets_overlapped", s.all_reduce.overlapped)

@@ -57,6 +57,10 @@ class Transport {
   // delivered. Used to shut the pipeline down on error and at destruction.
   virtual void close() = 0;
   virtual std::string kind() const = 0;
+  // Seconds recv()/try_recv() spent taking message bodies in once their header had arrived: the
+  // transfer itself, as opposed to waiting for the sender (MPI). 0 for the in-process
+  // transports, which do not count it. Any thread may read it while the receiver runs.
+  virtual double body_receive_s() const { return 0; }
 };
 
 // The transport for a pair of devices (see the table above). capacity: messages the channel

@@ -73,6 +73,9 @@ for r in ranks:
     assert r["batches"] > 0 and r["busy_s"] > 0, r
     assert r["forward_s"] > 0 and r["backward_s"] > 0 and r["update_s"] > 0, r
     assert r["bytes_sent"] > 0 and r["bytes_received"] > 0, r  # each has a neighbour
+    # Taking the bodies in is part of the receives' time; every rank received some.
+    assert 0 < r["body_receive_s"] <= r["wait_s"], r
+    assert r["send_s"] >= 0, r
     assert r["all_reduce_buckets"] > 0 and r["all_reduce_bytes"] > 0, r
     assert r["all_reduce_buckets_overlapped"] > 0 and r["all_reduce_wait_s"] >= 0, r
 # what each replica's partition 0 sent (activations, labels), its partition 1 received, and back
