@@ -1,7 +1,8 @@
 // Fast CPU batch norm and max pooling: the naive twins' algorithms (tensor/cpu/{norm,pool}.h),
-// vectorised per plane and split across the thread pool by channel (batch norm) or by plane
-// (pooling). Batch-norm sums run in T within a plane and in double across planes, so they agree
-// with the double-accumulating twins to float rounding; pooling is bit-identical to its twin.
+// vectorised per plane and split across the thread pool by plane, walked in memory order.
+// Batch-norm sums run in T within a plane and in double across planes (per channel in image
+// order, whatever the thread count), so they agree with the double-accumulating twins to float
+// rounding; pooling is bit-identical to its twin.
 #pragma once
 
 #include <cstdint>
