@@ -1,10 +1,12 @@
 #include <echelon/tensor/cpu/fast/nn.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <type_traits>
 
 #include <echelon/base/error.h>
+#include <echelon/tensor/cpu/fast/nn_avx512.h>
 #include <echelon/tensor/cpu/fast/parallel.h>
 #include <echelon/tensor/cpu/fast/scratch.h>
 
@@ -40,18 +42,48 @@ inline T fold_lanes(T* lanes) {
   return lanes[0];
 }
 
+std::atomic<bool>& avx512_setting() {
+#ifdef ECHELON_NORM_AVX512
+  static std::atomic<bool> on{norm_avx512::cpu_has()};
+#else
+  static std::atomic<bool> on{false};
+#endif
+  return on;
+}
+
+// Whether T's per-plane loops take their AVX-512 twins (nn_avx512.h: float only, same bits).
+template <typename T>
+bool use_avx512() {
+  return std::is_same_v<T, float> && avx512_setting().load(std::memory_order_relaxed);
+}
+
 // The mean and the sum of squared deviations (M2) of one plane: its sum in T, vectorised; then,
 // while it sits in L1, its squared deviations from its mean (no cancellation when |mean| >> std).
 template <typename T>
 void plane_moments(const T* plane, int64_t spatial, double* mean, double* m2) {
   const double plane_count = static_cast<double>(spatial);
-  T lanes[kSumLanes] = {};
-  for_lanes(spatial, [&](int64_t s, int64_t i) { lanes[i] += plane[s]; });
-  const double plane_mean = static_cast<double>(fold_lanes(lanes)) / plane_count;
+  T sum = 0, squares = 0;
+  bool done = false;
+#ifdef ECHELON_NORM_AVX512
+  if constexpr (std::is_same_v<T, float>)
+    if (use_avx512<T>()) {
+      sum = norm_avx512::plane_sum(plane, spatial);
+      squares = norm_avx512::plane_squares(plane, spatial,
+                                           static_cast<T>(static_cast<double>(sum) / plane_count));
+      done = true;
+    }
+#endif
+  if (!done) {
+    T lanes[kSumLanes] = {};
+    for_lanes(spatial, [&](int64_t s, int64_t i) { lanes[i] += plane[s]; });
+    sum = fold_lanes(lanes);
+    const T m = static_cast<T>(static_cast<double>(sum) / plane_count);
+    std::fill(lanes, lanes + kSumLanes, T(0));
+    for_lanes(spatial, [&](int64_t s, int64_t i) { lanes[i] += (plane[s] - m) * (plane[s] - m); });
+    squares = fold_lanes(lanes);
+  }
+  const double plane_mean = static_cast<double>(sum) / plane_count;
   const T m = static_cast<T>(plane_mean);
-  std::fill(lanes, lanes + kSumLanes, T(0));
-  for_lanes(spatial, [&](int64_t s, int64_t i) { lanes[i] += (plane[s] - m) * (plane[s] - m); });
-  const T squares = fold_lanes(lanes);
   // Deviations were taken from m, the mean rounded to T: sum (v - m)^2 = M2 + count * (mean -
   // m)^2.
   const double rounding = plane_mean - static_cast<double>(m);
@@ -125,6 +157,14 @@ void train_forward(const NormArgs& a, const T* x, const T* gamma, const T* beta,
       const T scale = affine[2 * c], shift = affine[2 * c + 1];
       const T* in = x + p * a.spatial;
       T* out = y + p * a.spatial;
+#ifdef ECHELON_NORM_AVX512
+      if constexpr (std::is_same_v<T, float>)
+        if (use_avx512<T>()) {
+          norm_avx512::normalize(in, residual ? residual + p * a.spatial : nullptr, scale, shift,
+                                 Relu, a.spatial, out);
+          continue;
+        }
+#endif
       if (residual) {
         const T* res = residual + p * a.spatial;
 #pragma omp simd
@@ -148,6 +188,16 @@ void train_forward(const NormArgs& a, const T* x, const T* gamma, const T* beta,
 template <bool Relu, bool Store, typename T>
 void plane_sums(const T* dy, const T* out, const T* in, T mean, int64_t spatial, T* masked,
                 double* sum_dy, double* sum_dy_xc) {
+#ifdef ECHELON_NORM_AVX512
+  if constexpr (std::is_same_v<T, float>)
+    if (use_avx512<T>()) {
+      float d = 0.0f, dx = 0.0f;
+      norm_avx512::plane_sums(Relu, dy, out, in, mean, spatial, Store ? masked : nullptr, &d, &dx);
+      *sum_dy = static_cast<double>(d);
+      *sum_dy_xc = static_cast<double>(dx);
+      return;
+    }
+#endif
   T s1[kSumLanes] = {}, s2[kSumLanes] = {};
   for_lanes(spatial, [&](int64_t s, int64_t i) {
     const T g = dy[s];  // loaded unconditionally: the select below vectorises
@@ -208,6 +258,15 @@ void train_backward(const NormArgs& a, const T* grad_out, const T* y, const T* x
       const T mean = save_mean[c];
       const T* in = x + at;
       T* out = grad_in + at;
+#ifdef ECHELON_NORM_AVX512
+      if constexpr (std::is_same_v<T, float>)
+        if (use_avx512<T>()) {
+          norm_avx512::apply_gradient(masked ? masked + at : nullptr, grad_out + at,
+                                      Relu ? y + at : nullptr, Relu, in, mean, k, kx, k0, a.spatial,
+                                      out);
+          continue;
+        }
+#endif
       if (masked) {  // d stored by pass 1
         const T* d = masked + at;
 #pragma omp simd
@@ -227,6 +286,23 @@ void train_backward(const NormArgs& a, const T* grad_out, const T* y, const T* x
 }
 
 }  // namespace
+
+bool batch_norm_avx512_available() {
+#ifdef ECHELON_NORM_AVX512
+  return norm_avx512::cpu_has();
+#else
+  return false;
+#endif
+}
+
+void set_batch_norm_avx512(bool on) {
+  ECH_CHECK(!on || batch_norm_avx512_available(), "set_batch_norm_avx512: this CPU has no AVX-512");
+  avx512_setting().store(on);
+}
+
+bool batch_norm_avx512() {
+  return avx512_setting().load();
+}
 
 template <typename T>
 void batch_norm_train_forward(const NormArgs& a, const T* x, const T* gamma, const T* beta,

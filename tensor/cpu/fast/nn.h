@@ -12,6 +12,13 @@
 
 namespace echelon::cpu::fast {
 
+// Whether batch norm's float per-plane loops take their AVX-512 twins (tensor/cpu/fast/
+// nn_avx512.h), the default where the CPU has AVX-512F. Results are bit-identical either way;
+// tests switch it off to compare the two. set_batch_norm_avx512(true) throws without AVX-512F.
+bool batch_norm_avx512_available();
+void set_batch_norm_avx512(bool on);
+bool batch_norm_avx512();
+
 // As cpu::batch_norm_train_forward: x, y (N, C, S); gamma, beta, running_*, save_* (C).
 template <typename T>
 void batch_norm_train_forward(const NormArgs& a, const T* x, const T* gamma, const T* beta,
