@@ -4,7 +4,9 @@
 // --sets copies of its tensors, so (sets x tensors) exceed the L3 cache and the data comes from
 // memory, as in a training step where an activation is read long after it was written.
 //
-//   build/bench/exp_norm_cpu [--repeats N] [--batch N] [--sets N]
+// --portable runs the portable loops where the CPU would take their AVX-512 twins.
+//
+//   build/bench/exp_norm_cpu [--repeats N] [--batch N] [--sets N] [--portable]
 #include <algorithm>
 #include <cstdio>
 #include <vector>
@@ -25,6 +27,7 @@ using bench::random_values;
 
 int main(int argc, char** argv) {
   int repeats = 21, sets = 8;
+  bool portable = false;
   int64_t batch = 128;
   CLI::App app{"Fast CPU batch norm (+ residual + ReLU) on ResNet-20's shapes, thread CPU ms",
                "exp_norm_cpu"};
@@ -32,7 +35,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000));
   app.add_option("--batch", batch, "Images per call")->check(CLI::Range(1, 4096));
   app.add_option("--sets", sets, "Copies of the tensors, taken in turn")->check(CLI::Range(1, 64));
+  app.add_flag("--portable", portable, "The portable per-plane loops, not their AVX-512 twins");
   echelon::bench::parse_args_or_exit(app, argc, argv);
+  if (portable) cpu::fast::set_batch_norm_avx512(false);
+  std::printf("batch norm loops: %s\n", cpu::fast::batch_norm_avx512() ? "AVX-512" : "portable");
   cpu::fast::set_num_threads(1);
   std::printf(
       "| shape (N, C, HxW) | BN+add+ReLU fwd ms | its backward ms | BN+ReLU fwd ms | its backward "

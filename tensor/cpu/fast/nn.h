@@ -1,7 +1,8 @@
 // Fast CPU batch norm and max pooling: the naive twins' algorithms (tensor/cpu/{norm,pool}.h),
-// vectorised per plane and split across the thread pool by channel (batch norm) or by plane
-// (pooling). Batch-norm sums run in T within a plane and in double across planes, so they agree
-// with the double-accumulating twins to float rounding; pooling is bit-identical to its twin.
+// vectorised per plane and split across the thread pool by plane, walked in memory order.
+// Batch-norm sums run in T within a plane and in double across planes (per channel in image
+// order, whatever the thread count), so they agree with the double-accumulating twins to float
+// rounding; pooling is bit-identical to its twin.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,13 @@
 #include <echelon/kernels/pool.h>
 
 namespace echelon::cpu::fast {
+
+// Whether batch norm's float per-plane loops take their AVX-512 twins (tensor/cpu/fast/
+// nn_avx512.h), the default where the CPU has AVX-512F. Results are bit-identical either way;
+// tests switch it off to compare the two. set_batch_norm_avx512(true) throws without AVX-512F.
+bool batch_norm_avx512_available();
+void set_batch_norm_avx512(bool on);
+bool batch_norm_avx512();
 
 // As cpu::batch_norm_train_forward: x, y (N, C, S); gamma, beta, running_*, save_* (C).
 template <typename T>
