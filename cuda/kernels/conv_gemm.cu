@@ -20,8 +20,9 @@
 // tile when the problem still fills the GPU with it; else 64x64. Index math is 32-bit (ConvIndex);
 // conv.cu sends larger convolutions (conv_gemm_fits) and the input gradient of < 8 input channels
 // to im2col + GEMM.
-// CPU twin: the naive convolution in tensor/cpu/conv.cpp (forward, grad input, grad weight), which
-// the parity cases of tests/gpu/conv_gpu_test.cpp compare these kernels against.
+// CPU twin: the naive convolution in tensor/cpu/conv.cpp (forward, grad input, grad weight).
+// tests/gpu/conv_gpu_test.cpp compares these kernels with ops::conv2d on the CPU, whose fast path
+// is itself parity-tested against that twin (tests/cpu).
 #include <echelon/cuda/kernels/conv_gemm.h>
 
 #include <algorithm>
