@@ -13,6 +13,7 @@
 #include <echelon/data/io.h>
 
 #include <echelon/data/jpeg_decode.h>
+#include <echelon/data/pixel_layout.h>
 
 #ifdef ECHELON_WITH_STB
 #include <stb/stb_image.h>
@@ -158,33 +159,6 @@ struct PngHeader {
 [[maybe_unused]] bool is_png(const std::vector<uint8_t>& bytes) {
   static const uint8_t kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
   return bytes.size() >= 8 && std::equal(kSignature, kSignature + 8, bytes.begin());
-}
-
-// Pixel loops are not parsing: libFuzzer's comparison tracing would make them the cost of every
-// large image (80% of a 2 s timeout was the loop bound of to_planar being traced).
-#if defined(__clang__)
-#define ECHELON_NO_FUZZ_COVERAGE __attribute__((no_sanitize("coverage")))
-#else
-#define ECHELON_NO_FUZZ_COVERAGE
-#endif
-
-// Codecs store pixels interleaved (H, W, C); an Image is planar (C, H, W) like a tensor. These two
-// are the only layout conversions of the data path, at the boundary with the file formats.
-ECHELON_NO_FUZZ_COVERAGE
-std::vector<uint8_t> to_planar(const uint8_t* hwc, int64_t h, int64_t w, int64_t c) {
-  std::vector<uint8_t> chw(static_cast<size_t>(h * w * c));
-  for (int64_t p = 0; p < h * w; ++p)
-    for (int64_t ch = 0; ch < c; ++ch) chw[ch * h * w + p] = hwc[p * c + ch];
-  return chw;
-}
-
-ECHELON_NO_FUZZ_COVERAGE
-std::vector<uint8_t> to_interleaved(const Image& image) {
-  const int64_t h = image.height, w = image.width, c = image.channels;
-  std::vector<uint8_t> hwc(image.pixels.size());
-  for (int64_t p = 0; p < h * w; ++p)
-    for (int64_t ch = 0; ch < c; ++ch) hwc[p * c + ch] = image.pixels[ch * h * w + p];
-  return hwc;
 }
 
 // stb_image has no default Huffman tables and does not check the symbols of the tables a file
@@ -344,7 +318,7 @@ Image decode_stb(const std::vector<uint8_t>& bytes, const std::string& source, i
       &stbi_image_free);
   ECH_CHECK(pixels != nullptr, source, ": cannot decode image (", bytes.size(),
             " bytes; stb_image: ", stbi_failure_reason() ? stbi_failure_reason() : "unknown", ")");
-  return {height, width, channels, to_planar(pixels.get(), height, width, channels)};
+  return {height, width, channels, detail::to_planar(pixels.get(), height, width, channels)};
 #else
   (void)bytes;
   (void)channels;
@@ -356,7 +330,8 @@ Image decode_turbo(const std::vector<uint8_t>& bytes, const std::string& source,
                    int scale_denom = 1) {
   const detail::Interleaved hwc =
       detail::decode_jpeg_interleaved(bytes, source, channels, scale_denom);
-  return {hwc.height, hwc.width, channels, to_planar(hwc.pixels, hwc.height, hwc.width, channels)};
+  return {hwc.height, hwc.width, channels,
+          detail::to_planar(hwc.pixels, hwc.height, hwc.width, channels)};
 }
 
 #ifdef ECHELON_WITH_STB
@@ -406,7 +381,7 @@ std::vector<uint8_t> encode_png(const Image& image) {
 #ifdef ECHELON_WITH_STB
   const int w = static_cast<int>(image.width), h = static_cast<int>(image.height);
   const int c = static_cast<int>(image.channels);
-  const std::vector<uint8_t> hwc = to_interleaved(image);
+  const std::vector<uint8_t> hwc = detail::to_interleaved(image);
   ECH_CHECK(stbi_write_png_to_func(&append_bytes, &out, w, h, c, hwc.data(), w * c) != 0,
             "encode_png: stb_image_write failed");
 #else
@@ -420,7 +395,7 @@ std::vector<uint8_t> encode_jpeg(const Image& image, int quality) {
   std::vector<uint8_t> out;
 #ifdef ECHELON_WITH_STB
   const int w = static_cast<int>(image.width), h = static_cast<int>(image.height);
-  const std::vector<uint8_t> hwc = to_interleaved(image);
+  const std::vector<uint8_t> hwc = detail::to_interleaved(image);
   ECH_CHECK(stbi_write_jpg_to_func(&append_bytes, &out, w, h, static_cast<int>(image.channels),
                                    hwc.data(), quality) != 0,
             "encode_jpeg: stb_image_write failed");

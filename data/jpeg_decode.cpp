@@ -7,6 +7,7 @@
 //    normalised into the (C, H, W) output in ONE pass: no planar uint8 copy, no augmented copy;
 //  - optional DCT-domain downscaling (1/2, 1/4, 1/8) when the consumer wants a smaller image.
 #include <echelon/data/jpeg_decode.h>
+#include <echelon/data/pixel_layout.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -18,13 +19,6 @@
 
 #ifdef ECHELON_WITH_TURBOJPEG
 #include <turbojpeg.h>
-#endif
-
-// A pixel loop, not parsing: kept out of libFuzzer's comparison tracing (as in image_codec.cpp).
-#if defined(__clang__)
-#define ECHELON_NO_FUZZ_COVERAGE __attribute__((no_sanitize("coverage")))
-#else
-#define ECHELON_NO_FUZZ_COVERAGE
 #endif
 
 namespace echelon::data {
