@@ -4,6 +4,9 @@
 // tiles, padding 0 and 2, several images per thread), at 1 and 3 threads, with the AVX2 and (where
 // the CPU has it) the AVX-512 GEMM tiles; the direct kernel on the same shapes (the level below);
 // the usable() rules; a non-contiguous input through ops::conv2d; and what a non-finite input does.
+// The AVX-512 forward / backward-data transform reads the unpadded image (border lanes masked
+// off) where AVX2 reads a padded copy: the bit-for-bit case below compares the two, on cases with
+// every border (padding 0, 1, 2; 8 to 40 outputs wide; passes of one vector).
 //
 // Tolerance: the reference is the naive twin in double. Winograd's transforms add up to 4
 // inputs, then 4 products, then 3 sums per output, each term bounded by the tile's |x| times
@@ -108,6 +111,11 @@ const std::vector<Case> kCases = {
     {2, 8, 12, 24, 11, 2},   // backward only: padding 0 over grad_out (14 x 26)
     {5, 11, 16, 24, 8, 1},   // 5 images over 3 threads, 11 input channels
     {1, 8, 8, 8, 112, 1},    // 112 = 7 x 16 channels: AVX-512 weight tiles of 4, 2 and 1 vectors
+    // The AVX-512 transform's reads of the unpadded image (its masks at the image's borders):
+    {2, 8, 10, 40, 8, 1},  // 5 quads per tile row: passes span tile rows; 13 vectors (odd)
+    {3, 8, 4, 8, 9, 1},    // one vector per image: a pass with one vector only
+    {1, 8, 10, 34, 8, 0},  // 32 outputs wide, padding 0 (backward: padding 2 over 8 x 32)
+    {2, 8, 14, 30, 8, 2},  // 32 outputs wide, padding 2 (backward: padding 0 over 16 x 32)
 };
 
 }  // namespace

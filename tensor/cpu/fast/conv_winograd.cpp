@@ -1,11 +1,12 @@
 // Winograd F(2x2, 3x3) forward and backward data (tensor/cpu/fast/conv_winograd.h; the weight
-// gradient is conv_winograd_weight.cpp). Per image (images split across the pool): the
+// gradient is conv_winograd_weight.cpp). Per image (images split across the pool): with AVX2 the
 // zero-padded image with even and odd columns apart (so the 4 columns 2j..2j+3 of 4 neighbouring
-// tiles are 4 contiguous loads); then per pass of 16 tiles the input transform into V[c][xi][tile],
-// 16 GEMMs M[o][xi][tile] = sum_c U[xi][o][c] V[c][xi][tile] (6 output channels x 16 tiles in
-// AVX2 registers, or 16 x 16 with AVX-512), and the output transform into y. Only the vector
-// functions are compiled for AVX2 + FMA (ECH_AVX2) or AVX-512 (ECH_AVX512); the usable() tests
-// and the ISA setting keep other CPUs away from them.
+// tiles are 4 contiguous loads; AVX-512 reads the image itself, conv_winograd_direct.cpp); then per
+// pass of 16 tiles the input transform into V[c][xi][tile], 16 GEMMs M[o][xi][tile] = sum_c
+// U[xi][o][c] V[c][xi][tile] (6 output channels x 16 tiles in AVX2 registers, or 16 x 16 with
+// AVX-512), and the output transform into y. Only the vector functions are compiled for AVX2 + FMA
+// (ECH_AVX2) or AVX-512 (ECH_AVX512); the usable() tests and the ISA setting keep other CPUs away
+// from them.
 #include <echelon/tensor/cpu/fast/conv_winograd.h>
 
 #include <algorithm>
@@ -230,52 +231,6 @@ ECH_AVX2 void input_transform(const float* plane, const Layout& l, const TileVec
       _mm256_storeu_ps(out + (4 * r + 2) * step, _mm256_sub_ps(s[r][2], s[r][1]));
       _mm256_storeu_ps(out + (4 * r + 3) * step, _mm256_sub_ps(s[r][1], s[r][3]));
     }
-  }
-}
-
-// input_transform of a forward pass of two vectors (16 tiles) with AVX-512: the pass's four quads
-// in the four 128-bit lanes of one register (one load where they are contiguous in a tile row,
-// ResNet's stage 1), half the adds and stores of two 8-tile calls. Lanes and results as
-// input_transform's with pair 0, half 8, step 16: v_c[xi][16 tiles].
-// The 16 floats at `offset` from the pass's four quads (lanes t0 lo, t0 hi, t1 lo, t1 hi).
-ECH_AVX512 inline __m512 load_pass_512(const float* plane, const TileVector& t0,
-                                       const TileVector& t1, bool contiguous, int64_t offset) {
-  if (contiguous) return _mm512_loadu_ps(plane + t0.in_lo + offset);
-  __m512 v = _mm512_castps128_ps512(_mm_loadu_ps(plane + t0.in_lo + offset));
-  v = _mm512_insertf32x4(v, _mm_loadu_ps(plane + t0.in_hi + offset), 1);
-  v = _mm512_insertf32x4(v, _mm_loadu_ps(plane + t1.in_lo + offset), 2);
-  return _mm512_insertf32x4(v, _mm_loadu_ps(plane + t1.in_hi + offset), 3);
-}
-
-ECH_AVX512 void input_transform_pass_512(const float* plane, const Layout& l,
-                                         const TileVector* pass, float* v_c) {
-  const TileVector& t0 = pass[0];
-  const TileVector& t1 = pass[1];
-  const bool contiguous = t0.joined && t1.joined && t1.in_lo == t0.in_lo + 8;
-  __m512 d[4][4];
-#pragma GCC unroll 4
-  for (int r = 0; r < 4; ++r) {
-    const int64_t row = r * l.row;
-    d[r][0] = load_pass_512(plane, t0, t1, contiguous, row);                // padded column 2j
-    d[r][1] = load_pass_512(plane, t0, t1, contiguous, row + l.phase);      // 2j + 1
-    d[r][2] = load_pass_512(plane, t0, t1, contiguous, row + 1);            // 2j + 2
-    d[r][3] = load_pass_512(plane, t0, t1, contiguous, row + l.phase + 1);  // 2j + 3
-  }
-  __m512 s[4][4];  // B^T d: rows
-#pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k) {
-    s[0][k] = _mm512_sub_ps(d[0][k], d[2][k]);
-    s[1][k] = _mm512_add_ps(d[1][k], d[2][k]);
-    s[2][k] = _mm512_sub_ps(d[2][k], d[1][k]);
-    s[3][k] = _mm512_sub_ps(d[1][k], d[3][k]);
-  }
-  constexpr int64_t step = 2 * kLanes;
-#pragma GCC unroll 4
-  for (int r = 0; r < 4; ++r) {  // (B^T d) B: columns
-    _mm512_storeu_ps(v_c + (4 * r + 0) * step, _mm512_sub_ps(s[r][0], s[r][2]));
-    _mm512_storeu_ps(v_c + (4 * r + 1) * step, _mm512_add_ps(s[r][1], s[r][2]));
-    _mm512_storeu_ps(v_c + (4 * r + 2) * step, _mm512_sub_ps(s[r][2], s[r][1]));
-    _mm512_storeu_ps(v_c + (4 * r + 3) * step, _mm512_sub_ps(s[r][1], s[r][3]));
   }
 }
 
@@ -512,20 +467,24 @@ void forward_impl(const Conv2dGeometry& a, const float* x, const float* w, const
     blocks.push_back({o0, wide ? gemm_tile_512_for<false>(b) : gemm_tile_for<2>(b),
                       wide ? gemm_tile_512_for<true>(b) : gemm_tile_for<1>(b)});
   }
+  // AVX-512 reads the image itself (direct_passes); AVX2 transforms a padded copy.
+  const std::vector<DirectPass> direct = wide ? direct_passes(a, l) : std::vector<DirectPass>();
+  const int64_t padded_size = wide ? 0 : a.c * l.plane;
   parallel_for(a.n, 1, [&](int64_t begin, int64_t end) {
-    float* padded = scratch<float>(0, static_cast<size_t>(a.c * l.plane + (a.c + a.o) * stride));
-    float* v = padded + a.c * l.plane;
+    float* padded = scratch<float>(0, static_cast<size_t>(padded_size + (a.c + a.o) * stride));
+    float* v = padded + padded_size;
     float* m = v + a.c * stride;
-    std::fill(padded, padded + a.c * l.plane, 0.0f);  // the padding; pad_image writes the rest
+    std::fill(padded, padded + padded_size, 0.0f);  // the padding; pad_image writes the rest
     const int64_t image = a.c * a.h * a.w, passes = (l.vectors + kPass - 1) / kPass;
     for (int64_t n = begin; n < end; ++n) {
-      pad_image(a, l, x + n * image, padded);
+      if (!wide) pad_image(a, l, x + n * image, padded);
       for (int64_t v0 = 0; v0 < l.vectors; v0 += kPass) {
         const int64_t count = std::min(kPass, l.vectors - v0);
         const TileVector* pass = vectors.data() + v0;
-        if (wide && count == 2)
+        if (wide)
           for (int64_t c = 0; c < a.c; ++c)
-            input_transform_pass_512(padded + c * l.plane, l, pass, v + c * stride);
+            input_transform_direct_512(x + n * image + c * a.h * a.w, a.w, direct[v0 / kPass],
+                                       v + c * stride);
         else
           for (int64_t c = 0; c < a.c; ++c)
             input_transform(padded + c * l.plane, l, pass, count, v + c * stride, 0, kLanes,

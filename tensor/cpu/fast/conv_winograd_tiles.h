@@ -8,12 +8,14 @@
 
 #include <echelon/kernels/conv.h>
 
-// The AVX2 functions below carry the target attribute on their declarations too (a declaration
-// without it would name a different function version to GCC).
+// The AVX2 and AVX-512 functions below carry the target attribute on their declarations too (a
+// declaration without it would name a different function version to GCC).
 #if defined(__x86_64__) || defined(__i386__)
 #define ECH_WINOGRAD_AVX2 __attribute__((target("avx2,fma")))
+#define ECH_WINOGRAD_AVX512 __attribute__((target("avx512f,avx2,fma")))
 #else
 #define ECH_WINOGRAD_AVX2
+#define ECH_WINOGRAD_AVX512
 #endif
 
 namespace echelon::cpu::fast::winograd {
@@ -67,5 +69,24 @@ void prefetch_part(const float* p, int64_t bytes, int64_t part, int64_t parts);
 ECH_WINOGRAD_AVX2 void input_transform(const float* plane, const Layout& l,
                                        const TileVector* vectors, int64_t count, float* v_c,
                                        int64_t pair, int64_t half, int64_t step);
+
+// Where a forward pass (two vectors, 16 tiles) reads the unpadded image with AVX-512
+// (conv_winograd_direct.cpp). Vector i: lo[i], hi[i]: offsets in the channel's (H, W) plane of its
+// lo quad's first input (row 2th - pad, column 2j0 - pad; may lie outside the image) and of its hi
+// quad's less 8 (its load fills lanes 8-15); joined[i]: both the same (one load). lanes[r][s][i]:
+// the lanes of row r's 16 floats at shift 2s that lie in the image (lo quad bits 0-7, hi 8-15;
+// none for a missing quad or vector), the rest read as the padding's zeros.
+struct DirectPass {
+  int64_t lo[2] = {0, 0}, hi[2] = {0, 0};
+  bool joined[2] = {false, false};
+  uint16_t lanes[4][2][2] = {};
+};
+
+std::vector<DirectPass> direct_passes(const Conv2dGeometry& a, const Layout& l);
+
+// input_transform_pass_512 of pass d (or of a pass with one vector: lanes 8-15 are 0) from x, the
+// channel's unpadded (H, W) plane: the same v_c[xi][16 tiles], bit for bit, no padded copy.
+ECH_WINOGRAD_AVX512 void input_transform_direct_512(const float* x, int64_t width,
+                                                    const DirectPass& d, float* v_c);
 
 }  // namespace echelon::cpu::fast::winograd
