@@ -67,9 +67,9 @@ ECH_WINOGRAD_AVX512 inline void load_pass(const float* x, int64_t width, const D
   const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
   const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
 #pragma GCC unroll 4
-  for (int r = 0; r < 4; ++r)
+  for (int64_t r = 0; r < 4; ++r)
 #pragma GCC unroll 2
-    for (int s = 0; s < 2; ++s) {
+    for (int64_t s = 0; s < 2; ++s) {
       const int64_t offset = r * width + 2 * s;
       const __m512 v0 = load_vector<Joined>(x, d, 0, r, s, offset);
       const __m512 v1 = load_vector<Joined>(x, d, 1, r, s, offset);
