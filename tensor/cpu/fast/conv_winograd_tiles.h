@@ -84,8 +84,9 @@ struct DirectPass {
 
 std::vector<DirectPass> direct_passes(const Conv2dGeometry& a, const Layout& l);
 
-// input_transform_pass_512 of pass d (or of a pass with one vector: lanes 8-15 are 0) from x, the
-// channel's unpadded (H, W) plane: the same v_c[xi][16 tiles], bit for bit, no padded copy.
+// The input transform of pass d (or of a pass with one vector: lanes 8-15 are 0) from x, the
+// channel's unpadded (H, W) plane: bit for bit the v_c[xi][16 tiles] that input_transform gives
+// from the padded copy (pair 0, half 8, step 16), without that copy.
 ECH_WINOGRAD_AVX512 void input_transform_direct_512(const float* x, int64_t width,
                                                     const DirectPass& d, float* v_c);
 
