@@ -1,13 +1,16 @@
-// The direct convolution (tensor/cpu/fast/conv_direct.h). Only the register-tile functions are
-// compiled for AVX2 + FMA (ECH_AVX2); everything around them (padding, offsets, threading) is
-// portable code, and conv_direct_usable() keeps a CPU without AVX2 away from them.
+// The direct convolution (tensor/cpu/fast/conv_direct.h): the AVX2 kernels, and the dispatch to
+// the AVX-512 ones (conv_direct_avx512.cpp). Only the register-tile functions are compiled for
+// AVX2 + FMA (ECH_AVX2); everything around them (padding, offsets, threading) is portable code,
+// and conv_direct_usable() keeps a CPU without AVX2 away from them.
 #include <echelon/tensor/cpu/fast/conv_direct.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
 #include <echelon/base/error.h>
+#include <echelon/tensor/cpu/fast/conv_direct_avx512.h>
 #include <echelon/tensor/cpu/fast/parallel.h>
 #include <echelon/tensor/cpu/fast/scratch.h>
 
@@ -17,6 +20,44 @@
 #endif
 
 namespace echelon::cpu::fast {
+
+namespace {
+
+bool cpu_has_avx512() {
+#ifdef ECH_AVX2
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                          __builtin_cpu_supports("avx512f");
+  return has;
+#else
+  return false;
+#endif
+}
+
+std::atomic<DirectIsa>& isa_setting() {
+  static std::atomic<DirectIsa> isa{cpu_has_avx512() ? DirectIsa::Avx512 : DirectIsa::Avx2};
+  return isa;
+}
+
+// True when the AVX-512 kernels run `a` (conv_direct_usable(a) holds).
+bool wide(const Conv2dGeometry& a) {
+  return isa_setting().load() == DirectIsa::Avx512 && conv_direct_avx512_takes(a);
+}
+
+}  // namespace
+
+void set_conv_direct_isa(DirectIsa isa) {
+  ECH_CHECK(isa != DirectIsa::Avx512 || cpu_has_avx512(),
+            "set_conv_direct_isa: this CPU has no AVX-512");
+  isa_setting().store(isa);
+}
+
+DirectIsa conv_direct_isa() {
+  return isa_setting().load();
+}
+
+bool conv_direct_avx512_available() {
+  return cpu_has_avx512();
+}
 
 #ifdef ECH_AVX2
 namespace {
@@ -313,6 +354,7 @@ bool conv_direct_usable(const Conv2dGeometry& a) {
 
 void conv_direct_forward(const Conv2dGeometry& a, const float* x, const float* w, const float* bias,
                          float* y) {
+  if (wide(a)) return conv_direct_forward_avx512(a, x, w, bias, y);
   forward_impl(a, x, w, bias, y);
 }
 
@@ -320,6 +362,7 @@ void conv_direct_backward_input(const Conv2dGeometry& a, const float* grad_out, 
                                 float* grad_in) {
   ECH_CHECK(a.stride_h == 1 && a.stride_w == 1, "conv_direct_backward_input: stride ", a.stride_h,
             " given, the direct kernel takes stride 1 only");
+  if (wide(a)) return conv_direct_backward_input_avx512(a, grad_out, w, grad_in);
   // grad_in = grad_out (N, O, OH, OW) convolved, padding K-1-pad, with w transposed to
   // (C, O, K, K) and turned by 180 degrees: the forward kernel with the roles of C and O swapped.
   const int64_t window = a.kernel_h * a.kernel_w;
@@ -337,6 +380,7 @@ void conv_direct_backward_input(const Conv2dGeometry& a, const float* grad_out, 
 
 void conv_direct_backward_weight(const Conv2dGeometry& a, const float* grad_out, const float* x,
                                  float* grad_w) {
+  if (wide(a)) return conv_direct_backward_weight_avx512(a, grad_out, x, grad_w);
   // The padded image in one phase (plain rows: broadcasts need no contiguous columns).
   Padded p{};
   p.k = a.kernel_w;

@@ -1,19 +1,32 @@
-// Direct convolution for the fast CPU path (float, AVX2 + FMA, chosen at run time): square
-// windows up to 5x5 (ResNet's 3x3 / padding 1 / stride 1 or 2 layers, LeNet's 5x5 ones) without
-// an im2col matrix. Each image is copied once into a zero-padded buffer (split into even and odd
-// columns at stride 2 for the forward, so every vector load is contiguous). The forward (and the
-// backward-data at stride 1, the forward on flipped weights) keeps 3 output channels x 32 outputs
-// in registers while it walks the input channels and taps; the weight gradient keeps 6 taps x 16
-// output channels, summing outer products over the output positions (an input broadcast times the
-// 16 channels' gradients at that position, from a position-major copy of grad_out). conv.cpp's
-// im2col + GEMM path handles every other geometry, float64, and CPUs without AVX2; the naive twins
-// (tensor/cpu/conv.h) are the oracle of both. conv.cpp asks Winograd (conv_winograd.h) first: it
-// takes the 3x3 / stride 1 layers whose sizes fit its tiles.
+// Direct convolution for the fast CPU path (float, chosen at run time): square windows from 3x3
+// to 5x5 (ResNet's 3x3 / padding 1 / stride 1 or 2 layers, LeNet's 5x5 ones) without an im2col
+// matrix, in two instruction sets (conv_direct_isa()):
+// - AVX2 + FMA (conv_direct.cpp), any stride 1 or 2: each image is copied once into a zero-padded
+//   buffer (split into even and odd columns at stride 2 for the forward, so every vector load is
+//   contiguous). The forward (and the backward-data at stride 1, the forward on flipped weights)
+//   keeps 3 output channels x 32 output columns in registers while it walks the input channels
+//   and taps; the weight gradient keeps 6 taps x 16 output channels, summing outer products over
+//   the output positions (an input broadcast times the 16 channels' gradients at that position,
+//   from a position-major copy of grad_out).
+// - AVX-512 at stride 1 (conv_direct_avx512.h): output positions in the lanes (a whole plane as
+//   one run, from per-column-offset copies of the image), 6 rows x 64 positions per register
+//   tile; the backward data multiplies w^T by grad_out and sums the columns back with masked
+//   loads, so the zero padding of the flipped forward costs nothing. Stride 2 keeps AVX2.
+// conv.cpp's im2col + GEMM path handles every other geometry, float64, and CPUs without AVX2; the
+// naive twins (tensor/cpu/conv.h) are the oracle of all of them. conv.cpp asks Winograd
+// (conv_winograd.h) first: it takes the 3x3 / stride 1 layers whose sizes fit its tiles.
 #pragma once
 
 #include <echelon/kernels/conv.h>
 
 namespace echelon::cpu::fast {
+
+// The instruction set of the kernels below: AVX-512 where the CPU has it (the default), else
+// AVX2; tests set each in turn. Process-wide; choosing AVX-512 on a CPU without it throws.
+enum class DirectIsa { Avx2, Avx512 };
+void set_conv_direct_isa(DirectIsa isa);
+DirectIsa conv_direct_isa();
+bool conv_direct_avx512_available();
 
 // True when the kernels below take `a`: a square K x K window with 1 <= K <= 5, the same padding
 // both ways and below K, dilation 1, the same stride 1 or 2 both ways, and a CPU with AVX2 and FMA
