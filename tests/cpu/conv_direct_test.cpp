@@ -159,7 +159,7 @@ TEST_SUITE("fast_cpu") {
         auto x = random_floats(size_t(2 * 6 * 13), 21);
         x[size_t((1 * 6 + 3) * 13 + 12)] = std::numeric_limits<float>::infinity();
         const auto gy = random_floats(size_t(3 * a.out_h * a.out_w), 22);
-        std::vector<float> gw(size_t(3 * 2 * k * k)), gw_fast(gw.size());
+        std::vector<float> gw(size_t(k * k * 6)), gw_fast(gw.size());
         cpu::conv2d_backward_weight(a, gy.data(), x.data(), gw.data());
         cpu::fast::conv2d_backward_weight(a, gy.data(), x.data(), gw_fast.data());
         int finite = 0;
