@@ -28,7 +28,7 @@ constexpr int kWeightChannels = 8;  // weight gradient: output channels per regi
 constexpr int kWeightTaps = 3;      // ... x taps (8 x 3 accumulators)
 constexpr int64_t kShiftedBudget = 1 << 18;      // floats of one image's shifted copy (1 MiB)
 constexpr int64_t kColumnsBudget = 1 << 16;      // floats of one image's backward-data columns
-constexpr int64_t kWeightGroupBudget = 1 << 12;  // floats of grad_out per weight pass (X KiB)
+constexpr int64_t kWeightGroupBudget = 1 << 12;  // floats of grad_out per weight pass (16 KiB)
 constexpr int64_t kMargin = kLanes;              // floats before and after a buffer's data
 constexpr int64_t kMaxWindow = 5;                // the largest K (conv_direct_usable)
 
