@@ -420,6 +420,8 @@ void conv_direct_backward_input_avx512(const Conv2dGeometry& a, const float* gra
 
 void conv_direct_backward_weight_avx512(const Conv2dGeometry& a, const float* grad_out,
                                         const float* x, float* grad_w) {
+  if (conv_direct_weight_outer_suits(a))
+    return conv_direct_backward_weight_outer_avx512(a, grad_out, x, grad_w);
   const Shifted s = shifted_layout(a);
   const int64_t taps = a.c * a.kernel_h * a.kernel_w, positions = a.out_h * a.out_w;
   const int64_t vectors = (positions + kLanes - 1) / kLanes;

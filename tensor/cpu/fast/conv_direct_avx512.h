@@ -26,4 +26,12 @@ void conv_direct_backward_input_avx512(const Conv2dGeometry& a, const float* gra
 void conv_direct_backward_weight_avx512(const Conv2dGeometry& a, const float* grad_out,
                                         const float* x, float* grad_w);
 
+// The weight gradient with the output channels in the lanes instead
+// (conv_direct_avx512_weight.cpp): outer products of a broadcast input and 16 channels' gradients,
+// faster when O is a multiple of 16 (no lane idle). conv_direct_backward_weight_avx512 hands such
+// layers to it.
+bool conv_direct_weight_outer_suits(const Conv2dGeometry& a);
+void conv_direct_backward_weight_outer_avx512(const Conv2dGeometry& a, const float* grad_out,
+                                              const float* x, float* grad_w);
+
 }  // namespace echelon::cpu::fast
