@@ -5,7 +5,8 @@
 // kj - pad .. kj - pad + OW - 1 (zero outside the image), so tap (c, ki, kj) of output position p
 // = oh*OW + ow is element ki*OW + p of copy kj's channel c. All 16 lanes do useful work whatever
 // OW is (LeNet's 8-column layers waste half of a 16-column vector, its 6-channel layers 10 of 16
-// lanes with the channels there). The forward and the weight gradient read the copy; the
+// lanes with the channels there). The forward and the weight gradient (but for layers with a
+// multiple of 16 output channels, conv_direct_avx512_weight.cpp) read the copy; the
 // backward data multiplies w^T by grad_out into columns (rows c*K*K + ki*K + kj, positions
 // p) and sums them back into grad_in with masked loads, touching no padding.
 #pragma once
