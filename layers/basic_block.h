@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include <echelon/layers/batch_norm.h>
 #include <echelon/layers/conv2d.h>
@@ -24,6 +25,13 @@ class BasicBlock : public Module {
   Tensor forward(const Tensor& x) override;  // (N, in, H, W) -> (N, planes, H/stride, W/stride)
   std::string name() const override { return "BasicBlock"; }
   std::string describe() const override;
+
+  // The block as two pipeline layers (Sequential::with_split_blocks), so that a cut can fall
+  // inside it. The head runs conv1-BN-ReLU and the shortcut and returns both as one tensor,
+  // cat(h, shortcut) along channels (N, 2*planes, OH, OW): one tensor still crosses a cut. The
+  // tail splits it, runs conv2-BN, adds and applies the ReLU. Both share this block's modules,
+  // so parameters keep their names; tail(head(x)) computes what forward(x) does.
+  std::pair<std::shared_ptr<Module>, std::shared_ptr<Module>> halves() const;
 
  private:
   int64_t in_planes_, planes_, stride_;

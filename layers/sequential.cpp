@@ -1,6 +1,7 @@
 #include <echelon/layers/sequential.h>
 
 #include <echelon/base/error.h>
+#include <echelon/layers/basic_block.h>
 #include <echelon/layers/batch_norm.h>
 #include <echelon/layers/relu.h>
 
@@ -63,6 +64,26 @@ std::shared_ptr<Sequential> Sequential::slice(size_t begin, size_t end) const {
   std::vector<std::shared_ptr<Module>> layers(layers_.begin() + begin, layers_.begin() + end);
   std::vector<std::string> names;
   for (size_t i = begin; i < end; ++i) names.push_back(named_children()[i].first);
+  auto out = std::shared_ptr<Sequential>(new Sequential(std::move(layers), std::move(names)));
+  out->train(is_training());
+  return out;
+}
+
+std::shared_ptr<Sequential> Sequential::with_split_blocks() const {
+  std::vector<std::shared_ptr<Module>> layers;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const std::string& name = named_children()[i].first;
+    if (const auto* block = dynamic_cast<const BasicBlock*>(layers_[i].get())) {
+      auto [head, tail] = block->halves();
+      layers.push_back(std::move(head));
+      layers.push_back(std::move(tail));
+      names.insert(names.end(), 2, name);
+    } else {
+      layers.push_back(layers_[i]);
+      names.push_back(name);
+    }
+  }
   auto out = std::shared_ptr<Sequential>(new Sequential(std::move(layers), std::move(names)));
   out->train(is_training());
   return out;
