@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <echelon/autograd/engine.h>
@@ -46,7 +47,9 @@ bool bit_equal(const Tensor& a, const Tensor& b) {
 // Every entry of two state dicts (same keys in the same order) bit for bit.
 void check_states_equal(const StateDict& got, const StateDict& want) {
   REQUIRE(got.keys() == want.keys());
-  for (const auto& [name, tensor] : want) {
+  for (const auto& entry : want) {
+    const std::string& name = entry.first;
+    const Tensor& tensor = entry.second;
     INFO(name);
     if (tensor.dtype() == DType::Float32)
       CHECK(bit_equal(got.at(name), tensor));
@@ -93,9 +96,9 @@ TEST_SUITE("split_blocks") {
     CHECK(split->at(4)->name() == "BasicBlockTail");
     const StateDict whole = model->state_dict(), halves = split->state_dict();
     REQUIRE(halves.keys() == whole.keys());  // checkpoints keep their names and order
-    for (const auto& [name, tensor] : whole) {
-      INFO(name);
-      CHECK(halves.at(name).same(tensor));
+    for (const auto& entry : whole) {
+      INFO(entry.first);
+      CHECK(halves.at(entry.first).same(entry.second));
     }
     // A model without residual blocks is unchanged.
     CHECK(make_model("lenet5", 1, 10, 1)->with_split_blocks()->size() == 12);
