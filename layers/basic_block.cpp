@@ -29,59 +29,6 @@ Tensor channel_window(const Tensor& y, int64_t begin, int64_t count) {
       });
 }
 
-// conv1-BN-ReLU and the shortcut of a block: x (N, in, H, W) -> (N, 2*planes, OH, OW).
-class BlockHead : public Module {
- public:
-  BlockHead(std::string block, int64_t in_planes, int64_t planes, int64_t stride,
-            std::shared_ptr<Conv2d> conv1, std::shared_ptr<BatchNorm2d> bn1)
-      : block_(std::move(block)),
-        in_planes_(in_planes),
-        planes_(planes),
-        stride_(stride),
-        conv1_(register_module("conv1", std::move(conv1))),
-        bn1_(register_module("bn1", std::move(bn1))) {}
-
-  Tensor forward(const Tensor& x) override {
-    Tensor out = bn1_->forward_relu(conv1_->forward(x));
-    const bool reshape = stride_ != 1 || in_planes_ != planes_;
-    return concat({out, reshape ? option_a_shortcut(x, planes_, stride_) : x}, 1);
-  }
-  std::string name() const override { return "BasicBlockHead"; }
-  std::string describe() const override { return block_ + " head (conv1, bn1, shortcut)"; }
-
- private:
-  std::string block_;
-  int64_t in_planes_, planes_, stride_;
-  std::shared_ptr<Conv2d> conv1_;
-  std::shared_ptr<BatchNorm2d> bn1_;
-};
-
-// conv2-BN, the residual sum and the ReLU: (N, 2*planes, OH, OW) from BlockHead -> (N, planes,
-// OH, OW).
-class BlockTail : public Module {
- public:
-  BlockTail(std::string block, int64_t planes, std::shared_ptr<Conv2d> conv2,
-            std::shared_ptr<BatchNorm2d> bn2)
-      : block_(std::move(block)),
-        planes_(planes),
-        conv2_(register_module("conv2", std::move(conv2))),
-        bn2_(register_module("bn2", std::move(bn2))) {}
-
-  Tensor forward(const Tensor& y) override {
-    ECH_CHECK(y.dim() == 4 && y.size(1) == 2 * planes_, block_, " tail: expected its head's (N, ",
-              2 * planes_, ", H, W) output, got ", y.shape());
-    return bn2_->forward_add_relu(conv2_->forward(channel_window(y, 0, planes_)),
-                                  channel_window(y, planes_, planes_));
-  }
-  std::string name() const override { return "BasicBlockTail"; }
-  std::string describe() const override { return block_ + " tail (conv2, bn2, sum, ReLU)"; }
-
- private:
-  std::string block_;
-  int64_t planes_;
-  std::shared_ptr<Conv2d> conv2_;
-  std::shared_ptr<BatchNorm2d> bn2_;
-};
 }  // namespace
 
 Tensor option_a_shortcut(const Tensor& x, int64_t planes, int64_t stride) {
@@ -128,17 +75,44 @@ Tensor BasicBlock::forward(const Tensor& x) {
                                 reshape ? option_a_shortcut(x, planes_, stride_) : x);
 }
 
-std::pair<std::shared_ptr<Module>, std::shared_ptr<Module>> BasicBlock::halves() const {
-  const std::string block = describe();
-  auto head = std::make_shared<BlockHead>(block, in_planes_, planes_, stride_, conv1_, bn1_);
-  auto tail = std::make_shared<BlockTail>(block, planes_, conv2_, bn2_);
-  head->train(is_training());
-  tail->train(is_training());
-  return {head, tail};
-}
-
 std::string BasicBlock::describe() const {
   return str("BasicBlock(", in_planes_, ", ", planes_, ", stride=", stride_, ")");
+}
+
+BlockHalf::BlockHalf(std::shared_ptr<BasicBlock> block, bool head)
+    : block_(std::move(block)), head_(head) {
+  if (head_) {
+    register_module("conv1", block_->conv1_);
+    register_module("bn1", block_->bn1_);
+  } else {
+    register_module("conv2", block_->conv2_);
+    register_module("bn2", block_->bn2_);
+  }
+  train(block_->is_training());
+}
+
+std::pair<std::shared_ptr<BlockHalf>, std::shared_ptr<BlockHalf>> BlockHalf::split(
+    const std::shared_ptr<BasicBlock>& block) {
+  ECH_CHECK(block != nullptr, "BlockHalf::split: no block");
+  return {std::shared_ptr<BlockHalf>(new BlockHalf(block, true)),
+          std::shared_ptr<BlockHalf>(new BlockHalf(block, false))};
+}
+
+Tensor BlockHalf::forward(const Tensor& x) {
+  const BasicBlock& b = *block_;
+  if (head_) {
+    Tensor out = b.bn1_->forward_relu(b.conv1_->forward(x));
+    const bool reshape = b.stride_ != 1 || b.in_planes_ != b.planes_;
+    return concat({out, reshape ? option_a_shortcut(x, b.planes_, b.stride_) : x}, 1);
+  }
+  ECH_CHECK(x.dim() == 4 && x.size(1) == 2 * b.planes_, describe(), ": expected its head's (N, ",
+            2 * b.planes_, ", H, W) output, got ", x.shape());
+  return b.bn2_->forward_add_relu(b.conv2_->forward(channel_window(x, 0, b.planes_)),
+                                  channel_window(x, b.planes_, b.planes_));
+}
+
+std::string BlockHalf::describe() const {
+  return block_->describe() + (head_ ? " head (conv1, bn1, shortcut)" : " tail (conv2, bn2, sum)");
 }
 
 }  // namespace echelon

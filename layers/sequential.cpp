@@ -74,14 +74,33 @@ std::shared_ptr<Sequential> Sequential::with_split_blocks() const {
   std::vector<std::string> names;
   for (size_t i = 0; i < layers_.size(); ++i) {
     const std::string& name = named_children()[i].first;
-    if (const auto* block = dynamic_cast<const BasicBlock*>(layers_[i].get())) {
-      auto [head, tail] = block->halves();
-      layers.push_back(std::move(head));
-      layers.push_back(std::move(tail));
+    if (auto block = std::dynamic_pointer_cast<BasicBlock>(layers_[i])) {
+      auto [head, tail] = BlockHalf::split(block);
+      layers.insert(layers.end(), {head, tail});
       names.insert(names.end(), 2, name);
     } else {
       layers.push_back(layers_[i]);
       names.push_back(name);
+    }
+  }
+  auto out = std::shared_ptr<Sequential>(new Sequential(std::move(layers), std::move(names)));
+  out->train(is_training());
+  return out;
+}
+
+std::shared_ptr<Sequential> Sequential::join_split_blocks() const {
+  std::vector<std::shared_ptr<Module>> layers;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    names.push_back(named_children()[i].first);
+    const auto* head = dynamic_cast<const BlockHalf*>(layers_[i].get());
+    const auto* tail =
+        i + 1 < layers_.size() ? dynamic_cast<const BlockHalf*>(layers_[i + 1].get()) : nullptr;
+    if (head && head->is_head() && tail && !tail->is_head() && tail->block() == head->block()) {
+      layers.push_back(head->block());
+      ++i;
+    } else {
+      layers.push_back(layers_[i]);
     }
   }
   auto out = std::shared_ptr<Sequential>(new Sequential(std::move(layers), std::move(names)));

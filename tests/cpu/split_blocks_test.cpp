@@ -1,6 +1,6 @@
-// Residual blocks as two pipeline layers (BasicBlock::halves, Sequential::with_split_blocks,
-// PipelineOptions::split_blocks): the same parameters under the same names, bit-identical
-// forward, backward and training, and pipeline cuts inside a block.
+// Residual blocks as two pipeline layers (BlockHalf, Sequential::with_split_blocks and
+// join_split_blocks, PipelineOptions::split_blocks): the same parameters under the same names,
+// bit-identical forward, backward and training, and pipeline cuts inside a block.
 #include <doctest/doctest.h>
 
 #include <memory>
@@ -100,6 +100,20 @@ TEST_SUITE("split_blocks") {
       INFO(entry.first);
       CHECK(halves.at(entry.first).same(entry.second));
     }
+    // Joined back: the model's own layer objects; a slice ending inside block 4 (layers 11, 12)
+    // keeps that block's head alone.
+    auto joined = split->join_split_blocks();
+    REQUIRE(joined->size() == 15);
+    for (size_t i = 0; i < 15; ++i) CHECK(joined->at(i) == model->at(i));
+    auto part = split->slice(0, 12)->join_split_blocks();
+    REQUIRE(part->size() == 8);
+    CHECK(part->at(6) == model->at(6));
+    CHECK(part->at(7)->name() == "BasicBlockHead");
+    CHECK(part->named_children()[7].first == "7");
+    auto rest = split->slice(12, 24)->join_split_blocks();
+    REQUIRE(rest->size() == 8);
+    CHECK(rest->at(0)->name() == "BasicBlockTail");
+    CHECK(rest->at(1) == model->at(8));
     // A model without residual blocks is unchanged.
     CHECK(make_model("lenet5", 1, 10, 1)->with_split_blocks()->size() == 12);
   }
@@ -129,6 +143,7 @@ TEST_SUITE("split_blocks") {
     auto split = small_resnet()->with_split_blocks();
     CHECK_THROWS_WITH_AS(split->at(4)->forward(images(2, 3)),
                          doctest::Contains("BasicBlock(16, 16, stride=1) tail"), Error);
+    CHECK(split->at(3)->describe() == "BasicBlock(16, 16, stride=1) head (conv1, bn1, shortcut)");
   }
 
   TEST_CASE("a pipeline cut inside a block trains as ordinary training does (sequential)") {
