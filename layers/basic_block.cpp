@@ -13,6 +13,22 @@ namespace {
 Tensor subsampled(const Tensor& x, int64_t stride) {
   return x.slice(2, 0, x.size(2), stride).slice(3, 0, x.size(3), stride);
 }
+
+// Channels [begin, begin + count) of y (N, C, H, W) as a new (N, count, H, W) tensor,
+// differentiable (the gradient lands in that window, zeros elsewhere).
+Tensor channel_window(const Tensor& y, int64_t begin, int64_t count) {
+  Tensor window = y.narrow(1, begin, count).contiguous();
+  const Shape& in_shape = y.shape();
+  return autograd::record(
+      "channel_window", window, {y},
+      [in_shape, begin, count](const Tensor& g, const std::vector<bool>&) -> std::vector<Tensor> {
+        Tensor gy = Tensor::zeros(in_shape, g.dtype(), g.device());
+        Tensor target = gy.narrow(1, begin, count);
+        ops::copy_(target, g);
+        return {gy};
+      });
+}
+
 }  // namespace
 
 Tensor option_a_shortcut(const Tensor& x, int64_t planes, int64_t stride) {
@@ -61,6 +77,42 @@ Tensor BasicBlock::forward(const Tensor& x) {
 
 std::string BasicBlock::describe() const {
   return str("BasicBlock(", in_planes_, ", ", planes_, ", stride=", stride_, ")");
+}
+
+BlockHalf::BlockHalf(std::shared_ptr<BasicBlock> block, bool head)
+    : block_(std::move(block)), head_(head) {
+  if (head_) {
+    register_module("conv1", block_->conv1_);
+    register_module("bn1", block_->bn1_);
+  } else {
+    register_module("conv2", block_->conv2_);
+    register_module("bn2", block_->bn2_);
+  }
+  train(block_->is_training());
+}
+
+std::pair<std::shared_ptr<BlockHalf>, std::shared_ptr<BlockHalf>> BlockHalf::split(
+    const std::shared_ptr<BasicBlock>& block) {
+  ECH_CHECK(block != nullptr, "BlockHalf::split: no block");
+  return {std::shared_ptr<BlockHalf>(new BlockHalf(block, true)),
+          std::shared_ptr<BlockHalf>(new BlockHalf(block, false))};
+}
+
+Tensor BlockHalf::forward(const Tensor& x) {
+  const BasicBlock& b = *block_;
+  if (head_) {
+    Tensor out = b.bn1_->forward_relu(b.conv1_->forward(x));
+    const bool reshape = b.stride_ != 1 || b.in_planes_ != b.planes_;
+    return concat({out, reshape ? option_a_shortcut(x, b.planes_, b.stride_) : x}, 1);
+  }
+  ECH_CHECK(x.dim() == 4 && x.size(1) == 2 * b.planes_, describe(), ": expected its head's (N, ",
+            2 * b.planes_, ", H, W) output, got ", x.shape());
+  return b.bn2_->forward_add_relu(b.conv2_->forward(channel_window(x, 0, b.planes_)),
+                                  channel_window(x, b.planes_, b.planes_));
+}
+
+std::string BlockHalf::describe() const {
+  return block_->describe() + (head_ ? " head (conv1, bn1, shortcut)" : " tail (conv2, bn2, sum)");
 }
 
 }  // namespace echelon

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include <echelon/layers/batch_norm.h>
 #include <echelon/layers/conv2d.h>
@@ -29,6 +30,34 @@ class BasicBlock : public Module {
   int64_t in_planes_, planes_, stride_;
   std::shared_ptr<Conv2d> conv1_, conv2_;
   std::shared_ptr<BatchNorm2d> bn1_, bn2_;
+
+  friend class BlockHalf;
+};
+
+// A BasicBlock as two layers, so that a pipeline cut can fall inside it
+// (Sequential::with_split_blocks). The head runs conv1-BN-ReLU and the shortcut and returns both
+// as one tensor, cat(h, shortcut) along channels (N, 2*planes, OH, OW): one tensor still crosses a
+// cut. The tail splits it, runs conv2-BN, adds and applies the ReLU. The halves hold the block's
+// own modules (so parameters keep their names) and the block itself (so that a head followed by
+// its tail can be joined back: Sequential::join_split_blocks); tail(head(x)) computes what the
+// block's forward does, bit for bit.
+class BlockHalf : public Module {
+ public:
+  static std::pair<std::shared_ptr<BlockHalf>, std::shared_ptr<BlockHalf>> split(
+      const std::shared_ptr<BasicBlock>& block);
+
+  // head: x (N, in, H, W) -> (N, 2*planes, OH, OW); tail: that -> (N, planes, OH, OW).
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return head_ ? "BasicBlockHead" : "BasicBlockTail"; }
+  std::string describe() const override;
+  bool is_head() const { return head_; }
+  const std::shared_ptr<BasicBlock>& block() const { return block_; }
+
+ private:
+  BlockHalf(std::shared_ptr<BasicBlock> block, bool head);
+
+  std::shared_ptr<BasicBlock> block_;
+  bool head_;
 };
 
 }  // namespace echelon

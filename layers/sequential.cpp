@@ -1,6 +1,7 @@
 #include <echelon/layers/sequential.h>
 
 #include <echelon/base/error.h>
+#include <echelon/layers/basic_block.h>
 #include <echelon/layers/batch_norm.h>
 #include <echelon/layers/relu.h>
 
@@ -63,6 +64,45 @@ std::shared_ptr<Sequential> Sequential::slice(size_t begin, size_t end) const {
   std::vector<std::shared_ptr<Module>> layers(layers_.begin() + begin, layers_.begin() + end);
   std::vector<std::string> names;
   for (size_t i = begin; i < end; ++i) names.push_back(named_children()[i].first);
+  auto out = std::shared_ptr<Sequential>(new Sequential(std::move(layers), std::move(names)));
+  out->train(is_training());
+  return out;
+}
+
+std::shared_ptr<Sequential> Sequential::with_split_blocks() const {
+  std::vector<std::shared_ptr<Module>> layers;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const std::string& name = named_children()[i].first;
+    if (auto block = std::dynamic_pointer_cast<BasicBlock>(layers_[i])) {
+      auto [head, tail] = BlockHalf::split(block);
+      layers.insert(layers.end(), {head, tail});
+      names.insert(names.end(), 2, name);
+    } else {
+      layers.push_back(layers_[i]);
+      names.push_back(name);
+    }
+  }
+  auto out = std::shared_ptr<Sequential>(new Sequential(std::move(layers), std::move(names)));
+  out->train(is_training());
+  return out;
+}
+
+std::shared_ptr<Sequential> Sequential::join_split_blocks() const {
+  std::vector<std::shared_ptr<Module>> layers;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    names.push_back(named_children()[i].first);
+    const auto* head = dynamic_cast<const BlockHalf*>(layers_[i].get());
+    const auto* tail =
+        i + 1 < layers_.size() ? dynamic_cast<const BlockHalf*>(layers_[i + 1].get()) : nullptr;
+    if (head && head->is_head() && tail && !tail->is_head() && tail->block() == head->block()) {
+      layers.push_back(head->block());
+      ++i;
+    } else {
+      layers.push_back(layers_[i]);
+    }
+  }
   auto out = std::shared_ptr<Sequential>(new Sequential(std::move(layers), std::move(names)));
   out->train(is_training());
   return out;

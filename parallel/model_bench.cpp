@@ -73,8 +73,8 @@ ModelBenchResult run_model_bench(const ModelBenchOptions& o) {
   model->to(o.device);
   const std::vector<data::Batch> batches = o.input.make_batches(o.device, 1);
   if (o.per_layer)
-    result.layers =
-        per_layer(*model, batches[0].images, o.warmup, o.repeats, result.layers_total_s);
+    result.layers = per_layer(o.split_blocks ? *model->with_split_blocks() : *model,
+                              batches[0].images, o.warmup, o.repeats, result.layers_total_s);
   std::unique_ptr<StepEngine> engine =
       make_single_device_engine(model, bench_sgd_options(), o.device);
   result.step = time_repeated([&] { engine->train_step(batches[0]); }, o.device,

@@ -61,9 +61,11 @@ PipelineEngine::PipelineEngine(std::shared_ptr<Sequential> model, const SGDOptio
       group_(options_.process_group) {
   ECH_CHECK(model_ != nullptr, "pipeline: no model");
   options_.validate();
+  // The partitions cut this view; its layers are the model's own objects.
+  layers_ = options_.split_blocks ? model_->with_split_blocks() : model_;
   // The partitions must fit the model: checked now, while a trainer prepares its run (before it
   // touches the run folder), not at the first batch.
-  const auto layers = static_cast<int64_t>(model_->size());
+  const auto layers = static_cast<int64_t>(layers_->size());
   const int planned =
       !options_.ppv.empty()
           ? static_cast<int>(ranges_from_cuts(parse_ppv(options_.ppv), layers).size())
@@ -101,7 +103,7 @@ std::vector<int64_t> PipelineEngine::choose_cuts(const Tensor& sample) {
   if (!options_.ppv.empty()) return parse_ppv(options_.ppv);
   // Distributed, rank 0 profiles alone and broadcasts its cuts (agree_on_cuts).
   if (!options_.balance_auto || (distributed() && group_->rank() != 0)) {
-    return even_cuts(static_cast<int64_t>(model_->size()), options_.partitions);
+    return even_cuts(static_cast<int64_t>(layers_->size()), options_.partitions);
   }
   ECH_CHECK(sample.defined(), "pipeline: --balance auto profiles the first mini-batch, but epoch ",
             epochs_done_ + 1, " had none (is the training set smaller than one batch?); give ",
@@ -109,7 +111,7 @@ std::vector<int64_t> PipelineEngine::choose_cuts(const Tensor& sample) {
   // Profiled here, before any stage stream exists, on this thread's stream; profile_layers
   // returns only once that work has finished, so the stages cannot race it.
   model_->to(device_);
-  const std::vector<LayerProfile> profiles = profile_layers(*model_, sample.to(device_));
+  const std::vector<LayerProfile> profiles = profile_layers(*layers_, sample.to(device_));
   std::vector<double> cost;
   std::vector<size_t> bytes;
   for (const LayerProfile& p : profiles) {
@@ -124,7 +126,7 @@ void PipelineEngine::start(const Tensor& sample) {
   cuts_ = choose_cuts(sample);
   if (distributed()) cuts_ = agree_on_cuts(cuts_);
   const std::vector<LayerRange> ranges =
-      ranges_from_cuts(cuts_, static_cast<int64_t>(model_->size()));
+      ranges_from_cuts(cuts_, static_cast<int64_t>(layers_->size()));
   const int K = static_cast<int>(ranges.size());
   ECH_CHECK(options_.devices.empty() || static_cast<int>(options_.devices.size()) == K,
             "pipeline: ", options_.devices.size(), " devices given for ", K, " partitions");
@@ -132,7 +134,7 @@ void PipelineEngine::start(const Tensor& sample) {
       options_.devices.empty() ? std::vector<Device>(K, device_) : options_.devices;
 
   if (trace_) trace_->set_partitions(K);
-  const std::vector<std::shared_ptr<Sequential>> parts = split_model(*model_, cuts_);
+  const std::vector<std::shared_ptr<Sequential>> parts = split_model(*layers_, cuts_);
   if (distributed()) {
     parts_ = parts;
     place_process(K);

@@ -44,6 +44,9 @@ struct PipelineOptions {
   int partitions = 2;         // --pipeline K (ignored when ppv is given: K = cuts + 1)
   std::string ppv;            // --ppv "2,5": partition starts; empty: balance or even split
   bool balance_auto = false;  // --balance auto: profile layers on the first batch, then DP
+  // --split-blocks: each residual block counts as two layers (its halves, BlockHalf), so that
+  // the cuts of ppv and balance_auto can fall inside a block.
+  bool split_blocks = false;
   ScheduleKind schedule = ScheduleKind::Stale;
   int micro_batches = 4;       // gpipe only
   double hybrid_switch = 0.5;  // hybrid: >= 1 an epoch number; in (0, 1) a fraction of epochs
@@ -172,6 +175,7 @@ class PipelineEngine : public StepEngine {
   void gather_rank_stats();
 
   std::shared_ptr<Sequential> model_;
+  std::shared_ptr<Sequential> layers_;  // what the cuts index: model_, or its split_blocks view
   SGDOptions sgd_;
   Device device_;
   PipelineOptions options_;

@@ -52,6 +52,9 @@ void add_model(CLI::App& bench, BenchCommand& c) {
   c.model->add_option("net", o.input.model, "Model name (see `echelon models`)");
   add_model_input(*c.model, o.input);
   c.model->add_flag("--per-layer", o.per_layer, "Each layer's forward and backward time");
+  c.model->add_flag("--split-blocks", o.split_blocks,
+                    "Per layer: each residual block as two layers (the numbering of train's "
+                    "--ppv with --split-blocks)");
   c.model->add_option("--warmup", o.warmup, "Untimed rounds first");
   c.model->add_option("--repeats", o.repeats, "Timed rounds");
   add_common(*c.model, c.model_common);

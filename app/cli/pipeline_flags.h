@@ -31,6 +31,8 @@ inline void add_pipeline_options(CLI::App& app, PipelineFlags& flags) {
   app.add_option("--pipeline", o.partitions, "Pipeline partitions K (1: no pipelining)");
   app.add_option("--ppv", o.ppv, "Partition start layers, e.g. 2,5 (three partitions)");
   app.add_option("--balance", flags.balance_text, "none | auto (profile layers, DP cut)");
+  app.add_flag("--split-blocks", o.split_blocks,
+               "Count each residual block as two layers, so --ppv / --balance can cut inside it");
   app.add_option("--schedule-pipeline", flags.schedule_text,
                  "sequential | stale | stash | gpipe | hybrid");
   app.add_option("--micro-batches", o.micro_batches, "GPipe micro-batches per mini-batch");
@@ -58,7 +60,8 @@ inline void check_pipeline_flags_agree(const CLI::App& cmd, PipelineFlags& flags
     o.partitions = from_ppv;
   }
   if (flags.enabled() || flags.balance_text == "auto") return;
-  for (const char* flag : {"--micro-batches", "--hybrid-switch", "--predict-weights", "--devices"})
+  for (const char* flag :
+       {"--micro-batches", "--hybrid-switch", "--predict-weights", "--devices", "--split-blocks"})
     ECH_CHECK(cmd.count(flag) == 0, flag,
               " needs a pipeline: add --pipeline K (K >= 2), --ppv or --balance auto");
   // "sequential" is what a single device does anyway.
@@ -75,6 +78,7 @@ inline json::Value pipeline_flags_to_json(const PipelineFlags& flags) {
       .set("pipeline", o.partitions)
       .set("ppv", o.ppv)
       .set("balance", flags.balance_text)
+      .set("split-blocks", o.split_blocks)
       .set("schedule-pipeline", flags.schedule_text)
       .set("micro-batches", o.micro_batches)
       .set("hybrid-switch", o.hybrid_switch)
@@ -83,7 +87,8 @@ inline json::Value pipeline_flags_to_json(const PipelineFlags& flags) {
 
 // On --resume: each flag not given again takes its value from the run's config.json ("engine",
 // read by TrainOptions::from_json), so a pipelined run resumes pipelined. The partition flags
-// (--pipeline, --ppv, --balance) go together: giving any one of them replaces all three.
+// (--pipeline, --ppv, --balance, --split-blocks) go together: giving any one of them replaces all
+// four.
 inline void restore_pipeline_flags(const CLI::App& cmd, const json::Value& saved,
                                    PipelineFlags& flags) {
   parallel::PipelineOptions& o = flags.options;
@@ -96,13 +101,16 @@ inline void restore_pipeline_flags(const CLI::App& cmd, const json::Value& saved
       ECH_FAIL("config.json: engine key \"", key, "\": ", e.message());
     }
   };
-  const bool partition_given =
-      cmd.count("--pipeline") + cmd.count("--ppv") + cmd.count("--balance") > 0;
+  const bool partition_given = cmd.count("--pipeline") + cmd.count("--ppv") +
+                                   cmd.count("--balance") + cmd.count("--split-blocks") >
+                               0;
   restore("pipeline", partition_given,
           [&](const json::Value& v) { o.partitions = static_cast<int>(v.as_int()); });
   restore("ppv", partition_given, [&](const json::Value& v) { o.ppv = v.as_string(); });
   restore("balance", partition_given,
           [&](const json::Value& v) { flags.balance_text = v.as_string(); });
+  restore("split-blocks", partition_given,
+          [&](const json::Value& v) { o.split_blocks = v.as_bool(); });
   restore("schedule-pipeline", flags.schedule_given,
           [&](const json::Value& v) { flags.schedule_text = v.as_string(); });
   restore("micro-batches", cmd.count("--micro-batches") > 0,

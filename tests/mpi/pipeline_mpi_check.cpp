@@ -22,6 +22,10 @@
 //                                      --follow 1 the later partitions' processes must still see
 //                                      it end (partition 0's process sends its epoch_end marker).
 //   pipeline_mpi_check ... --balance-auto 1  cuts by profiling (--balance auto) the first batch.
+//   pipeline_mpi_check ... --model resnet20 --split-blocks 1  ResNet-20 (instead of LeNet-5)
+//                                      with each residual block as two layers: the even cuts
+//                                      then fall inside blocks (the head's cat(h, shortcut)
+//                                      crosses them).
 //   pipeline_mpi_check --compare A B   (no mpirun) exit 0 when two checkpoints hold bit-identical
 //                                      tensors (weights, momentum buffers) under the same names.
 #include <chrono>
@@ -54,6 +58,8 @@ struct Args {
   bool follow = false;     // later partitions' processes run follow_epoch(), as the trainer's do
   int empty_epoch = -1;    // this epoch feeds no mini-batch
   bool balance_auto = false;
+  bool split_blocks = false;
+  std::string model = "lenet5";
   std::vector<std::string> schedules = {"stale"};
   int epochs = 2, batches = 4;
   int64_t batch = 16;
@@ -89,6 +95,10 @@ Args parse(int argc, char** argv) {
       a.empty_epoch = std::stoi(value);
     else if (flag == "--balance-auto")
       a.balance_auto = value == "1";
+    else if (flag == "--split-blocks")
+      a.split_blocks = value == "1";
+    else if (flag == "--model")
+      a.model = value;
     else if (flag == "--follow")
       a.follow = value == "1";
     else if (flag == "--schedules") {
@@ -140,6 +150,7 @@ Outcome train(const Args& a, const std::string& schedule,
   options.micro_batches = 3;
   options.hybrid_switch = 1;
   options.balance_auto = a.balance_auto;
+  options.split_blocks = a.split_blocks;
   options.total_epochs = a.epochs;
   options.process_group = group;
   options.data_parallel = group ? a.data_parallel : 1;
@@ -149,7 +160,7 @@ Outcome train(const Args& a, const std::string& schedule,
   SGDOptions sgd;
   sgd.lr = 0.05;
   sgd.momentum = 0.9;
-  PipelineEngine engine(make_model("lenet5", 1, 10, 3, 28), sgd, a.device, options);
+  PipelineEngine engine(make_model(a.model, 1, 10, 3, 28), sgd, a.device, options);
   const std::vector<data::Batch> batches = make_batches(a);
   // Without --follow a later partition's process calls train_step with every batch too (it
   // sends nothing); with it, it sees no batch at all.
