@@ -20,8 +20,8 @@
 #   BTL=vader|tcp    Open MPI's transport between the ranks (default vader: shared memory, what
 #                    mpirun picks on one machine; tcp: loopback, as the tests run)
 #   ROUNDS=N PPV=..  rounds (default 2) and the cut (default 3 / 7, what --balance auto picks)
-#   SPLIT=1          --split-blocks: residual blocks count as two layers, PPV in that numbering
-#                    (ResNet-20: block b's halves are layers 3 + 2b and 4 + 2b; cut 7 is 11)
+#   SPLIT=1          --split-blocks: residual blocks count as four layers, PPV in that numbering
+#                    (ResNet-20: block b's steps are layers 3 + 4b .. 6 + 4b; cut 7 is 19)
 #   PRIO=-20         run at this scheduler autogroup nice (needs root): on a machine shared with
 #                    other users' work, their processes then mostly fill our idle moments
 cd "$(dirname "$0")/.." || exit 1

@@ -79,40 +79,42 @@ std::string BasicBlock::describe() const {
   return str("BasicBlock(", in_planes_, ", ", planes_, ", stride=", stride_, ")");
 }
 
-BlockHalf::BlockHalf(std::shared_ptr<BasicBlock> block, bool head)
-    : block_(std::move(block)), head_(head) {
-  if (head_) {
-    register_module("conv1", block_->conv1_);
-    register_module("bn1", block_->bn1_);
-  } else {
-    register_module("conv2", block_->conv2_);
-    register_module("bn2", block_->bn2_);
-  }
-  train(block_->is_training());
-}
-
-std::pair<std::shared_ptr<BlockHalf>, std::shared_ptr<BlockHalf>> BlockHalf::split(
-    const std::shared_ptr<BasicBlock>& block) {
-  ECH_CHECK(block != nullptr, "BlockHalf::split: no block");
-  return {std::shared_ptr<BlockHalf>(new BlockHalf(block, true)),
-          std::shared_ptr<BlockHalf>(new BlockHalf(block, false))};
-}
-
-Tensor BlockHalf::forward(const Tensor& x) {
+BlockPiece::BlockPiece(std::shared_ptr<BasicBlock> block, int first, int last)
+    : block_(std::move(block)), first_(first), last_(last) {
+  ECH_CHECK(block_ != nullptr && 0 <= first && first <= last && last < kSteps,
+            "BlockPiece: steps [", first, ", ", last, "] of a block of ", kSteps);
   const BasicBlock& b = *block_;
-  if (head_) {
-    Tensor out = b.bn1_->forward_relu(b.conv1_->forward(x));
-    const bool reshape = b.stride_ != 1 || b.in_planes_ != b.planes_;
-    return concat({out, reshape ? option_a_shortcut(x, b.planes_, b.stride_) : x}, 1);
-  }
-  ECH_CHECK(x.dim() == 4 && x.size(1) == 2 * b.planes_, describe(), ": expected its head's (N, ",
-            2 * b.planes_, ", H, W) output, got ", x.shape());
-  return b.bn2_->forward_add_relu(b.conv2_->forward(channel_window(x, 0, b.planes_)),
-                                  channel_window(x, b.planes_, b.planes_));
+  const std::pair<const char*, std::shared_ptr<Module>> modules[kSteps] = {
+      {"conv1", b.conv1_}, {"bn1", b.bn1_}, {"conv2", b.conv2_}, {"bn2", b.bn2_}};
+  for (int step = first; step <= last; ++step)
+    register_module(modules[step].first, modules[step].second);
+  train(b.is_training());
 }
 
-std::string BlockHalf::describe() const {
-  return block_->describe() + (head_ ? " head (conv1, bn1, shortcut)" : " tail (conv2, bn2, sum)");
+Tensor BlockPiece::forward(const Tensor& x) {
+  const BasicBlock& b = *block_;
+  Tensor h, shortcut;
+  if (first_ == 0) {
+    const bool reshape = b.stride_ != 1 || b.in_planes_ != b.planes_;
+    h = b.conv1_->forward(x);
+    shortcut = reshape ? option_a_shortcut(x, b.planes_, b.stride_) : x;
+  } else {
+    ECH_CHECK(x.dim() == 4 && x.size(1) == 2 * b.planes_, describe(),
+              ": expected the previous piece's (N, ", 2 * b.planes_, ", H, W) output, got ",
+              x.shape());
+    h = channel_window(x, 0, b.planes_);
+    shortcut = channel_window(x, b.planes_, b.planes_);
+  }
+  if (first_ <= 1 && last_ >= 1) h = b.bn1_->forward_relu(h);
+  if (first_ <= 2 && last_ >= 2) h = b.conv2_->forward(h);
+  if (last_ == 3) return b.bn2_->forward_add_relu(h, shortcut);
+  return concat({h, shortcut}, 1);
+}
+
+std::string BlockPiece::describe() const {
+  static const char* const kNames[kSteps] = {"conv1", "bn1", "conv2", "bn2+sum"};
+  return str(block_->describe(), " ", kNames[first_],
+             first_ == last_ ? std::string() : str("..", kNames[last_]));
 }
 
 }  // namespace echelon

@@ -31,33 +31,35 @@ class BasicBlock : public Module {
   std::shared_ptr<Conv2d> conv1_, conv2_;
   std::shared_ptr<BatchNorm2d> bn1_, bn2_;
 
-  friend class BlockHalf;
+  friend class BlockPiece;
 };
 
-// A BasicBlock as two layers, so that a pipeline cut can fall inside it
-// (Sequential::with_split_blocks). The head runs conv1-BN-ReLU and the shortcut and returns both
-// as one tensor, cat(h, shortcut) along channels (N, 2*planes, OH, OW): one tensor still crosses a
-// cut. The tail splits it, runs conv2-BN, adds and applies the ReLU. The halves hold the block's
-// own modules (so parameters keep their names) and the block itself (so that a head followed by
-// its tail can be joined back: Sequential::join_split_blocks); tail(head(x)) computes what the
-// block's forward does, bit for bit.
-class BlockHalf : public Module {
+// Steps [first, last] of a BasicBlock as one layer, so that a pipeline cut can fall inside the
+// block (Sequential::with_split_blocks): step 0 conv1 (and the shortcut), 1 BN-ReLU, 2 conv2,
+// 3 BN, the residual sum and the ReLU. Between steps the block carries two tensors, h and the
+// shortcut; a piece that ends before step 3 returns both as one, cat(h, shortcut) along channels
+// (N, 2*planes, OH, OW), so one tensor still crosses a cut, and a piece that starts after step 0
+// splits it again. Pieces hold the block's own modules (parameters keep their names) and the block
+// itself (Sequential::join_split_blocks merges neighbouring pieces); running the pieces in order
+// computes what the block's forward does, bit for bit.
+class BlockPiece : public Module {
  public:
-  static std::pair<std::shared_ptr<BlockHalf>, std::shared_ptr<BlockHalf>> split(
-      const std::shared_ptr<BasicBlock>& block);
+  static constexpr int kSteps = 4;
+  // 0 <= first <= last < kSteps.
+  BlockPiece(std::shared_ptr<BasicBlock> block, int first, int last);
 
-  // head: x (N, in, H, W) -> (N, 2*planes, OH, OW); tail: that -> (N, planes, OH, OW).
+  // x: the block's input (N, in, H, W) when first == 0, else the previous piece's
+  // (N, 2*planes, OH, OW); returns (N, planes, OH, OW) when last == 3, else (N, 2*planes, OH, OW).
   Tensor forward(const Tensor& x) override;
-  std::string name() const override { return head_ ? "BasicBlockHead" : "BasicBlockTail"; }
+  std::string name() const override { return "BasicBlockPiece"; }
   std::string describe() const override;
-  bool is_head() const { return head_; }
   const std::shared_ptr<BasicBlock>& block() const { return block_; }
+  int first() const { return first_; }
+  int last() const { return last_; }
 
  private:
-  BlockHalf(std::shared_ptr<BasicBlock> block, bool head);
-
   std::shared_ptr<BasicBlock> block_;
-  bool head_;
+  int first_, last_;
 };
 
 }  // namespace echelon

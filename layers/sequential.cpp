@@ -75,9 +75,10 @@ std::shared_ptr<Sequential> Sequential::with_split_blocks() const {
   for (size_t i = 0; i < layers_.size(); ++i) {
     const std::string& name = named_children()[i].first;
     if (auto block = std::dynamic_pointer_cast<BasicBlock>(layers_[i])) {
-      auto [head, tail] = BlockHalf::split(block);
-      layers.insert(layers.end(), {head, tail});
-      names.insert(names.end(), 2, name);
+      for (int step = 0; step < BlockPiece::kSteps; ++step) {
+        layers.push_back(std::make_shared<BlockPiece>(block, step, step));
+        names.push_back(name);
+      }
     } else {
       layers.push_back(layers_[i]);
       names.push_back(name);
@@ -93,15 +94,22 @@ std::shared_ptr<Sequential> Sequential::join_split_blocks() const {
   std::vector<std::string> names;
   for (size_t i = 0; i < layers_.size(); ++i) {
     names.push_back(named_children()[i].first);
-    const auto* head = dynamic_cast<const BlockHalf*>(layers_[i].get());
-    const auto* tail =
-        i + 1 < layers_.size() ? dynamic_cast<const BlockHalf*>(layers_[i + 1].get()) : nullptr;
-    if (head && head->is_head() && tail && !tail->is_head() && tail->block() == head->block()) {
-      layers.push_back(head->block());
-      ++i;
-    } else {
+    const auto* piece = dynamic_cast<const BlockPiece*>(layers_[i].get());
+    if (!piece) {
       layers.push_back(layers_[i]);
+      continue;
     }
+    // The run of pieces of this block that continue each other.
+    int last = piece->last();
+    for (; i + 1 < layers_.size(); ++i) {
+      const auto* next = dynamic_cast<const BlockPiece*>(layers_[i + 1].get());
+      if (!next || next->block() != piece->block() || next->first() != last + 1) break;
+      last = next->last();
+    }
+    if (piece->first() == 0 && last == BlockPiece::kSteps - 1)
+      layers.push_back(piece->block());
+    else
+      layers.push_back(std::make_shared<BlockPiece>(piece->block(), piece->first(), last));
   }
   auto out = std::shared_ptr<Sequential>(new Sequential(std::move(layers), std::move(names)));
   out->train(is_training());

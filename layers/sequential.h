@@ -28,12 +28,12 @@ class Sequential : public Module {
   // parameters). Children keep their original names, as PyTorch's seq[begin:end] does, so
   // "3.weight" in a slice is "3.weight" in the whole model.
   std::shared_ptr<Sequential> slice(size_t begin, size_t end) const;
-  // The same layers with each residual block as its two halves (BlockHalf), both under the
-  // block's name: a pipeline cut can then fall inside a block, and parameter names stay those of
-  // this model. Shares the layer objects, as slice does.
+  // The same layers with each residual block as its steps (BlockPiece: conv1, BN-ReLU, conv2,
+  // BN-sum-ReLU), all under the block's name: a pipeline cut can then fall inside a block, and
+  // parameter names stay those of this model. Shares the layer objects, as slice does.
   std::shared_ptr<Sequential> with_split_blocks() const;
-  // The reverse, for a slice of such a view: each head followed by its own tail becomes the block
-  // again (one layer under its name), so only a block cut in two pays for the split.
+  // The reverse, for a slice of such a view: neighbouring pieces of one block become one piece,
+  // or the block itself when they are all of it, so only a block that a cut falls in runs split.
   std::shared_ptr<Sequential> join_split_blocks() const;
 
  private:

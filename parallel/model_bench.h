@@ -38,7 +38,7 @@ SGDOptions bench_sgd_options();
 struct ModelBenchOptions {
   ModelInput input;
   bool per_layer = false;
-  bool split_blocks = false;  // per layer: each residual block as its two halves (--split-blocks)
+  bool split_blocks = false;  // per layer: each residual block as its four steps (--split-blocks)
   Device device = Device::cpu();
   int warmup = 1;
   int repeats = 5;

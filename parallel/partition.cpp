@@ -86,7 +86,7 @@ std::vector<std::shared_ptr<Sequential>> split_model(const Sequential& model,
                                                      const std::vector<int64_t>& cuts) {
   std::vector<std::shared_ptr<Sequential>> parts;
   for (const LayerRange& range : ranges_from_cuts(cuts, static_cast<int64_t>(model.size()))) {
-    // A block whose halves both land here runs whole (only a cut block pays for its split).
+    // A block whose pieces all land here runs whole (only a cut block pays for its split).
     parts.push_back(model.slice(range.begin, range.end)->join_split_blocks());
   }
   return parts;

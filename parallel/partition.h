@@ -39,8 +39,8 @@ std::vector<LayerRange> ranges_from_cuts(const std::vector<int64_t>& cuts, int64
 std::vector<int64_t> even_cuts(int64_t num_layers, int num_partitions);
 
 // Partitions sharing the model's layer objects (Sequential::slice), so the full model stays
-// usable for evaluation and checkpoints. In a --split-blocks view, a block whose two halves fall
-// in one partition is joined back (Sequential::join_split_blocks).
+// usable for evaluation and checkpoints. In a --split-blocks view, the pieces of a block that fall
+// in one partition are joined back (Sequential::join_split_blocks).
 std::vector<std::shared_ptr<Sequential>> split_model(const Sequential& model,
                                                      const std::vector<int64_t>& cuts);
 

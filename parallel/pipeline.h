@@ -44,7 +44,7 @@ struct PipelineOptions {
   int partitions = 2;         // --pipeline K (ignored when ppv is given: K = cuts + 1)
   std::string ppv;            // --ppv "2,5": partition starts; empty: balance or even split
   bool balance_auto = false;  // --balance auto: profile layers on the first batch, then DP
-  // --split-blocks: each residual block counts as two layers (its halves, BlockHalf), so that
+  // --split-blocks: each residual block counts as four layers (its steps, BlockPiece), so that
   // the cuts of ppv and balance_auto can fall inside a block.
   bool split_blocks = false;
   ScheduleKind schedule = ScheduleKind::Stale;

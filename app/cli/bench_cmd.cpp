@@ -53,7 +53,7 @@ void add_model(CLI::App& bench, BenchCommand& c) {
   add_model_input(*c.model, o.input);
   c.model->add_flag("--per-layer", o.per_layer, "Each layer's forward and backward time");
   c.model->add_flag("--split-blocks", o.split_blocks,
-                    "Per layer: each residual block as two layers (the numbering of train's "
+                    "Per layer: each residual block as four layers (the numbering of train's "
                     "--ppv with --split-blocks)");
   c.model->add_option("--warmup", o.warmup, "Untimed rounds first");
   c.model->add_option("--repeats", o.repeats, "Timed rounds");

@@ -32,7 +32,7 @@ inline void add_pipeline_options(CLI::App& app, PipelineFlags& flags) {
   app.add_option("--ppv", o.ppv, "Partition start layers, e.g. 2,5 (three partitions)");
   app.add_option("--balance", flags.balance_text, "none | auto (profile layers, DP cut)");
   app.add_flag("--split-blocks", o.split_blocks,
-               "Count each residual block as two layers, so --ppv / --balance can cut inside it");
+               "Count each residual block as four layers, so --ppv / --balance can cut inside it");
   app.add_option("--schedule-pipeline", flags.schedule_text,
                  "sequential | stale | stash | gpipe | hybrid");
   app.add_option("--micro-batches", o.micro_batches, "GPipe micro-batches per mini-batch");

@@ -1,4 +1,4 @@
-// Residual blocks as two pipeline layers (BlockHalf, Sequential::with_split_blocks and
+// Residual blocks as four pipeline layers (BlockPiece, Sequential::with_split_blocks and
 // join_split_blocks, PipelineOptions::split_blocks): the same parameters under the same names,
 // bit-identical forward, backward and training, and pipeline cuts inside a block.
 #include <doctest/doctest.h>
@@ -10,6 +10,7 @@
 #include <echelon/autograd/engine.h>
 #include <echelon/autograd/functions.h>
 #include <echelon/base/error.h>
+#include <echelon/layers/basic_block.h>
 #include <echelon/layers/models/registry.h>
 #include <echelon/layers/optim.h>
 #include <echelon/layers/sequential.h>
@@ -81,44 +82,43 @@ SGDOptions sgd_options() {
 }  // namespace
 
 TEST_SUITE("split_blocks") {
-  TEST_CASE("each block becomes two layers under its name, sharing its parameters") {
+  TEST_CASE("each block becomes four layers under its name, sharing its parameters") {
     auto model = small_resnet();
     auto split = model->with_split_blocks();
     REQUIRE(model->size() == 15);
-    REQUIRE(split->size() == 24);  // 9 blocks, one more layer each
-    // Stem 0-2, then block b's halves at 3 + 2b and 4 + 2b, both named like the block.
-    CHECK(split->named_children()[3].first == "3");
-    CHECK(split->named_children()[4].first == "3");
-    CHECK(split->named_children()[20].first == "11");
-    CHECK(split->named_children()[21].first == "12");
-    CHECK(split->named_children()[23].first == "14");
-    CHECK(split->at(3)->name() == "BasicBlockHead");
-    CHECK(split->at(4)->name() == "BasicBlockTail");
-    const StateDict whole = model->state_dict(), halves = split->state_dict();
-    REQUIRE(halves.keys() == whole.keys());  // checkpoints keep their names and order
+    REQUIRE(split->size() == 42);  // 9 blocks, three more layers each
+    // Stem 0-2, then block b's steps at 3 + 4b .. 6 + 4b, all named like the block.
+    for (size_t i = 3; i <= 6; ++i) CHECK(split->named_children()[i].first == "3");
+    CHECK(split->named_children()[38].first == "11");
+    CHECK(split->named_children()[39].first == "12");
+    CHECK(split->named_children()[41].first == "14");
+    CHECK(split->at(3)->describe() == "BasicBlock(16, 16, stride=1) conv1");
+    CHECK(split->at(6)->describe() == "BasicBlock(16, 16, stride=1) bn2+sum");
+    const StateDict whole = model->state_dict(), pieces = split->state_dict();
+    REQUIRE(pieces.keys() == whole.keys());  // checkpoints keep their names and order
     for (const auto& entry : whole) {
       INFO(entry.first);
-      CHECK(halves.at(entry.first).same(entry.second));
+      CHECK(pieces.at(entry.first).same(entry.second));
     }
-    // Joined back: the model's own layer objects; a slice ending inside block 4 (layers 11, 12)
-    // keeps that block's head alone.
+    // Joined back: the model's own layer objects; a slice ending inside block 2 (layers 11-14)
+    // keeps that block's first step alone, the next slice its other three as one piece.
     auto joined = split->join_split_blocks();
     REQUIRE(joined->size() == 15);
     for (size_t i = 0; i < 15; ++i) CHECK(joined->at(i) == model->at(i));
     auto part = split->slice(0, 12)->join_split_blocks();
-    REQUIRE(part->size() == 8);
-    CHECK(part->at(6) == model->at(6));
-    CHECK(part->at(7)->name() == "BasicBlockHead");
-    CHECK(part->named_children()[7].first == "7");
-    auto rest = split->slice(12, 24)->join_split_blocks();
-    REQUIRE(rest->size() == 8);
-    CHECK(rest->at(0)->name() == "BasicBlockTail");
-    CHECK(rest->at(1) == model->at(8));
+    REQUIRE(part->size() == 6);
+    CHECK(part->at(4) == model->at(4));
+    CHECK(part->at(5)->describe() == "BasicBlock(16, 16, stride=1) conv1");
+    CHECK(part->named_children()[5].first == "5");
+    auto rest = split->slice(12, 42)->join_split_blocks();
+    REQUIRE(rest->size() == 10);
+    CHECK(rest->at(0)->describe() == "BasicBlock(16, 16, stride=1) bn1..bn2+sum");
+    CHECK(rest->at(1) == model->at(6));
     // A model without residual blocks is unchanged.
     CHECK(make_model("lenet5", 1, 10, 1)->with_split_blocks()->size() == 12);
   }
 
-  TEST_CASE("the halves compute the block's forward and backward bit for bit") {
+  TEST_CASE("the pieces compute the blocks' forward and backward bit for bit") {
     auto model = small_resnet(), twin = small_resnet();
     auto split = twin->with_split_blocks();
     const Tensor x = images(4, 1);
@@ -139,11 +139,31 @@ TEST_SUITE("split_blocks") {
     CHECK(bit_equal(model->forward(x), split->forward(x)));
   }
 
-  TEST_CASE("a tail fed anything but its head's output names its block") {
+  TEST_CASE("a piece fed anything but the previous piece's output names its block") {
     auto split = small_resnet()->with_split_blocks();
     CHECK_THROWS_WITH_AS(split->at(4)->forward(images(2, 3)),
-                         doctest::Contains("BasicBlock(16, 16, stride=1) tail"), Error);
-    CHECK(split->at(3)->describe() == "BasicBlock(16, 16, stride=1) head (conv1, bn1, shortcut)");
+                         doctest::Contains("BasicBlock(16, 16, stride=1) bn1"), Error);
+    CHECK_THROWS_WITH_AS(
+        BlockPiece(std::dynamic_pointer_cast<BasicBlock>(small_resnet()->at(3)), 2, 1),
+        doctest::Contains("steps [2, 1]"), Error);
+  }
+
+  TEST_CASE("pieces joined from any cut compute the block bit for bit") {
+    // Every way of cutting block 0 (layers 3-6) in two or three, joined per partition as the
+    // pipeline does, runs what the whole block runs.
+    auto model = small_resnet(), twin = small_resnet();
+    auto split = twin->with_split_blocks();
+    const Tensor x = images(3, 5);
+    const Tensor want = model->slice(0, 4)->forward(x);
+    for (size_t a = 4; a <= 6; ++a)
+      for (size_t b = a; b <= 6; ++b) {
+        CAPTURE(a);
+        CAPTURE(b);
+        Tensor h = split->slice(0, a)->join_split_blocks()->forward(x);
+        if (b > a) h = split->slice(a, b)->join_split_blocks()->forward(h);
+        h = split->slice(b, 7)->join_split_blocks()->forward(h);
+        CHECK(bit_equal(h, want));
+      }
   }
 
   TEST_CASE("a pipeline cut inside a block trains as ordinary training does (sequential)") {
@@ -158,7 +178,7 @@ TEST_SUITE("split_blocks") {
       sgd.step();
       sgd.zero_grad();
     }
-    // Cuts 8 and 13: between the halves of blocks 2 and 5 (layers 3 + 2b, 4 + 2b).
+    // Cuts 8 and 13: inside blocks 1 and 2 (block b's steps are layers 3 + 4b .. 6 + 4b).
     PipelineOptions options;
     options.ppv = "8,13";
     options.split_blocks = true;
@@ -182,8 +202,8 @@ TEST_SUITE("split_blocks") {
   }
 
   TEST_CASE("stale trains with a cut at a block's start and inside it") {
-    // Cut 11 starts block 4, cut 12 puts its conv1/bn1 in partition 0. Repeating one batch, the
-    // loss must fall with either (the threaded-vs-processes identity is tests/mpi's).
+    // Cut 11 starts block 2, cut 12 puts its conv1 in partition 0. Repeating one batch, the loss
+    // must fall with either (the threaded-vs-processes identity is tests/mpi's).
     const std::vector<data::Batch> one = batches(1, 6);
     for (const char* ppv : {"11", "12"}) {
       CAPTURE(ppv);

@@ -23,9 +23,8 @@
 //                                      it end (partition 0's process sends its epoch_end marker).
 //   pipeline_mpi_check ... --balance-auto 1  cuts by profiling (--balance auto) the first batch.
 //   pipeline_mpi_check ... --model resnet20 --split-blocks 1  ResNet-20 (instead of LeNet-5)
-//                                      with each residual block as two layers: the even cuts
-//                                      then fall inside blocks (the head's cat(h, shortcut)
-//                                      crosses them).
+//                                      with each residual block as four layers: the even cuts
+//                                      then fall inside blocks (cat(h, shortcut) crosses them).
 //   pipeline_mpi_check --compare A B   (no mpirun) exit 0 when two checkpoints hold bit-identical
 //                                      tensors (weights, momentum buffers) under the same names.
 #include <chrono>
