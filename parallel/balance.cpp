@@ -5,6 +5,7 @@
 
 #include <echelon/autograd/engine.h>
 #include <echelon/base/error.h>
+#include <echelon/layers/basic_block.h>
 #include <echelon/layers/sequential.h>
 #include <echelon/tensor/ops.h>
 
@@ -170,6 +171,26 @@ std::vector<LayerProfile> profile_layers(Sequential& model, const Tensor& sample
   // own streams (which do not wait for this one): the gradients zeroed just now included.
   wait_for_device(device);
   return profiles;
+}
+
+void scale_pieces_to_blocks(const Sequential& model, const std::vector<LayerProfile>& whole,
+                            std::vector<double>& cost) {
+  size_t i = 0;
+  for (size_t j = 0; j < model.size(); ++j) {
+    const bool block = dynamic_cast<const BasicBlock*>(model.at(j).get()) != nullptr;
+    const size_t pieces = block ? BlockPiece::kSteps : 1;
+    ECH_CHECK(j < whole.size() && i + pieces <= cost.size(),
+              "scale_pieces_to_blocks: ", whole.size(), " whole layers and ", cost.size(),
+              " pieces do not fit layer ", j, " of a ", model.size(), "-layer model");
+    double sum = 0;
+    for (size_t k = i; k < i + pieces; ++k) sum += cost[k];
+    if (block && sum > 0)
+      for (size_t k = i; k < i + pieces; ++k) cost[k] *= whole[j].cost() / sum;
+    i += pieces;
+  }
+  ECH_CHECK(i == cost.size() && whole.size() == model.size(),
+            "scale_pieces_to_blocks: ", whole.size(), " whole layers and ", cost.size(),
+            " pieces for a ", model.size(), "-layer model");
 }
 
 }  // namespace echelon::parallel

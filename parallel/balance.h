@@ -46,4 +46,13 @@ BalanceResult balance_partitions(const std::vector<double>& cost, int num_partit
 std::vector<LayerProfile> profile_layers(Sequential& model, const Tensor& sample, int repeats = 3,
                                          int warmup = 1);
 
+// cost: per layer of model's --split-blocks view (Sequential::with_split_blocks). Each block's
+// pieces were timed with the cat and split copies between them, which only a block that a cut
+// falls in pays (the pieces of one partition are joined); the copies cost most in the early,
+// large blocks, so the plain sums would move every cut towards the input. Scales each block's
+// piece costs to sum to the block's own time, whole[j] (model's profile), keeping their
+// proportions. Throws when the sizes do not fit model.
+void scale_pieces_to_blocks(const Sequential& model, const std::vector<LayerProfile>& whole,
+                            std::vector<double>& cost);
+
 }  // namespace echelon::parallel

@@ -118,6 +118,8 @@ std::vector<int64_t> PipelineEngine::choose_cuts(const Tensor& sample) {
     cost.push_back(p.cost());
     bytes.push_back(p.activation_bytes);
   }
+  if (options_.split_blocks)
+    scale_pieces_to_blocks(*model_, profile_layers(*model_, sample.to(device_)), cost);
   return balance_partitions(cost, options_.partitions, bytes).cuts;
 }
 

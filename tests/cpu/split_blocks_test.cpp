@@ -10,10 +10,13 @@
 #include <echelon/autograd/engine.h>
 #include <echelon/autograd/functions.h>
 #include <echelon/base/error.h>
+#include <echelon/base/json.h>
 #include <echelon/layers/basic_block.h>
 #include <echelon/layers/models/registry.h>
 #include <echelon/layers/optim.h>
 #include <echelon/layers/sequential.h>
+#include <echelon/parallel/balance.h>
+#include <echelon/parallel/partition.h>
 #include <echelon/parallel/pipeline.h>
 #include <echelon/tensor/ops.h>
 
@@ -219,5 +222,37 @@ TEST_SUITE("split_blocks") {
       REQUIRE(losses.size() == 12);
       CHECK(losses.back() < losses.front());
     }
+  }
+
+  TEST_CASE("balance: a block's pieces are scaled to the block's own time") {
+    auto model = small_resnet();
+    std::vector<LayerProfile> whole(15);
+    for (size_t j = 0; j < 15; ++j) whole[j].forward_s = static_cast<double>(j + 1);
+    std::vector<double> cost(42, 1.0);
+    cost[3] = 2;  // block 0's pieces: 2, 1, 1, 1 -> 4 : 2 : 2 : 2 of its 4 s
+    scale_pieces_to_blocks(*model, whole, cost);
+    CHECK(cost[0] == 1);
+    CHECK(cost[2] == 1);  // the stem keeps its own profile: only blocks are scaled
+    CHECK(cost[3] == doctest::Approx(4 * 2.0 / 5));
+    CHECK(cost[4] == doctest::Approx(4 * 1.0 / 5));
+    CHECK(cost[7] + cost[8] + cost[9] + cost[10] == doctest::Approx(5));  // block 1: 5 s
+    CHECK(cost[41] == 1);
+    std::vector<double> short_cost(41, 1.0);
+    CHECK_THROWS_WITH_AS(scale_pieces_to_blocks(*model, whole, short_cost),
+                         doctest::Contains("41 pieces"), Error);
+  }
+
+  TEST_CASE("balance auto with split blocks trains") {
+    PipelineOptions options;
+    options.balance_auto = true;
+    options.split_blocks = true;
+    PipelineEngine engine(small_resnet(), sgd_options(), Device::cpu(), options);
+    for (const data::Batch& batch : batches(3, 6)) engine.train_step(batch);
+    engine.finish_epoch();
+    const json::Value report = engine.report();
+    const std::vector<int64_t> cuts = parse_ppv(report.at("ppv").as_string());
+    REQUIRE(cuts.size() == 1);
+    CHECK(cuts[0] > 0);
+    CHECK(cuts[0] < 42);
   }
 }
