@@ -167,24 +167,37 @@ TEST_SUITE("fast_pool") {
   }
 
   TEST_CASE("the backward scatters a plane whose index leaves its cell, and refuses a bad one") {
-    // (1, 2, 4, 4) -> (1, 2, 2, 2). Plane 0: indices in their cells; plane 1: output (0, 0)
-    // points at input 10 (row 2, column 2: output (1, 1)'s cell), legal for the scatter.
-    const Tensor grad = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6, 7, 8}, {1, 2, 2, 2});
-    const Tensor argmax = Tensor::from_vector<int64_t>({1, 6, 12, 15, 10, 2, 9, 10}, {1, 2, 2, 2});
-    std::vector<float> expected(32, 0.0f);
-    expected[1] = 1, expected[6] = 2, expected[12] = 3, expected[15] = 4;
-    expected[16 + 10] = 5 + 8, expected[16 + 2] = 6, expected[16 + 9] = 7;
+    // (1, 2, 4, 16) -> (1, 2, 2, 8): 8 windows a row, so AVX-512 takes the one-pass cells. Plane
+    // 0: every index in its cell, at each of the 4 positions; plane 1: output (0, 0) points at
+    // input 34 (row 2, column 2: output (1, 1)'s cell), legal for the scatter.
+    const int64_t w = 16, out_w = 8, out_plane = 16, in_plane = 64;
+    std::vector<int64_t> indices;
+    for (int64_t p = 0; p < 2; ++p)
+      for (int64_t q = 0; q < out_plane; ++q) {
+        const int64_t offsets[4] = {0, 1, w, w + 1};
+        indices.push_back(2 * (q / out_w) * w + 2 * (q % out_w) + offsets[q % 4]);
+      }
+    indices[out_plane] = 34;
+    std::vector<float> grad_values(indices.size()), expected(2 * in_plane, 0.0f);
+    for (size_t i = 0; i < indices.size(); ++i) {
+      grad_values[i] = static_cast<float>(i + 1);
+      expected[i / out_plane * in_plane + static_cast<size_t>(indices[i])] += grad_values[i];
+    }
+    const Tensor grad = Tensor::from_vector<float>(grad_values, {1, 2, 2, out_w});
     for (const FastSetting& s : fast_settings()) {
       CAPTURE(s.avx512);
+      CAPTURE(s.threads);
       PoolScope scope(s.threads, ops::CpuKernels::Fast, s.avx512);
-      CHECK(ops::max_pool2d_backward(grad, argmax, {1, 2, 4, 4}).to_vector<float>() == expected);
-      for (const int64_t bad : {int64_t{16}, int64_t{-1}, int64_t{1} << 40}) {
+      const Tensor argmax = Tensor::from_vector<int64_t>(indices, {1, 2, 2, out_w});
+      CHECK(ops::max_pool2d_backward(grad, argmax, {1, 2, 4, w}).to_vector<float>() == expected);
+      for (const int64_t bad : {in_plane, int64_t{-1}, int64_t{1} << 40}) {
         CAPTURE(bad);
-        const Tensor wrong =
-            Tensor::from_vector<int64_t>({1, 6, 12, 15, 0, 2, bad, 11}, {1, 2, 2, 2});
-        CHECK_THROWS_WITH_AS(ops::max_pool2d_backward(grad, wrong, {1, 2, 4, 4}),
-                             doctest::Contains(("argmax index " + std::to_string(bad)).c_str()),
-                             Error);
+        std::vector<int64_t> wrong = indices;
+        wrong[out_plane + 9] = bad;
+        CHECK_THROWS_WITH_AS(
+            ops::max_pool2d_backward(grad, Tensor::from_vector<int64_t>(wrong, {1, 2, 2, out_w}),
+                                     {1, 2, 4, w}),
+            doctest::Contains(("argmax index " + std::to_string(bad)).c_str()), Error);
       }
     }
   }

@@ -56,9 +56,10 @@ bool max_pool_avx512();
 template <typename T>
 void max_pool2d_forward(const Pool2dGeometry& a, const T* x, T* y, int64_t* argmax);
 // As cpu::max_pool2d_backward, checking each argmax index against its plane (throws naming the
-// index): the caller need not scan argmax first. A plane whose every index lies in its own 2x2
-// cell (rows 2 oh, 2 oh + 1, columns 2 ow, 2 ow + 1: any 2x2, stride-2 pooling's) is written in
-// one pass, each input 0 + its gradient or 0, the scatter's result without its zero fill.
+// index): the caller need not scan argmax first. With AVX-512, a float plane of 8 or more windows
+// a row whose every index lies in its own 2x2 cell (rows 2 oh, 2 oh + 1, columns 2 ow, 2 ow + 1:
+// any 2x2, stride-2 pooling's) is written in one pass, each input 0 + its gradient or 0: the
+// scatter's result without its zero fill.
 template <typename T>
 void max_pool2d_backward(const Pool2dGeometry& a, const T* grad_out, const int64_t* argmax,
                          T* grad_in);

@@ -150,39 +150,6 @@ void max_pool_2x2_best(const T* plane, int64_t w, int64_t out_h, int64_t out_w, 
   max_pool_2x2(plane, w, out_h, out_w, y, arg);
 }
 
-// One plane's gradient when each argmax lies in its own 2x2 cell (rows 2 oh, 2 oh + 1, columns
-// 2 ow, 2 ow + 1; 2 out_h <= h, 2 out_w <= w): cells are disjoint, so each input receives at most
-// one gradient and the scatter's zero fill and add become one store per input, 0 + g or 0.
-// Whatever window produced argmax (a 2x2 pooling's always do). Returns false, grad_in partly
-// written, at the first index outside its cell.
-template <typename T>
-bool max_pool_2x2_backward_plane(const T* grad_out, const int64_t* arg, int64_t h, int64_t w,
-                                 int64_t out_h, int64_t out_w, T* grad_in) {
-  if constexpr (std::is_same_v<T, float>) {
-#ifdef ECHELON_POOL_AVX512
-    if (use_avx512<T>(w))
-      return pool_avx512::max_pool_2x2_backward(grad_out, arg, h, w, out_h, out_w, grad_in);
-#endif
-  }
-  for (int64_t oh = 0; oh < out_h; ++oh) {
-    T* r0 = grad_in + 2 * oh * w;
-    T* r1 = r0 + w;
-    for (int64_t ow = 0; ow < out_w; ++ow) {
-      const int64_t offset = arg[oh * out_w + ow] - (2 * oh * w + 2 * ow);
-      if (offset != 0 && offset != 1 && offset != w && offset != w + 1) return false;
-      const T g = T(0) + grad_out[oh * out_w + ow];  // the twin's fill and add: -0 becomes +0
-      r0[2 * ow] = offset == 0 ? g : T(0);
-      r0[2 * ow + 1] = offset == 1 ? g : T(0);
-      r1[2 * ow] = offset == w ? g : T(0);
-      r1[2 * ow + 1] = offset == w + 1 ? g : T(0);
-    }
-    std::fill(r0 + 2 * out_w, r0 + w, T(0));  // no window's column
-    std::fill(r1 + 2 * out_w, r1 + w, T(0));
-  }
-  std::fill(grad_in + 2 * out_h * w, grad_in + h * w, T(0));  // no window's row
-  return true;
-}
-
 }  // namespace
 
 bool max_pool_avx512_available() {
@@ -238,13 +205,21 @@ void max_pool2d_backward(const Pool2dGeometry& a, const T* grad_out, const int64
                          T* grad_in) {
   const int64_t h = a.h, w = a.w, out_h = a.out_h, out_w = a.out_w;
   const int64_t in_plane = h * w, out_plane = out_h * out_w;
-  const bool cells = 2 * out_h <= h && 2 * out_w <= w;  // disjoint 2x2 cells fit the plane
+  // One pass per plane over disjoint 2x2 cells (pool_avx512.h) where they fit the plane, with
+  // rows of 8 windows or more, so that a 16-lane step is half used at least: below that (LeNet-5's
+  // second pooling, 4 windows a row) the scatter over an L1-resident plane is as fast.
+  [[maybe_unused]] const bool cells =
+      2 * out_h <= h && 2 * out_w <= w && out_w >= 8 && use_avx512<T>(w);
   parallel_for(a.n * a.c, 16, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       const T* g = grad_out + p * out_plane;
       const int64_t* arg = argmax + p * out_plane;
       T* plane = grad_in + p * in_plane;
-      if (cells && max_pool_2x2_backward_plane(g, arg, h, w, out_h, out_w, plane)) continue;
+#ifdef ECHELON_POOL_AVX512
+      if constexpr (std::is_same_v<T, float>)
+        if (cells && pool_avx512::max_pool_2x2_backward(g, arg, h, w, out_h, out_w, plane))
+          continue;  // else an index left its cell: the scatter below rewrites the plane
+#endif
       std::fill(plane, plane + in_plane, T(0));
       for (int64_t q = 0; q < out_plane; ++q) {
         const int64_t idx = arg[q];
