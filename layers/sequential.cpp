@@ -2,6 +2,7 @@
 
 #include <echelon/base/error.h>
 #include <echelon/layers/batch_norm.h>
+#include <echelon/layers/pooling.h>
 #include <echelon/layers/relu.h>
 
 namespace echelon {
@@ -31,6 +32,15 @@ Tensor Sequential::forward(const Tensor& x) {
       if (bn && i + 1 < layers_.size() && dynamic_cast<ReLU*>(layers_[i + 1].get())) {
         h = bn->forward_relu(h);
         ++i;
+        continue;
+      }
+      // A ReLU followed by a max pooling (LeNet-5, AlexNet, VGG) likewise: the pooling reads its
+      // input through the ReLU, and the ReLU's activation is never stored (relu_max_pool2d).
+      auto* pool =
+          i + 1 < layers_.size() ? dynamic_cast<MaxPool2d*>(layers_[i + 1].get()) : nullptr;
+      if (pool && dynamic_cast<ReLU*>(layers_[i].get()) && h.dim() == 4) {
+        ++i;  // an error names the pooling, whose checks run first
+        h = pool->forward_relu(h);
         continue;
       }
       h = layers_[i]->forward(h);

@@ -12,8 +12,14 @@
 #include <string>
 #include <vector>
 
+#include <echelon/autograd/engine.h>
 #include <echelon/autograd/functions.h>
+#include <echelon/autograd/node.h>
 #include <echelon/base/error.h>
+#include <echelon/layers/models/registry.h>
+#include <echelon/layers/pooling.h>
+#include <echelon/layers/relu.h>
+#include <echelon/layers/sequential.h>
 #include <echelon/tensor/cpu/fast/nn.h>
 #include <echelon/tensor/cpu/fast/parallel.h>
 #include <echelon/tensor/ops.h>
@@ -121,6 +127,17 @@ void compare_with_twin(const Tensor& x, const Pool2dGeometry& window) {
     check_same_bits(fast.argmax.to(kFloat64), naive.argmax.to(kFloat64));
     check_same_bits(fast.grad_in, naive.grad_in);
   }
+}
+
+// relu then max pooling through autograd: the output and the input's gradient. Fused: the one
+// relu_max_pool2d node; else the two ops.
+std::pair<Tensor, Tensor> relu_pool_with_grad(const Tensor& x, const Pool2dGeometry& window,
+                                              const Tensor& grad, bool fused) {
+  Tensor leaf = x.clone();
+  leaf.set_requires_grad(true);
+  Tensor y = fused ? relu_max_pool2d(leaf, window) : max_pool2d(relu(leaf), window);
+  backward(y, grad);
+  return {y.detach(), leaf.grad()};
 }
 
 }  // namespace
@@ -245,6 +262,83 @@ TEST_SUITE("fast_pool") {
     backward(y, Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {6}));
     const std::vector<float> grad = x.grad().to_vector<float>();
     CHECK(grad == std::vector<float>({0, 0, 0, 4, 5, 0}));
+  }
+
+  TEST_CASE("ReLU folded into max pooling: output, argmax and gradient as the composition") {
+    Pool2dGeometry overlapping;
+    overlapping.kernel_h = overlapping.kernel_w = 3;
+    Pool2dGeometry padded = overlapping;
+    padded.pad_h = padded.pad_w = 1;
+    padded.ceil_mode = true;
+    const std::vector<Shape> shapes = {
+        {2, 3, 7, 31}, {2, 3, 6, 35}, {4, 6, 24, 24}, {3, 16, 8, 8}, {2, 1, 9, 11}};
+    for (const DType dtype : {kFloat32, kFloat64})
+      for (const Shape& shape : shapes)
+        for (const Pool2dGeometry& window : {Pool2dGeometry{}, overlapping, padded}) {
+          CAPTURE(shape);
+          CAPTURE(dtype);
+          CAPTURE(window.kernel_h);
+          const Tensor x = tricky_input(shape, dtype, 11);
+          const Pool2dGeometry a = window.for_input(shape[0], shape[1], shape[2], shape[3]);
+          Generator gen(12);
+          Tensor grad = ops::randn({a.n, a.c, a.out_h, a.out_w}, gen, kFloat64);
+          for (int64_t i = 0; i < grad.numel(); i += 5) grad.data<double>()[i] = -0.0;
+          grad = grad.to(dtype);
+          std::pair<Tensor, Tensor> naive;
+          Tensor naive_argmax;
+          {
+            PoolScope scope(1, ops::CpuKernels::Naive, false);
+            naive = relu_pool_with_grad(x, window, grad, /*fused=*/false);
+            ops::max_pool2d(ops::relu(x), window, &naive_argmax);
+          }
+          for (const FastSetting& s : fast_settings()) {
+            CAPTURE(s.threads);
+            CAPTURE(s.avx512);
+            PoolScope scope(s.threads, ops::CpuKernels::Fast, s.avx512);
+            const auto fast = relu_pool_with_grad(x, window, grad, /*fused=*/true);
+            check_same_bits(fast.first, naive.first);
+            check_same_bits(fast.second, naive.second);
+            Tensor argmax;
+            ops::max_pool2d(x, window, &argmax, /*relu_first=*/true);
+            check_same_bits(argmax.to(kFloat64), naive_argmax.to(kFloat64));
+          }
+        }
+  }
+
+  TEST_CASE(
+      "Sequential runs ReLU + MaxPool2d as one node; LeNet-5 as layer by layer, bit for bit") {
+    PoolScope scope(2, ops::CpuKernels::Fast, cpu::fast::max_pool_avx512_available());
+    Sequential pair({std::make_shared<ReLU>(), std::make_shared<MaxPool2d>(2)});
+    Generator gen(13);
+    Tensor x = ops::randn({2, 3, 6, 6}, gen);
+    x.set_requires_grad(true);
+    const Tensor y = pair.forward(x);
+    REQUIRE(y.grad_fn() != nullptr);
+    CHECK(y.grad_fn()->name() == "relu_max_pool2d");
+    // A non-image input is not fused: the pooling's own error names its layer.
+    CHECK_THROWS_WITH_AS(pair.forward(ops::randn({2, 3}, gen)),
+                         doctest::Contains("Sequential layer 1 (MaxPool2d)"), Error);
+
+    const auto model = make_model("lenet5", 1, 10, 3, 28);
+    const Tensor images = ops::randn({5, 1, 28, 28}, gen);
+    const Tensor seed = ops::randn({5, 10}, gen);
+    std::vector<std::vector<Tensor>> grads(2);
+    std::vector<Tensor> outputs(2);
+    for (int layer_by_layer = 0; layer_by_layer < 2; ++layer_by_layer) {
+      model->zero_grad();
+      Tensor h = images;
+      if (layer_by_layer)
+        for (size_t i = 0; i < model->size(); ++i) h = model->at(i)->forward(h);
+      else
+        h = model->forward(images);
+      backward(h, seed);
+      outputs[size_t(layer_by_layer)] = h.detach();
+      for (const Tensor& p : model->parameters())
+        grads[size_t(layer_by_layer)].push_back(p.grad().clone());
+    }
+    check_same_bits(outputs[0], outputs[1]);
+    REQUIRE(grads[0].size() == grads[1].size());
+    for (size_t i = 0; i < grads[0].size(); ++i) check_same_bits(grads[0][i], grads[1][i]);
   }
 }
 

@@ -52,9 +52,12 @@ bool max_pool_avx512_available();
 void set_max_pool_avx512(bool on);
 bool max_pool_avx512();
 
-// As cpu::max_pool2d_forward: x (N, C, H, W) -> y, argmax (N, C, OH, OW).
+// As cpu::max_pool2d_forward: x (N, C, H, W) -> y, argmax (N, C, OH, OW). With relu, of
+// relu(x) (each element read as x > 0 ? x : +0, NaN -> +0, the ReLU twin's rule) without storing
+// it: y and argmax bit-identical to a ReLU pass followed by the pooling.
 template <typename T>
-void max_pool2d_forward(const Pool2dGeometry& a, const T* x, T* y, int64_t* argmax);
+void max_pool2d_forward(const Pool2dGeometry& a, const T* x, T* y, int64_t* argmax,
+                        bool relu = false);
 // As cpu::max_pool2d_backward, checking each argmax index against its plane (throws naming the
 // index): the caller need not scan argmax first. With AVX-512, a float plane of 8 or more windows
 // a row whose every index lies in its own 2x2 cell (rows 2 oh, 2 oh + 1, columns 2 ow, 2 ow + 1:

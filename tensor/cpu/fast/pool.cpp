@@ -27,16 +27,23 @@ std::atomic<bool>& avx512_setting() {
   return on;
 }
 
+// An element as the pooling sees it: with Relu, the ReLU twin's v > 0 ? v : +0 (NaN -> +0).
+template <bool Relu, typename T>
+inline T seen(T v) {
+  return Relu ? (v > T(0) ? v : T(0)) : v;
+}
+
 // The max of one window [h0, h1) x [w0, w1) of `plane` (row length w) and its flat index: the
-// first maximum, or the last NaN (the twin's rule: v > best || isnan(v)).
-template <typename T>
+// first maximum, or the last NaN (the twin's rule: v > best || isnan(v)); of relu(plane) when
+// Relu.
+template <bool Relu, typename T>
 inline void window_max(const T* plane, int64_t w, int64_t h0, int64_t h1, int64_t w0, int64_t w1,
                        T* value, int64_t* index) {
   int64_t best = h0 * w + w0;
-  T best_v = plane[best];
+  T best_v = seen<Relu>(plane[best]);
   for (int64_t ih = h0; ih < h1; ++ih)
     for (int64_t iw = w0; iw < w1; ++iw) {
-      const T v = plane[ih * w + iw];
+      const T v = seen<Relu>(plane[ih * w + iw]);
       if (v > best_v || std::isnan(v)) {
         best = ih * w + iw;
         best_v = v;
@@ -48,15 +55,16 @@ inline void window_max(const T* plane, int64_t w, int64_t h0, int64_t h1, int64_
 
 // The common 2x2, stride-2, unpadded window with every window inside the plane: the same rule,
 // unrolled.
-template <typename T>
+template <bool Relu, typename T>
 void max_pool_2x2(const T* plane, int64_t w, int64_t out_h, int64_t out_w, T* y, int64_t* arg) {
   for (int64_t oh = 0; oh < out_h; ++oh) {
     const T* r0 = plane + 2 * oh * w;
     const T* r1 = r0 + w;
     for (int64_t ow = 0; ow < out_w; ++ow) {
       int64_t best = 2 * oh * w + 2 * ow;
-      T v = r0[2 * ow];
-      const T candidates[3] = {r0[2 * ow + 1], r1[2 * ow], r1[2 * ow + 1]};
+      T v = seen<Relu>(r0[2 * ow]);
+      const T candidates[3] = {seen<Relu>(r0[2 * ow + 1]), seen<Relu>(r1[2 * ow]),
+                               seen<Relu>(r1[2 * ow + 1])};
       const int64_t offsets[3] = {1, w, w + 1};
       const int64_t first = best;
       for (int k = 0; k < 3; ++k)
@@ -93,11 +101,16 @@ ECH_AVX2 void load_pairs(const float* src, int64_t count, __m256* even, __m256* 
       _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0xDD)), 0xD8));
 }
 
+// v > 0 ? v : +0 per lane (NaN -> +0), the ReLU twin's rule.
+ECH_AVX2 inline __m256 relu_lanes(__m256 v) {
+  return _mm256_and_ps(_mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_GT_OQ), v);
+}
+
 // max_pool_2x2 for float, 8 outputs at a time: blends instead of jumps (which element wins is
 // data-dependent, so jumps mispredict: 12% of a LeNet-5 step), the same first-maximum / last-NaN
-// rule.
+// rule; of relu(plane) when relu.
 ECH_AVX2 void max_pool_2x2_avx2(const float* plane, int64_t w, int64_t out_h, int64_t out_w,
-                                float* y, int64_t* arg) {
+                                bool relu, float* y, int64_t* arg) {
   const int64_t offsets[4] = {0, 1, w, w + 1};  // of the window's 4 elements from its first
   for (int64_t oh = 0; oh < out_h; ++oh) {
     const float* r0 = plane + 2 * oh * w;
@@ -107,6 +120,12 @@ ECH_AVX2 void max_pool_2x2_avx2(const float* plane, int64_t w, int64_t out_h, in
       __m256 v, top_right, bottom_left, bottom_right;
       load_pairs(r0 + 2 * ow, count, &v, &top_right);
       load_pairs(r1 + 2 * ow, count, &bottom_left, &bottom_right);
+      if (relu) {
+        v = relu_lanes(v);
+        top_right = relu_lanes(top_right);
+        bottom_left = relu_lanes(bottom_left);
+        bottom_right = relu_lanes(bottom_right);
+      }
       __m256i which = _mm256_setzero_si256();
       const __m256 candidates[3] = {top_right, bottom_left, bottom_right};
       for (int k = 0; k < 3; ++k) {
@@ -135,19 +154,20 @@ bool use_avx512(int64_t w) {
          w < (int64_t{1} << 30);
 }
 
-template <typename T>
+template <bool Relu, typename T>
 void max_pool_2x2_best(const T* plane, int64_t w, int64_t out_h, int64_t out_w, T* y,
                        int64_t* arg) {
   if constexpr (std::is_same_v<T, float>) {
 #ifdef ECHELON_POOL_AVX512
-    if (use_avx512<T>(w)) return pool_avx512::max_pool_2x2_forward(plane, w, out_h, out_w, y, arg);
+    if (use_avx512<T>(w))
+      return pool_avx512::max_pool_2x2_forward(plane, w, out_h, out_w, Relu, y, arg);
 #endif
 #ifdef ECH_AVX2
     static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    if (avx2) return max_pool_2x2_avx2(plane, w, out_h, out_w, y, arg);
+    if (avx2) return max_pool_2x2_avx2(plane, w, out_h, out_w, Relu, y, arg);
 #endif
   }
-  max_pool_2x2(plane, w, out_h, out_w, y, arg);
+  max_pool_2x2<Relu>(plane, w, out_h, out_w, y, arg);
 }
 
 }  // namespace
@@ -169,8 +189,10 @@ bool max_pool_avx512() {
   return avx512_setting().load();
 }
 
-template <typename T>
-void max_pool2d_forward(const Pool2dGeometry& a, const T* x, T* y, int64_t* argmax) {
+namespace {
+
+template <bool Relu, typename T>
+void max_pool_planes(const Pool2dGeometry& a, const T* x, T* y, int64_t* argmax) {
   // Locals, not a's fields: the stores to y and argmax could alias them otherwise.
   const int64_t h = a.h, w = a.w, out_h = a.out_h, out_w = a.out_w;
   const int64_t kh = a.kernel_h, kw = a.kernel_w, sh = a.stride_h, sw = a.stride_w;
@@ -182,7 +204,7 @@ void max_pool2d_forward(const Pool2dGeometry& a, const T* x, T* y, int64_t* argm
       int64_t* arg_plane = argmax + p * out_h * out_w;
       if (kh == 2 && kw == 2 && sh == 2 && sw == 2 && ph == 0 && pw == 0 && 2 * out_h <= h &&
           2 * out_w <= w) {
-        max_pool_2x2_best(plane, w, out_h, out_w, y_plane, arg_plane);
+        max_pool_2x2_best<Relu>(plane, w, out_h, out_w, y_plane, arg_plane);
         continue;
       }
       for (int64_t oh = 0; oh < out_h; ++oh) {
@@ -192,12 +214,22 @@ void max_pool2d_forward(const Pool2dGeometry& a, const T* x, T* y, int64_t* argm
         for (int64_t ow = 0; ow < out_w; ++ow) {
           const int64_t w0 = std::max<int64_t>(ow * sw - pw, 0);
           const int64_t w1 = std::min(ow * sw - pw + kw, w);
-          window_max(plane, w, h0, h1, w0, w1, &y_plane[oh * out_w + ow],
-                     &arg_plane[oh * out_w + ow]);
+          window_max<Relu>(plane, w, h0, h1, w0, w1, &y_plane[oh * out_w + ow],
+                           &arg_plane[oh * out_w + ow]);
         }
       }
     }
   });
+}
+
+}  // namespace
+
+template <typename T>
+void max_pool2d_forward(const Pool2dGeometry& a, const T* x, T* y, int64_t* argmax, bool relu) {
+  if (relu)
+    max_pool_planes<true>(a, x, y, argmax);
+  else
+    max_pool_planes<false>(a, x, y, argmax);
 }
 
 template <typename T>
@@ -234,8 +266,8 @@ void max_pool2d_backward(const Pool2dGeometry& a, const T* grad_out, const int64
 
 // T names a type below, and a type cannot be parenthesised.
 // NOLINTBEGIN(bugprone-macro-parentheses)
-#define ECH_INSTANTIATE_FAST_POOL(T)                                                  \
-  template void max_pool2d_forward<T>(const Pool2dGeometry&, const T*, T*, int64_t*); \
+#define ECH_INSTANTIATE_FAST_POOL(T)                                                        \
+  template void max_pool2d_forward<T>(const Pool2dGeometry&, const T*, T*, int64_t*, bool); \
   template void max_pool2d_backward<T>(const Pool2dGeometry&, const T*, const int64_t*, T*);
 ECH_INSTANTIATE_FAST_POOL(float)
 ECH_INSTANTIATE_FAST_POOL(double)

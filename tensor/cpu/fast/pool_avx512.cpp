@@ -54,7 +54,7 @@ bool cpu_has() {
 }
 
 ECH_AVX512 void max_pool_2x2_forward(const float* plane, int64_t w, int64_t out_h, int64_t out_w,
-                                     float* y, int64_t* arg) {
+                                     bool relu, float* y, int64_t* arg) {
   // Offsets of the window's elements from its first, in the order the portable loop visits them.
   const __m512i top_right = _mm512_set1_epi32(1), bottom_left = _mm512_set1_epi32(int(w)),
                 bottom_right = _mm512_set1_epi32(int(w + 1));
@@ -68,6 +68,11 @@ ECH_AVX512 void max_pool_2x2_forward(const float* plane, int64_t w, int64_t out_
       __m512 v, c[3];
       load_pairs(r0 + 2 * ow, count, &v, &c[0]);
       load_pairs(r1 + 2 * ow, count, &c[1], &c[2]);
+      if (relu) {  // v > 0 ? v : +0 (NaN -> +0), the ReLU twin's rule
+        v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ), v);
+        for (__m512& e : c)
+          e = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(e, _mm512_setzero_ps(), _CMP_GT_OQ), e);
+      }
       const __m512i offsets[3] = {top_right, bottom_left, bottom_right};
       __m512i offset = _mm512_setzero_si512();
       for (int k = 0; k < 3; ++k) {  // the first maximum, or the last NaN

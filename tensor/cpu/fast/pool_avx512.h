@@ -15,10 +15,11 @@ namespace echelon::cpu::fast::pool_avx512 {
 // Whether this CPU runs AVX-512F.
 bool cpu_has();
 
-// One plane's 2x2, stride-2 max pooling: plane (h, w) with 2 out_h <= h, 2 out_w <= w and
-// w < 2^30 (indices in 32-bit lanes) -> y, arg (out_h, out_w); arg holds flat indices into plane.
-void max_pool_2x2_forward(const float* plane, int64_t w, int64_t out_h, int64_t out_w, float* y,
-                          int64_t* arg);
+// One plane's 2x2, stride-2 max pooling, of relu(plane) when relu: plane (h, w) with
+// 2 out_h <= h, 2 out_w <= w and w < 2^30 (indices in 32-bit lanes) -> y, arg (out_h, out_w); arg
+// holds flat indices into plane.
+void max_pool_2x2_forward(const float* plane, int64_t w, int64_t out_h, int64_t out_w, bool relu,
+                          float* y, int64_t* arg);
 
 // One plane's gradient when every argmax lies in its own 2x2 cell: grad_in (h, w) = 0 + grad_out
 // (out_h, out_w) at arg's index, 0 elsewhere; 2 out_h <= h, 2 out_w <= w < 2^30. Returns false,
