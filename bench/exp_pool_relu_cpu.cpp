@@ -84,6 +84,7 @@ int main(int argc, char** argv) {
   Generator gen(5);
   for (const int64_t features : {120, 84, 10}) {
     std::vector<Tensor> grads;
+    grads.reserve(size_t(sets));
     for (int i = 0; i < sets; ++i) grads.push_back(ops::randn({batch, features}, gen));
     const double ms =
         median_ms(repeats, sets, [&](int i) { (void)ops::sum(grads[size_t(i % sets)], {0}); });

@@ -179,7 +179,7 @@ TEST_SUITE("fast_pool") {
     // A 3x3, stride-2 pooling of an input falling to the bottom right: every argmax at a window's
     // top-left 2x2 cell, so the backward takes the one-pass cells, which must equal the scatter.
     const Tensor ramp =
-        ops::mul(ops::arange(2 * 3 * 9 * 21, kFloat32).reshape({2, 3, 9, 21}), -1.0);
+        ops::mul(ops::arange(int64_t{2} * 3 * 9 * 21, kFloat32).reshape({2, 3, 9, 21}), -1.0);
     compare_with_twin(ramp, overlapping);
   }
 
