@@ -10,6 +10,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <echelon/autograd/engine.h>
@@ -319,26 +320,31 @@ TEST_SUITE("fast_pool") {
     CHECK_THROWS_WITH_AS(pair.forward(ops::randn({2, 3}, gen)),
                          doctest::Contains("Sequential layer 1 (MaxPool2d)"), Error);
 
-    const auto model = make_model("lenet5", 1, 10, 3, 28);
-    const Tensor images = ops::randn({5, 1, 28, 28}, gen);
-    const Tensor seed = ops::randn({5, 10}, gen);
-    std::vector<std::vector<Tensor>> grads(2);
-    std::vector<Tensor> outputs(2);
-    for (int layer_by_layer = 0; layer_by_layer < 2; ++layer_by_layer) {
-      model->zero_grad();
-      Tensor h = images;
-      if (layer_by_layer)
-        for (size_t i = 0; i < model->size(); ++i) h = model->at(i)->forward(h);
-      else
-        h = model->forward(images);
-      backward(h, seed);
-      outputs[size_t(layer_by_layer)] = h.detach();
-      for (const Tensor& p : model->parameters())
-        grads[size_t(layer_by_layer)].push_back(p.grad().clone());
+    // ResNet-20's stem: a BatchNorm then a ReLU, fused too (batch_norm_relu).
+    for (const auto& [name, channels, size] :
+         {std::tuple<const char*, int64_t, int64_t>{"lenet5", 1, 28}, {"resnet20", 3, 16}}) {
+      CAPTURE(name);
+      const auto model = make_model(name, channels, 10, 3, size);
+      const Tensor images = ops::randn({5, channels, size, size}, gen);
+      const Tensor seed = ops::randn({5, 10}, gen);
+      std::vector<std::vector<Tensor>> grads(2);
+      std::vector<Tensor> outputs(2);
+      for (int layer_by_layer = 0; layer_by_layer < 2; ++layer_by_layer) {
+        model->zero_grad();
+        Tensor h = images;
+        if (layer_by_layer)
+          for (size_t i = 0; i < model->size(); ++i) h = model->at(i)->forward(h);
+        else
+          h = model->forward(images);
+        backward(h, seed);
+        outputs[size_t(layer_by_layer)] = h.detach();
+        for (const Tensor& p : model->parameters())
+          grads[size_t(layer_by_layer)].push_back(p.grad().clone());
+      }
+      check_same_bits(outputs[0], outputs[1]);
+      REQUIRE(grads[0].size() == grads[1].size());
+      for (size_t i = 0; i < grads[0].size(); ++i) check_same_bits(grads[0][i], grads[1][i]);
     }
-    check_same_bits(outputs[0], outputs[1]);
-    REQUIRE(grads[0].size() == grads[1].size());
-    for (size_t i = 0; i < grads[0].size(); ++i) check_same_bits(grads[0][i], grads[1][i]);
   }
 }
 
