@@ -10,7 +10,6 @@
 #include <limits>
 #include <memory>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include <echelon/autograd/engine.h>
@@ -321,8 +320,13 @@ TEST_SUITE("fast_pool") {
                          doctest::Contains("Sequential layer 1 (MaxPool2d)"), Error);
 
     // ResNet-20's stem: a BatchNorm then a ReLU, fused too (batch_norm_relu).
-    for (const auto& [name, channels, size] :
-         {std::tuple<const char*, int64_t, int64_t>{"lenet5", 1, 28}, {"resnet20", 3, 16}}) {
+    struct ModelCase {
+      const char* name;
+      int64_t channels, size;
+    };
+    for (const ModelCase& m : {ModelCase{"lenet5", 1, 28}, ModelCase{"resnet20", 3, 16}}) {
+      const char* name = m.name;
+      const int64_t channels = m.channels, size = m.size;
       CAPTURE(name);
       const auto model = make_model(name, channels, 10, 3, size);
       const Tensor images = ops::randn({5, channels, size, size}, gen);
