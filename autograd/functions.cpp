@@ -202,7 +202,14 @@ Tensor sqrt(const Tensor& x) {
   return unary_fn("sqrt", UnaryOp::Sqrt, x);
 }
 Tensor relu(const Tensor& x) {
-  return unary_fn("relu", UnaryOp::Relu, x);
+  Tensor y = ops::relu(x);
+  Tensor y_saved = saved_output(y);
+  // The derivative from the output alone: y > 0 exactly where x > 0 (x NaN, -0 or below zero
+  // gives y = 0), so unary_backward reads y in x's place with the same result, and x is not kept
+  // alive until the backward (LeNet-5's first ReLU frees conv1's 1.15 MiB output at once).
+  return record("relu", y, {x}, [y_saved](const Tensor& g, const Needs&) -> Grads {
+    return {ops::unary_backward(UnaryOp::Relu, g, y_saved, y_saved)};
+  });
 }
 Tensor tanh(const Tensor& x) {
   return unary_fn("tanh", UnaryOp::Tanh, x);

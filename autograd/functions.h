@@ -85,6 +85,11 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
               const Conv2dGeometry& window);
 // (N, C, H, W) -> (N, C, OH, OW); window: kernel, stride, padding, ceil mode, divisor rule.
 Tensor max_pool2d(const Tensor& x, const Pool2dGeometry& window);
+// max_pool2d(relu(x), window) with the same result and gradient bit for bit; on the fast CPU path
+// one node whose forward reads x through the ReLU and whose backward masks the pooled gradient by
+// y > 0 before the scatter: relu(x) (x's size) is neither stored nor read back (else the
+// composition).
+Tensor relu_max_pool2d(const Tensor& x, const Pool2dGeometry& window);
 Tensor avg_pool2d(const Tensor& x, const Pool2dGeometry& window);
 // (N, C, H, W) -> (N, C, 1, 1), like PyTorch's AdaptiveAvgPool2d(1).
 Tensor global_avg_pool2d(const Tensor& x);

@@ -54,6 +54,23 @@ Tensor max_pool2d(const Tensor& x, const Pool2dGeometry& window) {
   });
 }
 
+Tensor relu_max_pool2d(const Tensor& x, const Pool2dGeometry& window) {
+  if (x.is_cuda() || ops::cpu_kernels() != ops::CpuKernels::Fast)
+    return max_pool2d(relu(x), window);
+  Tensor argmax;
+  Tensor y = ops::max_pool2d(x, window, &argmax, /*relu_first=*/true);
+  Tensor y_saved = saved_output(y);
+  const Shape& in_shape = x.shape();
+  return record("relu_max_pool2d", y, {x},
+                [argmax, y_saved, in_shape](const Tensor& g, const Needs&) -> Grads {
+                  // relu(x) at an argmax is the pooled y there, so the ReLU's mask at the
+                  // scattered positions is y > 0: masked on the pooled gradient, the scatter
+                  // gives the composition's gradient (0 + the same terms, in the same order).
+                  const Tensor masked = ops::unary_backward(UnaryOp::Relu, g, y_saved, y_saved);
+                  return {ops::max_pool2d_backward(masked, argmax, in_shape)};
+                });
+}
+
 Tensor avg_pool2d(const Tensor& x, const Pool2dGeometry& window) {
   const Shape& in_shape = x.shape();
   return record("avg_pool2d", ops::avg_pool2d(x, window), {x},

@@ -37,6 +37,11 @@ Tensor MaxPool2d::forward(const Tensor& x) {
   return max_pool2d(x, window_);
 }
 
+Tensor MaxPool2d::forward_relu(const Tensor& x) {
+  check_image(x, describe());
+  return relu_max_pool2d(x, window_);
+}
+
 std::string MaxPool2d::describe() const {
   return describe_pool("MaxPool2d", window_);
 }

@@ -17,6 +17,8 @@ class MaxPool2d : public Module {
   explicit MaxPool2d(int64_t kernel_size, int64_t stride = 0, int64_t padding = 0,
                      bool ceil_mode = false);
   Tensor forward(const Tensor& x) override;
+  // forward(relu(x)), bit for bit, as one node (relu_max_pool2d): Sequential's ReLU + MaxPool2d.
+  Tensor forward_relu(const Tensor& x);
   std::string name() const override { return "MaxPool2d"; }
   std::string describe() const override;
 

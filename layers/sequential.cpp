@@ -3,6 +3,7 @@
 #include <echelon/base/error.h>
 #include <echelon/layers/basic_block.h>
 #include <echelon/layers/batch_norm.h>
+#include <echelon/layers/pooling.h>
 #include <echelon/layers/relu.h>
 
 namespace echelon {
@@ -22,24 +23,41 @@ void Sequential::push_back(std::shared_ptr<Module> layer) {
   layers_.push_back(std::move(layer));
 }
 
+Tensor Sequential::forward_from(size_t index, const Tensor& x, size_t* ran) {
+  *ran = 1;
+  Module* next = index + 1 < layers_.size() ? layers_[index + 1].get() : nullptr;
+  // A batch norm followed by a ReLU (a ResNet stem, VGG-BN) runs as one fused node: the same
+  // result without the ReLU's own passes over the activation (BatchNorm::forward_relu).
+  auto* bn = dynamic_cast<BatchNorm*>(layers_[index].get());
+  if (bn && dynamic_cast<ReLU*>(next)) {
+    *ran = 2;
+    return bn->forward_relu(x);
+  }
+  // A ReLU followed by a max pooling (LeNet-5, AlexNet, VGG) likewise: the pooling reads its
+  // input through the ReLU, and the ReLU's activation is never stored (relu_max_pool2d).
+  auto* pool = dynamic_cast<MaxPool2d*>(next);
+  if (pool && dynamic_cast<ReLU*>(layers_[index].get()) && x.dim() == 4) {
+    *ran = 2;
+    return pool->forward_relu(x);
+  }
+  return layers_[index]->forward(x);
+}
+
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
-  for (size_t i = 0; i < layers_.size(); ++i) {
+  for (size_t i = 0; i < layers_.size();) {
+    size_t ran = 1;
     try {
-      // A batch norm followed by a ReLU (a ResNet stem, VGG-BN) runs as one fused node: the same
-      // result without the ReLU's own passes over the activation (BatchNorm::forward_relu).
-      auto* bn = dynamic_cast<BatchNorm*>(layers_[i].get());
-      if (bn && i + 1 < layers_.size() && dynamic_cast<ReLU*>(layers_[i + 1].get())) {
-        h = bn->forward_relu(h);
-        ++i;
-        continue;
-      }
-      h = layers_[i]->forward(h);
+      h = forward_from(i, h, &ran);
     } catch (const Error& e) {
-      // Name the failing layer: "layer 3 (Conv2d): conv2d: ..."
-      throw Error(str("Sequential layer ", named_children()[i].first, " (", layers_[i]->name(),
-                      "): ", e.message()));
+      // Name the failing layer: "layer 3 (Conv2d): conv2d: ..."; of a fused pair, the one whose
+      // checks run first: the batch norm, or the pooling after a ReLU.
+      const bool pooling_after_relu = ran == 2 && dynamic_cast<ReLU*>(layers_[i].get());
+      const size_t failed = pooling_after_relu ? i + 1 : i;
+      throw Error(str("Sequential layer ", named_children()[failed].first, " (",
+                      layers_[failed]->name(), "): ", e.message()));
     }
+    i += ran;
   }
   return h;
 }

@@ -16,7 +16,13 @@ class Sequential : public Module {
   // Children are named "0", "1", ... in order.
   explicit Sequential(std::vector<std::shared_ptr<Module>> layers);
 
+  // The layers in order, each pair below run as one fused node (forward_from).
   Tensor forward(const Tensor& x) override;
+  // Runs layer `index` on x, or with the next one as one node when the pair fuses: a BatchNorm
+  // then a ReLU (batch_norm_relu), a ReLU then a MaxPool2d on an image (relu_max_pool2d); the
+  // same result and gradients bit for bit. *ran = the layers run (1 or 2). For callers that walk
+  // the layers themselves (a pipeline stage).
+  Tensor forward_from(size_t index, const Tensor& x, size_t* ran);
   std::string name() const override { return "Sequential"; }
   std::string describe() const override;  // one line per layer
 

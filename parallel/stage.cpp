@@ -275,16 +275,19 @@ Stage::InFlight Stage::forward(Message message) {
   std::vector<Tensor> current;
   if (predict_steps > 0) current = predict_weights(predict_steps, message.lr);
   Tensor out = state.input;
-  for (size_t i = 0; i < layers_->size(); ++i) {
-    const auto& layer = layers_->layers()[i];
-    std::optional<DeviceSpan> layer_span;  // "L3 Conv2d 12": flat layer index, kind, batch id
-    if (device_trace_->active()) {
-      layer_span.emplace(*device_trace_,
-                         str("L", range_.begin + static_cast<int64_t>(i), " ", layer->name()),
-                         message.id);
+  for (size_t i = 0; i < layers_->size();) {
+    size_t ran = 1;
+    if (device_trace_->active()) {  // one span per layer: "L3 Conv2d 12" (index, kind, batch id)
+      const auto& layer = layers_->layers()[i];
+      const DeviceSpan layer_span(
+          *device_trace_, str("L", range_.begin + static_cast<int64_t>(i), " ", layer->name()),
+          message.id);
+      out = layer->forward(out);
+    } else {  // the pairs Sequential::forward fuses as one node, the same result bit for bit
+      out = layers_->forward_from(i, out, &ran);
     }
-    out = layer->forward(out);
     state.bytes += out.nbytes();
+    i += ran;
   }
   // The graph holds the parameter tensors themselves: the backward reads w again, not w-hat.
   if (!current.empty()) assign_all(params_, current);

@@ -174,7 +174,10 @@ Conv2dGrads conv2d_backward(const Tensor& grad_out, const Tensor& x, const Tenso
 
 // The window of `g` is the caller's; its shapes are ignored.
 // (N, C, H, W) -> (N, C, OH, OW); *argmax receives int64 flat indices into each H*W plane.
-Tensor max_pool2d(const Tensor& x, const Pool2dGeometry& g, Tensor* argmax);
+// relu_first: max_pool2d(relu(x)), the same y and argmax bit for bit; the fast CPU path reads each
+// element through the ReLU and never stores relu(x) (the others compose the two ops).
+Tensor max_pool2d(const Tensor& x, const Pool2dGeometry& g, Tensor* argmax,
+                  bool relu_first = false);
 Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& argmax, const Shape& input_shape);
 Tensor avg_pool2d(const Tensor& x, const Pool2dGeometry& g);
 Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& input_shape,

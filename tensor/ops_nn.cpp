@@ -248,9 +248,12 @@ Pool2dGeometry max_pool_backward_geometry(const char* op, const Tensor& grad_out
 
 }  // namespace
 
-Tensor max_pool2d(const Tensor& x_in, const Pool2dGeometry& window, Tensor* argmax) {
+Tensor max_pool2d(const Tensor& x_in, const Pool2dGeometry& window, Tensor* argmax,
+                  bool relu_first) {
   const char* op = "max_pool2d";
   const Pool2dGeometry a = pool_geometry_of(op, x_in, window);
+  const bool fused = relu_first && !x_in.is_cuda() && cpu_kernels() == CpuKernels::Fast;
+  if (relu_first && !fused) return max_pool2d(relu(x_in), window, argmax);  // the composition
   const Tensor x = x_in.contiguous();
   Tensor y = Tensor::empty({a.n, a.c, a.out_h, a.out_w}, x.dtype(), x.device());
   Tensor indices = Tensor::empty(y.shape(), kInt64, x.device());
@@ -269,7 +272,7 @@ Tensor max_pool2d(const Tensor& x_in, const Pool2dGeometry& window, Tensor* argm
   ECH_DISPATCH_FLOATING(x.dtype(), op, {
     if (cpu_kernels() == CpuKernels::Fast)
       cpu::fast::max_pool2d_forward(a, x.data<scalar_t>(), y.data<scalar_t>(),
-                                    indices.data<int64_t>());
+                                    indices.data<int64_t>(), fused);
     else
       cpu::max_pool2d_forward(a, x.data<scalar_t>(), y.data<scalar_t>(), indices.data<int64_t>());
   });

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include <echelon/tensor/cpu/fast/elementwise.h>
 #include <echelon/tensor/cpu/reduce.h>
 #include <echelon/tensor/ops.h>
 #include <echelon/tensor/ops_common.h>
@@ -19,6 +20,7 @@ struct ReducePlan {
   Tensor permuted;  // kept dims first, reduced dims last
   int64_t outer = 1, inner = 1;
   Shape out_shape;
+  bool leading = false;  // the reduced dims are dims 0..k-1 (k >= 1), some dim kept
 };
 
 ReducePlan plan_reduction(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim,
@@ -45,6 +47,10 @@ ReducePlan plan_reduction(const Tensor& x, const std::vector<int64_t>& dims, boo
     order.push_back(d);
     plan.inner *= x.shape()[d];
   }
+  const auto kept = static_cast<int64_t>(plan.out_shape.size());
+  plan.leading =
+      kept > 0 && kept < rank &&
+      std::all_of(reduced.begin(), reduced.begin() + (rank - kept), [](bool r) { return r; });
   if (keepdim) {
     plan.out_shape = x.shape();
     for (int64_t d = 0; d < rank; ++d)
@@ -160,6 +166,14 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bo
     return out;
   }
 #endif
+  if (p.leading && (op == ReduceOp::Sum || op == ReduceOp::Mean) && x.is_contiguous() &&
+      cpu_kernels() == CpuKernels::Fast) {  // column sums of a (inner, outer) matrix: a bias grad
+    ECH_DISPATCH_FLOATING(
+        x.dtype(), name(op),
+        cpu::fast::sum_rows<scalar_t>(x.data<scalar_t>(), p.inner, p.outer, op == ReduceOp::Mean,
+                                      out.data<scalar_t>()));
+    return out;
+  }
   ECH_DISPATCH_FLOATING(
       x.dtype(), name(op),
       cpu::reduce<scalar_t>(op, x.data<scalar_t>(), ix, out.data<scalar_t>(), p.outer, p.inner));

@@ -153,6 +153,10 @@ TEST_SUITE("gradcheck") {
     check([q](const Inputs& x) { return max_pool2d(x[0], q); }, in);
     check([q](const Inputs& x) { return avg_pool2d(x[0], q); }, in);
     check([](const Inputs& x) { return global_avg_pool2d(x[0]); }, in);
+    // ReLU folded into the max pooling (fast CPU path: one node), away from the ReLU's kink.
+    Inputs kinked = {away_from_zero({2, 3, 5, 7}, gen)};
+    check([p](const Inputs& x) { return relu_max_pool2d(x[0], p); }, kinked);
+    check([q](const Inputs& x) { return relu_max_pool2d(x[0], q); }, kinked);
   }
 
   TEST_CASE("batch_norm train and eval, 2-D and 4-D") {

@@ -6,6 +6,7 @@
 
 #include <echelon/base/error.h>
 #include <echelon/tensor/cpu/fast/parallel.h>
+#include <echelon/tensor/cpu/fast/scratch.h>
 
 namespace echelon::cpu::fast {
 namespace {
@@ -152,6 +153,23 @@ void binary_scalar(BinaryOp op, const T* a, T s, bool scalar_first, T* out, int6
 }
 
 template <typename T>
+void sum_rows(const T* x, int64_t rows, int64_t cols, bool mean, T* out) {
+  const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(rows, 1));  // columns
+  parallel_for(cols, grain, [&](int64_t c0, int64_t c1) {
+    const int64_t width = c1 - c0;
+    double* sums = scratch<double>(0, static_cast<size_t>(width));
+    std::fill(sums, sums + width, 0.0);
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* row = x + r * cols + c0;
+#pragma omp simd
+      for (int64_t c = 0; c < width; ++c) sums[c] += static_cast<double>(row[c]);
+    }
+    for (int64_t c = 0; c < width; ++c)
+      out[c0 + c] = static_cast<T>(mean ? sums[c] / static_cast<double>(rows) : sums[c]);
+  });
+}
+
+template <typename T>
 void axpy(T* dst, const T* src, T alpha, int64_t n) {
   parallel_for(n, kGrain, [&](int64_t begin, int64_t end) {
 #pragma omp simd
@@ -250,7 +268,8 @@ ECH_INSTANTIATE_COPY_STRIDED(uint8_t)
   template void unary_backward<T>(UnaryOp, const T*, const T*, const T*, T*, int64_t);             \
   template void binary_rows<T>(BinaryOp, const T*, const T*, int64_t, int64_t, int64_t, bool, T*); \
   template void binary_scalar<T>(BinaryOp, const T*, T, bool, T*, int64_t);                        \
-  template void axpy<T>(T*, const T*, T, int64_t);
+  template void axpy<T>(T*, const T*, T, int64_t);                                                 \
+  template void sum_rows<T>(const T*, int64_t, int64_t, bool, T*);
 ECH_INSTANTIATE_FAST_ELEMENTWISE(float)
 ECH_INSTANTIATE_FAST_ELEMENTWISE(double)
 #undef ECH_INSTANTIATE_FAST_ELEMENTWISE

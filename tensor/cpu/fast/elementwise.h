@@ -37,6 +37,11 @@ void copy_strided(const T* src, const int64_t* src_strides, T* dst, const int64_
 // dst (n) = value; the same dtypes as copy.
 template <typename T>
 void fill(T* dst, T value, int64_t n);
+// out (cols) = the sum over rows of x (rows, cols), or with `mean` that sum / rows: cpu::reduce
+// over x's leading dims. Each column is added up in double in row order, as the twin, so the
+// results are bit-identical; the columns are split across the thread pool.
+template <typename T>
+void sum_rows(const T* x, int64_t rows, int64_t cols, bool mean, T* out);
 // dst (n) += alpha * src (n).
 template <typename T>
 void axpy(T* dst, const T* src, T alpha, int64_t n);

@@ -10,11 +10,6 @@
 #include <echelon/tensor/cpu/fast/parallel.h>
 #include <echelon/tensor/cpu/fast/scratch.h>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define ECH_AVX2 __attribute__((target("avx2,fma")))
-#endif
-
 namespace echelon::cpu::fast {
 namespace {
 
@@ -336,170 +331,6 @@ void batch_norm_relu_backward(const NormArgs& a, const T* grad_out, const T* y, 
                        grad_beta, masked);
 }
 
-namespace {
-
-// The max of one window [h0, h1) x [w0, w1) of `plane` (row length w) and its flat index: the
-// first maximum, or the last NaN (the twin's rule: v > best || isnan(v)).
-template <typename T>
-inline void window_max(const T* plane, int64_t w, int64_t h0, int64_t h1, int64_t w0, int64_t w1,
-                       T* value, int64_t* index) {
-  int64_t best = h0 * w + w0;
-  T best_v = plane[best];
-  for (int64_t ih = h0; ih < h1; ++ih)
-    for (int64_t iw = w0; iw < w1; ++iw) {
-      const T v = plane[ih * w + iw];
-      if (v > best_v || std::isnan(v)) {
-        best = ih * w + iw;
-        best_v = v;
-      }
-    }
-  *value = best_v;
-  *index = best;
-}
-
-// The common 2x2, stride-2, unpadded window with every window inside the plane: the same rule,
-// unrolled.
-template <typename T>
-void max_pool_2x2(const T* plane, int64_t w, int64_t out_h, int64_t out_w, T* y, int64_t* arg) {
-  for (int64_t oh = 0; oh < out_h; ++oh) {
-    const T* r0 = plane + 2 * oh * w;
-    const T* r1 = r0 + w;
-    for (int64_t ow = 0; ow < out_w; ++ow) {
-      int64_t best = 2 * oh * w + 2 * ow;
-      T v = r0[2 * ow];
-      const T candidates[3] = {r0[2 * ow + 1], r1[2 * ow], r1[2 * ow + 1]};
-      const int64_t offsets[3] = {1, w, w + 1};
-      const int64_t first = best;
-      for (int k = 0; k < 3; ++k)
-        if (candidates[k] > v || std::isnan(candidates[k])) {
-          v = candidates[k];
-          best = first + offsets[k];
-        }
-      y[oh * out_w + ow] = v;
-      arg[oh * out_w + ow] = best;
-    }
-  }
-}
-
-#ifdef ECH_AVX2
-ECH_AVX2 __m256i first_lanes(int64_t lanes) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(lanes)),
-                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
-// The even and odd elements of src[0, 2*count), count <= 8, in order; never reads past them.
-ECH_AVX2 void load_pairs(const float* src, int64_t count, __m256* even, __m256* odd) {
-  __m256 lo, hi;
-  if (count == 8) {
-    lo = _mm256_loadu_ps(src);
-    hi = _mm256_loadu_ps(src + 8);
-  } else {
-    lo = _mm256_maskload_ps(src, first_lanes(std::min<int64_t>(8, 2 * count)));
-    hi = _mm256_maskload_ps(src + 8, first_lanes(std::max<int64_t>(0, 2 * count - 8)));
-  }
-  // Per 128-bit half: (lo0 lo2 hi0 hi2 | lo4 lo6 hi4 hi6); the 64-bit permute restores the order.
-  *even = _mm256_castpd_ps(
-      _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xD8));
-  *odd = _mm256_castpd_ps(
-      _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0xDD)), 0xD8));
-}
-
-// max_pool_2x2 for float, 8 outputs at a time: blends instead of jumps (which element wins is
-// data-dependent, so jumps mispredict: 12% of a LeNet-5 step), the same first-maximum / last-NaN
-// rule.
-ECH_AVX2 void max_pool_2x2_avx2(const float* plane, int64_t w, int64_t out_h, int64_t out_w,
-                                float* y, int64_t* arg) {
-  const int64_t offsets[4] = {0, 1, w, w + 1};  // of the window's 4 elements from its first
-  for (int64_t oh = 0; oh < out_h; ++oh) {
-    const float* r0 = plane + 2 * oh * w;
-    const float* r1 = r0 + w;
-    for (int64_t ow = 0; ow < out_w; ow += 8) {
-      const int64_t count = std::min<int64_t>(8, out_w - ow);
-      __m256 v, top_right, bottom_left, bottom_right;
-      load_pairs(r0 + 2 * ow, count, &v, &top_right);
-      load_pairs(r1 + 2 * ow, count, &bottom_left, &bottom_right);
-      __m256i which = _mm256_setzero_si256();
-      const __m256 candidates[3] = {top_right, bottom_left, bottom_right};
-      for (int k = 0; k < 3; ++k) {
-        const __m256 c = candidates[k];
-        const __m256 take =
-            _mm256_or_ps(_mm256_cmp_ps(c, v, _CMP_GT_OQ), _mm256_cmp_ps(c, c, _CMP_UNORD_Q));
-        v = _mm256_blendv_ps(v, c, take);
-        which = _mm256_blendv_epi8(which, _mm256_set1_epi32(k + 1), _mm256_castps_si256(take));
-      }
-      alignas(32) int32_t winner[8];
-      _mm256_store_si256(reinterpret_cast<__m256i*>(winner), which);
-      _mm256_maskstore_ps(y + oh * out_w + ow, first_lanes(count), v);
-      const int64_t first = 2 * oh * w + 2 * ow;
-      for (int64_t lane = 0; lane < count; ++lane)
-        arg[oh * out_w + ow + lane] = first + 2 * lane + offsets[winner[lane]];
-    }
-  }
-}
-#endif
-
-template <typename T>
-void max_pool_2x2_best(const T* plane, int64_t w, int64_t out_h, int64_t out_w, T* y,
-                       int64_t* arg) {
-#ifdef ECH_AVX2
-  if constexpr (std::is_same_v<T, float>) {
-    static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    if (avx2) return max_pool_2x2_avx2(plane, w, out_h, out_w, y, arg);
-  }
-#endif
-  max_pool_2x2(plane, w, out_h, out_w, y, arg);
-}
-
-}  // namespace
-
-template <typename T>
-void max_pool2d_forward(const Pool2dGeometry& a, const T* x, T* y, int64_t* argmax) {
-  // Locals, not a's fields: the stores to y and argmax could alias them otherwise.
-  const int64_t h = a.h, w = a.w, out_h = a.out_h, out_w = a.out_w;
-  const int64_t kh = a.kernel_h, kw = a.kernel_w, sh = a.stride_h, sw = a.stride_w;
-  const int64_t ph = a.pad_h, pw = a.pad_w;
-  parallel_for(a.n * a.c, 16, [=](int64_t p0, int64_t p1) {
-    for (int64_t p = p0; p < p1; ++p) {
-      const T* plane = x + p * h * w;
-      T* y_plane = y + p * out_h * out_w;
-      int64_t* arg_plane = argmax + p * out_h * out_w;
-      if (kh == 2 && kw == 2 && sh == 2 && sw == 2 && ph == 0 && pw == 0 && 2 * out_h <= h &&
-          2 * out_w <= w) {
-        max_pool_2x2_best(plane, w, out_h, out_w, y_plane, arg_plane);
-        continue;
-      }
-      for (int64_t oh = 0; oh < out_h; ++oh) {
-        // The window clipped to the image (padding never wins a max, as in the twin).
-        const int64_t h0 = std::max<int64_t>(oh * sh - ph, 0);
-        const int64_t h1 = std::min(oh * sh - ph + kh, h);
-        for (int64_t ow = 0; ow < out_w; ++ow) {
-          const int64_t w0 = std::max<int64_t>(ow * sw - pw, 0);
-          const int64_t w1 = std::min(ow * sw - pw + kw, w);
-          window_max(plane, w, h0, h1, w0, w1, &y_plane[oh * out_w + ow],
-                     &arg_plane[oh * out_w + ow]);
-        }
-      }
-    }
-  });
-}
-
-template <typename T>
-void max_pool2d_backward(const Pool2dGeometry& a, const T* grad_out, const int64_t* argmax,
-                         T* grad_in) {
-  const int64_t in_plane = a.h * a.w, out_plane = a.out_h * a.out_w;
-  parallel_for(a.n * a.c, 16, [&](int64_t p0, int64_t p1) {
-    std::fill(grad_in + p0 * in_plane, grad_in + p1 * in_plane, T(0));
-    for (int64_t p = p0; p < p1; ++p)
-      for (int64_t q = 0; q < out_plane; ++q) {
-        const int64_t idx = argmax[p * out_plane + q];
-        ECH_CHECK(idx >= 0 && idx < in_plane, "max_pool2d_backward: argmax index ", idx,
-                  " is outside the ", a.h, "x", a.w, " plane of input (", a.n, ", ", a.c, ", ", a.h,
-                  ", ", a.w, ")");
-        grad_in[p * in_plane + idx] += grad_out[p * out_plane + q];
-      }
-  });
-}
-
 // T names a type below, and a type cannot be parenthesised.
 // NOLINTBEGIN(bugprone-macro-parentheses)
 #define ECH_INSTANTIATE_FAST_NN(T)                                                                 \
@@ -510,9 +341,7 @@ void max_pool2d_backward(const Pool2dGeometry& a, const T* grad_out, const int64
   template void batch_norm_backward<T>(const NormArgs&, const T*, const T*, const T*, const T*,    \
                                        const T*, T*, T*, T*);                                      \
   template void batch_norm_relu_backward<T>(const NormArgs&, const T*, const T*, const T*,         \
-                                            const T*, const T*, const T*, T*, T*, T*, T*);         \
-  template void max_pool2d_forward<T>(const Pool2dGeometry&, const T*, T*, int64_t*);              \
-  template void max_pool2d_backward<T>(const Pool2dGeometry&, const T*, const int64_t*, T*);
+                                            const T*, const T*, const T*, T*, T*, T*, T*);
 ECH_INSTANTIATE_FAST_NN(float)
 ECH_INSTANTIATE_FAST_NN(double)
 #undef ECH_INSTANTIATE_FAST_NN

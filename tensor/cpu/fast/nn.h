@@ -1,5 +1,6 @@
-// Fast CPU batch norm and max pooling: the naive twins' algorithms (tensor/cpu/{norm,pool}.h),
-// vectorised per plane and split across the thread pool by plane, walked in memory order.
+// Fast CPU batch norm (nn.cpp) and max pooling (pool.cpp): the naive twins' algorithms
+// (tensor/cpu/{norm,pool}.h), vectorised per plane and split across the thread pool by plane,
+// walked in memory order.
 // Batch-norm sums run in T within a plane and in double across planes (per channel in image
 // order, whatever the thread count), so they agree with the double-accumulating twins to float
 // rounding; pooling is bit-identical to its twin.
@@ -44,11 +45,24 @@ void batch_norm_relu_backward(const NormArgs& a, const T* grad_out, const T* y, 
                               const T* gamma, const T* save_mean, const T* save_invstd, T* grad_in,
                               T* grad_gamma, T* grad_beta, T* masked = nullptr);
 
-// As cpu::max_pool2d_forward: x (N, C, H, W) -> y, argmax (N, C, OH, OW).
+// Max pooling (tensor/cpu/fast/pool.cpp). Whether its float 2x2 plane loops take their AVX-512
+// twins (pool_avx512.h), the default where the CPU has AVX-512F; else AVX2 or portable loops.
+// Results are bit-identical either way; tests switch it off to compare.
+bool max_pool_avx512_available();
+void set_max_pool_avx512(bool on);
+bool max_pool_avx512();
+
+// As cpu::max_pool2d_forward: x (N, C, H, W) -> y, argmax (N, C, OH, OW). With relu, of
+// relu(x) (each element read as x > 0 ? x : +0, NaN -> +0, the ReLU twin's rule) without storing
+// it: y and argmax bit-identical to a ReLU pass followed by the pooling.
 template <typename T>
-void max_pool2d_forward(const Pool2dGeometry& a, const T* x, T* y, int64_t* argmax);
+void max_pool2d_forward(const Pool2dGeometry& a, const T* x, T* y, int64_t* argmax,
+                        bool relu = false);
 // As cpu::max_pool2d_backward, checking each argmax index against its plane (throws naming the
-// index): the caller need not scan argmax first.
+// index): the caller need not scan argmax first. With AVX-512, a float plane of 8 or more windows
+// a row whose every index lies in its own 2x2 cell (rows 2 oh, 2 oh + 1, columns 2 ow, 2 ow + 1:
+// any 2x2, stride-2 pooling's) is written in one pass, each input 0 + its gradient or 0: the
+// scatter's result without its zero fill.
 template <typename T>
 void max_pool2d_backward(const Pool2dGeometry& a, const T* grad_out, const int64_t* argmax,
                          T* grad_in);
