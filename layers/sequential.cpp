@@ -76,15 +76,20 @@ const std::shared_ptr<Module>& Sequential::at(size_t index) const {
   return layers_[index];
 }
 
+std::shared_ptr<Sequential> Sequential::view(std::vector<std::shared_ptr<Module>> layers,
+                                             std::vector<std::string> names) const {
+  auto out = std::shared_ptr<Sequential>(new Sequential(std::move(layers), std::move(names)));
+  out->train(is_training());
+  return out;
+}
+
 std::shared_ptr<Sequential> Sequential::slice(size_t begin, size_t end) const {
   ECH_CHECK(begin <= end && end <= layers_.size(), "Sequential::slice: [", begin, ", ", end,
             ") is not a range within ", layers_.size(), " layers");
   std::vector<std::shared_ptr<Module>> layers(layers_.begin() + begin, layers_.begin() + end);
   std::vector<std::string> names;
   for (size_t i = begin; i < end; ++i) names.push_back(named_children()[i].first);
-  auto out = std::shared_ptr<Sequential>(new Sequential(std::move(layers), std::move(names)));
-  out->train(is_training());
-  return out;
+  return view(std::move(layers), std::move(names));
 }
 
 std::shared_ptr<Sequential> Sequential::with_split_blocks() const {
@@ -102,9 +107,7 @@ std::shared_ptr<Sequential> Sequential::with_split_blocks() const {
       names.push_back(name);
     }
   }
-  auto out = std::shared_ptr<Sequential>(new Sequential(std::move(layers), std::move(names)));
-  out->train(is_training());
-  return out;
+  return view(std::move(layers), std::move(names));
 }
 
 std::shared_ptr<Sequential> Sequential::join_split_blocks() const {
@@ -129,9 +132,7 @@ std::shared_ptr<Sequential> Sequential::join_split_blocks() const {
     else
       layers.push_back(std::make_shared<BlockPiece>(piece->block(), piece->first(), last));
   }
-  auto out = std::shared_ptr<Sequential>(new Sequential(std::move(layers), std::move(names)));
-  out->train(is_training());
-  return out;
+  return view(std::move(layers), std::move(names));
 }
 
 }  // namespace echelon

@@ -44,6 +44,9 @@ class Sequential : public Module {
 
  private:
   Sequential(std::vector<std::shared_ptr<Module>> layers, std::vector<std::string> names);
+  // A Sequential of these (shared) layers under these names, in this one's train/eval mode.
+  std::shared_ptr<Sequential> view(std::vector<std::shared_ptr<Module>> layers,
+                                   std::vector<std::string> names) const;
 
   std::vector<std::shared_ptr<Module>> layers_;
 };

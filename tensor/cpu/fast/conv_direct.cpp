@@ -59,6 +59,33 @@ bool conv_direct_avx512_available() {
   return cpu_has_avx512();
 }
 
+void conv_direct_weight_by_chunks(
+    const Conv2dGeometry& a, int64_t taps, int64_t op,
+    const std::function<void(int64_t begin, int64_t end, float* acc)>& run, float* grad_w) {
+  const int64_t chunks = chunk_count(a.n, 1), partial = taps * op;
+  const size_t partial_count = static_cast<size_t>(std::max<int64_t>(chunks, 1) * partial);
+  float* partials = scratch<float>(1, partial_count);
+  std::fill(partials, partials + partial_count, 0.0f);
+  parallel_chunks(a.n, 1, [&](int64_t chunk, int64_t begin, int64_t end) {
+    run(begin, end, partials + chunk * partial);
+  });
+  for (int64_t o = 0; o < a.o; ++o)
+    for (int64_t t = 0; t < taps; ++t) {
+      float sum = 0.0f;  // chunk by chunk: a fixed order
+      for (int64_t chunk = 0; chunk < chunks; ++chunk)
+        sum += partials[chunk * partial + t * op + o];
+      grad_w[o * taps + t] = sum;
+    }
+}
+
+WeightPassShape conv_direct_weight_pass_shape(const Conv2dGeometry& a, int64_t positions) {
+  const int64_t band = std::max<int64_t>(1, positions / std::max<int64_t>(a.out_w, 1));
+  const int64_t group =
+      band > a.out_h ? std::max<int64_t>(1, positions / std::max<int64_t>(a.out_h * a.out_w, 1))
+                     : 1;
+  return {band, group};
+}
+
 #ifdef ECH_AVX2
 namespace {
 
@@ -396,18 +423,9 @@ void conv_direct_backward_weight(const Conv2dGeometry& a, const float* grad_out,
     for (int64_t ki = 0; ki < p.k; ++ki)
       for (int64_t kj = 0; kj < p.k; ++kj)
         taps_at[static_cast<size_t>((c * p.k + ki) * p.k + kj)] = c * p.plane + ki * p.row + kj;
-  // A pass covers about kWeightBand positions, whose gradients stay in L1 over all taps: a band
-  // of rows of one large image, or a group of whole small images.
-  const int64_t band = std::max<int64_t>(1, kWeightBand / std::max<int64_t>(a.out_w, 1));
-  const int64_t group =
-      band > a.out_h ? std::max<int64_t>(1, kWeightBand / std::max<int64_t>(positions, 1)) : 1;
-  const int64_t chunks = chunk_count(a.n, 1), partial = taps * op;
-  // Per chunk (tap, channel) sums in the caller's scratch (slot 1; tasks use their own slot 0).
-  const size_t partial_count = static_cast<size_t>(std::max<int64_t>(chunks, 1) * partial);
-  float* partials = scratch<float>(1, partial_count);
-  std::fill(partials, partials + partial_count, 0.0f);
-  parallel_chunks(a.n, 1, [&](int64_t chunk, int64_t begin, int64_t end) {
-    float* acc = partials + chunk * partial;
+  const WeightPassShape shape = conv_direct_weight_pass_shape(a, kWeightBand);
+  const int64_t band = shape.band, group = shape.group;
+  auto run = [&](int64_t begin, int64_t end, float* acc) {
     const size_t per_image = static_cast<size_t>(p.image + positions * op);
     float* padded = scratch<float>(0, static_cast<size_t>(group) * per_image);
     float* gt = padded + group * p.image;
@@ -433,14 +451,8 @@ void conv_direct_backward_weight(const Conv2dGeometry& a, const float* grad_out,
         }
       }
     }
-  });
-  for (int64_t k = 0; k < a.o; ++k)
-    for (int64_t t = 0; t < taps; ++t) {
-      float sum = 0.0f;  // chunk by chunk: a fixed order
-      for (int64_t chunk = 0; chunk < chunks; ++chunk)
-        sum += partials[chunk * partial + t * op + k];
-      grad_w[k * taps + t] = sum;
-    }
+  };
+  conv_direct_weight_by_chunks(a, taps, op, run, grad_w);
 }
 
 #else  // not x86: the direct kernels are never usable, conv.cpp's im2col path runs instead

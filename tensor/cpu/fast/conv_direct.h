@@ -19,6 +19,8 @@
 // (conv_winograd.h) first: it takes the 3x3 / stride 1 layers whose sizes fit its tiles.
 #pragma once
 
+#include <functional>
+
 #include <echelon/kernels/conv.h>
 
 namespace echelon::cpu::fast {
@@ -51,5 +53,20 @@ void conv_direct_backward_weight(const Conv2dGeometry& a, const float* grad_out,
 // weight-gradient tile loads 8 channels at one position as one vector. AVX2 (as above).
 void conv_direct_transpose_planes(const float* planes, int64_t o, int64_t positions, int64_t op,
                                   float* gt);
+
+// The weight gradients' frame (AVX2 and AVX-512): images split into the pool's chunks, each
+// chunk's images [begin, end) summing their (tap, channel) products into the chunk's own zeroed
+// acc (taps, op) via run(begin, end, acc); then grad_w (O, taps) = the chunks' sums added in
+// chunk order (the result depends on the thread count, not on timing). The partials live in the
+// caller's scratch slot 1: run may use slot 0.
+void conv_direct_weight_by_chunks(
+    const Conv2dGeometry& a, int64_t taps, int64_t op,
+    const std::function<void(int64_t begin, int64_t end, float* acc)>& run, float* grad_w);
+// How a weight-gradient pass covers about `positions` output positions, so that their
+// gradients stay in L1 over all taps: `band` rows of one image, or `group` whole small images.
+struct WeightPassShape {
+  int64_t band, group;
+};
+WeightPassShape conv_direct_weight_pass_shape(const Conv2dGeometry& a, int64_t positions);
 
 }  // namespace echelon::cpu::fast

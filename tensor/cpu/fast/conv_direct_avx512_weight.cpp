@@ -119,16 +119,9 @@ void conv_direct_backward_weight_outer_avx512(const Conv2dGeometry& a, const flo
   for (int64_t c = 0; c < a.c; ++c)
     for (int64_t ki = 0; ki < k; ++ki)
       rows_at[static_cast<size_t>(c * k + ki)] = c * plane + ki * row;
-  const int64_t band = std::max<int64_t>(1, kBand / std::max<int64_t>(a.out_w, 1));
-  const int64_t group =
-      band > a.out_h ? std::max<int64_t>(1, kBand / std::max<int64_t>(positions, 1)) : 1;
-  const int64_t chunks = chunk_count(a.n, 1), partial = taps * op;
-  // Per chunk (tap, channel) sums in the caller's scratch (slot 1; tasks use their slot 0).
-  const size_t partial_count = static_cast<size_t>(std::max<int64_t>(chunks, 1) * partial);
-  float* partials = scratch<float>(1, partial_count);
-  std::fill(partials, partials + partial_count, 0.0f);
-  parallel_chunks(a.n, 1, [&](int64_t chunk, int64_t begin, int64_t end) {
-    float* acc = partials + chunk * partial;
+  const WeightPassShape shape = conv_direct_weight_pass_shape(a, kBand);
+  const int64_t band = shape.band, group = shape.group;
+  auto run = [&](int64_t begin, int64_t end, float* acc) {
     float* padded = scratch<float>(0, static_cast<size_t>(group * (image + positions * op)));
     float* gt = padded + group * image;
     for (int64_t n = begin; n < end; n += group) {
@@ -154,14 +147,8 @@ void conv_direct_backward_weight_outer_avx512(const Conv2dGeometry& a, const flo
           }
       }
     }
-  });
-  for (int64_t o = 0; o < a.o; ++o)
-    for (int64_t t = 0; t < taps; ++t) {
-      float sum = 0.0f;  // chunk by chunk: a fixed order
-      for (int64_t chunk = 0; chunk < chunks; ++chunk)
-        sum += partials[chunk * partial + t * op + o];
-      grad_w[o * taps + t] = sum;
-    }
+  };
+  conv_direct_weight_by_chunks(a, taps, op, run, grad_w);
 }
 
 #else  // not x86: never taken
