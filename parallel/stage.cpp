@@ -277,11 +277,13 @@ Stage::InFlight Stage::forward(Message message) {
   Tensor out = state.input;
   for (size_t i = 0; i < layers_->size();) {
     size_t ran = 1;
-    if (device_trace_->active()) {  // one span per layer: "L3 Conv2d 12" (index, kind, batch id)
+    // One span per layer: "L3 Conv2d 12" (the layer's name in the model, i.e. its flat index or
+    // a split block's, its kind, the batch id).
+    if (device_trace_->active()) {
       const auto& layer = layers_->layers()[i];
-      const DeviceSpan layer_span(
-          *device_trace_, str("L", range_.begin + static_cast<int64_t>(i), " ", layer->name()),
-          message.id);
+      const DeviceSpan layer_span(*device_trace_,
+                                  str("L", layers_->named_children()[i].first, " ", layer->name()),
+                                  message.id);
       out = layer->forward(out);
     } else {  // the pairs Sequential::forward fuses as one node, the same result bit for bit
       out = layers_->forward_from(i, out, &ran);
