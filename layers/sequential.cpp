@@ -23,24 +23,24 @@ void Sequential::push_back(std::shared_ptr<Module> layer) {
   layers_.push_back(std::move(layer));
 }
 
+bool Sequential::fuses_with_next(size_t index, const Tensor& x) const {
+  if (index + 1 >= layers_.size()) return false;
+  const Module* layer = layers_[index].get();
+  const Module* next = layers_[index + 1].get();
+  // A batch norm followed by a ReLU (a ResNet stem, VGG-BN): the same result without the ReLU's
+  // own passes over the activation (BatchNorm::forward_relu).
+  if (dynamic_cast<const BatchNorm*>(layer) && dynamic_cast<const ReLU*>(next)) return true;
+  // A ReLU followed by a max pooling (LeNet-5, AlexNet, VGG): the pooling reads its input through
+  // the ReLU, and the ReLU's activation is never stored (relu_max_pool2d).
+  return dynamic_cast<const ReLU*>(layer) && dynamic_cast<const MaxPool2d*>(next) && x.dim() == 4;
+}
+
 Tensor Sequential::forward_from(size_t index, const Tensor& x, size_t* ran) {
   *ran = 1;
-  Module* next = index + 1 < layers_.size() ? layers_[index + 1].get() : nullptr;
-  // A batch norm followed by a ReLU (a ResNet stem, VGG-BN) runs as one fused node: the same
-  // result without the ReLU's own passes over the activation (BatchNorm::forward_relu).
-  auto* bn = dynamic_cast<BatchNorm*>(layers_[index].get());
-  if (bn && dynamic_cast<ReLU*>(next)) {
-    *ran = 2;
-    return bn->forward_relu(x);
-  }
-  // A ReLU followed by a max pooling (LeNet-5, AlexNet, VGG) likewise: the pooling reads its
-  // input through the ReLU, and the ReLU's activation is never stored (relu_max_pool2d).
-  auto* pool = dynamic_cast<MaxPool2d*>(next);
-  if (pool && dynamic_cast<ReLU*>(layers_[index].get()) && x.dim() == 4) {
-    *ran = 2;
-    return pool->forward_relu(x);
-  }
-  return layers_[index]->forward(x);
+  if (!fuses_with_next(index, x)) return layers_[index]->forward(x);
+  *ran = 2;
+  if (auto* bn = dynamic_cast<BatchNorm*>(layers_[index].get())) return bn->forward_relu(x);
+  return static_cast<MaxPool2d&>(*layers_[index + 1]).forward_relu(x);
 }
 
 Tensor Sequential::forward(const Tensor& x) {

@@ -23,6 +23,8 @@ class Sequential : public Module {
   // same result and gradients bit for bit. *ran = the layers run (1 or 2). For callers that walk
   // the layers themselves (a pipeline stage).
   Tensor forward_from(size_t index, const Tensor& x, size_t* ran);
+  // Whether forward_from(index, x) runs layers index and index + 1 as one fused node.
+  bool fuses_with_next(size_t index, const Tensor& x) const;
   std::string name() const override { return "Sequential"; }
   std::string describe() const override;  // one line per layer
 

@@ -137,30 +137,61 @@ std::vector<LayerProfile> profile_layers(Sequential& model, const Tensor& sample
                                          int warmup) {
   ECH_CHECK(repeats >= 1 && warmup >= 0, "profile_layers: repeats must be >= 1, got ", repeats);
   const Device device = sample.device();
-  std::vector<LayerProfile> profiles(model.size());
-  std::vector<std::vector<double>> forward_times(model.size()), backward_times(model.size());
+  const size_t n = model.size();
+  std::vector<LayerProfile> profiles(n);
+  std::vector<std::vector<double>> forward_times(n), backward_times(n);
   Generator gen(12345);
+  // Times fn's forward on a fresh leaf made from x (so backward stops there), then its backward
+  // from a random gradient; returns the output.
+  const auto time_node = [&](const Tensor& x, bool leaf_grad, const auto& fn, double* forward_s,
+                             double* backward_s) {
+    Tensor input = x.detach();
+    if (leaf_grad) input.set_requires_grad(true);
+    Tensor output;
+    *forward_s = time_once([&] { output = fn(input); }, device);
+    const Tensor grad = ops::randn(output.shape(), gen, output.dtype(), output.device());
+    *backward_s = output.requires_grad() ? time_once([&] { backward(output, grad); }, device) : 0;
+    return output;
+  };
   for (int round = 0; round < warmup + repeats; ++round) {
+    std::vector<Tensor> inputs(n);
+    std::vector<double> forward_s(n), backward_s(n);
     Tensor x = sample;
-    for (size_t i = 0; i < model.size(); ++i) {
-      // Each layer in isolation: its input is a fresh leaf, so backward stops at the layer.
-      Tensor input = x.detach();
-      if (i > 0) input.set_requires_grad(true);
-      Tensor output;
-      const double forward_s = time_once([&] { output = model.at(i)->forward(input); }, device);
-      const Tensor grad = ops::randn(output.shape(), gen, output.dtype(), output.device());
-      const bool differentiable = output.requires_grad();
-      const double backward_s =
-          differentiable ? time_once([&] { backward(output, grad); }, device) : 0.0;
-      if (round >= warmup) {
-        forward_times[i].push_back(forward_s);
-        backward_times[i].push_back(backward_s);
-      }
+    for (size_t i = 0; i < n; ++i) {
+      inputs[i] = x;
+      const Tensor output = time_node(
+          x, i > 0, [&](const Tensor& in) { return model.at(i)->forward(in); }, &forward_s[i],
+          &backward_s[i]);
       profiles[i].activation_bytes = output.nbytes();
       x = output.detach();
     }
+    // A pair the step runs as one fused node (Sequential::forward_from) costs less than its two
+    // layers alone: time it as the step runs it and scale the two layers' times to its own,
+    // keeping their proportions (a cut between the two unfuses them, and costs a little more).
+    for (size_t i = 0; i < n; ++i) {
+      if (!model.fuses_with_next(i, inputs[i])) continue;
+      double pair_forward_s = 0, pair_backward_s = 0;
+      size_t ran = 0;
+      time_node(
+          inputs[i], i > 0, [&](const Tensor& in) { return model.forward_from(i, in, &ran); },
+          &pair_forward_s, &pair_backward_s);
+      const auto scale = [&](std::vector<double>& s, double pair) {
+        const double sum = s[i] + s[i + 1];
+        if (sum <= 0) return;
+        s[i] *= pair / sum;
+        s[i + 1] *= pair / sum;
+      };
+      scale(forward_s, pair_forward_s);
+      scale(backward_s, pair_backward_s);
+      ++i;  // as forward_from walks: the pair's second layer starts no pair of its own
+    }
+    if (round < warmup) continue;
+    for (size_t i = 0; i < n; ++i) {
+      forward_times[i].push_back(forward_s[i]);
+      backward_times[i].push_back(backward_s[i]);
+    }
   }
-  for (size_t i = 0; i < model.size(); ++i) {
+  for (size_t i = 0; i < n; ++i) {
     profiles[i].forward_time = summarize(forward_times[i]);
     profiles[i].backward_time = summarize(backward_times[i]);
     profiles[i].forward_s = profiles[i].forward_time.median_s;
