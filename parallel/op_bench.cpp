@@ -42,7 +42,8 @@ bool cudnn_built() {
 // Makes `impl` the implementation that runs (process-wide settings of tensor/ops.h).
 void select_impl(const std::string& impl, Device device) {
   if (device.is_cpu()) {
-    ops::set_matmul_impl(impl == "fast" ? ops::MatmulImpl::Blas : ops::MatmulImpl::Naive);
+    const bool blas = impl == "fast" && cpu::blas_available();
+    ops::set_matmul_impl(blas ? ops::MatmulImpl::Blas : ops::MatmulImpl::Naive);
     ops::set_cpu_kernels(impl == "fast" ? ops::CpuKernels::Fast : ops::CpuKernels::Naive);
     return;
   }
@@ -124,7 +125,7 @@ std::vector<std::string> bench_op_names() {
 std::vector<std::string> op_impls(const std::string& op, Device device) {
   const BenchOpEntry& e = find_op(op);
   if (device.is_cpu()) {
-    if (has_vendor_impl(e) && cpu::blas_available()) return {"naive", "fast"};
+    if (has_vendor_impl(e) ? cpu::blas_available() : e.cpu_fast) return {"naive", "fast"};
     return {"naive"};
   }
   const std::string family = e.family;

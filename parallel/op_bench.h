@@ -4,8 +4,9 @@
 // (memory-bound ops), and each implementation's speedup over the first one, the baseline, measured
 // in the same run.
 //
-// Implementations: on CPU "naive" (the twin) and, for conv2d and matmul, "fast" (im2col + OpenBLAS
-// / OpenBLAS; needs a BLAS build); on CUDA "ours" and, for conv2d / matmul, "cudnn" / "cublas".
+// Implementations: on CPU "naive" (the twin) and "fast" (tensor/cpu/fast) for the ops that have a
+// fast path: conv2d and matmul (they need a BLAS build), max_pool2d, batch_norm, the elementwise
+// ops and sgd; on CUDA "ours" and, for conv2d / matmul, "cudnn" / "cublas".
 // GB/s counts every tensor an op reads or writes once: a lower bound on the memory traffic.
 #pragma once
 

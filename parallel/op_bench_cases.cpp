@@ -195,16 +195,16 @@ const std::vector<BenchOpEntry>& bench_op_table() {
     std::vector<BenchOpEntry> t = {
         {"conv2d", "conv", {8, 16, 32, 32}, conv2d_case},
         {"matmul", "matmul", {256, 256}, matmul_case},
-        {"max_pool2d", "pool", {8, 16, 32, 32}, max_pool_case},
+        {"max_pool2d", "pool", {8, 16, 32, 32}, max_pool_case, true},
         {"avg_pool2d", "pool", {8, 16, 32, 32}, avg_pool_case},
-        {"batch_norm", "norm", {8, 16, 32, 32}, batch_norm_case},
+        {"batch_norm", "norm", {8, 16, 32, 32}, batch_norm_case, true},
         {"lrn", "norm", {8, 16, 16, 16}, lrn_case},
-        {"relu", "elementwise", {1 << 20}, unary_case<UnaryOp::Relu>},
-        {"tanh", "elementwise", {1 << 20}, unary_case<UnaryOp::Tanh>},
-        {"sigmoid", "elementwise", {1 << 20}, unary_case<UnaryOp::Sigmoid>},
-        {"exp", "elementwise", {1 << 20}, unary_case<UnaryOp::Exp>},
-        {"add", "elementwise", {1 << 20}, binary_case<BinaryOp::Add>},
-        {"mul", "elementwise", {1 << 20}, binary_case<BinaryOp::Mul>},
+        {"relu", "elementwise", {1 << 20}, unary_case<UnaryOp::Relu>, true},
+        {"tanh", "elementwise", {1 << 20}, unary_case<UnaryOp::Tanh>, true},
+        {"sigmoid", "elementwise", {1 << 20}, unary_case<UnaryOp::Sigmoid>, true},
+        {"exp", "elementwise", {1 << 20}, unary_case<UnaryOp::Exp>, true},
+        {"add", "elementwise", {1 << 20}, binary_case<BinaryOp::Add>, true},
+        {"mul", "elementwise", {1 << 20}, binary_case<BinaryOp::Mul>, true},
     };
     for (BenchOpEntry& e : more_bench_ops()) t.push_back(e);
     return t;

@@ -30,6 +30,9 @@ struct BenchOpEntry {
   const char* family;  // "conv" and "matmul" have the naive/fast (ours/vendor) implementations
   Shape default_input;
   BenchCase (*build)(const OpBenchOptions& options, const Shape& input);
+  // A fast CPU path besides the twin that needs no BLAS (CpuKernels::Fast: tensor/cpu/fast), so
+  // "fast" is offered on CPU; conv and matmul offer it when built with BLAS.
+  bool cpu_fast = false;
 };
 
 const std::vector<BenchOpEntry>& bench_op_table();

@@ -3,6 +3,7 @@
 // call the naive CPU twin (tensor/cpu/{norm,loss,optim}) or the CUDA launcher of the same name.
 #include <echelon/tensor/cpu/elementwise.h>
 #include <echelon/tensor/cpu/fast/nn.h>
+#include <echelon/tensor/cpu/fast/optim.h>
 #include <echelon/tensor/cpu/loss.h>
 #include <echelon/tensor/cpu/norm.h>
 #include <echelon/tensor/cpu/optim.h>
@@ -443,9 +444,13 @@ void sgd_step_(Tensor& param, const Tensor& grad_in, Tensor& momentum_buf, const
       fail_not_cuda_build(op);
 #endif
     } else {
+      const bool fast = cpu_kernels() == CpuKernels::Fast;
       ECH_DISPATCH_FLOATING(param.dtype(), op, {
-        cpu::sgd_step(count, o, first_step, param.data<scalar_t>(), grad.data<scalar_t>(),
-                      has_buffer ? momentum_buf.data<scalar_t>() : nullptr, guard_ptr, lr_ptr);
+        (fast ? cpu::fast::sgd_step<scalar_t>
+              : cpu::sgd_step<scalar_t>)(count, o, first_step, param.data<scalar_t>(),
+                                         grad.data<scalar_t>(),
+                                         has_buffer ? momentum_buf.data<scalar_t>() : nullptr,
+                                         guard_ptr, lr_ptr);
       });
     }
   }
