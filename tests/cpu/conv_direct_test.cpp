@@ -1,8 +1,9 @@
 // The direct convolution kernels (tensor/cpu/fast/conv_direct.h) in both instruction sets,
 // against the naive twins: odd channel counts (C = 1, 3, 6, 7; O = 6, 16, 17), 3x3 and 5x5
-// windows, padding 0..2, stride 1 (AVX-512 kernels where the CPU has them) and 2 (AVX2 always),
-// batch 1 and 5, 1 and 2 threads; an Inf in the input reaching only the weights that read it;
-// LeNet-5's two layers; and the ISA setting's contract.
+// windows, padding 0..2, stride 1 and 2 (the AVX-512 kernels where the CPU has them, but for the
+// backward data at stride 2, which takes im2col), batch 1 and 5, 1 and 2 threads; an Inf in the
+// input reaching only the weights that read it; LeNet-5's two layers; and the ISA setting's
+// contract.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -130,7 +131,7 @@ TEST_SUITE("fast_cpu") {
               }
   }
 
-  TEST_CASE("direct conv kernels, AVX2 and AVX-512: LeNet-5's layers and wide images") {
+  TEST_CASE("direct conv kernels, AVX2 and AVX-512: LeNet-5's and ResNet's layers, wide images") {
     if (!cpu::blas_available() || !cpu::fast::conv_direct_usable(geometry(1, 1, 8, 8, 1, 3, 1, 1)))
       return;
     for (const DirectIsa isa : isas())
@@ -143,6 +144,14 @@ TEST_SUITE("fast_cpu") {
         check_direct(geometry(5, 6, 12, 12, 16, 5, 1, 0));  // layer 2 as LeNet-5 runs it (8x8)
         check_direct(geometry(2, 3, 5, 37, 4, 3, 1, 1));    // 37 columns: 3 vectors per row
         check_direct(geometry(2, 2, 40, 3, 5, 3, 1, 2));    // narrow and tall, padding 2
+        // Stride 2: ResNet's two downsampling layers (32 / 64 channels: the channels-in-lanes
+        // weight gradient), 35 output columns from 70 or 71 input ones (3 vectors per row, the
+        // last column's window past the image edge or not), a 5x5 window with padding 2.
+        check_direct(geometry(3, 16, 32, 32, 32, 3, 2, 1));
+        check_direct(geometry(2, 32, 16, 16, 64, 3, 2, 1));
+        check_direct(geometry(2, 3, 9, 70, 5, 3, 2, 1));
+        check_direct(geometry(2, 3, 10, 71, 17, 3, 2, 1));
+        check_direct(geometry(2, 2, 41, 6, 16, 5, 2, 2));
       }
   }
 

@@ -8,12 +8,12 @@
 //   and taps; the weight gradient keeps 6 taps x 16 output channels, summing outer products over
 //   the output positions (an input broadcast times the 16 channels' gradients at that position,
 //   from a position-major copy of grad_out).
-// - AVX-512 at stride 1 (conv_direct_avx512.h): output positions in the lanes (a whole plane as
-//   one run, from per-column-offset copies of the image), 6 rows x 64 positions per register
-//   tile; the backward data multiplies w^T by grad_out and sums the columns back with masked
-//   loads, so the zero padding of the flipped forward costs nothing; the weight gradient of a
-//   layer with a multiple of 16 output channels keeps the channels in the lanes (outer products,
-//   R x K taps per tile). Stride 2 keeps AVX2.
+// - AVX-512 (conv_direct_avx512.h): output positions in the lanes (a whole plane as one run,
+//   from per-column-offset copies of the image, per row phase at stride 2), 6 rows x 64
+//   positions per register tile; the backward data (stride 1) multiplies w^T by grad_out and
+//   sums the columns back with masked loads, so the zero padding of the flipped forward costs
+//   nothing; the weight gradient of a layer with a multiple of 16 output channels keeps the
+//   channels in the lanes (outer products, R x K taps per tile).
 // conv.cpp's im2col + GEMM path handles every other geometry, float64, and CPUs without AVX2; the
 // naive twins (tensor/cpu/conv.h) are the oracle of all of them. conv.cpp asks Winograd
 // (conv_winograd.h) first: it takes the 3x3 / stride 1 layers whose sizes fit its tiles.

@@ -32,29 +32,34 @@ constexpr int64_t kWeightGroupBudget = 1 << 12;  // floats of grad_out per weigh
 constexpr int64_t kMargin = kLanes;              // floats before and after a buffer's data
 constexpr int64_t kMaxWindow = 5;                // the largest K (conv_direct_usable)
 
-// The shifted copy of one image (see the header): copy kj, channel c, padded row r, column ow
-// holds x[c][r - pad][ow + kj - pad].
+// The shifted copy of one image (see the header): at stride S, copy kj * S + ph (ph: the padded
+// rows' phase, 0 at stride 1), channel c, row q, column ow holds x[c][q*S + ph - pad][ow*S + kj -
+// pad]. Tap (c, ki, kj) of output position p = oh*OW + ow is then element p + (ki / S)*OW of copy
+// kj * S + ki % S: at stride 2 too every tap is one run over the positions.
 struct Shifted {
-  int64_t rows, channel, copy, image;  // padded rows; element strides of a channel, copy, image
+  int64_t stride;
+  int64_t rows, channel, copy, image;  // rows per copy; element strides of a channel, copy, image
 };
 
 Shifted shifted_layout(const Conv2dGeometry& a) {
   Shifted s{};
-  s.rows = a.h + 2 * a.pad_h;
+  s.stride = a.stride_h;
+  s.rows = (a.h + 2 * a.pad_h + s.stride - 1) / s.stride;
   s.channel = s.rows * a.out_w;
   s.copy = a.c * s.channel;
-  s.image = a.kernel_w * s.copy;
+  s.image = a.kernel_w * s.stride * s.copy;
   return s;
 }
 
 // Offset of tap (c, ki, kj) in the shifted copy, relative to an output position.
 std::vector<int64_t> shifted_taps(const Conv2dGeometry& a, const Shifted& s) {
-  const int64_t k = a.kernel_w;
+  const int64_t k = a.kernel_w, stride = s.stride;
   std::vector<int64_t> at(static_cast<size_t>(a.c * k * k));
   for (int64_t c = 0; c < a.c; ++c)
     for (int64_t ki = 0; ki < k; ++ki)
       for (int64_t kj = 0; kj < k; ++kj)
-        at[static_cast<size_t>((c * k + ki) * k + kj)] = kj * s.copy + c * s.channel + ki * a.out_w;
+        at[static_cast<size_t>((c * k + ki) * k + kj)] =
+            (kj * stride + ki % stride) * s.copy + c * s.channel + (ki / stride) * a.out_w;
   return at;
 }
 
@@ -67,32 +72,43 @@ unsigned lane_range(int64_t lo, int64_t hi) {
 
 // One masked 16-float load and store per (copy, channel, row, 16 columns), the masks set once per
 // copy and 16 columns: the rows are short (LeNet's 8 and 28 columns), and a memcpy call per row
-// cost more than the copy itself.
+// cost more than the copy itself. At stride 2 a row's 16 columns are the even elements of 32
+// loaded ones.
 ECH_AVX512 void shift_image(const Conv2dGeometry& a, const Shifted& s,
                             const float* x /* (C, H, W) */, float* dst) {
   const int64_t out_w = a.out_w, in_w = a.w, top = a.pad_h, bottom = a.pad_h + a.h;
-  for (int64_t kj = 0; kj < a.kernel_w; ++kj) {
-    // Input column ow + shift of output column ow: inside the image for ow in [first, last).
-    const int64_t shift = kj - a.pad_w;
-    const int64_t first = std::clamp<int64_t>(-shift, 0, out_w);
-    const int64_t last = std::clamp<int64_t>(in_w - shift, first, out_w);
+  const int64_t stride = s.stride;
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  // Lanes of a 16-float load at source element `from` whose input columns lie in [0, in_w).
+  const auto inside = [&](int64_t from) {
+    return static_cast<__mmask16>(lane_range(std::clamp<int64_t>(-from, 0, kLanes),
+                                             std::clamp<int64_t>(in_w - from, 0, kLanes)));
+  };
+  for (int64_t kj = 0; kj < a.kernel_w; ++kj)
     for (int64_t ow0 = 0; ow0 < out_w; ow0 += kLanes) {
-      const auto load = static_cast<__mmask16>(
-          lane_range(std::max<int64_t>(first - ow0, 0), std::min(last - ow0, kLanes)));
+      // Source element j of these 16 columns: input column start + j (every other one taken at
+      // stride 2).
+      const int64_t start = ow0 * stride + kj - a.pad_w;
+      const __mmask16 lo = inside(start), hi = inside(start + kLanes);
       const auto store = static_cast<__mmask16>(lane_range(0, out_w - ow0));
-      const __m512 zero = _mm512_setzero_ps();
-      for (int64_t c = 0; c < a.c; ++c) {
-        float* row = dst + kj * s.copy + c * s.channel + ow0;
-        const float* src = x + c * a.h * in_w + shift + ow0 - top * in_w;  // row r - top
-        for (int64_t r = 0; r < top; ++r) _mm512_mask_storeu_ps(row + r * out_w, store, zero);
-        for (int64_t r = top; r < bottom; ++r)
-          _mm512_mask_storeu_ps(row + r * out_w, store,
-                                _mm512_maskz_loadu_ps(load, src + r * in_w));
-        for (int64_t r = bottom; r < s.rows; ++r)
-          _mm512_mask_storeu_ps(row + r * out_w, store, zero);
-      }
+      for (int64_t ph = 0; ph < stride; ++ph)
+        for (int64_t c = 0; c < a.c; ++c) {
+          float* row = dst + (kj * stride + ph) * s.copy + c * s.channel + ow0;
+          const float* plane = x + c * a.h * in_w + start;  // + input row * in_w
+          for (int64_t q = 0; q < s.rows; ++q) {
+            const int64_t r = q * stride + ph;  // padded row
+            __m512 v = zero;
+            if (r >= top && r < bottom) {
+              const float* src = plane + (r - top) * in_w;
+              v = _mm512_maskz_loadu_ps(lo, src);
+              if (stride == 2)
+                v = _mm512_permutex2var_ps(v, even, _mm512_maskz_loadu_ps(hi, src + kLanes));
+            }
+            _mm512_mask_storeu_ps(row + q * out_w, store, v);
+          }
+        }
     }
-  }
 }
 
 // scratch(slot, count) at a 64-byte boundary: a vector load from a 16-byte aligned buffer (what
@@ -364,7 +380,7 @@ void gemm_rows(GemmTile t, int64_t rows, int64_t positions, const float* packed,
 bool conv_direct_avx512_takes(const Conv2dGeometry& a) {
   const int64_t positions = a.out_h * a.out_w;
   const int64_t ld = (positions + kLanes - 1) / kLanes * kLanes;
-  return a.stride_h == 1 && a.stride_w == 1 && positions > 0 &&
+  return a.stride_h == a.stride_w && (a.stride_h == 1 || a.stride_h == 2) && positions > 0 &&
          shifted_layout(a).image <= kShiftedBudget &&
          a.c * a.kernel_h * a.kernel_w * ld <= kColumnsBudget;
 }

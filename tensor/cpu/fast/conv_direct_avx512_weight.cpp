@@ -29,10 +29,11 @@ constexpr int64_t kBand = 256;  // output positions per pass over the taps
 constexpr int kTileTaps = 20;   // at most R x K accumulators per tile
 
 // One pass of the tile: `images` padded images `image_step` apart, out_h x out_w positions each
-// (stride 1: output row oh reads padded rows oh + ki); gt holds the positions' 16-channel
-// gradients `gt_step` floats apart, acc the (tap, channel) sums `acc_step` floats apart.
+// (output position (oh, ow) reads padded row oh * stride + ki, column ow * stride + kj; `row`
+// is the padded row length times the stride); gt holds the positions' 16-channel gradients
+// `gt_step` floats apart, acc the (tap, channel) sums `acc_step` floats apart.
 struct OuterPass {
-  int64_t images, image_step, out_h, out_w, row, gt_step, acc_step;
+  int64_t images, image_step, out_h, out_w, row, stride, gt_step, acc_step;
 };
 
 template <int K, int R>
@@ -46,7 +47,7 @@ ECH_AVX512 void outer_tile(const float* padded, const int64_t* rows_at, const fl
   const float* base[R];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) base[r] = padded + rows_at[r];
-  const int64_t out_w = p.out_w, gt_step = p.gt_step;
+  const int64_t out_w = p.out_w, gt_step = p.gt_step, stride = p.stride;
   const float* g = gt;
   for (int64_t image = 0; image < p.images; ++image)
     for (int64_t oh = 0; oh < p.out_h; ++oh, g += out_w * gt_step) {
@@ -55,7 +56,7 @@ ECH_AVX512 void outer_tile(const float* padded, const int64_t* rows_at, const fl
         const __m512 gv = _mm512_loadu_ps(g + ow * gt_step);
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
-          const float* src = base[r] + row + ow;
+          const float* src = base[r] + row + ow * stride;
 #pragma GCC unroll 8
           for (int kj = 0; kj < K; ++kj)
             acc[r][kj] = _mm512_fmadd_ps(_mm512_set1_ps(src[kj]), gv, acc[r][kj]);
@@ -110,7 +111,7 @@ bool conv_direct_weight_outer_suits(const Conv2dGeometry& a) {
 
 void conv_direct_backward_weight_outer_avx512(const Conv2dGeometry& a, const float* grad_out,
                                               const float* x, float* grad_w) {
-  const int64_t k = a.kernel_w, pad = a.pad_w, row = a.w + 2 * pad;
+  const int64_t k = a.kernel_w, pad = a.pad_w, row = a.w + 2 * pad, stride = a.stride_w;
   const int64_t plane = (a.h + 2 * pad) * row, image = a.c * plane + kLanes;  // + read margin
   const int64_t window_rows = a.c * k, taps = window_rows * k, positions = a.out_h * a.out_w;
   const int64_t op = a.o;  // a multiple of 16 (conv_direct_weight_outer_suits)
@@ -137,8 +138,9 @@ void conv_direct_backward_weight_outer_avx512(const Conv2dGeometry& a, const flo
                                      gt + i * positions * op);
       }
       for (int64_t row0 = 0; row0 < a.out_h; row0 += band) {
-        const OuterPass pass{images, image, std::min(band, a.out_h - row0), a.out_w, row, op, op};
-        const float* in = padded + row0 * row;
+        const OuterPass pass{
+            images, image, std::min(band, a.out_h - row0), a.out_w, row * stride, stride, op, op};
+        const float* in = padded + row0 * stride * row;
         const float* g = gt + row0 * a.out_w * op;
         for (int64_t o0 = 0; o0 < op; o0 += kLanes)
           for (int64_t r0 = 0; r0 < window_rows; r0 += tile_rows) {
