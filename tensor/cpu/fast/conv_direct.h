@@ -12,8 +12,8 @@
 //   from per-column-offset copies of the image, per row phase at stride 2), 6 rows x 64
 //   positions per register tile; the backward data (stride 1) multiplies w^T by grad_out and
 //   sums the columns back with masked loads, so the zero padding of the flipped forward costs
-//   nothing; the weight gradient of a layer with a multiple of 16 output channels keeps the
-//   channels in the lanes (outer products, R x K taps per tile).
+//   nothing; the weight gradient of a layer with a multiple of 16 output channels (and C > 1) keeps
+//   the channels in the lanes (outer products, R x K taps per tile).
 // conv.cpp's im2col + GEMM path handles every other geometry, float64, and CPUs without AVX2; the
 // naive twins (tensor/cpu/conv.h) are the oracle of all of them. conv.cpp asks Winograd
 // (conv_winograd.h) first: it takes the 3x3 / stride 1 layers whose sizes fit its tiles.

@@ -8,10 +8,11 @@
 // column, and the tap is element (ki / 2)*OW + p of copy (kj, ki % 2). All 16 lanes do useful
 // work whatever OW is (LeNet's 8-column layers waste half of a 16-column vector, its 6-channel
 // layers 10 of 16 lanes with the channels there). The forward and the weight gradient (but for
-// layers with a multiple of 16 output channels, conv_direct_avx512_weight.cpp, which reads a
-// padded image) read the copy; the backward data (stride 1 only; conv.cpp's im2col path takes
-// stride 2) multiplies w^T by grad_out into columns (rows c*K*K + ki*K + kj, positions p) and
-// sums them back into grad_in with masked loads, touching no padding.
+// layers with a multiple of 16 output channels and more than one input channel,
+// conv_direct_avx512_weight.cpp, which reads a padded image) read the copy; the backward data
+// (stride 1 only; conv.cpp's im2col path takes stride 2) multiplies w^T by grad_out into columns
+// (rows c*K*K + ki*K + kj, positions p) and sums them back into grad_in with masked loads,
+// touching no padding.
 #pragma once
 
 #include <echelon/kernels/conv.h>
@@ -33,8 +34,8 @@ void conv_direct_backward_weight_avx512(const Conv2dGeometry& a, const float* gr
 
 // The weight gradient with the output channels in the lanes instead
 // (conv_direct_avx512_weight.cpp): outer products of a broadcast input and 16 channels' gradients,
-// faster when O is a multiple of 16 (no lane idle). conv_direct_backward_weight_avx512 hands such
-// layers to it.
+// faster when O is a multiple of 16 (no lane idle) and C > 1. conv_direct_backward_weight_avx512
+// hands such layers to it.
 bool conv_direct_weight_outer_suits(const Conv2dGeometry& a);
 void conv_direct_backward_weight_outer_avx512(const Conv2dGeometry& a, const float* grad_out,
                                               const float* x, float* grad_w);
