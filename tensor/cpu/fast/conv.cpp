@@ -154,7 +154,7 @@ void conv2d_backward_input(const Conv2dGeometry& a, const T* grad_out, const T* 
   if constexpr (std::is_same_v<T, float>) {
     if (conv_winograd_backward_input_usable(a))
       return conv_winograd_backward_input(a, grad_out, w, grad_in);
-    if (conv_direct_usable(a) && a.stride_h == 1)
+    if (conv_direct_usable(a) && conv_direct_backward_input_usable(a))
       return conv_direct_backward_input(a, grad_out, w, grad_in);
   }
   const Dims d = dims_of(a);

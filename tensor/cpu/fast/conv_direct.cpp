@@ -385,11 +385,15 @@ void conv_direct_forward(const Conv2dGeometry& a, const float* x, const float* w
   forward_impl(a, x, w, bias, y);
 }
 
+bool conv_direct_backward_input_usable(const Conv2dGeometry& a) {
+  return a.stride_h == 1 || wide(a);
+}
+
 void conv_direct_backward_input(const Conv2dGeometry& a, const float* grad_out, const float* w,
                                 float* grad_in) {
-  ECH_CHECK(a.stride_h == 1 && a.stride_w == 1, "conv_direct_backward_input: stride ", a.stride_h,
-            " given, the direct kernel takes stride 1 only");
   if (wide(a)) return conv_direct_backward_input_avx512(a, grad_out, w, grad_in);
+  ECH_CHECK(a.stride_h == 1 && a.stride_w == 1, "conv_direct_backward_input: stride ", a.stride_h,
+            " given, the AVX2 kernel takes stride 1 only");
   // grad_in = grad_out (N, O, OH, OW) convolved, padding K-1-pad, with w transposed to
   // (C, O, K, K) and turned by 180 degrees: the forward kernel with the roles of C and O swapped.
   const int64_t window = a.kernel_h * a.kernel_w;

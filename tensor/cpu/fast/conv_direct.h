@@ -10,10 +10,10 @@
 //   from a position-major copy of grad_out).
 // - AVX-512 (conv_direct_avx512.h): output positions in the lanes (a whole plane as one run,
 //   from per-column-offset copies of the image, per row phase at stride 2), 6 rows x 64
-//   positions per register tile; the backward data (stride 1) multiplies w^T by grad_out and
-//   sums the columns back with masked loads, so the zero padding of the flipped forward costs
-//   nothing; the weight gradient of a layer with a multiple of 16 output channels (and C > 1) keeps
-//   the channels in the lanes (outer products, R x K taps per tile).
+//   positions per register tile; the backward data multiplies w^T by grad_out and sums the
+//   columns back with masked (at stride 2 expanding) loads, so the zero padding of the flipped
+//   forward costs nothing; the weight gradient of a layer with a multiple of 16 output channels
+//   (and C > 1) keeps the channels in the lanes (outer products, R x K taps per tile).
 // conv.cpp's im2col + GEMM path handles every other geometry, float64, and CPUs without AVX2; the
 // naive twins (tensor/cpu/conv.h) are the oracle of all of them. conv.cpp asks Winograd
 // (conv_winograd.h) first: it takes the 3x3 / stride 1 layers whose sizes fit its tiles.
@@ -41,8 +41,12 @@ bool conv_direct_usable(const Conv2dGeometry& a);
 // y (N, O, OH, OW) from x (N, C, H, W), w (O, C, K, K) and bias (O) or null.
 void conv_direct_forward(const Conv2dGeometry& a, const float* x, const float* w, const float* bias,
                          float* y);
-// grad_in (N, C, H, W) from grad_out (N, O, OH, OW) and w; stride 1 only (a convolution of
-// grad_out with the flipped weights and padding K-1-pad). Overwrites grad_in.
+// True when conv_direct_backward_input takes `a` (conv_direct_usable(a) holds): stride 1, or
+// stride 2 with the AVX-512 kernels.
+bool conv_direct_backward_input_usable(const Conv2dGeometry& a);
+// grad_in (N, C, H, W) from grad_out (N, O, OH, OW) and w, when
+// conv_direct_backward_input_usable(a) (AVX2: a convolution of grad_out with the flipped weights
+// and padding K-1-pad). Overwrites grad_in.
 void conv_direct_backward_input(const Conv2dGeometry& a, const float* grad_out, const float* w,
                                 float* grad_in);
 // grad_w (O, C, K, K) from grad_out and x. Overwrites grad_w; per-thread partials are added in

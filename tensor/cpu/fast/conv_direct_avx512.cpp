@@ -269,6 +269,43 @@ ECH_AVX512 void columns_to_image(const Conv2dGeometry& a, const float* cols, int
   }
 }
 
+// columns_to_image at stride 2: input column iw takes, for each kj, output column
+// (iw + pad - kj) / 2 where that is a whole number inside the output, so for one kj every other
+// lane of 16 input columns takes one, and those lanes' output columns are consecutive: one
+// expanding load (lane i of the mask takes the next float) per tap and 16 input columns.
+ECH_AVX512 void columns_to_image_stride2(const Conv2dGeometry& a, const float* cols, int64_t ld,
+                                         float* grad_in) {
+  const int64_t k = a.kernel_w;
+  __mmask16 lanes[kMaxWindow];  // per kj: the lanes that take an output column
+  int64_t at[kMaxWindow];       // per kj: the offset of the first such lane's column in a row
+  for (int64_t iw0 = 0; iw0 < a.w; iw0 += kLanes) {
+    for (int64_t kj = 0; kj < k; ++kj) {
+      unsigned mask = 0;
+      at[kj] = 0;
+      for (int64_t lane = std::min(kLanes, a.w - iw0) - 1; lane >= 0; --lane) {
+        const int64_t twice = iw0 + lane + a.pad_w - kj;  // 2 * the output column
+        if (twice < 0 || twice % 2 != 0 || twice / 2 >= a.out_w) continue;
+        mask |= 1u << lane;
+        at[kj] = kj * ld + twice / 2;  // the lowest lane's, once the loop ends
+      }
+      lanes[kj] = static_cast<__mmask16>(mask);
+    }
+    const auto store = static_cast<__mmask16>(lane_range(0, a.w - iw0));
+    for (int64_t c = 0; c < a.c; ++c)
+      for (int64_t ih = 0; ih < a.h; ++ih) {
+        __m512 sum = _mm512_setzero_ps();
+        for (int64_t ki = 0; ki < k; ++ki) {
+          const int64_t twice = ih + a.pad_h - ki;  // 2 * the output row
+          if (twice < 0 || twice % 2 != 0 || twice / 2 >= a.out_h) continue;
+          const float* src = cols + (c * k + ki) * k * ld + twice / 2 * a.out_w;
+          for (int64_t kj = 0; kj < k; ++kj)
+            sum = _mm512_add_ps(sum, _mm512_maskz_expandloadu_ps(lanes[kj], src + at[kj]));
+        }
+        _mm512_mask_storeu_ps(grad_in + (c * a.h + ih) * a.w + iw0, store, sum);
+      }
+  }
+}
+
 ECH_AVX512 void sum_lanes(const float* partials, int64_t chunks, int64_t count, int64_t stride,
                           float* out) {
   for (int64_t i = 0; i < count; ++i) {
@@ -429,7 +466,8 @@ void conv_direct_backward_input_avx512(const Conv2dGeometry& a, const float* gra
       t.out = cols + kMargin;
       t.out_step = ld;
       gemm_rows(t, rows, positions, packed, nullptr);
-      columns_to_image(a, cols + kMargin, ld, grad_in + n * a.c * a.h * a.w);
+      (a.stride_h == 1 ? columns_to_image : columns_to_image_stride2)(
+          a, cols + kMargin, ld, grad_in + n * a.c * a.h * a.w);
     }
   });
 }

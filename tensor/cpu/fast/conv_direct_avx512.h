@@ -10,17 +10,17 @@
 // layers 10 of 16 lanes with the channels there). The forward and the weight gradient (but for
 // layers with a multiple of 16 output channels and more than one input channel,
 // conv_direct_avx512_weight.cpp, which reads a padded image) read the copy; the backward data
-// (stride 1 only; conv.cpp's im2col path takes stride 2) multiplies w^T by grad_out into columns
-// (rows c*K*K + ki*K + kj, positions p) and sums them back into grad_in with masked loads,
-// touching no padding.
+// multiplies w^T by grad_out into columns (rows c*K*K + ki*K + kj, positions p) and sums them
+// back into grad_in with masked loads (at stride 2 expanding ones: every other input column takes
+// a given tap), touching no padding.
 #pragma once
 
 #include <echelon/kernels/conv.h>
 
 namespace echelon::cpu::fast {
 
-// True when the kernels below take `a` (conv_direct_usable(a) holds already): stride 1 or 2 (the
-// backward data: 1) and the per-image buffers within their budgets. The caller checks the CPU
+// True when the kernels below take `a` (conv_direct_usable(a) holds already): stride 1 or 2 and
+// the per-image buffers within their budgets. The caller checks the CPU
 // (conv_direct_isa()).
 bool conv_direct_avx512_takes(const Conv2dGeometry& a);
 
