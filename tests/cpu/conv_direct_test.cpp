@@ -17,29 +17,20 @@
 #include <echelon/tensor/cpu/fast/parallel.h>
 #include <echelon/tensor/cpu/matmul.h>
 
+#include "tests/support/setting_scope.h"
+
 namespace echelon {
 namespace {
 
 using cpu::fast::DirectIsa;
 
 // Sets the direct kernels' ISA and the pool's thread count for a scope; restores both after.
-class DirectScope {
- public:
+struct DirectScope {
   DirectScope(DirectIsa isa, int threads)
-      : isa_(cpu::fast::conv_direct_isa()), threads_(cpu::fast::num_threads()) {
-    cpu::fast::set_conv_direct_isa(isa);
-    cpu::fast::set_num_threads(threads);
-  }
-  ~DirectScope() {
-    cpu::fast::set_conv_direct_isa(isa_);
-    cpu::fast::set_num_threads(threads_);
-  }
-  DirectScope(const DirectScope&) = delete;
-  DirectScope& operator=(const DirectScope&) = delete;
-
- private:
-  DirectIsa isa_;
-  int threads_;
+      : isa_(cpu::fast::conv_direct_isa, cpu::fast::set_conv_direct_isa, isa),
+        threads_(cpu::fast::num_threads, cpu::fast::set_num_threads, threads) {}
+  test::SettingScope<DirectIsa> isa_;
+  test::SettingScope<int> threads_;
 };
 
 // The ISAs this CPU runs: AVX2 always (the kernels need it: conv_direct_usable), AVX-512 where

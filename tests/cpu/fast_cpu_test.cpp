@@ -25,27 +25,18 @@
 #include <echelon/tensor/ops.h>
 #include <echelon/tensor/storage.h>
 
+#include "tests/support/setting_scope.h"
+
 namespace echelon {
 namespace {
 
 // Sets the fast path's thread count and kernels for a scope; restores them after.
-class FastScope {
- public:
+struct FastScope {
   FastScope(int threads, ops::CpuKernels kernels)
-      : threads_(cpu::fast::num_threads()), kernels_(ops::cpu_kernels()) {
-    cpu::fast::set_num_threads(threads);
-    ops::set_cpu_kernels(kernels);
-  }
-  ~FastScope() {
-    cpu::fast::set_num_threads(threads_);
-    ops::set_cpu_kernels(kernels_);
-  }
-  FastScope(const FastScope&) = delete;
-  FastScope& operator=(const FastScope&) = delete;
-
- private:
-  int threads_;
-  ops::CpuKernels kernels_;
+      : threads_(cpu::fast::num_threads, cpu::fast::set_num_threads, threads),
+        kernels_(ops::cpu_kernels, ops::set_cpu_kernels, kernels) {}
+  test::SettingScope<int> threads_;
+  test::SettingScope<ops::CpuKernels> kernels_;
 };
 
 template <typename T>

@@ -14,27 +14,18 @@
 #include <echelon/tensor/cpu/optim.h>
 #include <echelon/tensor/ops.h>
 
+#include "tests/support/setting_scope.h"
+
 namespace echelon {
 namespace {
 
 // Thread count and the SGD ISA switch for a scope; restored after.
-class SgdScope {
- public:
+struct SgdScope {
   SgdScope(int threads, bool avx512)
-      : threads_(cpu::fast::num_threads()), avx512_(cpu::fast::sgd_avx512()) {
-    cpu::fast::set_num_threads(threads);
-    cpu::fast::set_sgd_avx512(avx512);
-  }
-  ~SgdScope() {
-    cpu::fast::set_num_threads(threads_);
-    cpu::fast::set_sgd_avx512(avx512_);
-  }
-  SgdScope(const SgdScope&) = delete;
-  SgdScope& operator=(const SgdScope&) = delete;
-
- private:
-  int threads_;
-  bool avx512_;
+      : threads_(cpu::fast::num_threads, cpu::fast::set_num_threads, threads),
+        avx512_(cpu::fast::sgd_avx512, cpu::fast::set_sgd_avx512, avx512) {}
+  test::SettingScope<int> threads_;
+  test::SettingScope<bool> avx512_;
 };
 
 template <typename T>

@@ -24,32 +24,20 @@
 #include <echelon/tensor/cpu/fast/parallel.h>
 #include <echelon/tensor/ops.h>
 
+#include "tests/support/setting_scope.h"
+
 namespace echelon {
 namespace {
 
 // Thread count, kernels and the pooling AVX-512 switch for a scope; restored after.
-class PoolScope {
- public:
+struct PoolScope {
   PoolScope(int threads, ops::CpuKernels kernels, bool avx512)
-      : threads_(cpu::fast::num_threads()),
-        kernels_(ops::cpu_kernels()),
-        avx512_(cpu::fast::max_pool_avx512()) {
-    cpu::fast::set_num_threads(threads);
-    ops::set_cpu_kernels(kernels);
-    cpu::fast::set_max_pool_avx512(avx512);
-  }
-  ~PoolScope() {
-    cpu::fast::set_num_threads(threads_);
-    ops::set_cpu_kernels(kernels_);
-    cpu::fast::set_max_pool_avx512(avx512_);
-  }
-  PoolScope(const PoolScope&) = delete;
-  PoolScope& operator=(const PoolScope&) = delete;
-
- private:
-  int threads_;
-  ops::CpuKernels kernels_;
-  bool avx512_;
+      : threads_(cpu::fast::num_threads, cpu::fast::set_num_threads, threads),
+        kernels_(ops::cpu_kernels, ops::set_cpu_kernels, kernels),
+        avx512_(cpu::fast::max_pool_avx512, cpu::fast::set_max_pool_avx512, avx512) {}
+  test::SettingScope<int> threads_;
+  test::SettingScope<ops::CpuKernels> kernels_;
+  test::SettingScope<bool> avx512_;
 };
 
 // The fast settings to compare with the twin: 1 and 2 threads, AVX-512 on where the CPU has it.
