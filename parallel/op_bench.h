@@ -6,7 +6,7 @@
 //
 // Implementations: on CPU "naive" (the twin) and "fast" (tensor/cpu/fast) for the ops that have a
 // fast path: conv2d and matmul (they need a BLAS build), max_pool2d, batch_norm, the elementwise
-// ops and sgd; on CUDA "ours" and, for conv2d / matmul, "cudnn" / "cublas".
+// ops, sum and sgd; on CUDA "ours" and, for conv2d / matmul, "cudnn" / "cublas".
 // GB/s counts every tensor an op reads or writes once: a lower bound on the memory traffic.
 #pragma once
 

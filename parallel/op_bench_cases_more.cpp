@@ -124,7 +124,7 @@ std::vector<BenchOpEntry> more_bench_ops() {
       {"log_softmax", "reduce", {256, 1000}, softmax_case<true>},
       {"cross_entropy", "loss", {256, 1000}, cross_entropy_case},
       {"sgd", "optim", {1 << 20}, sgd_case, true},
-      {"sum", "reduce", {1 << 20}, sum_case},
+      {"sum", "reduce", {1 << 20}, sum_case, true},
       {"transpose", "shape", {1024, 1024}, transpose_case},
       {"im2col", "im2col", {8, 16, 32, 32}, im2col_case},
       {"randn", "random", {1 << 20}, randn_case},

@@ -174,6 +174,14 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bo
                                       out.data<scalar_t>()));
     return out;
   }
+  if (p.permuted.is_contiguous() && (op == ReduceOp::Sum || op == ReduceOp::Mean) &&
+      cpu_kernels() == CpuKernels::Fast) {  // row sums: trailing dims (global average pooling)
+    ECH_DISPATCH_FLOATING(
+        x.dtype(), name(op),
+        cpu::fast::sum_inner<scalar_t>(p.permuted.data<scalar_t>(), p.outer, p.inner,
+                                       op == ReduceOp::Mean, out.data<scalar_t>()));
+    return out;
+  }
   ECH_DISPATCH_FLOATING(
       x.dtype(), name(op),
       cpu::reduce<scalar_t>(op, x.data<scalar_t>(), ix, out.data<scalar_t>(), p.outer, p.inner));

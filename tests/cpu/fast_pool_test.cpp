@@ -2,8 +2,8 @@
 // portable / AVX2 ones) against the naive twin bit for bit: forward values and argmax, backward
 // through one-pass 2x2 cells and the scatter fallback, NaNs, ties and -0 gradients; row lengths
 // around the 16-output vectors, odd plane sizes, non-contiguous inputs, 1 and 2 threads, float
-// and double. Also the leading-dim sum (Linear's bias gradient) and ReLU's backward from its
-// output.
+// and double. Also the leading-dim sum (Linear's bias gradient), the trailing-dim sum and mean
+// (global average pooling) and ReLU's backward from its output.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -234,6 +234,42 @@ TEST_SUITE("fast_pool") {
         fast = run_all();
         REQUIRE(fast.size() == naive.size());
         for (size_t i = 0; i < fast.size(); ++i) check_same_bits(fast[i], naive[i]);
+      }
+    }
+  }
+
+  TEST_CASE("sum and mean over trailing dims (global average pooling): bit-identical to the twin") {
+    Generator gen(9);
+    // ResNet's pooled maps (rows in blocks of 4 and a tail), rows longer than a chunk, float64,
+    // one row, and the transposed view (the twin: its reduced dim is not the inner one).
+    const std::vector<Tensor> inputs = {ops::randn({10, 7, 8, 8}, gen), ops::randn({3, 40000}, gen),
+                                        ops::randn({5, 4, 9}, gen, kFloat64),
+                                        ops::randn({1, 3}, gen), ops::randn({3001, 2}, gen)};
+    for (const Tensor& x : inputs) {
+      CAPTURE(x.shape());
+      std::vector<Tensor> naive, fast;
+      auto run_all = [&] {
+        std::vector<Tensor> outs = {ops::sum(x, {-1}), ops::mean(x, {-1}, true), ops::sum(x),
+                                    ops::mean(x), ops::sum(x.transpose(0, 1), {-1})};
+        if (x.dim() >= 3) {
+          outs.push_back(ops::mean(x, {-2, -1}, true));
+          outs.push_back(ops::sum(x, {-1, -2}));
+        }
+        return outs;
+      };
+      {
+        PoolScope scope(1, ops::CpuKernels::Naive, false);
+        naive = run_all();
+      }
+      for (const int threads : {1, 2}) {
+        PoolScope scope(threads, ops::CpuKernels::Fast, false);
+        fast = run_all();
+        REQUIRE(fast.size() == naive.size());
+        for (size_t i = 0; i < fast.size(); ++i) {
+          CAPTURE(i);
+          CHECK(fast[i].shape() == naive[i].shape());
+          check_same_bits(fast[i], naive[i]);
+        }
       }
     }
   }

@@ -42,6 +42,12 @@ void fill(T* dst, T value, int64_t n);
 // results are bit-identical; the columns are split across the thread pool.
 template <typename T>
 void sum_rows(const T* x, int64_t rows, int64_t cols, bool mean, T* out);
+// out (rows) = the sum of each row of x (rows, cols), or with `mean` that sum / cols: cpu::reduce
+// over x's trailing dims (global average pooling, a loss's mean). Each row is added up in double
+// in column order, as the twin, so the results are bit-identical; four rows' chains run side by
+// side and the rows are split across the thread pool.
+template <typename T>
+void sum_inner(const T* x, int64_t rows, int64_t cols, bool mean, T* out);
 // dst (n) += alpha * src (n).
 template <typename T>
 void axpy(T* dst, const T* src, T alpha, int64_t n);
