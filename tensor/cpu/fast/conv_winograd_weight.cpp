@@ -1,8 +1,10 @@
-// The Winograd F(2x2, 3x3) weight gradient (tensor/cpu/fast/conv_winograd.h): per group of
-// images (about 512 KiB of transformed data), V = B^T d B of the input tiles (the forward's
-// input transform) and Z = A dY A^T of grad_out's 2x2 blocks, then dU[xi][c][o] += V * Z over
-// the group's tiles in register tiles (input channels x output channels, the tiles the long
-// dimension), and at the end dw = G^T dU G. AVX2 or AVX-512 tiles as conv_winograd_isa() says.
+// The Winograd F(2x2, 3x3) weight gradient (tensor/cpu/fast/conv_winograd.h): per pass of 1 or
+// 8 vectors of 8 tiles (the chunk's tiles image after image), V = B^T d B of the input tiles (the
+// forward's input transform) and Z = A dY A^T of grad_out's 2x2 blocks, then dU[xi][c][o] +=
+// V * Z over the pass's tiles in register tiles (input channels x output channels in the lanes),
+// and at the end dw = G^T dU G. Small passes keep V, Z and dU in L1 from the transforms to the
+// GEMMs. Every dU entry sums its tiles in tile order in one FMA chain (AVX2 and AVX-512 alike:
+// the same bits). AVX2 or AVX-512 tiles as conv_winograd_isa() says.
 #include <algorithm>
 #include <vector>
 
@@ -27,29 +29,36 @@ namespace {
 
 // The weight gradient: dU[xi][c][o] = sum over tiles t of V[xi][c][t] * Z[t][xi][o], where
 // Z = A dY A^T is the 4x4 transform of grad_out's 2x2 block of tile t; then dw = G^T dU G.
+// A pass holds `count` vectors of 8 tiles: V of vector p, channel c at p * v_stride + c *
+// kChannelStride ([xi][8 tiles]), Z of its tile t at (8 p + t) * kXi * op ([xi][o]).
 // acc[j][k] (input channel c0 + j; output channels o0 + 8k .. + 7 in the lanes) += V of (c0 + j)
-// at tile t (a broadcast from the tile-lane layout) * Z at t (a vector of 8 channels), over
-// `tiles` tiles: v and z point at the pass's transformed position xi.
+// at tile t (a broadcast) * Z at t (a vector of 8 channels), tile by tile: v and z point at the
+// pass's transformed position xi. The broadcasts' addresses are constant offsets from v (the
+// channel stride a constant): with a run-time stride GCC chained one add per broadcast, a serial
+// dependency that held the 8-channel tiles to half the FMA rate.
+constexpr int64_t kChannelStride = kVector + 2 * kLanes;  // 576 bytes: 512 would share L1 sets
+
 template <int B, int NO>
-ECH_AVX2 void weight_tile(const float* v, int64_t c_stride, const float* z, int64_t tiles,
+ECH_AVX2 void weight_tile(const float* v, int64_t v_stride, const float* z, int64_t count,
                           int64_t op, float* acc_at) {
   __m256 acc[B][NO];
 #pragma GCC unroll 8
   for (int j = 0; j < B; ++j)
 #pragma GCC unroll 2
     for (int k = 0; k < NO; ++k) acc[j][k] = _mm256_loadu_ps(acc_at + j * op + k * kLanes);
-  for (int64_t t = 0; t < tiles; ++t) {
-    const int64_t at = (t / kLanes) * kVector + t % kLanes;  // tile t in V's [vector][xi][lane]
-    __m256 zv[NO];
-#pragma GCC unroll 2
-    for (int k = 0; k < NO; ++k) zv[k] = _mm256_loadu_ps(z + t * kXi * op + k * kLanes);
+  for (int64_t p = 0; p < count; ++p, v += v_stride)
 #pragma GCC unroll 8
-    for (int j = 0; j < B; ++j) {
-      const __m256 vj = _mm256_broadcast_ss(v + j * c_stride + at);
+    for (int t = 0; t < kLanes; ++t, z += kXi * op) {
+      __m256 zv[NO];
 #pragma GCC unroll 2
-      for (int k = 0; k < NO; ++k) acc[j][k] = _mm256_fmadd_ps(vj, zv[k], acc[j][k]);
+      for (int k = 0; k < NO; ++k) zv[k] = _mm256_loadu_ps(z + k * kLanes);
+#pragma GCC unroll 8
+      for (int j = 0; j < B; ++j) {
+        const __m256 vj = _mm256_broadcast_ss(v + j * kChannelStride + t);
+#pragma GCC unroll 2
+        for (int k = 0; k < NO; ++k) acc[j][k] = _mm256_fmadd_ps(vj, zv[k], acc[j][k]);
+      }
     }
-  }
 #pragma GCC unroll 8
   for (int j = 0; j < B; ++j)
 #pragma GCC unroll 2
@@ -78,25 +87,26 @@ WeightTileFn weight_tile_for(int64_t block) {
 
 // weight_tile with AVX-512: B input channels x NO vectors of 16 output channels.
 template <int B, int NO>
-ECH_AVX512 void weight_tile_512(const float* v, int64_t c_stride, const float* z, int64_t tiles,
+ECH_AVX512 void weight_tile_512(const float* v, int64_t v_stride, const float* z, int64_t count,
                                 int64_t op, float* acc_at) {
   __m512 acc[B][NO];
 #pragma GCC unroll 12
   for (int j = 0; j < B; ++j)
 #pragma GCC unroll 4
     for (int k = 0; k < NO; ++k) acc[j][k] = _mm512_loadu_ps(acc_at + j * op + k * int64_t{16});
-  for (int64_t t = 0; t < tiles; ++t) {
-    const int64_t at = (t / kLanes) * kVector + t % kLanes;
-    __m512 zv[NO];
+  for (int64_t p = 0; p < count; ++p, v += v_stride)
+#pragma GCC unroll 8
+    for (int t = 0; t < kLanes; ++t, z += kXi * op) {
+      __m512 zv[NO];
 #pragma GCC unroll 4
-    for (int k = 0; k < NO; ++k) zv[k] = _mm512_loadu_ps(z + t * kXi * op + k * int64_t{16});
+      for (int k = 0; k < NO; ++k) zv[k] = _mm512_loadu_ps(z + k * int64_t{16});
 #pragma GCC unroll 12
-    for (int j = 0; j < B; ++j) {
-      const __m512 vj = _mm512_set1_ps(v[j * c_stride + at]);
+      for (int j = 0; j < B; ++j) {
+        const __m512 vj = _mm512_set1_ps(v[j * kChannelStride + t]);
 #pragma GCC unroll 4
-      for (int k = 0; k < NO; ++k) acc[j][k] = _mm512_fmadd_ps(vj, zv[k], acc[j][k]);
+        for (int k = 0; k < NO; ++k) acc[j][k] = _mm512_fmadd_ps(vj, zv[k], acc[j][k]);
+      }
     }
-  }
 #pragma GCC unroll 12
   for (int j = 0; j < B; ++j)
 #pragma GCC unroll 4
@@ -222,6 +232,28 @@ ECH_AVX512 void grad_transform_512(const float* gt, int64_t op, const TileVector
   }
 }
 
+// grad_w (O, C, 3, 3) = G^T dU G per (o, c), from du[xi][c][o] (output channels op apart).
+void weight_from_du(const Conv2dGeometry& a, const float* du, int64_t op, float* grad_w) {
+  // dw = G^T dU G per (o, c).
+  for (int64_t o = 0; o < a.o; ++o)
+    for (int64_t c = 0; c < a.c; ++c) {
+      float d[4][4];
+      for (int64_t xi = 0; xi < kXi; ++xi) d[xi / 4][xi % 4] = du[(xi * a.c + c) * op + o];
+      float t[3][4];  // G^T dU
+      for (int k = 0; k < 4; ++k) {
+        t[0][k] = d[0][k] + 0.5f * (d[1][k] + d[2][k]);
+        t[1][k] = 0.5f * (d[1][k] - d[2][k]);
+        t[2][k] = 0.5f * (d[1][k] + d[2][k]) + d[3][k];
+      }
+      float* g = grad_w + (o * a.c + c) * 9;
+      for (int r = 0; r < 3; ++r) {
+        g[r * 3 + 0] = t[r][0] + 0.5f * (t[r][1] + t[r][2]);
+        g[r * 3 + 1] = 0.5f * (t[r][1] - t[r][2]);
+        g[r * 3 + 2] = 0.5f * (t[r][1] + t[r][2]) + t[r][3];
+      }
+    }
+}
+
 void backward_weight_impl(const Conv2dGeometry& a, const float* grad_out, const float* x,
                           float* grad_w) {
   const Layout l = layout_of(a);
@@ -229,10 +261,7 @@ void backward_weight_impl(const Conv2dGeometry& a, const float* grad_out, const 
   const bool wide = conv_winograd_isa() == WinogradIsa::Avx512;
   const int64_t o_lanes = wide ? 16 : kLanes;
   const int64_t op = (a.o + o_lanes - 1) / o_lanes * o_lanes;  // channels rounded up to vectors
-  const int64_t positions = a.out_h * a.out_w, image_tiles = l.vectors * kLanes;
-  // Images per pass: their V and Z (about 512 KiB) stay in L2 over the 16 GEMMs.
-  const int64_t per_image = a.c * l.vectors * kVector + kXi * image_tiles * op;
-  const int64_t group = std::max<int64_t>(1, (int64_t{128} << 10) / per_image);
+  const int64_t positions = a.out_h * a.out_w, image = a.c * a.h * a.w;
   const int64_t chunks = chunk_count(a.n, 1), partial = kXi * a.c * op;
   // Per chunk dU[xi][c][o] in the caller's scratch (slot 1; tasks use their own slot 0).
   const size_t partial_count = static_cast<size_t>(std::max<int64_t>(chunks, 1) * partial);
@@ -258,67 +287,66 @@ void backward_weight_impl(const Conv2dGeometry& a, const float* grad_out, const 
                                             : weight_tile_512_for<1>(b)});
     }
   }
-  const int64_t parts = kXi * static_cast<int64_t>(tiles_of_xi.size());
   std::fill(partials, partials + partial_count, 0.0f);
+  // Vectors per pass: one while dU fits in 64 KiB (ResNet-20's 16 and 32 channels: V, Z and dU
+  // stay in L1 / L2 between the transforms and the GEMMs, 20% faster than passes of 8 for 16
+  // channels); 8 for larger dU, whose reload per pass would otherwise dominate.
+  const int64_t pass_vectors = partial <= (int64_t{16} << 10) ? 1 : 8;
+  const int64_t v_stride = a.c * kChannelStride;  // floats between a pass's vectors in V
   parallel_chunks(a.n, 1, [&](int64_t chunk, int64_t begin, int64_t end) {
     float* du = partials + chunk * partial;
-    const int64_t images_max = std::min(group, end - begin);
-    const int64_t c_stride = images_max * l.vectors * kVector;  // floats between V's channels
     float* padded =
-        scratch<float>(0, static_cast<size_t>(a.c * l.plane + a.c * c_stride + positions * op +
-                                              kXi * images_max * image_tiles * op));
-    float* v = padded + a.c * l.plane;
-    float* gt = v + a.c * c_stride;
-    float* z = gt + positions * op;
+        scratch<float>(0, static_cast<size_t>(a.c * l.plane + positions * op +
+                                              pass_vectors * (v_stride + kVector * op)));
+    float* gt = padded + a.c * l.plane;
+    float* v = gt + positions * op;
+    float* z = v + pass_vectors * v_stride;
     std::fill(padded, padded + a.c * l.plane, 0.0f);  // the padding; pad_image writes the rest
-    for (int64_t n = begin; n < end; n += group) {
-      const int64_t images = std::min(group, end - n), tiles = images * image_tiles;
-      for (int64_t i = 0; i < images; ++i) {
-        pad_image(a, l, x + (n + i) * a.c * a.h * a.w, padded);
-        for (int64_t c = 0; c < a.c; ++c)
-          input_transform(padded + c * l.plane, l, vectors.data(), l.vectors,
-                          v + c * c_stride + i * l.vectors * kVector, 2 * kVector, kVector, kLanes);
-        conv_direct_transpose_planes(grad_out + (n + i) * a.o * positions, a.o, positions, op, gt);
-        (wide ? grad_transform_512 : grad_transform)(gt, op, vectors.data(), l.vectors, a.out_w,
-                                                     z + i * image_tiles * kXi * op);
-      }
-      for (int64_t xi = 0, part = 0; xi < kXi; ++xi)
+    // The next images (those the next pass starts on), a few lines per GEMM over the passes of
+    // this image (or the pass of these images): their first reads otherwise stall on memory,
+    // and a burst of prefetches at once waits on the line fill buffers.
+    const int64_t calls = kXi * static_cast<int64_t>(tiles_of_xi.size());
+    const int64_t passes_per_image = std::max<int64_t>(1, l.vectors / pass_vectors);
+    const int64_t images_ahead = std::max<int64_t>(1, pass_vectors / l.vectors);
+    // The GEMMs of a pass of `count` vectors whose last is vector i of image n.
+    const auto gemms = [&](int64_t count, int64_t n, int64_t i) {
+      const int64_t ahead = std::min(images_ahead, end - n - 1);
+      int64_t part = i / pass_vectors * calls;
+      for (int64_t xi = 0; xi < kXi; ++xi)
         for (const Tile& tile : tiles_of_xi) {
-          if (n + images < end) {  // the next group's images and gradients, a share per tile
-            const int64_t next = std::min(group, end - n - images);
-            prefetch_part(x + (n + images) * a.c * a.h * a.w, next * a.c * a.h * a.w * 4, part,
-                          parts);
-            prefetch_part(grad_out + (n + images) * a.o * positions, next * a.o * positions * 4,
-                          part, parts);
+          if (ahead > 0) {
+            prefetch_part(x + (n + 1) * image, ahead * image * 4, part, passes_per_image * calls);
+            prefetch_part(grad_out + (n + 1) * a.o * positions, ahead * a.o * positions * 4, part,
+                          passes_per_image * calls);
           }
           ++part;
-          tile.fn(v + tile.c0 * c_stride + xi * kLanes, c_stride, z + xi * op + tile.o0, tiles, op,
-                  du + (xi * a.c + tile.c0) * op + tile.o0);
+          tile.fn(v + tile.c0 * kChannelStride + xi * kLanes, v_stride, z + xi * op + tile.o0,
+                  count, op, du + (xi * a.c + tile.c0) * op + tile.o0);
         }
+    };
+    // The chunk's vectors of tiles, image after image, in passes of pass_vectors.
+    int64_t in_pass = 0;
+    for (int64_t n = begin; n < end; ++n) {
+      pad_image(a, l, x + n * image, padded);
+      conv_direct_transpose_planes(grad_out + n * a.o * positions, a.o, positions, op, gt);
+      for (int64_t i = 0; i < l.vectors; ++i) {
+        for (int64_t c = 0; c < a.c; ++c)
+          input_transform(padded + c * l.plane, l, vectors.data() + i, 1,
+                          v + in_pass * v_stride + c * kChannelStride, 0, 0, kLanes);
+        (wide ? grad_transform_512 : grad_transform)(gt, op, vectors.data() + i, 1, a.out_w,
+                                                     z + in_pass * kVector * op);
+        if (++in_pass == pass_vectors || (n + 1 == end && i + 1 == l.vectors)) {
+          gemms(in_pass, n, i);
+          in_pass = 0;
+        }
+      }
     }
   });
   for (int64_t c = 1; c < chunks; ++c) {  // chunk by chunk: a fixed order
     const float* part = partials + c * partial;
     for (int64_t i = 0; i < partial; ++i) partials[i] += part[i];
   }
-  // dw = G^T dU G per (o, c).
-  for (int64_t o = 0; o < a.o; ++o)
-    for (int64_t c = 0; c < a.c; ++c) {
-      float d[4][4];
-      for (int64_t xi = 0; xi < kXi; ++xi) d[xi / 4][xi % 4] = partials[(xi * a.c + c) * op + o];
-      float t[3][4];  // G^T dU
-      for (int k = 0; k < 4; ++k) {
-        t[0][k] = d[0][k] + 0.5f * (d[1][k] + d[2][k]);
-        t[1][k] = 0.5f * (d[1][k] - d[2][k]);
-        t[2][k] = 0.5f * (d[1][k] + d[2][k]) + d[3][k];
-      }
-      float* g = grad_w + (o * a.c + c) * 9;
-      for (int r = 0; r < 3; ++r) {
-        g[r * 3 + 0] = t[r][0] + 0.5f * (t[r][1] + t[r][2]);
-        g[r * 3 + 1] = 0.5f * (t[r][1] - t[r][2]);
-        g[r * 3 + 2] = 0.5f * (t[r][1] + t[r][2]) + t[r][3];
-      }
-    }
+  weight_from_du(a, partials, op, grad_w);
 }
 
 }  // namespace
