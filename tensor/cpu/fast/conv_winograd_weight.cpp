@@ -29,14 +29,17 @@ namespace {
 
 // The weight gradient: dU[xi][c][o] = sum over tiles t of V[xi][c][t] * Z[t][xi][o], where
 // Z = A dY A^T is the 4x4 transform of grad_out's 2x2 block of tile t; then dw = G^T dU G.
-// A pass holds `count` vectors of 8 tiles: V of vector p, channel c at p * v_stride + c *
-// kChannelStride ([xi][8 tiles]), Z of its tile t at (8 p + t) * kXi * op ([xi][o]).
+// A pass holds `count` blocks of 16 tiles (two vectors, the forward's AVX-512 pass): V of block
+// q, channel c at q * v_stride + c * kChannelStride ([xi][16 tiles]), Z of its tile t at
+// (16 q + t) * kXi * op ([xi][o]).
 // acc[j][k] (input channel c0 + j; output channels o0 + 8k .. + 7 in the lanes) += V of (c0 + j)
 // at tile t (a broadcast) * Z at t (a vector of 8 channels), tile by tile: v and z point at the
 // pass's transformed position xi. The broadcasts' addresses are constant offsets from v (the
 // channel stride a constant): with a run-time stride GCC chained one add per broadcast, a serial
 // dependency that held the 8-channel tiles to half the FMA rate.
-constexpr int64_t kChannelStride = kVector + 2 * kLanes;  // 576 bytes: 512 would share L1 sets
+constexpr int64_t kBlockTiles = 2 * kLanes;
+constexpr int64_t kChannelStride =
+    kXi * kBlockTiles + kBlockTiles;  // 1088 bytes: 1024 share L1 sets
 
 template <int B, int NO>
 ECH_AVX2 void weight_tile(const float* v, int64_t v_stride, const float* z, int64_t count,
@@ -47,8 +50,8 @@ ECH_AVX2 void weight_tile(const float* v, int64_t v_stride, const float* z, int6
 #pragma GCC unroll 2
     for (int k = 0; k < NO; ++k) acc[j][k] = _mm256_loadu_ps(acc_at + j * op + k * kLanes);
   for (int64_t p = 0; p < count; ++p, v += v_stride)
-#pragma GCC unroll 8
-    for (int t = 0; t < kLanes; ++t, z += kXi * op) {
+#pragma GCC unroll 16
+    for (int t = 0; t < kBlockTiles; ++t, z += kXi * op) {
       __m256 zv[NO];
 #pragma GCC unroll 2
       for (int k = 0; k < NO; ++k) zv[k] = _mm256_loadu_ps(z + k * kLanes);
@@ -95,8 +98,8 @@ ECH_AVX512 void weight_tile_512(const float* v, int64_t v_stride, const float* z
 #pragma GCC unroll 4
     for (int k = 0; k < NO; ++k) acc[j][k] = _mm512_loadu_ps(acc_at + j * op + k * int64_t{16});
   for (int64_t p = 0; p < count; ++p, v += v_stride)
-#pragma GCC unroll 8
-    for (int t = 0; t < kLanes; ++t, z += kXi * op) {
+#pragma GCC unroll 16
+    for (int t = 0; t < kBlockTiles; ++t, z += kXi * op) {
       __m512 zv[NO];
 #pragma GCC unroll 4
       for (int k = 0; k < NO; ++k) zv[k] = _mm512_loadu_ps(z + k * int64_t{16});
@@ -288,55 +291,74 @@ void backward_weight_impl(const Conv2dGeometry& a, const float* grad_out, const 
     }
   }
   std::fill(partials, partials + partial_count, 0.0f);
-  // Vectors per pass: one while dU fits in 64 KiB (ResNet-20's 16 and 32 channels: V, Z and dU
-  // stay in L1 / L2 between the transforms and the GEMMs, 20% faster than passes of 8 for 16
-  // channels); 8 for larger dU, whose reload per pass would otherwise dominate.
-  const int64_t pass_vectors = partial <= (int64_t{16} << 10) ? 1 : 8;
-  const int64_t v_stride = a.c * kChannelStride;  // floats between a pass's vectors in V
+  // Blocks of 16 tiles per pass: one while dU fits in 64 KiB (ResNet-20's 16 and 32 channels: V,
+  // Z and dU stay in L1 / L2 between the transforms and the GEMMs, 20% faster than passes of 64
+  // tiles for 16 channels); 4 for larger dU, whose reload per pass would otherwise dominate.
+  const int64_t pass_blocks = partial <= (int64_t{16} << 10) ? 1 : 4;
+  const int64_t v_stride = a.c * kChannelStride;  // floats between a pass's blocks in V
+  const int64_t blocks_per_image = (l.vectors + 1) / 2;
+  // AVX-512 transforms the image itself, a block (the forward's pass of two vectors) at a time;
+  // AVX2 a padded copy, to the same bits.
+  const std::vector<DirectPass> direct = wide ? direct_passes(a, l) : std::vector<DirectPass>();
+  const int64_t padded_size = wide ? 0 : a.c * l.plane;
   parallel_chunks(a.n, 1, [&](int64_t chunk, int64_t begin, int64_t end) {
     float* du = partials + chunk * partial;
     float* padded =
-        scratch<float>(0, static_cast<size_t>(a.c * l.plane + positions * op +
-                                              pass_vectors * (v_stride + kVector * op)));
-    float* gt = padded + a.c * l.plane;
+        scratch<float>(0, static_cast<size_t>(padded_size + positions * op +
+                                              pass_blocks * (v_stride + kXi * kBlockTiles * op)));
+    float* gt = padded + padded_size;
     float* v = gt + positions * op;
-    float* z = v + pass_vectors * v_stride;
-    std::fill(padded, padded + a.c * l.plane, 0.0f);  // the padding; pad_image writes the rest
+    float* z = v + pass_blocks * v_stride;
+    std::fill(padded, padded + padded_size, 0.0f);  // the padding; pad_image writes the rest
     // The next images (those the next pass starts on), a few lines per GEMM over the passes of
-    // this image (or the pass of these images): their first reads otherwise stall on memory,
-    // and a burst of prefetches at once waits on the line fill buffers.
-    const int64_t calls = kXi * static_cast<int64_t>(tiles_of_xi.size());
-    const int64_t passes_per_image = std::max<int64_t>(1, l.vectors / pass_vectors);
-    const int64_t images_ahead = std::max<int64_t>(1, pass_vectors / l.vectors);
-    // The GEMMs of a pass of `count` vectors whose last is vector i of image n.
-    const auto gemms = [&](int64_t count, int64_t n, int64_t i) {
+    // this image (or the pass of these images), a share per position: their first reads
+    // otherwise stall on memory, and a burst of prefetches at once waits on the line fill
+    // buffers.
+    const int64_t passes_per_image = std::max<int64_t>(1, blocks_per_image / pass_blocks);
+    const int64_t images_ahead = std::max<int64_t>(1, pass_blocks / blocks_per_image);
+    // The GEMMs of a pass of `count` blocks whose last is block q of image n.
+    const auto gemms = [&](int64_t count, int64_t n, int64_t q) {
       const int64_t ahead = std::min(images_ahead, end - n - 1);
-      int64_t part = i / pass_vectors * calls;
-      for (int64_t xi = 0; xi < kXi; ++xi)
-        for (const Tile& tile : tiles_of_xi) {
-          if (ahead > 0) {
-            prefetch_part(x + (n + 1) * image, ahead * image * 4, part, passes_per_image * calls);
-            prefetch_part(grad_out + (n + 1) * a.o * positions, ahead * a.o * positions * 4, part,
-                          passes_per_image * calls);
-          }
-          ++part;
-          tile.fn(v + tile.c0 * kChannelStride + xi * kLanes, v_stride, z + xi * op + tile.o0,
-                  count, op, du + (xi * a.c + tile.c0) * op + tile.o0);
+      for (int64_t xi = 0; xi < kXi; ++xi) {
+        if (ahead > 0) {
+          const int64_t part = q / pass_blocks * kXi + xi, parts = passes_per_image * kXi;
+          prefetch_part(x + (n + 1) * image, ahead * image * 4, part, parts);
+          prefetch_part(grad_out + (n + 1) * a.o * positions, ahead * a.o * positions * 4, part,
+                        parts);
         }
+        for (const Tile& tile : tiles_of_xi)
+          tile.fn(v + tile.c0 * kChannelStride + xi * kBlockTiles, v_stride, z + xi * op + tile.o0,
+                  count, op, du + (xi * a.c + tile.c0) * op + tile.o0);
+      }
     };
-    // The chunk's vectors of tiles, image after image, in passes of pass_vectors.
+    // The chunk's blocks of tiles, image after image, in passes of pass_blocks.
     int64_t in_pass = 0;
     for (int64_t n = begin; n < end; ++n) {
-      pad_image(a, l, x + n * image, padded);
+      if (!wide) pad_image(a, l, x + n * image, padded);
       conv_direct_transpose_planes(grad_out + n * a.o * positions, a.o, positions, op, gt);
-      for (int64_t i = 0; i < l.vectors; ++i) {
-        for (int64_t c = 0; c < a.c; ++c)
-          input_transform(padded + c * l.plane, l, vectors.data() + i, 1,
-                          v + in_pass * v_stride + c * kChannelStride, 0, 0, kLanes);
-        (wide ? grad_transform_512 : grad_transform)(gt, op, vectors.data() + i, 1, a.out_w,
-                                                     z + in_pass * kVector * op);
-        if (++in_pass == pass_vectors || (n + 1 == end && i + 1 == l.vectors)) {
-          gemms(in_pass, n, i);
+      for (int64_t q = 0; q < blocks_per_image; ++q) {
+        const int64_t count = std::min<int64_t>(2, l.vectors - 2 * q);  // vectors in the block
+        float* v_block = v + in_pass * v_stride;
+        float* z_block = z + in_pass * kXi * kBlockTiles * op;
+        for (int64_t c = 0; c < a.c; ++c) {
+          if (wide) {
+            input_transform_direct_512(x + n * image + c * a.h * a.w, a.w,
+                                       direct[static_cast<size_t>(q)],
+                                       v_block + c * kChannelStride);
+          } else {
+            input_transform(padded + c * l.plane, l, vectors.data() + 2 * q, count,
+                            v_block + c * kChannelStride, 0, kLanes, kBlockTiles);
+            if (count == 1)  // a missing second vector: V 0 as the AVX-512 transform's
+              for (int64_t xi = 0; xi < kXi; ++xi)
+                std::fill_n(v_block + c * kChannelStride + xi * kBlockTiles + kLanes, kLanes, 0.0f);
+          }
+        }
+        (wide ? grad_transform_512 : grad_transform)(gt, op, vectors.data() + 2 * q, count, a.out_w,
+                                                     z_block);
+        if (count == 1)  // its tiles' Z 0 too
+          std::fill_n(z_block + kVector * op, kVector * op, 0.0f);
+        if (++in_pass == pass_blocks || (n + 1 == end && q + 1 == blocks_per_image)) {
+          gemms(in_pass, n, q);
           in_pass = 0;
         }
       }
