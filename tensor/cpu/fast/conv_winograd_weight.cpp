@@ -31,15 +31,22 @@ namespace {
 // Z = A dY A^T is the 4x4 transform of grad_out's 2x2 block of tile t; then dw = G^T dU G.
 // A pass holds `count` blocks of 16 tiles (two vectors, the forward's AVX-512 pass): V of block
 // q, channel c at q * v_stride + c * kChannelStride ([xi][16 tiles]), Z of its tile t at
-// (16 q + t) * kXi * op ([xi][o]).
+// (16 q + t) * z_tile(op) ([xi][o]).
 // acc[j][k] (input channel c0 + j; output channels o0 + 8k .. + 7 in the lanes) += V of (c0 + j)
 // at tile t (a broadcast) * Z at t (a vector of 8 channels), tile by tile: v and z point at the
 // pass's transformed position xi. The broadcasts' addresses are constant offsets from v (the
 // channel stride a constant): with a run-time stride GCC chained one add per broadcast, a serial
 // dependency that held the 8-channel tiles to half the FMA rate.
 constexpr int64_t kBlockTiles = 2 * kLanes;
-constexpr int64_t kChannelStride =
-    kXi * kBlockTiles + kBlockTiles;  // 1088 bytes: 1024 share L1 sets
+// V's channels 1088 bytes apart, not 1024 (which would put them in the same L1 sets).
+constexpr int64_t kChannelStride = kXi * kBlockTiles + kBlockTiles;
+
+// Floats between Z's tiles: a cache line more than the tile's 16 x op, so that one position's
+// lines over the tiles fall in different L1 sets (at 16 x 64 floats, 4 KiB apart, they all
+// shared 4 sets and Z came from L2 on every GEMM).
+inline int64_t z_tile(int64_t op) {
+  return kXi * op + kBlockTiles;
+}
 
 template <int B, int NO>
 ECH_AVX2 void weight_tile(const float* v, int64_t v_stride, const float* z, int64_t count,
@@ -51,7 +58,7 @@ ECH_AVX2 void weight_tile(const float* v, int64_t v_stride, const float* z, int6
     for (int k = 0; k < NO; ++k) acc[j][k] = _mm256_loadu_ps(acc_at + j * op + k * kLanes);
   for (int64_t p = 0; p < count; ++p, v += v_stride)
 #pragma GCC unroll 16
-    for (int t = 0; t < kBlockTiles; ++t, z += kXi * op) {
+    for (int t = 0; t < kBlockTiles; ++t, z += z_tile(op)) {
       __m256 zv[NO];
 #pragma GCC unroll 2
       for (int k = 0; k < NO; ++k) zv[k] = _mm256_loadu_ps(z + k * kLanes);
@@ -99,7 +106,7 @@ ECH_AVX512 void weight_tile_512(const float* v, int64_t v_stride, const float* z
     for (int k = 0; k < NO; ++k) acc[j][k] = _mm512_loadu_ps(acc_at + j * op + k * int64_t{16});
   for (int64_t p = 0; p < count; ++p, v += v_stride)
 #pragma GCC unroll 16
-    for (int t = 0; t < kBlockTiles; ++t, z += kXi * op) {
+    for (int t = 0; t < kBlockTiles; ++t, z += z_tile(op)) {
       __m512 zv[NO];
 #pragma GCC unroll 4
       for (int k = 0; k < NO; ++k) zv[k] = _mm512_loadu_ps(z + k * int64_t{16});
@@ -157,7 +164,7 @@ WeightTileFn weight_tile_512_for(int64_t block) {
   }
 }
 
-// z[t][xi][o] (op floats each) = A dY A^T for the tiles of `count` vectors (t = 8 i + lane),
+// z[t][xi][o] (op floats each, tiles z_tile(op) apart) = A dY A^T for the tiles of `count` vectors
 // dY the 2x2 block of grad_out under the tile, from gt (P, op) = grad_out position-major. Lanes
 // of a vector without a second quad get Z = 0.
 ECH_AVX2 void grad_transform(const float* gt, int64_t op, const TileVector* vectors, int64_t count,
@@ -167,7 +174,7 @@ ECH_AVX2 void grad_transform(const float* gt, int64_t op, const TileVector* vect
     for (int64_t lane = 0; lane < kLanes; ++lane) {
       const int64_t t = i * kLanes + lane;
       if (lane >= 4 && !tv.has_hi) {
-        std::fill(z + t * kXi * op, z + (t + 1) * kXi * op, 0.0f);
+        std::fill(z + t * z_tile(op), z + t * z_tile(op) + kXi * op, 0.0f);
         continue;
       }
       const int64_t p = (lane < 4 ? tv.out_lo + 2 * lane : tv.out_hi + 2 * (lane - 4));
@@ -186,7 +193,7 @@ ECH_AVX2 void grad_transform(const float* gt, int64_t op, const TileVector* vect
 #pragma GCC unroll 4
         for (int r = 0; r < 4; ++r) {
           const __m256 pv = rows[r][0], qv = rows[r][1];
-          float* dst = z + (t * kXi + int64_t{4} * r) * op + k;
+          float* dst = z + t * z_tile(op) + int64_t{4} * r * op + k;
           const int64_t step = op;
           _mm256_storeu_ps(dst, pv);
           _mm256_storeu_ps(dst + step, _mm256_add_ps(pv, qv));
@@ -207,7 +214,7 @@ ECH_AVX512 void grad_transform_512(const float* gt, int64_t op, const TileVector
     for (int64_t lane = 0; lane < kLanes; ++lane) {
       const int64_t t = i * kLanes + lane;
       if (lane >= 4 && !tv.has_hi) {
-        std::fill(z + t * kXi * op, z + (t + 1) * kXi * op, 0.0f);
+        std::fill(z + t * z_tile(op), z + t * z_tile(op) + kXi * op, 0.0f);
         continue;
       }
       const int64_t p = (lane < 4 ? tv.out_lo + 2 * lane : tv.out_hi + 2 * (lane - 4));
@@ -224,7 +231,7 @@ ECH_AVX512 void grad_transform_512(const float* gt, int64_t op, const TileVector
 #pragma GCC unroll 4
         for (int r = 0; r < 4; ++r) {
           const __m512 pv = rows[r][0], qv = rows[r][1];
-          float* dst = z + (t * kXi + int64_t{4} * r) * op + k;
+          float* dst = z + t * z_tile(op) + int64_t{4} * r * op + k;
           _mm512_storeu_ps(dst, pv);
           _mm512_storeu_ps(dst + op, _mm512_add_ps(pv, qv));
           _mm512_storeu_ps(dst + 2 * op, _mm512_sub_ps(pv, qv));
@@ -305,7 +312,7 @@ void backward_weight_impl(const Conv2dGeometry& a, const float* grad_out, const 
     float* du = partials + chunk * partial;
     float* padded =
         scratch<float>(0, static_cast<size_t>(padded_size + positions * op +
-                                              pass_blocks * (v_stride + kXi * kBlockTiles * op)));
+                                              pass_blocks * (v_stride + kBlockTiles * z_tile(op))));
     float* gt = padded + padded_size;
     float* v = gt + positions * op;
     float* z = v + pass_blocks * v_stride;
@@ -339,7 +346,7 @@ void backward_weight_impl(const Conv2dGeometry& a, const float* grad_out, const 
       for (int64_t q = 0; q < blocks_per_image; ++q) {
         const int64_t count = std::min<int64_t>(2, l.vectors - 2 * q);  // vectors in the block
         float* v_block = v + in_pass * v_stride;
-        float* z_block = z + in_pass * kXi * kBlockTiles * op;
+        float* z_block = z + in_pass * kBlockTiles * z_tile(op);
         for (int64_t c = 0; c < a.c; ++c) {
           if (wide) {
             input_transform_direct_512(x + n * image + c * a.h * a.w, a.w,
@@ -356,7 +363,7 @@ void backward_weight_impl(const Conv2dGeometry& a, const float* grad_out, const 
         (wide ? grad_transform_512 : grad_transform)(gt, op, vectors.data() + 2 * q, count, a.out_w,
                                                      z_block);
         if (count == 1)  // its tiles' Z 0 too
-          std::fill_n(z_block + kVector * op, kVector * op, 0.0f);
+          std::fill_n(z_block + kLanes * z_tile(op), kLanes * z_tile(op), 0.0f);
         if (++in_pass == pass_blocks || (n + 1 == end && q + 1 == blocks_per_image)) {
           gemms(in_pass, n, q);
           in_pass = 0;
