@@ -1,10 +1,10 @@
 // The Winograd F(2x2, 3x3) weight gradient (tensor/cpu/fast/conv_winograd.h): per pass of 1 or
-// 8 vectors of 8 tiles (the chunk's tiles image after image), V = B^T d B of the input tiles (the
+// 4 blocks of 16 tiles (the chunk's tiles image after image), V = B^T d B of the input tiles (the
 // forward's input transform) and Z = A dY A^T of grad_out's 2x2 blocks, then dU[xi][c][o] +=
 // V * Z over the pass's tiles in register tiles (input channels x output channels in the lanes),
 // and at the end dw = G^T dU G. Small passes keep V, Z and dU in L1 from the transforms to the
-// GEMMs. Every dU entry sums its tiles in tile order in one FMA chain (AVX2 and AVX-512 alike:
-// the same bits). AVX2 or AVX-512 tiles as conv_winograd_isa() says.
+// GEMMs. Every dU entry sums its tiles in tile order in one FMA chain, whatever the passes (AVX2
+// and AVX-512 alike: the same bits). AVX2 or AVX-512 tiles as conv_winograd_isa() says.
 #include <algorithm>
 #include <vector>
 
