@@ -18,6 +18,7 @@
 // sum |grad_out| |x| (measured: Winograd 0.4-1.3, direct 0.5-1.9).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -30,6 +31,7 @@
 #include <echelon/tensor/cpu/fast/conv_direct.h>
 #include <echelon/tensor/cpu/fast/conv_winograd.h>
 #include <echelon/tensor/cpu/fast/parallel.h>
+#include <echelon/tensor/cpu/fast/scratch.h>
 #include <echelon/tensor/ops.h>
 
 namespace echelon {
@@ -239,6 +241,63 @@ TEST_SUITE("fast_cpu") {
         CHECK(std::memcmp(y5.data(), y2.data(), out * sizeof(float)) == 0);
         CHECK(std::memcmp(gx5.data(), gx2.data(), in * sizeof(float)) == 0);
         CHECK(std::memcmp(gw5.data(), gw2.data(), gw2.size() * sizeof(float)) == 0);
+      }
+    }
+    cpu::fast::set_num_threads(before);
+    cpu::fast::set_conv_winograd_isa(isa_before);
+  }
+
+  TEST_CASE(
+      "winograd weight gradient: odd channels, batch 1 and 5, passes over images, 1/2 threads") {
+    // The weight gradient runs passes of 16-tile blocks (two vectors; one where an image has an
+    // odd count): 1 block while dU (16 C O floats) fits in 64 KiB, else 4, which then span images
+    // and end part-full at a chunk's end.
+    if (!cpu::fast::conv_winograd_usable(geometry({1, 8, 8, 8, 8, 1}))) return;
+    const int before = cpu::fast::num_threads();
+    const cpu::fast::WinogradIsa isa_before = cpu::fast::conv_winograd_isa();
+    const std::vector<Case> cases = {
+        {1, 9, 8, 16, 13, 1},   // batch 1, 2 vectors (one block), 13 = 8 + 5 output channels
+        {5, 13, 8, 16, 7, 1},   // batch 5 over 2 threads: chunks of 3 and 2 images
+        {5, 17, 12, 8, 33, 1},  // 3 vectors per image: a block with one vector
+        {5, 40, 4, 8, 36, 1},   // dU 30720 floats: passes of 4 one-vector blocks over 4 images
+        {5, 48, 8, 16, 24, 1},  // passes of 4 blocks, 2 per image, the last part-full
+    };
+    std::vector<cpu::fast::WinogradIsa> isas = {cpu::fast::WinogradIsa::Avx2};
+    if (cpu::fast::conv_winograd_avx512_available()) isas.push_back(cpu::fast::WinogradIsa::Avx512);
+    for (const Case& k : cases) {
+      CAPTURE(k.n);
+      CAPTURE(k.c);
+      CAPTURE(k.h);
+      CAPTURE(k.w);
+      CAPTURE(k.o);
+      const Conv2dGeometry a = geometry(k);
+      REQUIRE(cpu::fast::conv_winograd_usable(a));
+      const auto x = random_values(size_t(a.n * a.c * a.h * a.w), 11),
+                 w = random_values(size_t(a.o * a.c * 9), 12),
+                 gy = random_values(size_t(a.n * a.o * a.out_h * a.out_w), 13);
+      const Reference r = reference(a, x, w, gy);
+      for (const int threads : {1, 2}) {
+        CAPTURE(threads);
+        cpu::fast::set_num_threads(threads);
+        std::vector<std::vector<float>> per_isa;
+        for (const cpu::fast::WinogradIsa isa : isas) {
+          CAPTURE(isa == cpu::fast::WinogradIsa::Avx512);
+          cpu::fast::set_conv_winograd_isa(isa);
+          const float nan = std::numeric_limits<float>::quiet_NaN();
+          std::vector<float> gw(w.size(), nan), again(w.size(), nan);
+          // NaN in this thread's scratch, as another kernel may leave it: a one-vector block's
+          // missing tiles must be written (V and Z 0), not read as whatever was there.
+          float* scratch = cpu::fast::scratch<float>(0, size_t{1} << 20);
+          std::fill(scratch, scratch + (size_t{1} << 20), nan);
+          cpu::fast::conv_winograd_backward_weight(a, gy.data(), x.data(), gw.data());
+          CHECK(error_units(gw, r.gw, r.gw_scale) <= 16);
+          cpu::fast::conv_winograd_backward_weight(a, gy.data(), x.data(), again.data());
+          CHECK(std::memcmp(again.data(), gw.data(), gw.size() * sizeof(float)) == 0);
+          per_isa.push_back(gw);
+        }
+        // Both dispatch levels run the same FMA chain per dU entry.
+        if (per_isa.size() == 2)
+          CHECK(std::memcmp(per_isa[0].data(), per_isa[1].data(), w.size() * sizeof(float)) == 0);
       }
     }
     cpu::fast::set_num_threads(before);
