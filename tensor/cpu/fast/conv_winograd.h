@@ -23,6 +23,16 @@ void set_conv_winograd_isa(WinogradIsa isa);
 WinogradIsa conv_winograd_isa();
 bool conv_winograd_avx512_available();
 
+// The output block of the forward and backward-data transforms with AVX-512: F4x4 takes F(4x4,
+// 3x3) (conv_winograd43.h) where it fits and measured faster (conv_winograd_f43_chosen), F2x2
+// always F(2x2, 3x3). AVX2 always runs F(2x2). The default is F4x4; tests set each in turn.
+// Process-wide.
+enum class WinogradTile { F2x2, F4x4 };
+void set_conv_winograd_tile(WinogradTile tile);
+WinogradTile conv_winograd_tile();
+// True when conv_winograd_forward (on `a`) runs F(4x4, 3x3) under the current settings.
+bool conv_winograd_f43_chosen(const Conv2dGeometry& a);
+
 // True when conv_winograd_forward takes `a`: 3x3, stride 1, dilation 1, the same padding (0..2)
 // both ways, out_w a multiple of 8, out_h even, at least 8 input channels (fewer leave the GEMMs
 // too short to pay for the transforms), and a CPU with AVX2 and FMA.

@@ -1,0 +1,30 @@
+// Winograd F(4x4, 3x3) with AVX-512, the forward and (on the transposed geometry) backward-data
+// path of conv_winograd.h where conv_winograd_tile() is F4x4 and the geometry fits. Each 4x4
+// block of outputs comes from a 6x6 input tile: 36 transformed positions, so 36 / 16 = 2.25
+// multiplies per output and input channel where F(2x2, 3x3) does 4 and the direct sum 9. The
+// matrices are Lavin & Gray's (2016) for the points 0, 1, -1, 2, -2 and infinity.
+//
+// Rounding: the transforms scale the terms up before they cancel (B^T's rows sum up to 10 in
+// magnitude, A^T's up to 19), so the error is larger than F(2,3)'s: summing |A^T| (|G| |g| |G^T|
+// x |B^T| |d| |B|) |A| for |d| = |g| = 1 over the worst output gives 26.2 x sum |x| |w| (F(2,3):
+// 2.25), and the float error is a small multiple of that times eps. Measured against the naive
+// twin in double on ResNet-like values (uniform in [-1, 1], 8 to 64 channels): at most ~20 eps x
+// sum |x| |w| (F(2,3): < 1); the tests assert 128. On trained ResNet-20 activations
+// (sum |x| |w| ~ 10-100 per output) that is ~1e-4 absolute, against activations of order 1.
+#pragma once
+
+#include <echelon/kernels/conv.h>
+
+namespace echelon::cpu::fast {
+
+// True when conv_winograd43_forward takes `a`: an AVX-512 CPU, 3x3, stride 1, dilation 1, the same
+// padding (0..2) both ways, at least 8 input channels, out_h a multiple of 4 and the 4x4 tiles of
+// an image filling whole vectors of 16: out_w / 4 tile columns of 4 or 8 (out_w 16 or 32; then
+// out_h / 4 a multiple of 4 or 2) or a multiple of 16 (out_w % 64 == 0).
+bool conv_winograd43_usable(const Conv2dGeometry& a);
+
+// y (N, O, OH, OW) = conv(x (N, C, H, W), w (O, C, 3, 3)) + bias (O); bias may be null.
+void conv_winograd43_forward(const Conv2dGeometry& a, const float* x, const float* w,
+                             const float* bias, float* y);
+
+}  // namespace echelon::cpu::fast
