@@ -252,9 +252,11 @@ TEST_SUITE("fast_cpu") {
     cpu::fast::set_conv_winograd_tile(tile_before);
   }
 
-  TEST_CASE("winograd F(4x4, 3x3): forward and backward data within 128 eps sum|x||w|") {
-    // The bound: conv_winograd43.h (its transforms scale terms by up to 26.2 x sum |x| |w| before
-    // they cancel; measured below). Where F(4x4) does not fit, F(2x2) runs: also checked here.
+  TEST_CASE("winograd F(4x4, 3x3): forward and backward data within 256 eps sum|x||w|") {
+    // The bound (conv_winograd43.h): the transforms' terms reach 256 x sum |x| |w| before they
+    // cancel, so the float error is of order eps x 256 x sum |x| |w|; measured 38-82 here (the
+    // most with the non-negative inputs of the 2-thread runs). A wrong coefficient or tile is
+    // off by ~1 x sum |x| |w|, 1e7 of these units. Where F(4x4) does not fit, F(2x2) runs.
     if (!cpu::fast::conv_winograd_avx512_available()) return;
     const int before = cpu::fast::num_threads();
     const cpu::fast::WinogradIsa isa_before = cpu::fast::conv_winograd_isa();
@@ -294,15 +296,19 @@ TEST_SUITE("fast_cpu") {
         CHECK(cpu::fast::conv_winograd_f43_chosen(a) == f43_forward);
         CHECK(cpu::fast::conv_winograd_f43_chosen(t) == f43_backward);
         const auto in = size_t(a.n * a.c * a.h * a.w), out = size_t(a.n * a.o * a.out_h * a.out_w);
-        const auto x = random_values(in, 11), w = random_values(size_t(a.o * a.c * 9), 12),
+        auto x = random_values(in, 11);
+        const auto w = random_values(size_t(a.o * a.c * 9), 12),
                    b = random_values(size_t(a.o), 13), gy = random_values(out, 14);
+        // ResNet's inputs come out of a ReLU: non-negative (no sign cancellation in B^T d B).
+        if (threads == 2)
+          for (float& v : x) v = std::max(v, 0.0f);
         const Reference r = reference(a, x, w, gy);
         const float nan = std::numeric_limits<float>::quiet_NaN();
         std::vector<float> y(out, nan), yb(out, nan), gx(in, nan);
         if (cpu::fast::conv_winograd_usable(a)) {
           cpu::fast::conv_winograd_forward(a, x.data(), w.data(), nullptr, y.data());
           const double e = error_units(y, r.y, r.y_scale);
-          CHECK(e <= 128);
+          CHECK(e <= 256);
           if (f43_forward) worst_forward = std::max(worst_forward, e);
           // The bias: added once per output.
           cpu::fast::conv_winograd_forward(a, x.data(), w.data(), b.data(), yb.data());
@@ -316,7 +322,7 @@ TEST_SUITE("fast_cpu") {
         if (cpu::fast::conv_winograd_backward_input_usable(a)) {
           cpu::fast::conv_winograd_backward_input(a, gy.data(), w.data(), gx.data());
           const double e = error_units(gx, r.gx, r.gx_scale);
-          CHECK(e <= 128);
+          CHECK(e <= 256);
           if (f43_backward) worst_backward = std::max(worst_backward, e);
         }
       }

@@ -76,34 +76,49 @@ Layout layout_of(const Conv2dGeometry& a) {
 }
 
 // Writes the image's pixels (x (C, H, W)) into their padded places; the padding is left as it is
-// (zeroed once by the caller; every image writes the same places). 16 columns at a time: one
-// permute groups them by phase (4 per phase, consecutive indices), four masked stores place them.
+// (zeroed once by the caller; every image writes the same places). Per 32 columns: two permutes
+// group them by phase (8 per phase, consecutive indices), four 8-lane masked stores place them;
+// then 16 at a time (4 per phase), then one by one.
 ECH_WINOGRAD_AVX512 void pad_image(const Conv2dGeometry& a, const Layout& l, const float* x,
                                    float* dst) {
-  // Lane 4 ph + m takes column i0(ph) + 4m of the 16, i0(ph) = (ph - pad) mod 4.
-  alignas(64) int32_t order[16];
-  int64_t first[4];  // index of phase ph's first column of the 16, less col0 / 4
+  // Of 32 columns (two registers): lane 8 h + m of pair p takes column i0(2p + h) + 4m, the
+  // phase ph = 2p + h; i0(ph) = (ph - pad) mod 4. Of 16: lane 4 ph + m takes i0(ph) + 4m.
+  alignas(64) int32_t order32[2][16], order16[16];
+  int64_t first[4];  // index of phase ph's first column, less col0 / 4
   for (int64_t ph = 0; ph < 4; ++ph) {
     const int64_t i0 = (ph - a.pad_w + 8) % 4;
-    for (int64_t m = 0; m < 4; ++m) order[4 * ph + m] = static_cast<int32_t>(i0 + 4 * m);
+    for (int64_t m = 0; m < 8; ++m) order32[ph / 2][8 * (ph % 2) + m] = int32_t(i0 + 4 * m);
+    for (int64_t m = 0; m < 4; ++m) order16[4 * ph + m] = int32_t(i0 + 4 * m);
     first[ph] = (i0 + a.pad_w) / 4;
   }
-  const __m512i by_phase = _mm512_load_si512(order);
-  const int64_t whole = a.w / 16 * 16;
+  const __m512i phases01 = _mm512_load_si512(order32[0]), phases23 = _mm512_load_si512(order32[1]);
+  const __m512i by_phase = _mm512_load_si512(order16);
+  const int64_t thirty_twos = a.w / 32 * 32, sixteens = a.w / 16 * 16;
   for (int64_t c = 0; c < a.c; ++c)
     for (int64_t r = 0; r < a.h; ++r) {
       const float* src = x + (c * a.h + r) * a.w;
       float* row = dst + c * l.plane + (r + a.pad_h) * l.row;
-      for (int64_t col = 0; col < whole; col += 16) {
+      float* at[4];  // phase ph's index col0 / 4 + first[ph]
+      for (int64_t ph = 0; ph < 4; ++ph) at[ph] = row + ph * l.phase + first[ph];
+      for (int64_t col = 0; col < thirty_twos; col += 32) {
+        const __m512 lo = _mm512_loadu_ps(src + col), hi = _mm512_loadu_ps(src + col + 16);
+        const __m512 p01 = _mm512_permutex2var_ps(lo, phases01, hi);
+        const __m512 p23 = _mm512_permutex2var_ps(lo, phases23, hi);
+        // The odd phase's 8 lanes (8 ..) go to its index: the store starts 8 back.
+        _mm512_mask_storeu_ps(at[0] + col / 4, 0x00FF, p01);
+        _mm512_mask_storeu_ps(at[1] + col / 4 - 8, 0xFF00, p01);
+        _mm512_mask_storeu_ps(at[2] + col / 4, 0x00FF, p23);
+        _mm512_mask_storeu_ps(at[3] + col / 4 - 8, 0xFF00, p23);
+      }
+      for (int64_t col = thirty_twos; col < sixteens; col += 16) {
         const __m512 v =
             _mm512_permutex2var_ps(_mm512_loadu_ps(src + col), by_phase, _mm512_setzero_ps());
-        // Phase ph's 4 lanes (4ph ..) go to index col / 4 + first[ph]: the store starts 4ph back.
-        _mm512_mask_storeu_ps(row + col / 4 + first[0], 0x000F, v);
-        _mm512_mask_storeu_ps(row + l.phase + col / 4 + first[1] - 4, 0x00F0, v);
-        _mm512_mask_storeu_ps(row + 2 * l.phase + col / 4 + first[2] - 8, 0x0F00, v);
-        _mm512_mask_storeu_ps(row + 3 * l.phase + col / 4 + first[3] - 12, 0xF000, v);
+        // Phase ph's 4 lanes (4 ph ..) go to its index: the store starts 4 ph back.
+        for (int64_t ph = 0; ph < 4; ++ph)
+          _mm512_mask_storeu_ps(at[ph] + col / 4 - 4 * ph, static_cast<__mmask16>(0xF << 4 * ph),
+                                v);
       }
-      for (int64_t col = whole; col < a.w; ++col) {
+      for (int64_t col = sixteens; col < a.w; ++col) {
         const int64_t p = col + a.pad_w;
         row[(p % 4) * l.phase + p / 4] = src[col];
       }

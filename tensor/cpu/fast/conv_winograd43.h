@@ -4,13 +4,14 @@
 // multiplies per output and input channel where F(2x2, 3x3) does 4 and the direct sum 9. The
 // matrices are Lavin & Gray's (2016) for the points 0, 1, -1, 2, -2 and infinity.
 //
-// Rounding: the transforms scale the terms up before they cancel (B^T's rows sum up to 10 in
-// magnitude, A^T's up to 19), so the error is larger than F(2,3)'s: summing |A^T| (|G| |g| |G^T|
-// x |B^T| |d| |B|) |A| for |d| = |g| = 1 over the worst output gives 26.2 x sum |x| |w| (F(2,3):
-// 2.25), and the float error is a small multiple of that times eps. Measured against the naive
-// twin in double on ResNet-like values (uniform in [-1, 1], 8 to 64 channels): at most ~20 eps x
-// sum |x| |w| (F(2,3): < 1); the tests assert 128. On trained ResNet-20 activations
-// (sum |x| |w| ~ 10-100 per output) that is ~1e-4 absolute, against activations of order 1.
+// Rounding: the transforms scale the terms up before they cancel (B^T's rows sum to up to 10 in
+// magnitude, A^T's to 19, G's to 1): with |x| = |w| = 1, sum over the 36 positions of
+// |A^T| (|G| |g| |G^T| x |B^T| |d| |B|) |A| reaches 256 x sum |x| |w| at a tile's corner output
+// (F(2x2): 7.1), so the float error is of order eps x 256 x sum |x| |w|, not eps x |y|. Measured
+// against the naive twin in double (tests/cpu/conv_winograd_test.cpp; weights uniform in [-1, 1],
+// inputs uniform or ReLU-like non-negative, 8 to 64 channels): 38-82 eps x sum |x| |w| (F(2x2):
+// below 1); the tests assert 256. On ResNet-20's 32x32 and 16x16 layers F(4x4) and F(2x2) differ
+// by ~5e-6 of the largest output (exp_conv_cpu --winograd-tiles).
 #pragma once
 
 #include <echelon/kernels/conv.h>
