@@ -1,12 +1,12 @@
 // Winograd F(2x2, 3x3) forward and backward data (tensor/cpu/fast/conv_winograd.h; the weight
-// gradient is conv_winograd_weight.cpp). Per image (images split across the pool): with AVX2 the
-// zero-padded image with even and odd columns apart (so the 4 columns 2j..2j+3 of 4 neighbouring
-// tiles are 4 contiguous loads; AVX-512 reads the image itself, conv_winograd_direct.cpp); then per
-// pass of 16 tiles the input transform into V[c][xi][tile], 16 GEMMs M[o][xi][tile] = sum_c
-// U[xi][o][c] V[c][xi][tile] (6 output channels x 16 tiles in AVX2 registers, or 16 x 16 with
-// AVX-512), and the output transform into y. Only the vector functions are compiled for AVX2 + FMA
-// (ECH_AVX2) or AVX-512 (ECH_AVX512); the usable() tests and the ISA setting keep other CPUs away
-// from them.
+// gradient is conv_winograd_weight.cpp; F(4x4, 3x3), where chosen, conv_winograd43.cpp). Per image
+// (images split across the pool): with AVX2 the zero-padded image with even and odd columns apart
+// (so the 4 columns 2j..2j+3 of 4 neighbouring tiles are 4 contiguous loads; AVX-512 reads the
+// image itself, conv_winograd_direct.cpp); then per pass of 16 tiles the input transform into
+// V[c][xi][tile], 16 GEMMs M[o][xi][tile] = sum_c U[xi][o][c] V[c][xi][tile] (6 output channels x
+// 16 tiles in AVX2 registers, or 16 x 16 with AVX-512), and the output transform into y. Only the
+// vector functions are compiled for AVX2 + FMA (ECH_AVX2) or AVX-512 (ECH_AVX512); the usable()
+// tests and the ISA setting keep other CPUs away from them.
 #include <echelon/tensor/cpu/fast/conv_winograd.h>
 
 #include <algorithm>
