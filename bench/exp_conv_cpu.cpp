@@ -1,10 +1,11 @@
 // The fast CPU path's convolution kernels on ResNet-20's 3x3 layers (batch 128, 1 thread): thread
 // CPU milliseconds per call (median of --repeats; CPU time, so other load on the machine hardly
-// moves it) of the direct kernel (conv_direct.h) and Winograd F(2x2, 3x3) (conv_winograd.h), per
+// moves it) of the direct kernel (conv_direct.h) and Winograd (conv_winograd.h: F(2x2, 3x3), or
+// F(4x4, 3x3) where the default setting takes it: the 32x32 and 16x16 layers with AVX-512), per
 // direction, with the ratio direct / Winograd (> 1: Winograd faster) and Winograd's largest error
 // against the direct result relative to max |direct|.
 //
-//   build/bench/exp_conv_cpu [--repeats N] [--batch N] [--stride2-backward-data]
+//   build/bench/exp_conv_cpu [--repeats N] [--batch N] [--stride2-backward-data | --winograd-tiles]
 //
 // --stride2-backward-data instead times conv2d_backward_input (conv.h's dispatch: im2col + GEMM +
 // col2im) on ResNet-20's two stride-2 3x3 layers, the only float32 3x3 layers that take that path.
@@ -99,10 +100,9 @@ int time_winograd_tiles(int repeats, int64_t batch) {
       for (auto& m : ms) std::sort(m.begin(), m.end());
       const double f22 = ms[0][ms[0].size() / 2], f44 = ms[1][ms[1].size() / 2];
       std::printf("| %lld -> %lld, %lldx%lld | %s | %.2f | %.2f | %.2f | %.1e |\n",
-                  static_cast<long long>(c), static_cast<long long>(c),
-                  static_cast<long long>(a.h), static_cast<long long>(a.w),
-                  backward ? "backward data" : "forward", f22, f44, f22 / f44,
-                  relative_error(got[1], got[0]));
+                  static_cast<long long>(c), static_cast<long long>(c), static_cast<long long>(a.h),
+                  static_cast<long long>(a.w), backward ? "backward data" : "forward", f22, f44,
+                  f22 / f44, relative_error(got[1], got[0]));
     }
   }
   cpu::fast::set_conv_winograd_tile(cpu::fast::WinogradTile::F4x4);

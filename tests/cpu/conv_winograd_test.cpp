@@ -4,6 +4,9 @@
 // tiles, padding 0 and 2, several images per thread), at 1 and 3 threads, with the AVX2 and (where
 // the CPU has it) the AVX-512 GEMM tiles; the direct kernel on the same shapes (the level below);
 // the usable() rules; a non-contiguous input through ops::conv2d; and what a non-finite input does.
+// F(4x4, 3x3) (conv_winograd43.h, AVX-512) has its own parity case (ResNet's shapes, odd channel
+// counts, batch 1 and 5, padding 0/1/2, 1 and 2 threads, ReLU-like inputs) and usable() rules;
+// the F(2x2) cases pin set_conv_winograd_tile(F2x2).
 // The AVX-512 forward / backward-data transform reads the unpadded image (border lanes masked
 // off) where AVX2 reads a padded copy: the bit-for-bit case below compares the two, on cases with
 // every border (padding 0, 1, 2; 8 to 40 outputs wide; passes of one vector).
@@ -297,8 +300,8 @@ TEST_SUITE("fast_cpu") {
         CHECK(cpu::fast::conv_winograd_f43_chosen(t) == f43_backward);
         const auto in = size_t(a.n * a.c * a.h * a.w), out = size_t(a.n * a.o * a.out_h * a.out_w);
         auto x = random_values(in, 11);
-        const auto w = random_values(size_t(a.o * a.c * 9), 12),
-                   b = random_values(size_t(a.o), 13), gy = random_values(out, 14);
+        const auto w = random_values(size_t(a.o * a.c * 9), 12), b = random_values(size_t(a.o), 13),
+                   gy = random_values(out, 14);
         // ResNet's inputs come out of a ReLU: non-negative (no sign cancellation in B^T d B).
         if (threads == 2)
           for (float& v : x) v = std::max(v, 0.0f);
