@@ -283,7 +283,10 @@ TEST_SUITE("fast_cpu") {
     double worst_forward = 0, worst_backward = 0;
     for (const int threads : {1, 2}) {
       cpu::fast::set_num_threads(threads);
-      for (const auto& [k, f43_forward, f43_backward] : cases) {
+      for (const auto& entry : cases) {
+        // Plain variables, not structured bindings: clang 14 cannot capture those in CAPTURE.
+        const Case k = std::get<0>(entry);
+        const bool f43_forward = std::get<1>(entry), f43_backward = std::get<2>(entry);
         CAPTURE(threads);
         CAPTURE(k.n);
         CAPTURE(k.c);
