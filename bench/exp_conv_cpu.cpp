@@ -1,7 +1,7 @@
 // The fast CPU path's convolution kernels on ResNet-20's 3x3 layers (batch 128, 1 thread): thread
 // CPU milliseconds per call (median of --repeats; CPU time, so other load on the machine hardly
 // moves it) of the direct kernel (conv_direct.h) and Winograd (conv_winograd.h: F(2x2, 3x3), or
-// F(4x4, 3x3) where the default setting takes it: the 32x32 and 16x16 layers with AVX-512), per
+// F(4x4, 3x3) where the default setting takes it: all three layers with AVX-512), per
 // direction, with the ratio direct / Winograd (> 1: Winograd faster) and Winograd's largest error
 // against the direct result relative to max |direct|.
 //

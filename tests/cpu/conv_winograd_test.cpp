@@ -271,7 +271,11 @@ TEST_SUITE("fast_cpu") {
         {{5, 16, 32, 32, 16, 1}, true, true},  // ResNet-20 stage 1: runs of 8 tiles, 2 tile rows
         {{1, 16, 32, 32, 16, 1}, true, true},  // one image
         {{5, 32, 16, 16, 32, 1}, true, true},  // stage 2: runs of 4 tiles, 4 tile rows
-        {{5, 64, 8, 8, 64, 1}, false, false},  // stage 3: 2 tile columns, F(2x2)
+        {{5, 64, 8, 8, 64, 1}, true, true},    // stage 3: 4 images per vector; the last has 1
+        {{1, 64, 8, 8, 64, 1}, true, true},    // one image: 12 lanes empty
+        {{6, 9, 10, 10, 13, 0}, true, false},  // 8x8 out, padding 0; the last vector 2 images
+        {{3, 11, 6, 6, 9, 2}, true, false},    // 8x8 out, padding 2 (backward: pad 0, 8 -> 6)
+        {{7, 8, 8, 8, 10, 0}, false, true},    // backward only: pad 2 over grad_out 6 x 6
         {{2, 9, 18, 34, 13, 0}, true, false},  // padding 0: 16 x 32 out; 9 channels, 13 outputs
         {{2, 11, 14, 30, 9, 2}, true, false},  // padding 2: 16 x 32 out (pad 0 backward: 14 x 30)
         {{2, 13, 16, 32, 8, 0}, false, true},  // backward only: pad 2 over grad_out 14 x 30
@@ -348,7 +352,8 @@ TEST_SUITE("fast_cpu") {
     CHECK(usable({2, 16, 16, 16, 16, 1}));
     CHECK(usable({2, 8, 16, 64, 16, 1}));         // 16 tile columns
     CHECK(usable({2, 8, 8, 128, 16, 1}));         // 32 tile columns, 2 tile rows
-    CHECK_FALSE(usable({2, 64, 8, 8, 64, 1}));    // 2 tile columns
+    CHECK(usable({2, 64, 8, 8, 64, 1}));          // 2 x 2 tiles: 4 images per vector
+    CHECK_FALSE(usable({2, 16, 16, 8, 16, 1}));   // 2 tile columns, 4 tile rows
     CHECK_FALSE(usable({2, 16, 32, 24, 16, 1}));  // 6 tile columns
     CHECK_FALSE(usable({2, 16, 28, 32, 16, 1}));  // 7 tile rows
     CHECK_FALSE(usable({2, 16, 12, 16, 16, 1}));  // 3 tile rows of 4 columns: 12 tiles

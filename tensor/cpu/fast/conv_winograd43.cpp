@@ -1,7 +1,8 @@
-// Winograd F(4x4, 3x3) forward with AVX-512 (tensor/cpu/fast/conv_winograd43.h). Per image (images
-// split across the pool): the zero-padded image with its columns split by phase (column mod 4), so
-// column k of 16 neighbouring tiles (padded columns 4j + k) is one contiguous run; then per vector
-// of 16 tiles (runs of `run` tiles on 16 / run tile rows) the input transform into
+// Winograd F(4x4, 3x3) forward with AVX-512 (tensor/cpu/fast/conv_winograd43.h). Per image, or
+// per group of 4 images for 8x8 outputs (split across the pool): the zero-padded image with its
+// columns split by phase (column mod 4), so column k of 16 neighbouring tiles (padded columns
+// 4j + k) is one contiguous run; then per vector of 16 tiles (runs of `run` tiles on 16 / run
+// tile rows; for 8x8 outputs each image's 2 x 2 tiles) the input transform into
 // V[c][xi][16 tiles], 36 GEMMs M[o][xi][tiles] = sum_c U[xi][o][c] V[c][xi][tiles] (16 output
 // channels x 16 tiles in registers) and the output transform into y.
 #include <echelon/tensor/cpu/fast/conv_winograd43.h>
@@ -42,6 +43,7 @@ bool conv_winograd43_usable(const Conv2dGeometry& a) {
     return false;
   const int64_t tile_cols = a.out_w / 4, tile_rows = a.out_h / 4;
   if (tile_cols % 16 == 0) return true;
+  if (tile_cols == 2) return tile_rows == 2;  // 8x8 outputs: 4 images per vector
   return (tile_cols == 4 || tile_cols == 8) && tile_rows % (16 / tile_cols) == 0;
 }
 
@@ -60,7 +62,8 @@ constexpr int64_t kBlock = 16;         // output channels per GEMM register tile
 // column k, phase k % 4 at index j + k / 4.
 struct Layout {
   int64_t rows, row, phase, plane;  // padded rows, floats per phase row, phase and channel strides
-  int64_t tile_cols, run, vectors;  // run: tiles of one tile row in a vector (4, 8 or 16)
+  int64_t tile_cols, run;           // run: tiles of one tile row in a vector (2, 4, 8 or 16)
+  int64_t images, vectors;  // images per vector (4 for 8x8 outputs, else 1); vectors per group
 };
 
 Layout layout_of(const Conv2dGeometry& a) {
@@ -71,14 +74,15 @@ Layout layout_of(const Conv2dGeometry& a) {
   l.phase = l.rows * l.row;
   l.plane = 4 * l.phase;
   l.run = std::min<int64_t>(l.tile_cols, 16);
-  l.vectors = a.out_h / 4 * l.tile_cols / 16;
+  l.images = l.tile_cols == 2 ? 4 : 1;  // 8x8 outputs: 4 tiles per image, 4 images per vector
+  l.vectors = a.out_h / 4 * l.tile_cols * l.images / 16;
   return l;
 }
 
 // Writes the image's pixels (x (C, H, W)) into their padded places; the padding is left as it is
 // (zeroed once by the caller; every image writes the same places). Per 32 columns: two permutes
 // group them by phase (8 per phase, consecutive indices), four 8-lane masked stores place them;
-// then 16 at a time (4 per phase), then one by one.
+// then 16 at a time (4 per phase), 8, then one by one.
 ECH_WINOGRAD_AVX512 void pad_image(const Conv2dGeometry& a, const Layout& l, const float* x,
                                    float* dst) {
   // Of 32 columns (two registers): lane 8 h + m of pair p takes column i0(2p + h) + 4m, the
@@ -118,27 +122,39 @@ ECH_WINOGRAD_AVX512 void pad_image(const Conv2dGeometry& a, const Layout& l, con
           _mm512_mask_storeu_ps(at[ph] + col / 4 - 4 * ph, static_cast<__mmask16>(0xF << 4 * ph),
                                 v);
       }
-      for (int64_t col = sixteens; col < a.w; ++col) {
+      int64_t tail = sixteens;
+      if (a.w - tail >= 8) {  // 8 columns: lanes 4 ph, 4 ph + 1 of the 16-column order
+        const __m512 v = _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(0x00FF, src + tail), by_phase,
+                                                _mm512_setzero_ps());
+        for (int64_t ph = 0; ph < 4; ++ph)
+          _mm512_mask_storeu_ps(at[ph] + tail / 4 - 4 * ph, static_cast<__mmask16>(0x3 << 4 * ph),
+                                v);
+        tail += 8;
+      }
+      for (int64_t col = tail; col < a.w; ++col) {
         const int64_t p = col + a.pad_w;
         row[(p % 4) * l.phase + p / 4] = src[col];
       }
     }
 }
 
-// The 16 lanes at `p` (the vector's first tile) in runs of Run tiles, run i on tile row i below:
-// 4 padded rows (4 * row floats) apart.
-template <int Run>
-ECH_WINOGRAD_AVX512 inline __m512 load_runs(const float* p, int64_t row) {
+// The 16 lanes at `p` (the vector's first tile) in runs of Run tiles: PerImage runs on
+// consecutive tile rows (4 padded rows, 4 * row floats, apart) of each image, the images
+// `image` floats apart; the lanes outside `present` (missing images) read as 0.
+template <int Run, int PerImage>
+ECH_WINOGRAD_AVX512 inline __m512 load_runs(const float* p, int64_t row, int64_t image,
+                                            __mmask16 present) {
   if constexpr (Run == 16) {
     return _mm512_loadu_ps(p);
   } else {
     // Run i fills lanes Run i ..: its load starts Run i floats back (masked loads; the
     // insert intrinsics draw gcc 12's uninitialized warnings).
-    __m512 v = _mm512_maskz_loadu_ps((1u << Run) - 1, p);
-#pragma GCC unroll 4
+    __m512 v = _mm512_maskz_loadu_ps(present & ((1u << Run) - 1), p);
+#pragma GCC unroll 8
     for (int i = 1; i < 16 / Run; ++i)
-      v = _mm512_mask_loadu_ps(v, static_cast<__mmask16>(((1u << Run) - 1) << (Run * i)),
-                               p + 4 * i * row - Run * i);
+      v = _mm512_mask_loadu_ps(v,
+                               static_cast<__mmask16>(present & (((1u << Run) - 1) << (Run * i))),
+                               p + i / PerImage * image + 4 * (i % PerImage) * row - Run * i);
     return v;
   }
 }
@@ -158,16 +174,17 @@ ECH_WINOGRAD_AVX512 inline void input_1d(const __m512 (&d)[6], __m512 (&t)[6]) {
 
 // v_c[xi][16 tiles] = B^T d B for the vector's tiles in channel c's padded plane; `first` is the
 // vector's first tile's offset (padded row 4 th0, index j0) in a phase.
-template <int Run>
+template <int Run, int PerImage>
 ECH_WINOGRAD_AVX512 void input_transform(const float* plane, const Layout& l, int64_t first,
-                                         float* v_c) {
+                                         int64_t image, __mmask16 present, float* v_c) {
   __m512 t[6][6];  // B^T d: t[i][k], row i of column k
 #pragma GCC unroll 6
   for (int k = 0; k < 6; ++k) {
     const float* p = plane + (k % 4) * l.phase + first + k / 4;
     __m512 d[6];
 #pragma GCC unroll 6
-    for (int r = 0; r < 6; ++r) d[r] = load_runs<Run>(p + r * l.row, l.row);
+    for (int r = 0; r < 6; ++r)
+      d[r] = load_runs<Run, PerImage>(p + r * l.row, l.row, image, present);
     __m512 col[6];
     input_1d(d, col);
 #pragma GCC unroll 6
@@ -193,10 +210,11 @@ ECH_WINOGRAD_AVX512 inline void output_1d(const __m512 (&m)[6], __m512 (&y)[4]) 
 }
 
 // y plane of one output channel = A^T m A + bias for the vector's 16 tiles, whose transformed
-// products are m_o[xi][16]; `first` is the vector's first output (4 th0, 4 j0) in the plane.
+// products are m_o[xi][16]; y_first: the vector's first output (4 th0, 4 j0) in the plane; with
+// 4 images per vector (Run 2), the images' planes `image` floats apart, `images` of them present.
 template <int Run>
 ECH_WINOGRAD_AVX512 void output_transform(const float* m_o, float bias, int64_t out_w,
-                                          float* y_first) {
+                                          int64_t image, int64_t images, float* y_first) {
   // Tiles t, t + 1 of (a, b) interleaved: lanes (a[t], b[t]) for t = 0..7 (Low) or 8..15.
   const __m512i pairs_low =
       _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
@@ -234,8 +252,15 @@ ECH_WINOGRAD_AVX512 void output_transform(const float* m_o, float bias, int64_t 
       const __m512d lo = _mm512_castps_pd(y01[q / 2]), hi = _mm512_castps_pd(y23[q / 2]);
       const __m512 cols =
           _mm512_castpd_ps(_mm512_permutex2var_pd(lo, q % 2 ? quads_high : quads_low, hi));
-      const int64_t tile = 4 * q, run_row = tile / Run, in_run = tile % Run;
-      _mm512_storeu_ps(y_first + (4 * run_row + r) * out_w + 4 * in_run, cols);
+      if constexpr (Run == 2) {  // image q's two runs of 2 tiles, on tile rows 0 and 1
+        if (q >= images) continue;
+        float* out = y_first + q * image + r * out_w;
+        _mm512_mask_storeu_ps(out, 0x00FF, cols);
+        _mm512_mask_storeu_ps(out + 4 * out_w - 8, 0xFF00, cols);
+      } else {
+        const int64_t tile = 4 * q, run_row = tile / Run, in_run = tile % Run;
+        _mm512_storeu_ps(y_first + (4 * run_row + r) * out_w + 4 * in_run, cols);
+      }
     }
   }
 }
@@ -271,6 +296,7 @@ void transform_weights(const Conv2dGeometry& a, const float* w, int64_t block, f
 template <int Run>
 void forward_run(const Conv2dGeometry& a, const Layout& l, const float* x, const float* u,
                  const float* bias, float* y) {
+  constexpr int kPerImage = Run == 2 ? 2 : 16 / Run;  // runs of one image in a vector
   struct Block {
     int64_t o0;
     GemmTileFn tile;
@@ -280,31 +306,39 @@ void forward_run(const Conv2dGeometry& a, const Layout& l, const float* x, const
     b = balanced_block(a.o - o0, kBlock);
     blocks.push_back({o0, winograd::gemm_tile_512_pick(b)});
   }
-  const int64_t image = a.c * a.h * a.w, out_plane = a.out_h * a.out_w;
-  const int64_t padded_size = a.c * l.plane;
-  parallel_for(a.n, 1, [&](int64_t begin, int64_t end) {
+  const int64_t image = a.c * a.h * a.w, out_image = a.o * a.out_h * a.out_w;
+  const int64_t out_plane = a.out_h * a.out_w, padded_image = a.c * l.plane;
+  const int64_t padded_size = l.images * padded_image, groups = (a.n + l.images - 1) / l.images;
+  parallel_for(groups, 1, [&](int64_t begin, int64_t end) {
     float* padded = scratch<float>(0, static_cast<size_t>(padded_size + (a.c + a.o) * kVector));
     float* v = padded + padded_size;
     float* m = v + a.c * kVector;
     std::fill(padded, padded + padded_size, 0.0f);  // the padding; pad_image writes the rest
-    for (int64_t n = begin; n < end; ++n) {
-      pad_image(a, l, x + n * image, padded);
+    for (int64_t group = begin; group < end; ++group) {
+      const int64_t n0 = group * l.images, images = std::min(l.images, a.n - n0);
+      // The lanes of the images present (a batch's last group may lack some).
+      const auto present =
+          static_cast<__mmask16>(images == l.images ? 0xFFFF : (1u << 16 / l.images * images) - 1);
+      for (int64_t i = 0; i < images; ++i)
+        pad_image(a, l, x + (n0 + i) * image, padded + i * padded_image);
+      const int64_t next = std::min(l.images, a.n - n0 - images);  // images of the next group
       for (int64_t vec = 0; vec < l.vectors; ++vec) {
         const int64_t tile = vec * 16, th0 = tile / l.tile_cols, j0 = tile % l.tile_cols;
         for (int64_t c = 0; c < a.c; ++c)
-          input_transform<Run>(padded + c * l.plane, l, 4 * th0 * l.row + j0, v + c * kVector);
+          input_transform<Run, kPerImage>(padded + c * l.plane, l, 4 * th0 * l.row + j0,
+                                          padded_image, present, v + c * kVector);
         for (int64_t xi = 0; xi < kXi; ++xi) {
-          // The next image a few lines per GEMM (see conv_winograd.cpp).
-          if (n + 1 < end)
-            winograd::prefetch_part(x + (n + 1) * image, image * 4, vec * kXi + xi,
+          // The next group's images a few lines per GEMM (see conv_winograd.cpp).
+          if (group + 1 < end)
+            winograd::prefetch_part(x + (n0 + images) * image, next * image * 4, vec * kXi + xi,
                                     l.vectors * kXi);
           for (const Block& blk : blocks)
             blk.tile(u + xi * a.o * a.c + blk.o0 * a.c, v + xi * 16, a.c, kVector,
                      m + blk.o0 * kVector + xi * 16, kVector);
         }
-        float* y_first = y + n * a.o * out_plane + 4 * th0 * a.out_w + 4 * j0;
+        float* y_first = y + n0 * out_image + 4 * th0 * a.out_w + 4 * j0;
         for (int64_t o = 0; o < a.o; ++o)
-          output_transform<Run>(m + o * kVector, bias ? bias[o] : 0.0f, a.out_w,
+          output_transform<Run>(m + o * kVector, bias ? bias[o] : 0.0f, a.out_w, out_image, images,
                                 y_first + o * out_plane);
       }
     }
@@ -326,8 +360,10 @@ void conv_winograd43_forward(const Conv2dGeometry& a, const float* x, const floa
     winograd43::forward_run<16>(a, l, x, u, bias, y);
   else if (l.run == 8)
     winograd43::forward_run<8>(a, l, x, u, bias, y);
-  else
+  else if (l.run == 4)
     winograd43::forward_run<4>(a, l, x, u, bias, y);
+  else
+    winograd43::forward_run<2>(a, l, x, u, bias, y);
 }
 
 #else  // not x86: never usable

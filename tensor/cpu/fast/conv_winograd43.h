@@ -9,9 +9,11 @@
 // |A^T| (|G| |g| |G^T| x |B^T| |d| |B|) |A| reaches 256 x sum |x| |w| at a tile's corner output
 // (F(2x2): 7.1), so the float error is of order eps x 256 x sum |x| |w|, not eps x |y|. Measured
 // against the naive twin in double (tests/cpu/conv_winograd_test.cpp; weights uniform in [-1, 1],
-// inputs uniform or ReLU-like non-negative, 8 to 64 channels): 38-82 eps x sum |x| |w| (F(2x2):
-// below 1); the tests assert 256. On ResNet-20's 32x32 and 16x16 layers F(4x4) and F(2x2) differ
-// by ~5e-6 of the largest output (exp_conv_cpu --winograd-tiles).
+// inputs uniform or ReLU-like non-negative, 8 to 64 channels): 13-82 eps x sum |x| |w| (F(2x2):
+// below 1), and 177 at the corners of a padding-2 layer, whose window holds 1 pixel of the tile's
+// 16 (the error scales with the tile, the unit with the window); the tests assert 256. On
+// ResNet-20's 32x32 and 16x16 layers F(4x4) and F(2x2) differ by ~5e-6 of the largest output
+// (exp_conv_cpu --winograd-tiles).
 #pragma once
 
 #include <echelon/kernels/conv.h>
@@ -21,7 +23,8 @@ namespace echelon::cpu::fast {
 // True when conv_winograd43_forward takes `a`: an AVX-512 CPU, 3x3, stride 1, dilation 1, the same
 // padding (0..2) both ways, at least 8 input channels, out_h a multiple of 4 and the 4x4 tiles of
 // an image filling whole vectors of 16: out_w / 4 tile columns of 4 or 8 (out_w 16 or 32; then
-// out_h / 4 a multiple of 4 or 2) or a multiple of 16 (out_w % 64 == 0).
+// out_h / 4 a multiple of 4 or 2) or a multiple of 16 (out_w % 64 == 0); or 8x8 outputs (4
+// tiles: a vector holds 4 images).
 bool conv_winograd43_usable(const Conv2dGeometry& a);
 
 // y (N, O, OH, OW) = conv(x (N, C, H, W), w (O, C, 3, 3)) + bias (O); bias may be null.
