@@ -1,13 +1,17 @@
 // The fast CPU path's convolution kernels on ResNet-20's 3x3 layers (batch 128, 1 thread): thread
 // CPU milliseconds per call (median of --repeats; CPU time, so other load on the machine hardly
-// moves it) of the direct kernel (conv_direct.h) and Winograd F(2x2, 3x3) (conv_winograd.h), per
+// moves it) of the direct kernel (conv_direct.h) and Winograd (conv_winograd.h: F(2x2, 3x3), or
+// F(4x4, 3x3) where the default setting takes it: all three layers with AVX-512), per
 // direction, with the ratio direct / Winograd (> 1: Winograd faster) and Winograd's largest error
 // against the direct result relative to max |direct|.
 //
-//   build/bench/exp_conv_cpu [--repeats N] [--batch N] [--stride2-backward-data]
+//   build/bench/exp_conv_cpu [--repeats N] [--batch N] [--stride2-backward-data | --winograd-tiles]
 //
 // --stride2-backward-data instead times conv2d_backward_input (conv.h's dispatch: im2col + GEMM +
 // col2im) on ResNet-20's two stride-2 3x3 layers, the only float32 3x3 layers that take that path.
+// --winograd-tiles instead compares Winograd F(2x2, 3x3) with F(4x4, 3x3) (AVX-512,
+// conv_winograd43.h) on the forward and backward data of the three layers, the two alternating
+// call by call (median of --repeats each), with F(4x4)'s largest error relative to max |F(2x2)|.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -60,6 +64,51 @@ int time_stride2_backward_data(int repeats, int64_t batch) {
   return 0;
 }
 
+// Winograd F(2x2) vs F(4x4) on ResNet-20's stride-1 layers, alternating call by call.
+int time_winograd_tiles(int repeats, int64_t batch) {
+  if (!cpu::fast::conv_winograd_avx512_available()) {
+    std::printf("this CPU lacks AVX-512: no F(4x4, 3x3) to compare\n");
+    return 0;
+  }
+  cpu::fast::set_conv_winograd_isa(cpu::fast::WinogradIsa::Avx512);
+  std::printf(
+      "| layer (C -> O, HxW) | direction | F(2x2) ms | F(4x4) ms | F(2x2) / F(4x4) | rel. error "
+      "|\n|---|---|---|---|---|---|\n");
+  for (const int64_t c : {16, 32, 64}) {
+    Conv2dGeometry window;
+    window.kernel_h = window.kernel_w = 3;
+    window.pad_h = window.pad_w = 1;
+    const Conv2dGeometry a = window.for_input(batch, c, 512 / c, 512 / c, c);
+    const auto in = size_t(a.n * a.c * a.h * a.w), out = size_t(a.n * a.o * a.out_h * a.out_w);
+    const auto x = random_values(in, 1), w = random_values(size_t(a.o * a.c * 9), 2),
+               gy = random_values(out, 3);
+    for (const bool backward : {false, true}) {
+      std::vector<float> got[2] = {std::vector<float>(backward ? in : out),
+                                   std::vector<float>(backward ? in : out)};
+      std::vector<double> ms[2];
+      for (int call = 0; call < 2 * (repeats + 1); ++call) {
+        const int f43 = call % 2;
+        cpu::fast::set_conv_winograd_tile(f43 ? cpu::fast::WinogradTile::F4x4
+                                              : cpu::fast::WinogradTile::F2x2);
+        const double start = bench::thread_cpu_ms();
+        if (backward)
+          cpu::fast::conv_winograd_backward_input(a, gy.data(), w.data(), got[f43].data());
+        else
+          cpu::fast::conv_winograd_forward(a, x.data(), w.data(), nullptr, got[f43].data());
+        if (call >= 2) ms[f43].push_back(bench::thread_cpu_ms() - start);  // the first: warm-up
+      }
+      for (auto& m : ms) std::sort(m.begin(), m.end());
+      const double f22 = ms[0][ms[0].size() / 2], f44 = ms[1][ms[1].size() / 2];
+      std::printf("| %lld -> %lld, %lldx%lld | %s | %.2f | %.2f | %.2f | %.1e |\n",
+                  static_cast<long long>(c), static_cast<long long>(c), static_cast<long long>(a.h),
+                  static_cast<long long>(a.w), backward ? "backward data" : "forward", f22, f44,
+                  f22 / f44, relative_error(got[1], got[0]));
+    }
+  }
+  cpu::fast::set_conv_winograd_tile(cpu::fast::WinogradTile::F4x4);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -73,9 +122,13 @@ int main(int argc, char** argv) {
   bool stride2_backward_data = false;
   app.add_flag("--stride2-backward-data", stride2_backward_data,
                "Time the backward data of the stride-2 layers instead");
+  bool winograd_tiles = false;
+  app.add_flag("--winograd-tiles", winograd_tiles,
+               "Compare Winograd F(2x2, 3x3) with F(4x4, 3x3) instead");
   echelon::bench::parse_args_or_exit(app, argc, argv);
   cpu::fast::set_num_threads(1);
   if (stride2_backward_data) return time_stride2_backward_data(repeats, batch);
+  if (winograd_tiles) return time_winograd_tiles(repeats, batch);
   struct Layer {
     int64_t c, size, o;
   };

@@ -4,6 +4,9 @@
 // tiles, padding 0 and 2, several images per thread), at 1 and 3 threads, with the AVX2 and (where
 // the CPU has it) the AVX-512 GEMM tiles; the direct kernel on the same shapes (the level below);
 // the usable() rules; a non-contiguous input through ops::conv2d; and what a non-finite input does.
+// F(4x4, 3x3) (conv_winograd43.h, AVX-512) has its own parity case (ResNet's shapes, odd channel
+// counts, batch 1 and 5, padding 0/1/2, 1 and 2 threads, ReLU-like inputs) and usable() rules;
+// the F(2x2) cases pin set_conv_winograd_tile(F2x2).
 // The AVX-512 forward / backward-data transform reads the unpadded image (border lanes masked
 // off) where AVX2 reads a padded copy: the bit-for-bit case below compares the two, on cases with
 // every border (padding 0, 1, 2; 8 to 40 outputs wide; passes of one vector).
@@ -30,6 +33,7 @@
 #include <echelon/tensor/cpu/conv.h>
 #include <echelon/tensor/cpu/fast/conv_direct.h>
 #include <echelon/tensor/cpu/fast/conv_winograd.h>
+#include <echelon/tensor/cpu/fast/conv_winograd43.h>
 #include <echelon/tensor/cpu/fast/parallel.h>
 #include <echelon/tensor/cpu/fast/scratch.h>
 #include <echelon/tensor/ops.h>
@@ -128,6 +132,8 @@ TEST_SUITE("fast_cpu") {
     if (!cpu::fast::conv_winograd_usable(probe)) return;  // no AVX2 + FMA on this CPU
     const int before = cpu::fast::num_threads();
     const cpu::fast::WinogradIsa isa_before = cpu::fast::conv_winograd_isa();
+    const cpu::fast::WinogradTile tile_before = cpu::fast::conv_winograd_tile();
+    cpu::fast::set_conv_winograd_tile(cpu::fast::WinogradTile::F2x2);  // F(4x4): its own case
     int forwards = 0, backwards = 0;
     // Both dispatch levels of the GEMM tiles where the CPU has AVX-512, at 1 and 3 threads.
     std::vector<std::pair<cpu::fast::WinogradIsa, int>> runs = {{cpu::fast::WinogradIsa::Avx2, 1},
@@ -201,6 +207,7 @@ TEST_SUITE("fast_cpu") {
     CHECK(backwards >= 6 * int(runs.size()));
     cpu::fast::set_num_threads(before);
     cpu::fast::set_conv_winograd_isa(isa_before);
+    cpu::fast::set_conv_winograd_tile(tile_before);
   }
 
   TEST_CASE("winograd: the AVX-512 paths give the AVX2 values bit for bit, 1 and 3 threads") {
@@ -209,6 +216,8 @@ TEST_SUITE("fast_cpu") {
     if (!cpu::fast::conv_winograd_avx512_available()) return;
     const int before = cpu::fast::num_threads();
     const cpu::fast::WinogradIsa isa_before = cpu::fast::conv_winograd_isa();
+    const cpu::fast::WinogradTile tile_before = cpu::fast::conv_winograd_tile();
+    cpu::fast::set_conv_winograd_tile(cpu::fast::WinogradTile::F2x2);
     for (const Case& k : kCases) {
       CAPTURE(k.c);
       CAPTURE(k.h);
@@ -245,6 +254,120 @@ TEST_SUITE("fast_cpu") {
     }
     cpu::fast::set_num_threads(before);
     cpu::fast::set_conv_winograd_isa(isa_before);
+    cpu::fast::set_conv_winograd_tile(tile_before);
+  }
+
+  TEST_CASE("winograd F(4x4, 3x3): forward and backward data within 256 eps sum|x||w|") {
+    // The bound (conv_winograd43.h): the transforms' terms reach 256 x sum |x| |w| before they
+    // cancel, so the float error is of order eps x 256 x sum |x| |w|; measured 13-82 here (the
+    // most with the non-negative inputs of the 2-thread runs), 177 at the corners of the
+    // padding-2 8x8 case (a window of 1 pixel, a tile of 16). A wrong coefficient or tile is off
+    // by ~1 x sum |x| |w|, 1e7 of these units. Where F(4x4) does not fit, F(2x2) runs.
+    if (!cpu::fast::conv_winograd_avx512_available()) return;
+    const int before = cpu::fast::num_threads();
+    const cpu::fast::WinogradIsa isa_before = cpu::fast::conv_winograd_isa();
+    const cpu::fast::WinogradTile tile_before = cpu::fast::conv_winograd_tile();
+    cpu::fast::set_conv_winograd_isa(cpu::fast::WinogradIsa::Avx512);
+    cpu::fast::set_conv_winograd_tile(cpu::fast::WinogradTile::F4x4);
+    // {case, F(4x4) forward, F(4x4) backward data}
+    const std::vector<std::tuple<Case, bool, bool>> cases = {
+        {{5, 16, 32, 32, 16, 1}, true, true},  // ResNet-20 stage 1: runs of 8 tiles, 2 tile rows
+        {{1, 16, 32, 32, 16, 1}, true, true},  // one image
+        {{5, 32, 16, 16, 32, 1}, true, true},  // stage 2: runs of 4 tiles, 4 tile rows
+        {{5, 64, 8, 8, 64, 1}, true, true},    // stage 3: 4 images per vector; the last has 1
+        {{1, 64, 8, 8, 64, 1}, true, true},    // one image: 12 lanes empty
+        {{6, 9, 10, 10, 13, 0}, true, false},  // 8x8 out, padding 0; the last vector 2 images
+        {{3, 11, 6, 6, 9, 2}, true, false},    // 8x8 out, padding 2 (backward: pad 0, 8 -> 6)
+        {{7, 8, 8, 8, 10, 0}, false, true},    // backward only: pad 2 over grad_out 6 x 6
+        {{2, 9, 18, 34, 13, 0}, true, false},  // padding 0: 16 x 32 out; 9 channels, 13 outputs
+        {{2, 11, 14, 30, 9, 2}, true, false},  // padding 2: 16 x 32 out (pad 0 backward: 14 x 30)
+        {{2, 13, 16, 32, 8, 0}, false, true},  // backward only: pad 2 over grad_out 14 x 30
+        {{2, 8, 16, 32, 11, 2}, false, true},  // backward only: pad 0 over grad_out 18 x 34
+        {{3, 8, 16, 64, 17, 1}, true, true},   // 16 tile columns: one run; 17 = 9 + 8 outputs
+        {{1, 9, 4, 256, 8, 1}, true, true},    // 64 tile columns: 4 vectors on one tile row
+        {{2, 8, 32, 16, 7, 1}, true, false},   // 7 output channels (backward: O = 7 < 8)
+    };
+    double worst_forward = 0, worst_backward = 0;
+    for (const int threads : {1, 2}) {
+      cpu::fast::set_num_threads(threads);
+      for (const auto& entry : cases) {
+        // Plain variables, not structured bindings: clang 14 cannot capture those in CAPTURE.
+        const Case k = std::get<0>(entry);
+        const bool f43_forward = std::get<1>(entry), f43_backward = std::get<2>(entry);
+        CAPTURE(threads);
+        CAPTURE(k.n);
+        CAPTURE(k.c);
+        CAPTURE(k.h);
+        CAPTURE(k.w);
+        CAPTURE(k.o);
+        CAPTURE(k.pad);
+        const Conv2dGeometry a = geometry(k);
+        Conv2dGeometry t;  // the backward-data geometry
+        t.kernel_h = t.kernel_w = 3;
+        t.pad_h = t.pad_w = 2 - k.pad;
+        t = t.for_input(a.n, a.o, a.out_h, a.out_w, a.c);
+        CHECK(cpu::fast::conv_winograd_f43_chosen(a) == f43_forward);
+        CHECK(cpu::fast::conv_winograd_f43_chosen(t) == f43_backward);
+        const auto in = size_t(a.n * a.c * a.h * a.w), out = size_t(a.n * a.o * a.out_h * a.out_w);
+        auto x = random_values(in, 11);
+        const auto w = random_values(size_t(a.o * a.c * 9), 12), b = random_values(size_t(a.o), 13),
+                   gy = random_values(out, 14);
+        // ResNet's inputs come out of a ReLU: non-negative (no sign cancellation in B^T d B).
+        if (threads == 2)
+          for (float& v : x) v = std::max(v, 0.0f);
+        const Reference r = reference(a, x, w, gy);
+        const float nan = std::numeric_limits<float>::quiet_NaN();
+        std::vector<float> y(out, nan), yb(out, nan), gx(in, nan);
+        if (cpu::fast::conv_winograd_usable(a)) {
+          cpu::fast::conv_winograd_forward(a, x.data(), w.data(), nullptr, y.data());
+          const double e = error_units(y, r.y, r.y_scale);
+          CHECK(e <= 256);
+          if (f43_forward) worst_forward = std::max(worst_forward, e);
+          // The bias: added once per output.
+          cpu::fast::conv_winograd_forward(a, x.data(), w.data(), b.data(), yb.data());
+          const int64_t plane = a.out_h * a.out_w;
+          double off = 0;
+          for (size_t i = 0; i < out; ++i)
+            off = std::max(off, std::abs(double(yb[i]) - double(y[i]) -
+                                         double(b[size_t(int64_t(i) / plane % a.o)])));
+          CHECK(off <= 1e-5);
+        }
+        if (cpu::fast::conv_winograd_backward_input_usable(a)) {
+          cpu::fast::conv_winograd_backward_input(a, gy.data(), w.data(), gx.data());
+          const double e = error_units(gx, r.gx, r.gx_scale);
+          CHECK(e <= 256);
+          if (f43_backward) worst_backward = std::max(worst_backward, e);
+        }
+      }
+    }
+    MESSAGE("F(4x4, 3x3) worst error, eps x sum |x| |w|: forward ", worst_forward,
+            ", backward data ", worst_backward);
+    CHECK(worst_forward > 0);  // F(4x4) ran
+    CHECK(worst_backward > 0);
+    cpu::fast::set_num_threads(before);
+    cpu::fast::set_conv_winograd_isa(isa_before);
+    cpu::fast::set_conv_winograd_tile(tile_before);
+  }
+
+  TEST_CASE("winograd F(4x4, 3x3): the usable() rules") {
+    auto usable = [](const Case& k) { return cpu::fast::conv_winograd43_usable(geometry(k)); };
+    if (!usable({2, 16, 32, 32, 16, 1})) return;  // no AVX-512 here
+    CHECK(usable({2, 16, 16, 16, 16, 1}));
+    CHECK(usable({2, 8, 16, 64, 16, 1}));         // 16 tile columns
+    CHECK(usable({2, 8, 8, 128, 16, 1}));         // 32 tile columns, 2 tile rows
+    CHECK(usable({2, 64, 8, 8, 64, 1}));          // 2 x 2 tiles: 4 images per vector
+    CHECK_FALSE(usable({2, 16, 16, 8, 16, 1}));   // 2 tile columns, 4 tile rows
+    CHECK_FALSE(usable({2, 16, 32, 24, 16, 1}));  // 6 tile columns
+    CHECK_FALSE(usable({2, 16, 28, 32, 16, 1}));  // 7 tile rows
+    CHECK_FALSE(usable({2, 16, 12, 16, 16, 1}));  // 3 tile rows of 4 columns: 12 tiles
+    CHECK_FALSE(usable({2, 16, 30, 32, 16, 1}));  // out_h 30
+    CHECK_FALSE(usable({2, 7, 32, 32, 16, 1}));   // C = 7
+    CHECK_FALSE(usable({2, 16, 32, 32, 16, 3}));  // pad 3
+    Conv2dGeometry strided = geometry({2, 16, 32, 32, 16, 1});
+    strided.stride_h = strided.stride_w = 2;
+    CHECK_FALSE(cpu::fast::conv_winograd43_usable(strided.for_input(2, 16, 64, 64, 16)));
+    CHECK_THROWS(cpu::fast::conv_winograd43_forward(geometry({1, 16, 28, 32, 16, 1}), nullptr,
+                                                    nullptr, nullptr, nullptr));
   }
 
   TEST_CASE(
@@ -366,23 +489,32 @@ TEST_SUITE("fast_cpu") {
     auto x = random_values(size_t(8 * 16 * 16), 5);
     const auto w = random_values(size_t(8 * 8 * 9), 6);
     x[size_t((3 * 16 + 7) * 16 + 9)] = std::numeric_limits<float>::infinity();  // c 3, (7, 9)
-    std::vector<float> y(size_t(8 * 16 * 16));
-    cpu::fast::conv_winograd_forward(a, x.data(), w.data(), nullptr, y.data());
-    for (int64_t o = 0; o < 8; ++o)
-      for (int64_t r = 0; r < 16; ++r)
-        for (int64_t c = 0; c < 16; ++c) {
-          CAPTURE(o);
-          CAPTURE(r);
-          CAPTURE(c);
-          const float v = y[size_t((o * 16 + r) * 16 + c)];
-          // Outputs whose window holds (7, 9) are non-finite, as the twin's. Winograd also
-          // spoils the rest of the 4x4 input tiles holding it (Inf - Inf in the transforms):
-          // tile rows/columns within 2 of the pixel; outputs farther away stay finite.
-          if (std::abs(r - 7) <= 1 && std::abs(c - 9) <= 1)
-            CHECK_FALSE(std::isfinite(v));
-          else if (std::abs(r - 7) > 3 || std::abs(c - 9) > 3)
-            CHECK(std::isfinite(v));
-        }
+    const cpu::fast::WinogradTile tile_before = cpu::fast::conv_winograd_tile();
+    // Winograd also spoils the rest of the input tiles holding the pixel (Inf - Inf in the
+    // transforms): F(2x2)'s 4x4 tiles reach 3 outputs from it, F(4x4)'s 6x6 tiles 4.
+    for (const auto& [tile, reach] : {std::pair{cpu::fast::WinogradTile::F2x2, 3},
+                                      std::pair{cpu::fast::WinogradTile::F4x4, 4}}) {
+      cpu::fast::set_conv_winograd_tile(tile);
+      std::vector<float> y(size_t(8 * 16 * 16));
+      cpu::fast::conv_winograd_forward(a, x.data(), w.data(), nullptr, y.data());
+      const int spoiled = reach;  // clang 14 cannot capture a structured binding
+      CAPTURE(spoiled);
+      for (int64_t o = 0; o < 8; ++o)
+        for (int64_t r = 0; r < 16; ++r)
+          for (int64_t c = 0; c < 16; ++c) {
+            CAPTURE(o);
+            CAPTURE(r);
+            CAPTURE(c);
+            const float v = y[size_t((o * 16 + r) * 16 + c)];
+            // Outputs whose window holds (7, 9) are non-finite, as the twin's; outputs beyond
+            // the spoiled tiles stay finite.
+            if (std::abs(r - 7) <= 1 && std::abs(c - 9) <= 1)
+              CHECK_FALSE(std::isfinite(v));
+            else if (std::abs(r - 7) > spoiled || std::abs(c - 9) > spoiled)
+              CHECK(std::isfinite(v));
+          }
+    }
+    cpu::fast::set_conv_winograd_tile(tile_before);
   }
 }
 

@@ -1,12 +1,12 @@
 // Winograd F(2x2, 3x3) forward and backward data (tensor/cpu/fast/conv_winograd.h; the weight
-// gradient is conv_winograd_weight.cpp). Per image (images split across the pool): with AVX2 the
-// zero-padded image with even and odd columns apart (so the 4 columns 2j..2j+3 of 4 neighbouring
-// tiles are 4 contiguous loads; AVX-512 reads the image itself, conv_winograd_direct.cpp); then per
-// pass of 16 tiles the input transform into V[c][xi][tile], 16 GEMMs M[o][xi][tile] = sum_c
-// U[xi][o][c] V[c][xi][tile] (6 output channels x 16 tiles in AVX2 registers, or 16 x 16 with
-// AVX-512), and the output transform into y. Only the vector functions are compiled for AVX2 + FMA
-// (ECH_AVX2) or AVX-512 (ECH_AVX512); the usable() tests and the ISA setting keep other CPUs away
-// from them.
+// gradient is conv_winograd_weight.cpp; F(4x4, 3x3), where chosen, conv_winograd43.cpp). Per image
+// (images split across the pool): with AVX2 the zero-padded image with even and odd columns apart
+// (so the 4 columns 2j..2j+3 of 4 neighbouring tiles are 4 contiguous loads; AVX-512 reads the
+// image itself, conv_winograd_direct.cpp); then per pass of 16 tiles the input transform into
+// V[c][xi][tile], 16 GEMMs M[o][xi][tile] = sum_c U[xi][o][c] V[c][xi][tile] (6 output channels x
+// 16 tiles in AVX2 registers, or 16 x 16 with AVX-512), and the output transform into y. Only the
+// vector functions are compiled for AVX2 + FMA (ECH_AVX2) or AVX-512 (ECH_AVX512); the usable()
+// tests and the ISA setting keep other CPUs away from them.
 #include <echelon/tensor/cpu/fast/conv_winograd.h>
 
 #include <algorithm>
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <echelon/base/error.h>
+#include <echelon/tensor/cpu/fast/conv_winograd43.h>
 #include <echelon/tensor/cpu/fast/conv_winograd_tiles.h>
 #include <echelon/tensor/cpu/fast/parallel.h>
 #include <echelon/tensor/cpu/fast/scratch.h>
@@ -46,6 +47,11 @@ bool cpu_has_avx512() {
 #endif
 }
 
+std::atomic<WinogradTile>& tile_setting() {
+  static std::atomic<WinogradTile> tile{WinogradTile::F4x4};
+  return tile;
+}
+
 std::atomic<WinogradIsa>& isa_setting() {
   static std::atomic<WinogradIsa> isa{cpu_has_avx512() ? WinogradIsa::Avx512 : WinogradIsa::Avx2};
   return isa;
@@ -73,6 +79,19 @@ WinogradIsa conv_winograd_isa() {
 
 bool conv_winograd_avx512_available() {
   return cpu_has_avx512();
+}
+
+void set_conv_winograd_tile(WinogradTile tile) {
+  tile_setting().store(tile);
+}
+
+WinogradTile conv_winograd_tile() {
+  return tile_setting().load();
+}
+
+bool conv_winograd_f43_chosen(const Conv2dGeometry& a) {
+  return conv_winograd_tile() == WinogradTile::F4x4 && conv_winograd_isa() == WinogradIsa::Avx512 &&
+         conv_winograd43_usable(a);
 }
 
 bool conv_winograd_usable(const Conv2dGeometry& a) {
@@ -261,8 +280,6 @@ ECH_AVX2 void gemm_tile(const float* u, const float* v, int64_t channels, int64_
     for (int k = 0; k < NV; ++k) _mm256_storeu_ps(m + j * o_stride + k * kLanes, acc[j][k]);
 }
 
-using GemmTileFn = void (*)(const float*, const float*, int64_t, int64_t, float*, int64_t);
-
 template <int NV>
 GemmTileFn gemm_tile_for(int64_t block) {
   switch (block) {
@@ -335,6 +352,10 @@ GemmTileFn gemm_tile_512_for(int64_t block) {
     default:
       return gemm_tile_512<1, Half>;
   }
+}
+
+GemmTileFn gemm_tile_512_pick(int64_t block) {
+  return gemm_tile_512_for<false>(block);
 }
 
 // Stores the 2x2 outputs of 8 tiles (row r of each: y0 = column 2j, y1 = column 2j + 1) as the
@@ -519,6 +540,7 @@ void conv_winograd_forward(const Conv2dGeometry& a, const float* x, const float*
   ECH_CHECK(conv_winograd_usable(a), "conv_winograd_forward: geometry not supported (", a.kernel_h,
             "x", a.kernel_w, " window, stride ", a.stride_h, ", output ", a.out_h, "x", a.out_w,
             ", ", a.c, " input channels)");
+  if (conv_winograd_f43_chosen(a)) return conv_winograd43_forward(a, x, w, bias, y);
   winograd::forward_impl(a, x, w, bias, y);
 }
 
@@ -534,7 +556,10 @@ void conv_winograd_backward_input(const Conv2dGeometry& a, const float* grad_out
     for (int64_t c = 0; c < a.c; ++c)
       for (int64_t t = 0; t < 9; ++t)
         flipped[(c * a.o + o) * 9 + (8 - t)] = w[(o * a.c + c) * 9 + t];
-  winograd::forward_impl(transposed(a), grad_out, flipped, nullptr, grad_in);
+  const Conv2dGeometry t = transposed(a);
+  if (conv_winograd_f43_chosen(t))
+    return conv_winograd43_forward(t, grad_out, flipped, nullptr, grad_in);
+  winograd::forward_impl(t, grad_out, flipped, nullptr, grad_in);
 }
 
 #else  // not x86: never usable

@@ -7,7 +7,10 @@
 // halved), so the error grows with the tile's magnitudes, a few times float epsilon x sum |x w|
 // (Lavin & Gray 2016). Vectors hold 8 tiles: two runs of 4 side by side in a tile row, so the
 // output width must be a multiple of 8 and the height even (ResNet's 32, 16, 8); conv_direct.h
-// takes every other geometry. The naive twins (tensor/cpu/conv.h) are the oracle.
+// takes every other geometry. With AVX-512 the forward and backward data of ResNet-20's 32x32,
+// 16x16 and 8x8 layers (and others, conv_winograd43_usable) run F(4x4, 3x3) instead
+// (conv_winograd43.h: 2.25 multiplies per output where F(2x2) does 4; 1.0-1.4x faster per
+// layer, its error ~100x F(2x2)'s). The naive twins (tensor/cpu/conv.h) are the oracle.
 #pragma once
 
 #include <echelon/kernels/conv.h>
@@ -22,6 +25,17 @@ enum class WinogradIsa { Avx2, Avx512 };
 void set_conv_winograd_isa(WinogradIsa isa);
 WinogradIsa conv_winograd_isa();
 bool conv_winograd_avx512_available();
+
+// The output block of the forward and backward-data transforms with AVX-512: F4x4 takes F(4x4,
+// 3x3) wherever conv_winograd43_usable() (it measured faster on every shape it takes that was
+// timed: ResNet-20's three; exp_conv_cpu --winograd-tiles), F2x2 always
+// F(2x2, 3x3). AVX2 always runs F(2x2). The default is F4x4; tests set each in turn.
+// Process-wide.
+enum class WinogradTile { F2x2, F4x4 };
+void set_conv_winograd_tile(WinogradTile tile);
+WinogradTile conv_winograd_tile();
+// True when conv_winograd_forward (on `a`) runs F(4x4, 3x3) under the current settings.
+bool conv_winograd_f43_chosen(const Conv2dGeometry& a);
 
 // True when conv_winograd_forward takes `a`: 3x3, stride 1, dilation 1, the same padding (0..2)
 // both ways, out_w a multiple of 8, out_h even, at least 8 input channels (fewer leave the GEMMs

@@ -90,4 +90,11 @@ std::vector<DirectPass> direct_passes(const Conv2dGeometry& a, const Layout& l);
 ECH_WINOGRAD_AVX512 void input_transform_direct_512(const float* x, int64_t width,
                                                     const DirectPass& d, float* v_c);
 
+// A GEMM register tile: m[j*o_stride] (+ lanes) = sum over c of u[c*B + j] * v[c*c_stride] (+
+// lanes) for B output channels.
+using GemmTileFn = void (*)(const float*, const float*, int64_t, int64_t, float*, int64_t);
+// The AVX-512 tile of `block` (1..16) output channels x 16 lanes (conv_winograd.cpp), for the
+// F(4x4, 3x3) path (conv_winograd43.cpp).
+GemmTileFn gemm_tile_512_pick(int64_t block);
+
 }  // namespace echelon::cpu::fast::winograd

@@ -1,0 +1,378 @@
+// Winograd F(4x4, 3x3) forward with AVX-512 (tensor/cpu/fast/conv_winograd43.h). Per image, or
+// per group of 4 images for 8x8 outputs (split across the pool): the zero-padded image with its
+// columns split by phase (column mod 4), so column k of 16 neighbouring tiles (padded columns
+// 4j + k) is one contiguous run; then per vector of 16 tiles (runs of `run` tiles on 16 / run
+// tile rows; for 8x8 outputs each image's 2 x 2 tiles) the input transform into
+// V[c][xi][16 tiles], 36 GEMMs M[o][xi][tiles] = sum_c U[xi][o][c] V[c][xi][tiles] (16 output
+// channels x 16 tiles in registers) and the output transform into y.
+#include <echelon/tensor/cpu/fast/conv_winograd43.h>
+
+#include <algorithm>
+#include <vector>
+
+#include <echelon/base/error.h>
+#include <echelon/tensor/cpu/fast/conv_winograd_tiles.h>
+#include <echelon/tensor/cpu/fast/parallel.h>
+#include <echelon/tensor/cpu/fast/scratch.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+namespace echelon::cpu::fast {
+
+namespace {
+
+bool cpu_has_avx512() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") &&
+                          __builtin_cpu_supports("fma");
+  return has;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+bool conv_winograd43_usable(const Conv2dGeometry& a) {
+  if (!(cpu_has_avx512() && a.kernel_h == 3 && a.kernel_w == 3 && a.stride_h == 1 &&
+        a.stride_w == 1 && a.dilation_h == 1 && a.dilation_w == 1 && a.pad_h == a.pad_w &&
+        a.pad_w >= 0 && a.pad_w <= 2 && a.c >= 8 && a.out_h > 0 && a.out_h % 4 == 0 &&
+        a.out_w > 0 && a.out_w % 4 == 0))
+    return false;
+  const int64_t tile_cols = a.out_w / 4, tile_rows = a.out_h / 4;
+  if (tile_cols % 16 == 0) return true;
+  if (tile_cols == 2) return tile_rows == 2;  // 8x8 outputs: 4 images per vector
+  return (tile_cols == 4 || tile_cols == 8) && tile_rows % (16 / tile_cols) == 0;
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+namespace winograd43 {
+
+using winograd::balanced_block;
+using winograd::GemmTileFn;
+
+constexpr int64_t kXi = 36;            // transformed positions of a 6x6 tile
+constexpr int64_t kVector = kXi * 16;  // floats of one channel's V (or M) for a vector of 16 tiles
+constexpr int64_t kBlock = 16;         // output channels per GEMM register tile
+
+// The padded image: channel c, phase ph, padded row r, index q holds padded column ph + 4q, i.e.
+// x[c][r - pad][ph + 4q - pad] or 0. A tile (th, j) reads rows 4th .. 4th + 5 and, for its
+// column k, phase k % 4 at index j + k / 4.
+struct Layout {
+  int64_t rows, row, phase, plane;  // padded rows, floats per phase row, phase and channel strides
+  int64_t tile_cols, run;           // run: tiles of one tile row in a vector (2, 4, 8 or 16)
+  int64_t images, vectors;  // images per vector (4 for 8x8 outputs, else 1); vectors per group
+};
+
+Layout layout_of(const Conv2dGeometry& a) {
+  Layout l{};
+  l.rows = a.out_h + 2;
+  l.tile_cols = a.out_w / 4;
+  l.row = l.tile_cols + 1;
+  l.phase = l.rows * l.row;
+  l.plane = 4 * l.phase;
+  l.run = std::min<int64_t>(l.tile_cols, 16);
+  l.images = l.tile_cols == 2 ? 4 : 1;  // 8x8 outputs: 4 tiles per image, 4 images per vector
+  l.vectors = a.out_h / 4 * l.tile_cols * l.images / 16;
+  return l;
+}
+
+// Writes the image's pixels (x (C, H, W)) into their padded places; the padding is left as it is
+// (zeroed once by the caller; every image writes the same places). Per 32 columns: two permutes
+// group them by phase (8 per phase, consecutive indices), four 8-lane masked stores place them;
+// then 16 at a time (4 per phase), 8, then one by one.
+ECH_WINOGRAD_AVX512 void pad_image(const Conv2dGeometry& a, const Layout& l, const float* x,
+                                   float* dst) {
+  // Of 32 columns (two registers): lane 8 h + m of pair p takes column i0(2p + h) + 4m, the
+  // phase ph = 2p + h; i0(ph) = (ph - pad) mod 4. Of 16: lane 4 ph + m takes i0(ph) + 4m.
+  alignas(64) int32_t order32[2][16], order16[16];
+  int64_t first[4];  // index of phase ph's first column, less col0 / 4
+  for (int64_t ph = 0; ph < 4; ++ph) {
+    const int64_t i0 = (ph - a.pad_w + 8) % 4;
+    for (int64_t m = 0; m < 8; ++m) order32[ph / 2][8 * (ph % 2) + m] = int32_t(i0 + 4 * m);
+    for (int64_t m = 0; m < 4; ++m) order16[4 * ph + m] = int32_t(i0 + 4 * m);
+    first[ph] = (i0 + a.pad_w) / 4;
+  }
+  const __m512i phases01 = _mm512_load_si512(order32[0]), phases23 = _mm512_load_si512(order32[1]);
+  const __m512i by_phase = _mm512_load_si512(order16);
+  const int64_t thirty_twos = a.w / 32 * 32, sixteens = a.w / 16 * 16;
+  for (int64_t c = 0; c < a.c; ++c)
+    for (int64_t r = 0; r < a.h; ++r) {
+      const float* src = x + (c * a.h + r) * a.w;
+      float* row = dst + c * l.plane + (r + a.pad_h) * l.row;
+      float* at[4];  // phase ph's index col0 / 4 + first[ph]
+      for (int64_t ph = 0; ph < 4; ++ph) at[ph] = row + ph * l.phase + first[ph];
+      for (int64_t col = 0; col < thirty_twos; col += 32) {
+        const __m512 lo = _mm512_loadu_ps(src + col), hi = _mm512_loadu_ps(src + col + 16);
+        const __m512 p01 = _mm512_permutex2var_ps(lo, phases01, hi);
+        const __m512 p23 = _mm512_permutex2var_ps(lo, phases23, hi);
+        // The odd phase's 8 lanes (8 ..) go to its index: the store starts 8 back.
+        _mm512_mask_storeu_ps(at[0] + col / 4, 0x00FF, p01);
+        _mm512_mask_storeu_ps(at[1] + col / 4 - 8, 0xFF00, p01);
+        _mm512_mask_storeu_ps(at[2] + col / 4, 0x00FF, p23);
+        _mm512_mask_storeu_ps(at[3] + col / 4 - 8, 0xFF00, p23);
+      }
+      for (int64_t col = thirty_twos; col < sixteens; col += 16) {
+        const __m512 v =
+            _mm512_permutex2var_ps(_mm512_loadu_ps(src + col), by_phase, _mm512_setzero_ps());
+        // Phase ph's 4 lanes (4 ph ..) go to its index: the store starts 4 ph back.
+        for (int64_t ph = 0; ph < 4; ++ph)
+          _mm512_mask_storeu_ps(at[ph] + col / 4 - 4 * ph, static_cast<__mmask16>(0xF << 4 * ph),
+                                v);
+      }
+      int64_t tail = sixteens;
+      if (a.w - tail >= 8) {  // 8 columns: lanes 4 ph, 4 ph + 1 of the 16-column order
+        const __m512 v = _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(0x00FF, src + tail), by_phase,
+                                                _mm512_setzero_ps());
+        for (int64_t ph = 0; ph < 4; ++ph)
+          _mm512_mask_storeu_ps(at[ph] + tail / 4 - 4 * ph, static_cast<__mmask16>(0x3 << 4 * ph),
+                                v);
+        tail += 8;
+      }
+      for (int64_t col = tail; col < a.w; ++col) {
+        const int64_t p = col + a.pad_w;
+        row[(p % 4) * l.phase + p / 4] = src[col];
+      }
+    }
+}
+
+// The 16 lanes at `p` (the vector's first tile) in runs of Run tiles: PerImage runs on
+// consecutive tile rows (4 padded rows, 4 * row floats, apart) of each image, the images
+// `image` floats apart; the lanes outside `present` (missing images) read as 0.
+template <int Run, int PerImage>
+ECH_WINOGRAD_AVX512 inline __m512 load_runs(const float* p, int64_t row, int64_t image,
+                                            __mmask16 present) {
+  if constexpr (Run == 16) {
+    return _mm512_loadu_ps(p);
+  } else {
+    // Run i fills lanes Run i ..: its load starts Run i floats back (masked loads; the
+    // insert intrinsics draw gcc 12's uninitialized warnings).
+    __m512 v = _mm512_maskz_loadu_ps(present & ((1u << Run) - 1), p);
+#pragma GCC unroll 8
+    for (int i = 1; i < 16 / Run; ++i)
+      v = _mm512_mask_loadu_ps(v,
+                               static_cast<__mmask16>(present & (((1u << Run) - 1) << (Run * i))),
+                               p + i / PerImage * image + 4 * (i % PerImage) * row - Run * i);
+    return v;
+  }
+}
+
+// B^T d for one column (or row) of 6: Lavin & Gray's
+// [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1].
+ECH_WINOGRAD_AVX512 inline void input_1d(const __m512 (&d)[6], __m512 (&t)[6]) {
+  const __m512 four = _mm512_set1_ps(4.0f), five = _mm512_set1_ps(5.0f), two = _mm512_set1_ps(2.0f);
+  t[0] = _mm512_fmadd_ps(four, d[0], _mm512_fnmadd_ps(five, d[2], d[4]));
+  t[1] = _mm512_fnmadd_ps(four, _mm512_add_ps(d[1], d[2]), _mm512_add_ps(d[3], d[4]));
+  t[2] = _mm512_fmadd_ps(four, _mm512_sub_ps(d[1], d[2]), _mm512_sub_ps(d[4], d[3]));
+  const __m512 d13 = _mm512_sub_ps(d[1], d[3]), d42 = _mm512_sub_ps(d[4], d[2]);
+  t[3] = _mm512_fnmadd_ps(two, d13, d42);
+  t[4] = _mm512_fmadd_ps(two, d13, d42);
+  t[5] = _mm512_fmadd_ps(four, d[1], _mm512_fnmadd_ps(five, d[3], d[5]));
+}
+
+// v_c[xi][16 tiles] = B^T d B for the vector's tiles in channel c's padded plane; `first` is the
+// vector's first tile's offset (padded row 4 th0, index j0) in a phase.
+template <int Run, int PerImage>
+ECH_WINOGRAD_AVX512 void input_transform(const float* plane, const Layout& l, int64_t first,
+                                         int64_t image, __mmask16 present, float* v_c) {
+  __m512 t[6][6];  // B^T d: t[i][k], row i of column k
+#pragma GCC unroll 6
+  for (int k = 0; k < 6; ++k) {
+    const float* p = plane + (k % 4) * l.phase + first + k / 4;
+    __m512 d[6];
+#pragma GCC unroll 6
+    for (int r = 0; r < 6; ++r)
+      d[r] = load_runs<Run, PerImage>(p + r * l.row, l.row, image, present);
+    __m512 col[6];
+    input_1d(d, col);
+#pragma GCC unroll 6
+    for (int i = 0; i < 6; ++i) t[i][k] = col[i];
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < 6; ++i) {  // (B^T d) B: rows
+    __m512 out[6];
+    input_1d(t[i], out);
+#pragma GCC unroll 6
+    for (int k = 0; k < 6; ++k) _mm512_storeu_ps(v_c + (6 * i + k) * 16, out[k]);
+  }
+}
+
+// A^T m for one column (or row) of 6: [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1].
+ECH_WINOGRAD_AVX512 inline void output_1d(const __m512 (&m)[6], __m512 (&y)[4]) {
+  const __m512 p12 = _mm512_add_ps(m[1], m[2]), m12 = _mm512_sub_ps(m[1], m[2]);
+  const __m512 p34 = _mm512_add_ps(m[3], m[4]), m34 = _mm512_sub_ps(m[3], m[4]);
+  y[0] = _mm512_add_ps(_mm512_add_ps(m[0], p12), p34);
+  y[1] = _mm512_fmadd_ps(_mm512_set1_ps(2.0f), m34, m12);
+  y[2] = _mm512_fmadd_ps(_mm512_set1_ps(4.0f), p34, p12);
+  y[3] = _mm512_add_ps(_mm512_fmadd_ps(_mm512_set1_ps(8.0f), m34, m12), m[5]);
+}
+
+// y plane of one output channel = A^T m A + bias for the vector's 16 tiles, whose transformed
+// products are m_o[xi][16]; y_first: the vector's first output (4 th0, 4 j0) in the plane; with
+// 4 images per vector (Run 2), the images' planes `image` floats apart, `images` of them present.
+template <int Run>
+ECH_WINOGRAD_AVX512 void output_transform(const float* m_o, float bias, int64_t out_w,
+                                          int64_t image, int64_t images, float* y_first) {
+  // Tiles t, t + 1 of (a, b) interleaved: lanes (a[t], b[t]) for t = 0..7 (Low) or 8..15.
+  const __m512i pairs_low =
+      _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512i pairs_high =
+      _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+  // Of two pair vectors (y0 y1 of 8 tiles, y2 y3 of the same 8): 4 tiles' 4 columns in order,
+  // tiles 0-3 (Low) or 4-7.
+  const __m512i quads_low =
+      _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0);  // 64-bit lanes: (y0 y1) of t, (y2 y3) of t
+  const __m512i quads_high = _mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4);
+  __m512 s[4][6];  // A^T m: s[r][k]
+#pragma GCC unroll 6
+  for (int k = 0; k < 6; ++k) {
+    __m512 m[6];
+#pragma GCC unroll 6
+    for (int i = 0; i < 6; ++i) m[i] = _mm512_loadu_ps(m_o + (6 * i + k) * 16);
+    __m512 col[4];
+    output_1d(m, col);
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) s[r][k] = col[r];
+  }
+  const __m512 b = _mm512_set1_ps(bias);
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) {  // (A^T m) A: rows
+    __m512 y[4];
+    output_1d(s[r], y);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) y[k] = _mm512_add_ps(y[k], b);
+    const __m512 y01[2] = {_mm512_permutex2var_ps(y[0], pairs_low, y[1]),
+                           _mm512_permutex2var_ps(y[0], pairs_high, y[1])};
+    const __m512 y23[2] = {_mm512_permutex2var_ps(y[2], pairs_low, y[3]),
+                           _mm512_permutex2var_ps(y[2], pairs_high, y[3])};
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q) {  // tiles 4q .. 4q + 3: 16 contiguous outputs of row r
+      const __m512d lo = _mm512_castps_pd(y01[q / 2]), hi = _mm512_castps_pd(y23[q / 2]);
+      const __m512 cols =
+          _mm512_castpd_ps(_mm512_permutex2var_pd(lo, q % 2 ? quads_high : quads_low, hi));
+      if constexpr (Run == 2) {  // image q's two runs of 2 tiles, on tile rows 0 and 1
+        if (q >= images) continue;
+        float* out = y_first + q * image + r * out_w;
+        _mm512_mask_storeu_ps(out, 0x00FF, cols);
+        _mm512_mask_storeu_ps(out + 4 * out_w - 8, 0xFF00, cols);
+      } else {
+        const int64_t tile = 4 * q, run_row = tile / Run, in_run = tile % Run;
+        _mm512_storeu_ps(y_first + (4 * run_row + r) * out_w + 4 * in_run, cols);
+      }
+    }
+  }
+}
+
+// U = G g G^T of every (o, c), stored per block of up to `block` output channels from o0:
+// u[xi*O*C + o0*C + c*b + j] = U[xi] of (o0 + j, c). g is w[o][c] (3x3, row-major); G's rows:
+// [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1].
+void transform_weights(const Conv2dGeometry& a, const float* w, int64_t block, float* u) {
+  const float g_rows[6][3] = {{1.0f / 4, 0, 0},
+                              {-1.0f / 6, -1.0f / 6, -1.0f / 6},
+                              {-1.0f / 6, 1.0f / 6, -1.0f / 6},
+                              {1.0f / 24, 1.0f / 12, 1.0f / 6},
+                              {1.0f / 24, -1.0f / 12, 1.0f / 6},
+                              {0, 0, 1}};
+  const int64_t per_xi = a.o * a.c;
+  for (int64_t o0 = 0, b = 0; o0 < a.o; o0 += b) {
+    b = balanced_block(a.o - o0, block);
+    for (int64_t j = 0; j < b; ++j)
+      for (int64_t c = 0; c < a.c; ++c) {
+        const float* g = w + ((o0 + j) * a.c + c) * 9;
+        float t[6][3];  // G g
+        for (int i = 0; i < 6; ++i)
+          for (int k = 0; k < 3; ++k)
+            t[i][k] = g_rows[i][0] * g[k] + g_rows[i][1] * g[3 + k] + g_rows[i][2] * g[6 + k];
+        for (int i = 0; i < 6; ++i)
+          for (int k = 0; k < 6; ++k)
+            u[(6 * i + k) * per_xi + o0 * a.c + c * b + j] =
+                t[i][0] * g_rows[k][0] + t[i][1] * g_rows[k][1] + t[i][2] * g_rows[k][2];
+      }
+  }
+}
+
+template <int Run>
+void forward_run(const Conv2dGeometry& a, const Layout& l, const float* x, const float* u,
+                 const float* bias, float* y) {
+  constexpr int kPerImage = Run == 2 ? 2 : 16 / Run;  // runs of one image in a vector
+  struct Block {
+    int64_t o0;
+    GemmTileFn tile;
+  };
+  std::vector<Block> blocks;
+  for (int64_t o0 = 0, b = 0; o0 < a.o; o0 += b) {
+    b = balanced_block(a.o - o0, kBlock);
+    blocks.push_back({o0, winograd::gemm_tile_512_pick(b)});
+  }
+  const int64_t image = a.c * a.h * a.w, out_image = a.o * a.out_h * a.out_w;
+  const int64_t out_plane = a.out_h * a.out_w, padded_image = a.c * l.plane;
+  const int64_t padded_size = l.images * padded_image, groups = (a.n + l.images - 1) / l.images;
+  parallel_for(groups, 1, [&](int64_t begin, int64_t end) {
+    float* padded = scratch<float>(0, static_cast<size_t>(padded_size + (a.c + a.o) * kVector));
+    float* v = padded + padded_size;
+    float* m = v + a.c * kVector;
+    std::fill(padded, padded + padded_size, 0.0f);  // the padding; pad_image writes the rest
+    for (int64_t group = begin; group < end; ++group) {
+      const int64_t n0 = group * l.images, images = std::min(l.images, a.n - n0);
+      // The lanes of the images present (a batch's last group may lack some).
+      const auto present =
+          static_cast<__mmask16>(images == l.images ? 0xFFFF : (1u << 16 / l.images * images) - 1);
+      for (int64_t i = 0; i < images; ++i)
+        pad_image(a, l, x + (n0 + i) * image, padded + i * padded_image);
+      const int64_t next = std::min(l.images, a.n - n0 - images);  // images of the next group
+      for (int64_t vec = 0; vec < l.vectors; ++vec) {
+        const int64_t tile = vec * 16, th0 = tile / l.tile_cols, j0 = tile % l.tile_cols;
+        for (int64_t c = 0; c < a.c; ++c)
+          input_transform<Run, kPerImage>(padded + c * l.plane, l, 4 * th0 * l.row + j0,
+                                          padded_image, present, v + c * kVector);
+        for (int64_t xi = 0; xi < kXi; ++xi) {
+          // The next group's images a few lines per GEMM (see conv_winograd.cpp).
+          if (group + 1 < end)
+            winograd::prefetch_part(x + (n0 + images) * image, next * image * 4, vec * kXi + xi,
+                                    l.vectors * kXi);
+          for (const Block& blk : blocks)
+            blk.tile(u + xi * a.o * a.c + blk.o0 * a.c, v + xi * 16, a.c, kVector,
+                     m + blk.o0 * kVector + xi * 16, kVector);
+        }
+        float* y_first = y + n0 * out_image + 4 * th0 * a.out_w + 4 * j0;
+        for (int64_t o = 0; o < a.o; ++o)
+          output_transform<Run>(m + o * kVector, bias ? bias[o] : 0.0f, a.out_w, out_image, images,
+                                y_first + o * out_plane);
+      }
+    }
+  });
+}
+
+}  // namespace winograd43
+
+void conv_winograd43_forward(const Conv2dGeometry& a, const float* x, const float* w,
+                             const float* bias, float* y) {
+  ECH_CHECK(conv_winograd43_usable(a), "conv_winograd43_forward: geometry not supported (",
+            a.kernel_h, "x", a.kernel_w, " window, stride ", a.stride_h, ", output ", a.out_h, "x",
+            a.out_w, ", ", a.c, " input channels)");
+  const winograd43::Layout l = winograd43::layout_of(a);
+  // In the caller's scratch (slot 2): the pool's tasks only read it.
+  float* u = scratch<float>(2, static_cast<size_t>(winograd43::kXi * a.o * a.c));
+  winograd43::transform_weights(a, w, winograd43::kBlock, u);
+  if (l.run == 16)
+    winograd43::forward_run<16>(a, l, x, u, bias, y);
+  else if (l.run == 8)
+    winograd43::forward_run<8>(a, l, x, u, bias, y);
+  else if (l.run == 4)
+    winograd43::forward_run<4>(a, l, x, u, bias, y);
+  else
+    winograd43::forward_run<2>(a, l, x, u, bias, y);
+}
+
+#else  // not x86: never usable
+
+void conv_winograd43_forward(const Conv2dGeometry&, const float*, const float*, const float*,
+                             float*) {
+  ECH_CHECK(false, "conv_winograd43_forward: needs an x86 CPU with AVX-512");
+}
+
+#endif
+
+}  // namespace echelon::cpu::fast
