@@ -38,8 +38,35 @@
 #include <echelon/tensor/cpu/fast/scratch.h>
 #include <echelon/tensor/ops.h>
 
+#include "tests/support/setting_scope.h"
+
 namespace echelon {
 namespace {
+
+// The pool's thread count and the Winograd ISA and tile settings as they were when the case
+// began, restored when it ends (also when a check throws); the case changes them freely.
+struct WinogradScope {
+  test::SettingScope<int> threads{cpu::fast::num_threads, cpu::fast::set_num_threads,
+                                  cpu::fast::num_threads()};
+  test::SettingScope<cpu::fast::WinogradIsa> isa{cpu::fast::conv_winograd_isa,
+                                                 cpu::fast::set_conv_winograd_isa,
+                                                 cpu::fast::conv_winograd_isa()};
+  test::SettingScope<cpu::fast::WinogradTile> tile{cpu::fast::conv_winograd_tile,
+                                                   cpu::fast::set_conv_winograd_tile,
+                                                   cpu::fast::conv_winograd_tile()};
+};
+
+// Largest |y_bias - y - bias[o]| over the outputs: the forward with a bias (y_bias) against the
+// same without (y), so the bias is added once per output, to the right channel.
+double bias_error(const Conv2dGeometry& a, const std::vector<float>& y_bias,
+                  const std::vector<float>& y, const std::vector<float>& bias) {
+  const int64_t plane = a.out_h * a.out_w;
+  double worst = 0;
+  for (size_t i = 0; i < y.size(); ++i)
+    worst = std::max(worst, std::abs(double(y_bias[i]) - double(y[i]) -
+                                     double(bias[size_t(int64_t(i) / plane % a.o)])));
+  return worst;
+}
 
 struct Case {
   int64_t n, c, h, w, o, pad;
@@ -130,9 +157,7 @@ TEST_SUITE("fast_cpu") {
   TEST_CASE("winograd: forward and backward data within 16 eps sum|x||w| of the twin") {
     Conv2dGeometry probe = geometry(kCases[0]);
     if (!cpu::fast::conv_winograd_usable(probe)) return;  // no AVX2 + FMA on this CPU
-    const int before = cpu::fast::num_threads();
-    const cpu::fast::WinogradIsa isa_before = cpu::fast::conv_winograd_isa();
-    const cpu::fast::WinogradTile tile_before = cpu::fast::conv_winograd_tile();
+    const WinogradScope restore;  // restores the thread count, ISA and tile when the case ends
     cpu::fast::set_conv_winograd_tile(cpu::fast::WinogradTile::F2x2);  // F(4x4): its own case
     int forwards = 0, backwards = 0;
     // Both dispatch levels of the GEMM tiles where the CPU has AVX-512, at 1 and 3 threads.
@@ -194,29 +219,19 @@ TEST_SUITE("fast_cpu") {
         // The bias: added once per output.
         std::vector<float> yb(out, nan);
         cpu::fast::conv_winograd_forward(a, x.data(), w.data(), b.data(), yb.data());
-        const int64_t plane = a.out_h * a.out_w;
-        double worst = 0;
-        for (size_t i = 0; i < out; ++i)
-          worst = std::max(worst, std::abs(double(yb[i]) - double(y[i]) -
-                                           double(b[size_t(int64_t(i) / plane % a.o)])));
-        CHECK(worst <= 1e-5);
+        CHECK(bias_error(a, yb, y, b) <= 1e-5);
       }
     }
     // Each direction ran on most cases, in every run.
     CHECK(forwards >= 6 * int(runs.size()));
     CHECK(backwards >= 6 * int(runs.size()));
-    cpu::fast::set_num_threads(before);
-    cpu::fast::set_conv_winograd_isa(isa_before);
-    cpu::fast::set_conv_winograd_tile(tile_before);
   }
 
   TEST_CASE("winograd: the AVX-512 paths give the AVX2 values bit for bit, 1 and 3 threads") {
     // The same adds in the transforms and the same FMA chain per output (over the input channels;
     // over the tiles for the weight gradient): only the register widths differ.
     if (!cpu::fast::conv_winograd_avx512_available()) return;
-    const int before = cpu::fast::num_threads();
-    const cpu::fast::WinogradIsa isa_before = cpu::fast::conv_winograd_isa();
-    const cpu::fast::WinogradTile tile_before = cpu::fast::conv_winograd_tile();
+    const WinogradScope restore;  // restores the thread count, ISA and tile when the case ends
     cpu::fast::set_conv_winograd_tile(cpu::fast::WinogradTile::F2x2);
     for (const Case& k : kCases) {
       CAPTURE(k.c);
@@ -252,9 +267,6 @@ TEST_SUITE("fast_cpu") {
         CHECK(std::memcmp(gw5.data(), gw2.data(), gw2.size() * sizeof(float)) == 0);
       }
     }
-    cpu::fast::set_num_threads(before);
-    cpu::fast::set_conv_winograd_isa(isa_before);
-    cpu::fast::set_conv_winograd_tile(tile_before);
   }
 
   TEST_CASE("winograd F(4x4, 3x3): forward and backward data within 256 eps sum|x||w|") {
@@ -264,9 +276,7 @@ TEST_SUITE("fast_cpu") {
     // padding-2 8x8 case (a window of 1 pixel, a tile of 16). A wrong coefficient or tile is off
     // by ~1 x sum |x| |w|, 1e7 of these units. Where F(4x4) does not fit, F(2x2) runs.
     if (!cpu::fast::conv_winograd_avx512_available()) return;
-    const int before = cpu::fast::num_threads();
-    const cpu::fast::WinogradIsa isa_before = cpu::fast::conv_winograd_isa();
-    const cpu::fast::WinogradTile tile_before = cpu::fast::conv_winograd_tile();
+    const WinogradScope restore;  // restores the thread count, ISA and tile when the case ends
     cpu::fast::set_conv_winograd_isa(cpu::fast::WinogradIsa::Avx512);
     cpu::fast::set_conv_winograd_tile(cpu::fast::WinogradTile::F4x4);
     // {case, F(4x4) forward, F(4x4) backward data}
@@ -325,12 +335,7 @@ TEST_SUITE("fast_cpu") {
           if (f43_forward) worst_forward = std::max(worst_forward, e);
           // The bias: added once per output.
           cpu::fast::conv_winograd_forward(a, x.data(), w.data(), b.data(), yb.data());
-          const int64_t plane = a.out_h * a.out_w;
-          double off = 0;
-          for (size_t i = 0; i < out; ++i)
-            off = std::max(off, std::abs(double(yb[i]) - double(y[i]) -
-                                         double(b[size_t(int64_t(i) / plane % a.o)])));
-          CHECK(off <= 1e-5);
+          CHECK(bias_error(a, yb, y, b) <= 1e-5);
         }
         if (cpu::fast::conv_winograd_backward_input_usable(a)) {
           cpu::fast::conv_winograd_backward_input(a, gy.data(), w.data(), gx.data());
@@ -344,9 +349,6 @@ TEST_SUITE("fast_cpu") {
             ", backward data ", worst_backward);
     CHECK(worst_forward > 0);  // F(4x4) ran
     CHECK(worst_backward > 0);
-    cpu::fast::set_num_threads(before);
-    cpu::fast::set_conv_winograd_isa(isa_before);
-    cpu::fast::set_conv_winograd_tile(tile_before);
   }
 
   TEST_CASE("winograd F(4x4, 3x3): the usable() rules") {
@@ -376,8 +378,7 @@ TEST_SUITE("fast_cpu") {
     // odd count): 1 block while dU (16 C O floats) fits in 64 KiB, else 4, which then span images
     // and end part-full at a chunk's end.
     if (!cpu::fast::conv_winograd_usable(geometry({1, 8, 8, 8, 8, 1}))) return;
-    const int before = cpu::fast::num_threads();
-    const cpu::fast::WinogradIsa isa_before = cpu::fast::conv_winograd_isa();
+    const WinogradScope restore;  // restores the thread count, ISA and tile when the case ends
     const std::vector<Case> cases = {
         {1, 9, 8, 16, 13, 1},   // batch 1, 2 vectors (one block), 13 = 8 + 5 output channels
         {5, 13, 8, 16, 7, 1},   // batch 5 over 2 threads: chunks of 3 and 2 images
@@ -423,8 +424,6 @@ TEST_SUITE("fast_cpu") {
           CHECK(std::memcmp(per_isa[0].data(), per_isa[1].data(), w.size() * sizeof(float)) == 0);
       }
     }
-    cpu::fast::set_num_threads(before);
-    cpu::fast::set_conv_winograd_isa(isa_before);
   }
 
   TEST_CASE("winograd: takes 3x3 / stride 1 / pad 0..2 / out_w % 8 == 0 / even out_h / C >= 8") {
@@ -468,12 +467,11 @@ TEST_SUITE("fast_cpu") {
     REQUIRE_FALSE(x.is_contiguous());
     const Tensor w = ops::randn({16, 16, 3, 3}, gen, kFloat32, Device::cpu());
     const Tensor b = ops::randn({16}, gen, kFloat32, Device::cpu());
-    const ops::CpuKernels before = ops::cpu_kernels();
-    ops::set_cpu_kernels(ops::CpuKernels::Naive);
+    const test::SettingScope<ops::CpuKernels> kernels(ops::cpu_kernels, ops::set_cpu_kernels,
+                                                      ops::CpuKernels::Naive);
     const std::vector<float> want = ops::conv2d(x, w, b, a).to_vector<float>();
     ops::set_cpu_kernels(ops::CpuKernels::Fast);
     const std::vector<float> got = ops::conv2d(x, w, b, a).to_vector<float>();
-    ops::set_cpu_kernels(before);
     REQUIRE(got.size() == want.size());
     double worst = 0;
     for (size_t i = 0; i < got.size(); ++i)
@@ -489,7 +487,7 @@ TEST_SUITE("fast_cpu") {
     auto x = random_values(size_t(8 * 16 * 16), 5);
     const auto w = random_values(size_t(8 * 8 * 9), 6);
     x[size_t((3 * 16 + 7) * 16 + 9)] = std::numeric_limits<float>::infinity();  // c 3, (7, 9)
-    const cpu::fast::WinogradTile tile_before = cpu::fast::conv_winograd_tile();
+    const WinogradScope restore;  // restores the thread count, ISA and tile when the case ends
     // Winograd also spoils the rest of the input tiles holding the pixel (Inf - Inf in the
     // transforms): F(2x2)'s 4x4 tiles reach 3 outputs from it, F(4x4)'s 6x6 tiles 4.
     for (const auto& [tile, reach] : {std::pair{cpu::fast::WinogradTile::F2x2, 3},
@@ -514,7 +512,6 @@ TEST_SUITE("fast_cpu") {
               CHECK(std::isfinite(v));
           }
     }
-    cpu::fast::set_conv_winograd_tile(tile_before);
   }
 }
 

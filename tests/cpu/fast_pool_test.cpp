@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -66,6 +67,25 @@ void check_same_bits(const Tensor& a, const Tensor& b) {
   }
   CAPTURE(first);
   CHECK(mismatches == 0);
+}
+
+// run_all's outputs with the fast path at 1 and 2 threads, bit for bit those of the naive twins.
+void check_fast_as_naive(const std::function<std::vector<Tensor>()>& run_all) {
+  std::vector<Tensor> naive;
+  {
+    PoolScope scope(1, ops::CpuKernels::Naive, false);
+    naive = run_all();
+  }
+  for (const int threads : {1, 2}) {
+    PoolScope scope(threads, ops::CpuKernels::Fast, false);
+    const std::vector<Tensor> fast = run_all();
+    REQUIRE(fast.size() == naive.size());
+    for (size_t i = 0; i < fast.size(); ++i) {
+      CAPTURE(threads);
+      CAPTURE(i);
+      check_same_bits(fast[i], naive[i]);
+    }
+  }
 }
 
 // Forward and backward outputs of one pooling: y, argmax, and the input gradient.
@@ -215,7 +235,6 @@ TEST_SUITE("fast_pool") {
                                         ops::randn({1, 3}, gen), ops::randn({3000, 2}, gen)};
     for (const Tensor& x : inputs) {
       CAPTURE(x.shape());
-      std::vector<Tensor> naive, fast;
       auto run_all = [&] {
         std::vector<Tensor> outs = {ops::sum(x, {0}), ops::mean(x, {0}, true),
                                     ops::sum(x.transpose(0, 1), {0})};  // a view: the twin
@@ -225,16 +244,7 @@ TEST_SUITE("fast_pool") {
         }
         return outs;
       };
-      {
-        PoolScope scope(1, ops::CpuKernels::Naive, false);
-        naive = run_all();
-      }
-      for (const int threads : {1, 2}) {
-        PoolScope scope(threads, ops::CpuKernels::Fast, false);
-        fast = run_all();
-        REQUIRE(fast.size() == naive.size());
-        for (size_t i = 0; i < fast.size(); ++i) check_same_bits(fast[i], naive[i]);
-      }
+      check_fast_as_naive(run_all);
     }
   }
 
@@ -247,7 +257,6 @@ TEST_SUITE("fast_pool") {
                                         ops::randn({1, 3}, gen), ops::randn({3001, 2}, gen)};
     for (const Tensor& x : inputs) {
       CAPTURE(x.shape());
-      std::vector<Tensor> naive, fast;
       auto run_all = [&] {
         std::vector<Tensor> outs = {ops::sum(x, {-1}), ops::mean(x, {-1}, true), ops::sum(x),
                                     ops::mean(x), ops::sum(x.transpose(0, 1), {-1})};
@@ -257,20 +266,7 @@ TEST_SUITE("fast_pool") {
         }
         return outs;
       };
-      {
-        PoolScope scope(1, ops::CpuKernels::Naive, false);
-        naive = run_all();
-      }
-      for (const int threads : {1, 2}) {
-        PoolScope scope(threads, ops::CpuKernels::Fast, false);
-        fast = run_all();
-        REQUIRE(fast.size() == naive.size());
-        for (size_t i = 0; i < fast.size(); ++i) {
-          CAPTURE(i);
-          CHECK(fast[i].shape() == naive[i].shape());
-          check_same_bits(fast[i], naive[i]);
-        }
-      }
+      check_fast_as_naive(run_all);
     }
   }
 
