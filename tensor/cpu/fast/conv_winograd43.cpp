@@ -152,9 +152,9 @@ ECH_WINOGRAD_AVX512 inline __m512 load_runs(const float* p, int64_t row, int64_t
     __m512 v = _mm512_maskz_loadu_ps(present & ((1u << Run) - 1), p);
 #pragma GCC unroll 8
     for (int i = 1; i < 16 / Run; ++i)
-      v = _mm512_mask_loadu_ps(v,
-                               static_cast<__mmask16>(present & (((1u << Run) - 1) << (Run * i))),
-                               p + i / PerImage * image + 4 * (i % PerImage) * row - Run * i);
+      v = _mm512_mask_loadu_ps(
+          v, static_cast<__mmask16>(present & (((1u << Run) - 1) << (Run * i))),
+          p + i / PerImage * image + int64_t{4} * (i % PerImage) * row - int64_t{Run} * i);
     return v;
   }
 }
@@ -195,7 +195,7 @@ ECH_WINOGRAD_AVX512 void input_transform(const float* plane, const Layout& l, in
     __m512 out[6];
     input_1d(t[i], out);
 #pragma GCC unroll 6
-    for (int k = 0; k < 6; ++k) _mm512_storeu_ps(v_c + (6 * i + k) * 16, out[k]);
+    for (int k = 0; k < 6; ++k) _mm512_storeu_ps(v_c + (6 * i + k) * int64_t{16}, out[k]);
   }
 }
 
@@ -230,7 +230,7 @@ ECH_WINOGRAD_AVX512 void output_transform(const float* m_o, float bias, int64_t 
   for (int k = 0; k < 6; ++k) {
     __m512 m[6];
 #pragma GCC unroll 6
-    for (int i = 0; i < 6; ++i) m[i] = _mm512_loadu_ps(m_o + (6 * i + k) * 16);
+    for (int i = 0; i < 6; ++i) m[i] = _mm512_loadu_ps(m_o + (6 * i + k) * int64_t{16});
     __m512 col[4];
     output_1d(m, col);
 #pragma GCC unroll 4
@@ -258,7 +258,7 @@ ECH_WINOGRAD_AVX512 void output_transform(const float* m_o, float bias, int64_t 
         _mm512_mask_storeu_ps(out, 0x00FF, cols);
         _mm512_mask_storeu_ps(out + 4 * out_w - 8, 0xFF00, cols);
       } else {
-        const int64_t tile = 4 * q, run_row = tile / Run, in_run = tile % Run;
+        const int64_t tile = int64_t{4} * q, run_row = tile / Run, in_run = tile % Run;
         _mm512_storeu_ps(y_first + (4 * run_row + r) * out_w + 4 * in_run, cols);
       }
     }

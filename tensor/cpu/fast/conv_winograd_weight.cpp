@@ -56,7 +56,7 @@ ECH_AVX2 void weight_tile(const float* v, int64_t v_stride, const float* z, int6
   for (int j = 0; j < B; ++j)
 #pragma GCC unroll 2
     for (int k = 0; k < NO; ++k) acc[j][k] = _mm256_loadu_ps(acc_at + j * op + k * kLanes);
-  for (int64_t p = 0; p < count; ++p, v += v_stride)
+  for (int64_t p = 0; p < count; ++p, v += v_stride) {
 #pragma GCC unroll 16
     for (int t = 0; t < kBlockTiles; ++t, z += z_tile(op)) {
       __m256 zv[NO];
@@ -69,6 +69,7 @@ ECH_AVX2 void weight_tile(const float* v, int64_t v_stride, const float* z, int6
         for (int k = 0; k < NO; ++k) acc[j][k] = _mm256_fmadd_ps(vj, zv[k], acc[j][k]);
       }
     }
+  }
 #pragma GCC unroll 8
   for (int j = 0; j < B; ++j)
 #pragma GCC unroll 2
@@ -104,7 +105,7 @@ ECH_AVX512 void weight_tile_512(const float* v, int64_t v_stride, const float* z
   for (int j = 0; j < B; ++j)
 #pragma GCC unroll 4
     for (int k = 0; k < NO; ++k) acc[j][k] = _mm512_loadu_ps(acc_at + j * op + k * int64_t{16});
-  for (int64_t p = 0; p < count; ++p, v += v_stride)
+  for (int64_t p = 0; p < count; ++p, v += v_stride) {
 #pragma GCC unroll 16
     for (int t = 0; t < kBlockTiles; ++t, z += z_tile(op)) {
       __m512 zv[NO];
@@ -117,6 +118,7 @@ ECH_AVX512 void weight_tile_512(const float* v, int64_t v_stride, const float* z
         for (int k = 0; k < NO; ++k) acc[j][k] = _mm512_fmadd_ps(vj, zv[k], acc[j][k]);
       }
     }
+  }
 #pragma GCC unroll 12
   for (int j = 0; j < B; ++j)
 #pragma GCC unroll 4
