@@ -246,24 +246,26 @@ ECH_AVX512 void grad_transform_512(const float* gt, int64_t op, const TileVector
 
 // grad_w (O, C, 3, 3) = G^T dU G per (o, c), from du[xi][c][o] (output channels op apart).
 void weight_from_du(const Conv2dGeometry& a, const float* du, int64_t op, float* grad_w) {
-  // dw = G^T dU G per (o, c).
-  for (int64_t o = 0; o < a.o; ++o)
-    for (int64_t c = 0; c < a.c; ++c) {
-      float d[4][4];
-      for (int64_t xi = 0; xi < kXi; ++xi) d[xi / 4][xi % 4] = du[(xi * a.c + c) * op + o];
-      float t[3][4];  // G^T dU
-      for (int k = 0; k < 4; ++k) {
-        t[0][k] = d[0][k] + 0.5f * (d[1][k] + d[2][k]);
-        t[1][k] = 0.5f * (d[1][k] - d[2][k]);
-        t[2][k] = 0.5f * (d[1][k] + d[2][k]) + d[3][k];
+  // dw = G^T dU G per (o, c), output channels split across the pool.
+  parallel_for(a.o, 1, [&](int64_t o_begin, int64_t o_end) {
+    for (int64_t o = o_begin; o < o_end; ++o)
+      for (int64_t c = 0; c < a.c; ++c) {
+        float d[4][4];
+        for (int64_t xi = 0; xi < kXi; ++xi) d[xi / 4][xi % 4] = du[(xi * a.c + c) * op + o];
+        float t[3][4];  // G^T dU
+        for (int k = 0; k < 4; ++k) {
+          t[0][k] = d[0][k] + 0.5f * (d[1][k] + d[2][k]);
+          t[1][k] = 0.5f * (d[1][k] - d[2][k]);
+          t[2][k] = 0.5f * (d[1][k] + d[2][k]) + d[3][k];
+        }
+        float* g = grad_w + (o * a.c + c) * 9;
+        for (int r = 0; r < 3; ++r) {
+          g[r * 3 + 0] = t[r][0] + 0.5f * (t[r][1] + t[r][2]);
+          g[r * 3 + 1] = 0.5f * (t[r][1] - t[r][2]);
+          g[r * 3 + 2] = 0.5f * (t[r][1] + t[r][2]) + t[r][3];
+        }
       }
-      float* g = grad_w + (o * a.c + c) * 9;
-      for (int r = 0; r < 3; ++r) {
-        g[r * 3 + 0] = t[r][0] + 0.5f * (t[r][1] + t[r][2]);
-        g[r * 3 + 1] = 0.5f * (t[r][1] - t[r][2]);
-        g[r * 3 + 2] = 0.5f * (t[r][1] + t[r][2]) + t[r][3];
-      }
-    }
+  });
 }
 
 void backward_weight_impl(const Conv2dGeometry& a, const float* grad_out, const float* x,
@@ -373,10 +375,13 @@ void backward_weight_impl(const Conv2dGeometry& a, const float* grad_out, const 
       }
     }
   });
-  for (int64_t c = 1; c < chunks; ++c) {  // chunk by chunk: a fixed order
-    const float* part = partials + c * partial;
-    for (int64_t i = 0; i < partial; ++i) partials[i] += part[i];
-  }
+  // Every element adds its chunks in chunk order (a fixed order on any split of the elements).
+  parallel_for(partial, int64_t{1} << 13, [&](int64_t begin, int64_t end) {
+    for (int64_t c = 1; c < chunks; ++c) {
+      const float* part = partials + c * partial;
+      for (int64_t i = begin; i < end; ++i) partials[i] += part[i];
+    }
+  });
   weight_from_du(a, partials, op, grad_w);
 }
 
