@@ -305,7 +305,7 @@ ECH_WINOGRAD_AVX512 void transform_block(const float* g, int64_t o_stride, int64
 // transformed on every call, so input channels are split across the pool (serial, this was 2% of
 // a two-thread ResNet-20 step).
 void transform_weights(const Conv2dGeometry& a, const float* w, int64_t block, float* u) {
-  ECH_CHECK(block >= 1 && block <= 16 && a.c <= (int64_t{1} << 31) / int64_t{9 * 16},
+  ECH_CHECK(block >= 1 && block <= 16 && a.c <= (int64_t{1} << 31) / (int64_t{9} * 16),
             "transform_weights: block ", block, " or ", a.c, " input channels out of range");
   const int64_t per_xi = a.o * a.c;
   parallel_for(a.c, 1, [&](int64_t c_begin, int64_t c_end) {
