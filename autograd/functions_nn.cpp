@@ -138,11 +138,15 @@ Tensor batch_norm_relu(const Tensor& x, const Tensor& gamma, const Tensor& beta,
   ops::BatchNormOutput out = ops::batch_norm_train(x, gamma, beta, running_mean, running_var,
                                                    momentum, eps, /*relu=*/true);
   Tensor mean = out.save_mean, invstd = out.save_invstd, y_saved = saved_output(out.out);
+  // The forward's own scale and shift (a copy: a stale gamma read in backward would change them):
+  // the backward recomputes the ReLU's mask from x with them and does not read y.
+  Tensor affine = out.save_affine;
   return record(
       "batch_norm_relu", out.out, {x, gamma, beta},
-      [x, gamma, mean, invstd, y_saved](const Tensor& g, const Needs& n) -> Grads {
-        ops::BatchNormGrads r = ops::batch_norm_backward(g, x, gamma, mean, invstd,
-                                                         /*relu_out=*/y_saved);
+      [x, gamma, mean, invstd, y_saved, affine](const Tensor& g, const Needs& n) -> Grads {
+        ops::BatchNormGrads r =
+            ops::batch_norm_backward(g, x, gamma, mean, invstd, /*relu_out=*/y_saved,
+                                     /*want_masked=*/false, /*relu_affine=*/affine);
         return {n[0] ? r.input : Tensor(), n[1] ? r.gamma : Tensor(), n[2] ? r.beta : Tensor()};
       });
 }

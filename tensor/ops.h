@@ -186,6 +186,9 @@ Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& input_shape,
 // Batch normalisation over all dims but 1 (channels): x (N, C) or (N, C, H, W).
 struct BatchNormOutput {
   Tensor out, save_mean, save_invstd;  // save_* are (C), for backward
+  // (C, 2): each channel's scale and shift, out = ReLU(x * scale + shift). Only from the fast CPU
+  // path's fused ReLU without a residual; batch_norm_backward's relu_affine.
+  Tensor save_affine;
 };
 // Training mode: normalises with batch statistics and updates running_mean/var in place
 // (running = (1 - momentum) * running + momentum * batch, unbiased variance, as PyTorch).
@@ -203,9 +206,13 @@ struct BatchNormGrads {
 // relu_out: the output of batch_norm_train(..., relu = true); grad_out is then the gradient of that
 // output, and the ReLU's backward (grad_out * (relu_out > 0)) runs inside (CPU only).
 // want_masked (with relu_out): also return that masked gradient, the gradient of the residual.
+// relu_affine (with relu_out, without want_masked; may be undefined): batch_norm_train's
+// save_affine; the fast CPU path then recomputes the ReLU's mask from x (the same signs as
+// relu_out > 0) and reads two streams fewer.
 BatchNormGrads batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& gamma,
                                    const Tensor& save_mean, const Tensor& save_invstd,
-                                   const Tensor& relu_out = Tensor(), bool want_masked = false);
+                                   const Tensor& relu_out = Tensor(), bool want_masked = false,
+                                   const Tensor& relu_affine = Tensor());
 
 // Local response normalisation across channels (AlexNet; PyTorch's formula):
 // y = x / (k + alpha/size * sum_{window} x^2)^beta. *scale receives the bracket, for backward.

@@ -108,12 +108,14 @@ BatchNormOutput batch_norm_train(const Tensor& x_in, const Tensor& gamma_in, con
     const bool fast = cpu_kernels() == CpuKernels::Fast;
     ECH_DISPATCH_FLOATING(x.dtype(), op, {
       if (fast && relu) {
+        if (!residual.defined()) out.save_affine = Tensor::empty({a.c, 2}, x.dtype(), x.device());
         cpu::fast::batch_norm_relu_train_forward<scalar_t>(
             a, x.data<scalar_t>(), ptr_or_null<scalar_t>(gamma), ptr_or_null<scalar_t>(beta),
             running_mean.defined() ? running_mean.data<scalar_t>() : nullptr,
             running_var.defined() ? running_var.data<scalar_t>() : nullptr, momentum, eps,
             out.out.data<scalar_t>(), out.save_mean.data<scalar_t>(),
-            out.save_invstd.data<scalar_t>(), ptr_or_null<scalar_t>(residual));
+            out.save_invstd.data<scalar_t>(), ptr_or_null<scalar_t>(residual),
+            out.save_affine.defined() ? out.save_affine.data<scalar_t>() : nullptr);
         return out;
       }
       (fast ? cpu::fast::batch_norm_train_forward<scalar_t>
@@ -176,13 +178,21 @@ Tensor batch_norm_eval(const Tensor& x_in, const Tensor& gamma_in, const Tensor&
 BatchNormGrads batch_norm_backward(const Tensor& grad_out_in, const Tensor& x_in,
                                    const Tensor& gamma_in, const Tensor& save_mean_in,
                                    const Tensor& save_invstd_in, const Tensor& relu_out_in,
-                                   bool want_masked) {
+                                   bool want_masked, const Tensor& relu_affine_in) {
   const bool relu = relu_out_in.defined();
   const char* op = relu ? "batch_norm_backward (fused ReLU)" : "batch_norm_backward";
   const NormArgs a = norm_args(x_in, op);
   check_float_like(op, grad_out_in, x_in, "grad_out");
   check_shape(op, grad_out_in, x_in.shape(), "grad_out");
   ECH_CHECK(relu || !want_masked, op, ": the masked gradient needs relu_out");
+  ECH_CHECK(!relu_affine_in.defined() || (relu && !want_masked), op,
+            ": relu_affine goes with relu_out and without the masked gradient");
+  Tensor relu_affine;
+  if (relu_affine_in.defined()) {
+    check_float_like(op, relu_affine_in, x_in, "relu_affine");
+    check_shape(op, relu_affine_in, Shape{a.c, 2}, "relu_affine");
+    relu_affine = relu_affine_in.contiguous();
+  }
   if (relu) {
     check_float_like(op, relu_out_in, x_in, "relu_out");
     check_shape(op, relu_out_in, x_in.shape(), "relu_out");
@@ -223,7 +233,8 @@ BatchNormGrads batch_norm_backward(const Tensor& grad_out_in, const Tensor& x_in
           grads.input.data<scalar_t>(),
           grads.gamma.defined() ? grads.gamma.data<scalar_t>() : nullptr,
           grads.beta.defined() ? grads.beta.data<scalar_t>() : nullptr,
-          grads.masked.defined() ? grads.masked.data<scalar_t>() : nullptr);
+          grads.masked.defined() ? grads.masked.data<scalar_t>() : nullptr,
+          ptr_or_null<scalar_t>(relu_affine));
       return grads;
     }
     if (relu) {  // the twins' composition: ReLU's backward (y > 0 where its input was), then BN's

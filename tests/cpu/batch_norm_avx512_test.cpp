@@ -1,5 +1,6 @@
 // The fast batch norm's AVX-512 per-plane loops (tensor/cpu/fast/nn_avx512.h) against its portable
-// ones, bit for bit: plain, + ReLU, + residual + ReLU with the masked gradient stored; plane sizes
+// ones, bit for bit: plain, + ReLU (its mask read from y, or recomputed from x with the forward's
+// scale and shift), + residual + ReLU with the masked gradient stored; plane sizes
 // below, between and above the 16- and 32-float blocks (tails in both halves of the lanes), 1 and
 // 3 threads; and both within float rounding of the naive twins.
 #include <doctest/doctest.h>
@@ -41,21 +42,27 @@ class NormScope {
 };
 
 // Every output of a train forward + backward; mode 0: BN, 1: BN + ReLU, 2: BN + residual + ReLU
-// with the masked gradient.
-std::vector<std::vector<float>> run_batch_norm(const Tensor& x, const Tensor& residual, int mode) {
+// with the masked gradient, 3: BN + ReLU with the mask recomputed from x (the forward's
+// save_affine; the naive twins make none and read y). A gamma_step changes gamma between the
+// forward and the backward (a stale weight).
+std::vector<std::vector<float>> run_batch_norm(const Tensor& x, const Tensor& residual, int mode,
+                                               double gamma_step = 0.0) {
   Generator gen(5);
   const int64_t c = x.shape()[1];
-  const Tensor gamma = ops::randn({c}, gen), beta = ops::randn({c}, gen);
-  const Tensor gy = ops::randn(x.shape(), gen);
-  Tensor rm = Tensor::zeros({c}), rv = Tensor::ones({c});
+  Tensor gamma = ops::randn({c}, gen).to(x.dtype());
+  const Tensor beta = ops::randn({c}, gen).to(x.dtype());
+  const Tensor gy = ops::randn(x.shape(), gen).to(x.dtype());
+  Tensor rm = Tensor::zeros({c}, x.dtype()), rv = Tensor::ones({c}, x.dtype());
   const bool relu = mode > 0;
   ops::BatchNormOutput o = ops::batch_norm_train(x, gamma, beta, rm, rv, 0.1, 1e-5, relu,
                                                  mode == 2 ? residual : Tensor());
-  ops::BatchNormGrads g = ops::batch_norm_backward(gy, x, gamma, o.save_mean, o.save_invstd,
-                                                   relu ? o.out : Tensor(), mode == 2);
+  if (gamma_step != 0.0) gamma = ops::add(gamma, gamma_step);
+  ops::BatchNormGrads g =
+      ops::batch_norm_backward(gy, x, gamma, o.save_mean, o.save_invstd, relu ? o.out : Tensor(),
+                               mode == 2, mode == 3 ? o.save_affine : Tensor());
   std::vector<std::vector<float>> outs;
   for (const Tensor& t : {o.out, o.save_mean, o.save_invstd, rm, rv, g.input, g.gamma, g.beta})
-    outs.push_back(t.to_vector<float>());
+    outs.push_back(t.to(kFloat32).to_vector<float>());
   if (mode == 2) outs.push_back(g.masked.to_vector<float>());
   return outs;
 }
@@ -85,7 +92,7 @@ TEST_SUITE("fast_cpu") {
       const std::vector<int64_t> shape = {5, 3, hw[0], hw[1]};
       const Tensor x = ops::add(ops::mul(ops::randn(shape, gen), 2.0), 0.3);
       const Tensor residual = ops::randn(shape, gen);
-      for (int mode = 0; mode < 3; ++mode) {
+      for (int mode = 0; mode < 4; ++mode) {
         CAPTURE(hw[0] * hw[1]);
         CAPTURE(mode);
         std::vector<std::vector<float>> portable, naive;
@@ -116,6 +123,48 @@ TEST_SUITE("fast_cpu") {
           }
       }
     }
+  }
+
+  TEST_CASE("batch norm + ReLU: the mask recomputed from x is bit for bit the mask read from y") {
+    Generator gen(32);
+    for (const DType dtype : {kFloat32, kFloat64})
+      for (const double gamma_step : {0.0, 0.7, -3.0}) {  // -3: some channels change sign
+        CAPTURE(dtype);
+        CAPTURE(gamma_step);
+        const Tensor x = ops::add(ops::mul(ops::randn({6, 4, 5, 7}, gen), 2.0), 0.3).to(dtype);
+        for (const int threads : {1, 3})
+          for (const bool avx512 : {true, false}) {
+            if (avx512 && !cpu::fast::batch_norm_avx512_available()) continue;
+            CAPTURE(threads);
+            CAPTURE(avx512);
+            NormScope scope(threads, ops::CpuKernels::Fast, avx512);
+            const auto from_y = run_batch_norm(x, Tensor(), 1, gamma_step);
+            const auto from_x = run_batch_norm(x, Tensor(), 3, gamma_step);
+            REQUIRE(from_x.size() == from_y.size());
+            for (size_t i = 0; i < from_y.size(); ++i) {
+              CAPTURE(i);
+              CHECK(same_bits(from_x[i], from_y[i]));
+            }
+          }
+      }
+    NormScope scope(1, ops::CpuKernels::Fast, cpu::fast::batch_norm_avx512_available());
+    const Tensor x = ops::randn({2, 3, 4, 4}, gen), gy = ops::randn({2, 3, 4, 4}, gen);
+    Tensor rm = Tensor::zeros({3}), rv = Tensor::ones({3});
+    ops::BatchNormOutput o =
+        ops::batch_norm_train(x, Tensor(), Tensor(), rm, rv, 0.1, 1e-5, /*relu=*/true);
+    REQUIRE(o.save_affine.defined());
+    CHECK(o.save_affine.shape() == Shape{3, 2});
+    CHECK_FALSE(ops::batch_norm_train(x, Tensor(), Tensor(), rm, rv, 0.1, 1e-5, true, gy)
+                    .save_affine.defined());  // with a residual y's mask needs the residual
+    CHECK_THROWS_WITH_AS(ops::batch_norm_backward(gy, x, Tensor(), o.save_mean, o.save_invstd,
+                                                  o.out, /*want_masked=*/true, o.save_affine),
+                         doctest::Contains("relu_affine goes with relu_out"), Error);
+    CHECK_THROWS_WITH_AS(ops::batch_norm_backward(gy, x, Tensor(), o.save_mean, o.save_invstd,
+                                                  Tensor(), false, o.save_affine),
+                         doctest::Contains("relu_affine goes with relu_out"), Error);
+    CHECK_THROWS_WITH_AS(ops::batch_norm_backward(gy, x, Tensor(), o.save_mean, o.save_invstd,
+                                                  o.out, false, Tensor::zeros({3})),
+                         doctest::Contains("relu_affine"), Error);
   }
 }
 

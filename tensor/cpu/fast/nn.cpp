@@ -115,14 +115,16 @@ int64_t plane_grain(const NormArgs& a) {
 // the residual when it is not null. Both passes walk the planes in memory order, so the hardware
 // prefetcher streams them (a channel's planes, C planes apart, restart it at every plane: at
 // ResNet-20's 8x8 stage a plane is 4 cache lines). Per-plane results are merged per channel in
-// image order: the same sums as a channel-by-channel walk, on any thread count.
+// image order: the same sums as a channel-by-channel walk, on any thread count. The per-channel
+// scale and shift go to save_affine (C, 2) when it is not null.
 template <bool Relu, typename T>
 void train_forward(const NormArgs& a, const T* x, const T* gamma, const T* beta, T* running_mean,
                    T* running_var, double momentum, double eps, T* y, T* save_mean, T* save_invstd,
-                   const T* residual) {
+                   const T* residual, T* save_affine) {
   const int64_t planes = a.n * a.c;
   double* moments = scratch<double>(0, static_cast<size_t>(2 * planes));  // (N, C, 2)
-  T* affine = scratch<T>(1, static_cast<size_t>(2 * a.c));                // (C, 2): scale, shift
+  // (C, 2): scale, shift
+  T* affine = save_affine ? save_affine : scratch<T>(1, static_cast<size_t>(2 * a.c));
   parallel_for(planes, plane_grain(a), [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p)
       plane_moments(x + p * a.spatial, a.spatial, &moments[2 * p], &moments[2 * p + 1]);
@@ -205,15 +207,64 @@ void plane_sums(const T* dy, const T* out, const T* in, T mean, int64_t spatial,
   *sum_dy_xc = static_cast<double>(fold_lanes(s2));
 }
 
+// Pass 1 over one plane with d = dy where in * scale + shift > 0 (the fused forward's ReLU input,
+// recomputed: the same product and add as its store pass) and 0 elsewhere.
+template <typename T>
+void plane_sums_relu_of_input(const T* dy, const T* in, T scale, T shift, T mean, int64_t spatial,
+                              double* sum_dy, double* sum_dy_xc) {
+#ifdef ECHELON_NORM_AVX512
+  if constexpr (std::is_same_v<T, float>)
+    if (use_avx512<T>()) {
+      float d = 0.0f, dx = 0.0f;
+      norm_avx512::plane_sums_relu_of_input(dy, in, scale, shift, mean, spatial, &d, &dx);
+      *sum_dy = static_cast<double>(d);
+      *sum_dy_xc = static_cast<double>(dx);
+      return;
+    }
+#endif
+  T s1[kSumLanes] = {}, s2[kSumLanes] = {};
+  for_lanes(spatial, [&](int64_t s, int64_t i) {
+    const T g = dy[s];
+    const T d = in[s] * scale + shift > T(0) ? g : T(0);
+    s1[i] += d;
+    s2[i] += d * (in[s] - mean);
+  });
+  *sum_dy = static_cast<double>(fold_lanes(s1));
+  *sum_dy_xc = static_cast<double>(fold_lanes(s2));
+}
+
+// Pass 2 over one plane with d as plane_sums_relu_of_input's.
+template <typename T>
+void apply_relu_of_input(const T* dy, const T* in, T scale, T shift, T mean, T k, T kx, T k0,
+                         int64_t spatial, T* grad_in) {
+#ifdef ECHELON_NORM_AVX512
+  if constexpr (std::is_same_v<T, float>)
+    if (use_avx512<T>()) {
+      norm_avx512::apply_gradient_relu_of_input(dy, in, scale, shift, mean, k, kx, k0, spatial,
+                                                grad_in);
+      return;
+    }
+#endif
+#pragma omp simd
+  for (int64_t s = 0; s < spatial; ++s) {
+    const T g = dy[s];
+    const T d = in[s] * scale + shift > T(0) ? g : T(0);
+    grad_in[s] = k * d + kx * (in[s] - mean) + k0;
+  }
+}
+
 // The batch-norm backward of grad_out, or with Relu of grad_out * (y > 0) (the ReLU's backward:
 // y > 0 exactly where the ReLU's input was). The masked gradient is materialised only when
 // `masked` is not null; the second pass then reads it instead of grad_out and y (one stream
 // fewer). Planes in memory order, per-plane sums added per channel in image order, as the
 // forward.
+// With relu_affine (C, 2), the forward's scale and shift (Relu, no residual, masked null), the
+// mask is recomputed from x instead of read from y: x * scale + shift is the forward's ReLU input
+// (the same product and add, so the same signs), and each pass reads one stream fewer.
 template <bool Relu, typename T>
 void train_backward(const NormArgs& a, const T* grad_out, const T* y, const T* x, const T* gamma,
                     const T* save_mean, const T* save_invstd, T* grad_in, T* grad_gamma,
-                    T* grad_beta, T* masked) {
+                    T* grad_beta, T* masked, const T* relu_affine) {
   const int64_t planes = a.n * a.c;
   double* sums = scratch<double>(0, static_cast<size_t>(2 * planes));  // (N, C, 2)
   T* coefficients = scratch<T>(1, static_cast<size_t>(3 * a.c));       // (C, 3): k, kx, k0
@@ -221,7 +272,11 @@ void train_backward(const NormArgs& a, const T* grad_out, const T* y, const T* x
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t at = p * a.spatial;
       const T mean = save_mean[p % a.c];
-      if (Relu && masked)
+      if (Relu && relu_affine)
+        plane_sums_relu_of_input(grad_out + at, x + at, relu_affine[2 * (p % a.c)],
+                                 relu_affine[2 * (p % a.c) + 1], mean, a.spatial, &sums[2 * p],
+                                 &sums[2 * p + 1]);
+      else if (Relu && masked)
         plane_sums<true, true>(grad_out + at, y + at, x + at, mean, a.spatial, masked + at,
                                &sums[2 * p], &sums[2 * p + 1]);
       else
@@ -253,6 +308,11 @@ void train_backward(const NormArgs& a, const T* grad_out, const T* y, const T* x
       const T mean = save_mean[c];
       const T* in = x + at;
       T* out = grad_in + at;
+      if (Relu && relu_affine) {
+        apply_relu_of_input(grad_out + at, in, relu_affine[2 * c], relu_affine[2 * c + 1], mean, k,
+                            kx, k0, a.spatial, out);
+        continue;
+      }
 #ifdef ECHELON_NORM_AVX512
       if constexpr (std::is_same_v<T, float>)
         if (use_avx512<T>()) {
@@ -304,15 +364,16 @@ void batch_norm_train_forward(const NormArgs& a, const T* x, const T* gamma, con
                               T* running_mean, T* running_var, double momentum, double eps, T* y,
                               T* save_mean, T* save_invstd) {
   train_forward<false>(a, x, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean,
-                       save_invstd, static_cast<const T*>(nullptr));
+                       save_invstd, static_cast<const T*>(nullptr), static_cast<T*>(nullptr));
 }
 
 template <typename T>
 void batch_norm_relu_train_forward(const NormArgs& a, const T* x, const T* gamma, const T* beta,
                                    T* running_mean, T* running_var, double momentum, double eps,
-                                   T* y, T* save_mean, T* save_invstd, const T* residual) {
+                                   T* y, T* save_mean, T* save_invstd, const T* residual,
+                                   T* save_affine) {
   train_forward<true>(a, x, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean,
-                      save_invstd, residual);
+                      save_invstd, residual, save_affine);
 }
 
 template <typename T>
@@ -320,15 +381,19 @@ void batch_norm_backward(const NormArgs& a, const T* grad_out, const T* x, const
                          const T* save_mean, const T* save_invstd, T* grad_in, T* grad_gamma,
                          T* grad_beta) {
   train_backward<false>(a, grad_out, static_cast<const T*>(nullptr), x, gamma, save_mean,
-                        save_invstd, grad_in, grad_gamma, grad_beta, static_cast<T*>(nullptr));
+                        save_invstd, grad_in, grad_gamma, grad_beta, static_cast<T*>(nullptr),
+                        static_cast<const T*>(nullptr));
 }
 
 template <typename T>
 void batch_norm_relu_backward(const NormArgs& a, const T* grad_out, const T* y, const T* x,
                               const T* gamma, const T* save_mean, const T* save_invstd, T* grad_in,
-                              T* grad_gamma, T* grad_beta, T* masked) {
+                              T* grad_gamma, T* grad_beta, T* masked, const T* relu_affine) {
+  ECH_CHECK(!(masked && relu_affine),
+            "batch_norm_relu_backward: the mask is recomputed from x "
+            "only when the masked gradient is not stored");
   train_backward<true>(a, grad_out, y, x, gamma, save_mean, save_invstd, grad_in, grad_gamma,
-                       grad_beta, masked);
+                       grad_beta, masked, relu_affine);
 }
 
 // T names a type below, and a type cannot be parenthesised.
@@ -337,11 +402,13 @@ void batch_norm_relu_backward(const NormArgs& a, const T* grad_out, const T* y, 
   template void batch_norm_train_forward<T>(const NormArgs&, const T*, const T*, const T*, T*, T*, \
                                             double, double, T*, T*, T*);                           \
   template void batch_norm_relu_train_forward<T>(const NormArgs&, const T*, const T*, const T*,    \
-                                                 T*, T*, double, double, T*, T*, T*, const T*);    \
+                                                 T*, T*, double, double, T*, T*, T*, const T*,     \
+                                                 T*);                                              \
   template void batch_norm_backward<T>(const NormArgs&, const T*, const T*, const T*, const T*,    \
                                        const T*, T*, T*, T*);                                      \
   template void batch_norm_relu_backward<T>(const NormArgs&, const T*, const T*, const T*,         \
-                                            const T*, const T*, const T*, T*, T*, T*, T*);
+                                            const T*, const T*, const T*, T*, T*, T*, T*,          \
+                                            const T*);
 ECH_INSTANTIATE_FAST_NN(float)
 ECH_INSTANTIATE_FAST_NN(double)
 #undef ECH_INSTANTIATE_FAST_NN

@@ -29,46 +29,60 @@ ECH_AVX512 inline float fold(__m512 lo, __m512 hi) {
   return _mm_cvtss_f32(_mm_add_ss(v2, _mm_shuffle_ps(v2, v2, 1)));
 }
 
-// The masked gradient of the 16 elements at s: dy, or with Relu dy where out > 0 and +0
-// elsewhere (NaN out: 0, as the portable select). out is read only with Relu (may be null).
-template <bool Relu>
+// Where d comes from: dy (None); dy where out > 0 (Output); dy where in * scale + shift > 0
+// (Input: the fused forward's ReLU input recomputed with its saved affine, the same product and
+// add as normalize_plane, so the same signs as its y). Elsewhere +0 (NaN: 0, as the portable
+// select).
+enum class Mask { None, Output, Input };
+
+// The per-plane constants of a mask recomputed from the input.
+struct Affine {
+  __m512 scale, shift;
+};
+
+// d of the 16 elements at s; x: in's 16 elements there (read only by Mask::Input), out read only
+// by Mask::Output (may be null otherwise).
+template <Mask M>
 ECH_AVX512 inline __m512 masked_gradient(__mmask16 lanes, int64_t s, const float* dy,
-                                         const float* out) {
+                                         const float* out, __m512 x, const Affine& affine) {
   const __m512 g = _mm512_maskz_loadu_ps(lanes, dy + s);
-  if constexpr (!Relu) return g;
-  const __mmask16 positive =
-      _mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(lanes, out + s), _mm512_setzero_ps(), _CMP_GT_OQ);
-  return _mm512_maskz_mov_ps(positive, g);
+  if constexpr (M == Mask::None) return g;
+  const __m512 relu_in = M == Mask::Output
+                             ? _mm512_maskz_loadu_ps(lanes, out + s)
+                             : _mm512_add_ps(_mm512_mul_ps(x, affine.scale), affine.shift);
+  return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(relu_in, _mm512_setzero_ps(), _CMP_GT_OQ), g);
 }
 
 // The 16 terms of pass 1 at s into the lane sums s1, s2 (only the lanes set in `lanes` change).
 // masked is written only when Store (may be null otherwise).
-template <bool Relu, bool Store>
+template <Mask M, bool Store>
 ECH_AVX512 inline void sums_step(__mmask16 lanes, int64_t s, const float* dy, const float* out,
-                                 const float* in, __m512 mean, float* masked, __m512* s1,
-                                 __m512* s2) {
-  const __m512 d = masked_gradient<Relu>(lanes, s, dy, out);
+                                 const float* in, __m512 mean, const Affine& affine, float* masked,
+                                 __m512* s1, __m512* s2) {
+  const __m512 x = _mm512_maskz_loadu_ps(lanes, in + s);
+  const __m512 d = masked_gradient<M>(lanes, s, dy, out, x, affine);
   if constexpr (Store) _mm512_mask_storeu_ps(masked + s, lanes, d);
-  const __m512 centred = _mm512_sub_ps(_mm512_maskz_loadu_ps(lanes, in + s), mean);
+  const __m512 centred = _mm512_sub_ps(x, mean);
   *s1 = _mm512_mask_add_ps(*s1, lanes, *s1, d);
   *s2 = _mm512_mask_add_ps(*s2, lanes, *s2, _mm512_mul_ps(d, centred));
 }
 
-template <bool Relu, bool Store>
+template <Mask M, bool Store>
 ECH_AVX512 void sums(const float* dy, const float* out, const float* in, float mean,
-                     int64_t spatial, float* masked, float* sum_dy, float* sum_dy_xc) {
+                     const Affine& affine, int64_t spatial, float* masked, float* sum_dy,
+                     float* sum_dy_xc) {
   const __m512 m = _mm512_set1_ps(mean);
   __m512 s1_lo = _mm512_setzero_ps(), s1_hi = s1_lo, s2_lo = s1_lo, s2_hi = s1_lo;
   int64_t s = 0;
   for (; s + 32 <= spatial; s += 32) {
-    sums_step<Relu, Store>(0xFFFF, s, dy, out, in, m, masked, &s1_lo, &s2_lo);
-    sums_step<Relu, Store>(0xFFFF, s + 16, dy, out, in, m, masked, &s1_hi, &s2_hi);
+    sums_step<M, Store>(0xFFFF, s, dy, out, in, m, affine, masked, &s1_lo, &s2_lo);
+    sums_step<M, Store>(0xFFFF, s + 16, dy, out, in, m, affine, masked, &s1_hi, &s2_hi);
   }
   if (s < spatial) {  // the tail: lanes 0, 1, ... as the portable loop
     const int64_t tail = spatial - s;
-    sums_step<Relu, Store>(first(tail), s, dy, out, in, m, masked, &s1_lo, &s2_lo);
+    sums_step<M, Store>(first(tail), s, dy, out, in, m, affine, masked, &s1_lo, &s2_lo);
     if (tail > 16)
-      sums_step<Relu, Store>(first(tail - 16), s + 16, dy, out, in, m, masked, &s1_hi, &s2_hi);
+      sums_step<M, Store>(first(tail - 16), s + 16, dy, out, in, m, affine, masked, &s1_hi, &s2_hi);
   }
   *sum_dy = fold(s1_lo, s1_hi);
   *sum_dy_xc = fold(s2_lo, s2_hi);
@@ -88,22 +102,27 @@ ECH_AVX512 void normalize_plane(const float* in, const float* residual, float sc
   }
 }
 
-// Source of d: 0 = masked, 1 = dy, 2 = dy where out > 0.
-template <int Source>
+// Where d comes from: the stored masked gradient (Stored), else as masked_gradient<M>.
+template <Mask M, bool Stored>
 ECH_AVX512 void apply_plane(const float* masked, const float* dy, const float* out, const float* in,
-                            float mean, float k, float kx, float k0, int64_t spatial,
-                            float* grad_in) {
+                            const Affine& affine, float mean, float k, float kx, float k0,
+                            int64_t spatial, float* grad_in) {
   const __m512 m = _mm512_set1_ps(mean), vk = _mm512_set1_ps(k), vkx = _mm512_set1_ps(kx),
                vk0 = _mm512_set1_ps(k0);
   for (int64_t s = 0; s < spatial; s += 16) {
     const __mmask16 lanes = first(spatial - s);
-    const __m512 d = Source == 0 ? _mm512_maskz_loadu_ps(lanes, masked + s)
-                                 : masked_gradient<Source == 2>(lanes, s, dy, out);
-    const __m512 centred = _mm512_sub_ps(_mm512_maskz_loadu_ps(lanes, in + s), m);
+    const __m512 x = _mm512_maskz_loadu_ps(lanes, in + s);
+    const __m512 d = Stored ? _mm512_maskz_loadu_ps(lanes, masked + s)
+                            : masked_gradient<M>(lanes, s, dy, out, x, affine);
+    const __m512 centred = _mm512_sub_ps(x, m);
     const __m512 v = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(vk, d), _mm512_mul_ps(vkx, centred)),
                                    vk0);  // (k d + kx (x - mean)) + k0, as the portable loop
     _mm512_mask_storeu_ps(grad_in + s, lanes, v);
   }
+}
+
+ECH_AVX512 Affine affine_of(float scale, float shift) {
+  return {_mm512_set1_ps(scale), _mm512_set1_ps(shift)};
 }
 
 }  // namespace
@@ -154,16 +173,25 @@ ECH_AVX512 float plane_squares(const float* plane, int64_t spatial, float m) {
   return fold(lo, hi);
 }
 
-void plane_sums(bool relu, const float* dy, const float* out, const float* in, float mean,
-                int64_t spatial, float* masked, float* sum_dy, float* sum_dy_xc) {
+ECH_AVX512 void plane_sums(bool relu, const float* dy, const float* out, const float* in,
+                           float mean, int64_t spatial, float* masked, float* sum_dy,
+                           float* sum_dy_xc) {
+  const Affine none = affine_of(0.0f, 0.0f);
   if (relu && masked)
-    sums<true, true>(dy, out, in, mean, spatial, masked, sum_dy, sum_dy_xc);
+    sums<Mask::Output, true>(dy, out, in, mean, none, spatial, masked, sum_dy, sum_dy_xc);
   else if (relu)
-    sums<true, false>(dy, out, in, mean, spatial, nullptr, sum_dy, sum_dy_xc);
+    sums<Mask::Output, false>(dy, out, in, mean, none, spatial, nullptr, sum_dy, sum_dy_xc);
   else if (masked)
-    sums<false, true>(dy, nullptr, in, mean, spatial, masked, sum_dy, sum_dy_xc);
+    sums<Mask::None, true>(dy, nullptr, in, mean, none, spatial, masked, sum_dy, sum_dy_xc);
   else
-    sums<false, false>(dy, nullptr, in, mean, spatial, nullptr, sum_dy, sum_dy_xc);
+    sums<Mask::None, false>(dy, nullptr, in, mean, none, spatial, nullptr, sum_dy, sum_dy_xc);
+}
+
+ECH_AVX512 void plane_sums_relu_of_input(const float* dy, const float* in, float scale, float shift,
+                                         float mean, int64_t spatial, float* sum_dy,
+                                         float* sum_dy_xc) {
+  sums<Mask::Input, false>(dy, nullptr, in, mean, affine_of(scale, shift), spatial, nullptr, sum_dy,
+                           sum_dy_xc);
 }
 
 void normalize(const float* in, const float* residual, float scale, float shift, bool relu,
@@ -178,15 +206,25 @@ void normalize(const float* in, const float* residual, float scale, float shift,
     normalize_plane<false, false>(in, nullptr, scale, shift, spatial, y);
 }
 
-void apply_gradient(const float* masked, const float* dy, const float* out, bool relu,
-                    const float* in, float mean, float k, float kx, float k0, int64_t spatial,
-                    float* grad_in) {
+ECH_AVX512 void apply_gradient(const float* masked, const float* dy, const float* out, bool relu,
+                               const float* in, float mean, float k, float kx, float k0,
+                               int64_t spatial, float* grad_in) {
+  const Affine none = affine_of(0.0f, 0.0f);
   if (masked)
-    apply_plane<0>(masked, nullptr, nullptr, in, mean, k, kx, k0, spatial, grad_in);
+    apply_plane<Mask::None, true>(masked, nullptr, nullptr, in, none, mean, k, kx, k0, spatial,
+                                  grad_in);
   else if (relu)
-    apply_plane<2>(nullptr, dy, out, in, mean, k, kx, k0, spatial, grad_in);
+    apply_plane<Mask::Output, false>(nullptr, dy, out, in, none, mean, k, kx, k0, spatial, grad_in);
   else
-    apply_plane<1>(nullptr, dy, nullptr, in, mean, k, kx, k0, spatial, grad_in);
+    apply_plane<Mask::None, false>(nullptr, dy, nullptr, in, none, mean, k, kx, k0, spatial,
+                                   grad_in);
+}
+
+ECH_AVX512 void apply_gradient_relu_of_input(const float* dy, const float* in, float scale,
+                                             float shift, float mean, float k, float kx, float k0,
+                                             int64_t spatial, float* grad_in) {
+  apply_plane<Mask::Input, false>(nullptr, dy, nullptr, in, affine_of(scale, shift), mean, k, kx,
+                                  k0, spatial, grad_in);
 }
 
 }  // namespace echelon::cpu::fast::norm_avx512

@@ -26,6 +26,12 @@ float plane_squares(const float* plane, int64_t spatial, float m);
 void plane_sums(bool relu, const float* dy, const float* out, const float* in, float mean,
                 int64_t spatial, float* masked, float* sum_dy, float* sum_dy_xc);
 
+// plane_sums with relu, the mask recomputed from the input: d = (in * scale + shift > 0 ? dy : 0),
+// scale and shift the fused forward's (the same product and add as normalize, so the same signs
+// as its y, without reading y). dy, in (spatial).
+void plane_sums_relu_of_input(const float* dy, const float* in, float scale, float shift,
+                              float mean, int64_t spatial, float* sum_dy, float* sum_dy_xc);
+
 // The forward's store pass over one plane: v = in * scale + shift (+ residual when not null),
 // y = relu ? (v > 0 ? v : 0) : v. in, residual, y (spatial).
 void normalize(const float* in, const float* residual, float scale, float shift, bool relu,
@@ -36,6 +42,11 @@ void normalize(const float* in, const float* residual, float scale, float shift,
 void apply_gradient(const float* masked, const float* dy, const float* out, bool relu,
                     const float* in, float mean, float k, float kx, float k0, int64_t spatial,
                     float* grad_in);
+
+// apply_gradient with d as plane_sums_relu_of_input's. dy, in, grad_in (spatial).
+void apply_gradient_relu_of_input(const float* dy, const float* in, float scale, float shift,
+                                  float mean, float k, float kx, float k0, int64_t spatial,
+                                  float* grad_in);
 
 }  // namespace echelon::cpu::fast::norm_avx512
 
