@@ -44,16 +44,38 @@ void accumulate_into(TensorImpl& impl, const Tensor& grad) {
   }
 }
 
-// True when `sum` may take `g` in place: nothing else holds it (its Tensor object, its impl and
-// its storage each referenced once: no view, copy or saved tensor sees the write), and it is a
-// dense block of g's shape, dtype and device. A node's gradient often is shared (add passes its
-// gradient to both inputs, views alias it), so this is checked each time.
-bool owned_here(const Tensor& sum, const Tensor& g) {
-  return sum.impl_ptr().use_count() == 1 && sum.storage().use_count() == 1 &&
-         sum.storage() != g.storage() && sum.is_contiguous() && sum.shape() == g.shape() &&
-         sum.dtype() == g.dtype() && sum.device() == g.device() && !sum.requires_grad() &&
+// True when `sum` may be added to in place: nothing else holds it (its Tensor object, its impl
+// and its storage each referenced once: no view, copy or saved tensor sees the write), and it is
+// a dense block. A node's gradient often is shared (add passes its gradient to both inputs, views
+// alias it), so this is checked each time.
+bool addable_in_place(const Tensor& sum) {
+  return sum.impl_ptr().use_count() == 1 && sum.storage().use_count() == 1 && sum.is_contiguous() &&
+         !sum.requires_grad() &&
          (sum.dtype() == kFloat32 ||
           (sum.dtype() == kFloat64 && !sum.is_cuda()));  // as axpy_ takes
+}
+
+// True when `sum` may take `g` in place: addable, not g's storage, and of g's shape, dtype and
+// device.
+bool owned_here(const Tensor& sum, const Tensor& g) {
+  return addable_in_place(sum) && sum.storage() != g.storage() && sum.shape() == g.shape() &&
+         sum.dtype() == g.dtype() && sum.device() == g.device();
+}
+
+// For a node that adds into its inputs' gradient sums: per edge, the pending sum of the input's
+// producer, moved out of `pending` (so that it is held once), where it may be added to in place;
+// undefined elsewhere. The caller puts every taken sum back.
+std::vector<Tensor> take_sums(const Node& node, std::unordered_map<Node*, Tensor>& pending) {
+  const std::vector<Edge>& edges = node.next_edges();
+  std::vector<Tensor> sums(edges.size());
+  for (size_t i = 0; i < edges.size(); ++i) {
+    if (!edges[i].node) continue;
+    auto it = pending.find(edges[i].node.get());
+    if (it == pending.end() || !it->second.defined() || !addable_in_place(it->second)) continue;
+    sums[i] = std::move(it->second);
+    it->second = Tensor();
+  }
+  return sums;
 }
 
 void deliver_to_leaf(const std::shared_ptr<TensorImpl>& leaf, Tensor grad, const Node* from) {
@@ -126,9 +148,11 @@ void backward(const Tensor& root, const Tensor& grad, bool retain_graph,
       grad = run_hooks(*out->autograd, grad);
       if (out->autograd->retains_grad) accumulate_into(*out, grad);
     }
+    std::vector<Tensor> sums;
+    if (grad.defined() && node->adds_into_sums()) sums = take_sums(*node, pending);
     // No gradient reached this node (its output fed only non-differentiable paths).
     std::vector<Tensor> input_grads =
-        grad.defined() ? node->apply(grad) : std::vector<Tensor>(node->next_edges().size());
+        grad.defined() ? node->apply(grad, sums) : std::vector<Tensor>(node->next_edges().size());
     if (!retain_graph) node->release();
 
     const std::vector<Edge>& edges = node->next_edges();
@@ -141,7 +165,12 @@ void backward(const Tensor& root, const Tensor& grad, bool retain_graph,
         continue;
       }
       if (!edge.node) continue;
-      if (g.defined()) {
+      bool added = false;  // g is the taken sum, with this gradient added in
+      if (i < sums.size() && sums[i].defined()) {
+        added = g.defined() && g.impl_ptr() == sums[i].impl_ptr();
+        pending[edge.node.get()] = std::move(sums[i]);
+      }
+      if (g.defined() && !added) {
         Tensor& sum = pending[edge.node.get()];
         if (!sum.defined())
           sum = g;

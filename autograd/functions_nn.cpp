@@ -8,6 +8,7 @@
 namespace echelon {
 
 using autograd::record;
+using autograd::record_adding;
 using Grads = std::vector<Tensor>;
 using Needs = std::vector<bool>;
 
@@ -37,10 +38,14 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
               const Conv2dGeometry& window) {
   Tensor y = ops::conv2d(x, weight, bias, window);
   const bool has_bias = bias.defined();
-  return record(
+  // The input's gradient is added into its sum so far when the engine hands one over (a ResNet
+  // block's input, whose shortcut's gradient arrived first).
+  return record_adding(
       "conv2d", y, {x, weight, bias},
-      [x, weight, has_bias, window](const Tensor& g, const Needs& n) -> Grads {
-        ops::Conv2dGrads r = ops::conv2d_backward(g, x, weight, has_bias, n[0], window);
+      [x, weight, has_bias, window](const Tensor& g, const Needs& n,
+                                    const std::vector<Tensor>& sums) -> Grads {
+        ops::Conv2dGrads r = ops::conv2d_backward(g, x, weight, has_bias, n[0], window,
+                                                  /*need_weight=*/true, n[0] ? sums[0] : Tensor());
         return {n[0] ? r.input : Tensor(), n[1] ? r.weight : Tensor(), n[2] ? r.bias : Tensor()};
       });
 }

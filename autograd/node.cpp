@@ -5,13 +5,20 @@
 
 namespace echelon::autograd {
 
-std::vector<Tensor> Node::apply(const Tensor& grad_out) {
-  ECH_CHECK(backward_, "backward through ", name(),
+std::vector<Tensor> Node::apply(const Tensor& grad_out, const std::vector<Tensor>& sums) {
+  ECH_CHECK(backward_ || adding_backward_, "backward through ", name(),
             " a second time: its saved tensors were freed; pass retain_graph=true to the first "
             "backward");
+  ECH_CHECK(sums.empty() || sums.size() == edges_.size(), name(), ": ", sums.size(),
+            " gradient sums for ", edges_.size(), " inputs");
   std::vector<bool> needs(edges_.size());
   for (size_t i = 0; i < needs.size(); ++i) needs[i] = needs_input_grad(i);
-  std::vector<Tensor> grads = backward_(grad_out, needs);
+  std::vector<Tensor> grads;
+  if (adding_backward_)
+    grads =
+        adding_backward_(grad_out, needs, sums.empty() ? std::vector<Tensor>(edges_.size()) : sums);
+  else
+    grads = backward_(grad_out, needs);
   ECH_CHECK(grads.size() == needs.size(), name(), ": backward returned ", grads.size(),
             " gradients for ", needs.size(), " inputs");
   return grads;
@@ -27,8 +34,11 @@ Edge edge_for(const Tensor& input) {
   return edge;
 }
 
-Tensor record(const char* name, Tensor output, const std::vector<Tensor>& inputs,
-              BackwardFn backward) {
+namespace {
+
+template <typename Fn>
+Tensor record_node(const char* name, Tensor output, const std::vector<Tensor>& inputs,
+                   Fn backward) {
   if (!grad_enabled()) return output;
   std::vector<Edge> edges;
   edges.reserve(inputs.size());
@@ -47,6 +57,18 @@ Tensor record(const char* name, Tensor output, const std::vector<Tensor>& inputs
   meta.requires_grad = true;
   meta.grad_fn = std::make_shared<Node>(name, std::move(backward), std::move(edges), output);
   return output;
+}
+
+}  // namespace
+
+Tensor record(const char* name, Tensor output, const std::vector<Tensor>& inputs,
+              BackwardFn backward) {
+  return record_node(name, std::move(output), inputs, std::move(backward));
+}
+
+Tensor record_adding(const char* name, Tensor output, const std::vector<Tensor>& inputs,
+                     AddingBackwardFn backward) {
+  return record_node(name, std::move(output), inputs, std::move(backward));
 }
 
 }  // namespace echelon::autograd

@@ -31,6 +31,13 @@ struct Edge {
 // input (undefined Tensor where `needs[i]` is false or the input has no gradient).
 using BackwardFn =
     std::function<std::vector<Tensor>(const Tensor& grad_out, const std::vector<bool>& needs)>;
+// A backward that may add an input's gradient into sums[i] where that is defined: the sum of
+// the gradients the input has received so far, which nothing else holds (contiguous, the input's
+// shape and dtype). It then returns sums[i] itself as that gradient, and the engine skips its own
+// add (a pass that reads two tensors and writes one). A ResNet block's input gets the shortcut's
+// gradient first; the convolution's backward-data then adds into it as it stores.
+using AddingBackwardFn = std::function<std::vector<Tensor>(
+    const Tensor& grad_out, const std::vector<bool>& needs, const std::vector<Tensor>& sums)>;
 
 // One recorded op. Every differentiable function has a single output, so a node has one.
 class Node {
@@ -40,14 +47,24 @@ class Node {
         backward_(std::move(backward)),
         edges_(std::move(edges)),
         output_(output.impl_ptr()) {}
+  Node(std::string name, AddingBackwardFn backward, std::vector<Edge> edges, const Tensor& output)
+      : name_(std::move(name)),
+        adding_backward_(std::move(backward)),
+        edges_(std::move(edges)),
+        output_(output.impl_ptr()) {}
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
 
   // One gradient per input edge (undefined where the input needs none) from the gradient of the
-  // output.
-  std::vector<Tensor> apply(const Tensor& grad_out);
+  // output. sums: empty, or one per edge (see AddingBackwardFn; ignored unless adds_into_sums()).
+  std::vector<Tensor> apply(const Tensor& grad_out, const std::vector<Tensor>& sums = {});
+  // Whether apply may add into the sums it is given.
+  bool adds_into_sums() const { return adding_backward_ != nullptr; }
   // Drops saved tensors (after a backward without retain_graph). apply() then throws.
-  void release() { backward_ = nullptr; }
+  void release() {
+    backward_ = nullptr;
+    adding_backward_ = nullptr;
+  }
 
   const std::string& name() const { return name_; }
   const std::vector<Edge>& next_edges() const { return edges_; }
@@ -58,7 +75,8 @@ class Node {
 
  private:
   std::string name_;
-  BackwardFn backward_;
+  BackwardFn backward_;  // one of the two is set (until release)
+  AddingBackwardFn adding_backward_;
   std::vector<Edge> edges_;
   std::weak_ptr<TensorImpl> output_;
 };
@@ -70,5 +88,8 @@ Edge edge_for(const Tensor& input);
 // otherwise returns `output` unchanged. `name` names the op in error messages.
 Tensor record(const char* name, Tensor output, const std::vector<Tensor>& inputs,
               BackwardFn backward);
+// record for a backward that may add into the inputs' gradient sums.
+Tensor record_adding(const char* name, Tensor output, const std::vector<Tensor>& inputs,
+                     AddingBackwardFn backward);
 
 }  // namespace echelon::autograd

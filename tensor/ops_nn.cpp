@@ -155,11 +155,35 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
 
 Conv2dGrads conv2d_backward(const Tensor& grad_out_in, const Tensor& x_in, const Tensor& weight_in,
                             bool has_bias, bool need_input, const Conv2dGeometry& window,
-                            bool need_weight) {
+                            bool need_weight, const Tensor& input_sum) {
   const char* op = "conv2d_backward";
   const Conv2dGeometry a = conv_geometry_of(op, x_in, weight_in, window);
   check_float_like(op, grad_out_in, x_in, "grad_out");
   check_shape(op, grad_out_in, {a.n, a.o, a.out_h, a.out_w}, "grad_out");
+  if (input_sum.defined()) {
+    ECH_CHECK(need_input, op, ": input_sum needs need_input");
+    check_float_like(op, input_sum, x_in, "input_sum");
+    check_shape(op, input_sum, x_in.shape(), "input_sum");
+    ECH_CHECK(input_sum.is_contiguous(), op, ": input_sum ", input_sum.describe(),
+              " is added to in place and must be contiguous");
+    if (!x_in.is_cuda() && x_in.dtype() == kFloat32 && cpu_conv_is_fast() &&
+        cpu::fast::conv2d_backward_input_adds(a)) {
+      Conv2dGrads grads =
+          conv2d_backward(grad_out_in, x_in, weight_in, has_bias, false, window, need_weight);
+      const Tensor grad_out = grad_out_in.contiguous(), weight = weight_in.contiguous();
+      Tensor sum = input_sum;
+      cpu::fast::conv2d_backward_input_add(a, grad_out.data<float>(), weight.data<float>(),
+                                           sum.data<float>());
+      grads.input = input_sum;
+      return grads;
+    }
+    Conv2dGrads grads =
+        conv2d_backward(grad_out_in, x_in, weight_in, has_bias, true, window, need_weight);
+    Tensor sum = input_sum;
+    axpy_(sum, grads.input, 1.0);
+    grads.input = input_sum;
+    return grads;
+  }
   const Tensor grad_out = grad_out_in.contiguous(), x = x_in.contiguous(),
                weight = weight_in.contiguous();
   Conv2dGrads grads;

@@ -73,6 +73,77 @@ TEST_SUITE("autograd") {
     check_close(x.grad(), {12.0f, 12.0f, 12.0f});
   }
 
+  TEST_CASE("an adding backward gets an input's gradient sum only when nothing else holds it") {
+    // probe(h) = h, whose backward records whether it was handed h's sum so far and, if so, adds
+    // its gradient into it; `keep` lets the other consumer's gradient be held elsewhere too.
+    auto run = [](bool hold_other) {
+      Tensor x = leaf({0.5f, -1.5f, 2.0f}, {3});
+      Tensor h = x * 2.0;
+      bool handed = false;
+      Tensor kept;
+      Tensor probe = autograd::record_adding(
+          "probe", h.detach(), {h},
+          [&handed](const Tensor& g, const std::vector<bool>&,
+                    const std::vector<Tensor>& sums) -> std::vector<Tensor> {
+            handed = sums[0].defined();
+            if (!handed) return {g};
+            Tensor sum = sums[0];
+            ops::axpy_(sum, g, 1.0);
+            return {sum};
+          });
+      Tensor other = autograd::record(
+          "times 3", ops::mul(h.detach(), 3.0), {h},
+          [&kept, hold_other](const Tensor& g, const std::vector<bool>&) -> std::vector<Tensor> {
+            Tensor grad = ops::mul(g, 3.0);
+            if (hold_other) kept = grad;
+            return {grad};
+          });
+      // The engine runs the last-pushed ready node first: `other`, then the probe.
+      backward(sum(probe + other));  // dL/dh = 1 + 3, dL/dx = 8
+      check_close(x.grad(), {8.0f, 8.0f, 8.0f});
+      if (hold_other) check_close(kept, {3.0f, 3.0f, 3.0f});  // never written
+      return handed;
+    };
+    CHECK(run(false));
+    CHECK_FALSE(run(true));
+  }
+
+  TEST_CASE("a convolution's input gradient added into the shortcut's, as the separate sum") {
+    // A ResNet block's shape (F(4x4) backward data on the fast path) and LeNet's (no adding
+    // path: computed, then added): the input's gradient bit for bit the engine's separate add of
+    // the shortcut's gradient and the convolution's.
+    struct Case {
+      Shape x, w;
+      int64_t pad;
+    };
+    for (const Case& c :
+         {Case{{2, 16, 32, 32}, {16, 16, 3, 3}, 1}, Case{{3, 6, 14, 14}, {6, 6, 5, 5}, 2}})
+      for (const ops::CpuKernels kernels : {ops::CpuKernels::Fast, ops::CpuKernels::Naive}) {
+        CAPTURE(c.x);
+        CAPTURE(kernels == ops::CpuKernels::Fast);
+        const ops::CpuKernels before = ops::cpu_kernels();
+        ops::set_cpu_kernels(kernels);
+        Generator gen(7);
+        Tensor a = ops::randn(c.x, gen), w = ops::randn(c.w, gen);
+        a.set_requires_grad(true);
+        w.set_requires_grad(true);
+        Conv2dGeometry window;
+        window.kernel_h = window.kernel_w = c.w[2];
+        window.pad_h = window.pad_w = c.pad;
+        Tensor h = relu(a);
+        Tensor y = conv2d(h, w, Tensor(), window) + h * 0.5;  // the shortcut's gradient: 0.5 g
+        const Tensor g = ops::randn(y.shape(), gen);
+        backward(y, g);
+        const Tensor h_plain = ops::relu(a.detach());
+        const Tensor conv_grad =
+            ops::conv2d_backward(g, h_plain, w.detach(), false, true, window, false).input;
+        const Tensor grad_h = ops::add(ops::mul(g, 0.5), conv_grad);
+        const Tensor expected = ops::unary_backward(UnaryOp::Relu, grad_h, a.detach(), h_plain);
+        CHECK(a.grad().to_vector<float>() == expected.to_vector<float>());
+        ops::set_cpu_kernels(before);
+      }
+  }
+
   TEST_CASE("retain_graph allows a second backward; without it the graph is freed") {
     Tensor x = leaf({1.5f, -0.5f}, {2});
     Tensor y = sum(exp(x));

@@ -411,6 +411,20 @@ TEST_SUITE("nn_ops") {
     CHECK(max_violation(grads.weight.to_vector<double>(), gw, 1e-12, 1e-10) <= 1.0);
     CHECK(max_violation(grads.bias.to_vector<double>(), gb, 1e-12, 1e-10) <= 1.0);
     CHECK_FALSE(ops::conv2d_backward(tg, tx, tw, false, false, p).input.defined());
+    // input_sum: the gradient added into it in place (double here: computed, then added), and
+    // what it must be.
+    Tensor sum = Tensor::full(tx.shape(), 0.25, kFloat64);
+    const ops::Conv2dGrads added = ops::conv2d_backward(tg, tx, tw, true, true, p, true, sum);
+    CHECK(added.input.storage() == sum.storage());
+    CHECK(sum.to_vector<double>() == ops::add(grads.input, 0.25).to_vector<double>());
+    CHECK_THROWS_WITH_AS(ops::conv2d_backward(tg, tx, tw, true, false, p, true, sum),
+                         doctest::Contains("input_sum needs need_input"), Error);
+    CHECK_THROWS_WITH_AS(ops::conv2d_backward(tg, tx, tw, true, true, p, true,
+                                              Tensor::zeros({a.n, a.c, a.h, a.w + 1}, kFloat64)),
+                         doctest::Contains("input_sum"), Error);
+    CHECK_THROWS_WITH_AS(ops::conv2d_backward(tg, tx, tw, true, true, p, true,
+                                              sum.transpose(2, 3).contiguous().transpose(2, 3)),
+                         doctest::Contains("must be contiguous"), Error);
     // A non-contiguous input gives the same result as its contiguous copy.
     const Tensor tx_t = tx.transpose(2, 3).contiguous().transpose(2, 3);
     CHECK(!tx_t.is_contiguous());

@@ -176,6 +176,16 @@ void conv2d_backward_input(const Conv2dGeometry& a, const T* grad_out, const T* 
   });
 }
 
+bool conv2d_backward_input_adds(const Conv2dGeometry& a) {
+  return conv_winograd_backward_input_accumulates(a);
+}
+
+void conv2d_backward_input_add(const Conv2dGeometry& a, const float* grad_out, const float* w,
+                               float* grad_in) {
+  // conv2d_backward_input<float> takes the Winograd path first wherever it is usable.
+  conv_winograd_backward_input(a, grad_out, w, grad_in, /*accumulate=*/true);
+}
+
 template <typename T>
 void conv2d_backward_weight(const Conv2dGeometry& a, const T* grad_out, const T* x, T* grad_w) {
   if constexpr (std::is_same_v<T, float>) {

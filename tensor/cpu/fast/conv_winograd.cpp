@@ -544,12 +544,18 @@ void conv_winograd_forward(const Conv2dGeometry& a, const float* x, const float*
   winograd::forward_impl(a, x, w, bias, y);
 }
 
+bool conv_winograd_backward_input_accumulates(const Conv2dGeometry& a) {
+  return conv_winograd_backward_input_usable(a) && conv_winograd_f43_chosen(transposed(a));
+}
+
 void conv_winograd_backward_input(const Conv2dGeometry& a, const float* grad_out, const float* w,
-                                  float* grad_in) {
+                                  float* grad_in, bool accumulate) {
   ECH_CHECK(conv_winograd_backward_input_usable(a),
             "conv_winograd_backward_input: geometry not supported (", a.kernel_h, "x", a.kernel_w,
             " window, stride ", a.stride_h, ", input ", a.h, "x", a.w, ", ", a.o,
             " output channels)");
+  ECH_CHECK(!accumulate || conv_winograd_backward_input_accumulates(a),
+            "conv_winograd_backward_input: adding into grad_in needs the F(4x4) path");
   // (C, O, 3, 3), turned by 180 degrees; slot 3 (forward_impl's weights use slot 2).
   float* flipped = scratch<float>(3, static_cast<size_t>(a.o * a.c * 9));
   for (int64_t o = 0; o < a.o; ++o)
@@ -558,7 +564,7 @@ void conv_winograd_backward_input(const Conv2dGeometry& a, const float* grad_out
         flipped[(c * a.o + o) * 9 + (8 - t)] = w[(o * a.c + c) * 9 + t];
   const Conv2dGeometry t = transposed(a);
   if (conv_winograd_f43_chosen(t))
-    return conv_winograd43_forward(t, grad_out, flipped, nullptr, grad_in);
+    return conv_winograd43_forward(t, grad_out, flipped, nullptr, grad_in, accumulate);
   winograd::forward_impl(t, grad_out, flipped, nullptr, grad_in);
 }
 
@@ -568,7 +574,10 @@ void conv_winograd_forward(const Conv2dGeometry&, const float*, const float*, co
                            float*) {
   ECH_CHECK(false, "conv_winograd_forward: needs an x86 CPU with AVX2");
 }
-void conv_winograd_backward_input(const Conv2dGeometry&, const float*, const float*, float*) {
+bool conv_winograd_backward_input_accumulates(const Conv2dGeometry&) {
+  return false;
+}
+void conv_winograd_backward_input(const Conv2dGeometry&, const float*, const float*, float*, bool) {
   ECH_CHECK(false, "conv_winograd_backward_input: needs an x86 CPU with AVX2");
 }
 

@@ -209,12 +209,21 @@ ECH_WINOGRAD_AVX512 inline void output_1d(const __m512 (&m)[6], __m512 (&y)[4]) 
   y[3] = _mm512_add_ps(_mm512_fmadd_ps(_mm512_set1_ps(8.0f), m34, m12), m[5]);
 }
 
-// y plane of one output channel = A^T m A + bias for the vector's 16 tiles, whose transformed
-// products are m_o[xi][16]; y_first: the vector's first output (4 th0, 4 j0) in the plane; with
-// 4 images per vector (Run 2), the images' planes `image` floats apart, `images` of them present.
+// Stores the lanes of v at p, or with accumulate adds them to what is there (p[i] + v[i], as the
+// autograd engine's gradient sum would, without its separate pass).
+ECH_WINOGRAD_AVX512 inline void store_or_add(float* p, __mmask16 lanes, __m512 v, bool accumulate) {
+  if (accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(lanes, p), v);
+  _mm512_mask_storeu_ps(p, lanes, v);
+}
+
+// y plane of one output channel = A^T m A + bias (with accumulate: y +=) for the vector's 16
+// tiles, whose transformed products are m_o[xi][16]; y_first: the vector's first output
+// (4 th0, 4 j0) in the plane; with 4 images per vector (Run 2), the images' planes `image` floats
+// apart, `images` of them present.
 template <int Run>
 ECH_WINOGRAD_AVX512 void output_transform(const float* m_o, float bias, int64_t out_w,
-                                          int64_t image, int64_t images, float* y_first) {
+                                          int64_t image, int64_t images, bool accumulate,
+                                          float* y_first) {
   // Tiles t, t + 1 of (a, b) interleaved: lanes (a[t], b[t]) for t = 0..7 (Low) or 8..15.
   const __m512i pairs_low =
       _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
@@ -255,11 +264,11 @@ ECH_WINOGRAD_AVX512 void output_transform(const float* m_o, float bias, int64_t 
       if constexpr (Run == 2) {  // image q's two runs of 2 tiles, on tile rows 0 and 1
         if (q >= images) continue;
         float* out = y_first + q * image + r * out_w;
-        _mm512_mask_storeu_ps(out, 0x00FF, cols);
-        _mm512_mask_storeu_ps(out + 4 * out_w - 8, 0xFF00, cols);
+        store_or_add(out, 0x00FF, cols, accumulate);
+        store_or_add(out + 4 * out_w - 8, 0xFF00, cols, accumulate);
       } else {
         const int64_t tile = int64_t{4} * q, run_row = tile / Run, in_run = tile % Run;
-        _mm512_storeu_ps(y_first + (4 * run_row + r) * out_w + 4 * in_run, cols);
+        store_or_add(y_first + (4 * run_row + r) * out_w + 4 * in_run, 0xFFFF, cols, accumulate);
       }
     }
   }
@@ -319,7 +328,7 @@ void transform_weights(const Conv2dGeometry& a, const float* w, int64_t block, f
 
 template <int Run>
 void forward_run(const Conv2dGeometry& a, const Layout& l, const float* x, const float* u,
-                 const float* bias, float* y) {
+                 const float* bias, bool accumulate, float* y) {
   constexpr int kPerImage = Run == 2 ? 2 : 16 / Run;  // runs of one image in a vector
   struct Block {
     int64_t o0;
@@ -363,7 +372,7 @@ void forward_run(const Conv2dGeometry& a, const Layout& l, const float* x, const
         float* y_first = y + n0 * out_image + 4 * th0 * a.out_w + 4 * j0;
         for (int64_t o = 0; o < a.o; ++o)
           output_transform<Run>(m + o * kVector, bias ? bias[o] : 0.0f, a.out_w, out_image, images,
-                                y_first + o * out_plane);
+                                accumulate, y_first + o * out_plane);
       }
     }
   });
@@ -372,7 +381,7 @@ void forward_run(const Conv2dGeometry& a, const Layout& l, const float* x, const
 }  // namespace winograd43
 
 void conv_winograd43_forward(const Conv2dGeometry& a, const float* x, const float* w,
-                             const float* bias, float* y) {
+                             const float* bias, float* y, bool accumulate) {
   ECH_CHECK(conv_winograd43_usable(a), "conv_winograd43_forward: geometry not supported (",
             a.kernel_h, "x", a.kernel_w, " window, stride ", a.stride_h, ", output ", a.out_h, "x",
             a.out_w, ", ", a.c, " input channels)");
@@ -381,19 +390,19 @@ void conv_winograd43_forward(const Conv2dGeometry& a, const float* x, const floa
   float* u = scratch<float>(2, static_cast<size_t>(winograd43::kXi * a.o * a.c));
   winograd43::transform_weights(a, w, winograd43::kBlock, u);
   if (l.run == 16)
-    winograd43::forward_run<16>(a, l, x, u, bias, y);
+    winograd43::forward_run<16>(a, l, x, u, bias, accumulate, y);
   else if (l.run == 8)
-    winograd43::forward_run<8>(a, l, x, u, bias, y);
+    winograd43::forward_run<8>(a, l, x, u, bias, accumulate, y);
   else if (l.run == 4)
-    winograd43::forward_run<4>(a, l, x, u, bias, y);
+    winograd43::forward_run<4>(a, l, x, u, bias, accumulate, y);
   else
-    winograd43::forward_run<2>(a, l, x, u, bias, y);
+    winograd43::forward_run<2>(a, l, x, u, bias, accumulate, y);
 }
 
 #else  // not x86: never usable
 
 void conv_winograd43_forward(const Conv2dGeometry&, const float*, const float*, const float*,
-                             float*) {
+                             float*, bool) {
   ECH_CHECK(false, "conv_winograd43_forward: needs an x86 CPU with AVX-512");
 }
 

@@ -27,8 +27,9 @@ namespace echelon::cpu::fast {
 // tiles: a vector holds 4 images).
 bool conv_winograd43_usable(const Conv2dGeometry& a);
 
-// y (N, O, OH, OW) = conv(x (N, C, H, W), w (O, C, 3, 3)) + bias (O); bias may be null.
+// y (N, O, OH, OW) = conv(x (N, C, H, W), w (O, C, 3, 3)) + bias (O); bias may be null. With
+// accumulate, y += that instead (each output y + value, in its one store pass).
 void conv_winograd43_forward(const Conv2dGeometry& a, const float* x, const float* w,
-                             const float* bias, float* y);
+                             const float* bias, float* y, bool accumulate = false);
 
 }  // namespace echelon::cpu::fast
