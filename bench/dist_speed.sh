@@ -22,6 +22,8 @@
 #   ROUNDS=N PPV=..  rounds (default 2) and the cut (default 3 / 7, what --balance auto picks)
 #   SPLIT=1          --split-blocks: residual blocks count as four layers, PPV in that numbering
 #                    (ResNet-20: block b's steps are layers 3 + 4b .. 6 + 4b; cut 7 is 19)
+# The last lines are the medians over the rounds (rate, its ratio to ordinary training, the
+# stages' CPU seconds summed, or the whole run's for ordinary training): use ROUNDS >= 3.
 #   PRIO=-20         run at this scheduler autogroup nice (needs root): on a machine shared with
 #                    other users' work, their processes then mostly fill our idle moments
 cd "$(dirname "$0")/.." || exit 1
@@ -84,7 +86,30 @@ if any("body_receive_s" in r for r in rows):
     line += " waits " + " ".join("%.2f (%.3f)" % (r["wait_s"], r["body_receive_s"]) for r in rows)
 print(line)' "$summary" "$steps" 2>/dev/null)
   printf "%-4s %-10s %6s img/s %6.2f s wall %6.2f s cpu%s%s\n" "$label" "$engine" "${rate:-?}" \
-    "$wall" "$cpu" "${ranks:+ ranks$ranks}" "${stages:+ stages $stages}"
+    "$wall" "$cpu" "${ranks:+ ranks$ranks}" "${stages:+ stages $stages}" | tee -a "$work/lines"
+}
+
+# The medians over the rounds, per binary and engine: images/s (and over the same binary's
+# ordinary median) and the stages' CPU seconds summed. One run's rate moves by 10-30% on this VM
+# (the host's load, not ours: even the ordinary run's CPU seconds vary so), so compare these.
+medians() {
+  python3 - "$work/lines" <<'PY'
+import re, statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    f = line.split()
+    if len(f) < 3 or not f[2].isdigit():
+        continue
+    stages = re.findall(r"\(([0-9.]+)\)", line.split(" stages ")[1]) if " stages " in line else []
+    cpu = sum(float(c) for c in stages[:2]) if stages else float(f[7])
+    runs.setdefault((f[0], f[1]), []).append((int(f[2]), cpu))
+for (label, engine), rows in runs.items():
+    rate = statistics.median(r for r, _ in rows)
+    cpu = statistics.median(c for _, c in rows)
+    base = runs.get((label, "ordinary"))
+    ratio = " (%.2fx)" % (rate / statistics.median(r for r, _ in base)) if base else ""
+    print("%-4s %-10s median of %d: %6.0f img/s%s, %.2f s compute cpu" % (label, engine, len(rows), rate, ratio, cpu))
+PY
 }
 
 steps=$(((images + batch - 1) / batch))
@@ -97,3 +122,4 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
     run new "$E" $engine
   done
 done
+medians

@@ -165,7 +165,10 @@ void PipelineEngine::start(const Tensor& sample) {
   if (inline_) return;
   for (size_t k = 0; k < stages_.size(); ++k) {
     threads_.emplace_back([s = stages_[k].get()] { s->run(); });
-    set_thread_name(threads_.back(), "ech-part-" + std::to_string(k));
+    // The partition's number in the whole pipeline: a process runs only its own (per-rank
+    // profiles and `top -H` then tell the partitions apart).
+    const size_t partition = distributed() ? static_cast<size_t>(partition_) : k;
+    set_thread_name(threads_.back(), "ech-part-" + std::to_string(partition));
   }
 }
 

@@ -4,10 +4,13 @@
 // partition r % K of replica r / K (W = K * R). Only rank 0 prints and writes the run folder.
 #pragma once
 
+#include <sched.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <ostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -115,12 +118,49 @@ inline std::shared_ptr<parallel::ProcessGroup> join_process_group(PipelineFlags&
   return world;
 }
 
-// Rank 0 prints where every rank runs: "rank 1: host node2, partition 1 of replica 0 (mpi)".
+// CPU numbers as Linux lists them: {0, 1, 2, 5} -> "0-2,5" (sorted, no duplicates).
+inline std::string cpu_list_text(const std::vector<int>& cpus) {
+  std::string text;
+  for (size_t i = 0; i < cpus.size();) {
+    size_t last = i;
+    while (last + 1 < cpus.size() && cpus[last + 1] == cpus[last] + 1) ++last;
+    text += (text.empty() ? "" : ",") + std::to_string(cpus[i]);
+    if (last > i) text += "-" + std::to_string(cpus[last]);
+    i = last + 1;
+  }
+  return text;
+}
+
+// The CPUs this process may run on (its affinity: mpirun binds each rank to one core unless
+// started with --bind-to none).
+inline std::vector<int> allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+  return cpus;
+}
+
+// A rank whose --threads exceed the CPUs it may run on: its pool's threads take turns on them.
+inline std::string binding_warning(int rank, const std::string& cpus, int num_cpus, int threads) {
+  if (num_cpus <= 0 || threads <= num_cpus) return "";
+  return str("warning: rank ", rank, " may run on ", num_cpus, num_cpus == 1 ? " CPU" : " CPUs",
+             " (", cpus, ") but has --threads ", threads,
+             ": mpirun binds each rank to one core by default; start it with --bind-to none "
+             "(echelon launch does) or lower --threads\n");
+}
+
+// Rank 0 prints where every rank runs: "rank 1: host node2, device cpu, partition 1 of replica
+// 0, cpus 1", and a warning for a rank with more --threads than CPUs.
 inline void print_topology(parallel::ProcessGroup& world, const parallel::PipelineOptions& o,
-                           const std::string& device, std::ostream& out) {
+                           const std::string& device, int threads, std::ostream& out) {
   constexpr int kHostTag = 7;
-  // What a rank says of itself: "host<TAB>device".
-  const std::string self = world.host() + "\t" + device;
+  // What a rank says of itself: "host<TAB>device<TAB>cpus<TAB>number of cpus<TAB>threads".
+  const std::vector<int> cpus = allowed_cpus();
+  const std::string self = world.host() + "\t" + device + "\t" + cpu_list_text(cpus) + "\t" +
+                           std::to_string(cpus.size()) + "\t" + std::to_string(threads);
   if (world.rank() != 0) {
     world.send_bytes(std::vector<uint8_t>(self.begin(), self.end()), 0, kHostTag);
     return;
@@ -142,13 +182,19 @@ inline void print_topology(parallel::ProcessGroup& world, const parallel::Pipeli
 #endif
   out << "processes: " << world.size() << " (" << world.backend() << "), pipeline " << o.partitions
       << " x data-parallel " << o.data_parallel << ", transport " << transport << "\n";
+  std::string warnings;
   for (int rank = 0; rank < world.size(); ++rank) {
-    const std::string& said = ranks[static_cast<size_t>(rank)];
-    const size_t tab = said.find('\t');
-    out << "  rank " << rank << ": host " << said.substr(0, tab) << ", device "
-        << (tab == std::string::npos ? "?" : said.substr(tab + 1)) << ", partition "
-        << rank % o.partitions << " of replica " << rank / o.partitions << "\n";
+    std::vector<std::string> said;
+    std::stringstream fields(ranks[static_cast<size_t>(rank)]);
+    for (std::string field; std::getline(fields, field, '\t');) said.push_back(field);
+    said.resize(5);
+    out << "  rank " << rank << ": host " << said[0] << ", device " << said[1] << ", partition "
+        << rank % o.partitions << " of replica " << rank / o.partitions << ", cpus " << said[2]
+        << "\n";
+    warnings +=
+        binding_warning(rank, said[2], std::atoi(said[3].c_str()), std::atoi(said[4].c_str()));
   }
+  out << warnings;
 }
 
 }  // namespace echelon::app

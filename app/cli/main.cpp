@@ -111,7 +111,7 @@ int main(int argc, char** argv) {
     std::ostream& out = options.primary ? static_cast<std::ostream&>(std::cout) : silent;
     if (world) {
       const std::string device = app::resolve_device(options.device).to_string();
-      app::print_topology(*world, command.pipeline.options, device, out);
+      app::print_topology(*world, command.pipeline.options, device, options.threads, out);
     }
     const app::TrainResult result = app::train(options, out, factory);
     return result.completed || options.stop_after_epoch > 0 ? 0 : 130;

@@ -9,7 +9,9 @@
 #   6. killing rank 1 mid-epoch ends the run non-zero within 30 s, naming rank 1;
 #   7. data parallel (R = 2): every epoch counts all its training images, and the training
 #      metrics are the same from run to run (replica 1's last shares arrived at the flush, after
-#      replica 0's, and the trainer dropped them: 224 of 256 images in about half the epochs).
+#      replica 0's, and the trainer dropped them: 224 of 256 images in about half the epochs);
+#   8. ranks confined to one CPU (taskset, as mpirun's default binding to a core does) with
+#      --threads 2: the topology report lists their CPU and warns, naming --bind-to none.
 # usage: cli_check.sh ECHELON PIPELINE_MPI_CHECK
 set -u
 echelon=$1 check=$2
@@ -26,8 +28,8 @@ common=(train --model lenet5 --data synthetic --limit-train 512 --limit-test 128
 "$here/mpirun.sh" 120 2 "$echelon" "${common[@]}" --out "$dir/procs" --trace "$dir/trace.json" \
   >"$dir/procs.log" 2>&1 || { cat "$dir/procs.log"; fail "2-process run"; }
 python3 "$here/trace_check.py" "$dir/trace.json" || fail "the merged trace of 2 processes"
-grep -q "rank 1: host .*, device cpu, partition 1 of replica 0" "$dir/procs.log" ||
-  fail "the topology report does not name rank 1's device"
+grep -q "rank 1: host .*, device cpu, partition 1 of replica 0, cpus [0-9]" "$dir/procs.log" ||
+  fail "the topology report does not name rank 1's device and CPUs"
 [ -f "$dir/trace.json.rank1" ] || fail "rank 1 kept no trace of its own"
 cat "$dir/procs.log"
 "$check" --compare "$dir/procs/checkpoint.safetensors" "$dir/threads/checkpoint.safetensors" \
@@ -137,4 +139,11 @@ for run in 1 2 3; do
   cmp -s "$dir/dp_metrics1.train" "$dir/dp_metrics$run.train" ||
     fail "R=2: training metrics of run $run differ from run 1"
 done
+taskset -c 0 "$here/mpirun.sh" 120 2 "$echelon" train --model lenet5 --data synthetic \
+  --limit-train 64 --limit-test 32 --batch-size 32 --epochs 1 --threads 2 --progress none \
+  --pipeline 2 --out "$dir/bound" >"$dir/bound.log" 2>&1 || { cat "$dir/bound.log"; fail "bound run"; }
+grep -q "rank 1: host .*, partition 1 of replica 0, cpus 0$" "$dir/bound.log" ||
+  { cat "$dir/bound.log"; fail "the topology report does not list rank 1's one CPU"; }
+grep -q "warning: rank 1 may run on 1 CPU (0) but has --threads 2.*--bind-to none" \
+  "$dir/bound.log" || { cat "$dir/bound.log"; fail "no warning for --threads 2 on one CPU"; }
 echo "ok"

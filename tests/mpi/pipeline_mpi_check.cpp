@@ -31,6 +31,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <string>
@@ -135,7 +137,18 @@ struct Outcome {
   StateDict weights, optimizer;
   PartitionStats stats;   // this process's partition (the first one when threaded)
   std::string transport;  // multi-process: the first forward link's kind ("mpi", "nccl", "none")
+  bool partition_thread_named = true;  // multi-process: a thread "ech-part-<its partition>" ran
 };
+
+// Whether this process has a thread called `name` (/proc/self/task/*/comm).
+bool has_thread(const std::string& name) {
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string seen;
+    if (std::getline(comm, seen) && seen == name) return true;
+  }
+  return false;
+}
 
 // Trains `epochs` epochs of `batches`; group null = the threaded reference.
 Outcome train(const Args& a, const std::string& schedule,
@@ -196,7 +209,11 @@ Outcome train(const Args& a, const std::string& schedule,
   outcome.weights = engine.model().state_dict();
   outcome.optimizer = engine.optimizer_state();
   outcome.stats = engine.partition_stats().front();
-  if (group) outcome.transport = engine.report().at("processes").at("transport").as_string();
+  if (group) {
+    outcome.transport = engine.report().at("processes").at("transport").as_string();
+    // Named by its partition in the whole pipeline, not by its index in this process.
+    outcome.partition_thread_named = has_thread("ech-part-" + std::to_string(rank % a.partitions));
+  }
   return outcome;
 }
 
@@ -307,6 +324,10 @@ int main(int argc, char** argv) {
       if (sends && a.device.is_cuda() && got.transport != "nccl") {
         std::printf("rank %d: the link to the next partition is %s, not nccl\n", rank,
                     got.transport.c_str());
+        ok = false;
+      }
+      if (!got.partition_thread_named) {
+        std::printf("rank %d: no thread is named ech-part-%d\n", rank, rank % a.partitions);
         ok = false;
       }
       if (buckets) {
