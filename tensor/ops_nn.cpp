@@ -171,9 +171,8 @@ Conv2dGrads conv2d_backward(const Tensor& grad_out_in, const Tensor& x_in, const
       Conv2dGrads grads =
           conv2d_backward(grad_out_in, x_in, weight_in, has_bias, false, window, need_weight);
       const Tensor grad_out = grad_out_in.contiguous(), weight = weight_in.contiguous();
-      Tensor sum = input_sum;
       cpu::fast::conv2d_backward_input_add(a, grad_out.data<float>(), weight.data<float>(),
-                                           sum.data<float>());
+                                           input_sum.data<float>());
       grads.input = input_sum;
       return grads;
     }
