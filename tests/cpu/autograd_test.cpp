@@ -109,17 +109,19 @@ TEST_SUITE("autograd") {
   }
 
   TEST_CASE("a convolution's input gradient added into the shortcut's, as the separate sum") {
-    // A ResNet block's shape (F(4x4) backward data on the fast path) and LeNet's (no adding
-    // path: computed, then added): the input's gradient bit for bit the engine's separate add of
-    // the shortcut's gradient and the convolution's.
+    // ResNet's shapes on the fast path (F(4x4) backward data; the AVX-512 direct kernel at stride
+    // 2), LeNet's 5x5 (direct) and every shape on the naive twins (computed, then added): the
+    // input's gradient bit for bit the engine's separate add of the shortcut's and the conv's.
     struct Case {
       Shape x, w;
-      int64_t pad;
+      int64_t stride, pad;
     };
     for (const Case& c :
-         {Case{{2, 16, 32, 32}, {16, 16, 3, 3}, 1}, Case{{3, 6, 14, 14}, {6, 6, 5, 5}, 2}})
+         {Case{{2, 16, 32, 32}, {16, 16, 3, 3}, 1, 1}, Case{{3, 16, 32, 32}, {32, 16, 3, 3}, 2, 1},
+          Case{{3, 6, 14, 14}, {6, 6, 5, 5}, 1, 2}})
       for (const ops::CpuKernels kernels : {ops::CpuKernels::Fast, ops::CpuKernels::Naive}) {
         CAPTURE(c.x);
+        CAPTURE(c.stride);
         CAPTURE(kernels == ops::CpuKernels::Fast);
         const ops::CpuKernels before = ops::cpu_kernels();
         ops::set_cpu_kernels(kernels);
@@ -129,15 +131,18 @@ TEST_SUITE("autograd") {
         w.set_requires_grad(true);
         Conv2dGeometry window;
         window.kernel_h = window.kernel_w = c.w[2];
+        window.stride_h = window.stride_w = c.stride;
         window.pad_h = window.pad_w = c.pad;
         Tensor h = relu(a);
-        Tensor y = conv2d(h, w, Tensor(), window) + h * 0.5;  // the shortcut's gradient: 0.5 g
-        const Tensor g = ops::randn(y.shape(), gen);
-        backward(y, g);
+        Tensor y = conv2d(h, w, Tensor(), window);
+        const Tensor g = ops::randn(y.shape(), gen), g_shortcut = ops::randn(h.shape(), gen);
+        // The shortcut's branch is the later input of +, so the engine runs it first: h's
+        // gradient sum holds 0.5 g_shortcut when the convolution's backward runs.
+        backward(sum(y * g) + sum(h * 0.5 * g_shortcut));
         const Tensor h_plain = ops::relu(a.detach());
         const Tensor conv_grad =
             ops::conv2d_backward(g, h_plain, w.detach(), false, true, window, false).input;
-        const Tensor grad_h = ops::add(ops::mul(g, 0.5), conv_grad);
+        const Tensor grad_h = ops::add(ops::mul(g_shortcut, 0.5), conv_grad);
         const Tensor expected = ops::unary_backward(UnaryOp::Relu, grad_h, a.detach(), h_plain);
         CHECK(a.grad().to_vector<float>() == expected.to_vector<float>());
         ops::set_cpu_kernels(before);

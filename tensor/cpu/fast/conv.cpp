@@ -177,13 +177,17 @@ void conv2d_backward_input(const Conv2dGeometry& a, const T* grad_out, const T* 
 }
 
 bool conv2d_backward_input_adds(const Conv2dGeometry& a) {
-  return conv_winograd_backward_input_accumulates(a);
+  if (conv_winograd_backward_input_usable(a)) return conv_winograd_backward_input_accumulates(a);
+  return conv_direct_usable(a) && conv_direct_backward_input_usable(a) &&
+         conv_direct_backward_input_adds(a);
 }
 
 void conv2d_backward_input_add(const Conv2dGeometry& a, const float* grad_out, const float* w,
                                float* grad_in) {
-  // conv2d_backward_input<float> takes the Winograd path first wherever it is usable.
-  conv_winograd_backward_input(a, grad_out, w, grad_in, /*accumulate=*/true);
+  // The path conv2d_backward_input<float> takes: Winograd first wherever it is usable.
+  if (conv_winograd_backward_input_usable(a))
+    return conv_winograd_backward_input(a, grad_out, w, grad_in, /*accumulate=*/true);
+  conv_direct_backward_input_add(a, grad_out, w, grad_in);
 }
 
 template <typename T>

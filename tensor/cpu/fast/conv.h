@@ -14,8 +14,9 @@ void conv2d_forward(const Conv2dGeometry& a, const T* x, const T* w, const T* bi
 // grad_in (N, C, H, W) from grad_out (N, O, OH, OW) and w. Overwrites grad_in.
 template <typename T>
 void conv2d_backward_input(const Conv2dGeometry& a, const T* grad_out, const T* w, T* grad_in);
-// True when conv2d_backward_input_add can take `a` (float; the path that adds in its store pass,
-// Winograd F(4x4)); it takes the same path as conv2d_backward_input, so the values are the same.
+// True when conv2d_backward_input_add can take `a` (float; the paths that add in their store
+// pass: Winograd F(4x4), the AVX-512 direct kernels); it takes the same path as
+// conv2d_backward_input, so the values are the same.
 bool conv2d_backward_input_adds(const Conv2dGeometry& a);
 // grad_in += conv2d_backward_input's result, each element grad_in + value (the autograd engine's
 // gradient sum without its separate pass), where conv2d_backward_input_adds(a).

@@ -389,6 +389,17 @@ bool conv_direct_backward_input_usable(const Conv2dGeometry& a) {
   return a.stride_h == 1 || wide(a);
 }
 
+bool conv_direct_backward_input_adds(const Conv2dGeometry& a) {
+  return conv_direct_usable(a) && wide(a);
+}
+
+void conv_direct_backward_input_add(const Conv2dGeometry& a, const float* grad_out, const float* w,
+                                    float* grad_in) {
+  ECH_CHECK(conv_direct_backward_input_adds(a),
+            "conv_direct_backward_input_add: adding into grad_in needs the AVX-512 kernel");
+  conv_direct_backward_input_avx512(a, grad_out, w, grad_in, /*accumulate=*/true);
+}
+
 void conv_direct_backward_input(const Conv2dGeometry& a, const float* grad_out, const float* w,
                                 float* grad_in) {
   if (wide(a)) return conv_direct_backward_input_avx512(a, grad_out, w, grad_in);
@@ -470,6 +481,12 @@ void conv_direct_forward(const Conv2dGeometry&, const float*, const float*, cons
 }
 void conv_direct_backward_input(const Conv2dGeometry&, const float*, const float*, float*) {
   ECH_CHECK(false, "conv_direct_backward_input: the direct kernel needs an x86 CPU with AVX2");
+}
+bool conv_direct_backward_input_adds(const Conv2dGeometry&) {
+  return false;
+}
+void conv_direct_backward_input_add(const Conv2dGeometry&, const float*, const float*, float*) {
+  ECH_CHECK(false, "conv_direct_backward_input_add: the direct kernel needs an x86 CPU with AVX2");
 }
 void conv_direct_backward_weight(const Conv2dGeometry&, const float*, const float*, float*) {
   ECH_CHECK(false, "conv_direct_backward_weight: the direct kernel needs an x86 CPU with AVX2");

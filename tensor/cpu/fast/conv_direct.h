@@ -49,6 +49,13 @@ bool conv_direct_backward_input_usable(const Conv2dGeometry& a);
 // and padding K-1-pad). Overwrites grad_in.
 void conv_direct_backward_input(const Conv2dGeometry& a, const float* grad_out, const float* w,
                                 float* grad_in);
+// True when conv_direct_backward_input on `a` runs the AVX-512 kernel, which can add into grad_in
+// (conv_direct_backward_input_add).
+bool conv_direct_backward_input_adds(const Conv2dGeometry& a);
+// grad_in += conv_direct_backward_input's result (each element grad_in + value), where
+// conv_direct_backward_input_adds(a).
+void conv_direct_backward_input_add(const Conv2dGeometry& a, const float* grad_out, const float* w,
+                                    float* grad_in);
 // grad_w (O, C, K, K) from grad_out and x. Overwrites grad_w; per-thread partials are added in
 // chunk order, so the result depends on the thread count, not on timing.
 void conv_direct_backward_weight(const Conv2dGeometry& a, const float* grad_out, const float* x,

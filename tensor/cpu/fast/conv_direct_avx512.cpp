@@ -235,12 +235,19 @@ ECH_AVX512 void weight_tile(const WeightTile& w) {
       _mm512_storeu_ps(w.acc + j * w.acc_channel + t * kLanes, acc[j][t]);
 }
 
+// Stores the lanes of v at p, or with accumulate p[i] + v[i].
+ECH_AVX512 inline void store_or_add(float* p, __mmask16 lanes, __m512 v, bool accumulate) {
+  if (accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(lanes, p), v);
+  _mm512_mask_storeu_ps(p, lanes, v);
+}
+
 // grad_in (C, H, W) of one image from its columns (rows c*K*K + ki*K + kj of `ld` floats, the
 // output positions): grad_in[c][ih][iw] = sum over ki, kj of column (c, ki, kj) at output
 // (ih + pad - ki, iw + pad - kj) where that lies inside the output. One masked load per tap and
-// 16 input columns; `cols` has kMargin readable floats before and after.
+// 16 input columns; `cols` has kMargin readable floats before and after. With accumulate each
+// element is grad_in + that sum (the autograd engine's gradient sum, in this store pass).
 ECH_AVX512 void columns_to_image(const Conv2dGeometry& a, const float* cols, int64_t ld,
-                                 float* grad_in) {
+                                 bool accumulate, float* grad_in) {
   const int64_t k = a.kernel_w;
   __mmask16 lanes[kMaxWindow];  // per kj: the lanes whose output column lies inside the output
   int64_t at[kMaxWindow];       // per kj: the offset of lane 0 in a column's output row
@@ -263,8 +270,8 @@ ECH_AVX512 void columns_to_image(const Conv2dGeometry& a, const float* cols, int
             sum[ki & 1] =
                 _mm512_add_ps(sum[ki & 1], _mm512_maskz_loadu_ps(lanes[kj], src + at[kj]));
         }
-        _mm512_mask_storeu_ps(grad_in + (c * a.h + ih) * a.w + iw0, store,
-                              _mm512_add_ps(sum[0], sum[1]));
+        store_or_add(grad_in + (c * a.h + ih) * a.w + iw0, store, _mm512_add_ps(sum[0], sum[1]),
+                     accumulate);
       }
   }
 }
@@ -274,7 +281,7 @@ ECH_AVX512 void columns_to_image(const Conv2dGeometry& a, const float* cols, int
 // lane of 16 input columns takes one, and those lanes' output columns are consecutive: one
 // expanding load (lane i of the mask takes the next float) per tap and 16 input columns.
 ECH_AVX512 void columns_to_image_stride2(const Conv2dGeometry& a, const float* cols, int64_t ld,
-                                         float* grad_in) {
+                                         bool accumulate, float* grad_in) {
   const int64_t k = a.kernel_w;
   __mmask16 lanes[kMaxWindow];  // per kj: the lanes that take an output column
   int64_t at[kMaxWindow];       // per kj: the offset of the first such lane's column in a row
@@ -301,7 +308,7 @@ ECH_AVX512 void columns_to_image_stride2(const Conv2dGeometry& a, const float* c
           for (int64_t kj = 0; kj < k; ++kj)
             sum = _mm512_add_ps(sum, _mm512_maskz_expandloadu_ps(lanes[kj], src + at[kj]));
         }
-        _mm512_mask_storeu_ps(grad_in + (c * a.h + ih) * a.w + iw0, store, sum);
+        store_or_add(grad_in + (c * a.h + ih) * a.w + iw0, store, sum, accumulate);
       }
   }
 }
@@ -446,7 +453,7 @@ void conv_direct_forward_avx512(const Conv2dGeometry& a, const float* x, const f
 }
 
 void conv_direct_backward_input_avx512(const Conv2dGeometry& a, const float* grad_out,
-                                       const float* w, float* grad_in) {
+                                       const float* w, float* grad_in, bool accumulate) {
   const int64_t rows = a.c * a.kernel_h * a.kernel_w, positions = a.out_h * a.out_w;
   const int64_t ld = (positions + kLanes - 1) / kLanes * kLanes;
   // Columns (rows, positions) = w^T (rows, O) x grad_out (O, positions): rows r, depth o.
@@ -467,7 +474,7 @@ void conv_direct_backward_input_avx512(const Conv2dGeometry& a, const float* gra
       t.out_step = ld;
       gemm_rows(t, rows, positions, packed, nullptr);
       (a.stride_h == 1 ? columns_to_image : columns_to_image_stride2)(
-          a, cols + kMargin, ld, grad_in + n * a.c * a.h * a.w);
+          a, cols + kMargin, ld, accumulate, grad_in + n * a.c * a.h * a.w);
     }
   });
 }
@@ -529,7 +536,8 @@ void conv_direct_forward_avx512(const Conv2dGeometry&, const float*, const float
                                 float*) {
   ECH_CHECK(false, "conv_direct_forward_avx512: needs an x86 CPU with AVX-512");
 }
-void conv_direct_backward_input_avx512(const Conv2dGeometry&, const float*, const float*, float*) {
+void conv_direct_backward_input_avx512(const Conv2dGeometry&, const float*, const float*, float*,
+                                       bool) {
   ECH_CHECK(false, "conv_direct_backward_input_avx512: needs an x86 CPU with AVX-512");
 }
 void conv_direct_backward_weight_avx512(const Conv2dGeometry&, const float*, const float*, float*) {

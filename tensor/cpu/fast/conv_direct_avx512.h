@@ -27,8 +27,9 @@ bool conv_direct_avx512_takes(const Conv2dGeometry& a);
 // Same contracts as conv_direct_forward / _backward_input / _backward_weight (conv_direct.h).
 void conv_direct_forward_avx512(const Conv2dGeometry& a, const float* x, const float* w,
                                 const float* bias, float* y);
+// With accumulate grad_in += the gradient (each element grad_in + value, in the store pass).
 void conv_direct_backward_input_avx512(const Conv2dGeometry& a, const float* grad_out,
-                                       const float* w, float* grad_in);
+                                       const float* w, float* grad_in, bool accumulate = false);
 void conv_direct_backward_weight_avx512(const Conv2dGeometry& a, const float* grad_out,
                                         const float* x, float* grad_w);
 
