@@ -586,17 +586,52 @@ TEST_SUITE("concurrency_thread_pool") {
     CHECK(cpu::fast::chunk_count(8, 1) == 8);
     CHECK(cpu::fast::chunk_count(8, 3) == 3);
     const std::thread::id caller = std::this_thread::get_id();
-    std::atomic<int> by_caller{0}, by_worker{0};
-    cpu::fast::parallel_for(8, 1, [&](int64_t, int64_t) {
+    std::atomic<int64_t> by_caller{0}, by_worker{0};  // items
+    // parallel_for's guided chunks of 8 items at 2 threads: 2, 2, 1, 1, 1, 1.
+    cpu::fast::parallel_for(8, 1, [&](int64_t begin, int64_t end) {
       if (std::this_thread::get_id() == caller) {
-        by_caller.fetch_add(1);
+        by_caller.fetch_add(end - begin);
       } else {
-        by_worker.fetch_add(1);
+        by_worker.fetch_add(end - begin);
         std::this_thread::sleep_for(std::chrono::milliseconds(200));  // preempted, as it were
       }
     });
     CHECK(by_caller.load() + by_worker.load() == 8);
-    CHECK(by_worker.load() <= 1);  // the caller took the other chunks while the worker slept
+    CHECK(by_worker.load() <= 2);  // the caller took the other chunks while the worker slept
+  }
+
+  TEST_CASE("parallel_for's chunks shrink towards the end (guided), at least the grain") {
+    // Each 1 / (2 T) of what is left, at least the grain and n / 64.
+    for (const int threads : {2, 3})
+      for (int64_t n : {2, 9, 128, 2048, 100000})
+        for (int64_t grain : {1, 16, 1000}) {
+          CAPTURE(threads);
+          CAPTURE(n);
+          CAPTURE(grain);
+          FastScope scope(threads, ops::CpuKernels::Fast);
+          std::mutex mutex;
+          std::vector<std::pair<int64_t, int64_t>> ranges;
+          cpu::fast::parallel_for(n, grain, [&](int64_t begin, int64_t end) {
+            std::lock_guard<std::mutex> lock(mutex);
+            ranges.emplace_back(begin, end);
+          });
+          std::sort(ranges.begin(), ranges.end());
+          REQUIRE(!ranges.empty());
+          CHECK(ranges.front().first == 0);
+          CHECK(ranges.back().second == n);
+          CHECK(ranges.size() <= 64);
+          for (size_t i = 0; i < ranges.size(); ++i) {
+            const int64_t size = ranges[i].second - ranges[i].first;
+            if (i + 1 < ranges.size()) {
+              CHECK(ranges[i].second == ranges[i + 1].first);
+              CHECK(size >= ranges[i + 1].second - ranges[i + 1].first);  // non-increasing
+              CHECK(size >= std::max(grain, (n + 63) / 64));
+            }
+            CHECK(size <= std::max({grain, (n + 63) / 64, (n + 2 * threads - 1) / (2 * threads)}));
+          }
+          if (n >= 16 * grain * threads)  // the last chunk a small part of the work
+            CHECK((ranges.back().second - ranges.back().first) * 8 <= n / threads);
+        }
   }
 
   TEST_CASE("an exception in a task reaches the caller; nested calls run inline") {

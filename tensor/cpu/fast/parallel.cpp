@@ -30,13 +30,21 @@ constexpr auto kSpin = std::chrono::microseconds(300);
 // instead of waiting for it: with one chunk per thread every op waits for its slowest thread.
 constexpr int64_t kChunksPerThread = 4;
 
+// parallel_for's chunks are guided: each takes 1 / (2 T) of what is left, at least the grain and
+// 1/64 of the range, so they shrink towards the end and the threads finish within a small chunk
+// of each other. With 4T equal chunks the caller waited half a chunk per op on average (1/16 of
+// the op at 2 threads: 8% of a two-thread ResNet-20 step). At most kMaxGuided chunks (a cap that
+// 64 threads would reach; the last chunk then takes the rest).
+constexpr int64_t kMaxGuided = 64;
+
 // One parallel_for call; lives on the caller's stack until every worker has left it.
 struct Job {
   const ChunkFn* fn = nullptr;
   int64_t n = 0, chunks = 0;
-  std::atomic<int64_t> next{0};  // next unclaimed chunk
-  std::atomic<int64_t> done{0};  // chunks finished
-  std::atomic<int> active{0};    // workers inside this job
+  const int64_t* bounds = nullptr;  // chunk c is [bounds[c], bounds[c + 1]); null: chunk_range
+  std::atomic<int64_t> next{0};     // next unclaimed chunk
+  std::atomic<int64_t> done{0};     // chunks finished
+  std::atomic<int> active{0};       // workers inside this job
   std::mutex error_mutex;
   std::exception_ptr error;
 
@@ -44,7 +52,7 @@ struct Job {
   void work() {
     for (int64_t c = next.fetch_add(1); c < chunks; c = next.fetch_add(1)) {
       int64_t begin = 0, end = 0;
-      chunk_range(n, chunks, c, &begin, &end);
+      range_of(c, &begin, &end);
       try {
         (*fn)(c, begin, end);
       } catch (...) {
@@ -54,7 +62,32 @@ struct Job {
       done.fetch_add(1, std::memory_order_acq_rel);
     }
   }
+
+  void range_of(int64_t c, int64_t* begin, int64_t* end) const {
+    if (bounds) {
+      *begin = bounds[c];
+      *end = bounds[c + 1];
+    } else {
+      chunk_range(n, chunks, c, begin, end);
+    }
+  }
 };
+
+// Guided chunk boundaries of [0, n) for `threads` threads into bounds (kMaxGuided + 1 entries);
+// returns the chunk count. A function of (n, grain, threads) only.
+int64_t guided_bounds(int64_t n, int64_t grain, int64_t threads, int64_t* bounds) {
+  const int64_t smallest = std::max({grain, (n + 63) / 64, int64_t{1}});
+  int64_t chunks = 0;
+  bounds[0] = 0;
+  for (int64_t begin = 0; begin < n;) {
+    const int64_t size = chunks + 1 == kMaxGuided
+                             ? n - begin
+                             : std::max(smallest, (n - begin + 2 * threads - 1) / (2 * threads));
+    begin = std::min(n, begin + size);
+    bounds[++chunks] = begin;
+  }
+  return chunks;
+}
 
 thread_local bool t_inside_pool_task = false;
 
@@ -73,16 +106,18 @@ class Pool {
   }
   int threads() const { return threads_.load(); }
 
-  void run(int64_t n, int64_t chunks, const ChunkFn& fn) {
+  // bounds: null (chunk_range's equal chunks) or the chunks' boundaries.
+  void run(int64_t n, int64_t chunks, const int64_t* bounds, const ChunkFn& fn) {
     std::unique_lock<std::mutex> busy(busy_, std::try_to_lock);
-    if (chunks <= 1 || t_inside_pool_task || !busy.owns_lock() || workers_.empty()) {
-      run_inline(n, chunks, fn);
-      return;
-    }
     Job job;
     job.fn = &fn;
     job.n = n;
     job.chunks = chunks;
+    job.bounds = bounds;
+    if (chunks <= 1 || t_inside_pool_task || !busy.owns_lock() || workers_.empty()) {
+      run_inline(job);
+      return;
+    }
     {
       std::lock_guard<std::mutex> lock(mutex_);
       job_ = &job;
@@ -102,11 +137,11 @@ class Pool {
   }
 
  private:
-  static void run_inline(int64_t n, int64_t chunks, const ChunkFn& fn) {
-    for (int64_t c = 0; c < chunks; ++c) {
+  static void run_inline(const Job& job) {
+    for (int64_t c = 0; c < job.chunks; ++c) {
       int64_t begin = 0, end = 0;
-      chunk_range(n, chunks, c, &begin, &end);
-      fn(c, begin, end);
+      job.range_of(c, &begin, &end);
+      (*job.fn)(c, begin, end);
     }
   }
 
@@ -188,11 +223,20 @@ void chunk_range(int64_t n, int64_t chunks, int64_t index, int64_t* begin, int64
 void parallel_chunks(int64_t n, int64_t grain, const ChunkFn& fn) {
   const int64_t chunks = chunk_count(n, grain);
   if (chunks == 0) return;
-  pool().run(n, chunks, fn);
+  pool().run(n, chunks, nullptr, fn);
 }
 
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
-  parallel_chunks(n, grain, [&fn](int64_t, int64_t begin, int64_t end) { fn(begin, end); });
+  if (n <= 0) return;
+  const ChunkFn by_range = [&fn](int64_t, int64_t begin, int64_t end) { fn(begin, end); };
+  const int64_t threads = pool().threads();
+  if (threads == 1 || n <= std::max<int64_t>(grain, 1)) {
+    pool().run(n, 1, nullptr, by_range);
+    return;
+  }
+  int64_t bounds[kMaxGuided + 1];
+  const int64_t chunks = guided_bounds(n, std::max<int64_t>(grain, 1), threads, bounds);
+  pool().run(n, chunks, bounds, by_range);
 }
 
 }  // namespace echelon::cpu::fast
