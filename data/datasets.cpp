@@ -114,6 +114,13 @@ class MemoryDataset final : public Dataset {
     return {height_, width_, channels_, record.bytes};  // already (C, H, W)
   }
   bool in_memory() const override { return true; }
+  void prefetch(int64_t index) const override {
+    if (index < 0 || index >= size()) return;
+    const int64_t item = channels_ * height_ * width_;
+    const uint8_t* first = images_.data<uint8_t>() + index * item;
+    for (int64_t offset = 0; offset < item; offset += 64) __builtin_prefetch(first + offset);
+    __builtin_prefetch(first + item - 1);  // the last line, when the example straddles one more
+  }
   // Decoding is a copy here, so a stage of its own would cost more (a thread, a ring hop, its
   // wake-ups) than it does: the three steps run as one stage.
   bool fuses_decode_augment(const AugmentOptions& /*augment*/) const override { return true; }
