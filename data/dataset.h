@@ -55,6 +55,11 @@ class Dataset {
   // (IDX, CIFAR-10, cost-free synthetic data): `--workers auto` then runs the loader inline, as
   // loader threads would only add wake-ups. Default: false (files read and decoded per example).
   virtual bool in_memory() const { return false; }
+  // A hint that read(index) comes soon: an in-memory set starts pulling the example's bytes into
+  // the cache, so that read() does not wait on main memory (the inline loader reads in shuffled
+  // order, which the hardware prefetcher cannot follow). Never fails (an index out of range is
+  // ignored). Default: nothing.
+  virtual void prefetch(int64_t /*index*/) const {}
 
   // True when decode_augment() is faster than decode() + augment_image() + to_float() for
   // these options (the loader then runs them as one stage). Default: false; in-memory data sets

@@ -93,6 +93,9 @@ class MemoryDataset final : public Dataset {
               "': labels must be int64 (N) with N = ", set_.images.size(0));
     images_ = set_.images.contiguous();
     labels_ = set_.labels.contiguous();
+    channels_ = images_.size(1);
+    height_ = images_.size(2);
+    width_ = images_.size(3);
   }
   int64_t size() const override { return images_.size(0); }
   int64_t num_classes() const override { return set_.num_classes; }
@@ -101,26 +104,53 @@ class MemoryDataset final : public Dataset {
   RawRecord read(int64_t index) const override {
     ECH_CHECK(index >= 0 && index < size(), name_, ": index ", index, " out of range [0, ", size(),
               ")");
-    const int64_t item = images_.size(1) * images_.size(2) * images_.size(3);
+    const int64_t item = channels_ * height_ * width_;
     const uint8_t* first = images_.data<uint8_t>() + index * item;
     return {index, labels_.data<int64_t>()[index], std::vector<uint8_t>(first, first + item),
             name_ + "[" + std::to_string(index) + "]"};
   }
   Image decode(const RawRecord& record) const override {
-    const int64_t c = images_.size(1), h = images_.size(2), w = images_.size(3);
-    ECH_CHECK(static_cast<int64_t>(record.bytes.size()) == c * h * w, record.source,
-              ": record has ", record.bytes.size(), " bytes, expected ", c * h * w);
-    return {h, w, c, record.bytes};  // already (C, H, W)
+    check_record(record);
+    return {height_, width_, channels_, record.bytes};  // already (C, H, W)
   }
   bool in_memory() const override { return true; }
+  void prefetch(int64_t index) const override {
+    if (index < 0 || index >= size()) return;
+    const int64_t item = channels_ * height_ * width_;
+    const uint8_t* first = images_.data<uint8_t>() + index * item;
+    for (int64_t offset = 0; offset < item; offset += 64) __builtin_prefetch(first + offset);
+    __builtin_prefetch(first + item - 1);  // the last line, when the example straddles one more
+  }
   // Decoding is a copy here, so a stage of its own would cost more (a thread, a ring hop, its
   // wake-ups) than it does: the three steps run as one stage.
   bool fuses_decode_augment(const AugmentOptions& /*augment*/) const override { return true; }
+  // Without a crop or flip the record's bytes are the augmented image: straight to floats, the
+  // same expression as the three steps (which would first copy the bytes twice). This runs once
+  // per example on the training thread when the loader is inline.
+  void decode_augment(const RawRecord& record, const AugmentOptions& augment, const AugmentKey& key,
+                      std::vector<float>& out, int64_t& height, int64_t& width) const override {
+    if (augment.crop_to > 0 || augment.crop_padding > 0 || augment.horizontal_flip) {
+      Dataset::decode_augment(record, augment, key, out, height, width);
+      return;
+    }
+    check_record(record);
+    out.resize(record.bytes.size());
+    to_float(record.bytes.data(), channels_, height_ * width_, augment, out.data());
+    height = height_;
+    width = width_;
+  }
 
  private:
+  void check_record(const RawRecord& record) const {
+    const int64_t item = channels_ * height_ * width_;
+    ECH_CHECK(static_cast<int64_t>(record.bytes.size()) == item, record.source, ": record has ",
+              record.bytes.size(), " bytes, expected ", item);
+  }
+
   LabeledImages set_;
   std::string name_;
   Tensor images_, labels_;
+  int64_t channels_ = 0, height_ = 0, width_ = 0;
 };
 
 class SyntheticDataset final : public Dataset {

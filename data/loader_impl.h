@@ -177,7 +177,7 @@ template <typename Emit>
 void Loader::Impl::decode_augment_one(const RawRecord& record, Emit& emit) {
   // A bad --mean/--std fails the stage here, as in the separate augment stage; it must not be
   // mistaken for a bad sample below.
-  normalise_coefficients(options.augment, shape[0]);
+  for (int64_t ch = 0; ch < shape[0]; ++ch) normalise_channel(options.augment, shape[0], ch);
   Sample sample{{}, record.index, record.label, true};
   try {
     int64_t height = 0, width = 0;
@@ -237,9 +237,11 @@ void Loader::Impl::augment_one(const Decoded& item, Emit& emit) {
 inline std::optional<Sample> Loader::Impl::shuffle_one(ShuffleBuffer<Sample>& buffer,
                                                        Sample sample) {
   const int64_t item = shuffle_stats.inputs.fetch_add(1, std::memory_order_relaxed);
+  // Without a buffer the stage is a pass-through that is never traced: no clock read per item.
+  if (options.shuffle_buffer == 0) return buffer.add(std::move(sample));
   const auto work_start = Clock::now();
   std::optional<Sample> released = buffer.add(std::move(sample));
-  if (options.shuffle_buffer > 0) shuffle_stats.traced(0, item, work_start);
+  shuffle_stats.traced(0, item, work_start);
   return released;
 }
 

@@ -27,6 +27,9 @@ class PrefixDataset final : public Dataset {
     return inner_->read(index);
   }
   Image decode(const RawRecord& record) const override { return inner_->decode(record); }
+  void prefetch(int64_t index) const override {
+    if (index >= 0 && index < size_) inner_->prefetch(index);
+  }
   // Forwarded so that a --limit-train run keeps the inner set's fused decode + augment stage.
   bool fuses_decode_augment(const AugmentOptions& augment) const override {
     return inner_->fuses_decode_augment(augment);

@@ -190,33 +190,42 @@ Image augment_image(const Image& input, const AugmentOptions& options, const Aug
   return out;
 }
 
-NormaliseCoefficients normalise_coefficients(const AugmentOptions& options, int64_t channels) {
-  auto channel_value = [&](const std::vector<float>& values, int64_t ch, float fallback,
-                           const char* what) {
+ChannelNormalise normalise_channel(const AugmentOptions& options, int64_t channels, int64_t ch) {
+  auto channel_value = [&](const std::vector<float>& values, float fallback, const char* what) {
     if (values.empty()) return fallback;
     ECH_CHECK(values.size() == 1 || static_cast<int64_t>(values.size()) == channels,
               "normalize: ", what, " has ", values.size(), " values for an image with ", channels,
               " channels");
     return values.size() == 1 ? values[0] : values[ch];
   };
+  const float mean = channel_value(options.mean, 0.0f, "mean");
+  const float std = channel_value(options.std, 1.0f, "std");
+  ECH_CHECK(std > 0, "normalize: std of channel ", ch, " is ", std, " (must be > 0)");
+  return {1.0f / (255.0f * std), -mean / std};
+}
+
+NormaliseCoefficients normalise_coefficients(const AugmentOptions& options, int64_t channels) {
   NormaliseCoefficients coeffs;
   for (int64_t ch = 0; ch < channels; ++ch) {
-    const float mean = channel_value(options.mean, ch, 0.0f, "mean");
-    const float std = channel_value(options.std, ch, 1.0f, "std");
-    ECH_CHECK(std > 0, "normalize: std of channel ", ch, " is ", std, " (must be > 0)");
-    coeffs.scale.push_back(1.0f / (255.0f * std));
-    coeffs.shift.push_back(-mean / std);
+    const ChannelNormalise channel = normalise_channel(options, channels, ch);
+    coeffs.scale.push_back(channel.scale);
+    coeffs.shift.push_back(channel.shift);
   }
   return coeffs;
 }
 
 void to_float(const Image& image, const AugmentOptions& options, float* out) {
-  const int64_t h = image.height, w = image.width, c = image.channels;
-  const NormaliseCoefficients coeffs = normalise_coefficients(options, c);
-  for (int64_t ch = 0; ch < c; ++ch) {
-    const float scale = coeffs.scale[ch], shift = coeffs.shift[ch];
-    for (int64_t p = ch * h * w; p < (ch + 1) * h * w; ++p)
-      out[p] = static_cast<float>(image.pixels[p]) * scale + shift;
+  to_float(image.pixels.data(), image.channels, image.height * image.width, options, out);
+}
+
+void to_float(const uint8_t* pixels, int64_t channels, int64_t plane, const AugmentOptions& options,
+              float* out) {
+  for (int64_t ch = 0; ch < channels; ++ch) {
+    const ChannelNormalise channel = normalise_channel(options, channels, ch);
+    const uint8_t* src = pixels + ch * plane;
+    float* dst = out + ch * plane;
+    for (int64_t p = 0; p < plane; ++p)
+      dst[p] = static_cast<float>(src[p]) * channel.scale + channel.shift;
   }
 }
 

@@ -65,8 +65,17 @@ struct NormaliseCoefficients {
   std::vector<float> scale, shift;
 };
 NormaliseCoefficients normalise_coefficients(const AugmentOptions& options, int64_t channels);
+// Channel `ch`'s entry of normalise_coefficients (same checks), without allocating: the loader
+// asks once per example.
+struct ChannelNormalise {
+  float scale = 1, shift = 0;
+};
+ChannelNormalise normalise_channel(const AugmentOptions& options, int64_t channels, int64_t ch);
 
 // uint8 -> float in [0, 1], then (x - mean[c]) / std[c]. Writes C*H*W floats to `out`.
 void to_float(const Image& image, const AugmentOptions& options, float* out);  // (C, H, W)
+// The same on raw pixels: `channels` planes of `plane` bytes each.
+void to_float(const uint8_t* pixels, int64_t channels, int64_t plane, const AugmentOptions& options,
+              float* out);  // pixels, out: (C, H, W)
 
 }  // namespace echelon::data

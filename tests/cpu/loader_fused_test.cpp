@@ -122,17 +122,60 @@ TEST_SUITE("concurrency_loader_fused") {
     for (int64_t i = 0; i < 23; ++i) set.labels.data<int64_t>()[i] = i % 4;
     set.num_classes = 4;
     const auto dataset = make_memory_dataset(set, "memory");
-    LoaderOptions options = training_options();
-    options.fuse_decode_augment = true;
-    const Epoch fused = run_epoch(dataset, options);
-    options.fuse_decode_augment = false;
-    const Epoch separate = run_epoch(dataset, options);
-    CHECK(has_stage(fused, "decode+augment"));
-    CHECK_FALSE(has_stage(fused, "augment"));
-    CHECK(has_stage(separate, "augment"));
-    REQUIRE(fused.images.size() >= 4);  // 23 examples in batches of 5
-    CHECK(fused.labels == separate.labels);
-    CHECK(fused.images == separate.images);
+    // Crop and flip take the three steps inside the fused stage; without them the bytes go
+    // straight to floats (MemoryDataset::decode_augment): both must match the separate stages.
+    for (const int recipe : {0, 1, 2}) {
+      CAPTURE(recipe);
+      for (const int workers : {1, 0}) {
+        CAPTURE(workers);
+        LoaderOptions options = training_options();
+        options.workers = workers;
+        if (recipe > 0) options.augment.crop_padding = 0, options.augment.horizontal_flip = false;
+        if (recipe == 2) options.augment.mean.clear(), options.augment.std.clear();
+        options.fuse_decode_augment = true;
+        const Epoch fused = run_epoch(dataset, options);
+        options.fuse_decode_augment = false;
+        const Epoch separate = run_epoch(dataset, options);
+        CHECK(has_stage(fused, "decode+augment"));
+        CHECK_FALSE(has_stage(fused, "augment"));
+        CHECK(has_stage(separate, "augment"));
+        REQUIRE(fused.images.size() >= 4);  // 23 examples in batches of 5
+        CHECK(fused.labels == separate.labels);
+        CHECK(fused.images == separate.images);
+      }
+    }
+  }
+
+  TEST_CASE("an in-memory data set's direct decode + augment: the three steps' floats, checks") {
+    LabeledImages set;
+    set.images = Tensor::empty({3, 2, 5, 4}, kUInt8);
+    uint8_t* pixels = set.images.data<uint8_t>();
+    for (int64_t i = 0; i < set.images.numel(); ++i) pixels[i] = static_cast<uint8_t>(i * 53 % 256);
+    set.labels = Tensor::from_vector(std::vector<int64_t>{0, 1, 0}, {3});
+    set.num_classes = 2;
+    const auto dataset = make_memory_dataset(set, "mem");
+    AugmentOptions augment;
+    augment.mean = {0.3f, 0.6f};
+    augment.std = {0.2f, 0.4f};
+    const RawRecord record = dataset->read(2);
+    std::vector<float> direct, expected(2 * 5 * 4);
+    int64_t height = 0, width = 0;
+    dataset->decode_augment(record, augment, {1, 0, 2, 0}, direct, height, width);
+    to_float(dataset->decode(record), augment, expected.data());
+    CHECK(height == 5);
+    CHECK(width == 4);
+    CHECK(direct == expected);
+    // The channels' coefficients differ: a plane mix-up would show.
+    CHECK(direct[0] != expected[20]);
+    RawRecord short_record = record;
+    short_record.bytes.pop_back();
+    CHECK_THROWS_WITH_AS(
+        dataset->decode_augment(short_record, augment, {1, 0, 2, 0}, direct, height, width),
+        doctest::Contains("mem[2]: record has 39 bytes, expected 40"), Error);
+    augment.std = {0.2f, 0.0f};
+    CHECK_THROWS_WITH_AS(
+        dataset->decode_augment(record, augment, {1, 0, 2, 0}, direct, height, width),
+        doctest::Contains("std of channel 1"), Error);
   }
 
   TEST_CASE("echo before augmentation repeats the decoded image, augmented afresh per copy") {

@@ -5,6 +5,7 @@
 // messages; stats, the trace hook, request_stop and restarting epochs.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <future>
 #include <map>
@@ -16,6 +17,7 @@
 
 #include <echelon/base/error.h>
 #include <echelon/data/loader.h>
+#include <echelon/data/registry.h>
 
 using namespace echelon;
 using namespace echelon::data;
@@ -48,6 +50,30 @@ std::shared_ptr<Dataset> synthetic(int64_t size, std::vector<int64_t> corrupt = 
   options.read_cost_us = read_cost_us;
   return make_synthetic_dataset(options);
 }
+
+// Forwards to an inner data set and records the order of its prefetch() and read() calls.
+class RecordingDataset final : public Dataset {
+ public:
+  explicit RecordingDataset(std::shared_ptr<Dataset> inner) : inner_(std::move(inner)) {}
+  int64_t size() const override { return inner_->size(); }
+  int64_t num_classes() const override { return inner_->num_classes(); }
+  Shape image_shape() const override { return inner_->image_shape(); }
+  std::string name() const override { return inner_->name(); }
+  bool in_memory() const override { return inner_->in_memory(); }
+  RawRecord read(int64_t index) const override {
+    reads.push_back(index);
+    return inner_->read(index);
+  }
+  Image decode(const RawRecord& record) const override { return inner_->decode(record); }
+  void prefetch(int64_t index) const override {
+    prefetches.push_back(index);
+    inner_->prefetch(index);
+  }
+  mutable std::vector<int64_t> reads, prefetches;
+
+ private:
+  std::shared_ptr<Dataset> inner_;
+};
 
 struct Epoch {
   std::vector<std::vector<float>> images;  // per batch: (B, C, H, W) flattened
@@ -264,5 +290,32 @@ TEST_SUITE("concurrency_loader_inline") {
     while (auto batch = restarted.next()) labels.push_back(batch->labels.to_vector<int64_t>());
     CHECK(labels == run_epoch(synthetic(30), quick, 2).labels);
     CHECK(labels != run_epoch(synthetic(30), quick, 3).labels);
+  }
+
+  TEST_CASE("inline prefetches each example two reads before reading it; prefetch is a hint") {
+    const auto recording = std::make_shared<RecordingDataset>(memory_set());
+    LoaderOptions options;
+    options.batch_size = 5;
+    options.workers = 0;
+    options.seed = 9;
+    const Epoch epoch = run_epoch(recording, options);
+    CHECK(epoch.error.empty());
+    REQUIRE(recording->reads.size() == 23);
+    // Shuffled: the reads are not in index order, and every prefetch is two reads ahead.
+    CHECK_FALSE(std::is_sorted(recording->reads.begin(), recording->reads.end()));
+    CHECK(recording->prefetches ==
+          std::vector<int64_t>(recording->reads.begin() + 2, recording->reads.end()));
+    // The batches are the ones a data set without the hint gives.
+    CHECK(epoch.images == run_epoch(memory_set(), options).images);
+    // Out of range it does nothing (no read, no error), also through a --limit prefix.
+    const auto memory = memory_set();
+    for (const int64_t index : {int64_t{-1}, int64_t{23}, int64_t{1} << 40})
+      CHECK_NOTHROW(memory->prefetch(index));
+    const auto inner = std::make_shared<RecordingDataset>(memory_set());
+    const auto limited = take_prefix(inner, 4);  // as --limit-train 4
+    limited->prefetch(2);
+    limited->prefetch(7);
+    CHECK(inner->prefetches == std::vector<int64_t>{2});
+    CHECK(inner->reads.empty());
   }
 }
