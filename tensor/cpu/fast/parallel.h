@@ -23,8 +23,8 @@ int num_threads();
 // T > 1 threads the chunks are guided (each 1/(2T) of what is left, at least the grain and n/64,
 // so they shrink towards the end and the threads finish together), claimed as the threads become
 // free (a preempted thread delays an op by one chunk, not by a 1/T share). A function of
-// (n, grain, T) only. The first exception a chunk throws is rethrown here after every chunk has
-// finished.
+// (n, grain, T) only; a caller that needs at most one chunk per thread passes grain = ceil(n / T).
+// The first exception a chunk throws is rethrown here after every chunk has finished.
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
 // The number of chunks parallel_for(n, grain, ...) would use (for per-chunk scratch buffers).
