@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <echelon/data/image_codec.h>
@@ -64,6 +65,22 @@ bool has_stage(const Epoch& epoch, const std::string& name) {
   return std::find(epoch.stages.begin(), epoch.stages.end(), name) != epoch.stages.end();
 }
 
+// One epoch with decode and augment fused, one with them separate (the same options otherwise):
+// the same batches, at least `min_batches` of them, and a separate augment stage in the second.
+std::pair<Epoch, Epoch> fused_and_separate(const std::shared_ptr<Dataset>& dataset,
+                                           LoaderOptions options, size_t min_batches) {
+  options.fuse_decode_augment = true;
+  Epoch fused = run_epoch(dataset, options);
+  options.fuse_decode_augment = false;
+  Epoch separate = run_epoch(dataset, options);
+  CHECK_FALSE(has_stage(separate, "decode+augment"));
+  CHECK(has_stage(separate, "augment"));
+  REQUIRE(fused.images.size() >= min_batches);
+  CHECK(fused.labels == separate.labels);
+  CHECK(fused.images == separate.images);
+  return {std::move(fused), std::move(separate)};
+}
+
 LoaderOptions training_options() {
   LoaderOptions options;
   options.batch_size = 5;
@@ -99,16 +116,9 @@ TEST_SUITE("concurrency_loader_fused") {
         CAPTURE(p.name);
         options.echo_factor = p.factor;
         options.echo_at = p.at;
-        options.fuse_decode_augment = true;
-        const Epoch fused = run_epoch(dataset, options);
-        options.fuse_decode_augment = false;
-        const Epoch separate = run_epoch(dataset, options);
+        // 22 examples in batches of 5, echoed
+        const Epoch fused = fused_and_separate(dataset, options, 5).first;
         CHECK(has_stage(fused, "decode+augment") == have_turbojpeg());
-        CHECK_FALSE(has_stage(separate, "decode+augment"));
-        CHECK(has_stage(separate, "augment"));
-        REQUIRE(fused.images.size() >= 5);  // 22 examples in batches of 5, echoed
-        CHECK(fused.labels == separate.labels);
-        CHECK(fused.images == separate.images);
       }
     }
   }
@@ -132,16 +142,9 @@ TEST_SUITE("concurrency_loader_fused") {
         options.workers = workers;
         if (recipe > 0) options.augment.crop_padding = 0, options.augment.horizontal_flip = false;
         if (recipe == 2) options.augment.mean.clear(), options.augment.std.clear();
-        options.fuse_decode_augment = true;
-        const Epoch fused = run_epoch(dataset, options);
-        options.fuse_decode_augment = false;
-        const Epoch separate = run_epoch(dataset, options);
+        const Epoch fused = fused_and_separate(dataset, options, 4).first;  // 23 in batches of 5
         CHECK(has_stage(fused, "decode+augment"));
         CHECK_FALSE(has_stage(fused, "augment"));
-        CHECK(has_stage(separate, "augment"));
-        REQUIRE(fused.images.size() >= 4);  // 23 examples in batches of 5
-        CHECK(fused.labels == separate.labels);
-        CHECK(fused.images == separate.images);
       }
     }
   }
