@@ -279,8 +279,12 @@ class SpscRing {
 template <typename T>
 class MpmcRing {
  public:
+  // At least 2 slots: a slot's sequence number tells "written on lap L" (pos + 1) from "free for
+  // the next lap" (pos + capacity) only when capacity > 1; with one slot a second push took the
+  // full slot for a free one and overwrote its item (a distributed gpipe run lost a flush and
+  // hung).
   explicit MpmcRing(size_t capacity)
-      : capacity_(detail::ring_capacity(capacity, "MpmcRing")),
+      : capacity_(detail::ring_capacity(capacity == 1 ? 2 : capacity, "MpmcRing")),
         mask_(capacity_ - 1),
         slots_(std::make_unique<Slot[]>(capacity_)) {
     for (size_t i = 0; i < capacity_; ++i) slots_[i].sequence.store(i, std::memory_order_relaxed);

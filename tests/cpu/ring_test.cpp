@@ -118,6 +118,18 @@ TEST_SUITE("ring") {
     check_move_only<SpscRing<std::unique_ptr<int>>>();
     check_move_only<MpmcRing<std::unique_ptr<int>>>();
   }
+  TEST_CASE("mpmc asked for one slot: nothing pushed is lost (it gets two)") {
+    MpmcRing<int> ring(1);
+    CHECK(ring.capacity() == 2);
+    std::vector<int> pushed;
+    for (int i = 0; i < 5; ++i)
+      if (ring.try_push(i)) pushed.push_back(i);
+    std::vector<int> popped;
+    while (std::optional<int> v = ring.try_pop()) popped.push_back(*v);
+    CHECK(pushed == std::vector<int>{0, 1});
+    CHECK(popped == pushed);
+    CHECK_THROWS_WITH_AS(MpmcRing<int>(0), doctest::Contains("MpmcRing"), echelon::Error);
+  }
   TEST_CASE("bad capacity is an error naming the ring") {
     CHECK_THROWS_WITH_AS(SpscRing<int>(0), doctest::Contains("SpscRing"), echelon::Error);
     CHECK_THROWS_WITH_AS(MpmcRing<int>(size_t{1} << 31), doctest::Contains("MpmcRing"),
