@@ -200,7 +200,8 @@ void PipelineEngine::connect_distributed(Device device) {
   const size_t held = 1 + static_cast<size_t>(K - 1) * std::bit_ceil(capacity) +
                       static_cast<size_t>(K) + static_cast<size_t>(options_.micro_batches);
   results_ = std::make_unique<data::SpscRing<BatchResult>>(held);
-  flushed_ = std::make_unique<data::MpmcRing<int>>(1);
+  // This process's one stage's flush codes: 2 slots, the least an MpmcRing has.
+  flushed_ = std::make_unique<data::MpmcRing<int>>(2);
   StageContext context = stage_context();
   // This process's driver drains the ring at every step and flush, but nothing paces it against
   // partition 0's feed (a loaded machine once left it 16 results behind: "results ring is full").
