@@ -177,9 +177,8 @@ void conv2d_backward_input(const Conv2dGeometry& a, const T* grad_out, const T* 
 }
 
 bool conv2d_backward_input_adds(const Conv2dGeometry& a) {
-  if (conv_winograd_backward_input_usable(a)) return conv_winograd_backward_input_accumulates(a);
-  return conv_direct_usable(a) && conv_direct_backward_input_usable(a) &&
-         conv_direct_backward_input_adds(a);
+  if (conv_winograd_backward_input_usable(a)) return conv_winograd_backward_input_adds(a);
+  return conv_direct_backward_input_adds(a);  // the direct path, and its AVX-512 kernel
 }
 
 void conv2d_backward_input_add(const Conv2dGeometry& a, const float* grad_out, const float* w,

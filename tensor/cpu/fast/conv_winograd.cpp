@@ -544,7 +544,7 @@ void conv_winograd_forward(const Conv2dGeometry& a, const float* x, const float*
   winograd::forward_impl(a, x, w, bias, y);
 }
 
-bool conv_winograd_backward_input_accumulates(const Conv2dGeometry& a) {
+bool conv_winograd_backward_input_adds(const Conv2dGeometry& a) {
   return conv_winograd_backward_input_usable(a) && conv_winograd_f43_chosen(transposed(a));
 }
 
@@ -554,7 +554,7 @@ void conv_winograd_backward_input(const Conv2dGeometry& a, const float* grad_out
             "conv_winograd_backward_input: geometry not supported (", a.kernel_h, "x", a.kernel_w,
             " window, stride ", a.stride_h, ", input ", a.h, "x", a.w, ", ", a.o,
             " output channels)");
-  ECH_CHECK(!accumulate || conv_winograd_backward_input_accumulates(a),
+  ECH_CHECK(!accumulate || conv_winograd_backward_input_adds(a),
             "conv_winograd_backward_input: adding into grad_in needs the F(4x4) path");
   // (C, O, 3, 3), turned by 180 degrees; slot 3 (forward_impl's weights use slot 2).
   float* flipped = scratch<float>(3, static_cast<size_t>(a.o * a.c * 9));
@@ -574,7 +574,7 @@ void conv_winograd_forward(const Conv2dGeometry&, const float*, const float*, co
                            float*) {
   ECH_CHECK(false, "conv_winograd_forward: needs an x86 CPU with AVX2");
 }
-bool conv_winograd_backward_input_accumulates(const Conv2dGeometry&) {
+bool conv_winograd_backward_input_adds(const Conv2dGeometry&) {
   return false;
 }
 void conv_winograd_backward_input(const Conv2dGeometry&, const float*, const float*, float*, bool) {

@@ -50,10 +50,10 @@ void conv_winograd_forward(const Conv2dGeometry& a, const float* x, const float*
                            const float* bias, float* y);
 // True when conv_winograd_backward_input can add into grad_in: usable, and F(4x4) chosen on the
 // transposed geometry (its output transform adds in its store pass).
-bool conv_winograd_backward_input_accumulates(const Conv2dGeometry& a);
+bool conv_winograd_backward_input_adds(const Conv2dGeometry& a);
 // grad_in (N, C, H, W) from grad_out (N, O, OH, OW) and w: the forward on grad_out with w
 // transposed to (C, O, 3, 3) and turned by 180 degrees. Overwrites grad_in, or with accumulate
-// (only where conv_winograd_backward_input_accumulates) adds to it.
+// (only where conv_winograd_backward_input_adds) adds to it.
 void conv_winograd_backward_input(const Conv2dGeometry& a, const float* grad_out, const float* w,
                                   float* grad_in, bool accumulate = false);
 
