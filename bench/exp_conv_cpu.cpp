@@ -5,13 +5,16 @@
 // direction, with the ratio direct / Winograd (> 1: Winograd faster) and Winograd's largest error
 // against the direct result relative to max |direct|.
 //
-//   build/bench/exp_conv_cpu [--repeats N] [--batch N] [--stride2-backward-data | --winograd-tiles]
+//   build/bench/exp_conv_cpu [--repeats N] [--batch N]
+//                            [--stride2-backward-data | --winograd-tiles | --winograd-isa]
 //
 // --stride2-backward-data instead times conv2d_backward_input (conv.h's dispatch: im2col + GEMM +
 // col2im) on ResNet-20's two stride-2 3x3 layers, the only float32 3x3 layers that take that path.
 // --winograd-tiles instead compares Winograd F(2x2, 3x3) with F(4x4, 3x3) (AVX-512,
 // conv_winograd43.h) on the forward and backward data of the three layers, the two alternating
 // call by call (median of --repeats each), with F(4x4)'s largest error relative to max |F(2x2)|.
+// --winograd-isa instead times Winograd with the AVX2 register tiles against the AVX-512 ones
+// (F(2x2) both; and the default, F(4x4) where it fits), per direction, alternating call by call.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -109,6 +112,67 @@ int time_winograd_tiles(int repeats, int64_t batch) {
   return 0;
 }
 
+// The Winograd kernels with the AVX2 register tiles against the AVX-512 ones (F(2x2, 3x3) both
+// ways, the weight gradient always F(2x2); "AVX-512 F(4x4)": the default, F(4x4) where it fits),
+// alternating call by call: on a CPU that runs 512-bit ops as two 256-bit halves (AMD Zen 4)
+// the wider tiles need not win.
+int time_winograd_isa(int repeats, int64_t batch) {
+  if (!cpu::fast::conv_winograd_avx512_available()) {
+    std::printf("this CPU lacks AVX-512: nothing to compare\n");
+    return 0;
+  }
+  using cpu::fast::WinogradIsa;
+  using cpu::fast::WinogradTile;
+  struct Setting {
+    WinogradIsa isa;
+    WinogradTile tile;
+  };
+  const Setting settings[3] = {{WinogradIsa::Avx2, WinogradTile::F2x2},
+                               {WinogradIsa::Avx512, WinogradTile::F2x2},
+                               {WinogradIsa::Avx512, WinogradTile::F4x4}};
+  std::printf(
+      "| layer (C -> O, HxW) | direction | AVX2 ms | AVX-512 ms | AVX-512 F(4x4) ms | AVX2 / "
+      "AVX-512 |\n|---|---|---|---|---|---|\n");
+  for (const int64_t c : {16, 32, 64}) {
+    Conv2dGeometry window;
+    window.kernel_h = window.kernel_w = 3;
+    window.pad_h = window.pad_w = 1;
+    const Conv2dGeometry a = window.for_input(batch, c, 512 / c, 512 / c, c);
+    const auto in = size_t(a.n * a.c * a.h * a.w), out = size_t(a.n * a.o * a.out_h * a.out_w);
+    const auto x = random_values(in, 1), w = random_values(size_t(a.o * a.c * 9), 2),
+               gy = random_values(out, 3);
+    std::vector<float> y(out), gx(in), gw(size_t(a.o * a.c * 9));
+    for (const char* direction : {"forward", "backward data", "backward weight"}) {
+      std::vector<double> ms[3];
+      for (int call = 0; call < 3 * (repeats + 1); ++call) {
+        const int s = call % 3;
+        cpu::fast::set_conv_winograd_isa(settings[s].isa);
+        cpu::fast::set_conv_winograd_tile(settings[s].tile);
+        const double start = bench::thread_cpu_ms();
+        if (direction[0] == 'f')
+          cpu::fast::conv_winograd_forward(a, x.data(), w.data(), nullptr, y.data());
+        else if (direction[9] == 'd')
+          cpu::fast::conv_winograd_backward_input(a, gy.data(), w.data(), gx.data());
+        else
+          cpu::fast::conv_winograd_backward_weight(a, gy.data(), x.data(), gw.data());
+        if (call >= 3) ms[s].push_back(bench::thread_cpu_ms() - start);  // the first: warm-up
+      }
+      double median[3];
+      for (int s = 0; s < 3; ++s) {
+        std::sort(ms[s].begin(), ms[s].end());
+        median[s] = ms[s][ms[s].size() / 2];
+      }
+      std::printf("| %lld -> %lld, %lldx%lld | %s | %.2f | %.2f | %.2f | %.2f |\n",
+                  static_cast<long long>(c), static_cast<long long>(c), static_cast<long long>(a.h),
+                  static_cast<long long>(a.w), direction, median[0], median[1], median[2],
+                  median[0] / median[1]);
+    }
+  }
+  cpu::fast::set_conv_winograd_isa(WinogradIsa::Avx512);
+  cpu::fast::set_conv_winograd_tile(WinogradTile::F4x4);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -125,8 +189,12 @@ int main(int argc, char** argv) {
   bool winograd_tiles = false;
   app.add_flag("--winograd-tiles", winograd_tiles,
                "Compare Winograd F(2x2, 3x3) with F(4x4, 3x3) instead");
+  bool winograd_isa = false;
+  app.add_flag("--winograd-isa", winograd_isa,
+               "Compare Winograd's AVX2 register tiles with the AVX-512 ones instead");
   echelon::bench::parse_args_or_exit(app, argc, argv);
   cpu::fast::set_num_threads(1);
+  if (winograd_isa) return time_winograd_isa(repeats, batch);
   if (stride2_backward_data) return time_stride2_backward_data(repeats, batch);
   if (winograd_tiles) return time_winograd_tiles(repeats, batch);
   struct Layer {

@@ -372,6 +372,56 @@ TEST_SUITE("fast_cpu") {
                                                     nullptr, nullptr, nullptr));
   }
 
+  TEST_CASE("winograd F(4x4, 3x3) weight gradient: within 256 eps sum|gy||x|, 1 and 3 threads") {
+    // The transpose of the forward (conv_winograd43.h): the same transforms' growth, so the same
+    // bound in units of eps x sum |grad_out| |x| over each weight's window. Cases: ResNet-20's
+    // three shapes (the 8x8 one with a last vector of 1 image of 4), padding 0 and 2, runs of
+    // 16 tiles and 4 vectors per tile row, 9 to 40 input channels and 8 to 36 output channels
+    // (op rounded up to 16), passes of 4 vectors spanning images (dU over 64 KiB: 32 and 40+).
+    if (!cpu::fast::conv_winograd_avx512_available()) return;
+    const WinogradScope restore;  // restores the thread count, ISA and tile when the case ends
+    cpu::fast::set_conv_winograd_isa(cpu::fast::WinogradIsa::Avx512);
+    cpu::fast::set_conv_winograd_tile(cpu::fast::WinogradTile::F4x4);
+    const std::vector<Case> cases = {
+        {3, 16, 32, 32, 16, 1}, {3, 32, 16, 16, 32, 1}, {5, 64, 8, 8, 64, 1},
+        {6, 9, 10, 10, 13, 0},  {3, 11, 6, 6, 9, 2},    {2, 8, 16, 64, 17, 1},
+        {1, 9, 4, 256, 8, 1},   {2, 9, 18, 34, 13, 0},  {3, 40, 16, 16, 36, 1},
+    };
+    double worst = 0;
+    for (const Case& k : cases) {
+      CAPTURE(k.n);
+      CAPTURE(k.c);
+      CAPTURE(k.h);
+      CAPTURE(k.w);
+      CAPTURE(k.o);
+      CAPTURE(k.pad);
+      const Conv2dGeometry a = geometry(k);
+      REQUIRE(cpu::fast::conv_winograd_f43_chosen(a));
+      auto x = random_values(size_t(a.n * a.c * a.h * a.w), 21);
+      for (float& v : x) v = std::max(v, 0.0f);  // ResNet's inputs come out of a ReLU
+      const auto w = random_values(size_t(a.o * a.c * 9), 22),
+                 gy = random_values(size_t(a.n * a.o * a.out_h * a.out_w), 23);
+      const Reference r = reference(a, x, w, gy);
+      for (const int threads : {1, 3}) {
+        CAPTURE(threads);
+        cpu::fast::set_num_threads(threads);
+        const float nan = std::numeric_limits<float>::quiet_NaN();
+        std::vector<float> gw(w.size(), nan), again(w.size(), nan);
+        // NaN in this thread's scratch: the lanes of missing images must be written, not read.
+        float* scratch = cpu::fast::scratch<float>(0, size_t{1} << 20);
+        std::fill(scratch, scratch + (size_t{1} << 20), nan);
+        cpu::fast::conv_winograd_backward_weight(a, gy.data(), x.data(), gw.data());
+        const double e = error_units(gw, r.gw, r.gw_scale);
+        CHECK(e <= 256);
+        worst = std::max(worst, e);
+        // Per-chunk partials added in chunk order: a second run is bit-identical.
+        cpu::fast::conv_winograd_backward_weight(a, gy.data(), x.data(), again.data());
+        CHECK(std::memcmp(again.data(), gw.data(), gw.size() * sizeof(float)) == 0);
+      }
+    }
+    MESSAGE("F(4x4, 3x3) weight gradient worst error, eps x sum |gy| |x|: ", worst);
+  }
+
   TEST_CASE(
       "winograd weight gradient: odd channels, batch 1 and 5, passes over images, 1/2 threads") {
     // The weight gradient runs passes of 16-tile blocks (two vectors; one where an image has an

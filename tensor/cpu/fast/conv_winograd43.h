@@ -1,8 +1,8 @@
-// Winograd F(4x4, 3x3) with AVX-512, the forward and (on the transposed geometry) backward-data
-// path of conv_winograd.h where conv_winograd_tile() is F4x4 and the geometry fits. Each 4x4
-// block of outputs comes from a 6x6 input tile: 36 transformed positions, so 36 / 16 = 2.25
-// multiplies per output and input channel where F(2x2, 3x3) does 4 and the direct sum 9. The
-// matrices are Lavin & Gray's (2016) for the points 0, 1, -1, 2, -2 and infinity.
+// Winograd F(4x4, 3x3) with AVX-512, the forward, (on the transposed geometry) backward-data and
+// weight-gradient path of conv_winograd.h where conv_winograd_tile() is F4x4 and the geometry
+// fits. Each 4x4 block of outputs comes from a 6x6 input tile: 36 transformed positions, so 36 /
+// 16 = 2.25 multiplies per output and input channel where F(2x2, 3x3) does 4 and the direct sum
+// 9. The matrices are Lavin & Gray's (2016) for the points 0, 1, -1, 2, -2 and infinity.
 //
 // Rounding: the transforms scale the terms up before they cancel (B^T's rows sum to up to 10 in
 // magnitude, A^T's to 19, G's to 1): with |x| = |w| = 1, sum over the 36 positions of
@@ -31,5 +31,13 @@ bool conv_winograd43_usable(const Conv2dGeometry& a);
 // accumulate, y += that instead (each output y + value, in its one store pass).
 void conv_winograd43_forward(const Conv2dGeometry& a, const float* x, const float* w,
                              const float* bias, float* y, bool accumulate = false);
+
+// grad_w (O, C, 3, 3) from grad_out (N, O, OH, OW) and x (N, C, H, W) where
+// conv_winograd43_usable(a): dU = sum over the 6x6 tiles of (B^T d B) * (A dY A^T), then
+// dw = G^T dU G. Overwrites grad_w; per-thread partials are added in chunk order (the result
+// depends on the thread count, not on timing). Its rounding grows with the transforms as the
+// forward's (above), in units of eps x sum |grad_out| |x| over the weight's window.
+void conv_winograd43_backward_weight(const Conv2dGeometry& a, const float* grad_out, const float* x,
+                                     float* grad_w);
 
 }  // namespace echelon::cpu::fast

@@ -4,14 +4,17 @@
 // V * Z over the pass's tiles in register tiles (input channels x output channels in the lanes),
 // and at the end dw = G^T dU G. Small passes keep V, Z and dU in L1 from the transforms to the
 // GEMMs. Every dU entry sums its tiles in tile order in one FMA chain, whatever the passes (AVX2
-// and AVX-512 alike: the same bits). AVX2 or AVX-512 tiles as conv_winograd_isa() says.
+// and AVX-512 alike: the same bits). AVX2 or AVX-512 tiles as conv_winograd_isa() says. Where
+// conv_winograd_f43_chosen(), F(4x4, 3x3) runs instead (conv_winograd43_weight.cpp).
 #include <algorithm>
 #include <vector>
 
 #include <echelon/base/error.h>
 #include <echelon/tensor/cpu/fast/conv_direct.h>
 #include <echelon/tensor/cpu/fast/conv_winograd.h>
+#include <echelon/tensor/cpu/fast/conv_winograd43.h>
 #include <echelon/tensor/cpu/fast/conv_winograd_tiles.h>
+#include <echelon/tensor/cpu/fast/conv_winograd_weight_tiles.h>
 #include <echelon/tensor/cpu/fast/parallel.h>
 #include <echelon/tensor/cpu/fast/scratch.h>
 
@@ -37,15 +40,11 @@ namespace {
 // pass's transformed position xi. The broadcasts' addresses are constant offsets from v (the
 // channel stride a constant): with a run-time stride GCC chained one add per broadcast, a serial
 // dependency that held the 8-channel tiles to half the FMA rate.
-constexpr int64_t kBlockTiles = 2 * kLanes;
-// V's channels 1088 bytes apart, not 1024 (which would put them in the same L1 sets).
-constexpr int64_t kChannelStride = kXi * kBlockTiles + kBlockTiles;
+static_assert(kBlockTiles == 2 * kLanes);
+constexpr int64_t kChannelStride = channel_stride(kXi);
 
-// Floats between Z's tiles: a cache line more than the tile's 16 x op, so that one position's
-// lines over the tiles fall in different L1 sets (at 16 x 64 floats, 4 KiB apart, they all
-// shared 4 sets and Z came from L2 on every GEMM).
 inline int64_t z_tile(int64_t op) {
-  return kXi * op + kBlockTiles;
+  return winograd::z_tile(kXi, op);
 }
 
 template <int B, int NO>
@@ -76,8 +75,6 @@ ECH_AVX2 void weight_tile(const float* v, int64_t v_stride, const float* z, int6
     for (int k = 0; k < NO; ++k) _mm256_storeu_ps(acc_at + j * op + k * kLanes, acc[j][k]);
 }
 
-using WeightTileFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*);
-
 template <int NO>
 WeightTileFn weight_tile_for(int64_t block) {
   switch (block) {
@@ -93,76 +90,6 @@ WeightTileFn weight_tile_for(int64_t block) {
       return weight_tile<2, NO>;
     default:
       return weight_tile<1, NO>;
-  }
-}
-
-// weight_tile with AVX-512: B input channels x NO vectors of 16 output channels.
-template <int B, int NO>
-ECH_AVX512 void weight_tile_512(const float* v, int64_t v_stride, const float* z, int64_t count,
-                                int64_t op, float* acc_at) {
-  __m512 acc[B][NO];
-#pragma GCC unroll 12
-  for (int j = 0; j < B; ++j)
-#pragma GCC unroll 4
-    for (int k = 0; k < NO; ++k) acc[j][k] = _mm512_loadu_ps(acc_at + j * op + k * int64_t{16});
-  for (int64_t p = 0; p < count; ++p, v += v_stride) {
-#pragma GCC unroll 16
-    for (int t = 0; t < kBlockTiles; ++t, z += z_tile(op)) {
-      __m512 zv[NO];
-#pragma GCC unroll 4
-      for (int k = 0; k < NO; ++k) zv[k] = _mm512_loadu_ps(z + k * int64_t{16});
-#pragma GCC unroll 12
-      for (int j = 0; j < B; ++j) {
-        const __m512 vj = _mm512_set1_ps(v[j * kChannelStride + t]);
-#pragma GCC unroll 4
-        for (int k = 0; k < NO; ++k) acc[j][k] = _mm512_fmadd_ps(vj, zv[k], acc[j][k]);
-      }
-    }
-  }
-#pragma GCC unroll 12
-  for (int j = 0; j < B; ++j)
-#pragma GCC unroll 4
-    for (int k = 0; k < NO; ++k) _mm512_storeu_ps(acc_at + j * op + k * int64_t{16}, acc[j][k]);
-}
-
-// Input channels per AVX-512 weight tile: 12 x 1 or 6 x 2 (or x 4) accumulators.
-int64_t weight_block_512(int64_t vectors) {
-  return vectors == 1 ? 12 : 6;
-}
-
-template <int NO>
-WeightTileFn weight_tile_512_for(int64_t block) {
-  if constexpr (NO == 1) {
-    switch (block) {
-      case 12:
-        return weight_tile_512<12, 1>;
-      case 11:
-        return weight_tile_512<11, 1>;
-      case 10:
-        return weight_tile_512<10, 1>;
-      case 9:
-        return weight_tile_512<9, 1>;
-      case 8:
-        return weight_tile_512<8, 1>;
-      case 7:
-        return weight_tile_512<7, 1>;
-      default:
-        break;
-    }
-  }
-  switch (block) {
-    case 6:
-      return weight_tile_512<6, NO>;
-    case 5:
-      return weight_tile_512<5, NO>;
-    case 4:
-      return weight_tile_512<4, NO>;
-    case 3:
-      return weight_tile_512<3, NO>;
-    case 2:
-      return weight_tile_512<2, NO>;
-    default:
-      return weight_tile_512<1, NO>;
   }
 }
 
@@ -296,9 +223,9 @@ void backward_weight_impl(const Conv2dGeometry& a, const float* grad_out, const 
       b = balanced_block(a.c - c0, block);
       tiles_of_xi.push_back({o0, c0,
                              !wide ? (vectors == 2 ? weight_tile_for<2>(b) : weight_tile_for<1>(b))
-                             : vectors == 4 ? weight_tile_512_for<4>(b)
-                             : vectors == 2 ? weight_tile_512_for<2>(b)
-                                            : weight_tile_512_for<1>(b)});
+                             : vectors == 4 ? weight_tile_512_for<4, kXi>(b)
+                             : vectors == 2 ? weight_tile_512_for<2, kXi>(b)
+                                            : weight_tile_512_for<1, kXi>(b)});
     }
   }
   std::fill(partials, partials + partial_count, 0.0f);
@@ -393,6 +320,7 @@ void conv_winograd_backward_weight(const Conv2dGeometry& a, const float* grad_ou
   ECH_CHECK(conv_winograd_usable(a), "conv_winograd_backward_weight: geometry not supported (",
             a.kernel_h, "x", a.kernel_w, " window, stride ", a.stride_h, ", output ", a.out_h, "x",
             a.out_w, ", ", a.c, " input channels)");
+  if (conv_winograd_f43_chosen(a)) return conv_winograd43_backward_weight(a, grad_out, x, grad_w);
   winograd::backward_weight_impl(a, grad_out, x, grad_w);
 }
 
