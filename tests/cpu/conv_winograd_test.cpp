@@ -420,6 +420,14 @@ TEST_SUITE("fast_cpu") {
       }
     }
     MESSAGE("F(4x4, 3x3) weight gradient worst error, eps x sum |gy| |x|: ", worst);
+    // An empty batch: no chunk runs, and the gradient is 0, not the partials' old contents.
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    float* partials = cpu::fast::scratch<float>(1, size_t{1} << 16);
+    std::fill(partials, partials + (size_t{1} << 16), nan);
+    std::vector<float> gw0(size_t(16 * 16 * 9), nan);
+    cpu::fast::conv_winograd_backward_weight(geometry({0, 16, 32, 32, 16, 1}), nullptr, nullptr,
+                                             gw0.data());
+    CHECK(std::all_of(gw0.begin(), gw0.end(), [](float v) { return v == 0.0f; }));
   }
 
   TEST_CASE(

@@ -143,7 +143,7 @@ void backward_weight_run(const Conv2dGeometry& a, const Layout& l, const float* 
   // Per chunk dU[xi][c][o] in the caller's scratch (slot 1; tasks use their own slot 0).
   const size_t partial_count = static_cast<size_t>(std::max<int64_t>(chunks, 1) * partial);
   float* partials = scratch<float>(1, partial_count);
-  std::fill(partials, partials + partial_count, 0.0f);
+  if (chunks == 0) std::fill(partials, partials + partial, 0.0f);  // an empty batch: dw = 0
   // The register tiles of one xi: 4, 2 or 1 vectors of 16 output channels from o0, input
   // channels from c0.
   struct Tile {
@@ -170,6 +170,7 @@ void backward_weight_run(const Conv2dGeometry& a, const Layout& l, const float* 
   const int64_t groups_ahead = std::max<int64_t>(1, pass_vectors / l.vectors);
   parallel_chunks(groups, 1, [&](int64_t chunk, int64_t begin, int64_t end) {
     float* du = partials + chunk * partial;
+    std::fill(du, du + partial, 0.0f);  // by the chunk's thread: in parallel, and cache-warm
     float* padded = scratch<float>(
         0, static_cast<size_t>(padded_size + l.images * positions * op +
                                pass_vectors * (v_stride + kBlockTiles * z_tile(op))));

@@ -207,6 +207,7 @@ void backward_weight_impl(const Conv2dGeometry& a, const float* grad_out, const 
   // Per chunk dU[xi][c][o] in the caller's scratch (slot 1; tasks use their own slot 0).
   const size_t partial_count = static_cast<size_t>(std::max<int64_t>(chunks, 1) * partial);
   float* partials = scratch<float>(1, partial_count);
+  if (chunks == 0) std::fill(partials, partials + partial, 0.0f);  // an empty batch: dw = 0
   // The register tiles of one xi (output channels o0.., input channels c0..), found once here
   // (balanced_block's divisions inside the xi loop cost ~1%). Vectors of output channels per
   // tile: AVX-512 4, 2 or 1 of 16; AVX2 2 or 1 of 8.
@@ -228,7 +229,6 @@ void backward_weight_impl(const Conv2dGeometry& a, const float* grad_out, const 
                                             : weight_tile_512_for<1, kXi>(b)});
     }
   }
-  std::fill(partials, partials + partial_count, 0.0f);
   // Blocks of 16 tiles per pass: one while dU fits in 64 KiB (ResNet-20's 16 and 32 channels: V,
   // Z and dU stay in L1 / L2 between the transforms and the GEMMs, 20% faster than passes of 64
   // tiles for 16 channels); 4 for larger dU, whose reload per pass would otherwise dominate.
@@ -241,6 +241,7 @@ void backward_weight_impl(const Conv2dGeometry& a, const float* grad_out, const 
   const int64_t padded_size = wide ? 0 : a.c * l.plane;
   parallel_chunks(a.n, 1, [&](int64_t chunk, int64_t begin, int64_t end) {
     float* du = partials + chunk * partial;
+    std::fill(du, du + partial, 0.0f);  // by the chunk's thread: in parallel, and cache-warm
     float* padded =
         scratch<float>(0, static_cast<size_t>(padded_size + positions * op +
                                               pass_blocks * (v_stride + kBlockTiles * z_tile(op))));
