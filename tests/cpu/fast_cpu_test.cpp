@@ -295,9 +295,15 @@ TEST_SUITE("fast_cpu") {
       FastScope scope(1, ops::CpuKernels::Naive);
       naive = run_all();
     }
-    {
-      FastScope scope(2, ops::CpuKernels::Fast);
+    for (const int threads : {1, 3}) {
+      FastScope scope(threads, ops::CpuKernels::Fast);
       fast = run_all();
+      REQUIRE(naive.size() == fast.size());
+      for (size_t i = 0; i < naive.size(); ++i) {
+        CAPTURE(threads);
+        CAPTURE(i);
+        CHECK(fast[i].to_vector<float>() == naive[i].to_vector<float>());
+      }
     }
     REQUIRE(naive.size() == fast.size());
     for (size_t i = 0; i < naive.size(); ++i) {
@@ -482,6 +488,7 @@ TEST_SUITE("fast_cpu") {
   TEST_CASE("copy_ between strided views: fast path bit-identical to the twin, every dtype") {
     Generator gen(13);
     const Tensor x = ops::randn({3, 4, 7, 9}, gen);
+    const Tensor big = ops::randn({16, 32, 32, 32}, gen);
     auto run_all = [&] {
       std::vector<Tensor> outs;
       // The option-A shortcut: every second pixel into a channel window of a zero tensor.
@@ -503,6 +510,16 @@ TEST_SUITE("fast_cpu") {
       ops::copy_(ints, x.to(kInt64).transpose(0, 2));
       outs.push_back(ints.contiguous().to(kFloat32));
       outs.push_back(x.narrow(3, 1, 1).contiguous());  // a column: inner length 1
+      // The shortcut at ResNet's size, both ways: 8192 rows of 16, 4 times the pool's grain, so
+      // several chunks, each finding its first row by division and counting the rest.
+      Tensor wide = Tensor::zeros({16, 64, 16, 16});
+      Tensor wide_window = wide.narrow(1, 16, 32);
+      ops::copy_(wide_window, big.slice(2, 0, 32, 2).slice(3, 0, 32, 2));
+      outs.push_back(wide);
+      Tensor big_back = Tensor::zeros(big.shape());
+      Tensor big_pixels = big_back.slice(2, 0, 32, 2).slice(3, 0, 32, 2);
+      ops::copy_(big_pixels, wide.narrow(1, 16, 32));
+      outs.push_back(big_back);
       return outs;
     };
     std::vector<Tensor> naive, fast;
@@ -510,15 +527,16 @@ TEST_SUITE("fast_cpu") {
       FastScope scope(1, ops::CpuKernels::Naive);
       naive = run_all();
     }
-    {
-      FastScope scope(2, ops::CpuKernels::Fast);
+    for (const int threads : {1, 3}) {
+      FastScope scope(threads, ops::CpuKernels::Fast);
       fast = run_all();
-    }
-    REQUIRE(naive.size() == fast.size());
-    for (size_t i = 0; i < naive.size(); ++i) {
-      CAPTURE(i);
-      CHECK(fast[i].shape() == naive[i].shape());
-      CHECK(fast[i].to_vector<float>() == naive[i].to_vector<float>());
+      REQUIRE(naive.size() == fast.size());
+      for (size_t i = 0; i < naive.size(); ++i) {
+        CAPTURE(threads);
+        CAPTURE(i);
+        CHECK(fast[i].shape() == naive[i].shape());
+        CHECK(fast[i].to_vector<float>() == naive[i].to_vector<float>());
+      }
     }
     const std::vector<float> shortcut = fast[0].to_vector<float>();
     CHECK(shortcut[2 * 20] == x.to_vector<float>()[0]);  // (0, 2, 0, 0) <- (0, 0, 0, 0)
