@@ -215,6 +215,15 @@ void copy(const T* src, T* dst, int64_t n) {
   });
 }
 
+namespace {
+// out[i * To] = in[i * From] for i < n: constant strides, which the compiler vectorises.
+template <int From, int To, typename T>
+void copy_row(const T* in, T* out, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) out[i * To] = in[i * From];
+}
+}  // namespace
+
 template <typename T>
 void copy_strided(const T* src, const int64_t* src_strides, T* dst, const int64_t* dst_strides,
                   const int64_t* shape, int rank) {
@@ -261,11 +270,9 @@ void copy_strided(const T* src, const int64_t* src_strides, T* dst, const int64_
       if (from_inner == 1 && to_inner == 1) {
         std::copy(in, in + inner, out);
       } else if (from_inner == 2 && to_inner == 1) {  // the shortcut's every second pixel
-#pragma omp simd
-        for (int64_t i = 0; i < inner; ++i) out[i] = in[2 * i];
+        copy_row<2, 1>(in, out, inner);
       } else if (from_inner == 1 && to_inner == 2) {  // ... and its gradient's
-#pragma omp simd
-        for (int64_t i = 0; i < inner; ++i) out[2 * i] = in[i];
+        copy_row<1, 2>(in, out, inner);
       } else {
         for (int64_t i = 0; i < inner; ++i) out[i * to_inner] = in[i * from_inner];
       }
