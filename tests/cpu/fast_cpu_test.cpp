@@ -295,15 +295,9 @@ TEST_SUITE("fast_cpu") {
       FastScope scope(1, ops::CpuKernels::Naive);
       naive = run_all();
     }
-    for (const int threads : {1, 3}) {
-      FastScope scope(threads, ops::CpuKernels::Fast);
+    {
+      FastScope scope(2, ops::CpuKernels::Fast);
       fast = run_all();
-      REQUIRE(naive.size() == fast.size());
-      for (size_t i = 0; i < naive.size(); ++i) {
-        CAPTURE(threads);
-        CAPTURE(i);
-        CHECK(fast[i].to_vector<float>() == naive[i].to_vector<float>());
-      }
     }
     REQUIRE(naive.size() == fast.size());
     for (size_t i = 0; i < naive.size(); ++i) {
