@@ -7,10 +7,10 @@
 // halved), so the error grows with the tile's magnitudes, a few times float epsilon x sum |x w|
 // (Lavin & Gray 2016). Vectors hold 8 tiles: two runs of 4 side by side in a tile row, so the
 // output width must be a multiple of 8 and the height even (ResNet's 32, 16, 8); conv_direct.h
-// takes every other geometry. With AVX-512 the forward and backward data of ResNet-20's 32x32,
-// 16x16 and 8x8 layers (and others, conv_winograd43_usable) run F(4x4, 3x3) instead
-// (conv_winograd43.h: 2.25 multiplies per output where F(2x2) does 4; 1.0-1.4x faster per
-// layer, its error ~100x F(2x2)'s). The naive twins (tensor/cpu/conv.h) are the oracle.
+// takes every other geometry. With AVX-512 all three directions of ResNet-20's 32x32, 16x16 and
+// 8x8 layers (and others, conv_winograd43_usable) run F(4x4, 3x3) instead (conv_winograd43.h:
+// 2.25 multiplies per output where F(2x2) does 4; 1.0-1.4x faster per layer, its error up to
+// ~100x F(2x2)'s). The naive twins (tensor/cpu/conv.h) are the oracle.
 #pragma once
 
 #include <echelon/kernels/conv.h>
