@@ -27,8 +27,16 @@ namespace {
 
 using echelon::data::MpmcRing;
 using echelon::data::SpscRing;
+using echelon::data::WakeCheck;
 
 constexpr size_t kCapacity = 1024;
+
+// The ring as the loader builds its batch rings: a full fence per publish instead of membarrier
+// when parking (data/ring.h, WakeCheck::Fenced); the rows show what that costs a busy ring.
+template <typename T>
+struct FencedSpscRing : SpscRing<T> {
+  explicit FencedSpscRing(size_t capacity) : SpscRing<T>(capacity, WakeCheck::Fenced) {}
+};
 
 template <typename T>
 class ReferenceSpsc {
@@ -221,9 +229,11 @@ constexpr int64_t kSmallItems = 1 << 22, kLargeItems = 1 << 16;
 
 BENCHMARK(same_thread<ReferenceSpsc<Small>, Small>)->Name("spsc_same_thread/8B/reference");
 BENCHMARK(same_thread<SpscRing<Small>, Small>)->Name("spsc_same_thread/8B/echelon");
+BENCHMARK(same_thread<FencedSpscRing<Small>, Small>)->Name("spsc_same_thread/8B/echelon-fenced");
 BENCHMARK(same_thread<MpmcRing<Small>, Small>)->Name("mpmc_same_thread/8B/echelon");
 RING_BENCH(spin_1x1, ReferenceSpsc, Small, "spsc_spin/8B/reference", kSmallItems);
 RING_BENCH(spin_1x1, SpscRing, Small, "spsc_spin/8B/echelon", kSmallItems);
+RING_BENCH(spin_1x1, FencedSpscRing, Small, "spsc_spin/8B/echelon-fenced", kSmallItems);
 RING_BENCH(block_1x1, SpscRing, Small, "spsc_block/8B/echelon", kSmallItems);
 RING_BENCH(block_1x1, MutexQueue, Small, "spsc_block/8B/mutex", kSmallItems / 4);
 RING_BENCH(spin_1x1, ReferenceSpsc, Large, "spsc_spin/4KiB/reference", kLargeItems);

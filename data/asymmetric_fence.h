@@ -65,6 +65,17 @@ inline void symmetric_fence() {
 #endif
 }
 
+// The sleeper's fence where the publisher uses symmetric_fence() (no membarrier, or a ring that
+// fences every publish): a plain seq_cst fence; under TSan the same read-modify-write as the
+// other side.
+inline void symmetric_fence_sleeper() {
+#if defined(ECHELON_TSAN)
+  g_tsan_fence_word.fetch_add(1, std::memory_order_acq_rel);
+#else
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+#endif
+}
+
 // The heavy side, before a thread re-checks and sleeps.
 inline void asymmetric_fence_heavy() {
 #if defined(ECHELON_TSAN)

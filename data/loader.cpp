@@ -72,10 +72,17 @@ Shape batch_shape(const Dataset& dataset, const AugmentOptions& augment) {
   return shape;
 }
 
-// Inline, the rings stay unused: one slot each.
-size_t ring_slots(const LoaderOptions& options, int64_t requested) {
-  return options.workers == 0 ? 1 : static_cast<size_t>(requested);
+// A ring that stays unused (inline: all of them) gets one slot.
+size_t ring_slots(const LoaderOptions& options, int64_t requested, bool used = true) {
+  return options.workers == 0 || !used ? 1 : static_cast<size_t>(requested);
 }
+
+// The batch rings carry one item per batch and their producer parks about once per batch: a
+// fence per publish costs nothing there, while a membarrier per park interrupts the training
+// step's threads on the other cores (data/ring.h). The per-example rings keep the asymmetric check:
+// a fence per publish costs ~25 ns alone and far more against a busy consumer (bench_ring,
+// echelon-fenced rows), at 2+ publishes per example.
+constexpr WakeCheck kBatchRingWake = WakeCheck::Fenced;
 
 }  // namespace
 
@@ -87,14 +94,15 @@ Loader::Impl::Impl(const Dataset& dataset, const LoaderOptions& options, int64_t
       shape(batch_shape(dataset, options.augment)),
       fused(options.fuse_decode_augment && options.echo_at != EchoPlacement::BeforeAugment &&
             dataset.fuses_decode_augment(options.augment)),
-      tickets(ring_slots(options, options.ring_capacity)),
-      records(ring_slots(options, options.ring_capacity)),
-      decoded(ring_slots(options, options.ring_capacity)),
-      samples(ring_slots(options, options.ring_capacity)),
-      shuffled(ring_slots(options, options.ring_capacity)),
-      host_batches(ring_slots(options, options.prefetch_batches)),
-      batches(ring_slots(options, options.prefetch_batches)),
-      source_stats("source", options.workers == 0 ? 0 : 1),
+      reads_in_decode(dataset.in_memory()),
+      one_thread(options.workers == 1 && reads_in_decode && !options.device.is_cuda()),
+      records(ring_slots(options, options.ring_capacity, !reads_in_decode)),
+      decoded(ring_slots(options, options.ring_capacity, !fused && !one_thread)),
+      samples(ring_slots(options, options.ring_capacity, !one_thread)),
+      host_batches(ring_slots(options, options.prefetch_batches, options.device.is_cuda()),
+                   kBatchRingWake),
+      batches(ring_slots(options, options.prefetch_batches), kBatchRingWake),
+      source_stats("source", options.workers == 0 ? 0 : 1),  // 0 marks inline in the stats
       read_stats("read", options.workers),
       decode_stats(fused ? "decode+augment" : "decode", options.workers),
       augment_stats("augment", options.workers),
@@ -108,58 +116,55 @@ Loader::Impl::Impl(const Dataset& dataset, const LoaderOptions& options, int64_t
   ECH_CHECK(shape.size() == 3 && shape[1] > 0 && shape[2] > 0, "Loader: dataset '", dataset.name(),
             "' has image shape ", shape, "; batching needs one fixed (C, H, W)");
   control.on_abort([this] {
-    tickets.close();
     records.close();
     decoded.close();
     samples.close();
-    shuffled.close();
     host_batches.close();
     batches.close();
   });
 }
 
-void Loader::Impl::run_source() {
-  try {
-    for (int64_t index : epoch_order(dataset.size(), options.seed, epoch, options.shuffle)) {
-      const auto start = Clock::now();
-      if (!tickets.push(index)) break;
-      source_stats.add_stall(Clock::now() - start);
-      source_stats.outputs.fetch_add(1, std::memory_order_relaxed);
-    }
-  } catch (const std::exception& e) {
-    control.fail("source", -1, message_of(e));
-  }
-  tickets.close();
+std::optional<int64_t> Loader::Impl::claim_index() {
+  if (control.stopped()) return std::nullopt;
+  const size_t position = next_claim.fetch_add(1, std::memory_order_relaxed);
+  if (position >= order.size()) return std::nullopt;
+  source_stats.outputs.fetch_add(1, std::memory_order_relaxed);
+  return order[position];
 }
 
-void Loader::Impl::run_shuffle() {
-  try {
-    ShuffleBuffer<Sample> buffer(options.shuffle_buffer, options.seed, epoch);
-    auto forward = [&](std::optional<Sample> out) {
-      if (!out) return true;
-      const auto start = Clock::now();
-      const bool pushed = shuffled.push(std::move(*out));
-      shuffle_stats.add_stall(Clock::now() - start);
-      shuffle_stats.outputs.fetch_add(1, std::memory_order_relaxed);
-      return pushed;
+std::optional<RawRecord> Loader::Impl::claim_and_read(int worker) {
+  for (;;) {
+    if (control.stopped()) return std::nullopt;
+    const size_t position = next_claim.fetch_add(1, std::memory_order_relaxed);
+    if (position >= order.size()) return std::nullopt;
+    source_stats.outputs.fetch_add(1, std::memory_order_relaxed);
+    const int64_t index = order[position];
+    // As inline: the example after next is on its way from memory while this one is worked on.
+    if (position + kPrefetchAhead < order.size())
+      dataset.prefetch(order[position + kPrefetchAhead]);
+    read_stats.inputs.fetch_add(1, std::memory_order_relaxed);
+    const auto start = Clock::now();
+    std::optional<RawRecord> record;
+    auto keep = [&](RawRecord read) {
+      record = std::move(read);
+      return true;
     };
-    bool open = true;
-    while (open && !control.stopped()) {
-      const auto start = Clock::now();
-      std::optional<Sample> sample = samples.pop();
-      shuffle_stats.add_stall(Clock::now() - start);
-      if (!sample) break;
-      open = forward(shuffle_one(buffer, std::move(*sample)));
+    try {
+      read_one(index, keep);
+    } catch (const std::exception& e) {
+      control.fail("read", index, message_of(e));
+      return std::nullopt;
     }
-    while (open && !control.stopped()) {
-      std::optional<Sample> rest = buffer.drain();
-      if (!rest) break;
-      open = forward(std::move(rest));
-    }
-  } catch (const std::exception& e) {
-    control.fail("shuffle", -1, message_of(e));
+    const Clock::duration read_time = Clock::now() - start;
+    read_stats.add_busy(read_time);
+    // The decode worker counts its whole wait for this call as stall; the read was work.
+    decode_stats.add_stall(-read_time);
+    read_stats.traced(worker, index, start);
+    if (record) {
+      read_stats.outputs.fetch_add(1, std::memory_order_relaxed);
+      return record;
+    }  // else a bad sample, skipped: claim the next
   }
-  shuffled.close();
 }
 
 Batch Loader::Impl::make_batch(std::vector<Sample>& group) const {
@@ -182,32 +187,56 @@ Batch Loader::Impl::make_batch(std::vector<Sample>& group) const {
   return batch;
 }
 
+// The shuffle buffer and the batching, on one thread: both are sequential and cheap per item, so a
+// ring between them would cost more in hand-offs than it could overlap.
 void Loader::Impl::run_batch() {
   SpscRing<Batch>& out = options.device.is_cuda() ? host_batches : batches;
+  bool batching = false;  // which stage an exception came from: batch, else shuffle
   try {
 #ifdef ECHELON_WITH_CUDA
     // Pinned allocations go through the target device's context, not device 0's.
     std::optional<cuda::DeviceGuard> device;
     if (options.device.is_cuda()) device.emplace(options.device.index);
 #endif
+    ShuffleBuffer<Sample> buffer(options.shuffle_buffer, options.seed, epoch);
     auto push = [&](Batch batch) {
-      const auto start = Clock::now();
-      const bool pushed = out.push(std::move(batch));
-      batch_stats.add_stall(Clock::now() - start);
+      bool pushed = out.try_push(batch);
+      if (!pushed) {
+        const auto start = Clock::now();
+        pushed = out.push(std::move(batch));
+        batch_stats.add_stall(Clock::now() - start);
+      }
       if (pushed) batch_stats.outputs.fetch_add(1, std::memory_order_relaxed);
       return pushed;
     };
+    auto forward = [&](std::optional<Sample> sample) {
+      if (!sample) return true;
+      shuffle_stats.outputs.fetch_add(1, std::memory_order_relaxed);
+      batching = true;
+      return batch_one(std::move(*sample), push);
+    };
     bool open = true;
     while (open && !control.stopped()) {
-      const auto start = Clock::now();
-      std::optional<Sample> sample = shuffled.pop();
-      batch_stats.add_stall(Clock::now() - start);
+      std::optional<Sample> sample = samples.try_pop();
+      if (!sample) {  // timed only when it waits (as start_stage's emit)
+        const auto start = Clock::now();
+        sample = samples.pop();
+        shuffle_stats.add_stall(Clock::now() - start);  // the shuffle stage is this thread's input
+      }
       if (!sample) break;
-      open = batch_one(std::move(*sample), push);
+      batching = false;
+      open = forward(shuffle_one(buffer, std::move(*sample)));
     }
+    while (open && !control.stopped()) {
+      batching = false;
+      std::optional<Sample> rest = buffer.drain();
+      if (!rest) break;
+      open = forward(std::move(rest));
+    }
+    batching = true;
     if (open && !control.stopped()) flush_batch(/*last=*/true, push);
   } catch (const std::exception& e) {
-    control.fail("batch", batch_number, message_of(e));
+    control.fail(batching ? "batch" : "shuffle", batching ? batch_number : -1, message_of(e));
   }
   out.close();
 }
@@ -245,34 +274,66 @@ void Loader::Impl::run_transfer() {
   batches.close();
 }
 
-void Loader::Impl::start_decode_stages() {
+template <typename Input>
+void Loader::Impl::start_decode_stages(Input& input) {
   if (fused) {
     start_stage<RawRecord, Sample>(
-        threads, control, decode_stats, options.workers, records, samples,
-        [this](const RawRecord& record, auto& emit) { decode_augment_one(record, emit); },
+        threads, control, decode_stats, options.workers, input, samples,
+        [this](const RawRecord& record, auto& emit) { this->decode_augment_one(record, emit); },
         [](const RawRecord& record) { return record.index; });
     return;
   }
   start_stage<RawRecord, Decoded>(
-      threads, control, decode_stats, options.workers, records, decoded,
-      [this](const RawRecord& record, auto& emit) { decode_one(record, emit); },
+      threads, control, decode_stats, options.workers, input, decoded,
+      [this](const RawRecord& record, auto& emit) { this->decode_one(record, emit); },
       [](const RawRecord& record) { return record.index; });
   start_stage<Decoded, Sample>(
       threads, control, augment_stats, options.workers, decoded, samples,
-      [this](const Decoded& item, auto& emit) { augment_one(item, emit); },
+      [this](const Decoded& item, auto& emit) { this->augment_one(item, emit); },
       [](const Decoded& item) { return item.index; });
 }
 
+// workers = 1 in memory: read, decode and augment cost about a microsecond per example, the
+// shuffle and the batch copy less; a ring hand-off between two of them costs the same again, and
+// parking and waking a thread tens of microseconds, taken from the training step's cores. So the
+// whole pipeline runs on one thread, the inline driver's code (the batches are those of
+// workers = 0 and 1 by construction), overlapping the step as any worker does.
+void Loader::Impl::run_inline_worker() {
+  try {
+    while (!control.stopped()) {
+      std::optional<Batch> batch = next_inline();
+      if (!batch) break;
+      bool pushed = batches.try_push(*batch);
+      if (!pushed) {
+        const auto start = Clock::now();
+        pushed = batches.push(std::move(*batch));
+        batch_stats.add_stall(Clock::now() - start);
+      }
+      if (!pushed) break;
+    }
+  } catch (const std::exception& e) {
+    control.fail("batch", batch_number, message_of(e));
+  }
+  batches.close();
+}
+
 void Loader::Impl::start_threads() {
-  threads.emplace_back([this] { run_source(); });
-  set_thread_name(threads.back(), "ech-source");
-  start_stage<int64_t, RawRecord>(
-      threads, control, read_stats, options.workers, tickets, records,
-      [this](int64_t index, auto& emit) { read_one(index, emit); },
-      [](const int64_t& index) { return index; });
-  start_decode_stages();
-  threads.emplace_back([this] { run_shuffle(); });
-  set_thread_name(threads.back(), "ech-shuffle");
+  if (one_thread) {
+    start_inline();
+    threads.emplace_back([this] { run_inline_worker(); });
+    set_thread_name(threads.back(), "ech-loader");
+    return;
+  }
+  order = epoch_order(dataset.size(), options.seed, epoch, options.shuffle);
+  if (reads_in_decode) {
+    start_decode_stages(claimed_records);
+  } else {
+    start_stage<int64_t, RawRecord>(
+        threads, control, read_stats, options.workers, claimed_indices, records,
+        [this](int64_t index, auto& emit) { read_one(index, emit); },
+        [](const int64_t& index) { return index; });
+    start_decode_stages(records);
+  }
   threads.emplace_back([this] { run_batch(); });
   set_thread_name(threads.back(), "ech-batch");
   if (options.device.is_cuda()) {
@@ -412,20 +473,24 @@ LoaderStats Loader::stats() const {
     stage.busy_s = static_cast<double>(c.busy_ns.load()) * 1e-9;
     stage.stall_s = static_cast<double>(c.stall_ns.load()) * 1e-9;
     stage.rate = s.elapsed_s > 0 ? static_cast<double>(stage.items) / s.elapsed_s : 0;
-    // Inline there are no rings between the stages.
-    stage.ring_occupancy = impl.runs_inline() ? 0 : static_cast<int64_t>(occupancy);
-    stage.ring_capacity = impl.runs_inline() ? 0 : static_cast<int64_t>(capacity);
+    // Inline there are no rings between the stages; on one thread only the batch stage's.
+    const bool no_ring = impl.runs_inline() || (impl.one_thread && c.name != "batch");
+    stage.ring_occupancy = no_ring ? 0 : static_cast<int64_t>(occupancy);
+    stage.ring_capacity = no_ring ? 0 : static_cast<int64_t>(capacity);
     s.stages.push_back(stage);
   };
-  add(impl.source_stats, impl.tickets.size(), impl.tickets.capacity());
-  add(impl.read_stats, impl.records.size(), impl.records.capacity());
+  add(impl.source_stats, 0, 0);  // claimed from the order, no ring
+  if (impl.reads_in_decode)
+    add(impl.read_stats, 0, 0);  // read by the decode workers, no ring
+  else
+    add(impl.read_stats, impl.records.size(), impl.records.capacity());
   if (impl.fused) {  // one stage, "decode+augment", writing the augment stage's ring
     add(impl.decode_stats, impl.samples.size(), impl.samples.capacity());
   } else {
     add(impl.decode_stats, impl.decoded.size(), impl.decoded.capacity());
     add(impl.augment_stats, impl.samples.size(), impl.samples.capacity());
   }
-  add(impl.shuffle_stats, impl.shuffled.size(), impl.shuffled.capacity());
+  add(impl.shuffle_stats, 0, 0);  // on the batch thread, no ring
   if (options_.device.is_cuda()) {
     add(impl.batch_stats, impl.host_batches.size(), impl.host_batches.capacity());
     add(impl.transfer_stats, impl.batches.size(), impl.batches.capacity());

@@ -14,7 +14,11 @@
 // source (per-epoch seeded shuffle) -> read -> decode -> [echo: before-augment] -> augment
 // -> [echo: after-augment] -> shuffle buffer -> batch -> [echo: batch] -> (device transfer).
 // Decode and augment run as one fused stage when nothing sits between them and the dataset
-// supports it (LoaderOptions::fuse_decode_augment).
+// supports it (LoaderOptions::fuse_decode_augment). Not every stage is a thread: the first stage's
+// workers claim indices from the epoch's order (no source thread), an in-memory data set is read
+// by the decode workers (its read is a copy), and the shuffle buffer runs on the batch thread. An
+// in-memory set with workers = 1 (batches on the CPU) runs the inline driver on one thread, whose
+// batches cross one ring to next().
 //
 // Data echoing (Choi et al. 2019): when the consumer (a training step) is R times faster than the
 // upstream stages, repeating each example e ~= R times keeps it busy. AN EPOCH COUNTS FRESH
@@ -52,7 +56,8 @@ struct LoaderOptions {
   bool shuffle = true;     // per-epoch shuffle of the dataset order, seeded by (seed, epoch)
   bool drop_last = false;  // drop the last, smaller batch of an epoch
   uint64_t seed = 0;
-  // Worker threads of each of the read, decode and augment stages. 0: inline, no threads at all:
+  // Worker threads of each of the read, decode and augment stages (an in-memory data set's read
+  // runs in the decode workers). 0: inline, no threads at all:
   // next() runs every stage on the calling thread (PyTorch's num_workers=0), with the batches of
   // workers = 1 bit for bit; not with echo_auto (no parallel upstream to match).
   int workers = 2;

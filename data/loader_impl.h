@@ -22,6 +22,10 @@
 
 namespace echelon::data {
 
+// How many examples ahead of the one being read the loader asks the data set to prefetch: one
+// example's work (~1 us in memory) covers a main-memory miss several times over.
+inline constexpr size_t kPrefetchAhead = 2;
+
 struct Decoded {
   Image image;  // (C, H, W)
   int64_t index = 0, label = 0, copy = 0;
@@ -83,13 +87,29 @@ struct Loader::Impl {
 
   // --- The threaded driver (loader.cpp).
   void start_threads();
-  void start_decode_stages();
-  void run_source();
-  void run_shuffle();
-  void run_batch();
+  template <typename Input>  // `records`, or `claimed_records` when reads_in_decode
+  void start_decode_stages(Input& input);
+  // The first stage's input, taken from `order` by an atomic claim (no source thread, no ring):
+  // the next dataset index, or nullopt at the end of the order or once stopping.
+  std::optional<int64_t> claim_index();
+  // In memory, the decode workers' input: the next index, read on the spot (read_stats counted
+  // as the read stage would), skipping bad samples; nullopt at the end or on a read error.
+  std::optional<RawRecord> claim_and_read(int worker);
+  // The two as sources start_stage pops from.
+  struct ClaimedIndices {
+    Impl* impl;
+    std::optional<int64_t> pop() { return impl->claim_index(); }
+  };
+  struct ClaimedRecords {
+    Impl* impl;
+    std::optional<RawRecord> pop(int worker) { return impl->claim_and_read(worker); }
+  };
+  void run_batch();  // shuffle buffer + batching, one thread
   void run_transfer();
+  void run_inline_worker();  // one_thread: the inline driver, on the loader's thread
 
-  // --- The inline driver (loader_inline.cpp): next() on the calling thread.
+  // --- The inline driver (loader_inline.cpp): next() on the calling thread, or, when
+  // one_thread, on the loader's one thread.
   void start_inline();
   std::optional<Batch> next_inline();
   void feed_inline(int64_t index);
@@ -104,13 +124,20 @@ struct Loader::Impl {
   // Decode and augment run as one stage (Dataset::decode_augment), straight into `samples`;
   // never with echo before augmentation, which must repeat the un-augmented image.
   const bool fused;
+  // Threaded, an in-memory data set's read (a copy) runs in the decode workers: a thread and a
+  // ring hand-off per example would cost more than the read itself.
+  const bool reads_in_decode;
+  // workers = 1, an in-memory data set, batches on the CPU: one thread runs the inline driver and
+  // hands its batches over the `batches` ring, the only thread boundary (run_inline_worker).
+  const bool one_thread;
   PipelineControl control;
-  // The threaded driver's rings (one slot each when inline, which never uses them).
-  MpmcRing<int64_t> tickets;     // source -> read: dataset indices
+  // The threaded driver's rings (one slot each where unused). The source (`order`, claimed by
+  // the first stage) and the shuffle buffer (on the batch thread) need neither thread nor ring:
+  // each hand-off between threads costs wake-ups, and on a machine whose cores the training step
+  // fills that CPU comes out of the step.
   MpmcRing<RawRecord> records;   // read -> decode
   MpmcRing<Decoded> decoded;     // decode -> augment
-  MpmcRing<Sample> samples;      // augment -> shuffle
-  SpscRing<Sample> shuffled;     // shuffle -> batch
+  MpmcRing<Sample> samples;      // augment -> shuffle + batch
   SpscRing<Batch> host_batches;  // batch -> transfer (device loads only)
   SpscRing<Batch> batches;       // -> consumer
   StageCounters source_stats, read_stats, decode_stats, augment_stats, shuffle_stats, batch_stats,
@@ -124,8 +151,13 @@ struct Loader::Impl {
   std::vector<Sample> group;
   int64_t batch_number = 0;
 
-  // The inline driver's state (the consumer thread's).
-  std::vector<int64_t> order;  // this epoch's dataset order
+  // This epoch's dataset order; the threaded driver's next unclaimed position in it.
+  std::vector<int64_t> order;
+  std::atomic<size_t> next_claim{0};
+  ClaimedIndices claimed_indices{this};
+  ClaimedRecords claimed_records{this};
+
+  // The inline driver's state (the thread running it: the consumer's, or one_thread's worker).
   size_t next_order = 0;
   std::optional<ShuffleBuffer<Sample>> shuffle_buffer;
   std::vector<int64_t> inline_tickets;

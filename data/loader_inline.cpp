@@ -16,10 +16,6 @@ namespace echelon::data {
 
 namespace {
 
-// How many examples ahead of the one being read the inline driver asks the data set to
-// prefetch: one example's work (~1 us) covers a main-memory miss several times over.
-constexpr size_t kPrefetchAhead = 2;
-
 // Runs `body`; an exception becomes the pipeline's error, named after `stage` and `item` as the
 // threaded stage would name it. Returns false then.
 template <typename Body>

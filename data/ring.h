@@ -19,7 +19,9 @@
 // Whether anyone sleeps is a Dekker handshake between publisher and sleeper; with asymmetric fences
 // (data/asymmetric_fence.h) the publisher's half is a compiler barrier plus one load of a
 // rarely-written line, and the sleeper pays a membarrier system call. So a push or pop costs what a
-// textbook lock-free ring costs; the data never goes through a lock.
+// textbook lock-free ring costs; the data never goes through a lock. A ring that parks often but
+// publishes rarely can choose a fence per publish instead (WakeCheck::Fenced) and spare the other
+// cores membarrier's interrupts.
 #pragma once
 
 #include <atomic>
@@ -39,6 +41,19 @@
 namespace echelon::data {
 
 inline constexpr size_t kCacheLine = 64;
+
+// How a ring's publishers find out whether anyone sleeps (the Dekker check in detail::Parker).
+enum class WakeCheck : uint8_t {
+  // A compiler barrier per publish; a thread about to park pays a membarrier system call, which
+  // interrupts every core running a thread of this process (without membarrier: Fenced). For
+  // rings whose items cost nanoseconds: the fast path costs what a textbook ring's costs.
+  Asymmetric,
+  // A full fence per publish; parking costs a plain fence. For rings with few publishes and
+  // frequent parks (the loader's batch rings: one item per batch): a fence is noise there, while
+  // each park's membarrier would interrupt the training step's threads on the other cores. Not
+  // for busy rings: the fence costs ~25 ns a publish, far more while the other side spins.
+  Fenced,
+};
 
 namespace detail {
 
@@ -67,7 +82,9 @@ inline size_t ring_capacity(size_t requested, const char* ring) {
 // written only when someone parks or is woken, so the publisher's read is a cache hit.
 class Parker {
  public:
-  Parker() : sleepers_(asymmetric_fences_enabled() ? 0 : kFencedPublish) {}
+  explicit Parker(WakeCheck check)
+      : sleepers_(check == WakeCheck::Asymmetric && asymmetric_fences_enabled() ? 0
+                                                                                : kFencedPublish) {}
 
   // Blocks until ready() is true; ready() is re-checked after announcing the sleep, so a wake
   // between the check and the sleep is never lost.
@@ -77,8 +94,13 @@ class Parker {
       const uint32_t seen = epoch_.load(std::memory_order_acquire);
       // Release: a waker that takes this announcement also sees `seen`, so its epoch increment
       // comes after it and the wait below returns.
-      sleepers_.fetch_add(1, std::memory_order_acq_rel);  // the count, below kFencedPublish
-      asymmetric_fence_heavy();  // pairs with wake()'s light fence: one of us sees the other
+      // The count, below kFencedPublish. Then the fence that pairs with the publisher's: one of
+      // us sees the other's store.
+      const uint32_t before = sleepers_.fetch_add(1, std::memory_order_acq_rel);
+      if ((before & kFencedPublish) != 0)
+        symmetric_fence_sleeper();  // the publisher fences too (wake_slow)
+      else
+        asymmetric_fence_heavy();  // the publisher's is a compiler barrier
       if (ready()) return;
       futex_wait(epoch_, seen);
       if (ready()) return;
@@ -111,7 +133,9 @@ class Parker {
  private:
   static constexpr uint32_t kFencedPublish = 0x80000000u;
 
-  void wake_slow() {
+  // Out of line and cold: inlined, its atomics and system call made the compiler save registers
+  // on every push and pop, on the fast path.
+  [[gnu::noinline, gnu::cold]] void wake_slow() {
     if ((sleepers_.load(std::memory_order_relaxed) & kFencedPublish) != 0) {
       symmetric_fence();
       if (sleepers_.load(std::memory_order_relaxed) == kFencedPublish) return;  // nobody sleeps
@@ -171,10 +195,12 @@ struct Cell {
 template <typename T>
 class SpscRing {
  public:
-  explicit SpscRing(size_t capacity)
+  explicit SpscRing(size_t capacity, WakeCheck check = WakeCheck::Asymmetric)
       : capacity_(detail::ring_capacity(capacity, "SpscRing")),
         mask_(capacity_ - 1),
-        cells_(std::make_unique<detail::Cell<T>[]>(capacity_)) {}
+        cells_(std::make_unique<detail::Cell<T>[]>(capacity_)),
+        not_empty_(check),
+        not_full_(check) {}
   ~SpscRing() {
     for (size_t i = head_.load(); i != tail_.load(); ++i) cells_[i & mask_].get()->~T();
   }
@@ -283,10 +309,12 @@ class MpmcRing {
   // the next lap" (pos + capacity) only when capacity > 1; with one slot a second push took the
   // full slot for a free one and overwrote its item (a distributed gpipe run lost a flush and
   // hung).
-  explicit MpmcRing(size_t capacity)
+  explicit MpmcRing(size_t capacity, WakeCheck check = WakeCheck::Asymmetric)
       : capacity_(detail::ring_capacity(capacity == 1 ? 2 : capacity, "MpmcRing")),
         mask_(capacity_ - 1),
-        slots_(std::make_unique<Slot[]>(capacity_)) {
+        slots_(std::make_unique<Slot[]>(capacity_)),
+        not_empty_(check),
+        not_full_(check) {
     for (size_t i = 0; i < capacity_; ++i) slots_[i].sequence.store(i, std::memory_order_relaxed);
   }
   ~MpmcRing() {

@@ -96,7 +96,8 @@ struct StageCounters {
 
 // Starts `workers` threads of one stage (In -> Out). fn(In&& item, Emit& emit) may emit zero or
 // more outputs; emit(Out) returns false once the pipeline is stopping. index_of(item) names the
-// item in error messages.
+// item in error messages. `in` is a ring, or anything with pop() (or pop(int worker)) returning
+// std::optional<In>, nullopt at the end; it must not throw.
 template <typename In, typename Out, typename InRing, typename OutRing, typename Fn,
           typename IndexOf>
 void start_stage(std::vector<std::thread>& threads, PipelineControl& control,
@@ -106,16 +107,25 @@ void start_stage(std::vector<std::thread>& threads, PipelineControl& control,
   for (int w = 0; w < workers; ++w) {
     threads.emplace_back([&control, &counters, &in, &out, fn, index_of, w] {
       Clock::duration emit_stall{};  // this worker's time blocked in emit()
+      // Timed only when the ring is full: a push that goes through at once waited for nothing
+      // (clock reads were a tenth of an in-memory example's cost in the loader's threads).
       auto emit = [&](Out value) {
-        const auto start = Clock::now();
-        const bool pushed = out.push(std::move(value));
-        emit_stall += Clock::now() - start;
+        bool pushed = out.try_push(value);  // leaves `value` alone when it fails
+        if (!pushed) {
+          const auto start = Clock::now();
+          pushed = out.push(std::move(value));
+          emit_stall += Clock::now() - start;
+        }
         if (pushed) counters.outputs.fetch_add(1, std::memory_order_relaxed);
         return pushed;
       };
+      auto wait_start = Clock::now();  // then the end of the previous item's work
       while (!control.stopped()) {
-        auto wait_start = Clock::now();
-        std::optional<In> item = in.pop();
+        std::optional<In> item;
+        if constexpr (requires { in.pop(w); })
+          item = in.pop(w);  // a source that is told the worker (for its trace calls)
+        else
+          item = in.pop();
         const auto work_start = Clock::now();
         counters.add_stall(work_start - wait_start);
         if (!item) break;
@@ -125,7 +135,8 @@ void start_stage(std::vector<std::thread>& threads, PipelineControl& control,
           emit_stall = {};
           fn(std::move(*item), emit);
           // Busy = the call minus the time emit() spent blocked on a full output ring.
-          counters.add_busy(Clock::now() - work_start - emit_stall);
+          wait_start = Clock::now();
+          counters.add_busy(wait_start - work_start - emit_stall);
           counters.add_stall(emit_stall);
           counters.traced(w, index, work_start);
         } catch (const std::exception& e) {

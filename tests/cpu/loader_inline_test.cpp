@@ -260,6 +260,80 @@ TEST_SUITE("concurrency_loader_inline") {
     CHECK(epoch.stats.consumer_stall_s >= read_busy);
   }
 
+  TEST_CASE(
+      "threaded, in memory: the decode workers read, the batch thread shuffles; all counted") {
+    // Threadless stages (data/loader.h) keep their counters and trace calls: the read on the
+    // decode workers' threads, the shuffle buffer on the batch thread.
+    std::mutex mutex;
+    std::map<std::string, int64_t> traced;
+    std::map<std::string, std::set<std::thread::id>> threads_of;
+    LoaderOptions options;
+    options.batch_size = 8;
+    options.workers = 2;
+    options.shuffle_buffer = 4;
+    options.fuse_decode_augment = false;
+    options.on_work = [&](const std::string& stage, int worker, int64_t,
+                          std::chrono::steady_clock::time_point start,
+                          std::chrono::steady_clock::time_point end) {
+      std::lock_guard<std::mutex> lock(mutex);
+      CHECK(worker >= 0);
+      CHECK(worker < 2);
+      CHECK(end >= start);
+      ++traced[stage];
+      threads_of[stage].insert(std::this_thread::get_id());
+    };
+    const Epoch epoch = run_epoch(synthetic(40), options);  // in memory: no read cost
+    REQUIRE(epoch.error.empty());
+    CHECK(traced ==
+          std::map<std::string, int64_t>{
+              {"read", 40}, {"decode", 40}, {"augment", 40}, {"shuffle", 40}, {"batch", 5}});
+    CHECK(threads_of["read"] == threads_of["decode"]);  // each worker reads what it decodes
+    CHECK(threads_of["shuffle"] == threads_of["batch"]);
+    CHECK(threads_of["batch"].size() == 1);
+    CHECK(threads_of["read"].count(*threads_of["batch"].begin()) == 0);
+    CHECK(threads_of["read"].count(std::this_thread::get_id()) == 0);
+    for (const LoaderStageStats& stage : epoch.stats.stages) {
+      CAPTURE(stage.name);
+      CHECK(stage.stall_s >= 0);  // the decode workers' wait excludes the reads they did
+      if (stage.name == "source" || stage.name == "read" || stage.name == "decode")
+        CHECK(stage.items == 40);
+      if (stage.name == "source" || stage.name == "read" || stage.name == "shuffle")
+        CHECK(stage.ring_capacity == 0);  // no thread boundary, no ring
+    }
+    CHECK(epoch.stats.upstream_rate > 0);  // read_stats has its busy time: echo auto works
+  }
+
+  TEST_CASE("workers = 1 in memory: every stage on one loader thread, batches over one ring") {
+    std::mutex mutex;
+    std::set<std::thread::id> tracing_threads;
+    std::map<std::string, int64_t> traced;
+    LoaderOptions options;
+    options.batch_size = 8;
+    options.workers = 1;
+    options.shuffle_buffer = 4;
+    options.echo_factor = 1.5;
+    options.on_work = [&](const std::string& stage, int worker, int64_t,
+                          std::chrono::steady_clock::time_point,
+                          std::chrono::steady_clock::time_point) {
+      std::lock_guard<std::mutex> lock(mutex);
+      CHECK(worker == 0);
+      ++traced[stage];
+      tracing_threads.insert(std::this_thread::get_id());
+    };
+    const Epoch epoch = run_epoch(synthetic(40), options);
+    REQUIRE(epoch.error.empty());
+    CHECK(tracing_threads.size() == 1);
+    CHECK(tracing_threads.count(std::this_thread::get_id()) == 0);  // not next()'s thread
+    CHECK(traced.at("read") == 40);
+    CHECK(traced.at("decode") == 40);
+    CHECK(traced.at("batch") == static_cast<int64_t>(epoch.labels.size()));
+    for (const LoaderStageStats& stage : epoch.stats.stages) {
+      CAPTURE(stage.name);
+      CHECK(stage.ring_capacity == (stage.name == "batch" ? 2 : 0));  // prefetch_batches
+    }
+    CHECK(epoch.stats.upstream_rate > 0);
+  }
+
   TEST_CASE("inline: request_stop from another thread ends next(), restarts are clean") {
     LoaderOptions options;
     options.batch_size = 4;

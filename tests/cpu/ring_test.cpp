@@ -21,8 +21,20 @@
 
 using echelon::data::MpmcRing;
 using echelon::data::SpscRing;
+using echelon::data::WakeCheck;
 
 namespace {
+
+// The rings with a fence per publish instead of membarrier (what the loader uses), under the
+// same tests as the default.
+template <typename T>
+struct FencedSpsc : SpscRing<T> {
+  explicit FencedSpsc(size_t capacity) : SpscRing<T>(capacity, WakeCheck::Fenced) {}
+};
+template <typename T>
+struct FencedMpmc : MpmcRing<T> {
+  explicit FencedMpmc(size_t capacity) : MpmcRing<T>(capacity, WakeCheck::Fenced) {}
+};
 
 template <typename Ring>
 void check_single_thread_semantics() {
@@ -96,6 +108,7 @@ void check_move_only() {
 TEST_SUITE("ring") {
   TEST_CASE("spsc: FIFO, wrap-around, full, empty, close") {
     check_single_thread_semantics<SpscRing<int>>();
+    check_single_thread_semantics<FencedSpsc<int>>();
   }
   TEST_CASE("mpmc: FIFO, wrap-around, full, empty, close") {
     check_single_thread_semantics<MpmcRing<int>>();
@@ -113,6 +126,9 @@ TEST_SUITE("ring") {
     CHECK_FALSE(ring.pop().has_value());
     CHECK(ring.parked_consumers() == 0);  // the fence-mode bit never shows as a sleeper
     CHECK(ring.parked_producers() == 0);
+    const FencedSpsc<int> fenced(2);  // the bit is always set there
+    CHECK(fenced.parked_consumers() == 0);
+    CHECK(fenced.parked_producers() == 0);
   }
   TEST_CASE("move-only element types") {
     check_move_only<SpscRing<std::unique_ptr<int>>>();
@@ -262,6 +278,12 @@ TEST_SUITE("concurrency_ring") {
     check_stress<SpscRing<uint64_t>>(1, 1, 2'000'003, 1024);
     check_stress<SpscRing<uint64_t>>(1, 1, 100'003, 2);  // tiny ring: parks on both sides
   }
+  TEST_CASE("fenced wake check: spsc and mpmc stress, parking on both sides") {
+    check_stress<FencedSpsc<uint64_t>>(1, 1, 500'009, 64);
+    check_stress<FencedSpsc<uint64_t>>(1, 1, 100'003, 2);
+    check_stress<FencedMpmc<uint64_t>>(2, 2, 250'007, 61);
+    check_stress<FencedMpmc<uint64_t>>(4, 4, 20'011, 2);
+  }
   TEST_CASE("mpmc 1P/1C, 2P/2C, 4P/4C: nothing lost, duplicated or reordered per producer") {
     check_stress<MpmcRing<uint64_t>>(1, 1, 500'009, 64);
     check_stress<MpmcRing<uint64_t>>(2, 2, 250'007, 61);
@@ -272,12 +294,16 @@ TEST_SUITE("concurrency_ring") {
     // The bound is loose (a loaded 2-core CI machine, TSan); a lost wake-up never arrives at all.
     check_wake_latency<SpscRing<int>>(40, std::chrono::milliseconds(1000));
     check_wake_latency<MpmcRing<int>>(40, std::chrono::milliseconds(1000));
+    check_wake_latency<FencedSpsc<int>>(40, std::chrono::milliseconds(1000));
+    check_wake_latency<FencedMpmc<int>>(40, std::chrono::milliseconds(1000));
   }
 
   TEST_CASE(
       "a producer parked on a full ring wakes when half of it is free, not at the first pop") {
     check_producer_wakes_at_half<SpscRing<int>>();
     check_producer_wakes_at_half<MpmcRing<int>>();
+    check_producer_wakes_at_half<FencedSpsc<int>>();
+    check_producer_wakes_at_half<FencedMpmc<int>>();
   }
 
   TEST_CASE("spsc: a consumer parked on an empty ring wakes on close") {

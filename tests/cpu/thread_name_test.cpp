@@ -69,16 +69,37 @@ TEST_SUITE("thread_names") {
     cpu::fast::set_num_threads(before);
   }
 
-  TEST_CASE("the loader's stage threads carry their stage's name") {
-    data::SyntheticOptions synthetic;
-    synthetic.size = 4096;  // the rings fill, so every stage is still running below
+  TEST_CASE("the loader's stage threads carry their stage's name; threadless stages have none") {
+    // In memory the read runs in the decode workers; the source and the shuffle buffer never
+    // have a thread (data/loader.h).
+    for (const bool in_memory : {true, false}) {
+      CAPTURE(in_memory);
+      data::SyntheticOptions synthetic;
+      synthetic.size = 4096;  // the rings fill, so every stage is still running below
+      synthetic.read_cost_us = in_memory ? 0 : 1;
+      data::LoaderOptions options;
+      options.batch_size = 8;
+      options.workers = 2;
+      data::Loader loader(data::make_synthetic_dataset(synthetic), options);
+      loader.start_epoch(0);
+      REQUIRE(loader.next().has_value());  // the threads run while the epoch does
+      for (const char* name : {"ech-decode", "ech-decode-1", "ech-augment-1", "ech-batch"})
+        CHECK_MESSAGE(has_thread(name), std::string(name));
+      CHECK(has_thread("ech-read") == !in_memory);
+      CHECK(has_thread("ech-read-1") == !in_memory);
+      CHECK_FALSE(has_thread("ech-source"));
+      CHECK_FALSE(has_thread("ech-shuffle"));
+    }
+    // One worker, in memory: the whole pipeline on one thread.
     data::LoaderOptions options;
     options.batch_size = 8;
-    options.workers = 2;
+    options.workers = 1;
+    data::SyntheticOptions synthetic;
+    synthetic.size = 4096;
     data::Loader loader(data::make_synthetic_dataset(synthetic), options);
     loader.start_epoch(0);
-    REQUIRE(loader.next().has_value());  // the threads run while the epoch does
-    for (const char* name : {"ech-source", "ech-read", "ech-read-1", "ech-shuffle", "ech-batch"})
-      CHECK_MESSAGE(has_thread(name), std::string(name));
+    REQUIRE(loader.next().has_value());
+    CHECK(has_thread("ech-loader"));
+    CHECK_FALSE(has_thread("ech-batch"));
   }
 }
