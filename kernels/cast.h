@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include <echelon/base/op_kinds.h>
+#include <echelon/kernels/bf16.h>
 
 namespace echelon {
 
@@ -13,9 +14,17 @@ namespace echelon {
 // value into uint8, 1e10 into int32, NaN) is undefined behaviour in C++ and differs between CPU
 // and GPU. Defined here as PyTorch's CPU does in practice: truncate towards zero into int64, then
 // wrap to the target's width (-2.5 -> uint8 254); NaN becomes 0, beyond int64 saturates.
+// bfloat16 goes through float: in, exactly; out, rounded to nearest even (a double or an integer
+// is first made a float, as PyTorch's c10::BFloat16 does, so it may round twice).
 template <typename Dst, typename Src>
 ECH_HD Dst cast_value(Src v) {
-  if constexpr (std::is_floating_point_v<Src> && std::is_integral_v<Dst>) {
+  if constexpr (std::is_same_v<Src, bfloat16> && std::is_same_v<Dst, bfloat16>) {
+    return v;
+  } else if constexpr (std::is_same_v<Src, bfloat16>) {
+    return cast_value<Dst>(bf16_to_float(v));
+  } else if constexpr (std::is_same_v<Dst, bfloat16>) {
+    return bf16_from_float(static_cast<float>(v));
+  } else if constexpr (std::is_floating_point_v<Src> && std::is_integral_v<Dst>) {
     constexpr double kInt64Limit = 9223372036854775808.0;  // 2^63
     if (!(v == v)) return Dst(0);
     if (static_cast<double>(v) >= kInt64Limit) return static_cast<Dst>(INT64_MAX);

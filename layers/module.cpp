@@ -97,10 +97,12 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     }
     ECH_CHECK(source->shape() == target.shape(), name(), ".load_state_dict: '", key, "' has shape ",
               source->shape(), " in the state dict but ", target.shape(), " in the model");
-    // No silent conversion: an I32 tensor where the model holds F32 is a different file.
-    ECH_CHECK(source->dtype() == target.dtype(), name(), ".load_state_dict: '", key, "' is ",
-              dtype_name(source->dtype()), " in the state dict but ", dtype_name(target.dtype()),
-              " in the model");
+    // No silent conversion: an I32 tensor where the model holds F32 is a different file. The one
+    // exception widens exactly: bfloat16 weights (a BF16 checkpoint) into a float32/64 model.
+    const bool widens = source->dtype() == kBFloat16 && is_floating(target.dtype());
+    ECH_CHECK(source->dtype() == target.dtype() || widens, name(), ".load_state_dict: '", key,
+              "' is ", dtype_name(source->dtype()), " in the state dict but ",
+              dtype_name(target.dtype()), " in the model");
   }
   if (strict) {
     ECH_CHECK(missing.empty(), name(), ".load_state_dict: missing key '", missing.front(), "' (",

@@ -303,6 +303,8 @@ MPI_Datatype mpi_type(DType dtype) {
       return MPI_INT32_T;
     case DType::UInt8:
       return MPI_UINT8_T;
+    case DType::BFloat16:  // MPI has no bfloat16: its bits travel; a sum refuses it (below)
+      return MPI_UINT16_T;
   }
   ECH_FAIL("MPI: unknown dtype");
 }
@@ -514,6 +516,9 @@ void MpiGroup::all_reduce_on_host(std::vector<Tensor>& tensors) {
     for (Tensor& t : tensors) {
       ECH_CHECK(t.device().is_cpu() && t.is_contiguous(),
                 "MPI all-reduce: needs contiguous CPU tensors");
+      ECH_CHECK(t.dtype() != kBFloat16,
+                "MPI all-reduce: MPI cannot sum bfloat16; cast to float32 first, got ",
+                t.describe());
       check_mpi(MPI_Allreduce(MPI_IN_PLACE, t.raw_data(), count_of(t.numel()), mpi_type(t.dtype()),
                               MPI_SUM, collective_),
                 "MPI_Allreduce");

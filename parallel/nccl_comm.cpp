@@ -33,6 +33,8 @@ ncclDataType_t nccl_type(DType dtype) {
       return ncclInt32;
     case DType::UInt8:
       return ncclUint8;
+    case DType::BFloat16:
+      return ncclBfloat16;
   }
   ECH_FAIL("NCCL: unknown dtype");
 }

@@ -14,6 +14,8 @@ size_t dtype_size(DType dtype) {
       return 8;
     case kUInt8:
       return 1;
+    case kBFloat16:
+      return 2;
   }
   ECH_FAIL("dtype_size: unknown dtype ", static_cast<int>(dtype));
 }
@@ -30,6 +32,8 @@ const char* dtype_name(DType dtype) {
       return "int64";
     case kUInt8:
       return "uint8";
+    case kBFloat16:
+      return "bfloat16";
   }
   return "unknown";
 }
@@ -40,8 +44,9 @@ DType parse_dtype(const std::string& text) {
   if (text == "int32" || text == "int") return kInt32;
   if (text == "int64" || text == "long") return kInt64;
   if (text == "uint8") return kUInt8;
+  if (text == "bfloat16" || text == "bf16") return kBFloat16;
   ECH_FAIL("parse_dtype: unknown dtype '", text,
-           "' (expected float32, float64, int32, int64 or uint8)");
+           "' (expected float32, float64, int32, int64, uint8 or bfloat16)");
 }
 
 }  // namespace echelon

@@ -1,5 +1,6 @@
 // Element types. float32 is the compute type; float64 exists for CPU references and gradcheck;
-// integers carry labels and indices; uint8 carries raw image bytes.
+// integers carry labels and indices; uint8 carries raw image bytes; bfloat16 is storage only so
+// far (cast, copy, move between devices and processes, safetensors): no op computes on it.
 #pragma once
 
 #include <cstddef>
@@ -7,20 +8,23 @@
 #include <string>
 
 #include <echelon/base/error.h>
+#include <echelon/kernels/bf16.h>
 
 namespace echelon {
 
-enum class DType : uint8_t { Float32, Float64, Int32, Int64, UInt8 };
+enum class DType : uint8_t { Float32, Float64, Int32, Int64, UInt8, BFloat16 };
 
 inline constexpr DType kFloat32 = DType::Float32;
 inline constexpr DType kFloat64 = DType::Float64;
 inline constexpr DType kInt32 = DType::Int32;
 inline constexpr DType kInt64 = DType::Int64;
 inline constexpr DType kUInt8 = DType::UInt8;
+inline constexpr DType kBFloat16 = DType::BFloat16;
 
 size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);  // "float32", ...
 DType parse_dtype(const std::string& text);
+// The dtypes ops compute in (bfloat16 is a floating format, but only stored and converted).
 inline bool is_floating(DType dtype) {
   return dtype == kFloat32 || dtype == kFloat64;
 }
@@ -47,6 +51,15 @@ template <>
 constexpr DType dtype_of<uint8_t>() {
   return kUInt8;
 }
+template <>
+constexpr DType dtype_of<bfloat16>() {
+  return kBFloat16;
+}
+// The end of an op's "not supported" error: for bfloat16, what to do instead.
+inline const char* dtype_hint(DType dtype) {
+  return dtype == DType::BFloat16 ? " (bfloat16 is a storage dtype: cast to float32 to compute)"
+                                  : "";
+}
 
 }  // namespace echelon
 
@@ -57,21 +70,22 @@ constexpr DType dtype_of<uint8_t>() {
     __VA_ARGS__;                      \
     break;                            \
   }
-#define ECH_DISPATCH_FLOATING(DTYPE, OP, ...)                   \
-  switch (DTYPE) {                                              \
-    ECH_DISPATCH_CASE(::echelon::kFloat32, float, __VA_ARGS__)  \
-    ECH_DISPATCH_CASE(::echelon::kFloat64, double, __VA_ARGS__) \
-    default:                                                    \
-      ECH_FAIL(OP, ": dtype ", ::echelon::dtype_name(DTYPE),    \
-               " is not supported (float32/float64 only)");     \
+#define ECH_DISPATCH_FLOATING(DTYPE, OP, ...)                                             \
+  switch (DTYPE) {                                                                        \
+    ECH_DISPATCH_CASE(::echelon::kFloat32, float, __VA_ARGS__)                            \
+    ECH_DISPATCH_CASE(::echelon::kFloat64, double, __VA_ARGS__)                           \
+    default:                                                                              \
+      ECH_FAIL(OP, ": dtype ", ::echelon::dtype_name(DTYPE),                              \
+               " is not supported (float32/float64 only)", ::echelon::dtype_hint(DTYPE)); \
   }
-#define ECH_DISPATCH_ALL(DTYPE, OP, ...)                        \
-  switch (DTYPE) {                                              \
-    ECH_DISPATCH_CASE(::echelon::kFloat32, float, __VA_ARGS__)  \
-    ECH_DISPATCH_CASE(::echelon::kFloat64, double, __VA_ARGS__) \
-    ECH_DISPATCH_CASE(::echelon::kInt32, int32_t, __VA_ARGS__)  \
-    ECH_DISPATCH_CASE(::echelon::kInt64, int64_t, __VA_ARGS__)  \
-    ECH_DISPATCH_CASE(::echelon::kUInt8, uint8_t, __VA_ARGS__)  \
-    default:                                                    \
-      ECH_FAIL(OP, ": unknown dtype");                          \
+#define ECH_DISPATCH_ALL(DTYPE, OP, ...)                                          \
+  switch (DTYPE) {                                                                \
+    ECH_DISPATCH_CASE(::echelon::kFloat32, float, __VA_ARGS__)                    \
+    ECH_DISPATCH_CASE(::echelon::kFloat64, double, __VA_ARGS__)                   \
+    ECH_DISPATCH_CASE(::echelon::kInt32, int32_t, __VA_ARGS__)                    \
+    ECH_DISPATCH_CASE(::echelon::kInt64, int64_t, __VA_ARGS__)                    \
+    ECH_DISPATCH_CASE(::echelon::kUInt8, uint8_t, __VA_ARGS__)                    \
+    default:                                                                      \
+      ECH_FAIL(OP, ": dtype ", ::echelon::dtype_name(DTYPE), " is not supported", \
+               ::echelon::dtype_hint(DTYPE));                                     \
   }

@@ -38,7 +38,7 @@ inline void check_float_like(const char* op, const Tensor& t, const Tensor& like
                              const char* what) {
   check_defined(op, t, what);
   ECH_CHECK(is_floating(t.dtype()), op, ": ", what, " must be float32 or float64, got ",
-            t.describe());
+            t.describe(), dtype_hint(t.dtype()));
   ECH_CHECK(t.dtype() == like.dtype() && t.device() == like.device(), op, ": ", what, " is ",
             t.describe(), " but expected ", dtype_name(like.dtype()), " on ", like.device());
   ECH_CHECK(!t.is_cuda() || t.dtype() == kFloat32, op, ": ", what, " is ", t.describe(),
@@ -64,7 +64,8 @@ inline void check_same_shape(const char* op, const Tensor& a, const Tensor& b) {
 }
 
 inline void check_floating(const char* op, const Tensor& t) {
-  ECH_CHECK(is_floating(t.dtype()), op, ": expected a float32/float64 tensor, got ", t.describe());
+  ECH_CHECK(is_floating(t.dtype()), op, ": expected a float32/float64 tensor, got ", t.describe(),
+            dtype_hint(t.dtype()));
 }
 
 inline void check_dtype(const char* op, const Tensor& t, DType dtype, const char* what) {
@@ -116,12 +117,13 @@ inline cudaStream_t stream_of(const Tensor& t) {
 }  // namespace echelon::detail
 
 // Like ECH_DISPATCH_ALL without float64: the integer-capable CUDA kernels' instantiations.
-#define ECH_DISPATCH_CUDA_ALL(DTYPE, OP, ...)                                              \
-  switch (DTYPE) {                                                                         \
-    ECH_DISPATCH_CASE(::echelon::kFloat32, float, __VA_ARGS__)                             \
-    ECH_DISPATCH_CASE(::echelon::kInt32, int32_t, __VA_ARGS__)                             \
-    ECH_DISPATCH_CASE(::echelon::kInt64, int64_t, __VA_ARGS__)                             \
-    ECH_DISPATCH_CASE(::echelon::kUInt8, uint8_t, __VA_ARGS__)                             \
-    default:                                                                               \
-      ECH_FAIL(OP, ": dtype ", ::echelon::dtype_name(DTYPE), " is not supported on CUDA"); \
+#define ECH_DISPATCH_CUDA_ALL(DTYPE, OP, ...)                                             \
+  switch (DTYPE) {                                                                        \
+    ECH_DISPATCH_CASE(::echelon::kFloat32, float, __VA_ARGS__)                            \
+    ECH_DISPATCH_CASE(::echelon::kInt32, int32_t, __VA_ARGS__)                            \
+    ECH_DISPATCH_CASE(::echelon::kInt64, int64_t, __VA_ARGS__)                            \
+    ECH_DISPATCH_CASE(::echelon::kUInt8, uint8_t, __VA_ARGS__)                            \
+    default:                                                                              \
+      ECH_FAIL(OP, ": dtype ", ::echelon::dtype_name(DTYPE), " is not supported on CUDA", \
+               ::echelon::dtype_hint(DTYPE));                                             \
   }

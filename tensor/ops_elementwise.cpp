@@ -262,6 +262,10 @@ Tensor eq(const Tensor& a, const Tensor& b) {
 
 void fill_(Tensor& t, double value) {
   detail::check_defined("fill_", t);
+  if (t.dtype() == kBFloat16) {  // storage only: the value rounded once, as a cast would
+    copy_(t, Tensor::scalar(value, kFloat32, t.device()));
+    return;
+  }
   const StridedIndexer ix = indexer_of(t);
 #if ECHELON_WITH_CUDA
   if (t.is_cuda()) {
@@ -339,8 +343,58 @@ bool writes_each_element_once(const Tensor& t) {
   return true;
 }
 
+void copy_same_device(Tensor& dst, const Tensor& src);
+
+// bfloat16 on either side (a storage dtype: cast and copied only): one element at a time, the
+// naive twin; on CUDA the float32 <-> bfloat16 kernels, any other pair through a float32 copy
+// (the same value: cast_value takes every dtype to bfloat16 through float).
+void copy_with_bfloat16(Tensor& dst, const Tensor& src) {
+  const StridedIndexer dst_ix = indexer_of(dst);
+  const StridedIndexer src_ix = broadcast_indexer(src, dst.shape());
+  const int64_t n = dst.numel();
+#if ECHELON_WITH_CUDA
+  if (dst.is_cuda()) {
+    const auto direct = [](DType d) { return d == kBFloat16 || d == kFloat32; };
+    if (!direct(src.dtype()) || !direct(dst.dtype())) {
+      const Tensor through = cast(src, kFloat32);
+      copy_same_device(dst, through);
+      return;
+    }
+    cuda::DeviceGuard guard(dst.device().index);
+    cudaStream_t stream = cuda::current_stream(dst.device().index);
+    if (src.dtype() == kFloat32) {
+      cuda::copy_cast<float, bfloat16>(src.data<float>(), src_ix, dst.data<bfloat16>(), dst_ix, n,
+                                       stream);
+    } else if (dst.dtype() == kFloat32) {
+      cuda::copy_cast<bfloat16, float>(src.data<bfloat16>(), src_ix, dst.data<float>(), dst_ix, n,
+                                       stream);
+    } else {
+      cuda::copy_cast<bfloat16, bfloat16>(src.data<bfloat16>(), src_ix, dst.data<bfloat16>(),
+                                          dst_ix, n, stream);
+    }
+    return;
+  }
+#endif
+  if (src.dtype() == kBFloat16 && dst.dtype() == kBFloat16) {
+    cpu::copy_cast<bfloat16, bfloat16>(src.data<bfloat16>(), src_ix, dst.data<bfloat16>(), dst_ix,
+                                       n);
+  } else if (src.dtype() == kBFloat16) {
+    ECH_DISPATCH_ALL(dst.dtype(), "copy_",
+                     cpu::copy_cast<bfloat16, scalar_t>(src.data<bfloat16>(), src_ix,
+                                                        dst.data<scalar_t>(), dst_ix, n));
+  } else {
+    ECH_DISPATCH_ALL(src.dtype(), "copy_",
+                     cpu::copy_cast<scalar_t, bfloat16>(src.data<scalar_t>(), src_ix,
+                                                        dst.data<bfloat16>(), dst_ix, n));
+  }
+}
+
 // dst[dst_ix(i)] = src[src_ix(i)] with both on one device; double dispatch over the dtypes.
 void copy_same_device(Tensor& dst, const Tensor& src) {
+  if (dst.dtype() == kBFloat16 || src.dtype() == kBFloat16) {
+    copy_with_bfloat16(dst, src);
+    return;
+  }
   if (fast_cpu(dst) && fast_cpu(src) && dst.dtype() == src.dtype() &&
       dst.shape() == src.shape()) {  // a plain copy of bytes (clone, contiguous)
     ECH_DISPATCH_ALL(
@@ -454,7 +508,8 @@ Tensor clamp(const Tensor& x, double lo, double hi) {
 
 bool all_finite(const Tensor& x) {
   detail::check_defined("all_finite", x);
-  if (!is_floating(x.dtype())) return true;  // integers are always finite
+  if (x.dtype() == kBFloat16) return all_finite(cast(x, kFloat32));  // exactly the same values
+  if (!is_floating(x.dtype())) return true;                          // integers are always finite
   const Tensor xc = x.contiguous();
   Tensor count = Tensor::empty({}, kInt64, x.device());
 #if ECHELON_WITH_CUDA

@@ -51,6 +51,8 @@ const char* dtype_code(DType dtype) {
       return "I64";
     case kUInt8:
       return "U8";
+    case kBFloat16:
+      return "BF16";
   }
   ECH_FAIL("safetensors: unknown dtype");
 }
@@ -61,7 +63,9 @@ DType parse_dtype_code(const std::string& code) {
   if (code == "I32") return kInt32;
   if (code == "I64") return kInt64;
   if (code == "U8") return kUInt8;
-  ECH_FAIL("safetensors: unsupported dtype \"", code, "\" (supported: F32, F64, I32, I64, U8)");
+  if (code == "BF16") return kBFloat16;
+  ECH_FAIL("safetensors: unsupported dtype \"", code,
+           "\" (supported: F32, F64, I32, I64, U8, BF16)");
 }
 
 std::string serialize(const std::vector<std::pair<std::string, Tensor>>& tensors,

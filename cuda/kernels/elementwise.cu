@@ -365,6 +365,10 @@ ECH_INSTANTIATE_COPY_FROM(float)
 ECH_INSTANTIATE_COPY_FROM(int32_t)
 ECH_INSTANTIATE_COPY_FROM(int64_t)
 ECH_INSTANTIATE_COPY_FROM(uint8_t)
+// bfloat16 (storage only) converts to and from float32; other pairs go through float32.
+ECH_INSTANTIATE_COPY(bfloat16, float)
+ECH_INSTANTIATE_COPY(float, bfloat16)
+ECH_INSTANTIATE_COPY(bfloat16, bfloat16)
 #undef ECH_INSTANTIATE_COPY_FROM
 #undef ECH_INSTANTIATE_COPY
 

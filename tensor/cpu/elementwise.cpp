@@ -179,7 +179,8 @@ ECH_FLOAT_TWINS(double)
   ECH_COPY_FROM(T, double)                                                                  \
   ECH_COPY_FROM(T, int32_t)                                                                 \
   ECH_COPY_FROM(T, int64_t)                                                                 \
-  ECH_COPY_FROM(T, uint8_t)
+  ECH_COPY_FROM(T, uint8_t)                                                                 \
+  ECH_COPY_FROM(T, bfloat16)
 #define ECH_COPY_FROM(Src, Dst) \
   template void copy_cast<Src, Dst>(const Src*, StridedIndexer, Dst*, StridedIndexer, int64_t);
 ECH_ALL_TYPE_TWINS(float)
@@ -187,6 +188,13 @@ ECH_ALL_TYPE_TWINS(double)
 ECH_ALL_TYPE_TWINS(int32_t)
 ECH_ALL_TYPE_TWINS(int64_t)
 ECH_ALL_TYPE_TWINS(uint8_t)
+// bfloat16 is storage only: its tensors are cast and copied, nothing else.
+ECH_COPY_FROM(bfloat16, float)
+ECH_COPY_FROM(bfloat16, double)
+ECH_COPY_FROM(bfloat16, int32_t)
+ECH_COPY_FROM(bfloat16, int64_t)
+ECH_COPY_FROM(bfloat16, uint8_t)
+ECH_COPY_FROM(bfloat16, bfloat16)
 // NOLINTEND(bugprone-macro-parentheses)
 
 template void arange<float>(float*, int64_t);

@@ -10,6 +10,7 @@
 
 #include <echelon/base/error.h>
 #include <echelon/base/json.h>
+#include <echelon/tensor/ops.h>
 #include <echelon/tensor/safetensors.h>
 
 using echelon::Error;
@@ -47,6 +48,7 @@ std::vector<std::pair<std::string, Tensor>> sample_tensors() {
           {"step", Tensor::from_vector(ints, {5})},
           {"u8", Tensor::from_vector(bytes, {3, 1})},
           {"i32", Tensor::from_vector(int32s, {2})},
+          {"bf16", echelon::ops::cast(Tensor::from_vector(floats(6), {2, 3}), echelon::kBFloat16)},
           {"empty", Tensor::empty({0, 3})},
           {"scalar", Tensor::from_vector(std::vector<float>{2.5f}, {})}};
 }

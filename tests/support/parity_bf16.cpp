@@ -102,6 +102,33 @@ const Registrar bf16_cases([] {
            },
            3),
        wide});
+
+  // bfloat16 storage (DType::BFloat16): a cast there and back gives the same bits on both
+  // backends (kernels/cast.h), from strided and broadcast sources and into a strided destination.
+  const Tolerance exact{0.0, 0.0};
+  const auto round_trip = [](const Tensor& x) {
+    return ops::cast(ops::cast(x, kBFloat16), x.dtype());
+  };
+  add({"bf16_storage/round_trip/transposed",
+       "elementwise",
+       {f32({37, 29}, Layout::Transposed)},
+       [round_trip](const auto& in) { return round_trip(in[0]); },
+       exact});
+  add({"bf16_storage/round_trip/broadcast",
+       "elementwise",
+       {InputSpec{{1, 29}, kFloat32, -3e38, 3e38, Layout::Broadcast, {17, 29}}},
+       [round_trip](const auto& in) { return round_trip(in[0]); },
+       exact});
+  add({"bf16_storage/into_transposed_view",
+       "elementwise",
+       {f32({23, 31})},
+       [](const auto& in) {
+         Tensor h = Tensor::empty({31, 23}, kBFloat16, in[0].device());
+         Tensor view = h.transpose(0, 1);
+         ops::copy_(view, in[0]);
+         return ops::cast(h.contiguous(), in[0].dtype());  // bfloat16 -> bfloat16, then back
+       },
+       exact});
 });
 
 }  // namespace
