@@ -217,13 +217,7 @@ void backward_weight_run(const Conv2dGeometry& a, const Layout& l, const float* 
       }
     }
   });
-  // Every element adds its chunks in chunk order (a fixed order on any split of the elements).
-  parallel_for(partial, int64_t{1} << 13, [&](int64_t begin, int64_t end) {
-    for (int64_t c = 1; c < chunks; ++c) {
-      const float* part = partials + c * partial;
-      for (int64_t i = begin; i < end; ++i) partials[i] += part[i];
-    }
-  });
+  winograd::sum_chunk_partials(partials, partial, chunks);
   weight_from_du(a, partials, op, grad_w);
 }
 

@@ -1,11 +1,28 @@
 // Internal to conv_winograd_weight.cpp (F(2x2, 3x3)) and conv_winograd43_weight.cpp (F(4x4,
-// 3x3)): the AVX-512 register tiles of the Winograd weight gradient's GEMMs and the layouts of
-// their V and Z. x86 only; run only where the CPU has AVX-512.
+// 3x3)): the sum of the chunks' partial gradients, and the AVX-512 register tiles of the Winograd
+// weight gradient's GEMMs and the layouts of their V and Z (x86 only; run only where the CPU has
+// AVX-512).
 #pragma once
 
 #include <cstdint>
 
 #include <echelon/tensor/cpu/fast/conv_winograd_tiles.h>
+#include <echelon/tensor/cpu/fast/parallel.h>
+
+namespace echelon::cpu::fast::winograd {
+
+// partials: (chunks, n), each chunk's dU. Adds every chunk into the first, each element in chunk
+// order: the same bits on any split of the elements across threads.
+inline void sum_chunk_partials(float* partials, int64_t n, int64_t chunks) {
+  parallel_for(n, int64_t{1} << 13, [&](int64_t begin, int64_t end) {
+    for (int64_t c = 1; c < chunks; ++c) {
+      const float* part = partials + c * n;
+      for (int64_t i = begin; i < end; ++i) partials[i] += part[i];
+    }
+  });
+}
+
+}  // namespace echelon::cpu::fast::winograd
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
