@@ -165,10 +165,12 @@ TEST_SUITE("bf16_storage") {
       state.insert(name, value);
     }
     layer.load_state_dict(state);
-    for (const auto& [name, value] : layer.state_dict()) {
-      CAPTURE(name);
+    for (const auto& item : layer.state_dict()) {  // not a binding: CAPTURE takes it in a lambda
+      const Tensor& value = item.second;
+      CAPTURE(item.first);
       CHECK(value.dtype() == kFloat32);  // widened exactly
-      CHECK(value.to_vector<float>() == ops::cast(back.at(name), kFloat32).to_vector<float>());
+      CHECK(value.to_vector<float>() ==
+            ops::cast(back.at(item.first), kFloat32).to_vector<float>());
     }
     // Any other dtype change is still refused.
     StateDict ints;
