@@ -39,6 +39,7 @@ json::Value TrainOptions::to_json() const {
       .set("threads", threads)
       .set("out", out)
       .set("deterministic", deterministic)
+      .set("fuse", fuse)
       .set("limit-train", limit_train)
       .set("limit-test", limit_test)
       .set("augment", augment)
@@ -89,6 +90,7 @@ TrainOptions TrainOptions::from_json(const json::Value& v) {
   with("threads", [&](const json::Value& f) { o.threads = static_cast<int>(f.as_int()); });
   with("out", [&](const json::Value& f) { o.out = f.as_string(); });
   with("deterministic", [&](const json::Value& f) { o.deterministic = f.as_bool(); });
+  with("fuse", [&](const json::Value& f) { o.fuse = f.as_bool(); });
   with("limit-train", [&](const json::Value& f) { o.limit_train = f.as_int(); });
   with("limit-test", [&](const json::Value& f) { o.limit_test = f.as_int(); });
   with("augment", [&](const json::Value& f) { o.augment = f.as_string(); });

@@ -133,18 +133,20 @@ SGDOptions sgd_config(const TrainOptions& o) {
   return sgd;
 }
 
-// The process-wide switches a run sets (conv implementation, deterministic algorithms, float32
-// precision, CPU threads), restored when the run ends, so train() leaves the process as it found
-// it.
+// The process-wide switches a run sets (conv implementation, deterministic algorithms, fused
+// layer pairs, float32 precision, CPU threads), restored when the run ends, so train() leaves the
+// process as it found it.
 class ScopedRunSettings {
  public:
   explicit ScopedRunSettings(const TrainOptions& o)
       : conv_impl_(ops::conv_impl()),
         deterministic_(ops::deterministic()),
+        fused_ops_(ops::fused_ops()),
         precision_(ops::float32_precision()),
         cpu_threads_(ops::cpu_threads()) {
     ops::set_conv_impl(o.conv_impl == "cudnn" ? ops::ConvImpl::Cudnn : ops::ConvImpl::Ours);
     ops::set_deterministic(o.deterministic);
+    ops::set_fused_ops(o.fuse);
     ops::set_float32_precision(o.precision == "tf32"   ? Precision::Tf32
                                : o.precision == "bf16" ? Precision::Bf16
                                                        : Precision::Fp32);
@@ -156,6 +158,7 @@ class ScopedRunSettings {
   ~ScopedRunSettings() {
     ops::set_conv_impl(conv_impl_);
     ops::set_deterministic(deterministic_);
+    ops::set_fused_ops(fused_ops_);
     ops::set_float32_precision(precision_);
     if (cpu_threads_ > 0)
       ops::set_cpu_threads(cpu_threads_);
@@ -168,6 +171,7 @@ class ScopedRunSettings {
  private:
   ops::ConvImpl conv_impl_;
   bool deterministic_;
+  bool fused_ops_;
   Precision precision_;
   int cpu_threads_;
 };

@@ -16,6 +16,12 @@ namespace {
 Tensor saved_output(const Tensor& y) {
   return make_view(y, y.shape(), y.strides(), y.offset());
 }
+
+// Whether a fusing pair runs as one kernel for x: where one exists (CUDA, the fast CPU path) and
+// fusion is on (ops::set_fused_ops).
+bool fused_kernels_for(const Tensor& x) {
+  return ops::fused_ops() && (x.is_cuda() || ops::cpu_kernels() == ops::CpuKernels::Fast);
+}
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
@@ -60,8 +66,7 @@ Tensor max_pool2d(const Tensor& x, const Pool2dGeometry& window) {
 }
 
 Tensor relu_max_pool2d(const Tensor& x, const Pool2dGeometry& window) {
-  if (x.is_cuda() || ops::cpu_kernels() != ops::CpuKernels::Fast)
-    return max_pool2d(relu(x), window);
+  if (!fused_kernels_for(x)) return max_pool2d(relu(x), window);
   Tensor argmax;
   Tensor y = ops::max_pool2d(x, window, &argmax, /*relu_first=*/true);
   Tensor y_saved = saved_output(y);
@@ -136,7 +141,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tens
 Tensor batch_norm_relu(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                        Tensor& running_mean, Tensor& running_var, bool training, double momentum,
                        double eps) {
-  if (!training || x.is_cuda() || ops::cpu_kernels() != ops::CpuKernels::Fast)
+  if (!training || !fused_kernels_for(x))
     return relu(batch_norm(x, gamma, beta, running_mean, running_var, training, momentum, eps));
   ECH_CHECK(x.dim() == 2 || x.dim() == 4, "batch_norm_relu: expected (N, C) or (N, C, H, W), got ",
             x.shape());
@@ -159,7 +164,7 @@ Tensor batch_norm_relu(const Tensor& x, const Tensor& gamma, const Tensor& beta,
 Tensor batch_norm_add_relu(const Tensor& x, const Tensor& residual, const Tensor& gamma,
                            const Tensor& beta, Tensor& running_mean, Tensor& running_var,
                            bool training, double momentum, double eps) {
-  if (!training || x.is_cuda() || ops::cpu_kernels() != ops::CpuKernels::Fast)
+  if (!training || !fused_kernels_for(x))
     return relu(batch_norm(x, gamma, beta, running_mean, running_var, training, momentum, eps) +
                 residual);
   ECH_CHECK(x.dim() == 2 || x.dim() == 4,

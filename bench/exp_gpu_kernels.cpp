@@ -100,6 +100,45 @@ void bandwidth_rows(int64_t n, int64_t image) {
     Tensor argmax;
     ops::max_pool2d(x, pool, &argmax);
   });
+  // The fused layer pairs (ops::set_fused_ops) against the same ops one after another.
+  const auto fused_row = [&](const char* name, double bytes, const std::function<void()>& fused,
+                             const std::function<void()>& composed) {
+    const double fused_ms = median_ms(fused), composed_ms = median_ms(composed);
+    std::printf("%-44s %10.1f GB/s   %.2f of copy, %.2fx the composition\n", name,
+                gb_per_s(bytes, fused_ms), gb_per_s(bytes, fused_ms) / copy,
+                composed_ms / fused_ms);
+  };
+  fused_row(
+      "batch_norm_train + ReLU, fused", 3 * n * f,
+      [&] { ops::batch_norm_train(x, gamma, beta, rm, rv, 0.1, 1e-5, /*relu=*/true); },
+      [&] { ops::relu(ops::batch_norm_train(x, gamma, beta, rm, rv, 0.1, 1e-5).out); });
+  fused_row(
+      "batch_norm_train + residual + ReLU, fused", 4 * n * f,
+      [&] { ops::batch_norm_train(x, gamma, beta, rm, rv, 0.1, 1e-5, true, g); },
+      [&] {
+        ops::relu(ops::add(ops::batch_norm_train(x, gamma, beta, rm, rv, 0.1, 1e-5).out, g));
+      });
+  const auto relu_fwd = ops::batch_norm_train(x, gamma, beta, rm, rv, 0.1, 1e-5, true, g);
+  fused_row(
+      "batch_norm_backward + ReLU (+ masked), fused", 6 * n * f,
+      [&] {
+        ops::batch_norm_backward(g, x, gamma, relu_fwd.save_mean, relu_fwd.save_invstd,
+                                 relu_fwd.out, /*want_masked=*/true);
+      },
+      [&] {
+        const Tensor masked = ops::unary_backward(UnaryOp::Relu, g, relu_fwd.out, relu_fwd.out);
+        ops::batch_norm_backward(masked, x, gamma, relu_fwd.save_mean, relu_fwd.save_invstd);
+      });
+  fused_row(
+      "max_pool2d(ReLU) 2x2, fused", n * f + n / 4 * (f + 8),
+      [&] {
+        Tensor argmax;
+        ops::max_pool2d(x, pool, &argmax, /*relu_first=*/true);
+      },
+      [&] {
+        Tensor argmax;
+        ops::max_pool2d(ops::relu(x), pool, &argmax);
+      });
   Conv2dGeometry one;  // conv bias gradient: a per-channel reduction over (N, H, W)
   const Tensor w1 = random_cuda({c, c, 1, 1}, 7);
   row("conv bias gradient (16 channels)", n * f,

@@ -154,6 +154,12 @@ ConvImpl conv_impl();
 // conv kernels are deterministic either way.
 void set_deterministic(bool on);
 bool deterministic();
+// Whether the layer pairs that fuse (batch norm + ReLU, batch norm + residual add + ReLU, ReLU +
+// max pooling: autograd/functions.h) run as one kernel on CUDA and on the fast CPU path
+// (process-wide, default on; `echelon train --no-fuse`). Off: the ops one after another, as the
+// naive twins always do; the same values either way, so the switch measures the fusion.
+void set_fused_ops(bool on);
+bool fused_ops();
 // How float32 matmuls and convolutions may round on CUDA devices (process-wide; base/op_kinds.h):
 // Tf32 runs our tensor-core GEMM (twin cpu::gemm_tf32) and lets cuBLAS and cuDNN use TF32
 // tensor cores; Bf16 runs it on bf16 operands (twin cpu::gemm_bf16), cuBLAS with
@@ -178,8 +184,8 @@ Conv2dGrads conv2d_backward(const Tensor& grad_out, const Tensor& x, const Tenso
 
 // The window of `g` is the caller's; its shapes are ignored.
 // (N, C, H, W) -> (N, C, OH, OW); *argmax receives int64 flat indices into each H*W plane.
-// relu_first: max_pool2d(relu(x)), the same y and argmax bit for bit; the fast CPU path reads each
-// element through the ReLU and never stores relu(x) (the others compose the two ops).
+// relu_first: max_pool2d(relu(x)), the same y and argmax bit for bit; the fast CPU path and CUDA
+// read each element through the ReLU and never store relu(x) (the naive twins compose the ops).
 Tensor max_pool2d(const Tensor& x, const Pool2dGeometry& g, Tensor* argmax,
                   bool relu_first = false);
 Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& argmax, const Shape& input_shape);
@@ -196,7 +202,8 @@ struct BatchNormOutput {
 };
 // Training mode: normalises with batch statistics and updates running_mean/var in place
 // (running = (1 - momentum) * running + momentum * batch, unbiased variance, as PyTorch).
-// relu: out = ReLU(batch norm) in the same pass (CPU only; its backward passes out as relu_out).
+// relu: out = ReLU(batch norm) in the same pass (fast CPU path and CUDA; the naive twins compose
+// the ops; its backward passes out as relu_out).
 // residual (x's shape; only with relu): out = ReLU(batch norm + residual), a ResNet block's end.
 BatchNormOutput batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                  Tensor& running_mean, Tensor& running_var, double momentum,
@@ -208,7 +215,7 @@ struct BatchNormGrads {
   Tensor masked;  // grad_out * (relu_out > 0) when asked for: the residual's gradient
 };
 // relu_out: the output of batch_norm_train(..., relu = true); grad_out is then the gradient of that
-// output, and the ReLU's backward (grad_out * (relu_out > 0)) runs inside (CPU only).
+// output, and the ReLU's backward (grad_out * (relu_out > 0)) runs inside (fast CPU and CUDA).
 // want_masked (with relu_out): also return that masked gradient, the gradient of the residual.
 // relu_affine (with relu_out, without want_masked; may be undefined): batch_norm_train's
 // save_affine; the fast CPU path then recomputes the ReLU's mask from x (the same signs as

@@ -35,6 +35,7 @@ namespace {
 
 std::atomic<ConvImpl> g_conv_impl{ConvImpl::Ours};
 std::atomic<bool> g_deterministic{false};
+std::atomic<bool> g_fused_ops{true};
 std::atomic<Precision> g_precision{Precision::Fp32};
 
 // ---- conv -------------------------------------------------------------------------------------
@@ -93,6 +94,14 @@ void set_conv_impl(ConvImpl impl) {
 ConvImpl conv_impl() {
   return g_conv_impl.load();
 }
+void set_fused_ops(bool on) {
+  g_fused_ops.store(on, std::memory_order_relaxed);
+}
+
+bool fused_ops() {
+  return g_fused_ops.load(std::memory_order_relaxed);
+}
+
 void set_deterministic(bool on) {
   g_deterministic.store(on);
 }
@@ -275,7 +284,7 @@ Tensor max_pool2d(const Tensor& x_in, const Pool2dGeometry& window, Tensor* argm
                   bool relu_first) {
   const char* op = "max_pool2d";
   const Pool2dGeometry a = pool_geometry_of(op, x_in, window);
-  const bool fused = relu_first && !x_in.is_cuda() && cpu_kernels() == CpuKernels::Fast;
+  const bool fused = relu_first && (x_in.is_cuda() || cpu_kernels() == CpuKernels::Fast);
   if (relu_first && !fused) return max_pool2d(relu(x_in), window, argmax);  // the composition
   const Tensor x = x_in.contiguous();
   Tensor y = Tensor::empty({a.n, a.c, a.out_h, a.out_w}, x.dtype(), x.device());
@@ -285,7 +294,7 @@ Tensor max_pool2d(const Tensor& x_in, const Pool2dGeometry& window, Tensor* argm
   if (x.is_cuda()) {
 #if ECHELON_WITH_CUDA
     cuda::DeviceGuard guard(x.device().index);
-    cuda::max_pool2d_forward(a, x.data<float>(), y.data<float>(), indices.data<int64_t>(),
+    cuda::max_pool2d_forward(a, x.data<float>(), y.data<float>(), indices.data<int64_t>(), fused,
                              stream_of(x));
     return y;
 #else

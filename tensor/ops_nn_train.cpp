@@ -91,16 +91,14 @@ BatchNormOutput batch_norm_train(const Tensor& x_in, const Tensor& gamma_in, con
   out.save_mean = Tensor::empty({a.c}, x.dtype(), x.device());
   out.save_invstd = Tensor::empty({a.c}, x.dtype(), x.device());
   if (x.is_cuda()) {
-    ECH_CHECK(!relu, op, ": the fused ReLU is a CPU kernel; on ", x.device(),
-              " call batch_norm_train, then relu");
 #if ECHELON_WITH_CUDA
     cuda::DeviceGuard guard(x.device().index);
     cuda::batch_norm_train_forward(
         a, x.data<float>(), ptr_or_null<float>(gamma), ptr_or_null<float>(beta),
         running_mean.defined() ? running_mean.data<float>() : nullptr,
-        running_var.defined() ? running_var.data<float>() : nullptr, momentum, eps,
-        out.out.data<float>(), out.save_mean.data<float>(), out.save_invstd.data<float>(),
-        stream_of(x));
+        running_var.defined() ? running_var.data<float>() : nullptr, momentum, eps, relu,
+        ptr_or_null<float>(residual), out.out.data<float>(), out.save_mean.data<float>(),
+        out.save_invstd.data<float>(), stream_of(x));
 #else
     fail_not_cuda_build(op);
 #endif
@@ -209,16 +207,15 @@ BatchNormGrads batch_norm_backward(const Tensor& grad_out_in, const Tensor& x_in
     grads.beta = Tensor::empty({a.c}, x.dtype(), x.device());
   }
   if (want_masked) grads.masked = Tensor::empty(x.shape(), x.dtype(), x.device());
-  if (x.is_cuda()) {
-    ECH_CHECK(!relu, op, ": the fused ReLU is a CPU kernel; on ", x.device(),
-              " call relu's backward, then batch_norm_backward");
+  if (x.is_cuda()) {  // relu_affine is the fast CPU path's shortcut: CUDA reads relu_out
 #if ECHELON_WITH_CUDA
     cuda::DeviceGuard guard(x.device().index);
     cuda::batch_norm_backward(
-        a, grad_out.data<float>(), x.data<float>(), ptr_or_null<float>(gamma),
-        save_mean.data<float>(), save_invstd.data<float>(), grads.input.data<float>(),
-        grads.gamma.defined() ? grads.gamma.data<float>() : nullptr,
-        grads.beta.defined() ? grads.beta.data<float>() : nullptr, stream_of(x));
+        a, grad_out.data<float>(), ptr_or_null<float>(relu_out), x.data<float>(),
+        ptr_or_null<float>(gamma), save_mean.data<float>(), save_invstd.data<float>(),
+        grads.input.data<float>(), grads.gamma.defined() ? grads.gamma.data<float>() : nullptr,
+        grads.beta.defined() ? grads.beta.data<float>() : nullptr,
+        grads.masked.defined() ? grads.masked.data<float>() : nullptr, stream_of(x));
     return grads;
 #else
     fail_not_cuda_build(op);

@@ -91,6 +91,9 @@ void add_train_options(CLI::App& cmd, TrainOptions& o, ScheduleFlag& schedule) {
                "Keep the whole data set on the device; batches gathered there (no loader threads)");
   cmd.add_option("--target-accuracy", o.target_accuracy,
                  "Stop once test accuracy reaches this fraction; report the time to it");
+  cmd.add_flag("--fuse,!--no-fuse", o.fuse,
+               "Run batch norm + ReLU (+ residual) and ReLU + max pooling as one kernel each "
+               "(default; --no-fuse: the ops one after another, the same values)");
   cmd.add_flag("--deterministic", o.deterministic,
                "Refuse settings that break bit-identical reruns (echo auto, workers > 1)");
   cmd.add_option("--limit-train", o.limit_train, "Use only the first N training examples");

@@ -71,10 +71,13 @@ __device__ void combine_stats(const double* partial, int chunks, double* out) {
 }
 
 // Pass 2: combine the channel's statistics, normalise this chunk; chunk 0 saves them.
+// The epilogue (relu; residual only with relu) runs on the stored float, in the composition's
+// order: y = ReLU(float(batch norm) + residual), the same bits as the ops one after another.
 __global__ void batch_norm_apply_kernel(NormArgs a, ChannelChunks cc, const float* x,
                                         const double* partial, const float* gamma,
                                         const float* beta, float* running_mean, float* running_var,
-                                        double momentum, double eps, float* y, float* save_mean,
+                                        double momentum, double eps, bool relu,
+                                        const float* residual, float* y, float* save_mean,
                                         float* save_invstd) {
   __shared__ double stats[3];  // count, mean, m2
   const int64_t c = blockIdx.y;
@@ -86,7 +89,9 @@ __global__ void batch_norm_apply_kernel(NormArgs a, ChannelChunks cc, const floa
   const int64_t end = chunk_end(cc);
   for (ChannelWalk w(a, c, chunk_begin(cc) + threadIdx.x, blockDim.x); w.i < end; w.advance()) {
     const int64_t j = w.offset();
-    y[j] = static_cast<float>((x[j] - mean) * invstd * g + b);
+    float v = static_cast<float>((x[j] - mean) * invstd * g + b);
+    if (residual) v += residual[j];
+    y[j] = relu && !(v > 0.0f) ? 0.0f : v;
   }
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     save_mean[c] = static_cast<float>(mean);
@@ -112,10 +117,16 @@ __global__ void batch_norm_eval_kernel(NormArgs a, const float* x, const float* 
   }
 }
 
+// relu_out (null: none): the fused ReLU's output; its backward masks dy where relu_out <= 0.
+__device__ float masked_dy(const float* grad_out, const float* relu_out, int64_t j) {
+  return relu_out && !(relu_out[j] > 0.0f) ? 0.0f : grad_out[j];
+}
+
 // Pass 1: partial (C, chunks) of {sum(dy), sum(dy * xhat)} over each chunk.
 __global__ void batch_norm_backward_sums_kernel(NormArgs a, ChannelChunks cc, const float* grad_out,
-                                                const float* x, const float* save_mean,
-                                                const float* save_invstd, double* partial) {
+                                                const float* relu_out, const float* x,
+                                                const float* save_mean, const float* save_invstd,
+                                                double* partial) {
   __shared__ BlockSum::TempStorage temp;
   __shared__ double shared;
   const int64_t c = blockIdx.y, end = chunk_end(cc);
@@ -123,8 +134,9 @@ __global__ void batch_norm_backward_sums_kernel(NormArgs a, ChannelChunks cc, co
   double acc_dy = 0.0, acc_dy_xhat = 0.0;
   for (ChannelWalk w(a, c, chunk_begin(cc) + threadIdx.x, blockDim.x); w.i < end; w.advance()) {
     const int64_t j = w.offset();
-    acc_dy += grad_out[j];
-    acc_dy_xhat += grad_out[j] * (x[j] - mean) * invstd;
+    const float dy = masked_dy(grad_out, relu_out, j);
+    acc_dy += dy;
+    acc_dy_xhat += dy * (x[j] - mean) * invstd;
   }
   const double sum_dy = block_sum(acc_dy, temp, &shared);
   const double sum_dy_xhat = block_sum(acc_dy_xhat, temp, &shared);
@@ -135,13 +147,12 @@ __global__ void batch_norm_backward_sums_kernel(NormArgs a, ChannelChunks cc, co
 }
 
 // Pass 2: the channel's sums in chunk order, grad_in for this chunk; chunk 0 writes the
-// parameter gradients.
-__global__ void batch_norm_backward_apply_kernel(NormArgs a, ChannelChunks cc,
-                                                 const float* grad_out, const float* x,
-                                                 const float* gamma, const float* save_mean,
-                                                 const float* save_invstd, const double* partial,
-                                                 float* grad_in, float* grad_gamma,
-                                                 float* grad_beta) {
+// parameter gradients. masked (null: not asked for) receives the masked dy: the residual's
+// gradient.
+__global__ void batch_norm_backward_apply_kernel(
+    NormArgs a, ChannelChunks cc, const float* grad_out, const float* relu_out, const float* x,
+    const float* gamma, const float* save_mean, const float* save_invstd, const double* partial,
+    float* grad_in, float* grad_gamma, float* grad_beta, float* masked) {
   __shared__ double sums[2];  // sum(dy), sum(dy * xhat)
   const int64_t c = blockIdx.y;
   if (threadIdx.x == 0) {
@@ -160,8 +171,9 @@ __global__ void batch_norm_backward_apply_kernel(NormArgs a, ChannelChunks cc,
   for (ChannelWalk w(a, c, chunk_begin(cc) + threadIdx.x, blockDim.x); w.i < end; w.advance()) {
     const int64_t j = w.offset();
     const double xhat = (x[j] - mean) * invstd;
-    grad_in[j] =
-        static_cast<float>(g * invstd / m * (m * grad_out[j] - sum_dy - xhat * sum_dy_xhat));
+    const float dy = masked_dy(grad_out, relu_out, j);
+    if (masked) masked[j] = dy;
+    grad_in[j] = static_cast<float>(g * invstd / m * (m * dy - sum_dy - xhat * sum_dy_xhat));
   }
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     if (grad_gamma) grad_gamma[c] = static_cast<float>(sum_dy_xhat);
@@ -220,8 +232,8 @@ __global__ void dropout_mask_kernel(int64_t count, double p, PhiloxState state, 
 
 void batch_norm_train_forward(const NormArgs& a, const float* x, const float* gamma,
                               const float* beta, float* running_mean, float* running_var,
-                              double momentum, double eps, float* y, float* save_mean,
-                              float* save_invstd, cudaStream_t stream) {
+                              double momentum, double eps, bool relu, const float* residual,
+                              float* y, float* save_mean, float* save_invstd, cudaStream_t stream) {
   if (a.c == 0) return;
   const ChannelChunks cc = channel_chunks(a);
   const dim3 grid = channel_grid(cc, a.c);
@@ -229,8 +241,8 @@ void batch_norm_train_forward(const NormArgs& a, const float* x, const float* ga
   ECH_LAUNCH(grid, kBlock, 0, stream, batch_norm_stats_kernel)(a, cc, x, partial.as<double>());
   ECH_CUDA_CHECK_LAUNCH("batch_norm_train_forward (statistics)");
   ECH_LAUNCH(grid, kBlock, 0, stream, batch_norm_apply_kernel)
-  (a, cc, x, partial.as<double>(), gamma, beta, running_mean, running_var, momentum, eps, y,
-   save_mean, save_invstd);
+  (a, cc, x, partial.as<double>(), gamma, beta, running_mean, running_var, momentum, eps, relu,
+   residual, y, save_mean, save_invstd);
   ECH_CUDA_CHECK_LAUNCH("batch_norm_train_forward");
 }
 
@@ -241,19 +253,20 @@ void batch_norm_eval_forward(const NormArgs& a, const float* x, const float* gam
             gamma, beta, running_mean, running_var, eps, y);
 }
 
-void batch_norm_backward(const NormArgs& a, const float* grad_out, const float* x,
-                         const float* gamma, const float* save_mean, const float* save_invstd,
-                         float* grad_in, float* grad_gamma, float* grad_beta, cudaStream_t stream) {
+void batch_norm_backward(const NormArgs& a, const float* grad_out, const float* relu_out,
+                         const float* x, const float* gamma, const float* save_mean,
+                         const float* save_invstd, float* grad_in, float* grad_gamma,
+                         float* grad_beta, float* masked, cudaStream_t stream) {
   if (a.c == 0) return;
   const ChannelChunks cc = channel_chunks(a);
   const dim3 grid = channel_grid(cc, a.c);
   Scratch partial(static_cast<size_t>(a.c * cc.chunks * 2) * sizeof(double), stream);
   ECH_LAUNCH(grid, kBlock, 0, stream, batch_norm_backward_sums_kernel)
-  (a, cc, grad_out, x, save_mean, save_invstd, partial.as<double>());
+  (a, cc, grad_out, relu_out, x, save_mean, save_invstd, partial.as<double>());
   ECH_CUDA_CHECK_LAUNCH("batch_norm_backward (sums)");
   ECH_LAUNCH(grid, kBlock, 0, stream, batch_norm_backward_apply_kernel)
-  (a, cc, grad_out, x, gamma, save_mean, save_invstd, partial.as<double>(), grad_in, grad_gamma,
-   grad_beta);
+  (a, cc, grad_out, relu_out, x, gamma, save_mean, save_invstd, partial.as<double>(), grad_in,
+   grad_gamma, grad_beta, masked);
   ECH_CUDA_CHECK_LAUNCH("batch_norm_backward");
 }
 

@@ -29,20 +29,27 @@ __device__ Window window_of(const Pool2dGeometry& a, int64_t oh, int64_t ow) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (total); \
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
+// relu_first: every element is read through the ReLU (x > 0 ? x : 0, NaN -> 0), so y and argmax
+// are max_pool2d(relu(x))'s bit for bit and relu(x) is never stored.
 __global__ void max_pool2d_forward_kernel(Pool2dGeometry a, const float* x, float* y,
-                                          int64_t* argmax) {
+                                          int64_t* argmax, bool relu_first) {
   const int64_t total = a.n * a.c * a.out_h * a.out_w;
   ECH_GRID_STRIDE(i, total) {
     const int64_t ow = i % a.out_w, oh = (i / a.out_w) % a.out_h, p = i / (a.out_w * a.out_h);
     const float* plane = x + p * a.h * a.w;
+    const auto read = [plane, relu_first](int64_t j) {
+      const float v = plane[j];
+      return relu_first && !(v > 0.0f) ? 0.0f : v;
+    };
     const Window win = window_of(a, oh, ow);
     int64_t best = win.h0 * a.w + win.w0;
+    float best_value = read(best);
     for (int64_t ih = win.h0; ih < win.h1; ++ih)
       for (int64_t iw = win.w0; iw < win.w1; ++iw) {
-        const float v = plane[ih * a.w + iw];
-        if (v > plane[best] || isnan(v)) best = ih * a.w + iw;
+        const float v = read(ih * a.w + iw);
+        if (v > best_value || isnan(v)) best = ih * a.w + iw, best_value = v;
       }
-    y[i] = plane[best];
+    y[i] = best_value;
     argmax[i] = best;
   }
 }
@@ -104,9 +111,9 @@ __global__ void avg_pool2d_backward_kernel(Pool2dGeometry a, const float* grad_o
 // ------------------------------------------------------------------------------------
 
 void max_pool2d_forward(const Pool2dGeometry& a, const float* x, float* y, int64_t* argmax,
-                        cudaStream_t stream) {
+                        bool relu_first, cudaStream_t stream) {
   launch_1d("max_pool2d_forward", a.n * a.c * a.out_h * a.out_w, stream, max_pool2d_forward_kernel,
-            a, x, y, argmax);
+            a, x, y, argmax, relu_first);
 }
 
 void max_pool2d_backward(const Pool2dGeometry& a, const float* grad_out, const int64_t* argmax,

@@ -11,8 +11,9 @@
 
 namespace echelon::cuda {
 
+// relu_first: max_pool2d(relu(x)) without storing relu(x); its CPU twin is that composition.
 void max_pool2d_forward(const Pool2dGeometry& a, const float* x, float* y, int64_t* argmax,
-                        cudaStream_t stream);
+                        bool relu_first, cudaStream_t stream);
 void max_pool2d_backward(const Pool2dGeometry& a, const float* grad_out, const int64_t* argmax,
                          float* grad_in, cudaStream_t stream);
 void avg_pool2d_forward(const Pool2dGeometry& a, const float* x, float* y, cudaStream_t stream);

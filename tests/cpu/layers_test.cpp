@@ -122,6 +122,26 @@ TEST_SUITE("layers") {
     CHECK(max_abs_diff(seq.forward(x0), relu(bn->forward(x0))) == 0.0);
   }
 
+  TEST_CASE("ops::set_fused_ops(false) (--no-fuse): the fusing pairs run as separate nodes") {
+    Generator gen(9);
+    Tensor x0 = ops::randn({2, 3, 6, 6}, gen);
+    x0.set_requires_grad(true);  // the pooling pair has no parameters
+    Sequential bn_relu({std::make_shared<BatchNorm2d>(3), std::make_shared<ReLU>()});
+    Sequential relu_pool({std::make_shared<ReLU>(), std::make_shared<MaxPool2d>(2)});
+    for (bool fuse : {true, false}) {
+      CAPTURE(fuse);
+      ops::set_fused_ops(fuse);
+      const Tensor y = bn_relu.forward(x0), pooled = relu_pool.forward(x0);
+      ops::set_fused_ops(true);
+      REQUIRE(y.grad_fn());
+      REQUIRE(pooled.grad_fn());
+      CHECK(y.grad_fn()->name() == (fuse ? "batch_norm_relu" : "relu"));
+      CHECK(pooled.grad_fn()->name() == (fuse ? "relu_max_pool2d" : "max_pool2d"));
+      CHECK(max_abs_diff(pooled,
+                         ops::max_pool2d(ops::relu(x0.detach()), Pool2dGeometry(), nullptr)) == 0);
+    }
+  }
+
   TEST_CASE("Dropout: identity in eval, drops about p and rescales in training") {
     Dropout drop(0.25, 11);
     Tensor x = ops::add(Tensor::ones({64, 33}), 0.5);

@@ -141,6 +141,22 @@ void pool_cases() {
            return ops::max_pool2d_backward(in[0], argmax, in[1].shape());
          },
          tol});
+    // The fused ReLU + max pooling (CUDA; the CPU reference composes them): ties at 0 pick the
+    // window's first, like the composition.
+    add({"max_pool2d_relu_first/" + name,
+         "pool",
+         {f32(x)},
+         [p](const auto& in) { return ops::max_pool2d(in[0], p, nullptr, /*relu_first=*/true); },
+         tol});
+    add({"max_pool2d_relu_first_argmax/" + name,
+         "pool",
+         {f32(x)},
+         [p](const auto& in) {
+           Tensor argmax;
+           ops::max_pool2d(in[0], p, &argmax, /*relu_first=*/true);
+           return argmax;
+         },
+         Tolerance{0, 0}});
     add({"avg_pool2d/" + name,
          "pool",
          {f32(x)},
@@ -196,6 +212,43 @@ void norm_cases() {
          [bn_backward](const auto& in) { return bn_backward(in).gamma; }, Tolerance{1e-4, 1e-4}});
     add({"batch_norm_backward_beta" + rank, "norm", backward_inputs,
          [bn_backward](const auto& in) { return bn_backward(in).beta; }, Tolerance{1e-4, 1e-4}});
+    // The fused epilogues (CUDA kernels; the CPU reference is the naive ops composed):
+    // ReLU(bn(x)) and ReLU(bn(x) + residual), and their backward with the mask inside.
+    add({"batch_norm_train_relu" + rank, "norm", train_inputs,
+         [](const auto& in) {
+           Tensor rm = in[3].clone(), rv = in[4].clone();
+           return ops::batch_norm_train(in[0], in[1], in[2], rm, rv, 0.1, 1e-5, /*relu=*/true).out;
+         },
+         tol});
+    // inputs: x, gamma, beta, residual
+    const std::vector<InputSpec> residual_inputs = {f32(x, -1.0, 3.0), gamma, beta, f32(x)};
+    add({"batch_norm_train_add_relu" + rank, "norm", residual_inputs,
+         [](const auto& in) {
+           Tensor rm, rv;
+           return ops::batch_norm_train(in[0], in[1], in[2], rm, rv, 0.1, 1e-5, true, in[3]).out;
+         },
+         tol});
+    // inputs: grad_out, x, gamma, beta, residual
+    const std::vector<InputSpec> relu_backward_inputs = {f32(x), f32(x, -1.0, 3.0), gamma, beta,
+                                                         f32(x)};
+    const auto bn_relu_backward = [](const std::vector<Tensor>& in) {
+      Tensor rm, rv;
+      const auto fwd = ops::batch_norm_train(in[1], in[2], in[3], rm, rv, 0.1, 1e-5, true, in[4]);
+      return ops::batch_norm_backward(in[0], in[1], in[2], fwd.save_mean, fwd.save_invstd,
+                                      /*relu_out=*/fwd.out, /*want_masked=*/true);
+    };
+    add({"batch_norm_backward_relu_input" + rank, "norm", relu_backward_inputs,
+         [bn_relu_backward](const auto& in) { return bn_relu_backward(in).input; },
+         Tolerance{1e-4, 1e-4}});
+    add({"batch_norm_backward_relu_gamma" + rank, "norm", relu_backward_inputs,
+         [bn_relu_backward](const auto& in) { return bn_relu_backward(in).gamma; },
+         Tolerance{1e-4, 1e-4}});
+    add({"batch_norm_backward_relu_beta" + rank, "norm", relu_backward_inputs,
+         [bn_relu_backward](const auto& in) { return bn_relu_backward(in).beta; },
+         Tolerance{1e-4, 1e-4}});
+    add({"batch_norm_backward_relu_masked" + rank, "norm", relu_backward_inputs,
+         [bn_relu_backward](const auto& in) { return bn_relu_backward(in).masked; },
+         Tolerance{0, 0}});
   }
   const Shape lx = {3, 7, 5, 9};
   for (int64_t size : {3, 4}) {
