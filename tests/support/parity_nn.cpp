@@ -77,6 +77,17 @@ void conv_cases() {
              return ops::conv2d_backward(in[0], in[1], in[2], false, true, p).input;
            },
            tol});
+      // The input gradient added into a running sum (input_sum): in the implicit GEMM's store
+      // where it takes the shape (8 or more input channels), else computed, then added.
+      std::vector<InputSpec> sum_inputs = backward_inputs;
+      sum_inputs.push_back(f32(g.x));
+      add({"conv2d_backward_input_sum" + suffix, "conv", sum_inputs,
+           [impl = impl, p](const auto& in) {
+             ConvImplScope scope(impl);
+             const Tensor sum = in[3].clone();
+             return ops::conv2d_backward(in[0], in[1], in[2], false, true, p, true, sum).input;
+           },
+           tol});
       add({"conv2d_backward_weight" + suffix, "conv", backward_inputs,
            [impl = impl, p](const auto& in) {
              ConvImplScope scope(impl);
