@@ -176,9 +176,8 @@ struct Conv2dGrads {
 };
 // input_sum (with need_input; may be undefined): a contiguous tensor of x's shape, dtype and device
 // that the input's gradient is added to (input_sum + value, in place); .input is then input_sum.
-// The fast CPU path and our CUDA implicit GEMM add in their store pass where they can
-// (conv2d_backward_input_adds, CPU and CUDA), else the gradient is computed, then added: the
-// autograd engine's sum of a tensor's gradients.
+// The fast CPU path adds in its store pass where it can (conv2d_backward_input_adds), else the
+// gradient is computed, then added: the autograd engine's sum of a tensor's gradients.
 Conv2dGrads conv2d_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight,
                             bool has_bias, bool need_input, const Conv2dGeometry& g,
                             bool need_weight = true, const Tensor& input_sum = Tensor());

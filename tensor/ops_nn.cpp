@@ -162,24 +162,6 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   return y;
 }
 
-namespace {
-
-// Whether conv2d_backward adds x's gradient into a running sum in its own store pass: our CUDA
-// implicit GEMM (not cuDNN) and the fast CPU path take some shapes; elsewhere the gradient is
-// computed, then added (the naive twins' composition, which the parity cases compare against).
-bool conv_input_gradient_adds(const Tensor& x, const Conv2dGeometry& a) {
-  if (x.is_cuda()) {
-#if ECHELON_WITH_CUDA
-    return conv_impl() == ConvImpl::Ours && cuda::conv2d_backward_input_adds(a);
-#else
-    return false;
-#endif
-  }
-  return x.dtype() == kFloat32 && cpu_conv_is_fast() && cpu::fast::conv2d_backward_input_adds(a);
-}
-
-}  // namespace
-
 Conv2dGrads conv2d_backward(const Tensor& grad_out_in, const Tensor& x_in, const Tensor& weight_in,
                             bool has_bias, bool need_input, const Conv2dGeometry& window,
                             bool need_weight, const Tensor& input_sum) {
@@ -193,20 +175,13 @@ Conv2dGrads conv2d_backward(const Tensor& grad_out_in, const Tensor& x_in, const
     check_shape(op, input_sum, x_in.shape(), "input_sum");
     ECH_CHECK(input_sum.is_contiguous(), op, ": input_sum ", input_sum.describe(),
               " is added to in place and must be contiguous");
-    if (conv_input_gradient_adds(x_in, a)) {
+    if (!x_in.is_cuda() && x_in.dtype() == kFloat32 && cpu_conv_is_fast() &&
+        cpu::fast::conv2d_backward_input_adds(a)) {
       Conv2dGrads grads =
           conv2d_backward(grad_out_in, x_in, weight_in, has_bias, false, window, need_weight);
       const Tensor grad_out = grad_out_in.contiguous(), weight = weight_in.contiguous();
-      if (x_in.is_cuda()) {
-#if ECHELON_WITH_CUDA
-        cuda::DeviceGuard guard(x_in.device().index);
-        cuda::conv2d_backward_input_add(a, grad_out.data<float>(), weight.data<float>(),
-                                        input_sum.data<float>(), stream_of(x_in));
-#endif
-      } else {
-        cpu::fast::conv2d_backward_input_add(a, grad_out.data<float>(), weight.data<float>(),
-                                             input_sum.data<float>());
-      }
+      cpu::fast::conv2d_backward_input_add(a, grad_out.data<float>(), weight.data<float>(),
+                                           input_sum.data<float>());
       grads.input = input_sum;
       return grads;
     }

@@ -154,7 +154,7 @@ void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const
                            float* grad_in, int device, cudaStream_t stream) {
   const int64_t rows = a.c * a.kernel_h * a.kernel_w, plane = a.out_h * a.out_w;
   if (a.n * a.c * a.h * a.w == 0) return;
-  if (conv2d_backward_input_adds(a))
+  if (use_implicit(a) && a.c >= kImplicitMinInputChannels)
     return conv2d_backward_input_implicit(a, grad_out, w, grad_in, stream);
   Columns cols(a, device, stream);
   for (int64_t n0 = 0; n0 < a.n; n0 += cols.chunk()) {
@@ -164,17 +164,6 @@ void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const
                          cols.per_image(), images, stream);
     col2im(cols.data(), grad_in + n0 * a.c * a.h * a.w, a.with_images(images), stream);
   }
-}
-
-bool conv2d_backward_input_adds(const Conv2dGeometry& a) {
-  return use_implicit(a) && a.c >= kImplicitMinInputChannels;
-}
-
-void conv2d_backward_input_add(const Conv2dGeometry& a, const float* grad_out, const float* w,
-                               float* grad_in_sum, cudaStream_t stream) {
-  ECH_CHECK(conv2d_backward_input_adds(a), "conv2d_backward_input_add: not an implicit-GEMM ",
-            "input gradient (", a.c, " input channels)");
-  conv2d_backward_input_add_implicit(a, grad_out, w, grad_in_sum, stream);
 }
 
 void conv2d_backward_weight(const Conv2dGeometry& a, const float* grad_out, const float* x,

@@ -24,14 +24,6 @@ void conv2d_forward(const Conv2dGeometry& a, const float* x, const float* w, con
 // Overwrites grad_in (N, C, H, W).
 void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const float* w,
                            float* grad_in, int device, cudaStream_t stream);
-// Whether conv2d_backward_input_add takes this convolution (the implicit GEMM's input gradient);
-// elsewhere the caller computes the gradient, then adds it.
-bool conv2d_backward_input_adds(const Conv2dGeometry& a);
-// grad_in_sum (N, C, H, W) += the input gradient, added in the GEMM's store: the autograd
-// engine's running sum at a tensor with two consumers (a ResNet block's input). CPU twin: the
-// gradient of conv2d_backward_input, then added (tensor/ops_nn.cpp's composition).
-void conv2d_backward_input_add(const Conv2dGeometry& a, const float* grad_out, const float* w,
-                               float* grad_in_sum, cudaStream_t stream);
 // Overwrites grad_w (O, C, KH, KW).
 void conv2d_backward_weight(const Conv2dGeometry& a, const float* grad_out, const float* x,
                             float* grad_w, int device, cudaStream_t stream);

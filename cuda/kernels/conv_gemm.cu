@@ -174,9 +174,7 @@ struct ConvOperands {
     return gather_input(g, b_src, k / g.plane, n, k % g.plane);
   }
 
-  // C(m, n) = v (+ bias[m] in the forward); grad input adds v to out's element instead when
-  // `bias` is not null (never read there: the running sum is out itself, see
-  // conv2d_backward_input_add_implicit); grad weight writes its group's partial (or grad_w).
+  // C(m, n) = v (+ bias[m] in the forward); grad weight writes its group's partial (or grad_w).
   __device__ void store(float* out, const float* bias, int64_t m_wide, int64_t n_wide,
                         float v) const {
     if (m_wide >= g.M || n_wide >= g.N) return;
@@ -184,8 +182,7 @@ struct ConvOperands {
     if constexpr (P == ConvPass::Forward) {
       out[((n / plane) * g.o + m) * plane + n % plane] = v + (bias ? bias[m] : 0.0f);
     } else if constexpr (P == ConvPass::BackwardData) {
-      float& dst = out[((n / g.pixels) * g.c + m) * g.pixels + n % g.pixels];
-      dst = bias ? dst + v : v;
+      out[((n / g.pixels) * g.c + m) * g.pixels + n % g.pixels] = v;
     } else {  // the partials of all groups may pass 2^31 elements
       out[static_cast<int64_t>(blockIdx.z) * g.M * g.N + m * g.N + n] = v;
     }
@@ -406,16 +403,6 @@ void conv2d_backward_input_implicit(const Conv2dGeometry& a, const float* grad_o
   launch_conv_gemm<ConvPass::BackwardData>("conv2d_backward_input (implicit GEMM)", a, w, grad_out,
                                            nullptr, grad_in, 1, ceil_div(s.K, slice_depth()),
                                            stream);
-}
-
-void conv2d_backward_input_add_implicit(const Conv2dGeometry& a, const float* grad_out,
-                                        const float* w, float* grad_in_sum, cudaStream_t stream) {
-  const GemmShape s = gemm_shape(ConvPass::BackwardData, a);
-  if (s.M * s.N == 0) return;
-  // One block writes each element once (no split-K here), so reading it back is race-free.
-  launch_conv_gemm<ConvPass::BackwardData>("conv2d_backward_input (implicit GEMM, adding)", a, w,
-                                           grad_out, /*bias: "add"=*/grad_in_sum, grad_in_sum, 1,
-                                           ceil_div(s.K, slice_depth()), stream);
 }
 
 void conv2d_backward_weight_implicit(const Conv2dGeometry& a, const float* grad_out, const float* x,

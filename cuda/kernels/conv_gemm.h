@@ -21,9 +21,6 @@ void conv2d_forward_implicit(const Conv2dGeometry& a, const float* x, const floa
 // Overwrites grad_in (N, C, H, W).
 void conv2d_backward_input_implicit(const Conv2dGeometry& a, const float* grad_out, const float* w,
                                     float* grad_in, cudaStream_t stream);
-// grad_in_sum (N, C, H, W) += the input gradient, in the GEMM's store (no second pass).
-void conv2d_backward_input_add_implicit(const Conv2dGeometry& a, const float* grad_out,
-                                        const float* w, float* grad_in_sum, cudaStream_t stream);
 // Overwrites grad_w (O, C, KH, KW).
 void conv2d_backward_weight_implicit(const Conv2dGeometry& a, const float* grad_out, const float* x,
                                      float* grad_w, cudaStream_t stream);

@@ -77,8 +77,8 @@ void conv_cases() {
              return ops::conv2d_backward(in[0], in[1], in[2], false, true, p).input;
            },
            tol});
-      // The input gradient added into a running sum (input_sum): in the implicit GEMM's store
-      // where it takes the shape (8 or more input channels), else computed, then added.
+      // The input gradient added into a running sum (input_sum, the autograd engine's sum at a
+      // ResNet block's input): on CUDA computed, then added; the reference composes the twins.
       std::vector<InputSpec> sum_inputs = backward_inputs;
       sum_inputs.push_back(f32(g.x));
       add({"conv2d_backward_input_sum" + suffix, "conv", sum_inputs,
