@@ -86,7 +86,7 @@ struct Loader::Impl {
   Batch make_batch(std::vector<Sample>& group) const;
   // A made batch of `items` examples, with its echo copies (echo at batch), through push.
   template <typename Push>
-  bool emit_batch(Batch batch, int64_t items, Push& push);
+  bool emit_batch(const Batch& batch, int64_t items, Push& push);
   // Empty (B, C, H, W) images and (B) labels, pinned for a CUDA device (the transfer's source).
   Batch empty_batch(int64_t b) const;
 
@@ -309,11 +309,11 @@ bool Loader::Impl::flush_batch(bool last, Push& push) {
   Batch batch = make_batch(group);
   batch_stats.add_busy(Clock::now() - work_start);
   batch_stats.traced(0, batch_number, work_start);
-  return emit_batch(std::move(batch), items, push);
+  return emit_batch(batch, items, push);
 }
 
 template <typename Push>
-bool Loader::Impl::emit_batch(Batch batch, int64_t items, Push& push) {
+bool Loader::Impl::emit_batch(const Batch& batch, int64_t items, Push& push) {
   int64_t copies = 1;
   if (options.echo_at == EchoPlacement::Batch) {
     copies = echo_copies(current_factor(), options.seed, epoch, batch_number);

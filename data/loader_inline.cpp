@@ -205,7 +205,7 @@ void Loader::Impl::fill_direct() {
     hand_out_inline(std::move(made));
     return true;
   };
-  guarded(control, "batch", batch_number, [&] { emit_batch(std::move(batch), filled, push); });
+  guarded(control, "batch", batch_number, [&] { emit_batch(batch, filled, push); });
 }
 
 }  // namespace echelon::data
