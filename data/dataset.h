@@ -72,6 +72,16 @@ class Dataset {
   virtual void decode_augment(const RawRecord& record, const AugmentOptions& augment,
                               const AugmentKey& key, std::vector<float>& out, int64_t& height,
                               int64_t& width) const;
+
+  // The inline loader's direct path (Loader::Impl::fill_direct, data/loader_inline.cpp): true when
+  // read_into() writes an example without any per-example record or buffer (in-memory sets: IDX,
+  // CIFAR-10). Default: false (read_into() then still works, through read() and decode_augment()).
+  virtual bool reads_into() const { return false; }
+  // read() + decode_augment() of example `index` straight into `out`, a batch slot of `out_size`
+  // floats (C * H * W of the augmented image; a mismatch throws naming the example); returns the
+  // label. Bit-identical to the two calls. Throws as read() and decode_augment() do.
+  virtual int64_t read_into(int64_t index, const AugmentOptions& augment, const AugmentKey& key,
+                            float* out, int64_t out_size) const;
 };
 
 // A whole labelled set in memory: the training loop's simple path.

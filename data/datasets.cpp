@@ -96,6 +96,8 @@ class MemoryDataset final : public Dataset {
     channels_ = images_.size(1);
     height_ = images_.size(2);
     width_ = images_.size(3);
+    pixels_ = images_.data<uint8_t>();
+    label_values_ = labels_.data<int64_t>();
   }
   int64_t size() const override { return images_.size(0); }
   int64_t num_classes() const override { return set_.num_classes; }
@@ -139,6 +141,28 @@ class MemoryDataset final : public Dataset {
     height = height_;
     width = width_;
   }
+  // Straight from the stored bytes into the batch slot: no record (its byte copy and source
+  // string), no float buffer. With a crop or flip the image is copied once for augment_image.
+  bool reads_into() const override { return true; }
+  int64_t read_into(int64_t index, const AugmentOptions& augment, const AugmentKey& key, float* out,
+                    int64_t out_size) const override {
+    ECH_CHECK(index >= 0 && index < size(), name_, ": index ", index, " out of range [0, ", size(),
+              ")");
+    const int64_t item = channels_ * height_ * width_;
+    const uint8_t* first = pixels_ + index * item;
+    if (augment.crop_to > 0 || augment.crop_padding > 0 || augment.horizontal_flip) {
+      const Image image = augment_image(
+          {height_, width_, channels_, std::vector<uint8_t>(first, first + item)}, augment, key);
+      ECH_CHECK(image.numel() == out_size, name_, "[", index, "]: augmented image is ",
+                image.numel(), " values, a batch example is ", out_size);
+      to_float(image, augment, out);
+    } else {
+      ECH_CHECK(item == out_size, name_, "[", index, "]: image is ", item,
+                " values, a batch example is ", out_size);
+      to_float(first, channels_, height_ * width_, augment, out);
+    }
+    return label_values_[index];
+  }
 
  private:
   void check_record(const RawRecord& record) const {
@@ -151,6 +175,8 @@ class MemoryDataset final : public Dataset {
   std::string name_;
   Tensor images_, labels_;
   int64_t channels_ = 0, height_ = 0, width_ = 0;
+  const uint8_t* pixels_ = nullptr;        // images_'s (N, C, H, W) bytes
+  const int64_t* label_values_ = nullptr;  // labels_'s
 };
 
 class SyntheticDataset final : public Dataset {
@@ -210,6 +236,18 @@ void Dataset::decode_augment(const RawRecord& record, const AugmentOptions& augm
   to_float(image, augment, out.data());
   height = image.height;
   width = image.width;
+}
+
+int64_t Dataset::read_into(int64_t index, const AugmentOptions& augment, const AugmentKey& key,
+                           float* out, int64_t out_size) const {
+  const RawRecord record = read(index);
+  std::vector<float> values;
+  int64_t height = 0, width = 0;
+  decode_augment(record, augment, key, values, height, width);
+  ECH_CHECK(static_cast<int64_t>(values.size()) == out_size, record.source, ": image is ",
+            values.size(), " values, a batch example is ", out_size);
+  std::copy(values.begin(), values.end(), out);
+  return record.label;
 }
 
 LabeledImages load_idx(const std::string& images_path, const std::string& labels_path) {

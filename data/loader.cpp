@@ -96,6 +96,9 @@ Loader::Impl::Impl(const Dataset& dataset, const LoaderOptions& options, int64_t
             dataset.fuses_decode_augment(options.augment)),
       reads_in_decode(dataset.in_memory()),
       one_thread(options.workers == 1 && reads_in_decode && !options.device.is_cuda()),
+      direct((options.workers == 0 || one_thread) && fused && dataset.reads_into() &&
+             options.shuffle_buffer == 0 && options.echo_factor == 1.0 && !options.echo_auto &&
+             !options.on_work),
       records(ring_slots(options, options.ring_capacity, !reads_in_decode)),
       decoded(ring_slots(options, options.ring_capacity, !fused && !one_thread)),
       samples(ring_slots(options, options.ring_capacity, !one_thread)),
@@ -167,15 +170,20 @@ std::optional<RawRecord> Loader::Impl::claim_and_read(int worker) {
   }
 }
 
-Batch Loader::Impl::make_batch(std::vector<Sample>& group) const {
-  const auto b = static_cast<int64_t>(group.size());
-  const int64_t item = shape[0] * shape[1] * shape[2];
+Batch Loader::Impl::empty_batch(int64_t b) const {
   // For a GPU the batch is built straight in pinned memory, so the transfer stage copies it to the
   // device asynchronously without first copying it into a pinned staging buffer.
   const bool pinned = options.device.is_cuda();
   Batch batch;
   batch.images = Tensor::empty({b, shape[0], shape[1], shape[2]}, kFloat32, Device::cpu(), pinned);
   batch.labels = Tensor::empty({b}, kInt64, Device::cpu(), pinned);
+  return batch;
+}
+
+Batch Loader::Impl::make_batch(std::vector<Sample>& group) const {
+  const auto b = static_cast<int64_t>(group.size());
+  const int64_t item = shape[0] * shape[1] * shape[2];
+  Batch batch = empty_batch(b);
   float* images = batch.images.data<float>();
   int64_t* labels = batch.labels.data<int64_t>();
   for (int64_t i = 0; i < b; ++i) {

@@ -18,7 +18,9 @@
 // workers claim indices from the epoch's order (no source thread), an in-memory data set is read
 // by the decode workers (its read is a copy), and the shuffle buffer runs on the batch thread. An
 // in-memory set with workers = 1 (batches on the CPU) runs the inline driver on one thread, whose
-// batches cross one ring to next().
+// batches cross one ring to next(). The inline driver writes an in-memory set's examples straight
+// into the batch (Dataset::read_into) when nothing sits between decode+augment and batching (no
+// shuffle buffer, no echo, no trace hook): same batches, no per-example buffers.
 //
 // Data echoing (Choi et al. 2019): when the consumer (a training step) is R times faster than the
 // upstream stages, repeating each example e ~= R times keeps it busy. AN EPOCH COUNTS FRESH

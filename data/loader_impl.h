@@ -84,6 +84,11 @@ struct Loader::Impl {
   template <typename Push>
   bool flush_batch(bool last, Push& push);
   Batch make_batch(std::vector<Sample>& group) const;
+  // A made batch of `items` examples, with its echo copies (echo at batch), through push.
+  template <typename Push>
+  bool emit_batch(const Batch& batch, int64_t items, Push& push);
+  // Empty (B, C, H, W) images and (B) labels, pinned for a CUDA device (the transfer's source).
+  Batch empty_batch(int64_t b) const;
 
   // --- The threaded driver (loader.cpp).
   void start_threads();
@@ -115,6 +120,9 @@ struct Loader::Impl {
   void feed_inline(int64_t index);
   void finish_inline();
   void hand_out_inline(Batch batch);
+  // The direct path: the next batch's examples read straight into its slots
+  // (Dataset::read_into), no record, sample, shuffle buffer or group in between.
+  void fill_direct();
 
   const Dataset& dataset;
   const LoaderOptions options;
@@ -130,6 +138,12 @@ struct Loader::Impl {
   // workers = 1, an in-memory data set, batches on the CPU: one thread runs the inline driver and
   // hands its batches over the `batches` ring, the only thread boundary (run_inline_worker).
   const bool one_thread;
+  // The inline driver (and one_thread's) fills each batch straight from the data set
+  // (fill_direct) when nothing sits between decode+augment and batching: an in-memory set
+  // (Dataset::reads_into), the fused stage, no shuffle buffer, no echo, no trace hook. An example
+  // then costs its conversion to floats and nothing else: no allocations, no copies, no clock
+  // reads. Same batches bit for bit (the epoch's order straight into groups of batch_size).
+  const bool direct;
   PipelineControl control;
   // The threaded driver's rings (one slot each where unused). The source (`order`, claimed by
   // the first stage) and the shuffle buffer (on the batch thread) need neither thread nor ring:
@@ -295,6 +309,11 @@ bool Loader::Impl::flush_batch(bool last, Push& push) {
   Batch batch = make_batch(group);
   batch_stats.add_busy(Clock::now() - work_start);
   batch_stats.traced(0, batch_number, work_start);
+  return emit_batch(batch, items, push);
+}
+
+template <typename Push>
+bool Loader::Impl::emit_batch(const Batch& batch, int64_t items, Push& push) {
   int64_t copies = 1;
   if (options.echo_at == EchoPlacement::Batch) {
     copies = echo_copies(current_factor(), options.seed, epoch, batch_number);

@@ -45,7 +45,9 @@ std::optional<Batch> Loader::Impl::next_inline() {
   if (options.device.is_cuda()) device.emplace(options.device.index);
 #endif
   while (ready.empty() && !control.stopped() && !input_done) {
-    if (next_order < order.size()) {
+    if (direct) {
+      fill_direct();
+    } else if (next_order < order.size()) {
       // The example after next is on its way from memory while these two are worked on.
       if (next_order + kPrefetchAhead < order.size())
         dataset.prefetch(order[next_order + kPrefetchAhead]);
@@ -140,6 +142,70 @@ void Loader::Impl::hand_out_inline(Batch batch) {
   }
 #endif
   ready.push_back(std::move(batch));
+}
+
+// The next batch_size examples of the order (fewer at its end), each read, decoded, augmented
+// and converted straight into its slot of the batch: what feed_inline + flush_batch do, minus
+// the record, the sample's float buffer and the copy into the batch. The counters move as the
+// stages' would (items in and out; the fused stage's busy time covers the whole fill), with two
+// clock reads per batch instead of four per example.
+void Loader::Impl::fill_direct() {
+  const int64_t item = shape[0] * shape[1] * shape[2];
+  const int64_t capacity = options.batch_size;
+  Batch batch = empty_batch(capacity);
+  float* images = batch.images.data<float>();
+  int64_t* labels = batch.labels.data<int64_t>();
+  const auto work_start = Clock::now();
+  int64_t filled = 0, taken = 0;
+  bool failed = false;
+  while (filled < capacity && next_order < order.size() && !failed) {
+    if (next_order + kPrefetchAhead < order.size())
+      dataset.prefetch(order[next_order + kPrefetchAhead]);
+    const int64_t index = order[next_order++];
+    ++taken;
+    try {
+      labels[filled] = dataset.read_into(index, options.augment, {options.seed, epoch, index, 0},
+                                         images + filled * item, item);
+      ++filled;
+    } catch (const Error& e) {  // a bad sample, as decode_augment_one treats it
+      if (skip_bad()) {
+        skipped.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        control.fail(decode_stats.name, index, message_of(e));
+        failed = true;
+      }
+    } catch (const std::exception& e) {
+      control.fail(decode_stats.name, index, message_of(e));
+      failed = true;
+    }
+  }
+  if (next_order == order.size()) input_done = true;
+  decode_stats.add_busy(Clock::now() - work_start);
+  // As the stages count an in-memory example: its read (a copy) succeeds, a bad one fails in
+  // decode+augment.
+  source_stats.outputs.fetch_add(taken, std::memory_order_relaxed);
+  read_stats.inputs.fetch_add(taken, std::memory_order_relaxed);
+  read_stats.outputs.fetch_add(taken, std::memory_order_relaxed);
+  decode_stats.inputs.fetch_add(taken, std::memory_order_relaxed);
+  decode_stats.outputs.fetch_add(filled, std::memory_order_relaxed);
+  shuffle_stats.inputs.fetch_add(filled, std::memory_order_relaxed);
+  shuffle_stats.outputs.fetch_add(filled, std::memory_order_relaxed);
+  batch_stats.inputs.fetch_add(filled, std::memory_order_relaxed);
+  if (options.echo_at == EchoPlacement::AfterAugment) count_copies(1, filled);
+  if (failed) return;
+  if (filled == 0 || (filled < capacity && options.drop_last)) return;
+  if (filled < capacity) {  // the epoch's last, smaller batch: its own tensors, as make_batch's
+    Batch last = empty_batch(filled);
+    std::copy(images, images + filled * item, last.images.data<float>());
+    std::copy(labels, labels + filled, last.labels.data<int64_t>());
+    batch = std::move(last);
+  }
+  batch.fresh = filled;
+  auto push = [this](Batch made) {
+    hand_out_inline(std::move(made));
+    return true;
+  };
+  guarded(control, "batch", batch_number, [&] { emit_batch(batch, filled, push); });
 }
 
 }  // namespace echelon::data

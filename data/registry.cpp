@@ -38,6 +38,13 @@ class PrefixDataset final : public Dataset {
                       std::vector<float>& out, int64_t& height, int64_t& width) const override {
     inner_->decode_augment(record, augment, key, out, height, width);
   }
+  bool reads_into() const override { return inner_->reads_into(); }
+  int64_t read_into(int64_t index, const AugmentOptions& augment, const AugmentKey& key, float* out,
+                    int64_t out_size) const override {
+    ECH_CHECK(index >= 0 && index < size_, name(), ": index ", index, " out of range [0, ", size_,
+              ")");
+    return inner_->read_into(index, augment, key, out, out_size);
+  }
 
  private:
   std::shared_ptr<Dataset> inner_;

@@ -4,6 +4,10 @@
 #include <cmath>
 #include <string_view>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include <echelon/base/error.h>
 #include <echelon/data/random_keys.h>
 
@@ -222,11 +226,47 @@ void to_float(const uint8_t* pixels, int64_t channels, int64_t plane, const Augm
               float* out) {
   for (int64_t ch = 0; ch < channels; ++ch) {
     const ChannelNormalise channel = normalise_channel(options, channels, ch);
-    const uint8_t* src = pixels + ch * plane;
-    float* dst = out + ch * plane;
-    for (int64_t p = 0; p < plane; ++p)
-      dst[p] = static_cast<float>(src[p]) * channel.scale + channel.shift;
+    to_float_plane(pixels + ch * plane, plane, channel, out + ch * plane);
   }
+}
+
+namespace {
+
+void to_float_plane_portable(const uint8_t* src, int64_t n, ChannelNormalise channel, float* dst) {
+  for (int64_t p = 0; p < n; ++p)
+    dst[p] = static_cast<float>(src[p]) * channel.scale + channel.shift;
+}
+
+#if defined(__x86_64__)
+// 16 pixels per step (the portable loop's SSE2 does 4). A multiply then an add, each rounded, as
+// the portable loop (the build has -ffp-contract=off: no FMA), so the floats are the same bits.
+__attribute__((target("avx512f"))) void to_float_plane_avx512(const uint8_t* src, int64_t n,
+                                                              ChannelNormalise channel,
+                                                              float* dst) {
+  const __m512 scale = _mm512_set1_ps(channel.scale);
+  const __m512 shift = _mm512_set1_ps(channel.shift);
+  int64_t p = 0;
+  for (; p + 16 <= n; p += 16) {
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + p));
+    // The maskz forms (all lanes): GCC 12's plain ones read an "undefined" vector it warns about.
+    const __m512 x = _mm512_maskz_cvtepi32_ps(0xFFFF, _mm512_maskz_cvtepu8_epi32(0xFFFF, bytes));
+    _mm512_storeu_ps(dst + p, _mm512_add_ps(_mm512_mul_ps(x, scale), shift));
+  }
+  to_float_plane_portable(src + p, n - p, channel, dst + p);
+}
+#endif
+
+}  // namespace
+
+void to_float_plane(const uint8_t* src, int64_t n, ChannelNormalise channel, float* dst) {
+#if defined(__x86_64__)
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  if (avx512) {
+    to_float_plane_avx512(src, n, channel, dst);
+    return;
+  }
+#endif
+  to_float_plane_portable(src, n, channel, dst);
 }
 
 }  // namespace echelon::data

@@ -77,5 +77,8 @@ void to_float(const Image& image, const AugmentOptions& options, float* out);  /
 // The same on raw pixels: `channels` planes of `plane` bytes each.
 void to_float(const uint8_t* pixels, int64_t channels, int64_t plane, const AugmentOptions& options,
               float* out);  // pixels, out: (C, H, W)
+// One plane: dst[p] = float(src[p]) * scale + shift for p < n (AVX-512 where the CPU has it; the
+// same bits as the scalar expression).
+void to_float_plane(const uint8_t* src, int64_t n, ChannelNormalise channel, float* dst);
 
 }  // namespace echelon::data
