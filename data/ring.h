@@ -208,7 +208,7 @@ struct Cell {
 // can never rule out that the consumer has drained the ring and gone to sleep. A merged
 // per-push check (room for the next item and no sleeper, one word) would need the next push's
 // entry to test its outcome again. Measured cost (RESULTS.md, cpu21): ~2% of two-thread
-// busy-spin throughput, ~8% when one thread pushes and pops (pure instruction count).
+// busy-spin throughput, ~20% when one thread pushes and pops (pure instruction count).
 template <typename T>
 class SpscRing {
  public:
