@@ -1,6 +1,7 @@
 // Ring throughput, items/s through a bounded queue of 1024 slots, against two peers built here:
-//  - ReferenceSpsc: the textbook fastest single-producer queue (two cache-line-separated indices,
-//    each side's cached copy of the other's index, acquire/release only; no close, no parking);
+//  - ReferenceSpsc (bench/reference_spsc.h): the textbook fastest single-producer queue (two
+//    separated indices, each side's cached copy of the other's, acquire/release only; no close, no
+//    parking);
 //  - MutexQueue: one mutex + two condition variables (what a lock-free ring must beat).
 // Modes: "spin" = both sides busy-spin on try_push/try_pop (the reference's only mode);
 // "block" = push/pop (spin, yield, park) with close() ending the stream. Threads are pinned to
@@ -23,8 +24,11 @@
 
 #include <echelon/data/ring.h>
 
+#include "reference_spsc.h"
+
 namespace {
 
+using echelon::bench::ReferenceSpsc;
 using echelon::data::MpmcRing;
 using echelon::data::SpscRing;
 using echelon::data::WakeCheck;
@@ -36,42 +40,6 @@ constexpr size_t kCapacity = 1024;
 template <typename T>
 struct FencedSpscRing : SpscRing<T> {
   explicit FencedSpscRing(size_t capacity) : SpscRing<T>(capacity, WakeCheck::Fenced) {}
-};
-
-template <typename T>
-class ReferenceSpsc {
- public:
-  explicit ReferenceSpsc(size_t capacity)
-      : mask_(capacity - 1), slots_(std::make_unique<T[]>(capacity)) {}
-  bool try_push(const T& value) {
-    const size_t tail = tail_.load(std::memory_order_relaxed);
-    if (tail - cached_head_ > mask_) {
-      cached_head_ = head_.load(std::memory_order_acquire);
-      if (tail - cached_head_ > mask_) return false;
-    }
-    slots_[tail & mask_] = value;
-    tail_.store(tail + 1, std::memory_order_release);
-    return true;
-  }
-  std::optional<T> try_pop() {
-    const size_t head = head_.load(std::memory_order_relaxed);
-    if (head == cached_tail_) {
-      cached_tail_ = tail_.load(std::memory_order_acquire);
-      if (head == cached_tail_) return std::nullopt;
-    }
-    std::optional<T> value(slots_[head & mask_]);
-    head_.store(head + 1, std::memory_order_release);
-    return value;
-  }
-
- private:
-  const size_t mask_;
-  std::unique_ptr<T[]> slots_;
-  alignas(64) std::atomic<size_t> head_{0};
-  size_t cached_tail_ = 0;
-  alignas(64) std::atomic<size_t> tail_{0};
-  size_t cached_head_ = 0;
-  char pad_[64 - sizeof(size_t)];  // the next object does not share the producer's line
 };
 
 // Bounded queue guarded by one mutex and two condition variables.
