@@ -90,6 +90,20 @@ void open_image_folder(DatasetSplits& d, const std::string& dir, const DatasetLi
   }
 }
 
+// A missing data set folder is the usual first error: say where the files come from.
+void require_folder(const std::string& name, const std::string& dir) {
+  if (std::filesystem::is_directory(dir)) return;
+  const char* where =
+      name == "fashion-mnist" ? "Debian packages it: apt-get install dataset-fashion-mnist"
+      : name == "mnist"
+          ? "put train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte and "
+            "t10k-labels-idx1-ubyte (or the same names with .gz) there"
+          : "put the binary version's data_batch_1.bin .. data_batch_5.bin and test_batch.bin "
+            "(cifar-10-binary.tar.gz, https://www.cs.toronto.edu/~kriz/cifar.html) there";
+  ECH_FAIL(name, ": no folder '", dir, "'; ", where,
+           ", or pass --data-dir (--data synthetic needs no files)");
+}
+
 // DatasetLimits::shape_only: a fixed-size data set's example shape {C, H, W} and classes.
 void shape_only(DatasetSplits& d, const Shape& shape, int64_t classes) {
   d.channels = shape[0];
@@ -108,6 +122,7 @@ void open_splits(DatasetSplits& d, const std::string& name, const std::string& d
     else
       normalize(d, {0.2860f}, {0.3530f});
     if (limits.shape_only) return shape_only(d, {1, 28, 28}, 10);
+    require_folder(name, d.dir);
     if (train) d.train = make_memory_dataset(load_fashion_mnist(d.dir, "train"), name);
     d.test = make_memory_dataset(load_fashion_mnist(d.dir, "t10k"), name);
   } else if (name == "cifar10") {
@@ -117,6 +132,7 @@ void open_splits(DatasetSplits& d, const std::string& name, const std::string& d
     d.train_augment.crop_padding = 4;  // the standard CIFAR augmentation
     d.train_augment.horizontal_flip = true;
     if (limits.shape_only) return shape_only(d, {3, 32, 32}, 10);
+    require_folder(name, d.dir);
     if (train) d.train = make_memory_dataset(load_cifar10(d.dir, "train"), name);
     d.test = make_memory_dataset(load_cifar10(d.dir, "test"), name);
   } else if (name == "synthetic") {

@@ -203,6 +203,19 @@ TEST_SUITE("datasets") {
                          Error);
   }
 
+  TEST_CASE("a missing data set folder says where the files come from") {
+    const std::string missing = (temp_dir("no_dataset") / "absent").string();
+    CHECK_THROWS_WITH_AS(load_dataset("fashion-mnist", missing),
+                         doctest::Contains("apt-get install dataset-fashion-mnist"), Error);
+    CHECK_THROWS_WITH_AS(load_dataset("mnist", missing),
+                         doctest::Contains(("no folder '" + missing + "'").c_str()), Error);
+    CHECK_THROWS_WITH_AS(load_dataset("cifar10", missing),
+                         doctest::Contains("cifar-10-binary.tar.gz"), Error);
+    // A folder that exists but lacks a file still names the file.
+    CHECK_THROWS_WITH_AS(load_dataset("cifar10", temp_dir("empty_cifar").string()),
+                         doctest::Contains("data_batch_1.bin"), Error);
+  }
+
   TEST_CASE("image folder splits share the training split's labels") {
     if (!have_stb()) return;
     const fs::path dir = temp_dir("folder_splits");
