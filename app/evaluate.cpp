@@ -1,6 +1,7 @@
 // Evaluation: the mean loss and accuracy of a model over a data set (after every epoch of a run,
 // and `echelon eval` of a checkpoint).
 #include <cstdio>
+#include <filesystem>
 
 #include <echelon/app/checkpoint.h>
 #include <echelon/app/train.h>
@@ -60,6 +61,20 @@ EvalResult evaluate(StepEngine& engine, data::ResidentData& test) {
   return evaluate_batches(engine, [&] { return test.next(); });
 }
 
+namespace {
+// --checkpoint names a file, or a run folder (what `train --out` wrote): its last epoch's
+// checkpoint.safetensors, as `train --resume FOLDER` takes the folder.
+std::string checkpoint_file(const std::string& given) {
+  std::error_code error;
+  if (!std::filesystem::is_directory(given, error)) return given;
+  const std::filesystem::path last = std::filesystem::path(given) / "checkpoint.safetensors";
+  ECH_CHECK(std::filesystem::exists(last, error), given,
+            ": is a directory without checkpoint.safetensors (give a run folder or a "
+            ".safetensors file)");
+  return last.string();
+}
+}  // namespace
+
 EvalResult evaluate_checkpoint(const EvalOptions& options, std::ostream& out) {
   ECH_CHECK(!options.checkpoint.empty(), "--checkpoint FILE is required");
   ECH_CHECK(options.batch_size >= 1, "--batch-size must be >= 1 (got ", options.batch_size, ")");
@@ -67,8 +82,9 @@ EvalResult evaluate_checkpoint(const EvalOptions& options, std::ostream& out) {
   ECH_CHECK(options.workers >= 0 || options.workers == kAutoWorkers,
             "--workers must be auto or >= 0 (0: inline; got ", options.workers, ")");
   const Device device = resolve_device(options.device);
-  const LoadedCheckpoint checkpoint = load_checkpoint(options.checkpoint);
-  auto model = restore_model(checkpoint, options.checkpoint);
+  const std::string path = checkpoint_file(options.checkpoint);
+  const LoadedCheckpoint checkpoint = load_checkpoint(path);
+  auto model = restore_model(checkpoint, path);
 
   // Only the test split is read (no train/ needed), labelled as the model was trained: an image
   // folder's test classes map to the checkpoint's class names.
@@ -83,14 +99,13 @@ EvalResult evaluate_checkpoint(const EvalOptions& options, std::ostream& out) {
   if (dataset == "folder" && resize != nullptr && resize->is_number())
     limits.resize = resize->as_int();
   const DataBundle data = data::load_dataset(dataset, dir, limits);
-  ECH_CHECK(checkpoint.info.image_size == 0 || data.image_size == checkpoint.info.image_size,
-            options.checkpoint, ": model takes ", checkpoint.info.image_size, "x",
-            checkpoint.info.image_size, " images, dataset ", data.name, " has ", data.image_size,
-            "x", data.image_size);
+  ECH_CHECK(checkpoint.info.image_size == 0 || data.image_size == checkpoint.info.image_size, path,
+            ": model takes ", checkpoint.info.image_size, "x", checkpoint.info.image_size,
+            " images, dataset ", data.name, " has ", data.image_size, "x", data.image_size);
   // A test split may lack the last classes (fewer outputs seen), never have more.
   ECH_CHECK(data.channels == checkpoint.info.in_channels &&
                 data.num_classes <= checkpoint.info.num_classes,
-            options.checkpoint, ": model expects ", checkpoint.info.in_channels, " channels and ",
+            path, ": model expects ", checkpoint.info.in_channels, " channels and ",
             checkpoint.info.num_classes, " classes, dataset ", data.name, " has ", data.channels,
             " and ", data.num_classes);
 

@@ -143,7 +143,9 @@ TrainOptions merge_resume(const CLI::App& cmd, const TrainOptions& given,
 }
 
 void add_eval_options(CLI::App& cmd, EvalOptions& o) {
-  cmd.add_option("--checkpoint", o.checkpoint, "checkpoint.safetensors file")->required();
+  cmd.add_option("--checkpoint", o.checkpoint,
+                 "A .safetensors checkpoint, or a run folder (its checkpoint.safetensors)")
+      ->required();
   cmd.add_option("--data", o.data, "Dataset (default: the checkpoint's)");
   cmd.add_option("--data-dir", o.data_dir, "Dataset folder");
   cmd.add_option("--device", o.device, "auto | cpu | cuda | cuda:N");

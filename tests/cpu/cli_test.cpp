@@ -161,13 +161,19 @@ TEST_SUITE("cli") {
     CHECK(best.out.find("(epoch " + std::to_string(best_epoch) + ")") != std::string::npos);
     const std::string checkpoint = slurp(out / "checkpoint.safetensors");
     CHECK(checkpoint.find(R"("class_names":"[\"0\",\"1\",)") != std::string::npos);
+    // The run folder stands for its last epoch's checkpoint.
+    const Run folder = run("eval --device cpu --limit-test 32 --checkpoint " + out.string());
+    REQUIRE(folder.status == 0);
+    CHECK(folder.out.find("(epoch 3)") != std::string::npos);
+    CHECK(accuracy(folder.out) ==
+          doctest::Approx(100 * number_after("\"final_test_acc\"")).epsilon(0.002));
   }
 
-  TEST_CASE("a folder given as a checkpoint is named as a folder") {
+  TEST_CASE("a folder without a checkpoint, given as one, is named as a folder") {
     if (!fs::exists(kBinary)) return;
     const fs::path dir = temp_dir("checkpoint_dir");
     check_usage_error("eval --checkpoint " + dir.string(),
-                      ": is a directory, not a checkpoint file");
+                      ": is a directory without checkpoint.safetensors");
   }
 
   TEST_CASE("--schedule takes a pipeline schedule as well as an LR schedule") {
