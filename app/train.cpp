@@ -305,7 +305,8 @@ void TrainingRun::build_model(const EngineFactory& factory) {
     resumed = load_checkpoint(path);
     model_ = restore_model(resumed, path, options_.model);
     ECH_CHECK(resumed.info.epoch < options_.epochs, "--resume ", options_.resume,
-              ": the run already finished ", resumed.info.epoch, " epochs; pass --epochs > ",
+              ": the run already finished ", resumed.info.epoch,
+              resumed.info.epoch == 1 ? " epoch" : " epochs", "; pass --epochs > ",
               resumed.info.epoch, " to continue it");
     // The data must fit the model (another --data, --resize or folder would fail mid-epoch).
     ECH_CHECK(data_.channels == resumed.info.in_channels &&

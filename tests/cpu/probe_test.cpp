@@ -392,7 +392,7 @@ std::vector<ProbeCase> run_folder_cases(const fs::path& root, const fs::path& ru
        run_dir},
       {"run/overwrite-bad-flag", run_args + " --overwrite --lr 0", {"--lr"}, run_dir},
       {"run/resume-too-many-parts", resume + "--epochs 3 --pipeline 13", {"13"}, run_dir},
-      {"run/resume-finished", resume + "--epochs 1", {"already finished 1 epochs"}, run_dir},
+      {"run/resume-finished", resume + "--epochs 1", {"already finished 1 epoch;"}, run_dir},
       {"run/resume-bad-lr", resume + "--epochs 3 --lr -1", {"--lr"}, run_dir},
       {"run/resume-bad-augment", resume + "--epochs 3 --augment crop:0", {"--augment"}, run_dir},
       {"run/resume-not-a-run",
