@@ -155,9 +155,9 @@ ConvImpl conv_impl();
 void set_deterministic(bool on);
 bool deterministic();
 // Whether the layer pairs that fuse (batch norm + ReLU, batch norm + residual add + ReLU, ReLU +
-// max pooling, convolution + ReLU: autograd/functions.h) run as one kernel on CUDA and on the fast CPU path
-// (process-wide, default on; `echelon train --no-fuse`). Off: the ops one after another, as the
-// naive twins always do; the same values either way, so the switch measures the fusion.
+// max pooling, convolution + ReLU: autograd/functions.h) run as one kernel on CUDA and on the fast
+// CPU path (process-wide, default on; `echelon train --no-fuse`). Off: the ops one after another,
+// as the naive twins always do; the same values either way, so the switch measures the fusion.
 void set_fused_ops(bool on);
 bool fused_ops();
 // How float32 matmuls and convolutions may round on CUDA devices (process-wide; base/op_kinds.h):

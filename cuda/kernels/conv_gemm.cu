@@ -405,8 +405,8 @@ void conv2d_backward_input_implicit(const Conv2dGeometry& a, const float* grad_o
   const GemmShape s = gemm_shape(ConvPass::BackwardData, a);
   if (s.M * s.N == 0) return;
   launch_conv_gemm<ConvPass::BackwardData>("conv2d_backward_input (implicit GEMM)", a, w, grad_out,
-                                           nullptr, grad_in, 1, ceil_div(s.K, slice_depth()),
-                                           false, stream);
+                                           nullptr, grad_in, 1, ceil_div(s.K, slice_depth()), false,
+                                           stream);
 }
 
 void conv2d_backward_weight_implicit(const Conv2dGeometry& a, const float* grad_out, const float* x,

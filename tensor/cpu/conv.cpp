@@ -122,7 +122,7 @@ void conv2d_relu_backward_bias(const Conv2dGeometry& a, const T* grad_out, const
   template void conv2d_forward<T>(const Conv2dGeometry&, const T*, const T*, const T*, T*); \
   template void conv2d_backward_input<T>(const Conv2dGeometry&, const T*, const T*, T*);    \
   template void conv2d_backward_weight<T>(const Conv2dGeometry&, const T*, const T*, T*);   \
-  template void conv2d_backward_bias<T>(const Conv2dGeometry&, const T*, T*);              \
+  template void conv2d_backward_bias<T>(const Conv2dGeometry&, const T*, T*);               \
   template void conv2d_relu_backward_bias<T>(const Conv2dGeometry&, const T*, const T*, T*, T*);
 ECH_INSTANTIATE_CONV(float)
 ECH_INSTANTIATE_CONV(double)

@@ -142,8 +142,9 @@ TEST_SUITE("layers") {
     }
   }
 
-  TEST_CASE("Sequential fuses Conv2d + ReLU (conv2d_relu) unless a MaxPool2d follows; --no-fuse "
-            "gives the same bits") {
+  TEST_CASE(
+      "Sequential fuses Conv2d + ReLU (conv2d_relu) unless a MaxPool2d follows; --no-fuse "
+      "gives the same bits") {
     Generator gen(10);
     auto conv1 = std::make_shared<Conv2d>(3, 5, 3, Conv2dOptions{1, 1, 1, true}, gen);
     auto conv2 = std::make_shared<Conv2d>(5, 4, 3, Conv2dOptions{2, 0, 1, true}, gen);

@@ -106,8 +106,8 @@ Results run(const Case& c, Device device, Precision round_as) {
   x = rounded(x, round_as), w = rounded(w, round_as), gy = rounded(gy, round_as);
   x = x.to(device), w = w.to(device), bias = bias.to(device), gy = gy.to(device);
   const ops::Conv2dGrads grads = ops::conv2d_backward(gy, x, w, true, true, g);
-  return {ops::conv2d(x, w, bias, g).cpu(), grads.input.cpu(), grads.weight.cpu(),
-          grads.bias.cpu(), ops::conv2d(x, w, bias, g, /*relu=*/true).cpu()};
+  return {ops::conv2d(x, w, bias, g).cpu(), grads.input.cpu(), grads.weight.cpu(), grads.bias.cpu(),
+          ops::conv2d(x, w, bias, g, /*relu=*/true).cpu()};
 }
 
 void check_against_cpu(cuda::ConvAlgorithm algorithm, Precision precision) {

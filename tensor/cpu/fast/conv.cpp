@@ -269,14 +269,13 @@ void conv2d_relu_backward_bias(const Conv2dGeometry& a, const T* grad_out, const
 
 // T names a type below, and a type cannot be parenthesised.
 // NOLINTBEGIN(bugprone-macro-parentheses)
-#define ECH_INSTANTIATE_FAST_CONV(T)                                                        \
-  template void conv2d_forward<T>(const Conv2dGeometry&, const T*, const T*, const T*, T*); \
-  template void conv2d_backward_input<T>(const Conv2dGeometry&, const T*, const T*, T*);    \
-  template void conv2d_backward_weight<T>(const Conv2dGeometry&, const T*, const T*, T*);   \
-  template void conv2d_backward_bias<T>(const Conv2dGeometry&, const T*, T*);               \
-  template void conv2d_relu_backward_bias<T>(const Conv2dGeometry&, const T*, const T*, T*,  \
-                                             T*);                                           \
-  template void im2col_group<T>(const Conv2dGeometry&, const T*, int64_t, T*);              \
+#define ECH_INSTANTIATE_FAST_CONV(T)                                                             \
+  template void conv2d_forward<T>(const Conv2dGeometry&, const T*, const T*, const T*, T*);      \
+  template void conv2d_backward_input<T>(const Conv2dGeometry&, const T*, const T*, T*);         \
+  template void conv2d_backward_weight<T>(const Conv2dGeometry&, const T*, const T*, T*);        \
+  template void conv2d_backward_bias<T>(const Conv2dGeometry&, const T*, T*);                    \
+  template void conv2d_relu_backward_bias<T>(const Conv2dGeometry&, const T*, const T*, T*, T*); \
+  template void im2col_group<T>(const Conv2dGeometry&, const T*, int64_t, T*);                   \
   template void col2im_group<T>(const Conv2dGeometry&, const T*, int64_t, T*);
 ECH_INSTANTIATE_FAST_CONV(float)
 ECH_INSTANTIATE_FAST_CONV(double)
