@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include <echelon/tensor/cpu/fast/conv_direct.h>
 #include <echelon/tensor/cpu/fast/conv_winograd.h>
@@ -253,18 +254,25 @@ template <typename T>
 void conv2d_relu_backward_bias(const Conv2dGeometry& a, const T* grad_out, const T* relu_out,
                                T* masked, T* grad_bias) {
   const int64_t positions = a.out_h * a.out_w;
-  for (int64_t k = 0; k < a.o; ++k) {
-    double acc = 0.0;
-    for (int64_t n = 0; n < a.n; ++n) {
+  // Planes in memory order (three streams the prefetcher follows; a channel's N planes lie
+  // O planes apart), each channel's plane sums still added in image order, as
+  // conv2d_backward_bias adds them: the same double sums.
+  std::vector<double> acc(static_cast<size_t>(a.o), 0.0);
+  for (int64_t n = 0; n < a.n; ++n)
+    for (int64_t k = 0; k < a.o; ++k) {
       const int64_t at = (n * a.o + k) * positions;
       const T *g = grad_out + at, *y = relu_out + at;
       T* out = masked + at;
+      // Both loads unconditional: a select the loop vectorises (g[q] loaded only where y[q] > 0
+      // compiled to a branch, mispredicted on a ReLU's random signs: 6-12x slower, measured).
 #pragma omp simd
-      for (int64_t q = 0; q < positions; ++q) out[q] = y[q] > T(0) ? g[q] : T(0);
-      acc += static_cast<double>(plane_sum(out, positions));  // the plane is still in cache
+      for (int64_t q = 0; q < positions; ++q) {
+        const T d = g[q], v = y[q];
+        out[q] = v > T(0) ? d : T(0);
+      }
+      acc[static_cast<size_t>(k)] += static_cast<double>(plane_sum(out, positions));  // in cache
     }
-    grad_bias[k] = static_cast<T>(acc);
-  }
+  for (int64_t k = 0; k < a.o; ++k) grad_bias[k] = static_cast<T>(acc[static_cast<size_t>(k)]);
 }
 
 // T names a type below, and a type cannot be parenthesised.
