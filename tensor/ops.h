@@ -184,8 +184,8 @@ struct Conv2dGrads {
 // gradient is computed, then added: the autograd engine's sum of a tensor's gradients.
 // relu_out (may be undefined): the output of conv2d(..., relu = true); grad_out is then the
 // gradient of that output, and the ReLU's backward (grad_out * (relu_out > 0)) runs first, in
-// the bias gradient's pass where there is a bias (conv2d_relu_backward_bias: CUDA, both CPU
-// paths), bit-identical to the ReLU's backward then this op.
+// the bias gradient's pass where there is a bias (conv2d_relu_backward_bias: CUDA ours, both CPU
+// paths; cuDNN composes), bit-identical to the ReLU's backward then this op.
 Conv2dGrads conv2d_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight,
                             bool has_bias, bool need_input, const Conv2dGeometry& g,
                             bool need_weight = true, const Tensor& input_sum = Tensor(),

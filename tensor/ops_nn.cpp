@@ -212,9 +212,11 @@ Conv2dGrads conv2d_backward(const Tensor& grad_out_in, const Tensor& x_in, const
     check_float_like(op, relu_out, x_in, "relu_out");
     check_shape(op, relu_out, {a.n, a.o, a.out_h, a.out_w}, "relu_out");
     // Without a bias there is no pass to share: the ReLU's backward, then the convolution's.
-    if (!has_bias)
+    // cuDNN computes its own bias gradient (its order of sums): composed too, so the values stay
+    // those of --no-fuse bit for bit.
+    if (!has_bias || (x_in.is_cuda() && conv_impl() == ConvImpl::Cudnn))
       return conv2d_backward(unary_backward(UnaryOp::Relu, grad_out_in, relu_out, relu_out), x_in,
-                             weight_in, false, need_input, window, need_weight, input_sum);
+                             weight_in, has_bias, need_input, window, need_weight, input_sum);
     Tensor grad_bias = Tensor::empty({a.o}, x_in.dtype(), x_in.device());
     const Tensor masked = relu_mask_and_bias(a, grad_out_in.contiguous(), relu_out.contiguous(),
                                              grad_bias, cpu_conv_is_fast());
