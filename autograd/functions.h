@@ -83,6 +83,12 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 // window: kernel (equal to the weight's KH, KW), stride, padding, dilation.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
               const Conv2dGeometry& window);
+// relu(conv2d(x, weight, bias, window)) with the same result and gradient bit for bit; where
+// fused_kernels_for(x) (CUDA, the fast CPU path, fusion on) one node: on CUDA the implicit GEMM
+// clamps in its store, and the backward masks the gradient by y > 0 in the bias gradient's pass
+// (ops::conv2d_backward's relu_out). Else the composition.
+Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                   const Conv2dGeometry& window);
 // (N, C, H, W) -> (N, C, OH, OW); window: kernel, stride, padding, ceil mode, divisor rule.
 Tensor max_pool2d(const Tensor& x, const Pool2dGeometry& window);
 // max_pool2d(relu(x), window) with the same result and gradient bit for bit; on the fast CPU path

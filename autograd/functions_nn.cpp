@@ -56,6 +56,23 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
       });
 }
 
+Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                   const Conv2dGeometry& window) {
+  if (!fused_kernels_for(x)) return relu(conv2d(x, weight, bias, window));
+  Tensor y = ops::conv2d(x, weight, bias, window, /*relu=*/true);
+  Tensor y_saved = saved_output(y);
+  const bool has_bias = bias.defined();
+  return record_adding(
+      "conv2d_relu", y, {x, weight, bias},
+      [x, weight, has_bias, window, y_saved](const Tensor& g, const Needs& n,
+                                             const std::vector<Tensor>& sums) -> Grads {
+        ops::Conv2dGrads r =
+            ops::conv2d_backward(g, x, weight, has_bias, n[0], window, /*need_weight=*/true,
+                                 n[0] ? sums[0] : Tensor(), /*relu_out=*/y_saved);
+        return {n[0] ? r.input : Tensor(), n[1] ? r.weight : Tensor(), n[2] ? r.bias : Tensor()};
+      });
+}
+
 Tensor max_pool2d(const Tensor& x, const Pool2dGeometry& window) {
   Tensor argmax;
   Tensor y = ops::max_pool2d(x, window, &argmax);

@@ -143,6 +143,24 @@ void bandwidth_rows(int64_t n, int64_t image) {
   const Tensor w1 = random_cuda({c, c, 1, 1}, 7);
   row("conv bias gradient (16 channels)", n * f,
       [&] { ops::conv2d_backward(g, x, w1, true, false, one, false); });
+  // Convolution + bias + ReLU (conv2d_relu): the clamp in the implicit GEMM's store against a
+  // ReLU pass after; the backward's mask in the bias gradient's pass against the ReLU's backward
+  // then the bias gradient (the GEMMs, the same either way, left out: need_input/weight false).
+  Conv2dGeometry same;
+  same.kernel_h = same.kernel_w = 3, same.pad_h = same.pad_w = 1;
+  const Tensor w3 = random_cuda({c, c, 3, 3}, 8), b3 = random_cuda({c}, 9);
+  fused_row(
+      "conv2d 3x3 16->16 + bias + ReLU, fused", 2 * n * f,
+      [&] { ops::conv2d(x, w3, b3, same, /*relu=*/true); },
+      [&] { ops::relu(ops::conv2d(x, w3, b3, same)); });
+  const Tensor y_relu = ops::relu(x);  // a saved ReLU output of x's shape (1x1 conv: y's too)
+  fused_row(
+      "conv ReLU mask + bias gradient, fused", 3 * n * f,
+      [&] { ops::conv2d_backward(g, x, w1, true, false, one, false, Tensor(), y_relu); },
+      [&] {
+        const Tensor masked = ops::unary_backward(UnaryOp::Relu, g, y_relu, y_relu);
+        ops::conv2d_backward(masked, x, w1, true, false, one, false);
+      });
 }
 
 // ---- SGEMM: ours vs cuBLAS ----------------------------------------------------------------------

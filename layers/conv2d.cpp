@@ -31,6 +31,12 @@ Tensor Conv2d::forward(const Tensor& x) {
   return conv2d(x, weight, bias, window_);
 }
 
+Tensor Conv2d::forward_relu(const Tensor& x) {
+  ECH_CHECK(x.dim() == 4 && x.size(1) == weight.size(1), describe(), ": expected input (N, ",
+            weight.size(1), ", H, W), got ", x.shape());
+  return conv2d_relu(x, weight, bias, window_);
+}
+
 std::string Conv2d::describe() const {
   return str("Conv2d(", weight.size(1), ", ", weight.size(0), ", kernel_size=", window_.kernel_h,
              ", stride=", window_.stride_h, ", padding=", window_.pad_h,

@@ -26,6 +26,8 @@ class Conv2d : public Module {
          Generator& gen);
   // x (N, C, H, W) -> (N, O, OH, OW); throws naming the layer when C differs.
   Tensor forward(const Tensor& x) override;
+  // relu(forward(x)), bit for bit, as one node (conv2d_relu): Sequential's Conv2d + ReLU.
+  Tensor forward_relu(const Tensor& x);
   std::string name() const override { return "Conv2d"; }
   std::string describe() const override;
 

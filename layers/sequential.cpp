@@ -3,6 +3,7 @@
 #include <echelon/base/error.h>
 #include <echelon/layers/basic_block.h>
 #include <echelon/layers/batch_norm.h>
+#include <echelon/layers/conv2d.h>
 #include <echelon/layers/pooling.h>
 #include <echelon/layers/relu.h>
 
@@ -30,6 +31,17 @@ bool Sequential::fuses_with_next(size_t index, const Tensor& x) const {
   // A batch norm followed by a ReLU (a ResNet stem, VGG-BN): the same result without the ReLU's
   // own passes over the activation (BatchNorm::forward_relu).
   if (dynamic_cast<const BatchNorm*>(layer) && dynamic_cast<const ReLU*>(next)) return true;
+  // A convolution followed by a ReLU (VGG, AlexNet): the ReLU clamps in the convolution's store
+  // and its backward mask rides the bias gradient's pass (conv2d_relu). Not when a max pooling
+  // follows the ReLU: relu_max_pool2d then takes that ReLU, which is cheaper: it masks the pooled
+  // gradient (a quarter of the elements for 2x2) and keeps only the pooled output, where
+  // conv2d_relu would keep the convolution's whole output for its mask and read it back.
+  if (dynamic_cast<const Conv2d*>(layer) && dynamic_cast<const ReLU*>(next)) {
+    const bool pooling_next = index + 2 < layers_.size() &&
+                              dynamic_cast<const MaxPool2d*>(layers_[index + 2].get()) &&
+                              x.dim() == 4;
+    return !pooling_next;
+  }
   // A ReLU followed by a max pooling (LeNet-5, AlexNet, VGG): the pooling reads its input through
   // the ReLU, and the ReLU's activation is never stored (relu_max_pool2d).
   return dynamic_cast<const ReLU*>(layer) && dynamic_cast<const MaxPool2d*>(next) && x.dim() == 4;
@@ -40,6 +52,7 @@ Tensor Sequential::forward_from(size_t index, const Tensor& x, size_t* ran) {
   if (!fuses_with_next(index, x)) return layers_[index]->forward(x);
   *ran = 2;
   if (auto* bn = dynamic_cast<BatchNorm*>(layers_[index].get())) return bn->forward_relu(x);
+  if (auto* conv = dynamic_cast<Conv2d*>(layers_[index].get())) return conv->forward_relu(x);
   return static_cast<MaxPool2d&>(*layers_[index + 1]).forward_relu(x);
 }
 
@@ -51,7 +64,7 @@ Tensor Sequential::forward(const Tensor& x) {
       h = forward_from(i, h, &ran);
     } catch (const Error& e) {
       // Name the failing layer: "layer 3 (Conv2d): conv2d: ..."; of a fused pair, the one whose
-      // checks run first: the batch norm, or the pooling after a ReLU.
+      // checks run first: the batch norm, the convolution, or the pooling after a ReLU.
       const bool pooling_after_relu = ran == 2 && dynamic_cast<ReLU*>(layers_[i].get());
       const size_t failed = pooling_after_relu ? i + 1 : i;
       throw Error(str("Sequential layer ", named_children()[failed].first, " (",

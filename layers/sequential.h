@@ -19,8 +19,9 @@ class Sequential : public Module {
   // The layers in order, each pair below run as one fused node (forward_from).
   Tensor forward(const Tensor& x) override;
   // Runs layer `index` on x, or with the next one as one node when the pair fuses: a BatchNorm
-  // then a ReLU (batch_norm_relu), a ReLU then a MaxPool2d on an image (relu_max_pool2d); the
-  // same result and gradients bit for bit. *ran = the layers run (1 or 2). For callers that walk
+  // then a ReLU (batch_norm_relu), a ReLU then a MaxPool2d on an image (relu_max_pool2d), a
+  // Conv2d then a ReLU not followed by a MaxPool2d (conv2d_relu); the same result and gradients
+  // bit for bit. *ran = the layers run (1 or 2). For callers that walk
   // the layers themselves (a pipeline stage).
   Tensor forward_from(size_t index, const Tensor& x, size_t* ran);
   // Whether forward_from(index, x) runs layers index and index + 1 as one fused node.

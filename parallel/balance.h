@@ -40,10 +40,10 @@ BalanceResult balance_partitions(const std::vector<double>& cost, int num_partit
 // Times each layer's forward and backward on `sample` (N, ...) after `warmup` untimed rounds,
 // taking the median of `repeats` (and their spread); the model's parameter gradients are cleared
 // afterwards. A pair the step fuses (Sequential::fuses_with_next: BatchNorm + ReLU, ReLU +
-// MaxPool2d) is also timed as one node, and its two layers' times scaled to sum to that. On CUDA
-// the work runs on the calling thread's current stream, which is synchronised before every clock
-// read (wall time of the layer's launches and kernels) and once more before returning, so no
-// profiling work is still in flight when the caller hands the model to other streams.
+// MaxPool2d, Conv2d + ReLU) is also timed as one node, and its two layers' times scaled to sum to
+// that. On CUDA the work runs on the calling thread's current stream, which is synchronised before
+// every clock read (wall time of the layer's launches and kernels) and once more before returning,
+// so no profiling work is still in flight when the caller hands the model to other streams.
 std::vector<LayerProfile> profile_layers(Sequential& model, const Tensor& sample, int repeats = 3,
                                          int warmup = 1);
 

@@ -155,9 +155,9 @@ ConvImpl conv_impl();
 void set_deterministic(bool on);
 bool deterministic();
 // Whether the layer pairs that fuse (batch norm + ReLU, batch norm + residual add + ReLU, ReLU +
-// max pooling: autograd/functions.h) run as one kernel on CUDA and on the fast CPU path
-// (process-wide, default on; `echelon train --no-fuse`). Off: the ops one after another, as the
-// naive twins always do; the same values either way, so the switch measures the fusion.
+// max pooling, convolution + ReLU: autograd/functions.h) run as one kernel on CUDA and on the fast
+// CPU path (process-wide, default on; `echelon train --no-fuse`). Off: the ops one after another,
+// as the naive twins always do; the same values either way, so the switch measures the fusion.
 void set_fused_ops(bool on);
 bool fused_ops();
 // How float32 matmuls and convolutions may round on CUDA devices (process-wide; base/op_kinds.h):
@@ -169,7 +169,11 @@ void set_float32_precision(Precision precision);
 Precision float32_precision();
 // x (N, C, H, W), weight (O, C, KH, KW), bias (O) or undefined -> (N, O, OH, OW). The window of
 // `g` is the caller's, and (KH, KW) must equal its kernel; its shapes are ignored.
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dGeometry& g);
+// relu: y = ReLU(conv + bias), bit for bit the two ops: CUDA's implicit GEMM clamps in its store;
+// its columns path, cuDNN and the CPU clamp y in place after (autograd's conv2d_relu; its
+// backward passes y as relu_out).
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dGeometry& g,
+              bool relu = false);
 struct Conv2dGrads {
   Tensor input, weight, bias;  // input undefined unless need_input, weight unless need_weight;
                                // bias undefined if no bias
@@ -178,9 +182,14 @@ struct Conv2dGrads {
 // that the input's gradient is added to (input_sum + value, in place); .input is then input_sum.
 // The fast CPU path adds in its store pass where it can (conv2d_backward_input_adds), else the
 // gradient is computed, then added: the autograd engine's sum of a tensor's gradients.
+// relu_out (may be undefined): the output of conv2d(..., relu = true); grad_out is then the
+// gradient of that output, and the ReLU's backward (grad_out * (relu_out > 0)) runs first, in
+// the bias gradient's pass where there is a bias (conv2d_relu_backward_bias: CUDA ours, both CPU
+// paths; cuDNN composes), bit-identical to the ReLU's backward then this op.
 Conv2dGrads conv2d_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight,
                             bool has_bias, bool need_input, const Conv2dGeometry& g,
-                            bool need_weight = true, const Tensor& input_sum = Tensor());
+                            bool need_weight = true, const Tensor& input_sum = Tensor(),
+                            const Tensor& relu_out = Tensor());
 
 // The window of `g` is the caller's; its shapes are ignored.
 // (N, C, H, W) -> (N, C, OH, OW); *argmax receives int64 flat indices into each H*W plane.

@@ -86,6 +86,42 @@ void cpu_conv2d_backward(const char* op, const Conv2dGeometry& a, const Tensor& 
   });
 }
 
+// y = ReLU(y) in place on the CPU (`y > 0 ? y : 0`, the ReLU twin's): conv2d's relu there.
+void cpu_relu_in_place(Tensor& y) {
+  ECH_DISPATCH_FLOATING(y.dtype(), "conv2d", {
+    scalar_t* p = y.data<scalar_t>();
+    const int64_t count = y.numel();
+    for (int64_t i = 0; i < count; ++i) p[i] = p[i] > scalar_t(0) ? p[i] : scalar_t(0);
+  });
+}
+
+// conv2d_relu's ReLU backward and bias gradient in one pass: grad_out * (relu_out > 0) and its
+// per-channel sums, the CUDA kernel or the CPU path's twin (each in its own bias order).
+Tensor relu_mask_and_bias(const Conv2dGeometry& a, const Tensor& grad_out, const Tensor& relu_out,
+                          const Tensor& grad_bias, bool fast) {
+  Tensor masked = Tensor::empty(grad_out.shape(), grad_out.dtype(), grad_out.device());
+  if (grad_out.is_cuda()) {
+#if ECHELON_WITH_CUDA
+    cuda::DeviceGuard guard(grad_out.device().index);
+    cuda::conv2d_relu_backward_bias(a, grad_out.data<float>(), relu_out.data<float>(),
+                                    masked.data<float>(), grad_bias.data<float>(),
+                                    stream_of(grad_out));
+    return masked;
+#else
+    fail_not_cuda_build("conv2d_backward");
+#endif
+  }
+  ECH_DISPATCH_FLOATING(grad_out.dtype(), "conv2d_backward", {
+    const scalar_t *g = grad_out.data<scalar_t>(), *y = relu_out.data<scalar_t>();
+    if (fast)
+      cpu::fast::conv2d_relu_backward_bias(a, g, y, masked.data<scalar_t>(),
+                                           grad_bias.data<scalar_t>());
+    else
+      cpu::conv2d_relu_backward_bias(a, g, y, masked.data<scalar_t>(), grad_bias.data<scalar_t>());
+  });
+  return masked;
+}
+
 }  // namespace
 
 void set_conv_impl(ConvImpl impl) {
@@ -119,7 +155,7 @@ Precision float32_precision() {
 }
 
 Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in,
-              const Conv2dGeometry& window) {
+              const Conv2dGeometry& window, bool relu) {
   const char* op = "conv2d";
   const Conv2dGeometry a = conv_geometry_of(op, x_in, weight_in, window);
   if (bias_in.defined()) {
@@ -138,12 +174,13 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
       cudnn::conv2d_forward(a, x.data<float>(), weight.data<float>(), ptr_or_null<float>(bias),
                             y.data<float>(), x.device().index, stream_of(x),
                             cudnn::AlgoPolicy{deterministic(), float32_precision()});
+      if (relu) cuda::relu_inplace(y.data<float>(), y.numel(), stream_of(x));
 #else
       ECH_FAIL(op, ": ConvImpl::Cudnn requested but Echelon was built without cuDNN");
 #endif
     } else {
       cuda::conv2d_forward(a, x.data<float>(), weight.data<float>(), ptr_or_null<float>(bias),
-                           y.data<float>(), x.device().index, stream_of(x));
+                           y.data<float>(), x.device().index, stream_of(x), relu);
     }
     return y;
 #else
@@ -159,16 +196,35 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
       cpu::conv2d_forward(a, x.data<scalar_t>(), weight.data<scalar_t>(),
                           ptr_or_null<scalar_t>(bias), y.data<scalar_t>());
   });
+  // The CPU paths' stores (Winograd, direct, im2col + BLAS) stay ReLU-free: one more pass here.
+  if (relu) cpu_relu_in_place(y);
   return y;
 }
 
 Conv2dGrads conv2d_backward(const Tensor& grad_out_in, const Tensor& x_in, const Tensor& weight_in,
                             bool has_bias, bool need_input, const Conv2dGeometry& window,
-                            bool need_weight, const Tensor& input_sum) {
+                            bool need_weight, const Tensor& input_sum, const Tensor& relu_out) {
   const char* op = "conv2d_backward";
   const Conv2dGeometry a = conv_geometry_of(op, x_in, weight_in, window);
   check_float_like(op, grad_out_in, x_in, "grad_out");
   check_shape(op, grad_out_in, {a.n, a.o, a.out_h, a.out_w}, "grad_out");
+  if (relu_out.defined()) {
+    check_float_like(op, relu_out, x_in, "relu_out");
+    check_shape(op, relu_out, {a.n, a.o, a.out_h, a.out_w}, "relu_out");
+    // Without a bias there is no pass to share: the ReLU's backward, then the convolution's.
+    // cuDNN computes its own bias gradient (its order of sums): composed too, so the values stay
+    // those of --no-fuse bit for bit.
+    if (!has_bias || (x_in.is_cuda() && conv_impl() == ConvImpl::Cudnn))
+      return conv2d_backward(unary_backward(UnaryOp::Relu, grad_out_in, relu_out, relu_out), x_in,
+                             weight_in, has_bias, need_input, window, need_weight, input_sum);
+    Tensor grad_bias = Tensor::empty({a.o}, x_in.dtype(), x_in.device());
+    const Tensor masked = relu_mask_and_bias(a, grad_out_in.contiguous(), relu_out.contiguous(),
+                                             grad_bias, cpu_conv_is_fast());
+    Conv2dGrads grads =
+        conv2d_backward(masked, x_in, weight_in, false, need_input, window, need_weight, input_sum);
+    grads.bias = grad_bias;
+    return grads;
+  }
   if (input_sum.defined()) {
     ECH_CHECK(need_input, op, ": input_sum needs need_input");
     check_float_like(op, input_sum, x_in, "input_sum");

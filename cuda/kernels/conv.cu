@@ -14,7 +14,10 @@
 //                registers), then the groups' partials added in group order (deterministic)
 //   with R = C*KH*KW and L = OH*OW.
 // The bias gradient (both algorithms) is a per-channel reduction over a 2-D grid (channel x
-// chunk, cuda/kernels/channels.cuh) with an ordered second pass.
+// chunk, cuda/kernels/channels.cuh) with an ordered second pass; conv2d_relu's backward runs the
+// ReLU's mask in the same pass (it writes the masked gradient the GEMMs then read), saving the
+// mask's own pass over grad_out. CPU twins: tensor/cpu/conv.cpp (conv2d_backward_bias,
+// conv2d_relu_backward_bias), relu_inplace: the ReLU twin (tensor/cpu/elementwise.cpp).
 #include <echelon/cuda/kernels/conv.h>
 
 #include <algorithm>
@@ -37,16 +40,28 @@ namespace {
 
 // Bias gradient as a 2-D grid (cuda/kernels/channels.cuh): pass 1 sums chunk k of output
 // channel o of grad_out (N, O, L) into partial (O, chunks); pass 2 adds the chunks in order.
+// With relu_out (conv2d_relu): sums grad_out * (relu_out > 0) and writes it to masked.
 __global__ void bias_grad_chunks_kernel(NormArgs a, ChannelChunks cc, const float* grad_out,
-                                        double* partial) {
+                                        const float* relu_out, float* masked, double* partial) {
   using Reduce = cub::BlockReduce<double, kBlock>;
   __shared__ typename Reduce::TempStorage temp;
   const int64_t o = blockIdx.y, end = chunk_end(cc);
   double acc = 0.0;
-  for (ChannelWalk w(a, o, chunk_begin(cc) + threadIdx.x, blockDim.x); w.i < end; w.advance())
-    acc += grad_out[w.offset()];
+  for (ChannelWalk w(a, o, chunk_begin(cc) + threadIdx.x, blockDim.x); w.i < end; w.advance()) {
+    const int64_t at = w.offset();
+    float g = grad_out[at];
+    if (relu_out) {
+      g = relu_out[at] > 0.0f ? g : 0.0f;
+      masked[at] = g;
+    }
+    acc += g;
+  }
   const double total = Reduce(temp).Sum(acc);
   if (threadIdx.x == 0) partial[o * cc.chunks + blockIdx.x] = total;
+}
+
+__global__ void relu_inplace_kernel(float* y, int64_t count) {
+  for (int64_t i = grid_start(); i < count; i += grid_step()) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
 }
 
 __global__ void bias_grad_finish_kernel(const double* partial, int chunks, int64_t out_channels,
@@ -135,10 +150,10 @@ ConvAlgorithm conv_algorithm() {
 }
 
 void conv2d_forward(const Conv2dGeometry& a, const float* x, const float* w, const float* bias,
-                    float* y, int device, cudaStream_t stream) {
+                    float* y, int device, cudaStream_t stream, bool relu) {
   const int64_t rows = a.c * a.kernel_h * a.kernel_w, plane = a.out_h * a.out_w;
   if (a.n * a.o * plane == 0) return;
-  if (use_implicit(a)) return conv2d_forward_implicit(a, x, w, bias, y, stream);
+  if (use_implicit(a)) return conv2d_forward_implicit(a, x, w, bias, y, stream, relu);
   Columns cols(a, device, stream);
   for (int64_t n0 = 0; n0 < a.n; n0 += cols.chunk()) {
     const int64_t images = std::min(cols.chunk(), a.n - n0);
@@ -148,6 +163,11 @@ void conv2d_forward(const Conv2dGeometry& a, const float* x, const float* w, con
                                   cols.per_image(), bias, y + n0 * a.o * plane, plane, a.o * plane,
                                   images, stream);
   }
+  if (relu) relu_inplace(y, a.n * a.o * plane, stream);
+}
+
+void relu_inplace(float* y, int64_t count, cudaStream_t stream) {
+  launch_1d("relu_inplace", count, stream, relu_inplace_kernel, y, count);
 }
 
 void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const float* w,
@@ -205,12 +225,18 @@ void conv2d_backward_weight(const Conv2dGeometry& a, const float* grad_out, cons
 
 void conv2d_backward_bias(const Conv2dGeometry& a, const float* grad_out, float* grad_bias,
                           cudaStream_t stream) {
+  conv2d_relu_backward_bias(a, grad_out, nullptr, nullptr, grad_bias, stream);
+}
+
+void conv2d_relu_backward_bias(const Conv2dGeometry& a, const float* grad_out,
+                               const float* relu_out, float* masked, float* grad_bias,
+                               cudaStream_t stream) {
   if (a.o == 0) return;
   const NormArgs planes{a.n, a.o, a.out_h * a.out_w};  // grad_out as (N, O, L)
   const ChannelChunks cc = channel_chunks(planes);
   Scratch partial(static_cast<size_t>(a.o * cc.chunks) * sizeof(double), stream);
   ECH_LAUNCH(channel_grid(cc, a.o), kBlock, 0, stream, bias_grad_chunks_kernel)
-  (planes, cc, grad_out, partial.as<double>());
+  (planes, cc, grad_out, relu_out, masked, partial.as<double>());
   ECH_CUDA_CHECK_LAUNCH("conv2d_backward_bias (chunks)");
   launch_1d("conv2d_backward_bias", a.o, stream, bias_grad_finish_kernel,
             partial.as<const double>(), cc.chunks, a.o, grad_bias);

@@ -19,8 +19,13 @@ void set_conv_algorithm(ConvAlgorithm algorithm);
 ConvAlgorithm conv_algorithm();
 
 // y (N, O, OH, OW) = conv(x (N, C, H, W), w (O, C, KH, KW)) + bias (O); bias may be null.
+// relu: y = ReLU(that): the implicit GEMM clamps in its store; the columns path clamps y in place
+// after its GEMM (relu_inplace).
 void conv2d_forward(const Conv2dGeometry& a, const float* x, const float* w, const float* bias,
-                    float* y, int device, cudaStream_t stream);
+                    float* y, int device, cudaStream_t stream, bool relu = false);
+// y (count) = ReLU(y) in place, `y > 0 ? y : 0` as the ReLU twin (the composed conv2d_relu
+// forward of the columns path and cuDNN).
+void relu_inplace(float* y, int64_t count, cudaStream_t stream);
 // Overwrites grad_in (N, C, H, W).
 void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const float* w,
                            float* grad_in, int device, cudaStream_t stream);
@@ -30,5 +35,11 @@ void conv2d_backward_weight(const Conv2dGeometry& a, const float* grad_out, cons
 // Overwrites grad_bias (O).
 void conv2d_backward_bias(const Conv2dGeometry& a, const float* grad_out, float* grad_bias,
                           cudaStream_t stream);
+// The ReLU's backward and the bias gradient of conv2d_relu in one pass over grad_out: masked
+// (N, O, OH, OW) = grad_out * (relu_out > 0) (`relu_out > 0 ? g : 0`, the ReLU twin's) and
+// grad_bias (O) = its sums, in conv2d_backward_bias's order (bit-identical to the two ops).
+void conv2d_relu_backward_bias(const Conv2dGeometry& a, const float* grad_out,
+                               const float* relu_out, float* masked, float* grad_bias,
+                               cudaStream_t stream);
 
 }  // namespace echelon::cuda

@@ -5,7 +5,8 @@
 // With R = C*KH*KW, L = OH*OW and the images folded into the GEMM's N or K (one launch for the
 // whole batch, and small images still fill wide tiles):
 //   forward      y (O, N*L)        = w (O, R) x cols (R, N*L) + bias   cols(r, (n, q)) gathered
-//                                    from x (zero in the padding); bias in the store
+//                                    from x (zero in the padding); bias in the store, and
+//                                    with relu the ReLU clamp too (conv2d_relu's forward)
 //   grad input   grad_in (C, N*H*W) = w' (C, O*KH*KW) x g' (O*KH*KW, N*H*W)
 //                the gather formulation of col2im: input pixel (h, w) of image n receives tap
 //                (o, ki, kj) from grad_out (n, o, oh, ow) where oh*sh - ph + ki*dh = h (same for
@@ -128,6 +129,7 @@ struct ConvOperands {
   ConvIndex g;
   const float* a_src;
   const float* b_src;
+  bool relu;  // forward only: the store clamps at zero (a runtime flag: no extra instantiations)
 
   __device__ bool a_k_fastest() const { return true; }  // w rows; grad_out's (n, o) planes
   __device__ bool b_k_fastest() const { return P == ConvPass::BackwardWeight; }  // cols^T
@@ -174,13 +176,15 @@ struct ConvOperands {
     return gather_input(g, b_src, k / g.plane, n, k % g.plane);
   }
 
-  // C(m, n) = v (+ bias[m] in the forward); grad weight writes its group's partial (or grad_w).
+  // C(m, n) = v (+ bias[m], then ReLU'd with relu, in the forward); grad weight writes its
+  // group's partial (or grad_w). The clamp is `r > 0 ? r : 0`, the ReLU twin's, NaN -> 0 included.
   __device__ void store(float* out, const float* bias, int64_t m_wide, int64_t n_wide,
                         float v) const {
     if (m_wide >= g.M || n_wide >= g.N) return;
     const int m = static_cast<int>(m_wide), n = static_cast<int>(n_wide), plane = g.plane;
     if constexpr (P == ConvPass::Forward) {
-      out[((n / plane) * g.o + m) * plane + n % plane] = v + (bias ? bias[m] : 0.0f);
+      const float r = v + (bias ? bias[m] : 0.0f);
+      out[((n / plane) * g.o + m) * plane + n % plane] = !relu || r > 0.0f ? r : 0.0f;
     } else if constexpr (P == ConvPass::BackwardData) {
       out[((n / g.pixels) * g.c + m) * g.pixels + n % g.pixels] = v;
     } else {  // the partials of all groups may pass 2^31 elements
@@ -223,8 +227,8 @@ template <typename T, ConvPass P, bool kMma>
 __global__ void __launch_bounds__(kThreads, (conv_min_blocks<T, P, kMma>()))
     conv_gemm_kernel(Conv2dGeometry geometry, const float* __restrict__ a_src,
                      const float* __restrict__ b_src, const float* __restrict__ bias,
-                     float* __restrict__ out, int64_t per_group) {
-  const ConvOperands<P> ops{ConvIndex(geometry, gemm_shape(P, geometry)), a_src, b_src};
+                     float* __restrict__ out, int64_t per_group, bool relu) {
+  const ConvOperands<P> ops{ConvIndex(geometry, gemm_shape(P, geometry)), a_src, b_src, relu};
   const int64_t m0 = static_cast<int64_t>(blockIdx.y) * T::kM;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::kN;
   const int64_t k_slices = (ops.g.K + T::kK - 1) / T::kK;
@@ -304,7 +308,7 @@ int64_t slice_depth() {
 template <typename T, ConvPass P, bool kMma>
 void launch_on(const char* op, const Conv2dGeometry& g, const GemmShape& s, const float* a_src,
                const float* b_src, const float* bias, float* out, int64_t groups, int64_t per_group,
-               cudaStream_t stream) {
+               bool relu, cudaStream_t stream) {
   const int64_t tiles_m = ceil_div(s.M, T::kM), tiles_n = ceil_div(s.N, T::kN);
   ECH_CHECK(tiles_m <= kMaxGridY && tiles_n <= INT_MAX && groups <= kMaxGridZ, op,
             ": convolution too large for the implicit-GEMM grid (M=", s.M, ", N=", s.N,
@@ -316,7 +320,7 @@ void launch_on(const char* op, const Conv2dGeometry& g, const GemmShape& s, cons
                                           ? "conv_gemm_kernel (tf32)"
                                           : "conv_gemm_kernel (bf16)";
   ECH_LAUNCH_NAMED(name, grid, kThreads, 0, stream, conv_gemm_kernel<T, P, kMma>)
-  (g, a_src, b_src, bias, out, per_group);
+  (g, a_src, b_src, bias, out, per_group, relu);
   ECH_CUDA_CHECK_LAUNCH(op);
 }
 
@@ -324,40 +328,40 @@ void launch_on(const char* op, const Conv2dGeometry& g, const GemmShape& s, cons
 template <ConvPass P>
 void launch_conv_gemm(const char* op, const Conv2dGeometry& g, const float* a_src,
                       const float* b_src, const float* bias, float* out, int64_t groups,
-                      int64_t per_group, cudaStream_t stream) {
+                      int64_t per_group, bool relu, cudaStream_t stream) {
   const GemmShape s = gemm_shape(P, g);
   const Precision precision = float32_precision();
   const TileChoice choice = pick_tile(s, precision);
   if (precision == Precision::Bf16) {
     if (choice == TileChoice::Tiny)
       return launch_on<Bf16TinyTile, P, true>(op, g, s, a_src, b_src, bias, out, groups, per_group,
-                                              stream);
+                                              relu, stream);
     return choice == TileChoice::Narrow
                ? launch_on<Bf16NarrowTile, P, true>(op, g, s, a_src, b_src, bias, out, groups,
-                                                    per_group, stream)
+                                                    per_group, relu, stream)
                : launch_on<Bf16SmallTile, P, true>(op, g, s, a_src, b_src, bias, out, groups,
-                                                   per_group, stream);
+                                                   per_group, relu, stream);
   }
   const bool tf32 = precision == Precision::Tf32;
   switch (choice) {
     case TileChoice::Tiny:
       return tf32 ? launch_on<TinyTile, P, true>(op, g, s, a_src, b_src, bias, out, groups,
-                                                 per_group, stream)
+                                                 per_group, relu, stream)
                   : launch_on<TinyTile, P, false>(op, g, s, a_src, b_src, bias, out, groups,
-                                                  per_group, stream);
+                                                  per_group, relu, stream);
     case TileChoice::Narrow:
       return tf32 ? launch_on<NarrowTile, P, true>(op, g, s, a_src, b_src, bias, out, groups,
-                                                   per_group, stream)
+                                                   per_group, relu, stream)
                   : launch_on<NarrowTile, P, false>(op, g, s, a_src, b_src, bias, out, groups,
-                                                    per_group, stream);
+                                                    per_group, relu, stream);
     case TileChoice::Small:
       return tf32 ? launch_on<SmallTile, P, true>(op, g, s, a_src, b_src, bias, out, groups,
-                                                  per_group, stream)
+                                                  per_group, relu, stream)
                   : launch_on<SmallTile, P, false>(op, g, s, a_src, b_src, bias, out, groups,
-                                                   per_group, stream);
+                                                   per_group, relu, stream);
     case TileChoice::Large:
       return launch_on<LargeTile, P, false>(op, g, s, a_src, b_src, bias, out, groups, per_group,
-                                            stream);
+                                            relu, stream);
   }
 }
 
@@ -389,11 +393,11 @@ void sum_groups(const float* partial, int64_t groups, int64_t count, bool accumu
 }
 
 void conv2d_forward_implicit(const Conv2dGeometry& a, const float* x, const float* w,
-                             const float* bias, float* y, cudaStream_t stream) {
+                             const float* bias, float* y, cudaStream_t stream, bool relu) {
   const GemmShape s = gemm_shape(ConvPass::Forward, a);
   if (s.M * s.N == 0) return;
   launch_conv_gemm<ConvPass::Forward>("conv2d_forward (implicit GEMM)", a, w, x, bias, y, 1,
-                                      ceil_div(s.K, slice_depth()), stream);
+                                      ceil_div(s.K, slice_depth()), relu, stream);
 }
 
 void conv2d_backward_input_implicit(const Conv2dGeometry& a, const float* grad_out, const float* w,
@@ -401,7 +405,7 @@ void conv2d_backward_input_implicit(const Conv2dGeometry& a, const float* grad_o
   const GemmShape s = gemm_shape(ConvPass::BackwardData, a);
   if (s.M * s.N == 0) return;
   launch_conv_gemm<ConvPass::BackwardData>("conv2d_backward_input (implicit GEMM)", a, w, grad_out,
-                                           nullptr, grad_in, 1, ceil_div(s.K, slice_depth()),
+                                           nullptr, grad_in, 1, ceil_div(s.K, slice_depth()), false,
                                            stream);
 }
 
@@ -422,13 +426,13 @@ void conv2d_backward_weight_implicit(const Conv2dGeometry& a, const float* grad_
   const char* op = "conv2d_backward_weight (implicit GEMM)";
   if (groups == 1) {  // K = 0 too: the kernel then writes zeros
     launch_conv_gemm<ConvPass::BackwardWeight>(op, a, grad_out, x, nullptr, grad_w, 1, per_group,
-                                               stream);
+                                               false, stream);
     return;
   }
   Scratch partial(static_cast<size_t>(groups * s.M * s.N) * sizeof(float), stream);  // (groups,
                                                                                      // O, R)
   launch_conv_gemm<ConvPass::BackwardWeight>(op, a, grad_out, x, nullptr, partial.as<float>(),
-                                             groups, per_group, stream);
+                                             groups, per_group, false, stream);
   sum_groups(partial.as<const float>(), groups, s.M * s.N, false, grad_w, stream);
 }
 

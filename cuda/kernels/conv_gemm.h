@@ -16,8 +16,9 @@ namespace echelon::cuda {
 bool conv_gemm_fits(const Conv2dGeometry& a);
 
 // y (N, O, OH, OW) = conv(x (N, C, H, W), w (O, C, KH, KW)) + bias (O); bias may be null.
+// relu: y = ReLU(that), clamped in the GEMM's store (no pass over y).
 void conv2d_forward_implicit(const Conv2dGeometry& a, const float* x, const float* w,
-                             const float* bias, float* y, cudaStream_t stream);
+                             const float* bias, float* y, cudaStream_t stream, bool relu = false);
 // Overwrites grad_in (N, C, H, W).
 void conv2d_backward_input_implicit(const Conv2dGeometry& a, const float* grad_out, const float* w,
                                     float* grad_in, cudaStream_t stream);

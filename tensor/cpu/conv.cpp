@@ -100,13 +100,30 @@ void conv2d_backward_bias(const Conv2dGeometry& a, const T* grad_out, T* grad_bi
   }
 }
 
+template <typename T>
+void conv2d_relu_backward_bias(const Conv2dGeometry& a, const T* grad_out, const T* relu_out,
+                               T* masked, T* grad_bias) {
+  const int64_t plane = a.out_h * a.out_w;
+  for (int64_t o = 0; o < a.o; ++o) {
+    double acc = 0.0;
+    for (int64_t n = 0; n < a.n; ++n)
+      for (int64_t q = 0; q < plane; ++q) {
+        const int64_t at = (n * a.o + o) * plane + q;
+        masked[at] = relu_out[at] > T(0) ? grad_out[at] : T(0);
+        acc += static_cast<double>(masked[at]);
+      }
+    grad_bias[o] = static_cast<T>(acc);
+  }
+}
+
 // T names a type below, and a type cannot be parenthesised.
 // NOLINTBEGIN(bugprone-macro-parentheses)
 #define ECH_INSTANTIATE_CONV(T)                                                             \
   template void conv2d_forward<T>(const Conv2dGeometry&, const T*, const T*, const T*, T*); \
   template void conv2d_backward_input<T>(const Conv2dGeometry&, const T*, const T*, T*);    \
   template void conv2d_backward_weight<T>(const Conv2dGeometry&, const T*, const T*, T*);   \
-  template void conv2d_backward_bias<T>(const Conv2dGeometry&, const T*, T*);
+  template void conv2d_backward_bias<T>(const Conv2dGeometry&, const T*, T*);               \
+  template void conv2d_relu_backward_bias<T>(const Conv2dGeometry&, const T*, const T*, T*, T*);
 ECH_INSTANTIATE_CONV(float)
 ECH_INSTANTIATE_CONV(double)
 #undef ECH_INSTANTIATE_CONV

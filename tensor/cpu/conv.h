@@ -22,5 +22,11 @@ void conv2d_backward_weight(const Conv2dGeometry& a, const T* grad_out, const T*
 // grad_bias (O) = sum of grad_out over N, OH, OW. Overwrites grad_bias.
 template <typename T>
 void conv2d_backward_bias(const Conv2dGeometry& a, const T* grad_out, T* grad_bias);
+// conv2d_relu's ReLU backward and bias gradient in one pass: masked (N, O, OH, OW) = grad_out *
+// (relu_out > 0) (`relu_out > 0 ? g : 0`), grad_bias (O) = its sums in conv2d_backward_bias's
+// order. The twin of cuda::conv2d_relu_backward_bias.
+template <typename T>
+void conv2d_relu_backward_bias(const Conv2dGeometry& a, const T* grad_out, const T* relu_out,
+                               T* masked, T* grad_bias);
 
 }  // namespace echelon::cpu

@@ -142,6 +142,24 @@ TEST_SUITE("gradcheck") {
           {randn64({1, 2, 7, 5}, gen), randn64({3, 2, 2, 3}, gen)});
   }
 
+  TEST_CASE("conv2d_relu, fused (fast CPU kernels) and composed (naive), with and without bias") {
+    const ops::CpuKernels before = ops::cpu_kernels();
+    Generator gen(18);
+    Conv2dGeometry p;
+    p.kernel_h = 3, p.kernel_w = 2, p.stride_h = 2, p.pad_h = 1, p.pad_w = 1;
+    // Random outputs lie ~1e-6 from the ReLU's kink with negligible probability; about half are
+    // negative, so the mask zeroes real gradient terms.
+    for (ops::CpuKernels kernels : {ops::CpuKernels::Fast, ops::CpuKernels::Naive}) {
+      ops::set_cpu_kernels(kernels);
+      CAPTURE(kernels == ops::CpuKernels::Fast);
+      check([p](const Inputs& x) { return conv2d_relu(x[0], x[1], x[2], p); },
+            {randn64({2, 3, 7, 6}, gen), randn64({4, 3, 3, 2}, gen), randn64({4}, gen)});
+      check([p](const Inputs& x) { return conv2d_relu(x[0], x[1], Tensor(), p); },
+            {randn64({1, 2, 5, 7}, gen), randn64({3, 2, 3, 2}, gen)});
+    }
+    ops::set_cpu_kernels(before);
+  }
+
   TEST_CASE("pooling") {
     Generator gen(9);
     Pool2dGeometry p;  // 2x2 stride 2

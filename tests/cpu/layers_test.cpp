@@ -142,6 +142,47 @@ TEST_SUITE("layers") {
     }
   }
 
+  TEST_CASE(
+      "Sequential fuses Conv2d + ReLU (conv2d_relu) unless a MaxPool2d follows; --no-fuse "
+      "gives the same bits") {
+    Generator gen(10);
+    auto conv1 = std::make_shared<Conv2d>(3, 5, 3, Conv2dOptions{1, 1, 1, true}, gen);
+    auto conv2 = std::make_shared<Conv2d>(5, 4, 3, Conv2dOptions{2, 0, 1, true}, gen);
+    Sequential seq({conv1, std::make_shared<ReLU>(), conv2, std::make_shared<ReLU>(),
+                    std::make_shared<MaxPool2d>(2)});
+    const Tensor x0 = ops::randn({2, 3, 9, 11}, gen);
+    const Tensor gy = ops::randn({2, 4, 2, 2}, gen);
+    std::vector<std::vector<Tensor>> got(2);
+    for (bool fuse : {true, false}) {
+      CAPTURE(fuse);
+      ops::set_fused_ops(fuse);
+      seq.zero_grad();
+      Tensor x = x0.clone();
+      x.set_requires_grad(true);
+      size_t ran = 0;
+      const Tensor h = seq.forward_from(0, x, &ran);
+      REQUIRE(h.grad_fn());
+      CHECK(h.grad_fn()->name() == (fuse ? "conv2d_relu" : "relu"));
+      CHECK(ran == 2);  // the pair is one step either way; --no-fuse composes inside
+      // conv2 -> ReLU -> MaxPool2d: the ReLU goes to the pooling (relu_max_pool2d).
+      CHECK_FALSE(seq.fuses_with_next(2, h));
+      CHECK(seq.fuses_with_next(3, h));
+      const Tensor y = seq.forward(x);
+      backward(y, gy);
+      ops::set_fused_ops(true);
+      got[fuse ? 0 : 1] = {y,
+                           x.grad(),
+                           conv1->weight.grad(),
+                           conv1->bias.grad(),
+                           conv2->weight.grad(),
+                           conv2->bias.grad()};
+    }
+    for (size_t i = 0; i < got[0].size(); ++i) {
+      CAPTURE(i);
+      CHECK(max_abs_diff(got[0][i], got[1][i]) == 0.0);
+    }
+  }
+
   TEST_CASE("Dropout: identity in eval, drops about p and rescales in training") {
     Dropout drop(0.25, 11);
     Tensor x = ops::add(Tensor::ones({64, 33}), 0.5);

@@ -94,6 +94,7 @@ const std::vector<Case>& cases() {
 
 struct Results {
   Tensor y, grad_input, grad_weight, grad_bias;
+  Tensor y_relu;  // conv2d(..., relu = true): every tile's store with the clamp (ops::conv2d)
 };
 
 Results run(const Case& c, Device device, Precision round_as) {
@@ -105,8 +106,8 @@ Results run(const Case& c, Device device, Precision round_as) {
   x = rounded(x, round_as), w = rounded(w, round_as), gy = rounded(gy, round_as);
   x = x.to(device), w = w.to(device), bias = bias.to(device), gy = gy.to(device);
   const ops::Conv2dGrads grads = ops::conv2d_backward(gy, x, w, true, true, g);
-  return {ops::conv2d(x, w, bias, g).cpu(), grads.input.cpu(), grads.weight.cpu(),
-          grads.bias.cpu()};
+  return {ops::conv2d(x, w, bias, g).cpu(), grads.input.cpu(), grads.weight.cpu(), grads.bias.cpu(),
+          ops::conv2d(x, w, bias, g, /*relu=*/true).cpu()};
 }
 
 void check_against_cpu(cuda::ConvAlgorithm algorithm, Precision precision) {
@@ -128,6 +129,7 @@ void check_against_cpu(cuda::ConvAlgorithm algorithm, Precision precision) {
       CHECK_MESSAGE(cmp.ok, what, " ", direction, ": ", cmp.summary());
     };
     expect(got.y, want.y, tol, "forward");
+    expect(got.y_relu, ops::relu(want.y), tol, "forward + ReLU");
     expect(got.grad_input, want.grad_input, tol, "grad input");
     expect(got.grad_weight, want.grad_weight, wide, "grad weight");
     // The bias gradient is a plain fp32 reduction of grad_out under either precision.

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <echelon/autograd/engine.h>
+#include <echelon/autograd/functions.h>
 #include <echelon/cuda/kernels/conv.h>
 #include <echelon/cuda/kernels/loss.h>
 #include <echelon/tensor/ops.h>
@@ -185,6 +187,38 @@ TEST_SUITE("nn_gpu") {
                                                    ops::CpuKernels::Naive);
     const Tensor y_cpu = ops::conv2d(x.narrow(0, n - 5, 5).cpu(), w.cpu(), Tensor(), k3);
     CHECK(max_abs_diff(y.narrow(0, n - 5, 5).contiguous(), y_cpu) <= tol);
+  }
+
+  TEST_CASE("conv2d_relu on CUDA: the fused node equals --no-fuse bit for bit, both algorithms") {
+    // The same convolution sums either way; the clamp and the mask are exact and the bias
+    // gradient adds the same terms in the same order, so every output is bit-identical.
+    const Device cuda = Device::cuda(0);
+    Conv2dGeometry g;
+    g.kernel_h = g.kernel_w = 3, g.stride_h = 2, g.pad_h = g.pad_w = 1;
+    const Tensor x0 = signed_on({3, 9, 11, 9}, 5, cuda), w0 = signed_on({7, 9, 3, 3}, 6, cuda);
+    const Tensor b0 = signed_on({7}, 7, cuda), gy = signed_on({3, 7, 6, 9}, 8, cuda);
+    for (const cuda::ConvAlgorithm algorithm :
+         {cuda::ConvAlgorithm::ImplicitGemm, cuda::ConvAlgorithm::Im2colGemm}) {
+      CAPTURE(algorithm == cuda::ConvAlgorithm::ImplicitGemm);
+      const test::SettingScope<cuda::ConvAlgorithm> scope(cuda::conv_algorithm,
+                                                          cuda::set_conv_algorithm, algorithm);
+      std::vector<std::vector<Tensor>> got;
+      for (const bool fuse : {true, false}) {
+        const test::SettingScope<bool> fused(ops::fused_ops, ops::set_fused_ops, fuse);
+        Tensor x = x0.clone(), w = w0.clone(), b = b0.clone();
+        for (Tensor* t : {&x, &w, &b}) t->set_requires_grad(true);
+        const Tensor y = conv2d_relu(x, w, b, g);
+        REQUIRE(y.grad_fn());
+        CHECK(y.grad_fn()->name() == (fuse ? "conv2d_relu" : "relu"));
+        backward(y, gy);
+        got.push_back({y, x.grad(), w.grad(), b.grad()});
+      }
+      CHECK(max_abs_diff(got[0][0], ops::relu(got[0][0])) == 0.0);  // clamped
+      for (size_t i = 0; i < got[0].size(); ++i) {
+        CAPTURE(i);
+        CHECK(max_abs_diff(got[0][i], got[1][i]) == 0.0);
+      }
+    }
   }
 
 #if ECHELON_WITH_CUDNN

@@ -100,6 +100,36 @@ void conv_cases() {
              return ops::conv2d_backward(in[0], in[1], in[2], true, false, p).bias;
            },
            Tolerance{5e-4, 1e-4}});
+      // The fused convolution + ReLU (CUDA: the clamp in the implicit GEMM's store, the mask in
+      // the bias gradient's pass; the naive reference composes): y_pre ([-1, 1]) through a ReLU
+      // is the saved output, exact on both sides, so its zeros mask the same elements.
+      add({"conv2d_relu" + suffix,
+           "conv",
+           {f32(g.x), f32(g.w), f32({out_channels})},
+           [impl = impl, p](const auto& in) {
+             ConvImplScope scope(impl);
+             return ops::conv2d(in[0], in[1], in[2], p, /*relu=*/true);
+           },
+           tol});
+      // inputs: grad_out, x, w, y_pre (relu_out = ReLU(y_pre)), [input_sum]
+      std::vector<InputSpec> relu_inputs = backward_inputs;
+      relu_inputs.push_back(f32(y_shape));
+      const auto relu_backward = [impl = impl, p](const std::vector<Tensor>& in, bool sum) {
+        ConvImplScope scope(impl);
+        return ops::conv2d_backward(in[0], in[1], in[2], true, true, p, true,
+                                    sum ? in[4].clone() : Tensor(), ops::relu(in[3]));
+      };
+      add({"conv2d_relu_backward_input" + suffix, "conv", relu_inputs,
+           [relu_backward](const auto& in) { return relu_backward(in, false).input; }, tol});
+      add({"conv2d_relu_backward_weight" + suffix, "conv", relu_inputs,
+           [relu_backward](const auto& in) { return relu_backward(in, false).weight; },
+           Tolerance{5e-4, 1e-4}});
+      add({"conv2d_relu_backward_bias" + suffix, "conv", relu_inputs,
+           [relu_backward](const auto& in) { return relu_backward(in, false).bias; },
+           Tolerance{5e-4, 1e-4}});
+      relu_inputs.push_back(f32(g.x));
+      add({"conv2d_relu_backward_input_sum" + suffix, "conv", relu_inputs,
+           [relu_backward](const auto& in) { return relu_backward(in, true).input; }, tol});
     }
   // A non-contiguous input: the dispatch must materialise it before the kernels read it.
   add({"conv2d/ours/transposed_input",

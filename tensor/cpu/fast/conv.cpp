@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include <echelon/tensor/cpu/fast/conv_direct.h>
 #include <echelon/tensor/cpu/fast/conv_winograd.h>
@@ -228,30 +229,61 @@ void conv2d_backward_weight(const Conv2dGeometry& a, const T* grad_out, const T*
   }
 }
 
+namespace {
+template <typename T>
+T plane_sum(const T* plane, int64_t positions) {
+  T sum = T(0);
+#pragma omp simd reduction(+ : sum)
+  for (int64_t q = 0; q < positions; ++q) sum += plane[q];
+  return sum;
+}
+}  // namespace
+
 template <typename T>
 void conv2d_backward_bias(const Conv2dGeometry& a, const T* grad_out, T* grad_bias) {
   const int64_t positions = a.out_h * a.out_w;
   for (int64_t k = 0; k < a.o; ++k) {
     double acc = 0.0;  // planes summed in T (vectorised), planes added in double
-    for (int64_t n = 0; n < a.n; ++n) {
-      const T* plane = grad_out + (n * a.o + k) * positions;
-      T sum = T(0);
-#pragma omp simd reduction(+ : sum)
-      for (int64_t q = 0; q < positions; ++q) sum += plane[q];
-      acc += static_cast<double>(sum);
-    }
+    for (int64_t n = 0; n < a.n; ++n)
+      acc += static_cast<double>(plane_sum(grad_out + (n * a.o + k) * positions, positions));
     grad_bias[k] = static_cast<T>(acc);
   }
 }
 
+template <typename T>
+void conv2d_relu_backward_bias(const Conv2dGeometry& a, const T* grad_out, const T* relu_out,
+                               T* masked, T* grad_bias) {
+  const int64_t positions = a.out_h * a.out_w;
+  // Planes in memory order (three streams the prefetcher follows; a channel's N planes lie
+  // O planes apart), each channel's plane sums still added in image order, as
+  // conv2d_backward_bias adds them: the same double sums.
+  std::vector<double> acc(static_cast<size_t>(a.o), 0.0);
+  for (int64_t n = 0; n < a.n; ++n)
+    for (int64_t k = 0; k < a.o; ++k) {
+      const int64_t at = (n * a.o + k) * positions;
+      const T *g = grad_out + at, *y = relu_out + at;
+      T* out = masked + at;
+      // Both loads unconditional: a select the loop vectorises (g[q] loaded only where y[q] > 0
+      // compiled to a branch, mispredicted on a ReLU's random signs: 6-12x slower, measured).
+#pragma omp simd
+      for (int64_t q = 0; q < positions; ++q) {
+        const T d = g[q], v = y[q];
+        out[q] = v > T(0) ? d : T(0);
+      }
+      acc[static_cast<size_t>(k)] += static_cast<double>(plane_sum(out, positions));  // in cache
+    }
+  for (int64_t k = 0; k < a.o; ++k) grad_bias[k] = static_cast<T>(acc[static_cast<size_t>(k)]);
+}
+
 // T names a type below, and a type cannot be parenthesised.
 // NOLINTBEGIN(bugprone-macro-parentheses)
-#define ECH_INSTANTIATE_FAST_CONV(T)                                                        \
-  template void conv2d_forward<T>(const Conv2dGeometry&, const T*, const T*, const T*, T*); \
-  template void conv2d_backward_input<T>(const Conv2dGeometry&, const T*, const T*, T*);    \
-  template void conv2d_backward_weight<T>(const Conv2dGeometry&, const T*, const T*, T*);   \
-  template void conv2d_backward_bias<T>(const Conv2dGeometry&, const T*, T*);               \
-  template void im2col_group<T>(const Conv2dGeometry&, const T*, int64_t, T*);              \
+#define ECH_INSTANTIATE_FAST_CONV(T)                                                             \
+  template void conv2d_forward<T>(const Conv2dGeometry&, const T*, const T*, const T*, T*);      \
+  template void conv2d_backward_input<T>(const Conv2dGeometry&, const T*, const T*, T*);         \
+  template void conv2d_backward_weight<T>(const Conv2dGeometry&, const T*, const T*, T*);        \
+  template void conv2d_backward_bias<T>(const Conv2dGeometry&, const T*, T*);                    \
+  template void conv2d_relu_backward_bias<T>(const Conv2dGeometry&, const T*, const T*, T*, T*); \
+  template void im2col_group<T>(const Conv2dGeometry&, const T*, int64_t, T*);                   \
   template void col2im_group<T>(const Conv2dGeometry&, const T*, int64_t, T*);
 ECH_INSTANTIATE_FAST_CONV(float)
 ECH_INSTANTIATE_FAST_CONV(double)

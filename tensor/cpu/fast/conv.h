@@ -29,6 +29,12 @@ void conv2d_backward_weight(const Conv2dGeometry& a, const T* grad_out, const T*
 // grad_bias (O) = sum of grad_out over N, OH, OW. Overwrites grad_bias.
 template <typename T>
 void conv2d_backward_bias(const Conv2dGeometry& a, const T* grad_out, T* grad_bias);
+// conv2d_relu's ReLU backward and bias gradient in one pass over memory: masked = grad_out *
+// (relu_out > 0) (N, O, OH, OW), grad_bias (O) its sums, bit-identical to the ReLU backward then
+// conv2d_backward_bias (each plane is masked, then summed by the same loop while in cache).
+template <typename T>
+void conv2d_relu_backward_bias(const Conv2dGeometry& a, const T* grad_out, const T* relu_out,
+                               T* masked, T* grad_bias);
 
 // im2col / col2im of `count` images into/from a (C*KH*KW, count*OH*OW) matrix whose row r holds
 // image i's columns at [i*OH*OW, (i+1)*OH*OW): the layout one GEMM over the group needs.
