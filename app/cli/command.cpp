@@ -3,7 +3,10 @@
 #include <echelon/app/cli/dist_flags.h>
 
 #include <algorithm>
+#include <charconv>
+#include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -40,6 +43,35 @@ void route_schedule_flag(const CLI::App& cmd, ScheduleFlag& flag, TrainOptions& 
             flag.value, " and --lr-schedule ", train.schedule, " disagree");
   train.schedule = flag.value;  // an unknown name is rejected by validate(), naming both kinds
   flag.sets_lr_schedule = true;
+}
+
+// --seed: CLI11 reads "-1" as 2^64 - 1 and saturates 1e30 to it, without a word. A seed is a
+// whole number that config.json can hold (an int64).
+CLI::Validator seed_range() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        uint64_t value = 0;
+        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+        if (text.empty() || error != std::errc() || end != text.data() + text.size() ||
+            value > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+          return str("must be a whole number in 0..", std::numeric_limits<int64_t>::max(),
+                     ", got '", text, "'");
+        return {};
+      },
+      "UINT");
+}
+
+// An LR schedule's own flag given while another schedule runs would be ignored without a word.
+void check_schedule_flags(const CLI::App& cmd, const TrainOptions& o) {
+  const auto given_without = [&](const char* flag, bool applies, const char* schedules) {
+    ECH_CHECK(cmd.count(flag) == 0 || applies, flag, " applies to --lr-schedule ", schedules,
+              ", and this run's LR schedule is ", o.schedule, "; add --lr-schedule ", schedules,
+              " or drop ", flag);
+  };
+  given_without("--step-size", o.schedule == "step", "step");
+  given_without("--milestones", o.schedule == "multistep", "multistep");
+  given_without("--gamma", o.schedule == "step" || o.schedule == "multistep",
+                "step (or multistep)");
 }
 
 // `--workers auto | N`: an int option cannot take "auto".
@@ -81,7 +113,8 @@ void add_train_options(CLI::App& cmd, TrainOptions& o, ScheduleFlag& schedule) {
   cmd.add_option(
       "--precision", o.precision,
       "Matmul and conv compute on CUDA: fp32 | tf32 | bf16 (tensor cores; fp32 storage)");
-  cmd.add_option("--seed", o.seed, "Seed of model init, shuffling, augmentation and dropout");
+  cmd.add_option("--seed", o.seed, "Seed of model init, shuffling, augmentation and dropout")
+      ->check(seed_range());
   cmd.add_option("--threads", o.threads,
                  "CPU threads for the ops (our pool; OpenBLAS always single-threaded); 0: default");
   cmd.add_option("--out", o.out, "Run folder for config, metrics, summary, checkpoint, report");
@@ -241,6 +274,7 @@ Command parse_command_line(int argc, const char* const* argv) {
     restore_pipeline_flags(*train_cmd, command.train.engine, command.pipeline);
     restore_distributed_flags(*train_cmd, command.train.engine, command.pipeline.options);
   }
+  check_schedule_flags(*train_cmd, command.train);
   finish_pipeline_options(*train_cmd, command.pipeline, static_cast<int>(command.train.epochs));
   // The batches enter on the first partition's device unless --device says otherwise.
   const std::vector<Device>& devices = command.pipeline.options.devices;

@@ -60,6 +60,11 @@
 //  cli/augment-bad-number        `--augment crop:4.5`
 //  cli/resize-not-folder         `--resize 32 --data synthetic`
 //  cli/resize-negative           `--resize -8`
+//  cli/step-size-alone           `--step-size 3` under the constant LR schedule (was ignored)
+//  cli/milestones-alone          `--milestones 3` under cosine (was ignored)
+//  cli/gamma-alone               `--gamma 0.5` under the constant LR schedule (was ignored)
+//  cli/seed-negative             `--seed -1` (was read as 2^64 - 1)
+//  cli/seed-overflow             `--seed 99999999999999999999` (was saturated to 2^64 - 1)
 //  run/out-other-run             --out into another run's folder without --overwrite
 //  run/overwrite-bad-flag        --out RUN --overwrite --lr 0: nothing replaced
 //  run/resume-too-many-parts     --resume RUN --pipeline 13 (more partitions than layers)
@@ -377,6 +382,15 @@ std::vector<ProbeCase> flag_cases() {
       {"cli/resize-negative",
        "train --device cpu --data folder --data-dir /tmp --resize -8",
        {"--resize must be in 0..1024 (got -8)"}},
+      {"cli/step-size-alone",
+       train + "--step-size 3",
+       {"--step-size applies to --lr-schedule step"}},
+      {"cli/milestones-alone",
+       train + "--schedule cosine --milestones 3",
+       {"--milestones applies to --lr-schedule multistep", "schedule is cosine"}},
+      {"cli/gamma-alone", train + "--gamma 0.5", {"--gamma applies to --lr-schedule step"}},
+      {"cli/seed-negative", train + "--seed -1", {"--seed", "got '-1'"}},
+      {"cli/seed-overflow", train + "--seed 99999999999999999999", {"--seed", "whole number"}},
   };
 }
 
