@@ -65,6 +65,10 @@
 //  cli/gamma-alone               `--gamma 0.5` under the constant LR schedule (was ignored)
 //  cli/seed-negative             `--seed -1` (was read as 2^64 - 1)
 //  cli/seed-overflow             `--seed 99999999999999999999` (was saturated to 2^64 - 1)
+//  cli/threads-huge              `--threads 100000` (was "Resource temporarily unavailable")
+//  cli/workers-huge              `--workers 300` (was "Loader: workers 300 not in [0, 256]")
+//  cli/eval-workers-huge         `eval --workers 300`, before the checkpoint is read
+//  cli/cudnn-on-cpu              `--conv-impl cudnn --device cpu` (was ignored; --precision errs)
 //  run/out-other-run             --out into another run's folder without --overwrite
 //  run/overwrite-bad-flag        --out RUN --overwrite --lr 0: nothing replaced
 //  run/resume-too-many-parts     --resume RUN --pipeline 13 (more partitions than layers)
@@ -391,6 +395,12 @@ std::vector<ProbeCase> flag_cases() {
       {"cli/gamma-alone", train + "--gamma 0.5", {"--gamma applies to --lr-schedule step"}},
       {"cli/seed-negative", train + "--seed -1", {"--seed", "got '-1'"}},
       {"cli/seed-overflow", train + "--seed 99999999999999999999", {"--seed", "whole number"}},
+      {"cli/threads-huge", train + "--threads 100000", {"--threads must be in 0..1024"}},
+      {"cli/workers-huge", train + "--workers 300", {"--workers must be auto or in 0..256"}},
+      {"cli/eval-workers-huge",
+       "eval --device cpu --checkpoint x --workers 300",
+       {"--workers must be auto or in 0..256"}},
+      {"cli/cudnn-on-cpu", train + "--conv-impl cudnn", {"--conv-impl cudnn applies to CUDA"}},
   };
 }
 
