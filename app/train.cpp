@@ -381,8 +381,15 @@ TrainResult TrainingRun::execute() {
     const auto epoch_start = Clock::now();
     EpochTotals totals;
     if (!train_epoch(epoch, totals)) {
-      out_ << "interrupted in epoch " << epoch + 1 << "; the checkpoint holds epoch " << info_.epoch
-           << "\n";
+      // Say what is on disk: without --out nothing is, and in epoch 1 no checkpoint exists yet.
+      out_ << "interrupted in epoch " << epoch + 1;
+      if (dir_.empty())
+        out_ << "; nothing was saved (no --out: pass --out DIR to keep a checkpoint to resume)\n";
+      else if (info_.epoch == 0)
+        out_ << ", before any epoch finished: " << dir_ << " holds no checkpoint yet\n";
+      else
+        out_ << "; " << in_dir(kCheckpointFile) << " holds epoch " << info_.epoch
+             << ": continue with `echelon train --resume " << dir_ << "`\n";
       write_outputs(false);
       return std::move(result_);
     }

@@ -12,6 +12,7 @@
 namespace fs = std::filesystem;
 
 using echelon::test::check_usage_error;
+using echelon::test::has;
 using echelon::test::kBinary;
 using echelon::test::run;
 using echelon::test::Run;
@@ -167,6 +168,26 @@ TEST_SUITE("cli") {
     CHECK(folder.out.find("(epoch 3)") != std::string::npos);
     CHECK(accuracy(folder.out) ==
           doctest::Approx(100 * number_after("\"final_test_acc\"")).epsilon(0.002));
+  }
+
+  TEST_CASE("Ctrl-C says what is on disk: the checkpoint and how to resume, or nothing saved") {
+    if (!fs::exists(kBinary)) return;
+    // Tiny epochs (ms each): two seconds in, several have finished. SIGINT, as Ctrl-C sends.
+    const std::string args =
+        "train --data synthetic --limit-train 64 --limit-test 32 --epochs 1000000 --progress none "
+        "--device cpu";
+    const std::string interrupt = "timeout --preserve-status -s INT 2 ";
+    const Run bare = run(args, interrupt);
+    CHECK(bare.status == 130);
+    CHECK_MESSAGE(has(bare.out, "nothing was saved (no --out"), bare.out);
+    CHECK_FALSE(has(bare.out, "holds epoch"));  // once: "the checkpoint holds epoch N", of none
+    const fs::path out = temp_dir("interrupted");
+    const Run kept = run(args + " --out " + out.string(), interrupt);
+    CHECK(kept.status == 130);
+    CHECK_MESSAGE(has(kept.out, "checkpoint.safetensors holds epoch"), kept.out);
+    CHECK(has(kept.out, "continue with `echelon train --resume " + out.string() + "`"));
+    const Run eval = run("eval --device cpu --checkpoint " + out.string());
+    CHECK_MESSAGE(eval.status == 0, eval.err);
   }
 
   TEST_CASE("a folder without a checkpoint, given as one, is named as a folder") {
