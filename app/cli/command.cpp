@@ -275,6 +275,12 @@ Command parse_command_line(int argc, const char* const* argv) {
     restore_distributed_flags(*train_cmd, command.train.engine, command.pipeline.options);
   }
   check_schedule_flags(*train_cmd, command.train);
+  // Else the trace writer's error names the path but not the flag.
+  const std::string& trace = command.pipeline.options.trace_path;
+  std::error_code error;
+  ECH_CHECK(trace.empty() || !std::filesystem::is_directory(trace, error), "--trace ", trace,
+            ": is a folder; give a file name, e.g. ",
+            (std::filesystem::path(trace) / "trace.json").string());
   finish_pipeline_options(*train_cmd, command.pipeline, static_cast<int>(command.train.epochs));
   // The batches enter on the first partition's device unless --device says otherwise.
   const std::vector<Device>& devices = command.pipeline.options.devices;

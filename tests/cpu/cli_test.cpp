@@ -190,6 +190,15 @@ TEST_SUITE("cli") {
     CHECK_MESSAGE(eval.status == 0, eval.err);
   }
 
+  TEST_CASE("--trace naming a folder is refused by name") {
+    if (!fs::exists(kBinary)) return;
+    // Once "DIR: cannot rename the temporary file onto: Is a directory".
+    const fs::path dir = temp_dir("trace_dir");
+    check_usage_error("train --data synthetic --device cpu --trace " + dir.string(),
+                      "--trace " + dir.string() + ": is a folder; give a file name, e.g. " +
+                          (dir / "trace.json").string());
+  }
+
   TEST_CASE("a folder without a checkpoint, given as one, is named as a folder") {
     if (!fs::exists(kBinary)) return;
     const fs::path dir = temp_dir("checkpoint_dir");
