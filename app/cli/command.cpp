@@ -153,6 +153,11 @@ void add_train_options(CLI::App& cmd, TrainOptions& o, ScheduleFlag& schedule) {
 // With --resume, the options come from DIR/config.json; flags given explicitly override them.
 TrainOptions merge_resume(const CLI::App& cmd, const TrainOptions& given,
                           const ScheduleFlag& schedule) {
+  // The checkpoint file itself (as eval takes it): point at its folder, which holds the config.
+  std::error_code error;
+  ECH_CHECK(!std::filesystem::is_regular_file(given.resume, error), "--resume ", given.resume,
+            ": is a file; give the run folder that holds it and config.json (--resume ",
+            std::filesystem::path(given.resume).parent_path().string(), ")");
   const std::string config_path = (std::filesystem::path(given.resume) / "config.json").string();
   ECH_CHECK(std::filesystem::exists(config_path), "--resume ", given.resume,
             ": no config.json there (not a run folder?)");

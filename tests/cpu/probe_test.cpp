@@ -77,6 +77,7 @@
 //  run/resume-bad-lr             --resume RUN --lr -1
 //  run/resume-bad-augment        --resume RUN --augment crop:0
 //  run/resume-not-a-run          --resume of a folder without config.json
+//  run/resume-checkpoint-file    --resume RUN/checkpoint.safetensors: names the folder to give
 //  run/nan-loss                  a loss that becomes NaN (--lr 1e30): stops naming --lr
 #include <doctest/doctest.h>
 
@@ -422,6 +423,10 @@ std::vector<ProbeCase> run_folder_cases(const fs::path& root, const fs::path& ru
       {"run/resume-not-a-run",
        "train --resume " + (root / "not-a-run").string(),
        {(root / "not-a-run").string(), "config.json"}},
+      {"run/resume-checkpoint-file",
+       resume.substr(0, resume.size() - 1) + "/checkpoint.safetensors --epochs 3",
+       {"is a file; give the run folder", "(--resume " + run_dir.string() + ")"},
+       run_dir},
   };
   if (echelon::data::have_stb()) {  // a 3-channel image folder for a 1-channel model
     const fs::path rgb = image_folder(root, "rgb-folder", "", {});
