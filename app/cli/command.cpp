@@ -280,6 +280,9 @@ Command parse_command_line(int argc, const char* const* argv) {
     restore_distributed_flags(*train_cmd, command.train.engine, command.pipeline.options);
   }
   check_schedule_flags(*train_cmd, command.train);
+  ECH_CHECK(train_cmd->count("--bucket-mb") == 0 || command.pipeline.options.data_parallel > 1,
+            "--bucket-mb sums the gradients of data-parallel replicas, and this run has one: add "
+            "--data-parallel R (R >= 2, under mpirun or echelon launch) or drop --bucket-mb");
   // Else the trace writer's error names the path but not the flag.
   const std::string& trace = command.pipeline.options.trace_path;
   std::error_code error;

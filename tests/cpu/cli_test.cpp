@@ -65,6 +65,10 @@ TEST_SUITE("cli") {
                       "--bucket-mb: must be a number of MiB in [0, 1024], got 'nan'");
     check_usage_error("train --bucket-mb 2e9", "--bucket-mb: must be a number of MiB");
     check_usage_error("train --bucket-mb 1x", "--bucket-mb: must be a number of MiB");
+    // A valid size without replicas would be ignored without a word.
+    check_usage_error("train --data synthetic --device cpu --bucket-mb 4",
+                      "--bucket-mb sums the gradients of data-parallel replicas, and this run has "
+                      "one: add --data-parallel R");
   }
 
   TEST_CASE("conflicting or pointless pipeline flags are errors, not silently ignored") {
