@@ -41,6 +41,7 @@
 //  ckpt/header-past-end          header length beyond the file
 //  ckpt/directory                a directory passed as --checkpoint
 //  ckpt/missing                  a --checkpoint that does not exist
+//  ckpt/json-file                a JSON file (config.json) given as --checkpoint
 //  ckpt/nan-in-history           (accepted) a checkpoint whose history holds a NaN loss loads in
 //  eval ckpt/resume-nan-in-history    (accepted) ... and a run folder holding it resumes
 //  cli/unknown-subcommand        `echelon frobnicate` names it and lists the subcommands
@@ -349,6 +350,14 @@ std::vector<ProbeCase> checkpoint_cases(const fs::path& root, const fs::path& go
   cases.push_back({"ckpt/directory",
                    "eval --device cpu --checkpoint " + dir.string(),
                    {dir.string(), "is a directory"}});
+  // The run folder's config.json given as the checkpoint (once: "header length 7237123119542962811
+  // runs past the end of the file").
+  const fs::path config = root / "config.json";
+  const std::string text = "{\n  \"model\": \"lenet5\"\n}\n";
+  write_bytes(config, Bytes(text.begin(), text.end()));
+  cases.push_back({"ckpt/json-file",
+                   "eval --device cpu --checkpoint " + config.string(),
+                   {config.string(), "is a text file (JSON?), not a .safetensors checkpoint"}});
   const fs::path missing = root / "missing.safetensors";
   cases.push_back(
       {"ckpt/missing", "eval --device cpu --checkpoint " + missing.string(), {missing.string()}});
