@@ -1,12 +1,11 @@
 // The `echelon` command line: flags -> Command (see command.h).
 #include <echelon/app/cli/command.h>
 #include <echelon/app/cli/dist_flags.h>
+#include <echelon/app/cli/seed_flag.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cstdint>
 #include <filesystem>
-#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -43,22 +42,6 @@ void route_schedule_flag(const CLI::App& cmd, ScheduleFlag& flag, TrainOptions& 
             flag.value, " and --lr-schedule ", train.schedule, " disagree");
   train.schedule = flag.value;  // an unknown name is rejected by validate(), naming both kinds
   flag.sets_lr_schedule = true;
-}
-
-// --seed: CLI11 reads "-1" as 2^64 - 1 and saturates 1e30 to it, without a word. A seed is a
-// whole number that config.json can hold (an int64).
-CLI::Validator seed_range() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        uint64_t value = 0;
-        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-        if (text.empty() || error != std::errc() || end != text.data() + text.size() ||
-            value > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-          return str("must be a whole number in 0..", std::numeric_limits<int64_t>::max(),
-                     ", got '", text, "'");
-        return {};
-      },
-      "UINT");
 }
 
 // An LR schedule's own flag given while another schedule runs would be ignored without a word.
