@@ -1,6 +1,8 @@
 #include <echelon/app/checkpoint.h>
 
 #include <bit>
+#include <cctype>
+#include <fstream>
 
 #include <echelon/base/error.h>
 #include <echelon/layers/models/registry.h>
@@ -165,8 +167,35 @@ CheckpointInfo read_info(const safetensors::Metadata& meta, const std::string& p
 
 }  // namespace
 
+namespace {
+// A safetensors file starts with its header length, an 8-byte little-endian integer whose high
+// bytes are 0; config.json, metrics.jsonl or summary.json start with printable text.
+bool starts_with_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char head[8] = {};
+  if (!in.read(head, sizeof(head))) return false;
+  for (const char c : head)
+    if (!std::isprint(static_cast<unsigned char>(c)) &&
+        !std::isspace(static_cast<unsigned char>(c)))
+      return false;
+  return true;
+}
+
+safetensors::Contents load_contents(const std::string& path) {
+  try {
+    return safetensors::load(path);
+  } catch (const Error&) {
+    // Else "header length 7237123119542962811 runs past the end": say what the file is instead.
+    ECH_CHECK(!starts_with_text(path), path,
+              ": is a text file (JSON?), not a .safetensors checkpoint; give the run folder or "
+              "its checkpoint.safetensors");
+    throw;
+  }
+}
+}  // namespace
+
 LoadedCheckpoint load_checkpoint(const std::string& path) {
-  const safetensors::Contents contents = safetensors::load(path);
+  const safetensors::Contents contents = load_contents(path);
   const auto& meta = contents.metadata;
   const auto format = meta.find("format");
   ECH_CHECK(format != meta.end() && format->second == kCheckpointFormat, path,

@@ -79,8 +79,9 @@ EvalResult evaluate_checkpoint(const EvalOptions& options, std::ostream& out) {
   ECH_CHECK(!options.checkpoint.empty(), "--checkpoint FILE is required");
   ECH_CHECK(options.batch_size >= 1, "--batch-size must be >= 1 (got ", options.batch_size, ")");
   ECH_CHECK(options.limit_test >= 0, "--limit-test must be >= 0 (got ", options.limit_test, ")");
-  ECH_CHECK(options.workers >= 0 || options.workers == kAutoWorkers,
-            "--workers must be auto or >= 0 (0: inline; got ", options.workers, ")");
+  ECH_CHECK(
+      (options.workers >= 0 && options.workers <= kMaxWorkers) || options.workers == kAutoWorkers,
+      "--workers must be auto or in 0..", kMaxWorkers, " (0: inline; got ", options.workers, ")");
   const Device device = resolve_device(options.device);
   const std::string path = checkpoint_file(options.checkpoint);
   const LoadedCheckpoint checkpoint = load_checkpoint(path);

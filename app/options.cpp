@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <thread>
 
 #include <echelon/app/flags.h>
 #include <echelon/app/train.h>
@@ -117,6 +118,7 @@ const std::vector<std::string> kSchedules = {"constant", "step", "multistep", "c
 
 // The largest --resize: a 1024 x 1024 input is far beyond what the zoo's models train on.
 constexpr int64_t kMaxResize = 1024;
+constexpr int kMaxThreads = 1024;
 
 std::string join(const std::vector<std::string>& items) {
   std::string out;
@@ -221,7 +223,14 @@ void validate(const TrainOptions& o) {
   ECH_CHECK(o.precision == "fp32" || device.is_cuda(), "--precision ", o.precision,
             " applies to CUDA devices and this run is on the CPU (--device ", o.device,
             "), whose ops always compute in fp32; use --precision fp32");
-  ECH_CHECK(o.threads >= 0, "--threads must be >= 0 (got ", o.threads, ")");
+  // cudnn is a CUDA library: on the CPU the flag would be ignored without a word.
+  ECH_CHECK(o.conv_impl == "ours" || device.is_cuda(), "--conv-impl ", o.conv_impl,
+            " applies to CUDA devices and this run is on the CPU (--device ", o.device,
+            "); drop the flag or use --conv-impl ours");
+  // Thousands of pool threads fail to start ("Resource temporarily unavailable") or crawl.
+  ECH_CHECK(o.threads >= 0 && o.threads <= kMaxThreads, "--threads must be in 0..", kMaxThreads,
+            " (got ", o.threads, "; this machine has ", std::thread::hardware_concurrency(),
+            " CPU threads)");
   ECH_CHECK(o.limit_train >= 0, "--limit-train must be >= 0 (got ", o.limit_train, ")");
   ECH_CHECK(o.limit_test >= 0, "--limit-test must be >= 0 (got ", o.limit_test, ")");
   if (o.augment != "default") parse_flag("--augment", [&] { data::parse_augment_spec(o.augment); });
@@ -229,9 +238,9 @@ void validate(const TrainOptions& o) {
             " (got ", o.resize, ")");
   ECH_CHECK(o.resize == 0 || o.data == "folder", "--resize applies to --data folder only (", o.data,
             " images all have one size)");
-  ECH_CHECK(o.workers >= 0 || o.workers == kAutoWorkers,
-            "--workers must be auto or >= 0 (0: inline, on the training thread; got ", o.workers,
-            ")");
+  ECH_CHECK((o.workers >= 0 && o.workers <= kMaxWorkers) || o.workers == kAutoWorkers,
+            "--workers must be auto or in 0..", kMaxWorkers,
+            " (0: inline, on the training thread; got ", o.workers, ")");
   ECH_CHECK(!(o.workers == 0 && o.echo == "auto"),
             "--echo auto needs loader threads (--workers >= 1): with --workers 0 the data stages "
             "run on the training thread, so there is no upstream rate to match; give a number");

@@ -319,8 +319,17 @@ void TrainingRun::build_model(const EngineFactory& factory) {
               " classes");
     info_ = resumed.info;
   } else {
-    model_ = make_model(options_.model, data_.channels, data_.num_classes, options_.seed,
-                        data_.image_size);
+    try {
+      model_ = make_model(options_.model, data_.channels, data_.num_classes, options_.seed,
+                          data_.image_size);
+    } catch (const Error& e) {
+      // An image folder's size is the user's to choose ("lenet5: image size must be 28 or 32").
+      if (options_.data != "folder") throw;
+      ECH_FAIL(e.message(), " (", data_.dir, " gives ", data_.image_size, "x", data_.image_size,
+               " images", options_.resize > 0 ? " at --resize " : "",
+               options_.resize > 0 ? std::to_string(options_.resize) : std::string(),
+               "; --resize N makes them N x N)");
+    }
     info_.model = options_.model;
     info_.in_channels = data_.channels;
     info_.num_classes = data_.num_classes;
@@ -381,8 +390,15 @@ TrainResult TrainingRun::execute() {
     const auto epoch_start = Clock::now();
     EpochTotals totals;
     if (!train_epoch(epoch, totals)) {
-      out_ << "interrupted in epoch " << epoch + 1 << "; the checkpoint holds epoch " << info_.epoch
-           << "\n";
+      // Say what is on disk: without --out nothing is, and in epoch 1 no checkpoint exists yet.
+      out_ << "interrupted in epoch " << epoch + 1;
+      if (dir_.empty())
+        out_ << "; nothing was saved (no --out: pass --out DIR to keep a checkpoint to resume)\n";
+      else if (info_.epoch == 0)
+        out_ << ", before any epoch finished: " << dir_ << " holds no checkpoint yet\n";
+      else
+        out_ << "; " << in_dir(kCheckpointFile) << " holds epoch " << info_.epoch
+             << ": continue with `echelon train --resume " << dir_ << "`\n";
       write_outputs(false);
       return std::move(result_);
     }

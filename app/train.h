@@ -35,6 +35,8 @@ using parallel::StepEngine;
 
 // `--workers auto`: resolve_workers() picks 0 (inline) or 1 once the data set is loaded.
 inline constexpr int kAutoWorkers = -1;
+// The most loader workers per stage (data::Loader refuses more).
+inline constexpr int kMaxWorkers = 256;
 
 // The loader's worker count a run uses, and why.
 struct WorkersChoice {

@@ -38,6 +38,9 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
   const std::filesystem::path target(path);
   const std::filesystem::path dir =
       target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+  std::error_code error;
+  ECH_CHECK(!std::filesystem::is_directory(target, error), path,
+            ": is a directory, not a file name (cannot write a file over it)");
   const std::string temp = (dir / ("." + target.filename().string() + ".tmp")).string();
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail_errno(temp, "create");

@@ -58,7 +58,9 @@ class ShuffleBuffer {
   ShuffleBuffer(int64_t capacity, uint64_t seed, int64_t epoch)
       : capacity_(capacity), seed_(seed), epoch_(epoch) {
     ECH_CHECK(capacity >= 0, "shuffle buffer: capacity ", capacity, " < 0");
-    items_.reserve(static_cast<size_t>(capacity));
+    // Grown as items arrive: a capacity beyond the epoch (--shuffle-buffer 1e11) holds the whole
+    // epoch instead of failing with bad_alloc before the first item.
+    items_.reserve(static_cast<size_t>(std::min<int64_t>(capacity, 4096)));
   }
   // Adds `item`; returns an item to pass on when the buffer was full (capacity 0: `item` itself).
   std::optional<T> add(T item) {

@@ -70,6 +70,12 @@ void open_image_folder(DatasetSplits& d, const std::string& dir, const DatasetLi
   ECH_CHECK(!dir.empty(), "dataset 'folder' needs a directory (with train/ and test/)");
   d.dir = dir;
   const std::filesystem::path root(dir);
+  // A typo in --data-dir, or a file given for it: say that, not "missing train/".
+  std::error_code error;
+  ECH_CHECK(std::filesystem::exists(root, error), "image folder dataset '", dir,
+            "': no such folder (give the folder holding train/CLASS/ and test/CLASS/ images)");
+  ECH_CHECK(std::filesystem::is_directory(root, error), "image folder dataset '", dir,
+            "': is a file, not a folder (give the folder holding train/ and test/)");
   for (const char* split : {"train", "test"}) {
     if (limits.test_only && std::string(split) == "train") continue;
     ECH_CHECK(std::filesystem::is_directory(root / split), "image folder dataset '", dir,

@@ -1,4 +1,5 @@
 #include <echelon/app/cli/bench_cmd.h>
+#include <echelon/app/cli/seed_flag.h>
 
 #include <cstdio>
 
@@ -34,7 +35,7 @@ void add_op(CLI::App& bench, BenchCommand& c) {
       ->delimiter(',');
   c.op->add_option("--warmup", o.warmup, "Untimed rounds first");
   c.op->add_option("--repeats", o.repeats, "Timed rounds (median and spread over them)");
-  c.op->add_option("--seed", o.seed, "Seed of the random inputs");
+  c.op->add_option("--seed", o.seed, "Seed of the random inputs")->check(seed_range());
   add_common(*c.op, c.op_common);
 }
 
@@ -43,7 +44,8 @@ void add_model_input(CLI::App& cmd, parallel::ModelInput& in) {
   cmd.add_option("--channels", in.channels, "Image channels (default: 1 lenet5, else 3)");
   cmd.add_option("--image-size", in.image_size, "Image height = width (default: 28 / 32)");
   cmd.add_option("--classes", in.classes, "Classes of the last layer");
-  cmd.add_option("--seed", in.seed, "Seed of the model and the random batches");
+  cmd.add_option("--seed", in.seed, "Seed of the model and the random batches")
+      ->check(seed_range());
 }
 
 void add_model(CLI::App& bench, BenchCommand& c) {
@@ -92,7 +94,7 @@ void add_loader(CLI::App& bench, BenchCommand& c) {
   c.loader->add_option("--batches", s.options.max_batches, "Stop after N batches (0: an epoch)");
   c.loader->add_option("--model", s.model, "Consumer: a training step of this model per batch");
   c.loader->add_option("--step-ms", s.step_ms, "Consumer: sleep this long per batch instead");
-  c.loader->add_option("--seed", l.seed, "Seed of shuffling and augmentation");
+  c.loader->add_option("--seed", l.seed, "Seed of shuffling and augmentation")->check(seed_range());
   add_common(*c.loader, c.loader_common);
 }
 

@@ -1,8 +1,10 @@
 // The `echelon` command line: flags -> Command (see command.h).
 #include <echelon/app/cli/command.h>
 #include <echelon/app/cli/dist_flags.h>
+#include <echelon/app/cli/seed_flag.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -40,6 +42,19 @@ void route_schedule_flag(const CLI::App& cmd, ScheduleFlag& flag, TrainOptions& 
             flag.value, " and --lr-schedule ", train.schedule, " disagree");
   train.schedule = flag.value;  // an unknown name is rejected by validate(), naming both kinds
   flag.sets_lr_schedule = true;
+}
+
+// An LR schedule's own flag given while another schedule runs would be ignored without a word.
+void check_schedule_flags(const CLI::App& cmd, const TrainOptions& o) {
+  const auto given_without = [&](const char* flag, bool applies, const char* schedules) {
+    ECH_CHECK(cmd.count(flag) == 0 || applies, flag, " applies to --lr-schedule ", schedules,
+              ", and this run's LR schedule is ", o.schedule, "; add --lr-schedule ", schedules,
+              " or drop ", flag);
+  };
+  given_without("--step-size", o.schedule == "step", "step");
+  given_without("--milestones", o.schedule == "multistep", "multistep");
+  given_without("--gamma", o.schedule == "step" || o.schedule == "multistep",
+                "step (or multistep)");
 }
 
 // `--workers auto | N`: an int option cannot take "auto".
@@ -81,7 +96,8 @@ void add_train_options(CLI::App& cmd, TrainOptions& o, ScheduleFlag& schedule) {
   cmd.add_option(
       "--precision", o.precision,
       "Matmul and conv compute on CUDA: fp32 | tf32 | bf16 (tensor cores; fp32 storage)");
-  cmd.add_option("--seed", o.seed, "Seed of model init, shuffling, augmentation and dropout");
+  cmd.add_option("--seed", o.seed, "Seed of model init, shuffling, augmentation and dropout")
+      ->check(seed_range());
   cmd.add_option("--threads", o.threads,
                  "CPU threads for the ops (our pool; OpenBLAS always single-threaded); 0: default");
   cmd.add_option("--out", o.out, "Run folder for config, metrics, summary, checkpoint, report");
@@ -120,6 +136,11 @@ void add_train_options(CLI::App& cmd, TrainOptions& o, ScheduleFlag& schedule) {
 // With --resume, the options come from DIR/config.json; flags given explicitly override them.
 TrainOptions merge_resume(const CLI::App& cmd, const TrainOptions& given,
                           const ScheduleFlag& schedule) {
+  // The checkpoint file itself (as eval takes it): point at its folder, which holds the config.
+  std::error_code error;
+  ECH_CHECK(!std::filesystem::is_regular_file(given.resume, error), "--resume ", given.resume,
+            ": is a file; give the run folder that holds it and config.json (--resume ",
+            std::filesystem::path(given.resume).parent_path().string(), ")");
   const std::string config_path = (std::filesystem::path(given.resume) / "config.json").string();
   ECH_CHECK(std::filesystem::exists(config_path), "--resume ", given.resume,
             ": no config.json there (not a run folder?)");
@@ -241,6 +262,16 @@ Command parse_command_line(int argc, const char* const* argv) {
     restore_pipeline_flags(*train_cmd, command.train.engine, command.pipeline);
     restore_distributed_flags(*train_cmd, command.train.engine, command.pipeline.options);
   }
+  check_schedule_flags(*train_cmd, command.train);
+  ECH_CHECK(train_cmd->count("--bucket-mb") == 0 || command.pipeline.options.data_parallel > 1,
+            "--bucket-mb sums the gradients of data-parallel replicas, and this run has one: add "
+            "--data-parallel R (R >= 2, under mpirun or echelon launch) or drop --bucket-mb");
+  // Else the trace writer's error names the path but not the flag.
+  const std::string& trace = command.pipeline.options.trace_path;
+  std::error_code error;
+  ECH_CHECK(trace.empty() || !std::filesystem::is_directory(trace, error), "--trace ", trace,
+            ": is a folder; give a file name, e.g. ",
+            (std::filesystem::path(trace) / "trace.json").string());
   finish_pipeline_options(*train_cmd, command.pipeline, static_cast<int>(command.train.epochs));
   // The batches enter on the first partition's device unless --device says otherwise.
   const std::vector<Device>& devices = command.pipeline.options.devices;

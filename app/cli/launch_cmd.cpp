@@ -84,6 +84,13 @@ void finish_launch_command(LaunchCommand& c, const std::vector<std::string>& ran
   ECH_CHECK(c.hostfile.empty() || std::filesystem::is_regular_file(c.hostfile), "--hostfile '",
             c.hostfile, "' is not a file");
 
+  // A launch flag after `--` reaches train, which names it "not expected" among its own words.
+  for (const std::string& word : rank_command) {
+    const std::string name = word.substr(0, word.find('='));
+    if (name.rfind("--", 0) == 0 && name != "--help" && c.launch->get_option_no_throw(name))
+      ECH_FAIL("launch: ", name, " is a flag of launch, not of train: put it before --, e.g. ",
+               "echelon launch ", name, " ... -- train ...");
+  }
   // Every rank parses this very command: check it once here, before any process starts.
   std::vector<const char*> words{"echelon"};
   for (const std::string& word : rank_command) words.push_back(word.c_str());

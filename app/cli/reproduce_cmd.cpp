@@ -1,6 +1,9 @@
 #include <echelon/app/cli/reproduce_cmd.h>
 
+#include <filesystem>
+
 #include <echelon/base/error.h>
+#include <echelon/data/registry.h>
 
 namespace echelon::app {
 
@@ -31,6 +34,22 @@ void finish_reproduce_command(ReproduceCommand& c) {
 }
 
 int run_reproduce_command(const ReproduceCommand& c, std::ostream& out) {
+  // Both papers' tables end with Fashion-MNIST training after minutes of timing runs, and --json
+  // is written last: a missing data set or an unwritable --json must fail now, not then.
+  const std::string& json = c.options.json_path;
+  if (!json.empty()) {
+    const std::filesystem::path parent = std::filesystem::path(json).parent_path();
+    std::error_code error;
+    ECH_CHECK(!std::filesystem::is_directory(json, error), "--json ", json,
+              ": is a folder; give a file name, e.g. ",
+              (std::filesystem::path(json) / "reproduce.json").string());
+    ECH_CHECK(parent.empty() || std::filesystem::is_directory(parent, error), "--json ", json,
+              ": no folder ", parent.string(), "/ to write it in");
+  }
+  data::DatasetLimits probe;  // one test example: the folder and the t10k files are there
+  probe.test_only = true;
+  probe.test = 1;
+  data::load_dataset("fashion-mnist", c.options.data_dir, probe);
   if (c.options.paper == "echo") {
     reproduce::reproduce_echo(c.options, out);
   } else {

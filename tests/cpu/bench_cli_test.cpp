@@ -143,6 +143,10 @@ TEST_SUITE("cli_bench") {
     check_usage_error("bench op conv2d --input 1,2 --device cpu", "input must be N,C,H,W");
     check_usage_error("bench op conv2d --input 1,2,0,4 --device cpu", "must be >= 1");
     check_usage_error("bench op conv2d --impl cudnn --device cpu", "not available");
+    // Once read as 2^64 - 1 without a word, as train's --seed was.
+    check_usage_error("bench op relu --device cpu --seed -1", "--seed: must be a whole number");
+    check_usage_error("bench model lenet5 --device cpu --seed -1", "--seed: must be a whole");
+    check_usage_error("bench loader --seed 99999999999999999999", "--seed: must be a whole");
     check_usage_error("bench op relu --input 4000000000,4000000000 --device cpu", "2^40");
     check_usage_error("bench op matmul --input 4,4 --repeats 0", "--repeats");
     check_usage_error("bench op conv2d --input 2,3,4,4 --kernel 7 --pad 0 --device cpu", "conv2d");

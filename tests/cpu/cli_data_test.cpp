@@ -115,6 +115,9 @@ TEST_SUITE("cli_data") {
                               " --batch-size 4 --device cpu --progress none --epochs 2 ";
     check_usage_error(train + "--out " + out.string(),
                       "images must be square and of one size for the model zoo");
+    // A size the model cannot take names the model's sizes and the flag that sets the folder's.
+    check_usage_error(train + "--resize 16", "lenet5: image size must be 28 or 32, got 16");
+    check_usage_error(train + "--resize 16", "at --resize 16; --resize N makes them N x N)");
     const Run first = run(train + "--resize 28 --stop-after-epoch 1 --out " + out.string());
     REQUIRE_MESSAGE(first.status == 0, first.err);
     CHECK(slurp(out / "config.json").find("\"resize\": 28") != std::string::npos);

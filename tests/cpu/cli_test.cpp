@@ -12,6 +12,7 @@
 namespace fs = std::filesystem;
 
 using echelon::test::check_usage_error;
+using echelon::test::has;
 using echelon::test::kBinary;
 using echelon::test::run;
 using echelon::test::Run;
@@ -64,6 +65,10 @@ TEST_SUITE("cli") {
                       "--bucket-mb: must be a number of MiB in [0, 1024], got 'nan'");
     check_usage_error("train --bucket-mb 2e9", "--bucket-mb: must be a number of MiB");
     check_usage_error("train --bucket-mb 1x", "--bucket-mb: must be a number of MiB");
+    // A valid size without replicas would be ignored without a word.
+    check_usage_error("train --data synthetic --device cpu --bucket-mb 4",
+                      "--bucket-mb sums the gradients of data-parallel replicas, and this run has "
+                      "one: add --data-parallel R");
   }
 
   TEST_CASE("conflicting or pointless pipeline flags are errors, not silently ignored") {
@@ -167,6 +172,35 @@ TEST_SUITE("cli") {
     CHECK(folder.out.find("(epoch 3)") != std::string::npos);
     CHECK(accuracy(folder.out) ==
           doctest::Approx(100 * number_after("\"final_test_acc\"")).epsilon(0.002));
+  }
+
+  TEST_CASE("Ctrl-C says what is on disk: the checkpoint and how to resume, or nothing saved") {
+    if (!fs::exists(kBinary)) return;
+    // Tiny epochs (ms each): two seconds in, several have finished. SIGINT, as Ctrl-C sends.
+    const std::string args =
+        "train --data synthetic --limit-train 64 --limit-test 32 --epochs 1000000 --progress none "
+        "--device cpu";
+    const std::string interrupt = "timeout --preserve-status -s INT 2 ";
+    const Run bare = run(args, interrupt);
+    CHECK(bare.status == 130);
+    CHECK_MESSAGE(has(bare.out, "nothing was saved (no --out"), bare.out);
+    CHECK_FALSE(has(bare.out, "holds epoch"));  // once: "the checkpoint holds epoch N", of none
+    const fs::path out = temp_dir("interrupted");
+    const Run kept = run(args + " --out " + out.string(), interrupt);
+    CHECK(kept.status == 130);
+    CHECK_MESSAGE(has(kept.out, "checkpoint.safetensors holds epoch"), kept.out);
+    CHECK(has(kept.out, "continue with `echelon train --resume " + out.string() + "`"));
+    const Run eval = run("eval --device cpu --checkpoint " + out.string());
+    CHECK_MESSAGE(eval.status == 0, eval.err);
+  }
+
+  TEST_CASE("--trace naming a folder is refused by name") {
+    if (!fs::exists(kBinary)) return;
+    // Once "DIR: cannot rename the temporary file onto: Is a directory".
+    const fs::path dir = temp_dir("trace_dir");
+    check_usage_error("train --data synthetic --device cpu --trace " + dir.string(),
+                      "--trace " + dir.string() + ": is a folder; give a file name, e.g. " +
+                          (dir / "trace.json").string());
   }
 
   TEST_CASE("a folder without a checkpoint, given as one, is named as a folder") {

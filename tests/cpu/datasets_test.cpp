@@ -216,6 +216,17 @@ TEST_SUITE("datasets") {
                          doctest::Contains("data_batch_1.bin"), Error);
   }
 
+  TEST_CASE("an image folder that is missing or a file is named as such, not 'missing train/'") {
+    const fs::path root = temp_dir("folder_typo");
+    const std::string missing = (root / "absent").string();
+    CHECK_THROWS_WITH_AS(load_dataset("folder", missing),
+                         doctest::Contains(("'" + missing + "': no such folder").c_str()), Error);
+    const fs::path file = root / "file";
+    std::ofstream(file) << "x";
+    CHECK_THROWS_WITH_AS(load_dataset("folder", file.string()),
+                         doctest::Contains("is a file, not a folder"), Error);
+  }
+
   TEST_CASE("image folder splits share the training split's labels") {
     if (!have_stb()) return;
     const fs::path dir = temp_dir("folder_splits");

@@ -172,6 +172,15 @@ TEST_SUITE("echo") {
     CHECK(min_gap(64) > 20.0);
   }
 
+  TEST_CASE("a shuffle buffer larger than the epoch holds the epoch, not its capacity") {
+    // `train --shuffle-buffer 100000000000` once failed with "std::bad_alloc" before any item.
+    ShuffleBuffer<int> buffer(100'000'000'000, 7, 0);
+    for (int i = 0; i < 5; ++i) CHECK_FALSE(buffer.add(i).has_value());
+    std::multiset<int> out;
+    while (const std::optional<int> item = buffer.drain()) out.insert(*item);
+    CHECK(out == std::multiset<int>{0, 1, 2, 3, 4});
+  }
+
   TEST_CASE("auto echo: the first measurement sets the factor, later ones are smoothed") {
     AutoEcho controller;
     CHECK(controller.factor() == 1.0);

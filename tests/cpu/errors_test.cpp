@@ -4,7 +4,10 @@
 
 #include <string>
 
+#include <echelon/base/file.h>
 #include <echelon/tensor/ops.h>
+
+#include "tests/support/temp_dir.h"
 
 using namespace echelon;
 
@@ -113,5 +116,13 @@ TEST_SUITE("errors") {
                          doctest::Contains("col2im: columns shape [1, 4, 4]"), Error);
     CHECK_THROWS_WITH_AS(ops::concat({}, 0), doctest::Contains("no tensors"), Error);
     CHECK_THROWS_WITH_AS(ops::relu(Tensor()), doctest::Contains("undefined"), Error);
+  }
+
+  TEST_CASE("writing a file over a directory names the directory") {
+    // Once "DIR: cannot rename the temporary file onto: Is a directory".
+    const std::string dir = test::temp_dir("write_over_dir").string();
+    const std::string message = message_of([&] { write_file_atomic(dir, "x"); });
+    CHECK_MESSAGE(message.find(dir + ": is a directory, not a file name") != std::string::npos,
+                  message);
   }
 }

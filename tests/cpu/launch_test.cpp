@@ -97,6 +97,13 @@ TEST_SUITE("cli") {
     check_usage_error("launch --nnodes 2 --hostfile " + hostfile + " -- train --pipeline 3",
                       "do not split evenly over --nnodes 2");
     check_usage_error("launch -- train --pipeline 2 --no-such-flag", "--no-such-flag");
+    // A launch flag after -- (once: "The following arguments were not expected: 2 --nproc...").
+    check_usage_error(
+        "launch -- train --pipeline 2 --nproc-per-node 2",
+        "launch: --nproc-per-node is a flag of launch, not of train: put it before --");
+    check_usage_error("launch -- train --pipeline 2 --dry-run", "--dry-run is a flag of launch");
+    check_usage_error("launch -- train --pipeline 2 --master-port=29501",
+                      "--master-port is a flag of launch");
     check_usage_error("launch --mpirun /no/such/mpirun -- train --pipeline 2",
                       "cannot start '/no/such/mpirun'");
   }

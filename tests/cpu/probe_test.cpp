@@ -41,6 +41,7 @@
 //  ckpt/header-past-end          header length beyond the file
 //  ckpt/directory                a directory passed as --checkpoint
 //  ckpt/missing                  a --checkpoint that does not exist
+//  ckpt/json-file                a JSON file (config.json) given as --checkpoint
 //  ckpt/nan-in-history           (accepted) a checkpoint whose history holds a NaN loss loads in
 //  eval ckpt/resume-nan-in-history    (accepted) ... and a run folder holding it resumes
 //  cli/unknown-subcommand        `echelon frobnicate` names it and lists the subcommands
@@ -60,6 +61,15 @@
 //  cli/augment-bad-number        `--augment crop:4.5`
 //  cli/resize-not-folder         `--resize 32 --data synthetic`
 //  cli/resize-negative           `--resize -8`
+//  cli/step-size-alone           `--step-size 3` under the constant LR schedule (was ignored)
+//  cli/milestones-alone          `--milestones 3` under cosine (was ignored)
+//  cli/gamma-alone               `--gamma 0.5` under the constant LR schedule (was ignored)
+//  cli/seed-negative             `--seed -1` (was read as 2^64 - 1)
+//  cli/seed-overflow             `--seed 99999999999999999999` (was saturated to 2^64 - 1)
+//  cli/threads-huge              `--threads 100000` (was "Resource temporarily unavailable")
+//  cli/workers-huge              `--workers 300` (was "Loader: workers 300 not in [0, 256]")
+//  cli/eval-workers-huge         `eval --workers 300`, before the checkpoint is read
+//  cli/cudnn-on-cpu              `--conv-impl cudnn --device cpu` (was ignored; --precision errs)
 //  run/out-other-run             --out into another run's folder without --overwrite
 //  run/overwrite-bad-flag        --out RUN --overwrite --lr 0: nothing replaced
 //  run/resume-too-many-parts     --resume RUN --pipeline 13 (more partitions than layers)
@@ -68,6 +78,7 @@
 //  run/resume-bad-lr             --resume RUN --lr -1
 //  run/resume-bad-augment        --resume RUN --augment crop:0
 //  run/resume-not-a-run          --resume of a folder without config.json
+//  run/resume-checkpoint-file    --resume RUN/checkpoint.safetensors: names the folder to give
 //  run/nan-loss                  a loss that becomes NaN (--lr 1e30): stops naming --lr
 #include <doctest/doctest.h>
 
@@ -339,6 +350,14 @@ std::vector<ProbeCase> checkpoint_cases(const fs::path& root, const fs::path& go
   cases.push_back({"ckpt/directory",
                    "eval --device cpu --checkpoint " + dir.string(),
                    {dir.string(), "is a directory"}});
+  // The run folder's config.json given as the checkpoint (once: "header length 7237123119542962811
+  // runs past the end of the file").
+  const fs::path config = root / "config.json";
+  const std::string text = "{\n  \"model\": \"lenet5\"\n}\n";
+  write_bytes(config, Bytes(text.begin(), text.end()));
+  cases.push_back({"ckpt/json-file",
+                   "eval --device cpu --checkpoint " + config.string(),
+                   {config.string(), "is a text file (JSON?), not a .safetensors checkpoint"}});
   const fs::path missing = root / "missing.safetensors";
   cases.push_back(
       {"ckpt/missing", "eval --device cpu --checkpoint " + missing.string(), {missing.string()}});
@@ -377,6 +396,21 @@ std::vector<ProbeCase> flag_cases() {
       {"cli/resize-negative",
        "train --device cpu --data folder --data-dir /tmp --resize -8",
        {"--resize must be in 0..1024 (got -8)"}},
+      {"cli/step-size-alone",
+       train + "--step-size 3",
+       {"--step-size applies to --lr-schedule step"}},
+      {"cli/milestones-alone",
+       train + "--schedule cosine --milestones 3",
+       {"--milestones applies to --lr-schedule multistep", "schedule is cosine"}},
+      {"cli/gamma-alone", train + "--gamma 0.5", {"--gamma applies to --lr-schedule step"}},
+      {"cli/seed-negative", train + "--seed -1", {"--seed", "got '-1'"}},
+      {"cli/seed-overflow", train + "--seed 99999999999999999999", {"--seed", "whole number"}},
+      {"cli/threads-huge", train + "--threads 100000", {"--threads must be in 0..1024"}},
+      {"cli/workers-huge", train + "--workers 300", {"--workers must be auto or in 0..256"}},
+      {"cli/eval-workers-huge",
+       "eval --device cpu --checkpoint x --workers 300",
+       {"--workers must be auto or in 0..256"}},
+      {"cli/cudnn-on-cpu", train + "--conv-impl cudnn", {"--conv-impl cudnn applies to CUDA"}},
   };
 }
 
@@ -398,6 +432,10 @@ std::vector<ProbeCase> run_folder_cases(const fs::path& root, const fs::path& ru
       {"run/resume-not-a-run",
        "train --resume " + (root / "not-a-run").string(),
        {(root / "not-a-run").string(), "config.json"}},
+      {"run/resume-checkpoint-file",
+       resume.substr(0, resume.size() - 1) + "/checkpoint.safetensors --epochs 3",
+       {"is a file; give the run folder", "(--resume " + run_dir.string() + ")"},
+       run_dir},
   };
   if (echelon::data::have_stb()) {  // a 3-channel image folder for a 1-channel model
     const fs::path rgb = image_folder(root, "rgb-folder", "", {});

@@ -109,5 +109,13 @@ TEST_SUITE("cli_reproduce") {
     check_usage_error("reproduce pipeline --quick --epochs", "--epochs");
     check_usage_error("reproduce pipeline --size smoke --json /no/such/dir/r.json",
                       "/no/such/dir/");
+    // Before the first table, not after it (these once failed only minutes in).
+    const fs::path dir = echelon::test::temp_dir("reproduce_args");
+    check_usage_error("reproduce echo --size smoke --json " + dir.string(), "is a folder");
+    check_usage_error("reproduce echo --size smoke --data-dir " + (dir / "absent").string(),
+                      "fashion-mnist: no folder");
+    const echelon::test::Run quick =
+        run("reproduce echo --size smoke --data-dir " + (dir / "absent").string());
+    CHECK_MESSAGE(quick.out.find('|') == std::string::npos, quick.out);  // no table printed
   }
 }

@@ -118,7 +118,8 @@ TEST_SUITE("trainer") {
           }).find("--precision bf16 applies to CUDA devices and this run is on the CPU") == 0);
     CHECK(with([](auto& o) { o.echo = "0.5"; }).find("--echo") == 0);
     CHECK(with([](auto& o) { o.echo_at = "middle"; }).find("--echo-at") == 0);
-    CHECK(with([](auto& o) { o.workers = -2; }).find("--workers must be auto or >= 0") == 0);
+    CHECK(with([](auto& o) { o.workers = -2; }).find("--workers must be auto or in 0..256") == 0);
+    CHECK(with([](auto& o) { o.workers = 257; }).find("--workers must be auto or in 0..256") == 0);
     CHECK(with([](auto& o) { o.workers = app::kAutoWorkers, o.echo = "auto"; }) == "<no error>");
     CHECK(with([](auto& o) { o.workers = 0; }) == "<no error>");  // inline
     CHECK(with([](auto& o) { o.workers = 0, o.echo = "auto"; }).find("--echo auto needs") == 0);
