@@ -634,11 +634,17 @@ void TrainingRun::write_outputs(bool final_run) {
 
 void TrainingRun::print_table() const {
   out_ << "\n  epoch   train loss  train acc   test loss   test acc    img/s\n";
+  // A diverged run's loss (1e35 at --lr 1e9) in %f would push the other columns out of line.
+  const auto loss = [](double value) {
+    char text[32];
+    std::snprintf(text, sizeof(text), std::fabs(value) < 1e5 ? "%.4f" : "%.4g", value);
+    return std::string(text);
+  };
   for (const EpochRecord& e : result_.epochs) {
     char row[160];
-    std::snprintf(row, sizeof(row), "  %5lld   %10.4f  %9s  %10.4f  %9s  %7.0f\n",
-                  static_cast<long long>(e.epoch + 1), e.train_loss,
-                  format_percent(e.train_acc).c_str(), e.test_loss,
+    std::snprintf(row, sizeof(row), "  %5lld   %10s  %9s  %10s  %9s  %7.0f\n",
+                  static_cast<long long>(e.epoch + 1), loss(e.train_loss).c_str(),
+                  format_percent(e.train_acc).c_str(), loss(e.test_loss).c_str(),
                   format_percent(e.test_acc).c_str(), e.images_per_s);
     out_ << row;
   }

@@ -85,7 +85,10 @@ void add_train_options(CLI::App& cmd, TrainOptions& o, ScheduleFlag& schedule) {
   cmd.add_option("--schedule", schedule.value,
                  "LR schedule (constant | step | multistep | cosine) or pipeline schedule"
                  " (sequential | stale | stash | gpipe | hybrid)");
-  cmd.add_option("--lr-schedule", o.schedule, "LR schedule: constant | step | multistep | cosine");
+  // Checked here so the error names this flag and only LR schedules (validate() cannot tell
+  // --lr-schedule from --schedule, which takes pipeline schedules too).
+  cmd.add_option("--lr-schedule", o.schedule, "LR schedule: constant | step | multistep | cosine")
+      ->check(CLI::IsMember({"constant", "step", "multistep", "cosine"}));
   cmd.add_option("--warmup-epochs", o.warmup_epochs, "Linear LR warm-up length in epochs");
   cmd.add_option("--step-size", o.step_size, "Epochs between decays (--schedule step)");
   cmd.add_option("--milestones", o.milestones, "Decay epochs, e.g. 30,60 (--schedule multistep)")

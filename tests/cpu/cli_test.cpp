@@ -39,6 +39,7 @@ TEST_SUITE("cli") {
     check_usage_error("train --lr -1e-3", "--lr");
     check_usage_error("train --batch-size 0", "--batch-size");
     check_usage_error("train --device tpu", "--device");
+    check_usage_error("train --lr-schedule cosin", "--lr-schedule: cosin not in");
     check_usage_error("train --model lenet7", "unknown model \"lenet7\"");
     check_usage_error("train --epochs ten", "--epochs");
     check_usage_error("train --no-such-flag", "--no-such-flag");
@@ -208,6 +209,25 @@ TEST_SUITE("cli") {
     const fs::path dir = temp_dir("checkpoint_dir");
     check_usage_error("eval --checkpoint " + dir.string(),
                       ": is a directory without checkpoint.safetensors");
+  }
+
+  TEST_CASE("a diverged run's losses keep the epoch table's columns in line") {
+    if (!fs::exists(kBinary)) return;
+    const Run r =
+        run("train --model lenet5 --data synthetic --limit-train 64 --limit-test 32 --epochs 2 "
+            "--batch-size 64 --device cpu --progress none --lr 1e9");
+    REQUIRE_MESSAGE(r.status == 0, r.err);
+    std::istringstream lines(r.out);
+    size_t header = 0;
+    std::vector<size_t> rows;
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind("  epoch", 0) == 0) header = line.size();
+      if (line.rfind("      ", 0) == 0) rows.push_back(line.size());
+    }
+    REQUIRE(rows.size() == 2);
+    // A 35-digit %f loss made its row ~30 characters longer than the header.
+    CHECK(rows[0] == header);
+    CHECK(rows[1] == header);
   }
 
   TEST_CASE("--schedule takes a pipeline schedule as well as an LR schedule") {
