@@ -251,7 +251,8 @@ void validate(const TrainOptions& o) {
   ECH_CHECK(o.log_every >= 0, "--log-every must be >= 0 (got ", o.log_every, ")");
   ECH_CHECK(one_of(o.progress, {"auto", "bar", "lines", "none"}), "--progress: unknown value \"",
             o.progress, "\" (known: auto, bar, lines, none)");
-  ECH_CHECK(o.stop_after_epoch >= 0, "--stop-after-epoch must be >= 0");
+  ECH_CHECK(o.stop_after_epoch >= 0, "--stop-after-epoch must be >= 0 (got ", o.stop_after_epoch,
+            ")");
   data::LoaderOptions loader;
   parse_flag("--echo", [&] { loader.set_echo(o.echo); });
   parse_flag("--echo-at", [&] { return data::parse_echo_placement(o.echo_at); });

@@ -88,8 +88,15 @@ void check_shape(const OpBenchOptions& o, const Shape& input) {
     ECH_CHECK(!__builtin_mul_overflow(elements, d, &elements) && elements <= (int64_t{1} << 40),
               "bench op ", o.op, ": input ", input, " has more than 2^40 elements");
   }
-  ECH_CHECK(o.out_channels >= 0 && o.kernel >= 0 && o.stride >= 0 && o.pad >= -1 && o.n >= 0,
-            "bench op ", o.op, ": out_channels, kernel, stride and n must be >= 0, pad >= -1");
+  const auto at_least = [&](const char* flag, int64_t value, int64_t least) {
+    ECH_CHECK(value >= least, "bench op ", o.op, ": ", flag, " must be >= ", least, " (got ", value,
+              ")");
+  };
+  at_least("--out-channels", o.out_channels, 0);
+  at_least("--kernel", o.kernel, 0);
+  at_least("--stride", o.stride, 0);
+  at_least("--pad", o.pad, -1);
+  at_least("--n", o.n, 0);
 }
 
 // Times every pass of the case for one implementation.

@@ -40,6 +40,7 @@ TEST_SUITE("cli") {
     check_usage_error("train --batch-size 0", "--batch-size");
     check_usage_error("train --device tpu", "--device");
     check_usage_error("train --lr-schedule cosin", "--lr-schedule: cosin not in");
+    check_usage_error("train --stop-after-epoch -1", "--stop-after-epoch must be >= 0 (got -1)");
     check_usage_error("train --model lenet7", "unknown model \"lenet7\"");
     check_usage_error("train --epochs ten", "--epochs");
     check_usage_error("train --no-such-flag", "--no-such-flag");
