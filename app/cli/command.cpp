@@ -110,9 +110,14 @@ void add_train_options(CLI::App& cmd, TrainOptions& o, ScheduleFlag& schedule) {
                "Keep the whole data set on the device; batches gathered there (no loader threads)");
   cmd.add_option("--target-accuracy", o.target_accuracy,
                  "Stop once test accuracy reaches this fraction; report the time to it");
-  cmd.add_flag("--fuse,!--no-fuse", o.fuse,
-               "Run batch norm + ReLU (+ residual) and ReLU + max pooling as one kernel each "
-               "(default; --no-fuse: the ops one after another, the same values)");
+  // Two callbacks, not "--fuse,!--no-fuse": CLI11's help shows that as "--fuse,--no-fuse{false}".
+  cmd.add_flag_callback(
+      "--fuse", [&o] { o.fuse = true; },
+      "Run the fused layer pairs (conv + bias + ReLU, batch norm + ReLU (+ residual), ReLU + max "
+      "pooling) as one kernel each (the default)");
+  cmd.add_flag_callback(
+      "--no-fuse", [&o] { o.fuse = false; },
+      "Run those pairs as separate ops: the same values, to measure what fusing gains");
   cmd.add_flag("--deterministic", o.deterministic,
                "Refuse settings that break bit-identical reruns (echo auto, workers > 1)");
   cmd.add_option("--limit-train", o.limit_train, "Use only the first N training examples");
@@ -154,7 +159,8 @@ TrainOptions merge_resume(const CLI::App& cmd, const TrainOptions& given,
     if (key == "engine") continue;  // the pipeline flags: restore_pipeline_flags
     const bool given_flag = key == "schedule"
                                 ? cmd.count("--lr-schedule") > 0 || schedule.sets_lr_schedule
-                                : cmd.count("--" + key) > 0;
+                            : key == "fuse" ? cmd.count("--fuse") + cmd.count("--no-fuse") > 0
+                                            : cmd.count("--" + key) > 0;
     if (given_flag) merged.set(key, value);
   }
   TrainOptions options = TrainOptions::from_json(merged);

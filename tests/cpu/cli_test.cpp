@@ -231,6 +231,22 @@ TEST_SUITE("cli") {
     CHECK(rows[1] == header);
   }
 
+  TEST_CASE("--no-fuse is recorded in config.json (and resumed from it)") {
+    if (!fs::exists(kBinary)) return;
+    const std::string small =
+        "train --model lenet5 --data synthetic --limit-train 32 --limit-test 16 --batch-size 16 "
+        "--device cpu --progress none --out ";
+    const fs::path fused = temp_dir("fuse_on"), unfused = temp_dir("fuse_off");
+    REQUIRE(run(small + fused.string() + " --epochs 1").status == 0);
+    REQUIRE(run(small + unfused.string() + " --epochs 1 --no-fuse").status == 0);
+    CHECK(slurp(fused / "config.json").find("\"fuse\": true") != std::string::npos);
+    CHECK(slurp(unfused / "config.json").find("\"fuse\": false") != std::string::npos);
+    REQUIRE(run("train --resume " + unfused.string() + " --epochs 2").status == 0);
+    CHECK(slurp(unfused / "config.json").find("\"fuse\": false") != std::string::npos);
+    REQUIRE(run("train --resume " + unfused.string() + " --epochs 3 --fuse").status == 0);
+    CHECK(slurp(unfused / "config.json").find("\"fuse\": true") != std::string::npos);
+  }
+
   TEST_CASE("--schedule takes a pipeline schedule as well as an LR schedule") {
     if (!fs::exists(kBinary)) return;
     const fs::path out = temp_dir("schedule_flag");
