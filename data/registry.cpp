@@ -142,6 +142,8 @@ void open_splits(DatasetSplits& d, const std::string& name, const std::string& d
     if (train) d.train = make_memory_dataset(load_cifar10(d.dir, "train"), name);
     d.test = make_memory_dataset(load_cifar10(d.dir, "test"), name);
   } else if (name == "synthetic") {
+    ECH_CHECK(dir.empty(), "synthetic: generated in memory, there is no folder to read; drop ",
+              "--data-dir ", dir);
     d.dir = dir;
     SyntheticOptions s;
     s.channels = 1;

@@ -107,6 +107,9 @@ TEST_SUITE("dataset_registry") {
     const DatasetSplits d = load_dataset("synthetic", "", {});
     CHECK(d.train->size() == 4096);
     CHECK(d.test->size() == 1024);
+    // A folder would be silently ignored: refused instead.
+    CHECK_THROWS_WITH_AS(load_dataset("synthetic", "/data/x", {}),
+                         doctest::Contains("drop --data-dir /data/x"), Error);
   }
 
   TEST_CASE("folder: needs a directory with train/ and test/, square images") {
