@@ -169,8 +169,8 @@ void set_float32_precision(Precision precision);
 Precision float32_precision();
 // x (N, C, H, W), weight (O, C, KH, KW), bias (O) or undefined -> (N, O, OH, OW). The window of
 // `g` is the caller's, and (KH, KW) must equal its kernel; its shapes are ignored.
-// relu: y = ReLU(conv + bias), bit for bit the two ops: CUDA's implicit GEMM clamps in its store;
-// its columns path, cuDNN and the CPU clamp y in place after (autograd's conv2d_relu; its
+// relu: y = ReLU(conv + bias), bit for bit the two ops: CUDA's GEMMs (implicit and columns path)
+// clamp in their store; cuDNN and the CPU clamp y in place after (autograd's conv2d_relu; its
 // backward passes y as relu_out).
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dGeometry& g,
               bool relu = false);

@@ -7,7 +7,7 @@
 //   (cuda/kernels/matmul.cu), kept as the baseline the parity tests and exp_gpu_kernels compare.
 //   Images are processed in chunks so the columns buffer stays under kColumnsBudget bytes:
 //   forward      y_n (O, L)   = w (O, R) x cols_n (R, L) + bias      (batched, w shared; the
-//                bias added in the GEMM epilogue)
+//                bias added and conv2d_relu's ReLU applied in the GEMM epilogue)
 //   grad input   cols_n (R, L) = w^T (R, O) x grad_out_n (O, L), then col2im (batched)
 //   grad weight  grad_w (O, R) = sum_n grad_out_n (O, L) x cols_n^T (L, R): split-K over the
 //                images (gemm_batch_reduce: each group of images summed in one block's
@@ -158,12 +158,12 @@ void conv2d_forward(const Conv2dGeometry& a, const float* x, const float* w, con
   for (int64_t n0 = 0; n0 < a.n; n0 += cols.chunk()) {
     const int64_t images = std::min(cols.chunk(), a.n - n0);
     im2col(x + n0 * a.c * a.h * a.w, cols.data(), a.with_images(images), stream);
-    // The bias (null: none) is added in the GEMM's epilogue, not by a pass over y.
+    // The bias (null: none) and the ReLU are applied in the GEMM's epilogue, not by passes
+    // over y.
     gemm_strided_batched_row_bias(false, false, a.o, plane, rows, w, rows, 0, cols.data(), plane,
                                   cols.per_image(), bias, y + n0 * a.o * plane, plane, a.o * plane,
-                                  images, stream);
+                                  images, relu, stream);
   }
-  if (relu) relu_inplace(y, a.n * a.o * plane, stream);
 }
 
 void relu_inplace(float* y, int64_t count, cudaStream_t stream) {

@@ -19,12 +19,12 @@ void set_conv_algorithm(ConvAlgorithm algorithm);
 ConvAlgorithm conv_algorithm();
 
 // y (N, O, OH, OW) = conv(x (N, C, H, W), w (O, C, KH, KW)) + bias (O); bias may be null.
-// relu: y = ReLU(that): the implicit GEMM clamps in its store; the columns path clamps y in place
-// after its GEMM (relu_inplace).
+// relu: y = ReLU(that): both algorithms clamp in their GEMM's store (the implicit GEMM's, and the
+// columns path's gemm_strided_batched_row_bias epilogue); no pass over y.
 void conv2d_forward(const Conv2dGeometry& a, const float* x, const float* w, const float* bias,
                     float* y, int device, cudaStream_t stream, bool relu = false);
-// y (count) = ReLU(y) in place, `y > 0 ? y : 0` as the ReLU twin (the composed conv2d_relu
-// forward of the columns path and cuDNN).
+// y (count) = ReLU(y) in place, `y > 0 ? y : 0` as the ReLU twin (cuDNN's composed conv2d_relu
+// forward).
 void relu_inplace(float* y, int64_t count, cudaStream_t stream);
 // Overwrites grad_in (N, C, H, W).
 void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const float* w,

@@ -11,8 +11,8 @@
 // problems, 64x64 (4x4 per thread) when 128x128 tiles would leave SMs idle; use_large_tile
 // decides. TF32 and bf16 (set_float32_precision(Precision::Tf32 / Bf16)) run the 64x64 tile on
 // tensor cores (bf16: operands rounded to bf16 when staged, fp32 accumulators); the epilogue goes
-// through a 16x16 scratch per warp, so that the bounds checks, alpha, beta and
-// the bias stay per element as in the FMA kernel.
+// through a 16x16 scratch per warp, so that the bounds checks, alpha, beta, the bias and the
+// ReLU clamp stay per element as in the FMA kernel.
 // Batch-reduce mode (split-K over a batch): block z sums the products of batches
 // [z * per_block, (z + 1) * per_block) in registers and writes C + z * stride_c once.
 // cuBLAS is column-major: row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, so we
@@ -57,6 +57,7 @@ struct GemmArgs {
   float* C;
   int64_t ldc, stride_c, batch, per_block, group0;
   const float* row_bias;
+  bool relu;  // the store clamps at zero (a runtime flag: no extra instantiations)
 };
 
 // Whether a dense operand's runs of 4 along its contiguous dimension are 16-byte aligned in
@@ -117,14 +118,16 @@ __device__ __forceinline__ void for_each_group_slice(const GemmArgs& g, int64_t 
   for_each_slice<T>(slices, st, m0, n0, a_tile, b_tile, locate, multiply);
 }
 
-// C(m, n) of the block's group = alpha * acc + beta * C(m, n) + row_bias[m] (the fused epilogue
-// of the conv forward), for m < M and n < N.
+// C(m, n) of the block's group = alpha * acc + beta * C(m, n) + row_bias[m], ReLU'd with relu
+// (the fused epilogue of the conv forward), for m < M and n < N.
 __device__ __forceinline__ void store_element(const GemmArgs& g, int64_t m, int64_t n, float acc) {
   if (m >= g.M || n >= g.N) return;
   const float bias = g.row_bias ? g.row_bias[m] : 0.0f;
   float* c = g.C + (g.group0 + blockIdx.z) * g.stride_c + m * g.ldc + n;
   // beta == 0 must not read C: it may hold NaN (the contract in tensor/cpu/matmul.h).
-  *c = (g.beta == 0.0f ? g.alpha * acc : fmaf(g.beta, *c, g.alpha * acc)) + bias;
+  const float v = (g.beta == 0.0f ? g.alpha * acc : fmaf(g.beta, *c, g.alpha * acc)) + bias;
+  // The clamp of relu_inplace (cuda/kernels/conv.cu), bit for bit: NaN becomes 0 there too.
+  *c = !g.relu || v > 0.0f ? v : 0.0f;
 }
 
 template <typename T>
@@ -133,9 +136,11 @@ __global__ void __launch_bounds__(kThreads)
                        const float* __restrict__ A, int64_t lda, int64_t stride_a,
                        const float* __restrict__ B, int64_t ldb, int64_t stride_b, float beta,
                        float* __restrict__ C, int64_t ldc, int64_t stride_c, int64_t batch,
-                       int64_t per_block, int64_t group0, const float* __restrict__ row_bias) {
-  const GemmArgs g{trans_a, trans_b,  M,    N, K,   alpha,    A,     lda,       stride_a, B,
-                   ldb,     stride_b, beta, C, ldc, stride_c, batch, per_block, group0,   row_bias};
+                       int64_t per_block, int64_t group0, const float* __restrict__ row_bias,
+                       bool relu) {
+  const GemmArgs g{trans_a, trans_b,  M,     N,         K,        alpha,    A,
+                   lda,     stride_a, B,     ldb,       stride_b, beta,     C,
+                   ldc,     stride_c, batch, per_block, group0,   row_bias, relu};
   const int64_t m0 = static_cast<int64_t>(blockIdx.y) * T::kM;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::kN;
   __shared__ __align__(16) ATiles<T> a_tile;  // [k][m] = op(A)(m0+m, k0+k)
@@ -160,9 +165,11 @@ __global__ void __launch_bounds__(kThreads, (std::is_same_v<typename T::Elem, fl
                      const float* __restrict__ A, int64_t lda, int64_t stride_a,
                      const float* __restrict__ B, int64_t ldb, int64_t stride_b, float beta,
                      float* __restrict__ C, int64_t ldc, int64_t stride_c, int64_t batch,
-                     int64_t per_block, int64_t group0, const float* __restrict__ row_bias) {
-  const GemmArgs g{trans_a, trans_b,  M,    N, K,   alpha,    A,     lda,       stride_a, B,
-                   ldb,     stride_b, beta, C, ldc, stride_c, batch, per_block, group0,   row_bias};
+                     int64_t per_block, int64_t group0, const float* __restrict__ row_bias,
+                     bool relu) {
+  const GemmArgs g{trans_a, trans_b,  M,     N,         K,        alpha,    A,
+                   lda,     stride_a, B,     ldb,       stride_b, beta,     C,
+                   ldc,     stride_c, batch, per_block, group0,   row_bias, relu};
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
   __trap();  // TF32 and bf16 tensor cores need sm_80 or newer
 #else
@@ -217,7 +224,8 @@ template <typename T, bool kMma>
 void launch_tile(const char* op, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                  float alpha, const float* A, int64_t lda, int64_t stride_a, const float* B,
                  int64_t ldb, int64_t stride_b, float beta, float* C, int64_t ldc, int64_t stride_c,
-                 int64_t batch, int64_t per_block, const float* row_bias, cudaStream_t stream) {
+                 int64_t batch, int64_t per_block, const float* row_bias, bool relu,
+                 cudaStream_t stream) {
   const int64_t tiles_m = ceil_div(M, T::kM), tiles_n = ceil_div(N, T::kN);
   ECH_CHECK(tiles_m <= kMaxGridY && tiles_n <= INT_MAX, op, ": matrix too large for the tiled ",
             "kernel's grid (M=", M, ", N=", N, ")");
@@ -232,7 +240,7 @@ void launch_tile(const char* op, bool trans_a, bool trans_b, int64_t M, int64_t 
                                             : "sgemm_bf16_kernel";
     ECH_LAUNCH_NAMED(name, grid, kThreads, 0, stream, (sgemm_kernel<T, kMma>()))
     (trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C, ldc, stride_c,
-     batch, per_block, group0, row_bias);
+     batch, per_block, group0, row_bias, relu);
     ECH_CUDA_CHECK_LAUNCH(op);
   }
 }
@@ -242,26 +250,26 @@ void launch_tiled(const char* op, bool trans_a, bool trans_b, int64_t M, int64_t
                   float alpha, const float* A, int64_t lda, int64_t stride_a, const float* B,
                   int64_t ldb, int64_t stride_b, float beta, float* C, int64_t ldc,
                   int64_t stride_c, int64_t batch, cudaStream_t stream, int64_t per_block = 1,
-                  const float* row_bias = nullptr) {
+                  const float* row_bias = nullptr, bool relu = false) {
   check_gemm_args(op, trans_a, trans_b, M, N, K, lda, ldb, ldc, batch);
   if (M == 0 || N == 0 || batch == 0) return;
   const Precision precision = float32_precision();
   if (precision == Precision::Tf32)
     launch_tile<SmallTile, true>(op, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb,
-                                 stride_b, beta, C, ldc, stride_c, batch, per_block, row_bias,
+                                 stride_b, beta, C, ldc, stride_c, batch, per_block, row_bias, relu,
                                  stream);
   else if (precision == Precision::Bf16)
     launch_tile<Bf16SmallTile, true>(op, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb,
                                      stride_b, beta, C, ldc, stride_c, batch, per_block, row_bias,
-                                     stream);
+                                     relu, stream);
   else if (use_large_tile(M, N, ceil_div(batch, per_block)))
     launch_tile<LargeTile, false>(op, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb,
                                   stride_b, beta, C, ldc, stride_c, batch, per_block, row_bias,
-                                  stream);
+                                  relu, stream);
   else
     launch_tile<SmallTile, false>(op, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb,
                                   stride_b, beta, C, ldc, stride_c, batch, per_block, row_bias,
-                                  stream);
+                                  relu, stream);
 }
 
 int to_int(int64_t value, const char* what, const char* op) {
@@ -298,10 +306,10 @@ void gemm_strided_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int6
 void gemm_strided_batched_row_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                                    const float* A, int64_t lda, int64_t stride_a, const float* B,
                                    int64_t ldb, int64_t stride_b, const float* row_bias, float* C,
-                                   int64_t ldc, int64_t stride_c, int64_t batch,
+                                   int64_t ldc, int64_t stride_c, int64_t batch, bool relu,
                                    cudaStream_t stream) {
   launch_tiled("gemm_strided_batched_row_bias", trans_a, trans_b, M, N, K, 1.0f, A, lda, stride_a,
-               B, ldb, stride_b, 0.0f, C, ldc, stride_c, batch, stream, 1, row_bias);
+               B, ldb, stride_b, 0.0f, C, ldc, stride_c, batch, stream, 1, row_bias, relu);
 }
 
 void gemm_batch_reduce(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,

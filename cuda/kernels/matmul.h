@@ -27,13 +27,15 @@ void gemm_strided_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int6
                           const float* A, int64_t lda, int64_t stride_a, const float* B,
                           int64_t ldb, int64_t stride_b, float beta, float* C, int64_t ldc,
                           int64_t stride_c, int64_t batch, cudaStream_t stream);
-// C_b (M, N) = op(A_b) op(B_b) + row_bias (M) broadcast over the columns, for each batch b: the
-// convolution forward with its bias fused into the GEMM epilogue (no second pass over y). Its
-// CPU twin is the conv2d twin's (tensor/cpu/conv.h), checked by the conv parity cases.
+// C_b (M, N) = op(A_b) op(B_b) + row_bias (M) broadcast over the columns (row_bias null: none),
+// for each batch b, with relu then clamped at zero (NaN -> 0, as relu_inplace): the convolution
+// forward (conv2d_relu's too) with its bias and ReLU fused into the GEMM epilogue (no second
+// pass over y; relu is a runtime argument, no extra kernel instantiations). Its CPU twin is the
+// conv2d twin's (tensor/cpu/conv.h) then the ReLU twin's, checked by the conv parity cases.
 void gemm_strided_batched_row_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                                    const float* A, int64_t lda, int64_t stride_a, const float* B,
                                    int64_t ldb, int64_t stride_b, const float* row_bias, float* C,
-                                   int64_t ldc, int64_t stride_c, int64_t batch,
+                                   int64_t ldc, int64_t stride_c, int64_t batch, bool relu,
                                    cudaStream_t stream);
 // Batch-reduce (split-K over a batch): for each group g of per_group consecutive batches,
 // C_g (M, N) = alpha * sum over b in the group of op(A_b) op(B_b) + beta * C_g, where A_b = A +

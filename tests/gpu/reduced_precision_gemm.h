@@ -122,8 +122,9 @@ inline void check_gemm_transposes(Precision precision, CpuTwin twin,
       }
 }
 
-// Strided batches, the fused row bias and batch-reduce (groups of 2 over 5 batches, the last one
-// short) against the twin. K = 20: one full k-slice of 16 (bf16) or two of 8 (TF32), and a tail.
+// Strided batches, the fused row bias (with and without the ReLU) and batch-reduce (groups of 2
+// over 5 batches, the last one short) against the twin. K = 20: one full k-slice of 16 (bf16) or
+// two of 8 (TF32), and a tail.
 inline void check_batched_modes(Precision precision, CpuTwin twin) {
   const int64_t M = 33, N = 67, K = 20, batch = 5;
   const Tensor a = random_cpu({batch, M, K}, 4), b = random_cpu({batch, N, K}, 5);
@@ -132,6 +133,7 @@ inline void check_batched_modes(Precision precision, CpuTwin twin) {
   const Tensor bias_gpu = bias.to(Device::cuda(0));
   Tensor batched = c0.to(Device::cuda(0));
   Tensor biased = Tensor::full({batch, M, N}, NAN, kFloat32, Device::cuda(0));
+  Tensor clamped = biased.clone();  // the row bias and the ReLU (conv2d_relu's columns path)
   const int64_t per_group = 2, groups = 3;
   Tensor reduced = c0.narrow(0, 0, groups).contiguous().to(Device::cuda(0));
   {
@@ -142,12 +144,16 @@ inline void check_batched_modes(Precision precision, CpuTwin twin) {
                                batch, stream);
     cuda::gemm_strided_batched_row_bias(false, true, M, N, K, a_gpu.data<float>(), K, M * K,
                                         b_gpu.data<float>(), K, N * K, bias_gpu.data<float>(),
-                                        biased.data<float>(), N, M * N, batch, stream);
+                                        biased.data<float>(), N, M * N, batch, false, stream);
+    cuda::gemm_strided_batched_row_bias(false, true, M, N, K, a_gpu.data<float>(), K, M * K,
+                                        b_gpu.data<float>(), K, N * K, bias_gpu.data<float>(),
+                                        clamped.data<float>(), N, M * N, batch, true, stream);
     cuda::gemm_batch_reduce(false, true, M, N, K, 1.0f, a_gpu.data<float>(), K, M * K,
                             b_gpu.data<float>(), K, N * K, 0.5f, reduced.data<float>(), N, M * N,
                             batch, per_group, stream);
   }
   const Tensor got_batched = batched.cpu(), got_biased = biased.cpu(), got_reduced = reduced.cpu();
+  const Tensor got_clamped = clamped.cpu();
   const auto product = [&](int64_t i) {
     Tensor p = Tensor::zeros({M, N});
     twin(false, true, M, N, K, 1.0f, a.data<float>() + i * M * K, K, b.data<float>() + i * N * K, K,
@@ -162,6 +168,9 @@ inline void check_batched_modes(Precision precision, CpuTwin twin) {
                   "batch ", i);
     CHECK_MESSAGE(parity::compare(got_biased.select(0, i), want_biased, kSameRounding).ok,
                   "row bias, batch ", i);
+    CHECK_MESSAGE(
+        parity::compare(got_clamped.select(0, i), ops::relu(want_biased), kSameRounding).ok,
+        "row bias + ReLU, batch ", i);
   }
   for (int64_t g = 0; g < groups; ++g) {
     Tensor want = ops::mul(c0.select(0, g), 0.5);

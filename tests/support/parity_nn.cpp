@@ -4,6 +4,11 @@
 // ignored, so both compare against the same twin. Backward cases build their saved tensors
 // (argmax, batch statistics, LRN scale, log-probs) with the forward op on the same device.
 #include "tests/support/parity.h"
+#include "tests/support/setting_scope.h"
+
+#if ECHELON_WITH_CUDA
+#include <echelon/cuda/kernels/conv.h>
+#endif
 
 namespace echelon::parity {
 namespace {
@@ -131,6 +136,24 @@ void conv_cases() {
       add({"conv2d_relu_backward_input_sum" + suffix, "conv", relu_inputs,
            [relu_backward](const auto& in) { return relu_backward(in, true).input; }, tol});
     }
+#if ECHELON_WITH_CUDA
+  // Our columns path (cuda::ConvAlgorithm::Im2colGemm; the cases above take the default implicit
+  // GEMM): its SGEMM's epilogue adds the bias and, for conv2d_relu, clamps at zero.
+  for (const ConvCase& g : geometries)
+    for (const bool relu : {false, true}) {
+      const auto p = g.p;
+      add({std::string(relu ? "conv2d_relu" : "conv2d") + "/ours_im2col/" + g.name,
+           "conv",
+           {f32(g.x), f32(g.w), f32({g.w[0]})},
+           [p, relu](const auto& in) {
+             ConvImplScope scope(ops::ConvImpl::Ours);
+             const test::SettingScope<cuda::ConvAlgorithm> columns(
+                 cuda::conv_algorithm, cuda::set_conv_algorithm, cuda::ConvAlgorithm::Im2colGemm);
+             return ops::conv2d(in[0], in[1], in[2], p, relu);
+           },
+           tol});
+    }
+#endif
   // A non-contiguous input: the dispatch must materialise it before the kernels read it.
   add({"conv2d/ours/transposed_input",
        "conv",
