@@ -35,4 +35,10 @@ ECH_HD Dst cast_value(Src v) {
   }
 }
 
+// The type an element computes in: float for bfloat16 (loaded exactly with cast_value<float>,
+// the result rounded once to nearest even by cast_value<bfloat16> as it is stored: PyTorch's
+// bits for its bf16 elementwise ops), else the element type itself.
+template <typename T>
+using compute_type = std::conditional_t<std::is_same_v<T, bfloat16>, float, T>;
+
 }  // namespace echelon

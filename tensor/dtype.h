@@ -1,6 +1,7 @@
 // Element types. float32 is the compute type; float64 exists for CPU references and gradcheck;
-// integers carry labels and indices; uint8 carries raw image bytes; bfloat16 is storage only so
-// far (cast, copy, move between devices and processes, safetensors): no op computes on it.
+// integers carry labels and indices; uint8 carries raw image bytes; bfloat16 is mostly storage
+// (cast, copy, move between devices and processes, safetensors); of the ops only relu, its
+// backward and add compute on it (in float, rounded when stored: tensor/ops_elementwise.cpp).
 #pragma once
 
 #include <cstddef>
@@ -24,7 +25,7 @@ inline constexpr DType kBFloat16 = DType::BFloat16;
 size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);  // "float32", ...
 DType parse_dtype(const std::string& text);
-// The dtypes ops compute in (bfloat16 is a floating format, but only stored and converted).
+// The dtypes ops compute in (bfloat16 is a floating format, but mostly stored and converted).
 inline bool is_floating(DType dtype) {
   return dtype == kFloat32 || dtype == kFloat64;
 }
@@ -57,8 +58,10 @@ constexpr DType dtype_of<bfloat16>() {
 }
 // The end of an op's "not supported" error: for bfloat16, what to do instead.
 inline const char* dtype_hint(DType dtype) {
-  return dtype == DType::BFloat16 ? " (bfloat16 is a storage dtype: cast to float32 to compute)"
-                                  : "";
+  return dtype == DType::BFloat16
+             ? " (bfloat16 computes only in relu, relu's backward and add so far: cast to float32 "
+               "for this op)"
+             : "";
 }
 
 }  // namespace echelon

@@ -14,6 +14,16 @@ using detail::broadcast_indexer;
 using detail::indexer_of;
 
 namespace {
+// The maps that compute on bfloat16 tensors (in float, each result rounded to nearest even as it
+// is stored; the CPU twin and the CUDA kernel alike): the bandwidth ops of a ResNet step besides
+// its GEMMs, so far ReLU (forward and backward) and add. Other ops refuse bfloat16 (dtype_hint).
+bool bf16_computes(UnaryOp op) {
+  return op == UnaryOp::Relu;
+}
+bool bf16_computes(BinaryOp op) {
+  return op == BinaryOp::Add;
+}
+
 // The fast CPU path (tensor/cpu/fast/elementwise.h) takes contiguous CPU tensors.
 bool fast_cpu(const Tensor& t) {
   return !t.is_cuda() && cpu_kernels() == CpuKernels::Fast && t.is_contiguous();
@@ -59,17 +69,27 @@ bool binary_fast(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
 
 Tensor unary(UnaryOp op, const Tensor& x) {
   detail::check_defined(name(op), x);
-  detail::check_floating(name(op), x);
+  const bool bf16 = x.dtype() == kBFloat16 && bf16_computes(op);
+  if (!bf16) detail::check_floating(name(op), x);
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
 #if ECHELON_WITH_CUDA
   if (x.is_cuda()) {
-    detail::check_cuda_float(name(op), x);
     cuda::DeviceGuard guard(x.device().index);
-    cuda::unary<float>(op, x.data<float>(), indexer_of(x), y.data<float>(), x.numel(),
-                       cuda::current_stream(x.device().index));
+    const cudaStream_t stream = cuda::current_stream(x.device().index);
+    if (bf16) {
+      cuda::unary<bfloat16>(op, x.data<bfloat16>(), indexer_of(x), y.data<bfloat16>(), x.numel(),
+                            stream);
+      return y;
+    }
+    detail::check_cuda_float(name(op), x);
+    cuda::unary<float>(op, x.data<float>(), indexer_of(x), y.data<float>(), x.numel(), stream);
     return y;
   }
 #endif
+  if (bf16) {  // the naive twin: no fast bfloat16 loops yet
+    cpu::unary<bfloat16>(op, x.data<bfloat16>(), indexer_of(x), y.data<bfloat16>(), x.numel());
+    return y;
+  }
   if (fast_cpu(x)) {
     ECH_DISPATCH_FLOATING(
         x.dtype(), name(op),
@@ -122,19 +142,31 @@ Tensor unary_backward(UnaryOp op, const Tensor& grad_out, const Tensor& x, const
     detail::check_same_dtype(opn, grad_out, *t);
     detail::check_same_device(opn, grad_out, *t);
   }
-  detail::check_floating(opn, grad_out);
+  const bool bf16 = grad_out.dtype() == kBFloat16 && bf16_computes(op);
+  if (!bf16) detail::check_floating(opn, grad_out);
   const Tensor g = grad_out.contiguous(), xc = x.contiguous(), yc = y.contiguous();
   Tensor grad_in = Tensor::empty(x.shape(), x.dtype(), x.device());
 #if ECHELON_WITH_CUDA
   if (x.is_cuda()) {
-    detail::check_cuda_float(opn, x);
     cuda::DeviceGuard guard(x.device().index);
+    const cudaStream_t stream = cuda::current_stream(x.device().index);
+    if (bf16) {
+      cuda::unary_backward<bfloat16>(op, g.data<bfloat16>(), xc.data<bfloat16>(),
+                                     yc.data<bfloat16>(), grad_in.data<bfloat16>(), x.numel(),
+                                     stream);
+      return grad_in;
+    }
+    detail::check_cuda_float(opn, x);
     cuda::unary_backward<float>(op, g.data<float>(), xc.data<float>(), yc.data<float>(),
-                                grad_in.data<float>(), x.numel(),
-                                cuda::current_stream(x.device().index));
+                                grad_in.data<float>(), x.numel(), stream);
     return grad_in;
   }
 #endif
+  if (bf16) {
+    cpu::unary_backward<bfloat16>(op, g.data<bfloat16>(), xc.data<bfloat16>(), yc.data<bfloat16>(),
+                                  grad_in.data<bfloat16>(), x.numel());
+    return grad_in;
+  }
   if (fast_cpu(g)) {
     ECH_DISPATCH_FLOATING(x.dtype(), opn,
                           cpu::fast::unary_backward<scalar_t>(
@@ -154,20 +186,32 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   detail::check_defined(name(op), b, "second input");
   detail::check_same_dtype(name(op), a, b);
   detail::check_same_device(name(op), a, b);
-  detail::check_floating(name(op), a);
+  const bool bf16 = a.dtype() == kBFloat16 && bf16_computes(op);
+  if (!bf16) detail::check_floating(name(op), a);
   const Shape out_shape = broadcast_shapes(a.shape(), b.shape(), name(op));
   Tensor out = Tensor::empty(out_shape, a.dtype(), a.device());
   const StridedIndexer a_ix = broadcast_indexer(a, out_shape),
                        b_ix = broadcast_indexer(b, out_shape);
 #if ECHELON_WITH_CUDA
   if (a.is_cuda()) {
-    detail::check_cuda_float(name(op), a);
     cuda::DeviceGuard guard(a.device().index);
+    const cudaStream_t stream = cuda::current_stream(a.device().index);
+    if (bf16) {
+      cuda::binary<bfloat16>(op, a.data<bfloat16>(), a_ix, b.data<bfloat16>(), b_ix,
+                             out.data<bfloat16>(), out.numel(), stream);
+      return out;
+    }
+    detail::check_cuda_float(name(op), a);
     cuda::binary<float>(op, a.data<float>(), a_ix, b.data<float>(), b_ix, out.data<float>(),
-                        out.numel(), cuda::current_stream(a.device().index));
+                        out.numel(), stream);
     return out;
   }
 #endif
+  if (bf16) {
+    cpu::binary<bfloat16>(op, a.data<bfloat16>(), a_ix, b.data<bfloat16>(), b_ix,
+                          out.data<bfloat16>(), out.numel());
+    return out;
+  }
   if (binary_fast(op, a, b, out)) return out;
   ECH_DISPATCH_FLOATING(a.dtype(), name(op),
                         cpu::binary<scalar_t>(op, a.data<scalar_t>(), a_ix, b.data<scalar_t>(),

@@ -96,17 +96,29 @@ __device__ __forceinline__ float apply_binary(BinaryOp op, float a, float b) {
   return a;
 }
 
+// T: float, or bfloat16 (each element widened to float, the result rounded to nearest even as it
+// is stored: kernels/cast.h, as the CPU twin).
 template <typename T>
 __global__ void unary_kernel(UnaryOp op, const T* x, StridedIndexer x_ix, T* y, int64_t n) {
   for (int64_t i = grid_start(); i < n; i += grid_step())
-    y[i] = apply_unary(op, x[strided_offset(x_ix, i)]);
+    y[i] = cast_value<T>(apply_unary(op, cast_value<float>(x[strided_offset(x_ix, i)])));
 }
 
 template <typename T>
 __global__ void binary_kernel(BinaryOp op, const T* a, StridedIndexer a_ix, const T* b,
                               StridedIndexer b_ix, T* out, int64_t n) {
   for (int64_t i = grid_start(); i < n; i += grid_step())
-    out[i] = apply_binary(op, a[strided_offset(a_ix, i)], b[strided_offset(b_ix, i)]);
+    out[i] = cast_value<T>(apply_binary(op, cast_value<float>(a[strided_offset(a_ix, i)]),
+                                        cast_value<float>(b[strided_offset(b_ix, i)])));
+}
+
+// The bfloat16 unary backward (float takes the contiguous map below); all four contiguous (n).
+template <typename T>
+__global__ void unary_backward_kernel(UnaryOp op, const T* grad_out, const T* x, const T* y,
+                                      T* grad_in, int64_t n) {
+  for (int64_t i = grid_start(); i < n; i += grid_step())
+    grad_in[i] = cast_value<T>(apply_unary_backward(
+        op, cast_value<float>(grad_out[i]), cast_value<float>(x[i]), cast_value<float>(y[i])));
 }
 
 template <typename T>
@@ -261,9 +273,12 @@ void unary(UnaryOp op, const T* x, StridedIndexer x_ix, T* y, int64_t n, cudaStr
 template <typename T>
 void unary_backward(UnaryOp op, const T* grad_out, const T* x, const T* y, T* grad_in, int64_t n,
                     cudaStream_t stream) {
-  static_assert(std::is_same_v<T, float>);
-  launch_map("unary_backward", UnaryBackwardMap{op}, Operands<3>{{grad_out, x, y}}, grad_in, n,
-             stream);
+  if constexpr (std::is_same_v<T, float>)
+    launch_map("unary_backward", UnaryBackwardMap{op}, Operands<3>{{grad_out, x, y}}, grad_in, n,
+               stream);
+  else
+    launch_1d("unary_backward", n, stream, unary_backward_kernel<T>, op, grad_out, x, y, grad_in,
+              n);
 }
 
 template <typename T>
@@ -335,6 +350,13 @@ template void binary<float>(BinaryOp, const float*, StridedIndexer, const float*
                             float*, int64_t, cudaStream_t);
 template void binary_scalar<float>(BinaryOp, const float*, StridedIndexer, float, bool, float*,
                                    int64_t, cudaStream_t);
+// bfloat16: the maps the dispatch lets compute on it (ops::bf16_computes), by the strided kernels.
+template void unary<bfloat16>(UnaryOp, const bfloat16*, StridedIndexer, bfloat16*, int64_t,
+                              cudaStream_t);
+template void unary_backward<bfloat16>(UnaryOp, const bfloat16*, const bfloat16*, const bfloat16*,
+                                       bfloat16*, int64_t, cudaStream_t);
+template void binary<bfloat16>(BinaryOp, const bfloat16*, StridedIndexer, const bfloat16*,
+                               StridedIndexer, bfloat16*, int64_t, cudaStream_t);
 template void axpy<float>(float*, const float*, float, int64_t, cudaStream_t);
 template void clamp<float>(const float*, float*, float, float, int64_t, cudaStream_t);
 template void count_nonfinite<float>(const float*, int64_t, int64_t*, cudaStream_t);

@@ -1,6 +1,7 @@
 // Launchers of cuda/kernels/elementwise.cu. Same names and arguments as the CPU twins in
 // tensor/cpu/elementwise.h (read the shape contracts there), plus the stream to launch on.
-// Instantiated for float unless noted; pointers are device pointers.
+// Instantiated for float unless noted; pointers are device pointers. unary, unary_backward and
+// binary also for bfloat16 (computed in float, rounded to nearest even when stored).
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <echelon/base/op_kinds.h>
+#include <echelon/kernels/bf16.h>
 #include <echelon/kernels/indexer.h>
 
 namespace echelon::cuda {

@@ -93,21 +93,30 @@ bool is_finite_value(T v) {
 
 }  // namespace
 
+// unary, unary_backward and binary compute in compute_type<T> (kernels/cast.h): bfloat16
+// elements are widened to float, the result rounded to bfloat16 as it is stored.
 template <typename T>
 void unary(UnaryOp op, const T* x, StridedIndexer x_ix, T* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = apply_unary(op, x[strided_offset(x_ix, i)]);
+  using C = compute_type<T>;
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = cast_value<T>(apply_unary(op, cast_value<C>(x[strided_offset(x_ix, i)])));
 }
 
 template <typename T>
 void unary_backward(UnaryOp op, const T* grad_out, const T* x, const T* y, T* grad_in, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) grad_in[i] = apply_unary_backward(op, grad_out[i], x[i], y[i]);
+  using C = compute_type<T>;
+  for (int64_t i = 0; i < n; ++i)
+    grad_in[i] = cast_value<T>(apply_unary_backward(op, cast_value<C>(grad_out[i]),
+                                                    cast_value<C>(x[i]), cast_value<C>(y[i])));
 }
 
 template <typename T>
 void binary(BinaryOp op, const T* a, StridedIndexer a_ix, const T* b, StridedIndexer b_ix, T* out,
             int64_t n) {
+  using C = compute_type<T>;
   for (int64_t i = 0; i < n; ++i)
-    out[i] = apply_binary(op, a[strided_offset(a_ix, i)], b[strided_offset(b_ix, i)]);
+    out[i] = cast_value<T>(apply_binary(op, cast_value<C>(a[strided_offset(a_ix, i)]),
+                                        cast_value<C>(b[strided_offset(b_ix, i)])));
 }
 
 template <typename T>
@@ -188,7 +197,13 @@ ECH_ALL_TYPE_TWINS(double)
 ECH_ALL_TYPE_TWINS(int32_t)
 ECH_ALL_TYPE_TWINS(int64_t)
 ECH_ALL_TYPE_TWINS(uint8_t)
-// bfloat16 is storage only: its tensors are cast and copied, nothing else.
+// bfloat16: cast and copied, and the maps the dispatch lets compute on it (ops::bf16_computes:
+// ReLU forward and backward, add), in float.
+template void unary<bfloat16>(UnaryOp, const bfloat16*, StridedIndexer, bfloat16*, int64_t);
+template void unary_backward<bfloat16>(UnaryOp, const bfloat16*, const bfloat16*, const bfloat16*,
+                                       bfloat16*, int64_t);
+template void binary<bfloat16>(BinaryOp, const bfloat16*, StridedIndexer, const bfloat16*,
+                               StridedIndexer, bfloat16*, int64_t);
 ECH_COPY_FROM(bfloat16, float)
 ECH_COPY_FROM(bfloat16, double)
 ECH_COPY_FROM(bfloat16, int32_t)

@@ -1,7 +1,9 @@
 // Naive CPU twins of cuda/kernels/elementwise.cu: same names, same arguments (minus the stream).
 // Outputs are contiguous buffers of n elements; inputs are read through a StridedIndexer whose
 // sizes are the OUTPUT shape (strides 0 on broadcast dims), so views and broadcasts need no copy.
-// Unless noted, T is float or double.
+// Unless noted, T is float or double. unary, unary_backward and binary also take bfloat16: each
+// element widened to float, computed in float and rounded to nearest even as it is stored
+// (kernels/cast.h compute_type; the CUDA kernels do the same).
 #pragma once
 
 #include <cstdint>

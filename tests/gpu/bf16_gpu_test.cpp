@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include <echelon/kernels/bf16.h>
@@ -66,5 +67,32 @@ TEST_SUITE("bf16_gpu") {
     const Tensor got = matmul_under(Precision::Bf16, a_gpu, b_gpu);
     const parity::Comparison cmp = parity::compare(got, expected, kSameRounding);
     CHECK_MESSAGE(cmp.ok, cmp.summary());
+  }
+
+  TEST_CASE("bfloat16 relu, relu's backward and add on CUDA: the CPU twin's bits, special values") {
+    // Ties (to even both ways), overflow to infinity, infinities, NaN, zeros of both signs, tiny
+    // values (bfloat16 keeps subnormals): the parity cases draw only values in [-1, 1).
+    const float half = std::ldexp(1.0f, -8), lsb = std::ldexp(1.0f, -7);
+    const std::vector<float> a = {1.0f,   1.0f + lsb, -1.0f - lsb, 3.0e38f, INFINITY, NAN,  -0.0f,
+                                  1e-39f, -2.5f,      -INFINITY,   0.5f,    7.0f,     -3.0f};
+    const std::vector<float> b = {half,   half, -half, 3.0e38f,     -INFINITY, 1.0f, 0.0f,
+                                  1e-39f, 2.5f, 1.0f,  1.5f * half, NAN,       3.0f};
+    const int64_t n = static_cast<int64_t>(a.size());
+    const Tensor ha = ops::cast(Tensor::from_vector(a, {n}), kBFloat16);
+    const Tensor hb = ops::cast(Tensor::from_vector(b, {n}), kBFloat16);
+    const Tensor da = ha.to(Device::cuda(0)), db = hb.to(Device::cuda(0));
+    // A NaN that arithmetic made has no promised bits (x86 keeps the operand's, a GPU writes its
+    // canonical NaN): any NaN stands for all.
+    const auto bits = [](const Tensor& t) {
+      std::vector<uint16_t> out;
+      for (const bfloat16 v : t.cpu().to_vector<bfloat16>())
+        out.push_back((v.bits & 0x7fffu) > 0x7f80u ? uint16_t{0x7fc0} : v.bits);
+      return out;
+    };
+    CHECK(bits(ops::add(da, db)) == bits(ops::add(ha, hb)));
+    CHECK(bits(ops::relu(da)) == bits(ops::relu(ha)));
+    CHECK(bits(ops::unary_backward(UnaryOp::Relu, db, da, ops::relu(da))) ==
+          bits(ops::unary_backward(UnaryOp::Relu, hb, ha, ops::relu(ha))));
+    CHECK(bits(ops::add(da, db))[1] == 0x3f82);  // (1 + 2^-7) + 2^-8: the tie rounds up to even
   }
 }

@@ -129,6 +129,48 @@ const Registrar bf16_cases([] {
          return ops::cast(h.contiguous(), in[0].dtype());  // bfloat16 -> bfloat16, then back
        },
        exact});
+
+  // bfloat16 compute (relu, relu's backward, add: float math, each result rounded to nearest
+  // even as it is stored): the inputs cast to bfloat16 on the device, the op on bfloat16
+  // tensors and views of them, the result cast back. Exact: both backends store the same bits.
+  const auto h = [](const Tensor& x) { return ops::cast(x, kBFloat16); };
+  const auto back = [](const Tensor& y, const Tensor& like) { return ops::cast(y, like.dtype()); };
+  add({"bf16_compute/relu/odd",
+       "elementwise",
+       {f32({3, 5, 7, 11})},
+       [h, back](const auto& in) { return back(ops::relu(h(in[0])), in[0]); },
+       exact});
+  add({"bf16_compute/relu/transposed_view",
+       "elementwise",
+       {f32({29, 37})},
+       [h, back](const auto& in) { return back(ops::relu(h(in[0]).transpose(0, 1)), in[0]); },
+       exact});
+  add({"bf16_compute/relu_backward/strided_views",
+       "elementwise",
+       {f32({13, 41}), f32({13, 41})},
+       [h, back](const auto& in) {
+         const Tensor g = h(in[0]).narrow(1, 1, 39), x = h(in[1]).narrow(1, 2, 39);
+         return back(ops::unary_backward(UnaryOp::Relu, g, x, ops::relu(x)), in[0]);
+       },
+       exact});
+  add({"bf16_compute/add/odd",
+       "elementwise",
+       {f32({1155}), f32({1155})},
+       [h, back](const auto& in) { return back(ops::add(h(in[0]), h(in[1])), in[0]); },
+       exact});
+  add({"bf16_compute/add/broadcast_row",
+       "elementwise",
+       {f32({17, 29}), f32({29})},
+       [h, back](const auto& in) { return back(ops::add(h(in[0]), h(in[1])), in[0]); },
+       exact});
+  add({"bf16_compute/add/transposed_and_strided",
+       "elementwise",
+       {f32({29, 37}), f32({37, 59})},
+       [h, back](const auto& in) {
+         const Tensor a = h(in[0]).transpose(0, 1), b = h(in[1]).narrow(1, 3, 29);  // (37, 29)
+         return back(ops::add(a, b), in[0]);
+       },
+       exact});
 });
 
 }  // namespace
