@@ -30,7 +30,9 @@ void write_text(const std::string& path, const char* flag, const std::string& te
 
 // Resolves --device and applies --threads; checks --json and --html can be written first.
 Device prepare(const BenchCommon& common) {
-  ECH_CHECK(common.threads >= 0, "--threads must be >= 0 (got ", common.threads, ")");
+  ECH_CHECK(common.threads >= 0 && common.threads <= kMaxThreads, "--threads must be in 0..",
+            kMaxThreads, " (got ", common.threads, "; this machine has ",
+            std::thread::hardware_concurrency(), " CPU threads)");
   if (common.threads > 0) ops::set_cpu_threads(common.threads);
   check_writable(common.json_path, "--json");
   check_writable(common.html_path, "--html");

@@ -118,7 +118,6 @@ const std::vector<std::string> kSchedules = {"constant", "step", "multistep", "c
 
 // The largest --resize: a 1024 x 1024 input is far beyond what the zoo's models train on.
 constexpr int64_t kMaxResize = 1024;
-constexpr int kMaxThreads = 1024;
 
 std::string join(const std::vector<std::string>& items) {
   std::string out;
@@ -144,6 +143,16 @@ void check_out_folder(const TrainOptions& o) {
 }
 
 }  // namespace
+
+std::string threads_warning(int threads, unsigned hardware_threads) {
+  if (hardware_threads == 0 || threads <= static_cast<int>(hardware_threads) ||
+      threads > kMaxThreads)
+    return "";
+  return str("--threads ", threads, " is more than the ", hardware_threads,
+             " CPU threads this machine has: the extra threads share cores and slow each op down "
+             "(--threads 0 or ",
+             hardware_threads, " uses them all)");
+}
 
 int parse_workers(const std::string& text) {
   if (text == "auto") return kAutoWorkers;
@@ -227,7 +236,6 @@ void validate(const TrainOptions& o) {
   ECH_CHECK(o.conv_impl == "ours" || device.is_cuda(), "--conv-impl ", o.conv_impl,
             " applies to CUDA devices and this run is on the CPU (--device ", o.device,
             "); drop the flag or use --conv-impl ours");
-  // Thousands of pool threads fail to start ("Resource temporarily unavailable") or crawl.
   ECH_CHECK(o.threads >= 0 && o.threads <= kMaxThreads, "--threads must be in 0..", kMaxThreads,
             " (got ", o.threads, "; this machine has ", std::thread::hardware_concurrency(),
             " CPU threads)");

@@ -37,6 +37,14 @@ using parallel::StepEngine;
 inline constexpr int kAutoWorkers = -1;
 // The most loader workers per stage (data::Loader refuses more).
 inline constexpr int kMaxWorkers = 256;
+// The most --threads (train and bench): thousands of pool threads fail to start ("Resource
+// temporarily unavailable") or crawl.
+inline constexpr int kMaxThreads = 1024;
+
+// A one-line warning when --threads asks for more pool threads than the machine's hardware
+// threads (`hardware_threads`; 0: unknown, no warning), else "": the extra threads time-share the
+// cores, and every op's parallel loop waits for its slowest share.
+std::string threads_warning(int threads, unsigned hardware_threads);
 
 // The loader's worker count a run uses, and why.
 struct WorkersChoice {

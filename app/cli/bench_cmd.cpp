@@ -12,7 +12,7 @@ namespace {
 
 void add_common(CLI::App& cmd, BenchCommon& common) {
   cmd.add_option("--device", common.device, "auto | cpu | cuda | cuda:N");
-  cmd.add_option("--threads", common.threads, "BLAS threads (0: library default)");
+  cmd.add_option("--threads", common.threads, "CPU threads for the ops (our pool); 0: default");
   cmd.add_option("--json", common.json_path, "Also write the result to this file as JSON");
   cmd.add_option("--html", common.html_path, "Also write a report page: the table, bar charts");
 }
