@@ -132,9 +132,13 @@ bool one_of(const std::string& value, const std::vector<std::string>& allowed) {
 // Another run's folder is never replaced silently: its config, metrics and checkpoint would be
 // overwritten piece by piece as the new run goes.
 void check_out_folder(const TrainOptions& o) {
-  if (o.out.empty() || o.overwrite) return;
+  if (o.out.empty()) return;
   namespace fs = std::filesystem;
   std::error_code error;
+  // Else create_directories fails only after the data set is loaded, saying "Not a directory".
+  ECH_CHECK(!fs::exists(o.out, error) || fs::is_directory(o.out, error), "--out ", o.out,
+            ": is a file, not a folder; give a folder for the run's files");
+  if (o.overwrite) return;
   if (!fs::exists(fs::path(o.out) / "config.json", error)) return;
   const bool resuming_it = !o.resume.empty() && fs::weakly_canonical(o.resume, error) ==
                                                     fs::weakly_canonical(o.out, error);
@@ -150,7 +154,7 @@ std::string threads_warning(int threads, unsigned hardware_threads) {
     return "";
   return str("--threads ", threads, " is more than the ", hardware_threads,
              " CPU threads this machine has: the extra threads share cores and slow each op down "
-             "(--threads 0 or ",
+             "(--threads ",
              hardware_threads, " uses them all)");
 }
 

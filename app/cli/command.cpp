@@ -1,6 +1,7 @@
 // The `echelon` command line: flags -> Command (see command.h).
 #include <echelon/app/cli/command.h>
 #include <echelon/app/cli/dist_flags.h>
+#include <echelon/app/cli/parse_error.h>
 #include <echelon/app/cli/seed_flag.h>
 
 #include <algorithm>
@@ -102,7 +103,7 @@ void add_train_options(CLI::App& cmd, TrainOptions& o, ScheduleFlag& schedule) {
   cmd.add_option("--seed", o.seed, "Seed of model init, shuffling, augmentation and dropout")
       ->check(seed_range());
   cmd.add_option("--threads", o.threads,
-                 "CPU threads for the ops (our pool; OpenBLAS always single-threaded); 0: default");
+                 "CPU threads for the ops (our pool; OpenBLAS always single-threaded); 0: one");
   cmd.add_option("--out", o.out, "Run folder for config, metrics, summary, checkpoint, report");
   cmd.add_option("--resume", o.resume, "Continue the run in this folder from its checkpoint");
   cmd.add_flag("--overwrite", o.overwrite, "Let --out replace the folder of another run");
@@ -146,6 +147,8 @@ TrainOptions merge_resume(const CLI::App& cmd, const TrainOptions& given,
                           const ScheduleFlag& schedule) {
   // The checkpoint file itself (as eval takes it): point at its folder, which holds the config.
   std::error_code error;
+  ECH_CHECK(std::filesystem::exists(given.resume, error), "--resume ", given.resume,
+            ": no such folder (give the --out folder of an earlier run)");
   ECH_CHECK(!std::filesystem::is_regular_file(given.resume, error), "--resume ", given.resume,
             ": is a file; give the run folder that holds it and config.json (--resume ",
             std::filesystem::path(given.resume).parent_path().string(), ")");
@@ -154,6 +157,13 @@ TrainOptions merge_resume(const CLI::App& cmd, const TrainOptions& given,
             ": no config.json there (not a run folder?)");
   json::Value merged = json::parse_file(config_path);
   ECH_CHECK(merged.is_object(), config_path, ": expected a JSON object");
+  // The checkpoint's weights fit one model only: say so before anything is loaded.
+  const json::Value* run_model = merged.find("model");
+  ECH_CHECK(cmd.count("--model") == 0 || !run_model || !run_model->is_string() ||
+                run_model->as_string() == given.model,
+            "--resume ", given.resume, ": that run trains ",
+            run_model && run_model->is_string() ? run_model->as_string() : "", ", and --model ",
+            given.model, " cannot continue it; drop --model, or start a new run with --out DIR");
   const json::Value flags = given.to_json();
   for (const auto& [key, value] : flags.as_object()) {
     if (key == "engine") continue;  // the pipeline flags: restore_pipeline_flags
@@ -235,7 +245,7 @@ Command parse_command_line(int argc, const char* const* argv) {
       command.text = out.str() + err.str();
       return command;
     }
-    throw Error(str(e.what(), " (see echelon --help)"));  // one line, no source location
+    throw Error(explain_parse_error(root, e, parsed_argc, argv));  // one line, no source location
   }
   if (*models_cmd) {
     command.kind = Command::Kind::Models;

@@ -6,6 +6,7 @@
 #include <string>
 #include <thread>
 
+#include <echelon/app/cli/parse_error.h>
 #include <echelon/app/train.h>
 
 #include "tests/support/cli_run.h"
@@ -55,5 +56,93 @@ TEST_SUITE("cli") {
     // The hard cap stays an error, in bench as in train.
     check_usage_error("train --device cpu --threads 5000", "--threads must be in 0..1024");
     check_usage_error("bench op relu --device cpu --threads 5000", "--threads must be in 0..1024");
+  }
+
+  TEST_CASE("a mistyped flag is named, with the nearest known flag of that subcommand") {
+    CHECK(echelon::app::edit_distance("--modle", "--model") == 1);  // a swap is one slip
+    CHECK(echelon::app::edit_distance("", "abc") == 3);
+    CHECK(echelon::app::edit_distance("kitten", "sitting") == 3);
+    if (!fs::exists(kBinary)) return;
+    // Before: "The following arguments were not expected: lenet5 --modle (see echelon --help)".
+    check_usage_error("train --modle lenet5",
+                      "echelon train: unknown flag --modle; did you mean --model? (see echelon "
+                      "train --help)");
+    check_usage_error("train --epoch 3", "unknown flag --epoch; did you mean --epochs?");
+    check_usage_error("train --lr=0.1 --momentun 0.9",
+                      "unknown flag --momentun; did you mean "
+                      "--momentum?");
+    check_usage_error("bench op relu --repeat 3",
+                      "echelon bench op: unknown flag --repeat; did you mean --repeats? (see "
+                      "echelon bench op --help)");
+    check_usage_error("launch --nproc 2 -- train --pipeline 2",
+                      "echelon launch: unknown flag --nproc; did you mean --nproc-per-node?");
+    // A flag of another subcommand: named, no far-fetched guess.
+    const Run eval = run("eval --checkpoint x --threads 2");
+    CHECK(eval.status == 2);
+    CHECK_MESSAGE(has(eval.err, "echelon eval: unknown flag --threads (see echelon eval --help)"),
+                  eval.err);
+    check_usage_error("--trian", "unknown flag --trian; give a subcommand first: train, eval");
+    // A negative number is a value, not an unknown flag.
+    check_usage_error("train --lr -1", "--lr must be a number > 0 (got -1)");
+  }
+
+  TEST_CASE("a value of the wrong kind says what the flag takes; a missing subcommand lists them") {
+    if (!fs::exists(kBinary)) return;
+    // Before: "Could not convert: --epochs = 1.5 (see echelon --help)".
+    check_usage_error("train --epochs 1.5",
+                      "--epochs: '1.5' is not a whole number (see echelon train --help)");
+    check_usage_error("train --lr abc", "--lr: 'abc' is not a number (see echelon train --help)");
+    check_usage_error("train --milestones 3,x", "--milestones: '3,x' is not a whole number");
+    check_usage_error("bench model lenet5 --batch-size 1e3",
+                      "--batch-size: '1e3' is not a whole number (see echelon bench model --help)");
+    // Before: "A subcommand is required (see echelon --help)".
+    check_usage_error("",
+                      "give a subcommand: train, eval, models, bench, launch, reproduce (see "
+                      "echelon --help)");
+    check_usage_error("bench",
+                      "echelon bench: give a subcommand: op, model, pipeline, loader (see "
+                      "echelon bench --help)");
+    check_usage_error("eval", "echelon eval: --checkpoint is required (see echelon eval --help)");
+    check_usage_error("models extra", "echelon models: ");
+  }
+
+  TEST_CASE("--resume and --out mistakes are caught before any data is loaded") {
+    if (!fs::exists(kBinary)) return;
+    const fs::path dir = temp_dir("cli_ux_resume");
+    const std::string folder = (dir / "run").string();
+    const Run first =
+        run("train --data synthetic --device cpu --epochs 1 --limit-train 32 "
+            "--limit-test 16 --batch-size 16 --progress none --out " +
+            folder);
+    REQUIRE(first.status == 0);
+    // Before: "r/checkpoint.safetensors: checkpoint holds model "lenet5", not "resnet20"", after
+    // loading the data set.
+    check_usage_error("train --resume " + folder + " --model resnet20 --epochs 2",
+                      "--resume " + folder +
+                          ": that run trains lenet5, and --model resnet20 cannot continue it; "
+                          "drop --model, or start a new run with --out DIR");
+    // The run's own model, given again, is fine (the epoch check speaks next).
+    check_usage_error("train --resume " + folder + " --model lenet5 --epochs 1",
+                      "the run already finished 1 epoch");
+    // Before: "no config.json there (not a run folder?)" for a folder that does not exist.
+    check_usage_error("train --resume " + (dir / "nothere").string(),
+                      "nothere: no such folder (give the --out folder of an earlier run)");
+    // Before: "cannot create the folder: Not a directory", after loading the data set.
+    const std::string file = (dir / "run" / "summary.json").string();
+    check_usage_error("train --data synthetic --device cpu --out " + file,
+                      "--out " + file + ": is a file, not a folder");
+    check_usage_error("train --data synthetic --device cpu --overwrite --out " + file,
+                      "is a file, not a folder");
+  }
+
+  TEST_CASE("bench names the argument that gave an unknown model or data set") {
+    if (!fs::exists(kBinary)) return;
+    check_usage_error("bench model lenet7", "bench model: unknown model 'lenet7' (known: lenet5");
+    check_usage_error("bench pipeline --model vgg --device cpu",
+                      "--model: unknown model 'vgg' (known:");
+    check_usage_error("bench loader --data nothing --device cpu",
+                      "--data: unknown dataset \"nothing\" (known: fashion-mnist");
+    check_usage_error("bench loader --data synthetic --model x --device cpu",
+                      "--model: unknown model 'x'");
   }
 }
