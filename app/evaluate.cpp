@@ -1,9 +1,11 @@
 // Evaluation: the mean loss and accuracy of a model over a data set (after every epoch of a run,
 // and `echelon eval` of a checkpoint).
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
 #include <echelon/app/checkpoint.h>
+#include <echelon/app/flags.h>
 #include <echelon/app/train.h>
 #include <echelon/autograd/grad_mode.h>
 #include <echelon/base/error.h>
@@ -93,6 +95,12 @@ EvalResult evaluate_checkpoint(const EvalOptions& options, std::ostream& out) {
   const std::string dir = options.data.empty() && options.data_dir.empty()
                               ? checkpoint.info.data_dir
                               : options.data_dir;
+  const std::vector<std::string>& names = data::dataset_names();
+  if (!options.data.empty() && std::find(names.begin(), names.end(), options.data) == names.end())
+    parse_flag("--data", [&] { data::load_dataset(options.data, "", {}); });  // lists the known
+  ECH_CHECK(dataset != "folder" || !dir.empty(),
+            "--data folder needs --data-dir DIR (the folder "
+            "holding test/CLASS/ images)");
   data::DatasetLimits limits{.test = options.limit_test, .test_only = true};
   if (dataset == checkpoint.info.dataset) limits.class_names = checkpoint.info.class_names;
   // An image folder is resized (and centre-cropped) as in training: the model's input size.

@@ -259,7 +259,11 @@ void validate(const TrainOptions& o) {
   ECH_CHECK(o.shuffle_buffer >= 0, "--shuffle-buffer must be >= 0 (got ", o.shuffle_buffer, ")");
   ECH_CHECK(std::isfinite(o.target_accuracy) && o.target_accuracy >= 0 && o.target_accuracy <= 1,
             "--target-accuracy must be a fraction in (0, 1], or 0 for none (got ",
-            o.target_accuracy, ")");
+            o.target_accuracy,
+            o.target_accuracy > 1 && o.target_accuracy <= 100
+                ? str("; for ", o.target_accuracy, "% give ", o.target_accuracy / 100)
+                : std::string(),
+            ")");
   ECH_CHECK(o.log_every >= 0, "--log-every must be >= 0 (got ", o.log_every, ")");
   ECH_CHECK(one_of(o.progress, {"auto", "bar", "lines", "none"}), "--progress: unknown value \"",
             o.progress, "\" (known: auto, bar, lines, none)");

@@ -129,7 +129,8 @@ void add_train_options(CLI::App& cmd, TrainOptions& o, ScheduleFlag& schedule) {
   cmd.add_option("--resize", o.resize,
                  "Image folders: shorter side to N, then an N x N crop (random for training, "
                  "centred for test); 0: images must be square and of one size");
-  cmd.add_option("--echo", o.echo, "Data echoing factor E >= 1, or auto");
+  cmd.add_option("--echo", o.echo,
+                 "Data echoing factor E (1 to 1000; fractions by a seeded draw), or auto");
   cmd.add_option("--echo-at", o.echo_at, "before-augment | after-augment | batch");
   cmd.add_option("--shuffle-buffer", o.shuffle_buffer, "Shuffle buffer after echoing (items)");
   add_workers_option(cmd, o.workers,

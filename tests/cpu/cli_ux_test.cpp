@@ -145,4 +145,25 @@ TEST_SUITE("cli") {
     check_usage_error("bench loader --data synthetic --model x --device cpu",
                       "--model: unknown model 'x'");
   }
+
+  TEST_CASE("eval names --data and --data-dir; --target-accuracy hints at a percentage") {
+    if (!fs::exists(kBinary)) return;
+    const fs::path dir = temp_dir("cli_ux_eval");
+    const std::string folder = (dir / "run").string();
+    REQUIRE(run("train --data synthetic --device cpu --epochs 1 --limit-train 16 --limit-test 16 "
+                "--batch-size 16 --progress none --out " +
+                folder)
+                .status == 0);
+    // Before: "dataset 'folder' needs a directory (with train/ and test/)" (no flag named).
+    check_usage_error("eval --device cpu --checkpoint " + folder + " --data folder",
+                      "--data folder needs --data-dir DIR");
+    // Before: "unknown dataset "imagenet"" without the flag.
+    check_usage_error("eval --device cpu --checkpoint " + folder + " --data imagenet",
+                      "--data: unknown dataset \"imagenet\" (known: fashion-mnist");
+    check_usage_error("train --data synthetic --device cpu --target-accuracy 95",
+                      "--target-accuracy must be a fraction in (0, 1], or 0 for none (got 95; for "
+                      "95% give 0.95)");
+    check_usage_error("train --data synthetic --device cpu --target-accuracy 1000",
+                      "or 0 for none (got 1000)");
+  }
 }
