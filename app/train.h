@@ -183,6 +183,7 @@ struct EvalOptions {
   // 0: inline; > 1 may reorder examples and change the loss in its last bits; kAutoWorkers:
   // resolve_workers() on the test split.
   int workers = kAutoWorkers;
+  int threads = 0;  // CPU threads of the ops' pool, as train's --threads (0: leave it as it is)
 };
 // Loads the checkpoint's model and evaluates it on the test split; prints one summary line.
 EvalResult evaluate_checkpoint(const EvalOptions& options, std::ostream& out);

@@ -191,6 +191,7 @@ void add_eval_options(CLI::App& cmd, EvalOptions& o) {
   cmd.add_option("--data-dir", o.data_dir, "Dataset folder");
   cmd.add_option("--device", o.device, "auto | cpu | cuda | cuda:N");
   cmd.add_option("--batch-size", o.batch_size, "Evaluation batch size");
+  cmd.add_option("--threads", o.threads, "CPU threads for the ops (as train's); 0: leave as is");
   cmd.add_option("--limit-test", o.limit_test, "Use only the first N examples");
   add_workers_option(cmd, o.workers,
                      "Worker threads per pipeline stage: auto (0 for an in-memory data set on the "

@@ -87,6 +87,7 @@ int main(int argc, char** argv) {
       case app::Command::Kind::Models:
         return run_models();
       case app::Command::Kind::Eval:
+        warn_threads(command.eval.threads);
         app::evaluate_checkpoint(command.eval, std::cout);
         return 0;
       case app::Command::Kind::Bench:

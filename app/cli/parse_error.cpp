@@ -63,6 +63,7 @@ std::string unknown_flag(const CLI::App& app, int argc, const char* const* argv)
 
 // The known long flag nearest to `flag`, when near enough to be a typo; else "".
 std::string nearest_flag(const CLI::App& app, const std::string& flag) {
+  if (flag.size() > 64) return "";  // no typo of a known flag; keeps the cost bounded (fuzzing)
   std::string best;
   size_t best_distance = std::string::npos;
   for (const CLI::Option* option : app.get_options()) {
