@@ -1,10 +1,12 @@
 #include <echelon/app/bench.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
+#include <echelon/app/flags.h>
 #include <echelon/app/train.h>
 #include <echelon/base/error.h>
 #include <echelon/data/registry.h>
@@ -30,7 +32,9 @@ void write_text(const std::string& path, const char* flag, const std::string& te
 
 // Resolves --device and applies --threads; checks --json and --html can be written first.
 Device prepare(const BenchCommon& common) {
-  ECH_CHECK(common.threads >= 0, "--threads must be >= 0 (got ", common.threads, ")");
+  ECH_CHECK(common.threads >= 0 && common.threads <= kMaxThreads, "--threads must be in 0..",
+            kMaxThreads, " (got ", common.threads, "; this machine has ",
+            std::thread::hardware_concurrency(), " CPU threads)");
   if (common.threads > 0) ops::set_cpu_threads(common.threads);
   check_writable(common.json_path, "--json");
   check_writable(common.html_path, "--html");
@@ -42,7 +46,18 @@ void check_rounds(int warmup, int repeats, const char* repeats_flag) {
   ECH_CHECK(repeats >= 1, repeats_flag, " must be >= 1 (got ", repeats, ")");
 }
 
-void check_input(const parallel::ModelInput& in) {
+// The model's name, checked here so the error says which argument named it.
+void check_model(const std::string& model, const char* what) {
+  std::string known;
+  for (const ModelInfo& m : list_models()) {
+    if (m.name == model) return;
+    known += (known.empty() ? "" : ", ") + m.name;
+  }
+  ECH_FAIL(what, ": unknown model '", model, "' (known: ", known, ")");
+}
+
+void check_input(const parallel::ModelInput& in, const char* model_flag) {
+  check_model(in.model, model_flag);
   ECH_CHECK(in.batch_size >= 1, "--batch-size must be >= 1 (got ", in.batch_size, ")");
   ECH_CHECK(in.channels >= 0, "--channels must be >= 1 (got ", in.channels, ")");
   ECH_CHECK(in.image_size >= 0, "--image-size must be >= 1 (got ", in.image_size, ")");
@@ -90,7 +105,7 @@ json::Value bench_op(const BenchCommon& common, parallel::OpBenchOptions options
 json::Value bench_model(const BenchCommon& common, parallel::ModelBenchOptions options,
                         std::ostream& out) {
   check_rounds(options.warmup, options.repeats, "--repeats");
-  check_input(options.input);
+  check_input(options.input, "bench model");
   options.device = prepare(common);
   const parallel::ModelBenchResult r = parallel::run_model_bench(options);
   std::ostringstream table;
@@ -102,7 +117,7 @@ json::Value bench_model(const BenchCommon& common, parallel::ModelBenchOptions o
 json::Value bench_pipeline(const BenchCommon& common, parallel::PipelineBenchOptions options,
                            std::ostream& out) {
   check_rounds(options.warmup, options.steps, "--steps");
-  check_input(options.input);
+  check_input(options.input, "--model");
   options.device = prepare(common);
   const parallel::PipelineBenchResult r = parallel::run_pipeline_bench(options);
   std::ostringstream table;
@@ -115,6 +130,10 @@ json::Value bench_loader(const BenchCommon& common, LoaderBenchSpec spec, std::o
   ECH_CHECK(spec.options.max_batches >= 0, "--batches must be >= 0 (got ", spec.options.max_batches,
             ")");
   ECH_CHECK(spec.limit >= 0, "--limit must be >= 0 (got ", spec.limit, ")");
+  const std::vector<std::string>& datasets = data::dataset_names();
+  if (std::find(datasets.begin(), datasets.end(), spec.data) == datasets.end())
+    parse_flag("--data", [&] { data::load_dataset(spec.data, "", {}); });  // names the known ones
+  if (!spec.model.empty()) check_model(spec.model, "--model");
   const Device device = prepare(common);
   const data::DatasetSplits data =
       data::load_dataset(spec.data, spec.data_dir, {.train = spec.limit, .test = 1});

@@ -18,7 +18,7 @@ namespace echelon::app {
 // Settings every bench subcommand shares (the same names as `echelon train`'s).
 struct BenchCommon {
   std::string device = "auto";  // auto | cpu | cuda | cuda:N
-  int threads = 0;              // BLAS threads (0: library default)
+  int threads = 0;              // CPU threads of the ops' pool (0: its default size)
   std::string json_path;        // write the result here as JSON (empty: no file)
   std::string html_path;        // write a report page here: the table and bar charts
 };

@@ -1,9 +1,11 @@
 // Evaluation: the mean loss and accuracy of a model over a data set (after every epoch of a run,
 // and `echelon eval` of a checkpoint).
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
 #include <echelon/app/checkpoint.h>
+#include <echelon/app/flags.h>
 #include <echelon/app/train.h>
 #include <echelon/autograd/grad_mode.h>
 #include <echelon/base/error.h>
@@ -62,6 +64,27 @@ EvalResult evaluate(StepEngine& engine, data::ResidentData& test) {
 }
 
 namespace {
+// eval --threads N: the pool resized for this evaluation, then put back as it was.
+class ScopedCpuThreads {
+ public:
+  explicit ScopedCpuThreads(int threads) : previous_(ops::cpu_threads()), set_(threads > 0) {
+    if (set_) ops::set_cpu_threads(threads);
+  }
+  ~ScopedCpuThreads() {
+    if (!set_) return;
+    if (previous_ > 0)
+      ops::set_cpu_threads(previous_);
+    else
+      ops::reset_cpu_threads();
+  }
+  ScopedCpuThreads(const ScopedCpuThreads&) = delete;
+  ScopedCpuThreads& operator=(const ScopedCpuThreads&) = delete;
+
+ private:
+  int previous_;
+  bool set_;
+};
+
 // --checkpoint names a file, or a run folder (what `train --out` wrote): its last epoch's
 // checkpoint.safetensors, as `train --resume FOLDER` takes the folder.
 std::string checkpoint_file(const std::string& given) {
@@ -82,7 +105,10 @@ EvalResult evaluate_checkpoint(const EvalOptions& options, std::ostream& out) {
   ECH_CHECK(
       (options.workers >= 0 && options.workers <= kMaxWorkers) || options.workers == kAutoWorkers,
       "--workers must be auto or in 0..", kMaxWorkers, " (0: inline; got ", options.workers, ")");
+  ECH_CHECK(options.threads >= 0 && options.threads <= kMaxThreads, "--threads must be in 0..",
+            kMaxThreads, " (got ", options.threads, ")");
   const Device device = resolve_device(options.device);
+  const ScopedCpuThreads threads(options.threads);
   const std::string path = checkpoint_file(options.checkpoint);
   const LoadedCheckpoint checkpoint = load_checkpoint(path);
   auto model = restore_model(checkpoint, path);
@@ -93,6 +119,12 @@ EvalResult evaluate_checkpoint(const EvalOptions& options, std::ostream& out) {
   const std::string dir = options.data.empty() && options.data_dir.empty()
                               ? checkpoint.info.data_dir
                               : options.data_dir;
+  const std::vector<std::string>& names = data::dataset_names();
+  if (!options.data.empty() && std::find(names.begin(), names.end(), options.data) == names.end())
+    parse_flag("--data", [&] { data::load_dataset(options.data, "", {}); });  // lists the known
+  ECH_CHECK(dataset != "folder" || !dir.empty(),
+            "--data folder needs --data-dir DIR (the folder "
+            "holding test/CLASS/ images)");
   data::DatasetLimits limits{.test = options.limit_test, .test_only = true};
   if (dataset == checkpoint.info.dataset) limits.class_names = checkpoint.info.class_names;
   // An image folder is resized (and centre-cropped) as in training: the model's input size.

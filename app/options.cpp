@@ -118,7 +118,6 @@ const std::vector<std::string> kSchedules = {"constant", "step", "multistep", "c
 
 // The largest --resize: a 1024 x 1024 input is far beyond what the zoo's models train on.
 constexpr int64_t kMaxResize = 1024;
-constexpr int kMaxThreads = 1024;
 
 std::string join(const std::vector<std::string>& items) {
   std::string out;
@@ -133,9 +132,13 @@ bool one_of(const std::string& value, const std::vector<std::string>& allowed) {
 // Another run's folder is never replaced silently: its config, metrics and checkpoint would be
 // overwritten piece by piece as the new run goes.
 void check_out_folder(const TrainOptions& o) {
-  if (o.out.empty() || o.overwrite) return;
+  if (o.out.empty()) return;
   namespace fs = std::filesystem;
   std::error_code error;
+  // Else create_directories fails only after the data set is loaded, saying "Not a directory".
+  ECH_CHECK(!fs::exists(o.out, error) || fs::is_directory(o.out, error), "--out ", o.out,
+            ": is a file, not a folder; give a folder for the run's files");
+  if (o.overwrite) return;
   if (!fs::exists(fs::path(o.out) / "config.json", error)) return;
   const bool resuming_it = !o.resume.empty() && fs::weakly_canonical(o.resume, error) ==
                                                     fs::weakly_canonical(o.out, error);
@@ -144,6 +147,16 @@ void check_out_folder(const TrainOptions& o) {
 }
 
 }  // namespace
+
+std::string threads_warning(int threads, unsigned hardware_threads) {
+  if (hardware_threads == 0 || threads <= static_cast<int>(hardware_threads) ||
+      threads > kMaxThreads)
+    return "";
+  return str("--threads ", threads, " is more than the ", hardware_threads,
+             " CPU threads this machine has: the extra threads share cores and slow each op down "
+             "(--threads ",
+             hardware_threads, " uses them all)");
+}
 
 int parse_workers(const std::string& text) {
   if (text == "auto") return kAutoWorkers;
@@ -227,7 +240,6 @@ void validate(const TrainOptions& o) {
   ECH_CHECK(o.conv_impl == "ours" || device.is_cuda(), "--conv-impl ", o.conv_impl,
             " applies to CUDA devices and this run is on the CPU (--device ", o.device,
             "); drop the flag or use --conv-impl ours");
-  // Thousands of pool threads fail to start ("Resource temporarily unavailable") or crawl.
   ECH_CHECK(o.threads >= 0 && o.threads <= kMaxThreads, "--threads must be in 0..", kMaxThreads,
             " (got ", o.threads, "; this machine has ", std::thread::hardware_concurrency(),
             " CPU threads)");
@@ -247,7 +259,11 @@ void validate(const TrainOptions& o) {
   ECH_CHECK(o.shuffle_buffer >= 0, "--shuffle-buffer must be >= 0 (got ", o.shuffle_buffer, ")");
   ECH_CHECK(std::isfinite(o.target_accuracy) && o.target_accuracy >= 0 && o.target_accuracy <= 1,
             "--target-accuracy must be a fraction in (0, 1], or 0 for none (got ",
-            o.target_accuracy, ")");
+            o.target_accuracy,
+            o.target_accuracy > 1 && o.target_accuracy <= 100
+                ? str("; for ", o.target_accuracy, "% give ", o.target_accuracy / 100)
+                : std::string(),
+            ")");
   ECH_CHECK(o.log_every >= 0, "--log-every must be >= 0 (got ", o.log_every, ")");
   ECH_CHECK(one_of(o.progress, {"auto", "bar", "lines", "none"}), "--progress: unknown value \"",
             o.progress, "\" (known: auto, bar, lines, none)");

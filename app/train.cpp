@@ -12,16 +12,14 @@
 #include <cstdio>
 #include <deque>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 
 #include <echelon/app/checkpoint.h>
 #include <echelon/app/report.h>
-#include <echelon/autograd/grad_mode.h>
+#include <echelon/app/run_setup.h>
 #include <echelon/base/error.h>
 #include <echelon/base/file.h>
 #include <echelon/data/resident.h>
-#include <echelon/layers/dropout.h>
 #include <echelon/layers/lr_schedule.h>
 #include <echelon/layers/models/registry.h>
 #include <echelon/parallel/trace.h>
@@ -32,6 +30,15 @@ namespace echelon::app {
 
 namespace {
 
+using run_setup::diagnose_nonfinite;
+using run_setup::loader_options;
+using run_setup::loader_trace_hook;
+using run_setup::make_schedule;
+using run_setup::reseed_dropout;
+using run_setup::ScopedRunSettings;
+using run_setup::sgd_config;
+using run_setup::truncate_metrics;
+
 std::atomic<bool> g_stop_requested{false};
 static_assert(std::atomic<bool>::is_always_lock_free, "request_stop must be signal-safe");
 
@@ -39,142 +46,6 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
-
-// SplitMix64 finaliser: decorrelates the per-(seed, epoch, layer) dropout seeds.
-uint64_t mix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-// Dropout masks become a function of (seed, epoch, layer), so a resumed run draws the same ones.
-void reseed_dropout(Module& module, uint64_t seed, int64_t epoch, uint64_t& counter) {
-  if (auto* dropout = dynamic_cast<Dropout*>(&module))
-    dropout->generator().set_state(
-        mix(mix(seed) ^ mix(static_cast<uint64_t>(epoch) * 1000003u + counter)), 0);
-  ++counter;
-  for (const auto& child : module.children()) reseed_dropout(*child, seed, epoch, counter);
-}
-
-// Re-runs the forward layer by layer to name the first layer whose output is non-finite.
-std::string diagnose_nonfinite(Sequential& model, const Tensor& images) {
-  NoGradGuard no_grad;
-  if (!ops::all_finite(images)) return "the input batch itself contains NaN/Inf";
-  Tensor x = images;
-  for (size_t i = 0; i < model.size(); ++i) {
-    x = model.at(i)->forward(x);
-    if (!ops::all_finite(x))
-      return str("first non-finite output: layer ", i, " ", model.at(i)->describe());
-  }
-  return "every layer's output is finite; the loss itself overflowed";
-}
-
-// Keeps only the records of the first `epochs_done` epochs (a resumed run rewrites the rest).
-void truncate_metrics(const std::string& path, int64_t epochs_done) {
-  std::ifstream in(path);
-  if (!in.good()) return;
-  std::string kept, line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    try {
-      const json::Value record = json::parse(line, path);
-      const json::Value* epoch = record.find("epoch");
-      if (epoch && epoch->as_int() <= epochs_done) kept += line + "\n";  // numbered from 1
-    } catch (const Error&) {
-      // A line torn by the interruption: dropped, the resumed run writes it again.
-    }
-  }
-  in.close();
-  write_file_atomic(path, kept);
-}
-
-std::shared_ptr<LrSchedule> make_schedule(const TrainOptions& o) {
-  LrScheduleOptions s;
-  s.kind = o.schedule;
-  s.base_lr = o.lr;
-  s.gamma = o.gamma;
-  s.step_size = o.step_size;
-  s.milestones = o.milestones;
-  s.total_epochs = static_cast<double>(o.epochs);
-  s.warmup_epochs = o.warmup_epochs;
-  return make_lr_schedule(s);
-}
-
-// Every loader worker's items on the trace, one track per stage worker ("decode 1").
-data::LoaderOptions::WorkHook loader_trace_hook(parallel::TraceRecorder& trace) {
-  return [&trace](const std::string& stage, int worker, int64_t item, Clock::time_point start,
-                  Clock::time_point end) {
-    trace.record_on(trace.add_track("data loader", str(stage, " ", worker)), stage, start, end,
-                    item);
-  };
-}
-
-data::LoaderOptions loader_options(const TrainOptions& o, const data::AugmentOptions& augment,
-                                   Device device, int workers) {
-  data::LoaderOptions l;
-  l.batch_size = o.batch_size;
-  l.seed = o.seed;
-  l.workers = workers;
-  l.set_echo(o.echo);
-  l.echo_at = data::parse_echo_placement(o.echo_at);
-  l.shuffle_buffer = o.shuffle_buffer;
-  l.augment = augment;
-  l.device = device;
-  return l;
-}
-
-SGDOptions sgd_config(const TrainOptions& o) {
-  SGDOptions sgd;
-  sgd.lr = o.lr;
-  sgd.momentum = o.momentum;
-  sgd.weight_decay = o.wd;
-  sgd.nesterov = o.nesterov;
-  return sgd;
-}
-
-// The process-wide switches a run sets (conv implementation, deterministic algorithms, fused
-// layer pairs, float32 precision, CPU threads), restored when the run ends, so train() leaves the
-// process as it found it.
-class ScopedRunSettings {
- public:
-  explicit ScopedRunSettings(const TrainOptions& o)
-      : conv_impl_(ops::conv_impl()),
-        deterministic_(ops::deterministic()),
-        fused_ops_(ops::fused_ops()),
-        precision_(ops::float32_precision()),
-        cpu_threads_(ops::cpu_threads()) {
-    ops::set_conv_impl(o.conv_impl == "cudnn" ? ops::ConvImpl::Cudnn : ops::ConvImpl::Ours);
-    ops::set_deterministic(o.deterministic);
-    ops::set_fused_ops(o.fuse);
-    ops::set_float32_precision(o.precision == "tf32"   ? Precision::Tf32
-                               : o.precision == "bf16" ? Precision::Bf16
-                                                       : Precision::Fp32);
-    // --threads 0 keeps the pool's size but still makes OpenBLAS single-threaded: its own
-    // workers spin after every call, and beside our pool or another rank's partition they took
-    // the cores (bench/RESULTS.md, 2026-12-02, "the 2-process pipeline's compute").
-    ops::set_cpu_threads(o.threads > 0 ? o.threads : std::max(1, ops::cpu_threads()));
-  }
-  ~ScopedRunSettings() {
-    ops::set_conv_impl(conv_impl_);
-    ops::set_deterministic(deterministic_);
-    ops::set_fused_ops(fused_ops_);
-    ops::set_float32_precision(precision_);
-    if (cpu_threads_ > 0)
-      ops::set_cpu_threads(cpu_threads_);
-    else
-      ops::reset_cpu_threads();
-  }
-  ScopedRunSettings(const ScopedRunSettings&) = delete;
-  ScopedRunSettings& operator=(const ScopedRunSettings&) = delete;
-
- private:
-  ops::ConvImpl conv_impl_;
-  bool deterministic_;
-  bool fused_ops_;
-  Precision precision_;
-  int cpu_threads_;
-};
 
 // What one epoch of training produced (before evaluation).
 struct EpochTotals {

@@ -37,6 +37,14 @@ using parallel::StepEngine;
 inline constexpr int kAutoWorkers = -1;
 // The most loader workers per stage (data::Loader refuses more).
 inline constexpr int kMaxWorkers = 256;
+// The most --threads (train and bench): thousands of pool threads fail to start ("Resource
+// temporarily unavailable") or crawl.
+inline constexpr int kMaxThreads = 1024;
+
+// A one-line warning when --threads asks for more pool threads than the machine's hardware
+// threads (`hardware_threads`; 0: unknown, no warning), else "": the extra threads time-share the
+// cores, and every op's parallel loop waits for its slowest share.
+std::string threads_warning(int threads, unsigned hardware_threads);
 
 // The loader's worker count a run uses, and why.
 struct WorkersChoice {
@@ -175,6 +183,7 @@ struct EvalOptions {
   // 0: inline; > 1 may reorder examples and change the loss in its last bits; kAutoWorkers:
   // resolve_workers() on the test split.
   int workers = kAutoWorkers;
+  int threads = 0;  // CPU threads of the ops' pool, as train's --threads (0: leave it as it is)
 };
 // Loads the checkpoint's model and evaluates it on the test split; prints one summary line.
 EvalResult evaluate_checkpoint(const EvalOptions& options, std::ostream& out);

@@ -56,8 +56,11 @@ void LoaderOptions::set_echo(const std::string& text) {
   } catch (const std::exception&) {
     used = 0;
   }
-  ECH_CHECK(used == text.size() && !text.empty() && std::isfinite(value) && value >= 1.0,
-            "echo factor '", text, "' must be a number >= 1 or 'auto'");
+  ECH_CHECK(used == text.size() && !text.empty() && std::isfinite(value) && value >= 1.0 &&
+                value <= kMaxEchoFactor,
+            "echo factor '", text, "' must be a number in [1, ", kMaxEchoFactor,
+            "] or 'auto' (e repeats each example e times; ", kMaxEchoFactor,
+            " is the most that still trains on more than a handful of examples)");
   echo_auto = false;
   echo_factor = value;
 }
@@ -382,8 +385,9 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options)
             "stage runs inside next() on the consumer's thread, so there is no upstream rate to "
             "match; give a fixed echo factor");
   ECH_CHECK(options_.ring_capacity >= 1, "Loader: ring_capacity ", options_.ring_capacity, " < 1");
-  ECH_CHECK(std::isfinite(options_.echo_factor) && options_.echo_factor >= 1.0,
-            "Loader: echo_factor ", options_.echo_factor, " must be >= 1");
+  ECH_CHECK(std::isfinite(options_.echo_factor) && options_.echo_factor >= 1.0 &&
+                options_.echo_factor <= kMaxEchoFactor,
+            "Loader: echo_factor ", options_.echo_factor, " must be in [1, ", kMaxEchoFactor, "]");
   ECH_CHECK(options_.shuffle_buffer >= 0, "Loader: shuffle_buffer ", options_.shuffle_buffer,
             " < 0");
   ECH_CHECK(options_.prefetch_batches >= 1 && options_.prefetch_batches <= 64,

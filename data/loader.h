@@ -53,6 +53,12 @@ EchoPlacement parse_echo_placement(const std::string& text);
 enum class OnBadSample : uint8_t { Fail, Skip };
 OnBadSample parse_on_bad_sample(const std::string& text);  // "fail" | "skip"
 
+// The largest fixed echo factor. Choi et al. gain up to e ~ 4-8 (echo auto stays in [1, 8]); at
+// e = 1000 each fresh example is already trained on a thousand times per epoch, so a larger factor
+// is a typo (--echo 1e6 ran for days with no sign of life), and the bound keeps an epoch's step
+// count (fresh batches x e) far inside int64 (--echo 1e300 overflowed it and trained no step).
+inline constexpr double kMaxEchoFactor = 1000;
+
 struct LoaderOptions {
   int64_t batch_size = 64;
   bool shuffle = true;     // per-epoch shuffle of the dataset order, seeded by (seed, epoch)
@@ -65,8 +71,8 @@ struct LoaderOptions {
   int workers = 2;
   int64_t ring_capacity = 64;  // items per ring between stages (rounded up to a power of two)
 
-  // Echoing. echo_factor e >= 1; the fractional part repeats an example once more with that
-  // probability (seeded Bernoulli). echo_auto: measure R and set e ~= R in [1, 8] (EMA).
+  // Echoing. echo_factor e in [1, kMaxEchoFactor]; the fractional part repeats an example once more
+  // with that probability (seeded Bernoulli). echo_auto: measure R and set e ~= R in [1, 8] (EMA).
   double echo_factor = 1.0;
   bool echo_auto = false;
   EchoPlacement echo_at = EchoPlacement::AfterAugment;
@@ -98,7 +104,8 @@ struct LoaderOptions {
                                       std::chrono::steady_clock::time_point end)>;
   WorkHook on_work;
 
-  // Parses an echo factor: a number >= 1, or "auto". Sets echo_factor / echo_auto.
+  // Parses an echo factor: a number in [1, kMaxEchoFactor], or "auto". Sets echo_factor /
+  // echo_auto.
   void set_echo(const std::string& text);
 };
 

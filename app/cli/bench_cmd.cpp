@@ -12,7 +12,7 @@ namespace {
 
 void add_common(CLI::App& cmd, BenchCommon& common) {
   cmd.add_option("--device", common.device, "auto | cpu | cuda | cuda:N");
-  cmd.add_option("--threads", common.threads, "BLAS threads (0: library default)");
+  cmd.add_option("--threads", common.threads, "CPU threads for the ops (our pool); 0: default");
   cmd.add_option("--json", common.json_path, "Also write the result to this file as JSON");
   cmd.add_option("--html", common.html_path, "Also write a report page: the table, bar charts");
 }
@@ -87,7 +87,8 @@ void add_loader(CLI::App& bench, BenchCommand& c) {
   c.loader->add_option("--batch-size", l.batch_size, "Mini-batch size");
   c.loader->add_option("--workers", l.workers,
                        "Worker threads per read/decode/augment stage (0: inline in next())");
-  c.loader->add_option("--echo", s.echo, "Data echoing factor E >= 1, or auto");
+  c.loader->add_option("--echo", s.echo,
+                       "Data echoing factor E (1 to 1000; fractions by a seeded draw), or auto");
   c.loader->add_option("--echo-at", s.echo_at, "before-augment | after-augment | batch");
   c.loader->add_option("--shuffle-buffer", l.shuffle_buffer, "Shuffle buffer after echoing");
   c.loader->add_option("--ring-capacity", l.ring_capacity, "Items per ring between stages");

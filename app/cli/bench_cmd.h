@@ -27,6 +27,21 @@ struct BenchCommand {
   PipelineFlags pipeline_flags;
   std::string pipeline_schedule;
   LoaderBenchSpec loader_spec;
+
+  // The common flags of the subcommand that was given (after finish_bench_command).
+  const BenchCommon& common() const {
+    switch (which) {
+      case Which::Model:
+        return model_common;
+      case Which::Pipeline:
+        return pipeline_common;
+      case Which::Loader:
+        return loader_common;
+      case Which::Op:
+        break;
+    }
+    return op_common;
+  }
 };
 
 // Registers `bench` and its four subcommands on `root`; the flags land in `command`.

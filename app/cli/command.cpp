@@ -1,6 +1,7 @@
 // The `echelon` command line: flags -> Command (see command.h).
 #include <echelon/app/cli/command.h>
 #include <echelon/app/cli/dist_flags.h>
+#include <echelon/app/cli/parse_error.h>
 #include <echelon/app/cli/seed_flag.h>
 
 #include <algorithm>
@@ -102,7 +103,7 @@ void add_train_options(CLI::App& cmd, TrainOptions& o, ScheduleFlag& schedule) {
   cmd.add_option("--seed", o.seed, "Seed of model init, shuffling, augmentation and dropout")
       ->check(seed_range());
   cmd.add_option("--threads", o.threads,
-                 "CPU threads for the ops (our pool; OpenBLAS always single-threaded); 0: default");
+                 "CPU threads for the ops (our pool; OpenBLAS always single-threaded); 0: one");
   cmd.add_option("--out", o.out, "Run folder for config, metrics, summary, checkpoint, report");
   cmd.add_option("--resume", o.resume, "Continue the run in this folder from its checkpoint");
   cmd.add_flag("--overwrite", o.overwrite, "Let --out replace the folder of another run");
@@ -128,7 +129,8 @@ void add_train_options(CLI::App& cmd, TrainOptions& o, ScheduleFlag& schedule) {
   cmd.add_option("--resize", o.resize,
                  "Image folders: shorter side to N, then an N x N crop (random for training, "
                  "centred for test); 0: images must be square and of one size");
-  cmd.add_option("--echo", o.echo, "Data echoing factor E >= 1, or auto");
+  cmd.add_option("--echo", o.echo,
+                 "Data echoing factor E (1 to 1000; fractions by a seeded draw), or auto");
   cmd.add_option("--echo-at", o.echo_at, "before-augment | after-augment | batch");
   cmd.add_option("--shuffle-buffer", o.shuffle_buffer, "Shuffle buffer after echoing (items)");
   add_workers_option(cmd, o.workers,
@@ -146,6 +148,8 @@ TrainOptions merge_resume(const CLI::App& cmd, const TrainOptions& given,
                           const ScheduleFlag& schedule) {
   // The checkpoint file itself (as eval takes it): point at its folder, which holds the config.
   std::error_code error;
+  ECH_CHECK(std::filesystem::exists(given.resume, error), "--resume ", given.resume,
+            ": no such folder (give the --out folder of an earlier run)");
   ECH_CHECK(!std::filesystem::is_regular_file(given.resume, error), "--resume ", given.resume,
             ": is a file; give the run folder that holds it and config.json (--resume ",
             std::filesystem::path(given.resume).parent_path().string(), ")");
@@ -154,6 +158,13 @@ TrainOptions merge_resume(const CLI::App& cmd, const TrainOptions& given,
             ": no config.json there (not a run folder?)");
   json::Value merged = json::parse_file(config_path);
   ECH_CHECK(merged.is_object(), config_path, ": expected a JSON object");
+  // The checkpoint's weights fit one model only: say so before anything is loaded.
+  const json::Value* run_model = merged.find("model");
+  ECH_CHECK(cmd.count("--model") == 0 || !run_model || !run_model->is_string() ||
+                run_model->as_string() == given.model,
+            "--resume ", given.resume, ": that run trains ",
+            run_model && run_model->is_string() ? run_model->as_string() : "", ", and --model ",
+            given.model, " cannot continue it; drop --model, or start a new run with --out DIR");
   const json::Value flags = given.to_json();
   for (const auto& [key, value] : flags.as_object()) {
     if (key == "engine") continue;  // the pipeline flags: restore_pipeline_flags
@@ -180,6 +191,7 @@ void add_eval_options(CLI::App& cmd, EvalOptions& o) {
   cmd.add_option("--data-dir", o.data_dir, "Dataset folder");
   cmd.add_option("--device", o.device, "auto | cpu | cuda | cuda:N");
   cmd.add_option("--batch-size", o.batch_size, "Evaluation batch size");
+  cmd.add_option("--threads", o.threads, "CPU threads for the ops (as train's); 0: leave as is");
   cmd.add_option("--limit-test", o.limit_test, "Use only the first N examples");
   add_workers_option(cmd, o.workers,
                      "Worker threads per pipeline stage: auto (0 for an in-memory data set on the "
@@ -235,7 +247,7 @@ Command parse_command_line(int argc, const char* const* argv) {
       command.text = out.str() + err.str();
       return command;
     }
-    throw Error(str(e.what(), " (see echelon --help)"));  // one line, no source location
+    throw Error(explain_parse_error(root, e, parsed_argc, argv));  // one line, no source location
   }
   if (*models_cmd) {
     command.kind = Command::Kind::Models;

@@ -28,7 +28,8 @@ struct Command {
 // Parses argv (argv[0] is the program name; an unknown subcommand is named, with the known ones)
 // and, for `train`, routes --schedule, merges the options of `--resume DIR` with DIR/config.json
 // and finishes the pipeline flags. Does not touch any run folder. Every bad flag, value or
-// config.json throws echelon::Error (flag errors end with "(see echelon --help)").
+// config.json throws echelon::Error (flag errors end with "(see echelon SUBCOMMAND --help)"; an
+// unknown flag is named, with the nearest known one: app/cli/parse_error.h).
 Command parse_command_line(int argc, const char* const* argv);
 
 }  // namespace echelon::app

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <string>
+#include <thread>
 
 #include <echelon/app/cli/command.h>
 #include <echelon/app/cli/dist_flags.h>
@@ -53,6 +54,12 @@ parallel::EngineFactory engine_factory(const app::PipelineFlags& flags) {
   return parallel::pipeline_engine_factory(single);
 }
 
+// One "echelon: warning:" line on stderr when --threads exceeds the machine's threads.
+void warn_threads(int threads) {
+  const std::string warning = app::threads_warning(threads, std::thread::hardware_concurrency());
+  if (!warning.empty()) std::cerr << "echelon: warning: " << warning << "\n";
+}
+
 int run_models() {
   std::printf("%-10s %12s  %s\n", "model", "parameters", "description");
   for (const echelon::ModelInfo& m : echelon::list_models())
@@ -80,9 +87,11 @@ int main(int argc, char** argv) {
       case app::Command::Kind::Models:
         return run_models();
       case app::Command::Kind::Eval:
+        warn_threads(command.eval.threads);
         app::evaluate_checkpoint(command.eval, std::cout);
         return 0;
       case app::Command::Kind::Bench:
+        warn_threads(command.bench.common().threads);
         return app::run_bench_command(command.bench, std::cout);
       case app::Command::Kind::Launch:
         if (command.launch.rendezvous == "env") {
@@ -107,6 +116,7 @@ int main(int argc, char** argv) {
     const app::TrainOptions& options = command.train;
     const parallel::EngineFactory factory = engine_factory(command.pipeline);
     std::signal(SIGINT, on_interrupt);
+    if (options.primary) warn_threads(options.threads);
     NullStream silent;
     std::ostream& out = options.primary ? static_cast<std::ostream&>(std::cout) : silent;
     if (world) {

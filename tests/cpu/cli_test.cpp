@@ -45,6 +45,11 @@ TEST_SUITE("cli") {
     check_usage_error("train --epochs ten", "--epochs");
     check_usage_error("train --no-such-flag", "--no-such-flag");
     check_usage_error("train --echo 0.3", "--echo");
+    // Before the bound, 1e6 and 1e12 ran one epoch for days and 1e300 trained no step at all.
+    check_usage_error("train --echo 1e6",
+                      "--echo: echo factor '1e6' must be a number in [1, 1000]");
+    check_usage_error("train --echo 1e300", "--echo: echo factor '1e300' must be a number in");
+    check_usage_error("train --echo inf", "--echo: echo factor 'inf' must be a number in");
     check_usage_error("train --schedule frob", "pipeline: sequential, stale");
     check_usage_error("train --schedule stale --schedule-pipeline gpipe", "disagree");
     check_usage_error("train --pipeline 2 --schedule-pipeline frob",

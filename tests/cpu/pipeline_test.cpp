@@ -142,6 +142,16 @@ TEST_SUITE("pipeline") {
     CHECK_THROWS_WITH_AS(options.set_echo("fast"), doctest::Contains("echo factor 'fast'"), Error);
     options.set_echo("2.5");
     CHECK(options.echo_factor == 2.5);
+    // An upper bound: --echo 1e6 ran an epoch for days, 1e300 overflowed the step count.
+    for (const char* huge : {"1e6", "1e12", "1e300", "1000.5", "inf", "nan", "0.5", "1e"}) {
+      CAPTURE(huge);
+      CHECK_THROWS_WITH_AS(options.set_echo(huge),
+                           doctest::Contains("must be a number in [1, 1000]"), Error);
+    }
+    options.set_echo("1000");
+    CHECK(options.echo_factor == 1000);
+    options.echo_factor = 1e6;
+    CHECK_THROWS_WITH_AS(Loader(synthetic(5), options), doctest::Contains("in [1, 1000]"), Error);
     options.set_echo("auto");
     CHECK(options.echo_auto);
     CHECK_THROWS_AS(parse_echo_placement("middle"), Error);
