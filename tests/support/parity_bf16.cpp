@@ -4,9 +4,10 @@
 // same op on inputs rounded to bf16 (kernels/bf16.h), which is what the kernels multiply: the
 // GEMM operands are the tensors' own values or padding zeros. Odd sizes, tile tails and
 // non-contiguous views, as the fp32 cases. On the CPU (float32 vs float64 mode) both sides round.
-// The GEMM cases are family "bf16", not "matmul": the harness would also run "matmul" cases
-// through cuBLAS, whose FAST_16BF down-conversion is not promised bit-exact (bf16_gpu_test.cpp
-// bounds it at bf16 accuracy instead).
+// The GEMM cases are family "bf16", not "matmul": the harness runs this family on our kernels
+// (MatmulImpl::Ours), never through cuBLAS, whose FAST_16BF down-conversion does not round as the
+// twin does (4 cases failed on the H200 under Auto, session 22; bf16_gpu_test.cpp bounds cuBLAS
+// at bf16 accuracy instead).
 #include <echelon/kernels/bf16.h>
 
 #include "tests/support/parity.h"
