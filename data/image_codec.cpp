@@ -55,8 +55,9 @@ void check_image_dimensions(int64_t width, int64_t height, const std::string& so
             width, "x", height);
   // Each side first: PNG sides are 32-bit, so the product of two unchecked sides overflows int64
   // (found by diff_png in CI, stop 32).
-  ECH_CHECK(width <= kMaxPixels && height <= kMaxPixels && width * height <= kMaxPixels, source, ": ", format, " image of ", width, "x", height,
-            " pixels exceeds the limit of ", kMaxPixels, " pixels");
+  ECH_CHECK(width <= kMaxPixels && height <= kMaxPixels && width * height <= kMaxPixels, source,
+            ": ", format, " image of ", width, "x", height, " pixels exceeds the limit of ",
+            kMaxPixels, " pixels");
 }
 
 }  // namespace detail
