@@ -16,18 +16,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, __file__.rsplit('/', 1)[0])
-from torch_train_step import BasicBlock, lenet5  # noqa: E402
-
-
-def resnet20(in_channels=3):
-    layers = [nn.Conv2d(in_channels, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU()]
-    planes_in = 16
-    for planes, stride in ((16, 1), (32, 2), (64, 2)):
-        for b in range(3):
-            layers.append(BasicBlock(planes_in, planes, stride if b == 0 else 1))
-            planes_in = planes
-    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10)]
-    return nn.Sequential(*layers)
+from torch_train_step import lenet5, resnet20  # noqa: E402
 
 
 def alexnet():  # layers/models/alexnet.cpp
@@ -56,7 +45,8 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.benchmark = True
     torch.manual_seed(1)
-    model = {'lenet5': lenet5, 'resnet20': resnet20, 'alexnet': alexnet, 'vgg16': vgg16}[name]()
+    model = {'lenet5': lenet5, 'resnet20': lambda: resnet20(3), 'alexnet': alexnet,
+             'vgg16': vgg16}[name]()
     model = model.cuda()
     size, channels = (28, 1) if name == 'lenet5' else (32, 3)
     x = torch.randn(batch, channels, size, size, device='cuda')

@@ -40,8 +40,9 @@ class BasicBlock(nn.Module):
         return F.relu(out + shortcut)
 
 
-def resnet20():
-    layers, planes_in = [nn.Conv2d(1, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU()], 16
+def resnet20(in_channels=1):
+    layers = [nn.Conv2d(in_channels, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU()]
+    planes_in = 16
     for planes, stride in ((16, 1), (32, 2), (64, 2)):
         for b in range(3):
             layers.append(BasicBlock(planes_in, planes, stride if b == 0 else 1))
