@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# How many epochs LeNet-5 needs to reach 90% Fashion-MNIST test accuracy under a few cosine
+# recipes (issue #10 P0), on the CPU: one line per recipe, test accuracy per epoch.
+cd "$(dirname "$0")/.." || exit 1
+run() {
+  local label=$1; shift
+  out=$(OPENBLAS_NUM_THREADS=1 nice build-cpu/echelon train --model lenet5 --data fashion-mnist --device cpu --threads 1 \
+    --lr-schedule cosine --target-accuracy 0.9 --momentum 0.9 --nesterov --progress none --log-every 0 \
+    --overwrite --out /tmp/p0s "$@" 2>&1)
+  echo "$label: $(grep -o 'reached .*at epoch [0-9]*' <<<"$out" | head -1) | $(grep '^epoch' <<<"$out" | grep -o 'test loss [0-9.]* acc [0-9.]*%' | tr '\n' ';')"
+}
+run "A b128 lr.05 e8 w.5" --batch-size 128 --lr 0.05 --epochs 8 --warmup-epochs 0.5
+run "B b128 lr.05 e4 w.5" --batch-size 128 --lr 0.05 --epochs 4 --warmup-epochs 0.5
+run "C b128 lr.1 e4 w.5" --batch-size 128 --lr 0.1 --epochs 4 --warmup-epochs 0.5
+run "D b128 lr.1 e3 w.3" --batch-size 128 --lr 0.1 --epochs 3 --warmup-epochs 0.3
+run "E b64 lr.05 e3 w.3" --batch-size 64 --lr 0.05 --epochs 3 --warmup-epochs 0.3
+run "F b128 lr.05 e3 w.3" --batch-size 128 --lr 0.05 --epochs 3 --warmup-epochs 0.3
