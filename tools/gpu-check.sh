@@ -36,6 +36,9 @@
 #              run's), and one with --resident-data. A failure reruns with ECHELON_SYNC_LAUNCHES=1.
 #   p0         issue #10's P0: LeNet-5 to 90% Fashion-MNIST test accuracy, wall clock, Echelon
 #              (--resident-data --cuda-graph) beside PyTorch eager and compiled, same recipe.
+#   p12        issue #10's P1/P2: train-step img/s at batch 128 of the four nets, ours and cuDNN
+#              (echelon train --resident-data --cuda-graph) beside PyTorch eager (compiled for
+#              LeNet-5 and ResNet-20), bench/torch_gpu_step.py; each row gives the ratios.
 #   pipeline   a 2-partition pipeline on one GPU with --balance auto, stale and sequential
 #              schedules, with Chrome traces; and --devices cuda:0,cuda:0 (per-partition placement).
 #   bench      bench_ops' GPU cases, when Google Benchmark was found.
@@ -580,6 +583,41 @@ if [[ -x $cli && -d $data_dir ]]; then
   row p0_time_to_90 - - "${p0_note:-no result}"
 else
   row p0_time_to_90 skipped - "needs the echelon CLI and Fashion-MNIST (tools/fill-deps.sh)"
+fi
+
+# ---- issue #10's P1/P2: train-step img/s at batch 128, beside PyTorch on this GPU -------------------
+# Echelon: `echelon train` on resident synthetic data with --cuda-graph, the epoch-2 rate, with our
+# convolutions and with cuDNN's (the yardstick). PyTorch: bench/torch_gpu_step.py, eager fp32, and
+# compiled for LeNet-5 and ResNet-20 (last: torch.compile takes ~45 s a model). The row gives each
+# rate and ours / eager. bench/gpu_step_peers.sh adds tf32 and the eager-vs-graph split.
+p12_rate() { grep -a '^epoch 2/2' "$(log_name "$1")" 2>/dev/null | grep -o '[0-9]* img/s' | cut -d' ' -f1; }
+p12_torch() { grep -a '^RESULT' "$(log_name "$1")" 2>/dev/null | grep -o 'img/s=[0-9]*' | cut -d= -f2; }
+p12_ratio() {
+  if [[ -n $1 && -n $2 ]]; then awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2fx", a / b}'; else echo "?"; fi
+}
+if [[ -x $cli ]]; then
+  for model in lenet5 resnet20 alexnet vgg16; do
+    images=12800
+    [[ $model == vgg16 ]] && images=5120
+    for impl in ours cudnn; do
+      step "p12_${model}_$impl" "$T_TRAIN" "$cli" train --model "$model" --data synthetic \
+        --limit-train "$images" --limit-test 128 --batch-size 128 --epochs 2 --device cuda:0 \
+        --resident-data --cuda-graph --conv-impl "$impl" --progress none --log-every 0 \
+        --overwrite --out "$LOGS/run-p12"
+    done
+    step "p12_${model}_torch_eager" "$T_TRAIN" python3 bench/torch_gpu_step.py "$model" 128 30
+    ours=$(p12_rate "p12_${model}_ours") cudnn=$(p12_rate "p12_${model}_cudnn")
+    eager=$(p12_torch "p12_${model}_torch_eager")
+    row "p12_$model" - - "img/s: ours ${ours:-?}, cudnn ${cudnn:-?}, torch eager ${eager:-?}; ours/eager $(p12_ratio "$ours" "$eager"), cudnn/eager $(p12_ratio "$cudnn" "$eager")"
+  done
+  for model in lenet5 resnet20; do
+    step "p12_${model}_torch_compiled" "$T_TRAIN" python3 bench/torch_gpu_step.py "$model" 128 30 \
+      --compile
+    compiled=$(p12_torch "p12_${model}_torch_compiled") ours=$(p12_rate "p12_${model}_ours")
+    row "p12_${model}_compiled" - - "torch compiled ${compiled:-?} img/s; ours/compiled $(p12_ratio "$ours" "$compiled")"
+  done
+else
+  row p12 skipped - "echelon CLI not built"
 fi
 
 # ---- pipeline on one GPU: 2 partitions, --balance auto -------------------------------------------
