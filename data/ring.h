@@ -209,6 +209,8 @@ struct Cell {
 // per-push check (room for the next item and no sleeper, one word) would need the next push's
 // entry to test its outcome again. Measured cost (RESULTS.md, cpu21): ~2% of two-thread
 // busy-spin throughput, ~20% when one thread pushes and pops (pure instruction count).
+// The one other difference is off the fast path: a try_pop that finds the ring empty pauses
+// before it returns (see try_pop), which more than pays for the check when both sides spin.
 template <typename T>
 class SpscRing {
  public:
@@ -262,7 +264,15 @@ class SpscRing {
     const size_t head = head_.load(std::memory_order_relaxed);
     if (head == cached_tail_) [[unlikely]] {
       cached_tail_ = tail_.load(std::memory_order_acquire);
-      if (head == cached_tail_) return std::nullopt;
+      if (head == cached_tail_) {
+        // Back off before the caller polls again (FastForward's "temporal slipping"): a consumer
+        // that re-reads tail_ at once pulls the producer's line away after every single push, so
+        // the two run in lockstep, one line transfer per item. A pause lets the producer publish
+        // several items per transfer (bench/RESULTS.md, session 23: 1.5-1.7x the textbook queue,
+        // whose try_pop has no pause).
+        detail::cpu_relax();
+        return std::nullopt;
+      }
     }
     T* cell = cells_[head & mask_].get();
     std::optional<T> value(std::move(*cell));
