@@ -68,7 +68,8 @@ ModelBenchResult run_model_bench(const ModelBenchOptions& o) {
   ModelBenchResult result;
   result.input = o.input;
   result.device = o.device;
-  result.threads = o.device.is_cpu() ? ops::cpu_threads() : 0;
+  result.threads =
+      o.device.is_cpu() ? std::max(1, ops::cpu_threads()) : 0;  // unset: the pool has 1
   std::shared_ptr<Sequential> model = o.input.make_model();
   model->to(o.device);
   const std::vector<data::Batch> batches = o.input.make_batches(o.device, 1);

@@ -157,7 +157,8 @@ OpBenchResult run_op_bench(const OpBenchOptions& o) {
   result.family = entry.family;
   result.input = input;
   result.device = o.device;
-  result.threads = o.device.is_cpu() ? ops::cpu_threads() : 0;
+  result.threads =
+      o.device.is_cpu() ? std::max(1, ops::cpu_threads()) : 0;  // unset: the pool has 1
   result.warmup = o.warmup;
   result.repeats = o.repeats;
   ImplSettings restore;
