@@ -47,8 +47,17 @@ bool launched_by_mpirun() {
 
 #if ECHELON_WITH_MPI
 
+namespace {
+// Set once processes met through a rendezvous: its watchdog thread (parallel/rendezvous.cpp) sees
+// a peer's process end and stops this one with an error naming the rank. MPI errors return to
+// the caller in such a world (MPI_ERRORS_RETURN) and wait for that verdict first: MPI, noticing
+// the same death in a send, would otherwise often win the race with a message naming no rank.
+std::atomic<bool> g_peers_watched{false};
+}  // namespace
+
 void check_mpi(int code, const char* what) {
   if (code == MPI_SUCCESS) return;
+  if (g_peers_watched.load()) std::this_thread::sleep_for(std::chrono::seconds(2));
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
   MPI_Error_string(code, text, &length);
@@ -622,6 +631,9 @@ std::shared_ptr<ProcessGroup> world_process_group() {
     auto rendezvous = std::make_unique<Rendezvous>(*env);
     init_mpi();
     const MPI_Comm joined = join_rendezvous_world(*rendezvous);
+    // Inherited by the group's duplicates and splits.
+    check_mpi(MPI_Comm_set_errhandler(joined, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    g_peers_watched.store(true);
 #if ECHELON_WITH_NCCL && ECHELON_CUDA_SIM
     cudasim::set_nccl_bootstrap(
         joined);  // the emulated NCCL's processes are these, not MPI's world
