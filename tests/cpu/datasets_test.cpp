@@ -135,6 +135,16 @@ TEST_SUITE("datasets") {
     CHECK(message.find("gzip stream is corrupt") != std::string::npos);
     CHECK(message.find("incorrect data check") != std::string::npos);
 
+    // The size trailer (ISIZE) is read before inflating, to reserve the output: claiming 4 GiB
+    // must neither allocate that much nor load anything.
+    write_gzip(gz, images);
+    gz_bytes = read_file_for_test(gz);
+    std::fill(gz_bytes.end() - 4, gz_bytes.end(), uint8_t{0xFF});
+    write_file(gz.string(), gz_bytes);
+    message = load_error(gz.string(), lab);
+    CHECK(message.find("gzip stream is corrupt") != std::string::npos);
+    CHECK(message.find("incorrect length check") != std::string::npos);
+
     CHECK(load_error(dir.string(), lab).find("error reading") != std::string::npos);
 
     // Found by fuzz_idx: zero images of 4294967167 x 2801795071 pixels used to reach the tensor
