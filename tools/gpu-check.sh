@@ -59,7 +59,9 @@
 #      CUDNN_ROOT / NCCL_ROOT / CUBLAS_ROOT (override where a library is taken from),
 #      NVIDIA_SITE (extra ':'-separated folders searched like site-packages), PREFER_WHEELS=1
 #      (search the wheels before the toolkit and system folders),
-#      STOP_AFTER=probe|configure|build (print the table after that step), SKIP_CONFIGURE=1
+#      STOP_AFTER=probe|configure|build (print the table after that step), SKIP='REGEX' (steps
+#      whose whole name matches are skipped, e.g. SKIP='p0_torch_.*|train_.*' for a short rerun
+#      of the kernels after a change), SKIP_CONFIGURE=1
 #      (reuse an already configured BUILD as it is),
 #      ECHELON_FAKE_GPU=1 (run the script's logic on a machine without a GPU: the test binary
 #      then exits 77 and its rows read "skipped"; the CLI runs fail; ctest's gpu_check_probe
@@ -122,6 +124,11 @@ step() {
   local log remaining t0 verdict note
   log=$(log_name "$name")
   remaining=$(left)
+  if [[ -n ${SKIP:-} && $name =~ ^(${SKIP})$ ]]; then
+    row "$name" skipped - "SKIP"
+    step_rc=200
+    return
+  fi
   if ((remaining < 10)); then
     row "$name" skipped - "time budget spent"
     step_rc=200
