@@ -46,8 +46,9 @@ namespace {
 // operands loaded unconditionally; it reads n floats (2n, + n written, with the mask): ~0.9 of a
 // copy is reachable by the bytes bench/exp_gpu_kernels counts.
 template <int W>
-__global__ void bias_grad_chunks_kernel(NormArgs a, ChannelChunks cc, const float* grad_out,
-                                        const float* relu_out, float* masked, double* partial) {
+__global__ void __launch_bounds__(kBlock)
+    bias_grad_chunks_kernel(NormArgs a, ChannelChunks cc, const float* grad_out,
+                            const float* relu_out, float* masked, double* partial) {
   using V = ChannelVec<W>;
   using Reduce = cub::BlockReduce<double, kBlock>;
   __shared__ typename Reduce::TempStorage temp;

@@ -49,8 +49,8 @@ __device__ double block_sum(double value, BlockSum::TempStorage& temp, double* s
 
 // Pass 1: partial (C, chunks) of {count, mean, centred sum of squares} over each chunk.
 template <int W>
-__global__ void batch_norm_stats_kernel(NormArgs a, ChannelChunks cc, const float* x,
-                                        double* partial) {
+__global__ void __launch_bounds__(kBlock)
+    batch_norm_stats_kernel(NormArgs a, ChannelChunks cc, const float* x, double* partial) {
   using V = ChannelVec<W>;
   __shared__ BlockSum::TempStorage temp;
   __shared__ double shared;
@@ -130,12 +130,11 @@ __device__ void combine_sums_warp(const double* partial, int chunks, double* out
 // The epilogue (relu; residual only with relu) runs on the stored float, in the composition's
 // order: y = ReLU(float(batch norm) + residual), the same bits as the ops one after another.
 template <int W>
-__global__ void batch_norm_apply_kernel(NormArgs a, ChannelChunks cc, const float* x,
-                                        const double* partial, const float* gamma,
-                                        const float* beta, float* running_mean, float* running_var,
-                                        double momentum, double eps, bool relu,
-                                        const float* residual, float* y, float* save_mean,
-                                        float* save_invstd) {
+__global__ void __launch_bounds__(kBlock)
+    batch_norm_apply_kernel(NormArgs a, ChannelChunks cc, const float* x, const double* partial,
+                            const float* gamma, const float* beta, float* running_mean,
+                            float* running_var, double momentum, double eps, bool relu,
+                            const float* residual, float* y, float* save_mean, float* save_invstd) {
   using V = ChannelVec<W>;
   __shared__ double stats[3];  // count, mean, m2
   const int64_t c = blockIdx.y;
@@ -195,10 +194,10 @@ __global__ void batch_norm_eval_kernel(NormArgs a, const float* x, const float* 
 // relu_out's value serialised two memory latencies per element (why the fused pair ran at 0.82x
 // the composition on the H200).
 template <int W>
-__global__ void batch_norm_backward_sums_kernel(NormArgs a, ChannelChunks cc, const float* grad_out,
-                                                const float* relu_out, const float* x,
-                                                const float* save_mean, const float* save_invstd,
-                                                float* masked, double* partial) {
+__global__ void __launch_bounds__(kBlock)
+    batch_norm_backward_sums_kernel(NormArgs a, ChannelChunks cc, const float* grad_out,
+                                    const float* relu_out, const float* x, const float* save_mean,
+                                    const float* save_invstd, float* masked, double* partial) {
   using V = ChannelVec<W>;
   __shared__ BlockSum::TempStorage temp;
   __shared__ double shared;
@@ -240,11 +239,11 @@ __global__ void batch_norm_backward_sums_kernel(NormArgs a, ChannelChunks cc, co
 // Pass 2: the channel's sums (fixed tree), grad_in for this chunk from dy (grad_out, or pass 1's
 // masked dy with the fused ReLU); chunk 0 writes the parameter gradients.
 template <int W>
-__global__ void batch_norm_backward_apply_kernel(NormArgs a, ChannelChunks cc, const float* dy_in,
-                                                 const float* x, const float* gamma,
-                                                 const float* save_mean, const float* save_invstd,
-                                                 const double* partial, float* grad_in,
-                                                 float* grad_gamma, float* grad_beta) {
+__global__ void __launch_bounds__(kBlock)
+    batch_norm_backward_apply_kernel(NormArgs a, ChannelChunks cc, const float* dy_in,
+                                     const float* x, const float* gamma, const float* save_mean,
+                                     const float* save_invstd, const double* partial,
+                                     float* grad_in, float* grad_gamma, float* grad_beta) {
   using V = ChannelVec<W>;
   __shared__ double sums[2];  // sum(dy), sum(dy * xhat)
   const int64_t c = blockIdx.y;

@@ -118,6 +118,9 @@ __global__ void reduce_row_per_thread_kernel(ReduceOp op, const T* x, StridedInd
 }
 
 constexpr int kColumns = 32, kColumnRows = 8;  // the column kernel's block: (32, 8)
+// The float4 column kernel spilled under kMinBlocks' 40 registers (tools/cuda-resources.py);
+// 4 blocks (64 registers) still keep 4 x 256 x 4 x 16 B = 64 KB of loads in flight per SM.
+constexpr int kMinVectorColumnBlocks = 4;
 constexpr int kColumnBlock = kColumns * kColumnRows;
 
 // Offset of element r of the reduced part: the common single-dim case needs no division.
@@ -147,7 +150,7 @@ __device__ __forceinline__ float lane_of(const float4& v, int k) {
 // column sum over a large batch) each chunk's result goes to partial (chunks, outer) and
 // reduce_column_chunks_kernel combines them in chunk order.
 template <typename T, int W>
-__global__ void __launch_bounds__(kColumnBlock, kMinBlocks)
+__global__ void __launch_bounds__(kColumnBlock, W == 1 ? kMinBlocks : kMinVectorColumnBlocks)
     reduce_columns_kernel(ReduceOp op, const T* x, StridedIndexer outer_ix, StridedIndexer inner_ix,
                           T* out, float* partial, int64_t outer, int64_t inner,
                           int64_t chunk_rows) {
