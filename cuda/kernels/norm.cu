@@ -25,7 +25,9 @@
 #include <cub/block/block_reduce.cuh>
 
 #include <echelon/cuda/launch.h>
-#include <echelon/cuda/kernels/channels.cuh>
+
+// Quoted: tools/cudasim-mutants.sh plants bugs in a copy of the kernels folder, this included.
+#include "channels.cuh"
 
 namespace echelon::cuda {
 

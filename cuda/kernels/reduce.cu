@@ -27,7 +27,9 @@
 #include <type_traits>
 
 #include <echelon/cuda/launch.h>
-#include <echelon/cuda/kernels/channels.cuh>
+
+// Quoted: tools/cudasim-mutants.sh plants bugs in a copy of the kernels folder, this included.
+#include "channels.cuh"
 
 namespace echelon::cuda {
 namespace {
@@ -128,18 +130,12 @@ __device__ __forceinline__ int64_t inner_offset(const StridedIndexer& ix, int64_
   return ix.rank == 1 ? r * ix.strides[0] : strided_offset(ix, r);
 }
 
-// W floats as one load (W = 4: a float4) and lane l of it.
+// W floats as one load (W = 4: a float4; channels.cuh's ChannelVec, lane_of), at float offset at.
 template <int W>
-using VecOf = std::conditional_t<W == 4, float4, float>;
+using VecOf = typename ChannelVec<W>::type;
 template <int W>
 __device__ __forceinline__ VecOf<W> load_vec(const float* p, int64_t at) {
-  return *reinterpret_cast<const VecOf<W>*>(p + at);
-}
-__device__ __forceinline__ float lane_of(float v, int) {
-  return v;
-}
-__device__ __forceinline__ float lane_of(const float4& v, int k) {
-  return k == 0 ? v.x : (k == 1 ? v.y : (k == 2 ? v.z : v.w));
+  return ChannelVec<W>::load(p + at, 0);
 }
 
 // out[o] = op over r of x[outer_ix(o) + inner_ix(r)]. Lane x owns the W outputs from
