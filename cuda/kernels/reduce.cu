@@ -41,11 +41,11 @@ constexpr int kRowBlock = 256;
 // Resident 256-thread blocks per SM asked of ptxas (__launch_bounds__, at most 40 registers) for
 // the softmax, argmax and column kernels: 46-58 registers gave them 4-5 blocks; 6 fit without a
 // spill, 8 would spill (tools/cuda-resources.py; a hypothesis for the GPU run).
-constexpr int kMinBlocks = 6;
-constexpr int kThreadPerRowLimit = 32;      // inner at or below this: one thread per row
-constexpr int64_t kWarpPerRowLimit = 4096;  // contiguous rows up to this: one warp per row
-constexpr int kUnroll = 4;                  // independent loads in flight per thread and step
-constexpr int kVec = 4;                     // floats per 16-byte vector
+[[maybe_unused]] constexpr int kMinBlocks = 6;  // used by __launch_bounds__ only
+constexpr int kThreadPerRowLimit = 32;          // inner at or below this: one thread per row
+constexpr int64_t kWarpPerRowLimit = 4096;      // contiguous rows up to this: one warp per row
+constexpr int kUnroll = 4;                      // independent loads in flight per thread and step
+constexpr int kVec = 4;                         // floats per 16-byte vector
 constexpr unsigned kFullMask = 0xffffffffu;
 
 __device__ __forceinline__ float reduce_identity(ReduceOp op) {
@@ -122,8 +122,8 @@ __global__ void reduce_row_per_thread_kernel(ReduceOp op, const T* x, StridedInd
 constexpr int kColumns = 32, kColumnRows = 8;  // the column kernel's block: (32, 8)
 // The float4 column kernel spilled under kMinBlocks' 40 registers (tools/cuda-resources.py);
 // 4 blocks (64 registers) still keep 4 x 256 x 4 x 16 B = 64 KB of loads in flight per SM.
-constexpr int kMinVectorColumnBlocks = 4;
-constexpr int kColumnBlock = kColumns * kColumnRows;
+[[maybe_unused]] constexpr int kMinVectorColumnBlocks = 4;
+[[maybe_unused]] constexpr int kColumnBlock = kColumns * kColumnRows;
 
 // Offset of element r of the reduced part: the common single-dim case needs no division.
 __device__ __forceinline__ int64_t inner_offset(const StridedIndexer& ix, int64_t r) {
