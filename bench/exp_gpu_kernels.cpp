@@ -84,6 +84,14 @@ void bandwidth_rows(int64_t n, int64_t image) {
   row("sum over dim 1 of (n/1024, 1024): rows", n * f, [&] {
     ops::sum(a.view({n / 1024, 1024}), {1});
   });
+  // The same on views that start one float in: the kernels' float fallbacks (no float4), so the
+  // 16-byte paths' gain is read in the same run.
+  row("sum over dim 0, misaligned (float lanes)", (n - 4096) * f, [&] {
+    ops::sum(a.narrow(0, 1, n - 4096).view({n / 4096 - 1, 4096}), {0});
+  });
+  row("sum over dim 1, misaligned (float loads)", (n - 1024) * f, [&] {
+    ops::sum(a.narrow(0, 1, n - 1024).view({n / 1024 - 1, 1024}), {1});
+  });
   // (N, C, H, W) activations: 16 channels (ResNet-20's first stage) of `image`-pixel planes.
   const int64_t c = 16, batch = n / (c * image);
   const Shape nchw = {batch, c, image / 32, 32};
@@ -95,6 +103,9 @@ void bandwidth_rows(int64_t n, int64_t image) {
       [&] { ops::batch_norm_train(x, gamma, beta, rm, rv, 0.1, 1e-5); });
   row("batch_norm_backward (16 channels)", 4 * n * f,
       [&] { ops::batch_norm_backward(g, x, gamma, fwd.save_mean, fwd.save_invstd); });
+  const Tensor x_misaligned = a.narrow(0, 1, n - c * image).view({batch - 1, c, image / 32, 32});
+  row("batch_norm_train, misaligned (float walk)", 3 * (n - c * image) * f,
+      [&] { ops::batch_norm_train(x_misaligned, gamma, beta, rm, rv, 0.1, 1e-5); });
   Pool2dGeometry pool;  // 2x2 stride 2
   row("max_pool2d 2x2 (argmax kept)", n * f + n / 4 * (f + 8), [&] {
     Tensor argmax;
@@ -124,6 +135,18 @@ void bandwidth_rows(int64_t n, int64_t image) {
       [&] {
         ops::batch_norm_backward(g, x, gamma, relu_fwd.save_mean, relu_fwd.save_invstd,
                                  relu_fwd.out, /*want_masked=*/true);
+      },
+      [&] {
+        const Tensor masked = ops::unary_backward(UnaryOp::Relu, g, relu_fwd.out, relu_fwd.out);
+        ops::batch_norm_backward(masked, x, gamma, relu_fwd.save_mean, relu_fwd.save_invstd);
+      });
+  // BN + ReLU without a residual (no masked output asked for): bytes of the ideal fused pass
+  // (reads dy, relu_out, x; writes grad_in); ours moves 7n (norm.cu), the composition 8n.
+  fused_row(
+      "batch_norm_backward + ReLU, fused", 4 * n * f,
+      [&] {
+        ops::batch_norm_backward(g, x, gamma, relu_fwd.save_mean, relu_fwd.save_invstd,
+                                 relu_fwd.out, /*want_masked=*/false);
       },
       [&] {
         const Tensor masked = ops::unary_backward(UnaryOp::Relu, g, relu_fwd.out, relu_fwd.out);

@@ -10,15 +10,26 @@
 // but neighbouring ROWS adjacent in memory. Row kernels would read with a stride; the column
 // kernel gives 32 neighbouring outputs to the 32 lanes of a warp (coalesced loads) and splits
 // the reduced elements over the block's 8 warps, combined in warp order (deterministic).
+// Bandwidth (bench/exp_gpu_kernels, H200: columns 0.39, rows 0.23 of a copy): a kernel needs
+// ~40 KB of loads in flight per SM, so every loop here issues kUnroll independent loads before
+// it combines them (in the same order as one at a time: results unchanged), and contiguous float
+// data moves as float4s: the column kernel gives each lane 4 neighbouring outputs when the rows
+// are 16-byte aligned (outer % 4 == 0, row stride % 4 == 0), and contiguous rows of 33..4096
+// elements take a warp each (float4s when inner % 4 == 0 and x is aligned): no block barrier per
+// row, 8 rows per block. Both read each element once, the bytes the bench counts: ~0.9 of a
+// copy is reachable; the column kernel's chunk partials add < 1% (row chunks of >= 256 rows).
 // Why a warp per softmax row: rows are class scores (tens to thousands of entries); a warp's
 // shuffles give the max and the sum without shared memory or block barriers.
 #include <echelon/cuda/kernels/reduce.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include <echelon/cuda/launch.h>
-#include <echelon/cuda/kernels/channels.cuh>
+
+// Quoted: tools/cudasim-mutants.sh plants bugs in a copy of the kernels folder, this included.
+#include "channels.cuh"
 
 namespace echelon::cuda {
 namespace {
@@ -30,8 +41,11 @@ constexpr int kRowBlock = 256;
 // Resident 256-thread blocks per SM asked of ptxas (__launch_bounds__, at most 40 registers) for
 // the softmax, argmax and column kernels: 46-58 registers gave them 4-5 blocks; 6 fit without a
 // spill, 8 would spill (tools/cuda-resources.py; a hypothesis for the GPU run).
-constexpr int kMinBlocks = 6;
-constexpr int kThreadPerRowLimit = 32;  // inner at or below this: one thread per row
+[[maybe_unused]] constexpr int kMinBlocks = 6;  // used by __launch_bounds__ only
+constexpr int kThreadPerRowLimit = 32;          // inner at or below this: one thread per row
+constexpr int64_t kWarpPerRowLimit = 4096;      // contiguous rows up to this: one warp per row
+constexpr int kUnroll = 4;                      // independent loads in flight per thread and step
+constexpr int kVec = 4;                         // floats per 16-byte vector
 constexpr unsigned kFullMask = 0xffffffffu;
 
 __device__ __forceinline__ float reduce_identity(ReduceOp op) {
@@ -106,44 +120,105 @@ __global__ void reduce_row_per_thread_kernel(ReduceOp op, const T* x, StridedInd
 }
 
 constexpr int kColumns = 32, kColumnRows = 8;  // the column kernel's block: (32, 8)
-constexpr int kColumnBlock = kColumns * kColumnRows;
+// The float4 column kernel spilled under kMinBlocks' 40 registers (tools/cuda-resources.py);
+// 4 blocks (64 registers) still keep 4 x 256 x 4 x 16 B = 64 KB of loads in flight per SM.
+[[maybe_unused]] constexpr int kMinVectorColumnBlocks = 4;
+[[maybe_unused]] constexpr int kColumnBlock = kColumns * kColumnRows;
 
 // Offset of element r of the reduced part: the common single-dim case needs no division.
 __device__ __forceinline__ int64_t inner_offset(const StridedIndexer& ix, int64_t r) {
   return ix.rank == 1 ? r * ix.strides[0] : strided_offset(ix, r);
 }
 
-// out[o] = op over r of x[outer_ix(o) + inner_ix(r)]. Lane x owns output o = tile * 32 + x,
-// warp y the reduced elements r = y, y + 8, ... of this block's row chunk (blockIdx.y); the 8
+// W floats as one load (W = 4: a float4; channels.cuh's ChannelVec, lane_of), at float offset at.
+template <int W>
+using VecOf = typename ChannelVec<W>::type;
+template <int W>
+__device__ __forceinline__ VecOf<W> load_vec(const float* p, int64_t at) {
+  return ChannelVec<W>::load(p + at, 0);
+}
+
+// out[o] = op over r of x[outer_ix(o) + inner_ix(r)]. Lane x owns the W outputs from
+// o = (tile * 32 + x) * W (W = 4: outer % 4 == 0, outer_ix and inner_ix rank 1, the row stride
+// % 4 == 0 and x aligned, so they are one float4 per row), warp y the reduced elements r = y,
+// y + 8, ... of this block's row chunk (blockIdx.y), kUnroll rows' loads at a time; the 8
 // partials are combined in warp order. With several row chunks (few outputs, many rows: a
 // column sum over a large batch) each chunk's result goes to partial (chunks, outer) and
 // reduce_column_chunks_kernel combines them in chunk order.
-template <typename T>
-__global__ void __launch_bounds__(kColumnBlock, kMinBlocks)
+template <typename T, int W>
+__global__ void __launch_bounds__(kColumnBlock, W == 1 ? kMinBlocks : kMinVectorColumnBlocks)
     reduce_columns_kernel(ReduceOp op, const T* x, StridedIndexer outer_ix, StridedIndexer inner_ix,
                           T* out, float* partial, int64_t outer, int64_t inner,
                           int64_t chunk_rows) {
-  __shared__ float shared[kColumnRows][kColumns + 1];
-  const int64_t tiles = (outer + kColumns - 1) / kColumns;
+  static_assert(W == 1 || std::is_same_v<T, float>, "float4 loads read floats");
+  __shared__ float shared[kColumnRows][kColumns * W + 1];
+  const int64_t span = kColumns * W, tiles = (outer + span - 1) / span;
   const int64_t r_begin = blockIdx.y * chunk_rows, r_end = min(inner, r_begin + chunk_rows);
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    const int64_t o = tile * kColumns + threadIdx.x;
-    float acc = reduce_identity(op);
+    const int64_t o = tile * span + threadIdx.x * W;
+    float acc[W];
+#pragma unroll
+    for (int l = 0; l < W; ++l) acc[l] = reduce_identity(op);
     if (o < outer) {
-      const T* column = x + strided_offset(outer_ix, o);
-      for (int64_t r = r_begin + threadIdx.y; r < r_end; r += kColumnRows)
-        acc = combine(op, acc, column[inner_offset(inner_ix, r)]);
+      const T* column = x + (W == 1 ? strided_offset(outer_ix, o) : o);
+      for (int64_t r = r_begin + threadIdx.y; r < r_end; r += kColumnRows * kUnroll) {
+        VecOf<W> v[kUnroll];
+#pragma unroll
+        for (int k = 0; k < kUnroll; ++k)
+          if (r + k * kColumnRows < r_end)
+            v[k] = load_vec<W>(column, inner_offset(inner_ix, r + k * kColumnRows));
+#pragma unroll
+        for (int k = 0; k < kUnroll; ++k)
+          if (r + k * kColumnRows < r_end)
+#pragma unroll
+            for (int l = 0; l < W; ++l) acc[l] = combine(op, acc[l], lane_of(v[k], l));
+      }
     }
-    shared[threadIdx.y][threadIdx.x] = acc;
+#pragma unroll
+    for (int l = 0; l < W; ++l) shared[threadIdx.y][threadIdx.x * W + l] = acc[l];
     __syncthreads();
     if (threadIdx.y == 0 && o < outer) {
-      for (int w = 1; w < kColumnRows; ++w) acc = combine(op, acc, shared[w][threadIdx.x]);
-      if (partial)
-        partial[blockIdx.y * outer + o] = acc;
-      else
-        out[o] = finish(op, acc, inner);
+#pragma unroll
+      for (int l = 0; l < W; ++l) {
+        float total = acc[l];
+        for (int w = 1; w < kColumnRows; ++w)
+          total = combine(op, total, shared[w][threadIdx.x * W + l]);
+        if (partial)
+          partial[blockIdx.y * outer + o + l] = total;
+        else
+          out[o + l] = finish(op, total, inner);
+      }
     }
     __syncthreads();  // shared[] is reused by the next tile
+  }
+}
+
+// One warp per contiguous row of 33..kWarpPerRowLimit elements (W = 4: inner % 4 == 0, x
+// aligned): lane l reads units l, l + 32, ... kUnroll at a time, then a shuffle tree.
+template <typename T, int W>
+__global__ void __launch_bounds__(kRowBlock, kMinBlocks)
+    reduce_row_per_warp_kernel(ReduceOp op, const T* x, T* out, int64_t outer, int64_t inner) {
+  static_assert(W == 1 || std::is_same_v<T, float>, "float4 loads read floats");
+  const int lane = threadIdx.x % kWarp;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / kWarp);
+  const int64_t units = inner / W;
+  for (int64_t o = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp;
+       o < outer; o += warps) {
+    const T* row = x + o * inner;
+    float acc = reduce_identity(op);
+    for (int64_t u = lane; u < units; u += kWarp * kUnroll) {
+      VecOf<W> v[kUnroll];
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k)
+        if (u + k * kWarp < units) v[k] = load_vec<W>(row, (u + k * kWarp) * W);
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k)
+        if (u + k * kWarp < units)
+#pragma unroll
+          for (int l = 0; l < W; ++l) acc = combine(op, acc, lane_of(v[k], l));
+    }
+    acc = warp_combine(op, acc);
+    if (lane == 0) out[o] = finish(op, acc, inner);
   }
 }
 
@@ -151,9 +226,18 @@ __global__ void __launch_bounds__(kColumnBlock, kMinBlocks)
 template <typename T>
 __global__ void reduce_column_chunks_kernel(ReduceOp op, const float* partial, int64_t chunks,
                                             T* out, int64_t outer, int64_t inner) {
+  constexpr int kBatch = 8;  // loads in flight before they are combined in chunk order
   for (int64_t o = grid_start(); o < outer; o += grid_step()) {
     float acc = partial[o];
-    for (int64_t k = 1; k < chunks; ++k) acc = combine(op, acc, partial[k * outer + o]);
+    for (int64_t k = 1; k < chunks; k += kBatch) {
+      float v[kBatch];
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b)
+        if (k + b < chunks) v[b] = partial[(k + b) * outer + o];
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b)
+        if (k + b < chunks) acc = combine(op, acc, v[b]);
+    }
     out[o] = finish(op, acc, inner);
   }
 }
@@ -310,28 +394,33 @@ bool split_columns(const StridedIndexer& ix, int64_t outer, StridedIndexer& oute
 #if ECHELON_CUDA_SIM
 constexpr int64_t kColumnTargetBlocks = 4, kMinChunkRows = 16;  // tests reach both paths
 #else
-constexpr int64_t kColumnTargetBlocks = 4 * 132, kMinChunkRows = 256;  // ~4 blocks per SM
+constexpr int64_t kColumnTargetBlocks = 8 * 132, kMinChunkRows = 256;  // ~8 blocks per SM
 #endif
 
 template <typename T>
 void reduce_columns(ReduceOp op, const T* x, const StridedIndexer& outer_ix,
                     const StridedIndexer& inner_ix, T* out, int64_t outer, int64_t inner,
                     cudaStream_t stream) {
-  const int64_t tiles = (outer + kColumns - 1) / kColumns;
+  const bool vec = std::is_same_v<T, float> && outer % kVec == 0 && outer_ix.rank == 1 &&
+                   inner_ix.rank == 1 && inner_ix.strides[0] % kVec == 0 &&
+                   reinterpret_cast<uintptr_t>(x) % (kVec * sizeof(float)) == 0;
+  const int64_t span = vec ? kColumns * kVec : kColumns;
+  const int64_t tiles = (outer + span - 1) / span;
   // Row chunks: enough blocks to fill the GPU when there are few outputs; one otherwise.
   const int64_t want = (kColumnTargetBlocks + tiles - 1) / tiles;
   const int64_t chunks = std::clamp<int64_t>(
       want, 1, std::min<int64_t>(std::max<int64_t>(inner / kMinChunkRows, 1), 65535));
   const int64_t chunk_rows = (inner + chunks - 1) / chunks;
-  const dim3 grid(grid_for_rows(outer, kColumns), static_cast<unsigned>(chunks));
+  const dim3 grid(grid_for_rows(outer, span), static_cast<unsigned>(chunks));
   const dim3 block(kColumns, kColumnRows);
+  const auto kernel = vec ? reduce_columns_kernel<T, kVec> : reduce_columns_kernel<T, 1>;
   if (chunks == 1) {
-    ECH_LAUNCH(grid, block, 0, stream, reduce_columns_kernel<T>)
+    ECH_LAUNCH(grid, block, 0, stream, kernel)
     (op, x, outer_ix, inner_ix, out, nullptr, outer, inner, chunk_rows);
     return;
   }
   Scratch partial(static_cast<size_t>(chunks * outer) * sizeof(float), stream);
-  ECH_LAUNCH(grid, block, 0, stream, reduce_columns_kernel<T>)
+  ECH_LAUNCH(grid, block, 0, stream, kernel)
   (op, x, outer_ix, inner_ix, out, partial.as<float>(), outer, inner, chunk_rows);
   ECH_CUDA_CHECK_LAUNCH("reduce (column chunks)");
   launch_1d("reduce (combine column chunks)", outer, stream, reduce_column_chunks_kernel<T>, op,
@@ -351,6 +440,14 @@ void reduce(ReduceOp op, const T* x, StridedIndexer x_ix, T* out, int64_t outer,
   StridedIndexer outer_ix, inner_ix;
   if (split_columns(x_ix, outer, outer_ix, inner_ix)) {
     reduce_columns(op, x, outer_ix, inner_ix, out, outer, inner, stream);
+  } else if (inner > kThreadPerRowLimit && inner <= kWarpPerRowLimit &&
+             (x_ix.rank == 0 || (x_ix.rank == 1 && x_ix.strides[0] == 1))) {
+    const bool vec = std::is_same_v<T, float> && inner % kVec == 0 &&
+                     reinterpret_cast<uintptr_t>(x) % (kVec * sizeof(float)) == 0;
+    const auto kernel =
+        vec ? reduce_row_per_warp_kernel<T, kVec> : reduce_row_per_warp_kernel<T, 1>;
+    ECH_LAUNCH(grid_for_rows(outer, kRowBlock / kWarp), kRowBlock, 0, stream, kernel)
+    (op, x, out, outer, inner);
   } else if (inner <= kThreadPerRowLimit) {
     ECH_LAUNCH(grid_for_rows(outer, kRowBlock), kRowBlock, 0, stream,
                reduce_row_per_thread_kernel<T>)
