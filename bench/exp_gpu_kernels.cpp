@@ -5,8 +5,10 @@
 // shapes of LeNet-5, ResNet-20, AlexNet and VGG-16 (CIFAR-sized inputs, batch 128; fp32 and
 // TF32). No Google Benchmark needed, so it builds on
 // the GPU machine; tools/gpu-check.sh runs it. Each row is the median of `--repeats` timings
-// (CUDA events on the current stream, after one warm-up call).
-//   exp_gpu_kernels [--repeats N] [--quick]     (--quick: small shapes, a smoke test)
+// (CUDA events on the current stream, after one warm-up call); a conv row times a CUDA graph of
+// many calls (per_call_ms), so launch latency does not set a floor under small layers.
+//   exp_gpu_kernels [--repeats N] [--quick] [--conv-only] [--conv-calls N]
+//   (--quick: small shapes, a smoke test)
 // Without a GPU (or a CUDA build) it says so and exits 0.
 #include <algorithm>
 #include <cstdio>
@@ -23,6 +25,7 @@
 #include <echelon/cuda/check.h>
 #include <echelon/cuda/kernels/conv.h>
 #include <echelon/cuda/stream.h>
+#include <echelon/parallel/cuda_graph.h>
 #endif
 
 using namespace echelon;
@@ -203,9 +206,75 @@ struct ConvShape {
   int64_t pad;
 };
 
-// One row per shape and direction: milliseconds of our implicit GEMM (the default), our im2col +
-// GEMM and cuDNN (when built with it), and the time ratios implicit/cuDNN and implicit/im2col
-// (> 1: implicit slower).
+// Conv timing: `calls` back-to-back calls of one op captured as a CUDA graph (the training
+// step's machinery, parallel/cuda_graph.h), the graph replayed g_repeats times between two
+// events each: per-call time = the median replay / calls. A single call between two events (the
+// old rows) measured the host's launch latency as well: every small layer, cuDNN's too, sat on a
+// ~0.1 ms floor. calls is sized so a replay lasts about kConvReplayMs (g_conv_calls > 0 fixes
+// it). Should a capture fail, the same calls run eagerly back to back between the two events
+// (the row says which: 'g' graph, 'e' eager).
+int g_conv_calls = 0;
+constexpr double kConvReplayMs = 2.0;
+
+struct PerCall {
+  double ms;
+  int calls;
+  bool graph;
+};
+
+PerCall per_call_ms(const std::function<void()>& body) {
+  const cudaStream_t caller = cuda::current_stream(0);
+  body();  // warm-up: allocator, handles, cuDNN plan
+  cuda::Event start(true), stop(true);
+  int calls = g_conv_calls;
+  if (calls == 0) {  // from a first estimate, host overhead included (so calls err low)
+    start.record(caller);
+    for (int i = 0; i < 4; ++i) body();
+    stop.record(caller);
+    stop.synchronize();
+    const double estimate = std::max(start.elapsed_ms(stop) / 4.0, 1e-3);
+    calls = std::clamp(static_cast<int>(kConvReplayMs / estimate), 4, 64);
+  }
+  std::vector<double> ms;
+  parallel::CudaGraphStep graph(Device::cuda(0));
+  bool captured = false;
+  graph.enter(caller);
+  {
+    const cuda::StreamGuard on_graph(graph.stream(), 0);
+    try {
+      graph.capture([&] {
+        for (int i = 0; i < calls; ++i) body();
+      });
+      captured = true;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "exp_gpu_kernels: conv: capture failed, timing eagerly: %s\n", e.what());
+    }
+    const cudaStream_t s = graph.stream();
+    const auto queue = [&] {
+      if (captured)
+        graph.replay();
+      else
+        for (int i = 0; i < calls; ++i) body();
+    };
+    queue();  // warm-up replay
+    for (int r = 0; r < g_repeats; ++r) {
+      start.record(s);
+      queue();
+      stop.record(s);
+      stop.synchronize();
+      ms.push_back(start.elapsed_ms(stop) / calls);
+    }
+  }
+  graph.leave(caller);
+  ECH_CUDA_CHECK(cudaStreamSynchronize(caller));
+  std::sort(ms.begin(), ms.end());
+  return {ms[ms.size() / 2], calls, captured};
+}
+
+// One row per shape and direction: microseconds per call of our implicit GEMM (the default), our
+// im2col + GEMM and cuDNN (when built with it), the TFLOP/s of implicit and cuDNN (2*N*O*OH*OW*
+// C*KH*KW each direction), and the time ratios implicit/cuDNN and implicit/im2col (> 1:
+// implicit slower); last, the calls per replay of each column and g (graph) or e (eager).
 void conv_rows(const std::vector<ConvShape>& shapes, Precision precision) {
   struct Impl {
     const char* name;
@@ -218,8 +287,9 @@ void conv_rows(const std::vector<ConvShape>& shapes, Precision precision) {
   impls.push_back({"cuDNN", ops::ConvImpl::Cudnn, cuda::ConvAlgorithm::ImplicitGemm});
 #endif
   ops::set_float32_precision(precision);
-  std::printf("%-8s %-16s %-12s %-8s %9s %9s %9s %11s %12s   (%s; ms, median)\n", "net", "x", "w",
-              "dir", "implicit", "im2col", "cuDNN", "impl/cuDNN", "impl/im2col", name(precision));
+  std::printf("%-8s %-16s %-12s %-8s %9s %9s %9s %9s %10s %10s %11s  %s   (%s; us per call)\n",
+              "net", "x", "w", "dir", "implicit", "im2col", "cuDNN", "impl TF/s", "cuDNN TF/s",
+              "impl/cuDNN", "impl/im2col", "calls", name(precision));
   const auto dims = [](const Shape& sh) {
     std::string out;
     for (const int64_t d : sh) out += (out.empty() ? "" : "x") + std::to_string(d);
@@ -232,25 +302,32 @@ void conv_rows(const std::vector<ConvShape>& shapes, Precision precision) {
     const Tensor x = random_cuda(s.x, 10), w = random_cuda(s.w, 11);
     const Tensor bias = random_cuda({s.w[0]}, 12);
     const Tensor gy = random_cuda(ops::conv2d(x, w, bias, g).shape(), 13);
-    double t[3][3] = {};  // [impl][direction]
+    // (N, O, OH, OW) x C*KH*KW multiply-adds, the same in each direction
+    const double flop = 2.0 * static_cast<double>(gy.numel()) * s.w[1] * s.w[2] * s.w[3];
+    PerCall t[3][3] = {};  // [impl][direction]
     for (size_t i = 0; i < impls.size(); ++i) {
       ops::set_conv_impl(impls[i].impl);
       cuda::set_conv_algorithm(impls[i].algorithm);
-      t[i][0] = median_ms([&] { ops::conv2d(x, w, bias, g); });
-      t[i][1] = median_ms([&] { ops::conv2d_backward(gy, x, w, false, true, g, false); });
-      t[i][2] = median_ms([&] { ops::conv2d_backward(gy, x, w, false, false, g, true); });
+      t[i][0] = per_call_ms([&] { ops::conv2d(x, w, bias, g); });
+      t[i][1] = per_call_ms([&] { ops::conv2d_backward(gy, x, w, false, true, g, false); });
+      t[i][2] = per_call_ms([&] { ops::conv2d_backward(gy, x, w, false, false, g, true); });
     }
     ops::set_conv_impl(ops::ConvImpl::Ours);
     cuda::set_conv_algorithm(cuda::ConvAlgorithm::ImplicitGemm);
+    const auto tflops = [&](const PerCall& p) { return flop / (p.ms * 1e9); };
     for (int d = 0; d < 3; ++d) {
       const bool cudnn = impls.size() == 3;
-      std::printf("%-8s %-16s %-12s %-8s %9.3f %9.3f ", s.net, dims(s.x).c_str(), dims(s.w).c_str(),
-                  directions[d], t[0][d], t[1][d]);
+      std::printf("%-8s %-16s %-12s %-8s %9.1f %9.1f ", s.net, dims(s.x).c_str(), dims(s.w).c_str(),
+                  directions[d], t[0][d].ms * 1e3, t[1][d].ms * 1e3);
       if (cudnn)
-        std::printf("%9.3f %11.2f ", t[2][d], t[0][d] / t[2][d]);
+        std::printf("%9.1f %9.2f %10.2f %10.2f ", t[2][d].ms * 1e3, tflops(t[0][d]),
+                    tflops(t[2][d]), t[0][d].ms / t[2][d].ms);
       else
-        std::printf("%9s %11s ", "-", "-");
-      std::printf("%12.2f\n", t[0][d] / t[1][d]);
+        std::printf("%9s %9.2f %10s %10s ", "-", tflops(t[0][d]), "-", "-");
+      std::printf("%11.2f  ", t[0][d].ms / t[1][d].ms);
+      for (size_t i = 0; i < impls.size(); ++i)
+        std::printf("%s%d%c", i ? "/" : "", t[i][d].calls, t[i][d].graph ? 'g' : 'e');
+      std::printf("\n");
     }
   }
   ops::set_float32_precision(Precision::Fp32);
@@ -278,14 +355,18 @@ std::vector<ConvShape> net_conv_shapes(int64_t batch) {
 #endif
 
 int main(int argc, char** argv) {
-  bool quick = false;
-  int repeats = 10;
+  bool quick = false, conv_only = false;
+  int repeats = 10, conv_calls = 0;
   CLI::App app{"GPU kernels: bandwidth vs a D2D copy, SGEMM vs cuBLAS, conv vs cuDNN (ratios)",
                "exp_gpu_kernels"};
   app.option_defaults()->always_capture_default();
   app.add_option("--repeats", repeats, "Timings per row, the median is kept")
       ->check(CLI::Range(1, 1000));
   app.add_flag("--quick", quick, "Small shapes: a smoke test, not a measurement");
+  app.add_flag("--conv-only", conv_only, "Only the convolution rows");
+  app.add_option("--conv-calls", conv_calls,
+                 "Conv calls per timed graph replay; 0: sized to ~2 ms a replay (--quick: 2)")
+      ->check(CLI::Range(0, 1000));
   echelon::bench::parse_args_or_exit(app, argc, argv);
 #if ECHELON_WITH_CUDA
   if (cuda::device_count() == 0) {
@@ -293,15 +374,18 @@ int main(int argc, char** argv) {
     return 0;
   }
   g_repeats = repeats;
+  g_conv_calls = conv_calls == 0 && quick ? 2 : conv_calls;
   try {
-    std::printf("== bandwidth (GB/s, bytes read + written; ratio to a D2D copy)\n");
-    bandwidth_rows(quick ? int64_t{1} << 16 : int64_t{1} << 26, quick ? 64 : 1024);
-    const std::vector<int64_t> gemm_sizes =
-        quick ? std::vector<int64_t>{128} : std::vector<int64_t>{1024, 2048, 4096};
-    std::printf("== SGEMM (square; fp32, then TF32 and bf16 tensor cores)\n");
-    gemm_rows(gemm_sizes, Precision::Fp32);
-    gemm_rows(gemm_sizes, Precision::Tf32);
-    gemm_rows(gemm_sizes, Precision::Bf16);
+    if (!conv_only) {
+      std::printf("== bandwidth (GB/s, bytes read + written; ratio to a D2D copy)\n");
+      bandwidth_rows(quick ? int64_t{1} << 16 : int64_t{1} << 26, quick ? 64 : 1024);
+      const std::vector<int64_t> gemm_sizes =
+          quick ? std::vector<int64_t>{128} : std::vector<int64_t>{1024, 2048, 4096};
+      std::printf("== SGEMM (square; fp32, then TF32 and bf16 tensor cores)\n");
+      gemm_rows(gemm_sizes, Precision::Fp32);
+      gemm_rows(gemm_sizes, Precision::Tf32);
+      gemm_rows(gemm_sizes, Precision::Bf16);
+    }
     // bf16: cuDNN's fp32 convolutions have no bf16 mode, so its column is TF32 tensor-op math.
     std::printf("== convolution, batch %d (fp32, then TF32, then bf16)\n", quick ? 2 : 128);
     conv_rows(net_conv_shapes(quick ? 2 : 128), Precision::Fp32);
@@ -312,7 +396,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 #else
-  (void)quick, (void)repeats;
+  (void)quick, (void)repeats, (void)conv_only, (void)conv_calls;
   std::printf("exp_gpu_kernels: built without CUDA: nothing measured\n");
 #endif
   return 0;
