@@ -15,6 +15,12 @@ namespace echelon::cuda {
 // operand (x, w, y) must have fewer than 2^31 elements; larger ones take the columns path.
 bool conv_gemm_fits(const Conv2dGeometry& a);
 
+// The gather table of the 16- and 32-row tiles (conv_gemm.cu, "the gather table"): on by
+// default, off when the environment sets ECHELON_CONV_GATHER_TABLE=0; the same results either
+// way (bit-identical), so this is only an A/B switch for timing and tests. Process-wide.
+void set_conv_gather_table(bool on);
+bool conv_gather_table();
+
 // y (N, O, OH, OW) = conv(x (N, C, H, W), w (O, C, KH, KW)) + bias (O); bias may be null.
 // relu: y = ReLU(that), clamped in the GEMM's store (no pass over y).
 void conv2d_forward_implicit(const Conv2dGeometry& a, const float* x, const float* w,
