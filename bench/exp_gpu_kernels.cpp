@@ -7,7 +7,8 @@
 // the GPU machine; tools/gpu-check.sh runs it. Each row is the median of `--repeats` timings
 // (CUDA events on the current stream, after one warm-up call); a conv row times a CUDA graph of
 // many calls (per_call_ms), so launch latency does not set a floor under small layers.
-//   exp_gpu_kernels [--repeats N] [--quick] [--conv-only] [--conv-calls N]
+//   exp_gpu_kernels [--repeats N] [--quick] [--conv-only] [--nets lenet5,resnet20,...]
+//                   [--conv-calls N] [--table-ab] [--wgrad-sweep]
 //   (--quick: small shapes, a smoke test)
 // Without a GPU (or a CUDA build) it says so and exits 0.
 #include <algorithm>
@@ -24,6 +25,7 @@
 #if ECHELON_WITH_CUDA
 #include <echelon/cuda/check.h>
 #include <echelon/cuda/kernels/conv.h>
+#include <echelon/cuda/kernels/conv_gemm.h>
 #include <echelon/cuda/stream.h>
 #include <echelon/parallel/cuda_graph.h>
 #endif
@@ -333,6 +335,71 @@ void conv_rows(const std::vector<ConvShape>& shapes, Precision precision) {
   ops::set_float32_precision(Precision::Fp32);
 }
 
+// The weight gradient's split-K, swept (fp32, implicit GEMM): per shape, the per-call time at
+// group counts 1, 2, 4, ... up to the largest the launcher allows, and the heuristic's pick
+// (cuda::set_conv_wgrad_split; the default restored after). A GPU tuning run, no peer.
+void wgrad_sweep_rows(const std::vector<ConvShape>& shapes) {
+  ops::set_conv_impl(ops::ConvImpl::Ours);
+  cuda::set_conv_algorithm(cuda::ConvAlgorithm::ImplicitGemm);
+  std::printf("== weight-gradient split-K sweep (fp32, implicit GEMM; us per call at G groups)\n");
+  for (const ConvShape& s : shapes) {
+    Conv2dGeometry g;
+    g.kernel_h = s.w[2], g.kernel_w = s.w[3], g.pad_h = g.pad_w = s.pad;
+    const Tensor x = random_cuda(s.x, 10), w = random_cuda(s.w, 11);
+    const Tensor gy = random_cuda(ops::conv2d(x, w, Tensor(), g).shape(), 13);
+    const Conv2dGeometry full = g.for_input(s.x[0], s.x[1], s.x[2], s.x[3], s.w[0]);
+    const int64_t picked = cuda::conv_wgrad_groups(full);
+    std::printf("%-8s C=%-4lld O=%-4lld %lldx%lld  heuristic G=%lld:", s.net,
+                static_cast<long long>(s.x[1]), static_cast<long long>(s.w[0]),
+                static_cast<long long>(s.x[2]), static_cast<long long>(s.x[3]),
+                static_cast<long long>(picked));
+    int64_t last = 0;
+    for (int64_t groups = 1; groups <= 4096; groups *= 2) {
+      cuda::set_conv_wgrad_split(0, groups);
+      const int64_t actual = cuda::conv_wgrad_groups(full);
+      if (actual == last) break;  // clamped: the launcher allows no more
+      last = actual;
+      const PerCall t = per_call_ms([&] { ops::conv2d_backward(gy, x, w, false, false, g, true); });
+      std::printf(" G=%lld %.1f", static_cast<long long>(actual), t.ms * 1e3);
+    }
+    cuda::set_conv_wgrad_split(0, 0);
+    std::printf("\n");
+  }
+}
+
+// The gather table of the tiny and narrow tiles (cuda::set_conv_gather_table), on vs off in the
+// same run: forward and grad input of the implicit GEMM, per call, for one precision. Bit-identical
+// results; only the time may differ (layers on the larger tiles: both columns the same kernel).
+void gather_table_rows(const std::vector<ConvShape>& shapes, Precision precision) {
+  ops::set_conv_impl(ops::ConvImpl::Ours);
+  cuda::set_conv_algorithm(cuda::ConvAlgorithm::ImplicitGemm);
+  ops::set_float32_precision(precision);
+  std::printf(
+      "== gather table on / off (%s, implicit GEMM; us per call; off/on > 1: table faster)\n",
+      name(precision));
+  for (const ConvShape& s : shapes) {
+    Conv2dGeometry g;
+    g.kernel_h = s.w[2], g.kernel_w = s.w[3], g.pad_h = g.pad_w = s.pad;
+    const Tensor x = random_cuda(s.x, 10), w = random_cuda(s.w, 11),
+                 bias = random_cuda({s.w[0]}, 12);
+    const Tensor gy = random_cuda(ops::conv2d(x, w, bias, g).shape(), 13);
+    double t[2][2];  // [off, on][fwd, bwd-data]
+    for (const bool on : {false, true}) {
+      cuda::set_conv_gather_table(on);
+      t[on][0] = per_call_ms([&] { ops::conv2d(x, w, bias, g); }).ms;
+      t[on][1] = per_call_ms([&] { ops::conv2d_backward(gy, x, w, false, true, g, false); }).ms;
+    }
+    cuda::set_conv_gather_table(true);
+    std::printf(
+        "%-8s C=%-4lld O=%-4lld %lldx%lld  fwd %8.1f / %8.1f  (%.2f)   bwd-data %8.1f / %8.1f  "
+        "(%.2f)\n",
+        s.net, static_cast<long long>(s.x[1]), static_cast<long long>(s.w[0]),
+        static_cast<long long>(s.x[2]), static_cast<long long>(s.x[3]), t[0][0] * 1e3,
+        t[1][0] * 1e3, t[0][0] / t[1][0], t[0][1] * 1e3, t[1][1] * 1e3, t[0][1] / t[1][1]);
+  }
+  ops::set_float32_precision(Precision::Fp32);
+}
+
 std::vector<ConvShape> net_conv_shapes(int64_t batch) {
   return {
       {"lenet5", {batch, 1, 28, 28}, {6, 1, 5, 5}, 2},
@@ -355,7 +422,7 @@ std::vector<ConvShape> net_conv_shapes(int64_t batch) {
 #endif
 
 int main(int argc, char** argv) {
-  bool quick = false, conv_only = false;
+  bool quick = false, conv_only = false, wgrad_sweep = false, table_ab = false;
   int repeats = 10, conv_calls = 0;
   CLI::App app{"GPU kernels: bandwidth vs a D2D copy, SGEMM vs cuBLAS, conv vs cuDNN (ratios)",
                "exp_gpu_kernels"};
@@ -367,6 +434,14 @@ int main(int argc, char** argv) {
   app.add_option("--conv-calls", conv_calls,
                  "Conv calls per timed graph replay; 0: sized to ~2 ms a replay (--quick: 2)")
       ->check(CLI::Range(0, 1000));
+  std::vector<std::string> nets;
+  app.add_option("--nets", nets, "Conv rows of these networks only (default: all)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"lenet5", "resnet20", "alexnet", "vgg16"}));
+  app.add_flag("--table-ab", table_ab,
+               "Also time the small tiles' gather table on vs off (fp32 and TF32)");
+  app.add_flag("--wgrad-sweep", wgrad_sweep,
+               "Also time the weight gradient (fp32, implicit) at split-K group counts 1, 2, 4...");
   echelon::bench::parse_args_or_exit(app, argc, argv);
 #if ECHELON_WITH_CUDA
   if (cuda::device_count() == 0) {
@@ -388,15 +463,24 @@ int main(int argc, char** argv) {
     }
     // bf16: cuDNN's fp32 convolutions have no bf16 mode, so its column is TF32 tensor-op math.
     std::printf("== convolution, batch %d (fp32, then TF32, then bf16)\n", quick ? 2 : 128);
-    conv_rows(net_conv_shapes(quick ? 2 : 128), Precision::Fp32);
-    conv_rows(net_conv_shapes(quick ? 2 : 128), Precision::Tf32);
-    conv_rows(net_conv_shapes(quick ? 2 : 128), Precision::Bf16);
+    std::vector<ConvShape> shapes;  // --nets: the named networks' shapes only
+    for (const ConvShape& shape : net_conv_shapes(quick ? 2 : 128))
+      if (nets.empty() || std::find(nets.begin(), nets.end(), shape.net) != nets.end())
+        shapes.push_back(shape);
+    conv_rows(shapes, Precision::Fp32);
+    conv_rows(shapes, Precision::Tf32);
+    conv_rows(shapes, Precision::Bf16);
+    if (table_ab) {
+      gather_table_rows(shapes, Precision::Fp32);
+      gather_table_rows(shapes, Precision::Tf32);
+    }
+    if (wgrad_sweep) wgrad_sweep_rows(shapes);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "exp_gpu_kernels: %s\n", e.what());
     return 1;
   }
 #else
-  (void)quick, (void)repeats, (void)conv_only, (void)conv_calls;
+  (void)quick, (void)repeats, (void)conv_only, (void)conv_calls, (void)wgrad_sweep, (void)table_ab;
   std::printf("exp_gpu_kernels: built without CUDA: nothing measured\n");
 #endif
   return 0;

@@ -33,6 +33,7 @@
 #include <cstdlib>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 #include <echelon/base/error.h>
 #include <echelon/cuda/kernels/matmul.h>
@@ -503,6 +504,24 @@ void launch_conv_gemm(const char* op, const Conv2dGeometry& g, const float* a_sr
   }
 }
 
+// The weight gradient's split-K knobs (conv_gemm.h, set_conv_wgrad_split): the blocks the
+// heuristic aims for, and a fixed group count (0: the heuristic).
+int64_t env_int(const char* name, int64_t fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::strtoll(v, nullptr, 10) : fallback;
+}
+std::atomic<int64_t>& wgrad_fill_blocks() {
+  static std::atomic<int64_t> blocks = [] {
+    const int64_t b = env_int("ECHELON_CONV_WGRAD_FILL", kFillBlocks);
+    return b > 0 ? b : kFillBlocks;
+  }();
+  return blocks;
+}
+std::atomic<int64_t>& wgrad_groups() {
+  static std::atomic<int64_t> groups{std::max<int64_t>(env_int("ECHELON_CONV_WGRAD_GROUPS", 0), 0)};
+  return groups;
+}
+
 int64_t tiles_for(const GemmShape& s) {
   switch (pick_tile(s, float32_precision())) {  // the bf16 tiles have the fp32 ones' shapes
     case TileChoice::Tiny:
@@ -514,6 +533,24 @@ int64_t tiles_for(const GemmShape& s) {
     default:
       return tiles_of<LargeTile>(s);
   }
+}
+
+// Split-K groups of the weight gradient and k-slices per group: enough (tiles x groups) blocks
+// to reach the fill target, each group at least kMinSlicesPerGroup k-slices, at most
+// kPartialBudget bytes of partials; or the fixed count, within the same bounds. No group empty.
+std::pair<int64_t, int64_t> split_k(const GemmShape& s) {
+  const int64_t k_slices = ceil_div(s.K, slice_depth());
+  const int64_t by_budget =
+      std::max<int64_t>(static_cast<int64_t>(kPartialBudget / sizeof(float)) / (s.M * s.N), 1);
+  const int64_t fixed = wgrad_groups().load(std::memory_order_relaxed);
+  const int64_t wanted =
+      fixed > 0 ? fixed
+                : ceil_div(wgrad_fill_blocks().load(std::memory_order_relaxed), tiles_for(s));
+  const int64_t most = std::min({ceil_div(k_slices, kMinSlicesPerGroup), by_budget, kMaxGridZ});
+  int64_t groups = std::clamp<int64_t>(wanted, 1, std::max<int64_t>(most, 1));
+  const int64_t per_group = std::max<int64_t>(ceil_div(k_slices, groups), 1);
+  groups = std::max<int64_t>(ceil_div(k_slices, per_group), 1);  // none empty
+  return {groups, per_group};
 }
 
 }  // namespace
@@ -555,20 +592,21 @@ void conv2d_backward_input_implicit(const Conv2dGeometry& a, const float* grad_o
                                            stream);
 }
 
+void set_conv_wgrad_split(int64_t fill_blocks, int64_t groups) {
+  wgrad_fill_blocks().store(fill_blocks > 0 ? fill_blocks : kFillBlocks);
+  wgrad_groups().store(std::max<int64_t>(groups, 0));
+}
+
+int64_t conv_wgrad_groups(const Conv2dGeometry& a) {
+  const GemmShape s = gemm_shape(ConvPass::BackwardWeight, a);
+  return s.M * s.N == 0 ? 1 : split_k(s).first;
+}
+
 void conv2d_backward_weight_implicit(const Conv2dGeometry& a, const float* grad_out, const float* x,
                                      float* grad_w, cudaStream_t stream) {
   const GemmShape s = gemm_shape(ConvPass::BackwardWeight, a);
   if (s.M * s.N == 0) return;
-  const int64_t k_slices = ceil_div(s.K, slice_depth());
-  // Split-K groups: enough (tiles x groups) blocks to fill the GPU, each group at least
-  // kMinSlicesPerGroup k-slices, at most kPartialBudget bytes of partials.
-  const int64_t by_budget =
-      std::max<int64_t>(static_cast<int64_t>(kPartialBudget / sizeof(float)) / (s.M * s.N), 1);
-  const int64_t wanted = ceil_div(kFillBlocks, tiles_for(s));
-  const int64_t most = std::min({ceil_div(k_slices, kMinSlicesPerGroup), by_budget, kMaxGridZ});
-  int64_t groups = std::clamp<int64_t>(wanted, 1, std::max<int64_t>(most, 1));
-  const int64_t per_group = std::max<int64_t>(ceil_div(k_slices, groups), 1);
-  groups = std::max<int64_t>(ceil_div(k_slices, per_group), 1);  // none empty
+  const auto [groups, per_group] = split_k(s);
   const char* op = "conv2d_backward_weight (implicit GEMM)";
   if (groups == 1) {  // K = 0 too: the kernel then writes zeros
     launch_conv_gemm<ConvPass::BackwardWeight>(op, a, grad_out, x, nullptr, grad_w, 1, per_group,

@@ -12,6 +12,7 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <echelon/cuda/kernels/conv.h>
@@ -194,6 +195,31 @@ TEST_SUITE("conv_gpu") {
         same(with.grad_input, without.grad_input, "grad input");
         same(with.grad_weight, without.grad_weight, "grad weight");
       }
+  }
+
+  TEST_CASE("the weight gradient's split-K knob: forced group counts, clamped, match the twin") {
+    // C = 1, 16 filters 5x5 at stride 2 over 3 images of 15x13: K = 3*8*7 = 168, 21 k-slices,
+    // so at most ceil(21 / 4) = 6 groups of >= 4 slices (fp32).
+    const Case& c = cases()[11];
+    REQUIRE(std::string(c.name) == "table_c1_o16_s2_p2");
+    Conv2dGeometry g = c.window;
+    g.kernel_h = c.w[2], g.kernel_w = c.w[3];
+    const Conv2dGeometry full = g.for_input(c.x[0], c.x[1], c.x[2], c.x[3], c.w[0]);
+    const int64_t heuristic = cuda::conv_wgrad_groups(full);
+    const Results want = run(c, Device::cpu(), Precision::Fp32);
+    // Not a structured binding: clang 14 cannot capture one in CHECK_MESSAGE.
+    for (const auto& ask :
+         std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {2, 2}, {3, 3}, {6, 6}, {100, 6}}) {
+      const int64_t asked = ask.first, expected = ask.second;
+      cuda::set_conv_wgrad_split(0, asked);
+      CHECK(cuda::conv_wgrad_groups(full) == expected);
+      const Results got = run(c, Device::cuda(0), Precision::Fp32);
+      const parity::Comparison cmp =
+          parity::compare(got.grad_weight, want.grad_weight, {5e-4, 1e-4});
+      CHECK_MESSAGE(cmp.ok, "groups ", expected, ": ", cmp.summary());
+    }
+    cuda::set_conv_wgrad_split(0, 0);
+    CHECK(cuda::conv_wgrad_groups(full) == heuristic);
   }
 
   TEST_CASE("implicit GEMM is the default and the split-K weight gradient is bitwise repeatable") {
