@@ -17,10 +17,11 @@
 //                block z sums k-slices [z * per_group, (z + 1) * per_group) in registers, then
 //                the groups' partials are added in group order by sum_groups (deterministic)
 // Tile shapes by problem size: M (the output channels, or the input channels for grad input) up
-// to 16 gets the 16x256 TinyTile, up to 32 the 32x128 NarrowTile; the FMA kernel takes the 128x128
-// tile when the problem still fills the GPU with it; else 64x64. Index math is 32-bit (ConvIndex);
-// conv.cu sends larger convolutions (conv_gemm_fits) and the input gradient of < 8 input channels
-// to im2col + GEMM.
+// to 16 gets the 16x256 TinyTile, up to 32 the 32x128 NarrowTile (their forward and grad input
+// gather through a per-block table of decoded k: "the gather table" below); the FMA kernel takes
+// the 128x128 tile when the problem still fills the GPU with it; else 64x64. Index math is
+// 32-bit (ConvIndex); conv.cu sends larger convolutions (conv_gemm_fits) and the input gradient
+// of < 8 input channels to im2col + GEMM.
 // CPU twin: the naive convolution in tensor/cpu/conv.cpp (forward, grad input, grad weight).
 // tests/gpu/conv_gpu_test.cpp compares these kernels with ops::conv2d on the CPU, whose fast path
 // is itself parity-tested against that twin (tests/cpu).
@@ -433,11 +434,14 @@ bool table_fits(ConvPass pass, const Conv2dGeometry& g, const GemmShape& s) {
   if (!gather_table_flag().load(std::memory_order_relaxed)) return false;
   const bool taps = g.kernel_h * g.kernel_w <= kMaxTableTaps;
   const bool k_fits = ceil_div(s.K, 16) * 16 <= kTableK;  // rounded to the deepest k-slice
+  const int64_t reach_h = (g.kernel_h - 1) * g.dilation_h,
+                reach_w = (g.kernel_w - 1) * g.dilation_w;
   switch (pass) {
-    case ConvPass::Forward:
-      return taps && k_fits;
+    case ConvPass::Forward:  // the entries' offsets must fit an int
+      return taps && k_fits && g.c * g.h * g.w + reach_h * g.w + reach_w < INT_MAX;
     case ConvPass::BackwardData:  // the grad_out position must be linear in (ki, kj)
-      return taps && k_fits && g.dilation_h % g.stride_h == 0 && g.dilation_w % g.stride_w == 0;
+      return taps && k_fits && g.dilation_h % g.stride_h == 0 && g.dilation_w % g.stride_w == 0 &&
+             g.o * g.out_h * g.out_w + reach_h * g.out_w + reach_w < INT_MAX;
     default:
       return false;
   }

@@ -103,6 +103,10 @@ const std::vector<Case>& cases() {
       {"table_c17_o6_s3_d3", {2, 17, 13, 12}, {6, 17, 3, 2}, window(3, 3, 2, 1, 3)},
       {"table_k1161_fallback", {1, 129, 5, 4}, {8, 129, 3, 3}, window(1, 1, 1, 1)},
       {"table_7x7_fallback", {2, 9, 11, 10}, {12, 9, 7, 7}, window(2, 2, 3, 3)},
+      // The plain gathers with dilation, where the table cannot go: grad input at stride 2 with
+      // dilation 3 on the tiny tile, and on the 64x64 tile (40 input channels).
+      {"plain_c9_s2_d3", {2, 9, 13, 11}, {8, 9, 3, 3}, window(2, 2, 2, 2, 3)},
+      {"plain_c40_s2_d3", {1, 40, 12, 9}, {8, 40, 3, 3}, window(2, 2, 2, 1, 3)},
   };
   return all;
 }
