@@ -5,8 +5,11 @@
 // shapes of LeNet-5, ResNet-20, AlexNet and VGG-16 (CIFAR-sized inputs, batch 128; fp32 and
 // TF32). No Google Benchmark needed, so it builds on
 // the GPU machine; tools/gpu-check.sh runs it. Each row is the median of `--repeats` timings
-// (CUDA events on the current stream, after one warm-up call).
-//   exp_gpu_kernels [--repeats N] [--quick]     (--quick: small shapes, a smoke test)
+// (CUDA events on the current stream, after one warm-up call); a conv row times a CUDA graph of
+// many calls (per_call_ms), so launch latency does not set a floor under small layers.
+//   exp_gpu_kernels [--repeats N] [--quick] [--conv-only] [--nets lenet5,resnet20,...]
+//                   [--conv-calls N] [--table-ab] [--wgrad-sweep]
+//   (--quick: small shapes, a smoke test)
 // Without a GPU (or a CUDA build) it says so and exits 0.
 #include <algorithm>
 #include <cstdio>
@@ -22,7 +25,9 @@
 #if ECHELON_WITH_CUDA
 #include <echelon/cuda/check.h>
 #include <echelon/cuda/kernels/conv.h>
+#include <echelon/cuda/kernels/conv_gemm.h>
 #include <echelon/cuda/stream.h>
+#include <echelon/parallel/cuda_graph.h>
 #endif
 
 using namespace echelon;
@@ -226,9 +231,75 @@ struct ConvShape {
   int64_t pad;
 };
 
-// One row per shape and direction: milliseconds of our implicit GEMM (the default), our im2col +
-// GEMM and cuDNN (when built with it), and the time ratios implicit/cuDNN and implicit/im2col
-// (> 1: implicit slower).
+// Conv timing: `calls` back-to-back calls of one op captured as a CUDA graph (the training
+// step's machinery, parallel/cuda_graph.h), the graph replayed g_repeats times between two
+// events each: per-call time = the median replay / calls. A single call between two events (the
+// old rows) measured the host's launch latency as well: every small layer, cuDNN's too, sat on a
+// ~0.1 ms floor. calls is sized so a replay lasts about kConvReplayMs (g_conv_calls > 0 fixes
+// it). Should a capture fail, the same calls run eagerly back to back between the two events
+// (the row says which: 'g' graph, 'e' eager).
+int g_conv_calls = 0;
+constexpr double kConvReplayMs = 2.0;
+
+struct PerCall {
+  double ms;
+  int calls;
+  bool graph;
+};
+
+PerCall per_call_ms(const std::function<void()>& body) {
+  const cudaStream_t caller = cuda::current_stream(0);
+  body();  // warm-up: allocator, handles, cuDNN plan
+  cuda::Event start(true), stop(true);
+  int calls = g_conv_calls;
+  if (calls == 0) {  // from a first estimate, host overhead included (so calls err low)
+    start.record(caller);
+    for (int i = 0; i < 4; ++i) body();
+    stop.record(caller);
+    stop.synchronize();
+    const double estimate = std::max(start.elapsed_ms(stop) / 4.0, 1e-3);
+    calls = std::clamp(static_cast<int>(kConvReplayMs / estimate), 4, 64);
+  }
+  std::vector<double> ms;
+  parallel::CudaGraphStep graph(Device::cuda(0));
+  bool captured = false;
+  graph.enter(caller);
+  {
+    const cuda::StreamGuard on_graph(graph.stream(), 0);
+    try {
+      graph.capture([&] {
+        for (int i = 0; i < calls; ++i) body();
+      });
+      captured = true;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "exp_gpu_kernels: conv: capture failed, timing eagerly: %s\n", e.what());
+    }
+    const cudaStream_t s = graph.stream();
+    const auto queue = [&] {
+      if (captured)
+        graph.replay();
+      else
+        for (int i = 0; i < calls; ++i) body();
+    };
+    queue();  // warm-up replay
+    for (int r = 0; r < g_repeats; ++r) {
+      start.record(s);
+      queue();
+      stop.record(s);
+      stop.synchronize();
+      ms.push_back(start.elapsed_ms(stop) / calls);
+    }
+  }
+  graph.leave(caller);
+  ECH_CUDA_CHECK(cudaStreamSynchronize(caller));
+  std::sort(ms.begin(), ms.end());
+  return {ms[ms.size() / 2], calls, captured};
+}
+
+// One row per shape and direction: microseconds per call of our implicit GEMM (the default), our
+// im2col + GEMM and cuDNN (when built with it), the TFLOP/s of implicit and cuDNN (2*N*O*OH*OW*
+// C*KH*KW each direction), and the time ratios implicit/cuDNN and implicit/im2col (> 1:
+// implicit slower); last, the calls per replay of each column and g (graph) or e (eager).
 void conv_rows(const std::vector<ConvShape>& shapes, Precision precision) {
   struct Impl {
     const char* name;
@@ -241,8 +312,9 @@ void conv_rows(const std::vector<ConvShape>& shapes, Precision precision) {
   impls.push_back({"cuDNN", ops::ConvImpl::Cudnn, cuda::ConvAlgorithm::ImplicitGemm});
 #endif
   ops::set_float32_precision(precision);
-  std::printf("%-8s %-16s %-12s %-8s %9s %9s %9s %11s %12s   (%s; ms, median)\n", "net", "x", "w",
-              "dir", "implicit", "im2col", "cuDNN", "impl/cuDNN", "impl/im2col", name(precision));
+  std::printf("%-8s %-16s %-12s %-8s %9s %9s %9s %9s %10s %10s %11s  %s   (%s; us per call)\n",
+              "net", "x", "w", "dir", "implicit", "im2col", "cuDNN", "impl TF/s", "cuDNN TF/s",
+              "impl/cuDNN", "impl/im2col", "calls", name(precision));
   const auto dims = [](const Shape& sh) {
     std::string out;
     for (const int64_t d : sh) out += (out.empty() ? "" : "x") + std::to_string(d);
@@ -255,26 +327,98 @@ void conv_rows(const std::vector<ConvShape>& shapes, Precision precision) {
     const Tensor x = random_cuda(s.x, 10), w = random_cuda(s.w, 11);
     const Tensor bias = random_cuda({s.w[0]}, 12);
     const Tensor gy = random_cuda(ops::conv2d(x, w, bias, g).shape(), 13);
-    double t[3][3] = {};  // [impl][direction]
+    // (N, O, OH, OW) x C*KH*KW multiply-adds, the same in each direction
+    const double flop = 2.0 * static_cast<double>(gy.numel()) * s.w[1] * s.w[2] * s.w[3];
+    PerCall t[3][3] = {};  // [impl][direction]
     for (size_t i = 0; i < impls.size(); ++i) {
       ops::set_conv_impl(impls[i].impl);
       cuda::set_conv_algorithm(impls[i].algorithm);
-      t[i][0] = median_ms([&] { ops::conv2d(x, w, bias, g); });
-      t[i][1] = median_ms([&] { ops::conv2d_backward(gy, x, w, false, true, g, false); });
-      t[i][2] = median_ms([&] { ops::conv2d_backward(gy, x, w, false, false, g, true); });
+      t[i][0] = per_call_ms([&] { ops::conv2d(x, w, bias, g); });
+      t[i][1] = per_call_ms([&] { ops::conv2d_backward(gy, x, w, false, true, g, false); });
+      t[i][2] = per_call_ms([&] { ops::conv2d_backward(gy, x, w, false, false, g, true); });
     }
     ops::set_conv_impl(ops::ConvImpl::Ours);
     cuda::set_conv_algorithm(cuda::ConvAlgorithm::ImplicitGemm);
+    const auto tflops = [&](const PerCall& p) { return flop / (p.ms * 1e9); };
     for (int d = 0; d < 3; ++d) {
       const bool cudnn = impls.size() == 3;
-      std::printf("%-8s %-16s %-12s %-8s %9.3f %9.3f ", s.net, dims(s.x).c_str(), dims(s.w).c_str(),
-                  directions[d], t[0][d], t[1][d]);
+      std::printf("%-8s %-16s %-12s %-8s %9.1f %9.1f ", s.net, dims(s.x).c_str(), dims(s.w).c_str(),
+                  directions[d], t[0][d].ms * 1e3, t[1][d].ms * 1e3);
       if (cudnn)
-        std::printf("%9.3f %11.2f ", t[2][d], t[0][d] / t[2][d]);
+        std::printf("%9.1f %9.2f %10.2f %10.2f ", t[2][d].ms * 1e3, tflops(t[0][d]),
+                    tflops(t[2][d]), t[0][d].ms / t[2][d].ms);
       else
-        std::printf("%9s %11s ", "-", "-");
-      std::printf("%12.2f\n", t[0][d] / t[1][d]);
+        std::printf("%9s %9.2f %10s %10s ", "-", tflops(t[0][d]), "-", "-");
+      std::printf("%11.2f  ", t[0][d].ms / t[1][d].ms);
+      for (size_t i = 0; i < impls.size(); ++i)
+        std::printf("%s%d%c", i ? "/" : "", t[i][d].calls, t[i][d].graph ? 'g' : 'e');
+      std::printf("\n");
     }
+  }
+  ops::set_float32_precision(Precision::Fp32);
+}
+
+// The weight gradient's split-K, swept (fp32, implicit GEMM): per shape, the per-call time at
+// group counts 1, 2, 4, ... up to the largest the launcher allows, and the heuristic's pick
+// (cuda::set_conv_wgrad_split; the default restored after). A GPU tuning run, no peer.
+void wgrad_sweep_rows(const std::vector<ConvShape>& shapes) {
+  ops::set_conv_impl(ops::ConvImpl::Ours);
+  cuda::set_conv_algorithm(cuda::ConvAlgorithm::ImplicitGemm);
+  std::printf("== weight-gradient split-K sweep (fp32, implicit GEMM; us per call at G groups)\n");
+  for (const ConvShape& s : shapes) {
+    Conv2dGeometry g;
+    g.kernel_h = s.w[2], g.kernel_w = s.w[3], g.pad_h = g.pad_w = s.pad;
+    const Tensor x = random_cuda(s.x, 10), w = random_cuda(s.w, 11);
+    const Tensor gy = random_cuda(ops::conv2d(x, w, Tensor(), g).shape(), 13);
+    const Conv2dGeometry full = g.for_input(s.x[0], s.x[1], s.x[2], s.x[3], s.w[0]);
+    const int64_t picked = cuda::conv_wgrad_groups(full);
+    std::printf("%-8s C=%-4lld O=%-4lld %lldx%lld  heuristic G=%lld:", s.net,
+                static_cast<long long>(s.x[1]), static_cast<long long>(s.w[0]),
+                static_cast<long long>(s.x[2]), static_cast<long long>(s.x[3]),
+                static_cast<long long>(picked));
+    int64_t last = 0;
+    for (int64_t groups = 1; groups <= 4096; groups *= 2) {
+      cuda::set_conv_wgrad_split(0, groups);
+      const int64_t actual = cuda::conv_wgrad_groups(full);
+      if (actual == last) break;  // clamped: the launcher allows no more
+      last = actual;
+      const PerCall t = per_call_ms([&] { ops::conv2d_backward(gy, x, w, false, false, g, true); });
+      std::printf(" G=%lld %.1f", static_cast<long long>(actual), t.ms * 1e3);
+    }
+    cuda::set_conv_wgrad_split(0, 0);
+    std::printf("\n");
+  }
+}
+
+// The gather table of the tiny and narrow tiles (cuda::set_conv_gather_table), on vs off in the
+// same run: forward and grad input of the implicit GEMM, per call, for one precision. Bit-identical
+// results; only the time may differ (layers on the larger tiles: both columns the same kernel).
+void gather_table_rows(const std::vector<ConvShape>& shapes, Precision precision) {
+  ops::set_conv_impl(ops::ConvImpl::Ours);
+  cuda::set_conv_algorithm(cuda::ConvAlgorithm::ImplicitGemm);
+  ops::set_float32_precision(precision);
+  std::printf(
+      "== gather table on / off (%s, implicit GEMM; us per call; off/on > 1: table faster)\n",
+      name(precision));
+  for (const ConvShape& s : shapes) {
+    Conv2dGeometry g;
+    g.kernel_h = s.w[2], g.kernel_w = s.w[3], g.pad_h = g.pad_w = s.pad;
+    const Tensor x = random_cuda(s.x, 10), w = random_cuda(s.w, 11),
+                 bias = random_cuda({s.w[0]}, 12);
+    const Tensor gy = random_cuda(ops::conv2d(x, w, bias, g).shape(), 13);
+    double t[2][2];  // [off, on][fwd, bwd-data]
+    for (const bool on : {false, true}) {
+      cuda::set_conv_gather_table(on);
+      t[on][0] = per_call_ms([&] { ops::conv2d(x, w, bias, g); }).ms;
+      t[on][1] = per_call_ms([&] { ops::conv2d_backward(gy, x, w, false, true, g, false); }).ms;
+    }
+    cuda::set_conv_gather_table(true);
+    std::printf(
+        "%-8s C=%-4lld O=%-4lld %lldx%lld  fwd %8.1f / %8.1f  (%.2f)   bwd-data %8.1f / %8.1f  "
+        "(%.2f)\n",
+        s.net, static_cast<long long>(s.x[1]), static_cast<long long>(s.w[0]),
+        static_cast<long long>(s.x[2]), static_cast<long long>(s.x[3]), t[0][0] * 1e3,
+        t[1][0] * 1e3, t[0][0] / t[1][0], t[0][1] * 1e3, t[1][1] * 1e3, t[0][1] / t[1][1]);
   }
   ops::set_float32_precision(Precision::Fp32);
 }
@@ -301,14 +445,26 @@ std::vector<ConvShape> net_conv_shapes(int64_t batch) {
 #endif
 
 int main(int argc, char** argv) {
-  bool quick = false;
-  int repeats = 10;
+  bool quick = false, conv_only = false, wgrad_sweep = false, table_ab = false;
+  int repeats = 10, conv_calls = 0;
   CLI::App app{"GPU kernels: bandwidth vs a D2D copy, SGEMM vs cuBLAS, conv vs cuDNN (ratios)",
                "exp_gpu_kernels"};
   app.option_defaults()->always_capture_default();
   app.add_option("--repeats", repeats, "Timings per row, the median is kept")
       ->check(CLI::Range(1, 1000));
   app.add_flag("--quick", quick, "Small shapes: a smoke test, not a measurement");
+  app.add_flag("--conv-only", conv_only, "Only the convolution rows");
+  app.add_option("--conv-calls", conv_calls,
+                 "Conv calls per timed graph replay; 0: sized to ~2 ms a replay (--quick: 2)")
+      ->check(CLI::Range(0, 1000));
+  std::vector<std::string> nets;
+  app.add_option("--nets", nets, "Conv rows of these networks only (default: all)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"lenet5", "resnet20", "alexnet", "vgg16"}));
+  app.add_flag("--table-ab", table_ab,
+               "Also time the small tiles' gather table on vs off (fp32 and TF32)");
+  app.add_flag("--wgrad-sweep", wgrad_sweep,
+               "Also time the weight gradient (fp32, implicit) at split-K group counts 1, 2, 4...");
   echelon::bench::parse_args_or_exit(app, argc, argv);
 #if ECHELON_WITH_CUDA
   if (cuda::device_count() == 0) {
@@ -316,26 +472,38 @@ int main(int argc, char** argv) {
     return 0;
   }
   g_repeats = repeats;
+  g_conv_calls = conv_calls == 0 && quick ? 2 : conv_calls;
   try {
-    std::printf("== bandwidth (GB/s, bytes read + written; ratio to a D2D copy)\n");
-    bandwidth_rows(quick ? int64_t{1} << 16 : int64_t{1} << 26, quick ? 64 : 1024);
-    const std::vector<int64_t> gemm_sizes =
-        quick ? std::vector<int64_t>{128} : std::vector<int64_t>{1024, 2048, 4096};
-    std::printf("== SGEMM (square; fp32, then TF32 and bf16 tensor cores)\n");
-    gemm_rows(gemm_sizes, Precision::Fp32);
-    gemm_rows(gemm_sizes, Precision::Tf32);
-    gemm_rows(gemm_sizes, Precision::Bf16);
+    if (!conv_only) {
+      std::printf("== bandwidth (GB/s, bytes read + written; ratio to a D2D copy)\n");
+      bandwidth_rows(quick ? int64_t{1} << 16 : int64_t{1} << 26, quick ? 64 : 1024);
+      const std::vector<int64_t> gemm_sizes =
+          quick ? std::vector<int64_t>{128} : std::vector<int64_t>{1024, 2048, 4096};
+      std::printf("== SGEMM (square; fp32, then TF32 and bf16 tensor cores)\n");
+      gemm_rows(gemm_sizes, Precision::Fp32);
+      gemm_rows(gemm_sizes, Precision::Tf32);
+      gemm_rows(gemm_sizes, Precision::Bf16);
+    }
     // bf16: cuDNN's fp32 convolutions have no bf16 mode, so its column is TF32 tensor-op math.
     std::printf("== convolution, batch %d (fp32, then TF32, then bf16)\n", quick ? 2 : 128);
-    conv_rows(net_conv_shapes(quick ? 2 : 128), Precision::Fp32);
-    conv_rows(net_conv_shapes(quick ? 2 : 128), Precision::Tf32);
-    conv_rows(net_conv_shapes(quick ? 2 : 128), Precision::Bf16);
+    std::vector<ConvShape> shapes;  // --nets: the named networks' shapes only
+    for (const ConvShape& shape : net_conv_shapes(quick ? 2 : 128))
+      if (nets.empty() || std::find(nets.begin(), nets.end(), shape.net) != nets.end())
+        shapes.push_back(shape);
+    conv_rows(shapes, Precision::Fp32);
+    conv_rows(shapes, Precision::Tf32);
+    conv_rows(shapes, Precision::Bf16);
+    if (table_ab) {
+      gather_table_rows(shapes, Precision::Fp32);
+      gather_table_rows(shapes, Precision::Tf32);
+    }
+    if (wgrad_sweep) wgrad_sweep_rows(shapes);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "exp_gpu_kernels: %s\n", e.what());
     return 1;
   }
 #else
-  (void)quick, (void)repeats;
+  (void)quick, (void)repeats, (void)conv_only, (void)conv_calls, (void)wgrad_sweep, (void)table_ab;
   std::printf("exp_gpu_kernels: built without CUDA: nothing measured\n");
 #endif
   return 0;

@@ -17,19 +17,24 @@
 //                block z sums k-slices [z * per_group, (z + 1) * per_group) in registers, then
 //                the groups' partials are added in group order by sum_groups (deterministic)
 // Tile shapes by problem size: M (the output channels, or the input channels for grad input) up
-// to 16 gets the 16x256 TinyTile, up to 32 the 32x128 NarrowTile; the FMA kernel takes the 128x128
-// tile when the problem still fills the GPU with it; else 64x64. Index math is 32-bit (ConvIndex);
-// conv.cu sends larger convolutions (conv_gemm_fits) and the input gradient of < 8 input channels
-// to im2col + GEMM.
+// to 16 gets the 16x256 TinyTile, up to 32 the 32x128 NarrowTile (their forward and grad input
+// gather through a per-block table of decoded k: "the gather table" below); the FMA kernel takes
+// the 128x128 tile when the problem still fills the GPU with it; else 64x64. Index math is
+// 32-bit (ConvIndex); conv.cu sends larger convolutions (conv_gemm_fits) and the input gradient
+// of < 8 input channels to im2col + GEMM.
 // CPU twin: the naive convolution in tensor/cpu/conv.cpp (forward, grad input, grad weight).
 // tests/gpu/conv_gpu_test.cpp compares these kernels with ops::conv2d on the CPU, whose fast path
 // is itself parity-tested against that twin (tests/cpu).
 #include <echelon/cuda/kernels/conv_gemm.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
+#include <string_view>
 #include <type_traits>
+#include <utility>
 
 #include <echelon/base/error.h>
 #include <echelon/cuda/kernels/matmul.h>
@@ -121,15 +126,50 @@ __device__ __forceinline__ float gather_grad_out(const ConvIndex& g, const float
   return grad_out[((n * g.o + o) * g.out_h + oh) * g.out_w + ow];
 }
 
+// ---- the gather table (forward and grad input of the 16- and 32-row tiles) -------------------
+// The gathers above divide by the kernel and output sizes per element. With a table, a block
+// decodes each k of the im2col operand, (c, ki, kj) or (o, ki, kj), once into shared memory:
+// {offset delta, tap = ki*KW + kj}. The column is a thread's own: these passes stage op(B)
+// n-fastest, so a thread's column n0 + tid % kN is the same in every slice (gemm_tile.cuh,
+// Part::fetch) and is decoded once per thread into a base offset and a bit mask of the taps
+// that land inside the input (grad input: on a grad_out position). The gather is then a shared
+// load, a shift, an add and a load: the same element, or zero, as gather_input /
+// gather_grad_out, so the sums and the results are bit-identical.
+// Forward entries:     off = c*H*W + ki*dh*W + kj*dw            (x; base: img*C*H*W + h0*W + w0)
+// Grad input entries:  off = o*OH*OW - ki*(dh/sh)*OW - kj*(dw/sw) (grad_out; needs dh % sh == 0
+//                      and dw % sw == 0, so that the position is linear in (ki, kj))
+// Offsets add in unsigned arithmetic (wrapping, no overflow): only in-range sums are loaded.
+// The grad weight has none: its im2col operand is k-fastest (a thread's (c, ki, kj) columns
+// are fixed, its pixel changes per slice), and a table there cost 30 registers or spills
+// (tools/cuda-resources.py; bench/RESULTS.md, conv23).
+constexpr int kTableK = 1152;  // table entries: K = C*KH*KW up to 128 * 3 * 3 (9 KiB)
+constexpr int kNoTap = 31;     // the tap of the entries past K: never a bit of a mask
+constexpr int kMaxTableTaps = 31;
+
+struct alignas(8) TableEntry {  // one 8-byte shared load
+  int off;
+  int tap;  // ki*KW + kj; kNoTap past K
+};
+
+template <typename T, ConvPass P>
+constexpr bool has_table() {  // the Tiny and Narrow tiles (fp32 and bf16)
+  return T::kM <= NarrowTile::kM && P != ConvPass::BackwardWeight;
+}
+
 // The operand loader (cuda/kernels/gemm_tile.cuh) and the store of one pass. a_src / b_src:
 // forward w / x, grad input w / grad_out, grad weight grad_out / x. The tile's int64 (m, n, k)
-// are bounds-checked first, then narrowed.
-template <ConvPass P>
+// are bounds-checked first, then narrowed. kTable: the loader may gather through the table
+// (when `table` is set; see above).
+template <ConvPass P, bool kTable = false>
 struct ConvOperands {
   ConvIndex g;
   const float* a_src;
   const float* b_src;
   bool relu;  // forward only: the store clamps at zero (a runtime flag: no extra instantiations)
+  const TableEntry* table = nullptr;  // shared; null: the plain gathers
+  unsigned col_base = 0;              // forward, grad input: this thread's column's base offset
+  unsigned col_mask = 0;              // ... and its taps inside (0 past N)
+  int64_t col = 0;                    // ... and its n (the emulation build's check)
 
   __device__ bool a_k_fastest() const { return true; }  // w rows; grad_out's (n, o) planes
   __device__ bool b_k_fastest() const { return P == ConvPass::BackwardWeight; }  // cols^T
@@ -167,6 +207,15 @@ struct ConvOperands {
   }
 
   __device__ float b(int64_t k_wide, int64_t n_wide) const {
+    if constexpr (kTable) {
+      if (table) {  // n_wide is this thread's column (checked in the emulation build)
+#if ECHELON_CUDA_SIM
+        if (n_wide != col) __trap();
+#endif
+        const TableEntry e = table[k_wide];  // k < K rounded up to slices: past K, kNoTap
+        return (col_mask >> e.tap) & 1u ? b_src[col_base + static_cast<unsigned>(e.off)] : 0.0f;
+      }
+    }
     if (k_wide >= g.K || n_wide >= g.N) return 0.0f;
     const int k = static_cast<int>(k_wide), n = static_cast<int>(n_wide);
     if constexpr (P == ConvPass::BackwardData)
@@ -193,12 +242,64 @@ struct ConvOperands {
   }
 };
 
+// Fills entries [0, entries) of the block's table (see "the gather table"); kNoTap from K on.
+// Every thread calls it; a barrier must follow.
+template <ConvPass P>
+__device__ void fill_table(const ConvIndex& g, TableEntry* table, int entries) {
+  for (int k = static_cast<int>(threadIdx.x); k < entries; k += kThreads) {
+    if (k >= g.K) {
+      table[k] = {0, kNoTap};
+      continue;
+    }
+    const int t = k % g.taps, ki = t / g.kernel_w, kj = t % g.kernel_w, outer = k / g.taps;
+    if constexpr (P == ConvPass::BackwardData)  // outer = o
+      table[k] = {outer * g.plane - ki * (g.dilation_h / g.stride_h) * g.out_w -
+                      kj * (g.dilation_w / g.stride_w),
+                  t};
+    else  // outer = c
+      table[k] = {outer * g.pixels + ki * g.dilation_h * g.w + kj * g.dilation_w, t};
+  }
+}
+
+// Forward and grad input: column n's base offset and its mask of taps that land inside (bit
+// ki*KW + kj); 0 past N.
+template <ConvPass P>
+__device__ void decode_column(const ConvIndex& g, int n, unsigned& base, unsigned& mask) {
+  base = 0, mask = 0;
+  if (n >= g.N) return;
+  if constexpr (P == ConvPass::Forward) {
+    const int q = n % g.plane;
+    const int h0 = (q / g.out_w) * g.stride_h - g.pad_h, w0 = (q % g.out_w) * g.stride_w - g.pad_w;
+    base = static_cast<unsigned>((n / g.plane) * g.c * g.pixels) +
+           static_cast<unsigned>(h0 * g.w + w0);
+    for (int ki = 0; ki < g.kernel_h; ++ki)
+      for (int kj = 0; kj < g.kernel_w; ++kj) {
+        const int h = h0 + ki * g.dilation_h, w = w0 + kj * g.dilation_w;
+        if (h >= 0 && h < g.h && w >= 0 && w < g.w) mask |= 1u << (ki * g.kernel_w + kj);
+      }
+  } else {  // grad input: pixel (h, w) receives tap (ki, kj) from (oh_b - ki*dh/sh, ow_b - ...)
+    const int p = n % g.pixels, hs = p / g.w + g.pad_h, ws = p % g.w + g.pad_w;
+    if (hs % g.stride_h != 0 || ws % g.stride_w != 0) return;  // no tap: dh, dw multiples of s
+    const int oh_b = hs / g.stride_h, ow_b = ws / g.stride_w;
+    base = static_cast<unsigned>((n / g.pixels) * g.o * g.plane) +
+           static_cast<unsigned>(oh_b * g.out_w + ow_b);
+    for (int ki = 0; ki < g.kernel_h; ++ki)
+      for (int kj = 0; kj < g.kernel_w; ++kj) {
+        const int oh = oh_b - ki * (g.dilation_h / g.stride_h);
+        const int ow = ow_b - kj * (g.dilation_w / g.stride_w);
+        if (oh >= 0 && oh < g.out_h && ow >= 0 && ow < g.out_w)
+          mask |= 1u << (ki * g.kernel_w + kj);
+      }
+  }
+}
+
 // Resident blocks per SM an instantiation asks ptxas to fit (__launch_bounds__'s minimum, which
 // caps registers at 65536 / (256 * it), rounded down to 8): raised only where
 // tools/cuda-resources.py showed the cap costs no spill, each from 2 or 3 blocks to one more (or
 // from 1 to 2). 0 leaves registers to ptxas; 1 is not the same: it lets ptxas take up to 255.
 // A hypothesis for the GPU to confirm (more resident blocks hide latency, but the cp.async ring
-// already does): bench/RESULTS.md, section gpu8.
+// already does): bench/RESULTS.md, section gpu8. The gather table (conv23) freed the registers
+// for two more: the tiny TF32 forward (106 -> 80) and the narrow fp32 grad input (75 -> 64).
 template <typename T, ConvPass P, bool kMma>
 constexpr int conv_min_blocks() {
   constexpr bool fwd = P == ConvPass::Forward, data = P == ConvPass::BackwardData;
@@ -208,9 +309,9 @@ constexpr int conv_min_blocks() {
   else if constexpr (std::is_same_v<T, SmallTile>)
     return data ? 4 : 0;  // 79-80 -> 64
   else if constexpr (std::is_same_v<T, NarrowTile>)
-    return kMma && !fwd ? 4 : 0;  // 76-92 -> 64
+    return data || (kMma && weight) ? 4 : 0;  // 75-92 -> 64
   else if constexpr (std::is_same_v<T, TinyTile>)
-    return weight || (fwd && !kMma) ? 3 : 0;  // 100-128 -> 80
+    return weight || fwd ? 3 : 0;  // 80-128 -> 80
   else if constexpr (std::is_same_v<T, Bf16SmallTile>)
     return data ? 3 : 0;  // 112 -> 80
   else if constexpr (std::is_same_v<T, Bf16NarrowTile>)
@@ -227,13 +328,28 @@ template <typename T, ConvPass P, bool kMma>
 __global__ void __launch_bounds__(kThreads, (conv_min_blocks<T, P, kMma>()))
     conv_gemm_kernel(Conv2dGeometry geometry, const float* __restrict__ a_src,
                      const float* __restrict__ b_src, const float* __restrict__ bias,
-                     float* __restrict__ out, int64_t per_group, bool relu) {
-  const ConvOperands<P> ops{ConvIndex(geometry, gemm_shape(P, geometry)), a_src, b_src, relu};
+                     float* __restrict__ out, int64_t per_group, bool relu, bool use_table) {
+  ConvOperands<P, has_table<T, P>()> ops{ConvIndex(geometry, gemm_shape(P, geometry)), a_src, b_src,
+                                         relu};
   const int64_t m0 = static_cast<int64_t>(blockIdx.y) * T::kM;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::kN;
   const int64_t k_slices = (ops.g.K + T::kK - 1) / T::kK;
   const int64_t first = static_cast<int64_t>(blockIdx.z) * per_group;
   const int64_t slices = max(int64_t{0}, min(k_slices, first + per_group) - first);
+  (void)use_table;  // the grad weight and the larger tiles have no table
+  if constexpr (has_table<T, P>()) {
+    // The launcher decides (table_fits); use_table is the same for every block.
+    __shared__ TableEntry table[kTableK];
+    if (use_table) {
+      static_assert(kThreads % T::kN == 0, "a thread's op(B) column must be fixed (Part::fetch)");
+      fill_table<P>(ops.g, table, static_cast<int>(k_slices) * T::kK);
+      ops.table = table;
+      ops.col = n0 + static_cast<int>(threadIdx.x) % T::kN;
+      decode_column<P>(ops.g, static_cast<int>(min(ops.col, int64_t{INT_MAX})), ops.col_base,
+                       ops.col_mask);
+      __syncthreads();  // the table is filled before the first slice's gathers
+    }
+  }
   const auto locate = [&](int64_t s, auto&& f) { f(ops, (first + s) * T::kK); };
   const Staging st = staging_of<T>(ops);
   const auto store = [&](int64_t m, int64_t n, float v) { ops.store(out, bias, m, n, v); };
@@ -305,6 +421,32 @@ int64_t slice_depth() {
   return float32_precision() == Precision::Bf16 ? Bf16SmallTile::kK : SmallTile::kK;
 }
 
+std::atomic<bool>& gather_table_flag() {
+  static std::atomic<bool> flag = [] {
+    const char* v = std::getenv("ECHELON_CONV_GATHER_TABLE");
+    return v == nullptr || std::string_view(v) != "0";
+  }();
+  return flag;
+}
+
+// Whether the gather table takes pass P of this convolution (the Tiny and Narrow tiles only).
+bool table_fits(ConvPass pass, const Conv2dGeometry& g, const GemmShape& s) {
+  if (!gather_table_flag().load(std::memory_order_relaxed)) return false;
+  const bool taps = g.kernel_h * g.kernel_w <= kMaxTableTaps;
+  const bool k_fits = ceil_div(s.K, 16) * 16 <= kTableK;  // rounded to the deepest k-slice
+  const int64_t reach_h = (g.kernel_h - 1) * g.dilation_h,
+                reach_w = (g.kernel_w - 1) * g.dilation_w;
+  switch (pass) {
+    case ConvPass::Forward:  // the entries' offsets must fit an int
+      return taps && k_fits && g.c * g.h * g.w + reach_h * g.w + reach_w < INT_MAX;
+    case ConvPass::BackwardData:  // the grad_out position must be linear in (ki, kj)
+      return taps && k_fits && g.dilation_h % g.stride_h == 0 && g.dilation_w % g.stride_w == 0 &&
+             g.o * g.out_h * g.out_w + reach_h * g.out_w + reach_w < INT_MAX;
+    default:
+      return false;
+  }
+}
+
 template <typename T, ConvPass P, bool kMma>
 void launch_on(const char* op, const Conv2dGeometry& g, const GemmShape& s, const float* a_src,
                const float* b_src, const float* bias, float* out, int64_t groups, int64_t per_group,
@@ -319,8 +461,9 @@ void launch_on(const char* op, const Conv2dGeometry& g, const GemmShape& s, cons
                                       : std::is_same_v<typename T::Elem, float>
                                           ? "conv_gemm_kernel (tf32)"
                                           : "conv_gemm_kernel (bf16)";
+  const bool use_table = has_table<T, P>() && table_fits(P, g, s);
   ECH_LAUNCH_NAMED(name, grid, kThreads, 0, stream, conv_gemm_kernel<T, P, kMma>)
-  (g, a_src, b_src, bias, out, per_group, relu);
+  (g, a_src, b_src, bias, out, per_group, relu, use_table);
   ECH_CUDA_CHECK_LAUNCH(op);
 }
 
@@ -365,6 +508,24 @@ void launch_conv_gemm(const char* op, const Conv2dGeometry& g, const float* a_sr
   }
 }
 
+// The weight gradient's split-K knobs (conv_gemm.h, set_conv_wgrad_split): the blocks the
+// heuristic aims for, and a fixed group count (0: the heuristic).
+int64_t env_int(const char* name, int64_t fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::strtoll(v, nullptr, 10) : fallback;
+}
+std::atomic<int64_t>& wgrad_fill_blocks() {
+  static std::atomic<int64_t> blocks = [] {
+    const int64_t b = env_int("ECHELON_CONV_WGRAD_FILL", kFillBlocks);
+    return b > 0 ? b : kFillBlocks;
+  }();
+  return blocks;
+}
+std::atomic<int64_t>& wgrad_groups() {
+  static std::atomic<int64_t> groups{std::max<int64_t>(env_int("ECHELON_CONV_WGRAD_GROUPS", 0), 0)};
+  return groups;
+}
+
 int64_t tiles_for(const GemmShape& s) {
   switch (pick_tile(s, float32_precision())) {  // the bf16 tiles have the fp32 ones' shapes
     case TileChoice::Tiny:
@@ -378,7 +539,33 @@ int64_t tiles_for(const GemmShape& s) {
   }
 }
 
+// Split-K groups of the weight gradient and k-slices per group: enough (tiles x groups) blocks
+// to reach the fill target, each group at least kMinSlicesPerGroup k-slices, at most
+// kPartialBudget bytes of partials; or the fixed count, within the same bounds. No group empty.
+std::pair<int64_t, int64_t> split_k(const GemmShape& s) {
+  const int64_t k_slices = ceil_div(s.K, slice_depth());
+  const int64_t by_budget =
+      std::max<int64_t>(static_cast<int64_t>(kPartialBudget / sizeof(float)) / (s.M * s.N), 1);
+  const int64_t fixed = wgrad_groups().load(std::memory_order_relaxed);
+  const int64_t wanted =
+      fixed > 0 ? fixed
+                : ceil_div(wgrad_fill_blocks().load(std::memory_order_relaxed), tiles_for(s));
+  const int64_t most = std::min({ceil_div(k_slices, kMinSlicesPerGroup), by_budget, kMaxGridZ});
+  int64_t groups = std::clamp<int64_t>(wanted, 1, std::max<int64_t>(most, 1));
+  const int64_t per_group = std::max<int64_t>(ceil_div(k_slices, groups), 1);
+  groups = std::max<int64_t>(ceil_div(k_slices, per_group), 1);  // none empty
+  return {groups, per_group};
+}
+
 }  // namespace
+
+void set_conv_gather_table(bool on) {
+  gather_table_flag().store(on, std::memory_order_relaxed);
+}
+
+bool conv_gather_table() {
+  return gather_table_flag().load(std::memory_order_relaxed);
+}
 
 bool conv_gemm_fits(const Conv2dGeometry& a) {
   const int64_t most = std::max(
@@ -409,20 +596,21 @@ void conv2d_backward_input_implicit(const Conv2dGeometry& a, const float* grad_o
                                            stream);
 }
 
+void set_conv_wgrad_split(int64_t fill_blocks, int64_t groups) {
+  wgrad_fill_blocks().store(fill_blocks > 0 ? fill_blocks : kFillBlocks);
+  wgrad_groups().store(std::max<int64_t>(groups, 0));
+}
+
+int64_t conv_wgrad_groups(const Conv2dGeometry& a) {
+  const GemmShape s = gemm_shape(ConvPass::BackwardWeight, a);
+  return s.M * s.N == 0 ? 1 : split_k(s).first;
+}
+
 void conv2d_backward_weight_implicit(const Conv2dGeometry& a, const float* grad_out, const float* x,
                                      float* grad_w, cudaStream_t stream) {
   const GemmShape s = gemm_shape(ConvPass::BackwardWeight, a);
   if (s.M * s.N == 0) return;
-  const int64_t k_slices = ceil_div(s.K, slice_depth());
-  // Split-K groups: enough (tiles x groups) blocks to fill the GPU, each group at least
-  // kMinSlicesPerGroup k-slices, at most kPartialBudget bytes of partials.
-  const int64_t by_budget =
-      std::max<int64_t>(static_cast<int64_t>(kPartialBudget / sizeof(float)) / (s.M * s.N), 1);
-  const int64_t wanted = ceil_div(kFillBlocks, tiles_for(s));
-  const int64_t most = std::min({ceil_div(k_slices, kMinSlicesPerGroup), by_budget, kMaxGridZ});
-  int64_t groups = std::clamp<int64_t>(wanted, 1, std::max<int64_t>(most, 1));
-  const int64_t per_group = std::max<int64_t>(ceil_div(k_slices, groups), 1);
-  groups = std::max<int64_t>(ceil_div(k_slices, per_group), 1);  // none empty
+  const auto [groups, per_group] = split_k(s);
   const char* op = "conv2d_backward_weight (implicit GEMM)";
   if (groups == 1) {  // K = 0 too: the kernel then writes zeros
     launch_conv_gemm<ConvPass::BackwardWeight>(op, a, grad_out, x, nullptr, grad_w, 1, per_group,

@@ -15,6 +15,22 @@ namespace echelon::cuda {
 // operand (x, w, y) must have fewer than 2^31 elements; larger ones take the columns path.
 bool conv_gemm_fits(const Conv2dGeometry& a);
 
+// The gather table of the 16- and 32-row tiles (conv_gemm.cu, "the gather table"): on by
+// default, off when the environment sets ECHELON_CONV_GATHER_TABLE=0; the same results either
+// way (bit-identical), so this is only an A/B switch for timing and tests. Process-wide.
+void set_conv_gather_table(bool on);
+bool conv_gather_table();
+
+// The weight gradient's split-K (conv_gemm.cu, split_k), a tuning knob for GPU sweeps: by
+// default as many groups as bring (tiles x groups) blocks to fill_blocks (264: two per SM of an
+// H200; 4 in the emulation build), each group >= 4 k-slices and <= 64 MiB of partials in all;
+// groups > 0 asks for that count instead (within the same bounds). Results depend on the grouping
+// (the partials' order of addition), deterministically. Defaults from ECHELON_CONV_WGRAD_FILL and
+// ECHELON_CONV_WGRAD_GROUPS; fill_blocks <= 0 restores the default. Process-wide.
+void set_conv_wgrad_split(int64_t fill_blocks, int64_t groups);
+// The group count conv2d_backward_weight_implicit would use now (for reports).
+int64_t conv_wgrad_groups(const Conv2dGeometry& a);
+
 // y (N, O, OH, OW) = conv(x (N, C, H, W), w (O, C, KH, KW)) + bias (O); bias may be null.
 // relu: y = ReLU(that), clamped in the GEMM's store (no pass over y).
 void conv2d_forward_implicit(const Conv2dGeometry& a, const float* x, const float* w,

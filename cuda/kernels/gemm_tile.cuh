@@ -147,7 +147,9 @@ struct Part {
     k = k_fast ? c % (K / kVec) * kVec : c / (D / kVec);
   }
 
-  // Registers <- the slice at (d0, k0), for Scalar and Vector operands.
+  // Registers <- the slice at (d0, k0), for Scalar and Vector operands. A Scalar operand that
+  // is not k-fastest reads d = threadIdx.x % D in every slice when kThreads % D == 0: the
+  // conv's gather table (conv_gemm.cu) decodes that column once per thread and relies on it.
   template <typename Get, typename Span>
   __device__ __forceinline__ void fetch(Load load, bool k_fast, Get get, Span span, int64_t d0,
                                         int64_t k0) {

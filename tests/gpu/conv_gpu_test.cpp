@@ -3,7 +3,8 @@
 // reach each tile (16x256 tiny for <= 16 rows, 32x128 narrow for <= 32, 64x64, 128x128) and the
 // float4 operand loads (weights' rows, grad_out's planes), the split-K weight gradient, the
 // columns fallback of the input gradient (< 8 input channels), stride,
-// padding, dilation, rectangular kernels, batch 1, C = 1 and sizes that are no tile multiple.
+// padding, dilation, rectangular kernels, batch 1, C = 1 and sizes that are no tile multiple;
+// the small tiles' gather table (and its fallbacks), also against the plain gathers bit for bit.
 // Under TF32 (bf16) the reference is the fp32 twin on TF32- (bf16-) rounded inputs (as
 // tests/gpu/tf32_gpu_test: the kernels' operands are the tensors' own values or padding zeros,
 // rounded in the fragments, or for bf16 when staged in shared memory).
@@ -11,6 +12,7 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <echelon/cuda/kernels/conv.h>
@@ -88,6 +90,23 @@ const std::vector<Case>& cases() {
       // 16x256 tiny tile in every direction (ResNet-20's first stage), and the narrow tile.
       {"c16_o16_vector (ResNet-20)", {2, 16, 8, 8}, {16, 16, 3, 3}, window(1, 1, 1, 1)},
       {"c8_o24_vector", {2, 8, 6, 6}, {24, 8, 3, 3}, window(1, 1, 1, 1)},
+      // The gather table of the tiny and narrow tiles (conv_gemm.cu): C = 1, stride 2, padding;
+      // 16 / 17 / 32 / 33 channels at the tiles' row boundaries; dilation, and stride 3 with
+      // dilation 3 (the grad input's table needs dilation % stride == 0; stride 2 without
+      // dilation takes the plain gather); grad weight over several column tiles (R = 288,
+      // 297: the table's n0 > 0); K = 129*9 past the table's 1152 entries and 7x7's 49 taps
+      // (forward and grad input fall back); odd sizes throughout.
+      {"table_c1_o16_s2_p2", {3, 1, 15, 13}, {16, 1, 5, 5}, window(2, 2, 2, 2)},
+      {"table_c16_o17_d2", {2, 16, 9, 11}, {17, 16, 3, 3}, window(1, 1, 2, 2, 2)},
+      {"table_c32_o32_s2", {2, 32, 9, 7}, {32, 32, 3, 3}, window(2, 2, 1, 1)},
+      {"table_c33_o16_s1x2", {2, 33, 7, 5}, {16, 33, 3, 3}, window(1, 2, 1, 0)},
+      {"table_c17_o6_s3_d3", {2, 17, 13, 12}, {6, 17, 3, 2}, window(3, 3, 2, 1, 3)},
+      {"table_k1161_fallback", {1, 129, 5, 4}, {8, 129, 3, 3}, window(1, 1, 1, 1)},
+      {"table_7x7_fallback", {2, 9, 11, 10}, {12, 9, 7, 7}, window(2, 2, 3, 3)},
+      // The plain gathers with dilation, where the table cannot go: grad input at stride 2 with
+      // dilation 3 on the tiny tile, and on the 64x64 tile (40 input channels).
+      {"plain_c9_s2_d3", {2, 9, 13, 11}, {8, 9, 3, 3}, window(2, 2, 2, 2, 3)},
+      {"plain_c40_s2_d3", {1, 40, 12, 9}, {8, 40, 3, 3}, window(2, 2, 2, 1, 3)},
   };
   return all;
 }
@@ -156,6 +175,55 @@ TEST_SUITE("conv_gpu") {
     check_against_cpu(cuda::ConvAlgorithm::Im2colGemm, Precision::Fp32);
     check_against_cpu(cuda::ConvAlgorithm::Im2colGemm, Precision::Tf32);
     check_against_cpu(cuda::ConvAlgorithm::Im2colGemm, Precision::Bf16);
+  }
+
+  TEST_CASE("the gather table gives the plain gathers' results bit for bit") {
+    // The same sums in the same order: every output of every case equal to the last bit, table
+    // on (the default) and off, under each precision (the bf16 tiles have tables too).
+    REQUIRE(cuda::conv_gather_table());
+    for (const Precision precision : {Precision::Fp32, Precision::Tf32, Precision::Bf16})
+      for (const Case& c : cases()) {
+        ConvScope scope(cuda::ConvAlgorithm::ImplicitGemm, precision);
+        const Results with = run(c, Device::cuda(0), Precision::Fp32);
+        cuda::set_conv_gather_table(false);
+        const Results without = run(c, Device::cuda(0), Precision::Fp32);
+        cuda::set_conv_gather_table(true);
+        const auto same = [&](const Tensor& a, const Tensor& b, const char* direction) {
+          const std::vector<float> u = a.to_vector<float>(), v = b.to_vector<float>();
+          CHECK_MESSAGE((u.size() == v.size() &&
+                         std::memcmp(u.data(), v.data(), u.size() * sizeof(float)) == 0),
+                        c.name, " ", name(precision), " ", direction);
+        };
+        same(with.y, without.y, "forward");
+        same(with.y_relu, without.y_relu, "forward + ReLU");
+        same(with.grad_input, without.grad_input, "grad input");
+        same(with.grad_weight, without.grad_weight, "grad weight");
+      }
+  }
+
+  TEST_CASE("the weight gradient's split-K knob: forced group counts, clamped, match the twin") {
+    // C = 1, 16 filters 5x5 at stride 2 over 3 images of 15x13: K = 3*8*7 = 168, 21 k-slices,
+    // so at most ceil(21 / 4) = 6 groups of >= 4 slices (fp32).
+    const Case& c = cases()[11];
+    REQUIRE(std::string(c.name) == "table_c1_o16_s2_p2");
+    Conv2dGeometry g = c.window;
+    g.kernel_h = c.w[2], g.kernel_w = c.w[3];
+    const Conv2dGeometry full = g.for_input(c.x[0], c.x[1], c.x[2], c.x[3], c.w[0]);
+    const int64_t heuristic = cuda::conv_wgrad_groups(full);
+    const Results want = run(c, Device::cpu(), Precision::Fp32);
+    // Not a structured binding: clang 14 cannot capture one in CHECK_MESSAGE.
+    for (const auto& ask :
+         std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {2, 2}, {3, 3}, {6, 6}, {100, 6}}) {
+      const int64_t asked = ask.first, expected = ask.second;
+      cuda::set_conv_wgrad_split(0, asked);
+      CHECK(cuda::conv_wgrad_groups(full) == expected);
+      const Results got = run(c, Device::cuda(0), Precision::Fp32);
+      const parity::Comparison cmp =
+          parity::compare(got.grad_weight, want.grad_weight, {5e-4, 1e-4});
+      CHECK_MESSAGE(cmp.ok, "groups ", expected, ": ", cmp.summary());
+    }
+    cuda::set_conv_wgrad_split(0, 0);
+    CHECK(cuda::conv_wgrad_groups(full) == heuristic);
   }
 
   TEST_CASE("implicit GEMM is the default and the split-K weight gradient is bitwise repeatable") {
