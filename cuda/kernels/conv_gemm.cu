@@ -392,6 +392,17 @@ __global__ void sum_groups_kernel(const float* partial, int64_t groups, int64_t 
 constexpr int64_t kMaxGridY = 65535, kMaxGridZ = 65535;
 constexpr int64_t kMinSlicesPerGroup = 4;  // a split-K group's work must outweigh its partial
 constexpr size_t kPartialBudget = size_t{64} << 20;
+// The weight gradient's fill target, and the k-slices a group keeps at least when the heuristic
+// goes past kFillBlocks towards it. Measured on the H200 in session 23 (bench/RESULTS.md, "the
+// weight-gradient split-K sweep"): VGG-16's and AlexNet's deep layers ran 1.2-1.5x faster at
+// 1,000-2,300 blocks than at kFillBlocks' 264, while thinner groups (32 slices) made ResNet-20's
+// 64-channel layer 15% and the one-tile layers 4% slower: at 64 slices those keep their old split.
+// The emulation keeps kFillBlocks, so test-sized problems split as before.
+#if ECHELON_CUDA_SIM
+constexpr int64_t kWgradFillBlocks = kFillBlocks, kWgradDeepSlices = 1;
+#else
+constexpr int64_t kWgradFillBlocks = 2048, kWgradDeepSlices = 64;
+#endif
 
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
@@ -516,8 +527,8 @@ int64_t env_int(const char* name, int64_t fallback) {
 }
 std::atomic<int64_t>& wgrad_fill_blocks() {
   static std::atomic<int64_t> blocks = [] {
-    const int64_t b = env_int("ECHELON_CONV_WGRAD_FILL", kFillBlocks);
-    return b > 0 ? b : kFillBlocks;
+    const int64_t b = env_int("ECHELON_CONV_WGRAD_FILL", kWgradFillBlocks);
+    return b > 0 ? b : kWgradFillBlocks;
   }();
   return blocks;
 }
@@ -540,16 +551,19 @@ int64_t tiles_for(const GemmShape& s) {
 }
 
 // Split-K groups of the weight gradient and k-slices per group: enough (tiles x groups) blocks
-// to reach the fill target, each group at least kMinSlicesPerGroup k-slices, at most
+// to reach kFillBlocks, and more towards the fill target while each group keeps
+// kWgradDeepSlices k-slices; at least kMinSlicesPerGroup k-slices a group and at most
 // kPartialBudget bytes of partials; or the fixed count, within the same bounds. No group empty.
 std::pair<int64_t, int64_t> split_k(const GemmShape& s) {
   const int64_t k_slices = ceil_div(s.K, slice_depth());
   const int64_t by_budget =
       std::max<int64_t>(static_cast<int64_t>(kPartialBudget / sizeof(float)) / (s.M * s.N), 1);
   const int64_t fixed = wgrad_groups().load(std::memory_order_relaxed);
-  const int64_t wanted =
-      fixed > 0 ? fixed
-                : ceil_div(wgrad_fill_blocks().load(std::memory_order_relaxed), tiles_for(s));
+  const int64_t tiles = tiles_for(s);
+  const int64_t deep =
+      std::min(ceil_div(wgrad_fill_blocks().load(std::memory_order_relaxed), tiles),
+               ceil_div(k_slices, kWgradDeepSlices));
+  const int64_t wanted = fixed > 0 ? fixed : std::max(ceil_div(kFillBlocks, tiles), deep);
   const int64_t most = std::min({ceil_div(k_slices, kMinSlicesPerGroup), by_budget, kMaxGridZ});
   int64_t groups = std::clamp<int64_t>(wanted, 1, std::max<int64_t>(most, 1));
   const int64_t per_group = std::max<int64_t>(ceil_div(k_slices, groups), 1);
@@ -597,7 +611,7 @@ void conv2d_backward_input_implicit(const Conv2dGeometry& a, const float* grad_o
 }
 
 void set_conv_wgrad_split(int64_t fill_blocks, int64_t groups) {
-  wgrad_fill_blocks().store(fill_blocks > 0 ? fill_blocks : kFillBlocks);
+  wgrad_fill_blocks().store(fill_blocks > 0 ? fill_blocks : kWgradFillBlocks);
   wgrad_groups().store(std::max<int64_t>(groups, 0));
 }
 

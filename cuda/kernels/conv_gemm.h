@@ -22,8 +22,9 @@ void set_conv_gather_table(bool on);
 bool conv_gather_table();
 
 // The weight gradient's split-K (conv_gemm.cu, split_k), a tuning knob for GPU sweeps: by
-// default as many groups as bring (tiles x groups) blocks to fill_blocks (264: two per SM of an
-// H200; 4 in the emulation build), each group >= 4 k-slices and <= 64 MiB of partials in all;
+// default as many groups as bring (tiles x groups) blocks to 264 (two per SM of an H200; 4 in
+// the emulation build), and more, up to fill_blocks (2048; 4 in the emulation build), while
+// each group keeps >= 64 k-slices; each group >= 4 k-slices and <= 64 MiB of partials in all;
 // groups > 0 asks for that count instead (within the same bounds). Results depend on the grouping
 // (the partials' order of addition), deterministically. Defaults from ECHELON_CONV_WGRAD_FILL and
 // ECHELON_CONV_WGRAD_GROUPS; fill_blocks <= 0 restores the default. Process-wide.
