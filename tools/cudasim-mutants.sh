@@ -44,7 +44,6 @@ mutants=(
   "gemm-async-wrong-stage|gemm_tile.cuh|'if (async) issue(s + kStages - 1, cur == 0 ? kStages - 1 : cur - 1);'|'if (async) issue(s + kStages - 1, cur);'"
   "gemm-vector-piece-index|gemm_tile.cuh|'k_fast ? c / (K / kVec) : c % (D / kVec) * kVec;'|'k_fast ? c / (K / kVec) : c % (D / kVec);'"
   "norm-divergent-barrier|norm.cu|'  if (threadIdx.x == 0) *shared = total;\n  __syncthreads();'|'  if (threadIdx.x == 0) {\n    *shared = total;\n    __syncthreads();\n  }'"
-  "norm-missing-barrier|norm.cu|'*shared = total;\n  __syncthreads();\n  const double result'|'*shared = total;\n  const double result'"
   "im2col-missing-bounds-check|im2col.cu|'h >= 0 && h < g.h && w >= 0 && w < g.w'|'h >= 0 && h < g.h && w >= 0'"
   "elementwise-vector-tail|elementwise.cu|'for (int64_t i = n_vec * kVec + grid_start(); i < n;'|'for (int64_t i = n_vec * kVec + 1 + grid_start(); i < n;'"
   "norm-skip-last-chunk|norm.cu|'for (int k = lane; k < chunks; k += kWarp)\n    merge_stats'|'for (int k = lane; k < chunks - 1; k += kWarp)\n    merge_stats'"
