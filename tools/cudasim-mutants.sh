@@ -71,13 +71,13 @@ mutants=(
   "reduce-row-warp-step|reduce.cu|'u += kWarp * kUnroll) {'|'u += kWarp * (kUnroll - 1)) {'"
   "reduce-row-vec-condition|reduce.cu|'std::is_same_v<T, float> && inner % kVec == 0 &&'|'std::is_same_v<T, float> &&'"
   "gemm-tile-narrow-b-loads|gemm_tile.cuh|'  Part<T::kN, T::kK> b;\n'|'  Part<T::kM, T::kK> b;\n'"
-  "conv-implicit-pad-bound|conv_gemm.cu|'h >= 0 && h < g.h && w >= 0 && w < g.w ?'|'h >= 0 && h < g.h && w >= 0 ?'"
-  "conv-implicit-stride-gather|conv_gemm.cu|'if (oh_scaled % g.stride_h != 0'|'if (oh_scaled % g.stride_h == 99'"
-  "conv-implicit-dilation-gather|conv_gemm.cu|'g.pad_h - ki * g.dilation_h;'|'g.pad_h - ki;'"
+  "conv-implicit-pad-bound|conv_operands.cuh|'h >= 0 && h < g.h && w >= 0 && w < g.w ?'|'h >= 0 && h < g.h && w >= 0 ?'"
+  "conv-implicit-stride-gather|conv_operands.cuh|'if (oh_scaled % g.stride_h != 0'|'if (oh_scaled % g.stride_h == 99'"
+  "conv-implicit-dilation-gather|conv_operands.cuh|'g.pad_h - ki * g.dilation_h;'|'g.pad_h - ki;'"
   "conv-implicit-splitk-last-slice|conv_gemm.cu|'min(k_slices, first + per_group) - first'|'min(k_slices - 1, first + per_group) - first'"
-  "conv-implicit-store-channels|conv_gemm.cu|'out[((n / plane) * g.o + m) * plane'|'out[((n / plane) * g.c + m) * plane'"
-  "conv-implicit-bias-epilogue|conv_gemm.cu|'v + (bias ? bias[m] : 0.0f)'|'v + (bias && m > 0 ? bias[m] : 0.0f)'"
-  "conv-implicit-data-weight-index|conv_gemm.cu|'a_src[((k / taps) * g.c + m) * taps + k % taps]'|'a_src[((k / taps) * g.c + m) * taps]'"
+  "conv-implicit-store-channels|conv_operands.cuh|'out[((n / plane) * g.o + m) * plane'|'out[((n / plane) * g.c + m) * plane'"
+  "conv-implicit-bias-epilogue|conv_operands.cuh|'v + (bias ? bias[m] : 0.0f)'|'v + (bias && m > 0 ? bias[m] : 0.0f)'"
+  "conv-implicit-data-weight-index|conv_operands.cuh|'a_src[((k / taps) * g.c + m) * taps + k % taps]'|'a_src[((k / taps) * g.c + m) * taps]'"
 )
 # The orders and grid caps of the ctest entries (tests/cudasim/CMakeLists.txt). Reverse with a
 # grid cap first: it catches the races and grid-stride bugs that forward misses, and every

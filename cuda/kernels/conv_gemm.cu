@@ -18,10 +18,10 @@
 //                the groups' partials are added in group order by sum_groups (deterministic)
 // Tile shapes by problem size: M (the output channels, or the input channels for grad input) up
 // to 16 gets the 16x256 TinyTile, up to 32 the 32x128 NarrowTile (their forward and grad input
-// gather through a per-block table of decoded k: "the gather table" below); the FMA kernel takes
-// the 128x128 tile when the problem still fills the GPU with it; else 64x64. Index math is
-// 32-bit (ConvIndex); conv.cu sends larger convolutions (conv_gemm_fits) and the input gradient
-// of < 8 input channels to im2col + GEMM.
+// gather through a per-block table of decoded k: "the gather table" in conv_operands.cuh, with
+// the gathers and the operand loader); the FMA kernel takes the 128x128 tile when the problem
+// still fills the GPU with it; else 64x64. Index math is 32-bit (ConvIndex); conv.cu sends larger
+// convolutions (conv_gemm_fits) and the input gradient of < 8 input channels to im2col + GEMM.
 // CPU twin: the naive convolution in tensor/cpu/conv.cpp (forward, grad input, grad weight).
 // tests/gpu/conv_gpu_test.cpp compares these kernels with ops::conv2d on the CPU, whose fast path
 // is itself parity-tested against that twin (tests/cpu).
@@ -41,257 +41,16 @@
 #include <echelon/cuda/launch.h>
 #include <echelon/cuda/kernels/channels.cuh>
 
+#include "conv_operands.cuh"
 #include "gemm_tile.cuh"
 
 namespace echelon::cuda {
 namespace {
 
 using namespace tile;
-
-enum class ConvPass { Forward, BackwardData, BackwardWeight };
-
-struct GemmShape {
-  int64_t M, N, K;
-};
-
-__host__ __device__ inline GemmShape gemm_shape(ConvPass pass, const Conv2dGeometry& g) {
-  const int64_t taps = g.kernel_h * g.kernel_w, plane = g.out_h * g.out_w;
-  switch (pass) {
-    case ConvPass::Forward:
-      return {g.o, g.n * plane, g.c * taps};
-    case ConvPass::BackwardData:
-      return {g.c, g.n * g.h * g.w, g.o * taps};
-    default:
-      return {g.o, g.c * taps, g.n * plane};
-  }
-}
+using namespace conv_gemm_detail;
 
 // ---- kernels -----------------------------------------------------------------------------------
-
-// The geometry in 32-bit ints for the kernels' index math (64-bit division costs several times
-// more instructions on a GPU, and the gathers divide per element): conv_gemm_fits (the
-// launchers' caller checks it) keeps every operand below 2^31 elements, so every offset fits.
-struct ConvIndex {
-  int n, c, h, w, o, out_h, out_w;
-  int kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
-  int taps, plane, pixels;  // kernel_h*kernel_w, out_h*out_w, h*w
-  int M, N, K;              // the pass's GEMM shape
-
-  __device__ ConvIndex(const Conv2dGeometry& a, const GemmShape& s)
-      : n(static_cast<int>(a.n)),
-        c(static_cast<int>(a.c)),
-        h(static_cast<int>(a.h)),
-        w(static_cast<int>(a.w)),
-        o(static_cast<int>(a.o)),
-        out_h(static_cast<int>(a.out_h)),
-        out_w(static_cast<int>(a.out_w)),
-        kernel_h(static_cast<int>(a.kernel_h)),
-        kernel_w(static_cast<int>(a.kernel_w)),
-        stride_h(static_cast<int>(a.stride_h)),
-        stride_w(static_cast<int>(a.stride_w)),
-        pad_h(static_cast<int>(a.pad_h)),
-        pad_w(static_cast<int>(a.pad_w)),
-        dilation_h(static_cast<int>(a.dilation_h)),
-        dilation_w(static_cast<int>(a.dilation_w)),
-        taps(kernel_h * kernel_w),
-        plane(out_h * out_w),
-        pixels(h * w),
-        M(static_cast<int>(s.M)),
-        N(static_cast<int>(s.N)),
-        K(static_cast<int>(s.K)) {}
-};
-
-// cols(r, q) of image n: x (n, c, oh*sh - ph + ki*dh, ow*sw - pw + kj*dw) for r = (c, ki, kj),
-// q = (oh, ow); zero in the padding.
-__device__ __forceinline__ float gather_input(const ConvIndex& g, const float* x, int n, int r,
-                                              int q) {
-  const int kj = r % g.kernel_w, ki = (r / g.kernel_w) % g.kernel_h, c = r / g.taps;
-  const int h = (q / g.out_w) * g.stride_h - g.pad_h + ki * g.dilation_h;
-  const int w = (q % g.out_w) * g.stride_w - g.pad_w + kj * g.dilation_w;
-  return h >= 0 && h < g.h && w >= 0 && w < g.w ? x[((n * g.c + c) * g.h + h) * g.w + w] : 0.0f;
-}
-
-// What input pixel p = (h, w) of image n receives through tap t = (o, ki, kj): grad_out
-// (n, o, oh, ow) where oh*sh - ph + ki*dh = h and ow*sw - pw + kj*dw = w; zero when no such
-// output position exists.
-__device__ __forceinline__ float gather_grad_out(const ConvIndex& g, const float* grad_out, int n,
-                                                 int t, int p) {
-  const int kj = t % g.kernel_w, ki = (t / g.kernel_w) % g.kernel_h, o = t / g.taps;
-  const int oh_scaled = p / g.w + g.pad_h - ki * g.dilation_h;
-  const int ow_scaled = p % g.w + g.pad_w - kj * g.dilation_w;
-  if (oh_scaled < 0 || ow_scaled < 0) return 0.0f;
-  if (oh_scaled % g.stride_h != 0 || ow_scaled % g.stride_w != 0) return 0.0f;
-  const int oh = oh_scaled / g.stride_h, ow = ow_scaled / g.stride_w;
-  if (oh >= g.out_h || ow >= g.out_w) return 0.0f;
-  return grad_out[((n * g.o + o) * g.out_h + oh) * g.out_w + ow];
-}
-
-// ---- the gather table (forward and grad input of the 16- and 32-row tiles) -------------------
-// The gathers above divide by the kernel and output sizes per element. With a table, a block
-// decodes each k of the im2col operand, (c, ki, kj) or (o, ki, kj), once into shared memory:
-// {offset delta, tap = ki*KW + kj}. The column is a thread's own: these passes stage op(B)
-// n-fastest, so a thread's column n0 + tid % kN is the same in every slice (gemm_tile.cuh,
-// Part::fetch) and is decoded once per thread into a base offset and a bit mask of the taps
-// that land inside the input (grad input: on a grad_out position). The gather is then a shared
-// load, a shift, an add and a load: the same element, or zero, as gather_input /
-// gather_grad_out, so the sums and the results are bit-identical.
-// Forward entries:     off = c*H*W + ki*dh*W + kj*dw            (x; base: img*C*H*W + h0*W + w0)
-// Grad input entries:  off = o*OH*OW - ki*(dh/sh)*OW - kj*(dw/sw) (grad_out; needs dh % sh == 0
-//                      and dw % sw == 0, so that the position is linear in (ki, kj))
-// Offsets add in unsigned arithmetic (wrapping, no overflow): only in-range sums are loaded.
-// The grad weight has none: its im2col operand is k-fastest (a thread's (c, ki, kj) columns
-// are fixed, its pixel changes per slice), and a table there cost 30 registers or spills
-// (tools/cuda-resources.py; bench/RESULTS.md, conv23).
-constexpr int kTableK = 1152;  // table entries: K = C*KH*KW up to 128 * 3 * 3 (9 KiB)
-constexpr int kNoTap = 31;     // the tap of the entries past K: never a bit of a mask
-constexpr int kMaxTableTaps = 31;
-
-struct alignas(8) TableEntry {  // one 8-byte shared load
-  int off;
-  int tap;  // ki*KW + kj; kNoTap past K
-};
-
-template <typename T, ConvPass P>
-constexpr bool has_table() {  // the Tiny and Narrow tiles (fp32 and bf16)
-  return T::kM <= NarrowTile::kM && P != ConvPass::BackwardWeight;
-}
-
-// The operand loader (cuda/kernels/gemm_tile.cuh) and the store of one pass. a_src / b_src:
-// forward w / x, grad input w / grad_out, grad weight grad_out / x. The tile's int64 (m, n, k)
-// are bounds-checked first, then narrowed. kTable: the loader may gather through the table
-// (when `table` is set; see above).
-template <ConvPass P, bool kTable = false>
-struct ConvOperands {
-  ConvIndex g;
-  const float* a_src;
-  const float* b_src;
-  bool relu;  // forward only: the store clamps at zero (a runtime flag: no extra instantiations)
-  const TableEntry* table = nullptr;  // shared; null: the plain gathers
-  unsigned col_base = 0;              // forward, grad input: this thread's column's base offset
-  unsigned col_mask = 0;              // ... and its taps inside (0 past N)
-  int64_t col = 0;                    // ... and its n (the emulation build's check)
-
-  __device__ bool a_k_fastest() const { return true; }  // w rows; grad_out's (n, o) planes
-  __device__ bool b_k_fastest() const { return P == ConvPass::BackwardWeight; }  // cols^T
-  // 16-byte runs along k: w's rows (forward) when R is a multiple of 4; grad_out's planes (grad
-  // weight) when OH*OW is (a run then never crosses an image). The gathers have none.
-  __device__ bool a_vector() const {
-    const bool aligned = reinterpret_cast<uintptr_t>(a_src) % (kVec * sizeof(float)) == 0;
-    if constexpr (P == ConvPass::Forward) return aligned && g.K % kVec == 0;
-    if constexpr (P == ConvPass::BackwardWeight) return aligned && g.plane % kVec == 0;
-    return false;
-  }
-  __device__ bool b_vector() const { return false; }
-  // A run of 4 from (m, k); only for a_vector() passes, where k0 and K are multiples of 4.
-  __device__ int a_span(int64_t m_wide, int64_t k_wide, const float*& p) const {
-    p = a_src;
-    if (m_wide >= g.M || k_wide >= g.K) return 0;
-    const int m = static_cast<int>(m_wide), k = static_cast<int>(k_wide), plane = g.plane;
-    p = P == ConvPass::Forward ? a_src + m * g.K + k
-                               : a_src + ((k / plane) * g.o + m) * plane + k % plane;
-    return kVec;
-  }
-  __device__ int b_span(int64_t, int64_t, const float*& p) const {
-    p = b_src;
-    return 0;  // never called: b_vector() is false
-  }
-
-  __device__ float a(int64_t m_wide, int64_t k_wide) const {
-    if (m_wide >= g.M || k_wide >= g.K) return 0.0f;
-    const int m = static_cast<int>(m_wide), k = static_cast<int>(k_wide);
-    if constexpr (P == ConvPass::Forward) return a_src[m * g.K + k];
-    const int taps = g.taps, plane = g.plane;
-    if constexpr (P == ConvPass::BackwardData)  // w (o, m, tap) for k = (o, tap)
-      return a_src[((k / taps) * g.c + m) * taps + k % taps];
-    return a_src[((k / plane) * g.o + m) * plane + k % plane];  // grad_out (n, m, q), k = (n, q)
-  }
-
-  __device__ float b(int64_t k_wide, int64_t n_wide) const {
-    if constexpr (kTable) {
-      if (table) {  // n_wide is this thread's column (checked in the emulation build)
-#if ECHELON_CUDA_SIM
-        if (n_wide != col) __trap();
-#endif
-        const TableEntry e = table[k_wide];  // k < K rounded up to slices: past K, kNoTap
-        return (col_mask >> e.tap) & 1u ? b_src[col_base + static_cast<unsigned>(e.off)] : 0.0f;
-      }
-    }
-    if (k_wide >= g.K || n_wide >= g.N) return 0.0f;
-    const int k = static_cast<int>(k_wide), n = static_cast<int>(n_wide);
-    if constexpr (P == ConvPass::BackwardData)
-      return gather_grad_out(g, b_src, n / g.pixels, k, n % g.pixels);
-    if constexpr (P == ConvPass::Forward)
-      return gather_input(g, b_src, n / g.plane, k, n % g.plane);
-    return gather_input(g, b_src, k / g.plane, n, k % g.plane);
-  }
-
-  // C(m, n) = v (+ bias[m], then ReLU'd with relu, in the forward); grad weight writes its
-  // group's partial (or grad_w). The clamp is `r > 0 ? r : 0`, the ReLU twin's, NaN -> 0 included.
-  __device__ void store(float* out, const float* bias, int64_t m_wide, int64_t n_wide,
-                        float v) const {
-    if (m_wide >= g.M || n_wide >= g.N) return;
-    const int m = static_cast<int>(m_wide), n = static_cast<int>(n_wide), plane = g.plane;
-    if constexpr (P == ConvPass::Forward) {
-      const float r = v + (bias ? bias[m] : 0.0f);
-      out[((n / plane) * g.o + m) * plane + n % plane] = !relu || r > 0.0f ? r : 0.0f;
-    } else if constexpr (P == ConvPass::BackwardData) {
-      out[((n / g.pixels) * g.c + m) * g.pixels + n % g.pixels] = v;
-    } else {  // the partials of all groups may pass 2^31 elements
-      out[static_cast<int64_t>(blockIdx.z) * g.M * g.N + m * g.N + n] = v;
-    }
-  }
-};
-
-// Fills entries [0, entries) of the block's table (see "the gather table"); kNoTap from K on.
-// Every thread calls it; a barrier must follow.
-template <ConvPass P>
-__device__ void fill_table(const ConvIndex& g, TableEntry* table, int entries) {
-  for (int k = static_cast<int>(threadIdx.x); k < entries; k += kThreads) {
-    if (k >= g.K) {
-      table[k] = {0, kNoTap};
-      continue;
-    }
-    const int t = k % g.taps, ki = t / g.kernel_w, kj = t % g.kernel_w, outer = k / g.taps;
-    if constexpr (P == ConvPass::BackwardData)  // outer = o
-      table[k] = {outer * g.plane - ki * (g.dilation_h / g.stride_h) * g.out_w -
-                      kj * (g.dilation_w / g.stride_w),
-                  t};
-    else  // outer = c
-      table[k] = {outer * g.pixels + ki * g.dilation_h * g.w + kj * g.dilation_w, t};
-  }
-}
-
-// Forward and grad input: column n's base offset and its mask of taps that land inside (bit
-// ki*KW + kj); 0 past N.
-template <ConvPass P>
-__device__ void decode_column(const ConvIndex& g, int n, unsigned& base, unsigned& mask) {
-  base = 0, mask = 0;
-  if (n >= g.N) return;
-  if constexpr (P == ConvPass::Forward) {
-    const int q = n % g.plane;
-    const int h0 = (q / g.out_w) * g.stride_h - g.pad_h, w0 = (q % g.out_w) * g.stride_w - g.pad_w;
-    base = static_cast<unsigned>((n / g.plane) * g.c * g.pixels) +
-           static_cast<unsigned>(h0 * g.w + w0);
-    for (int ki = 0; ki < g.kernel_h; ++ki)
-      for (int kj = 0; kj < g.kernel_w; ++kj) {
-        const int h = h0 + ki * g.dilation_h, w = w0 + kj * g.dilation_w;
-        if (h >= 0 && h < g.h && w >= 0 && w < g.w) mask |= 1u << (ki * g.kernel_w + kj);
-      }
-  } else {  // grad input: pixel (h, w) receives tap (ki, kj) from (oh_b - ki*dh/sh, ow_b - ...)
-    const int p = n % g.pixels, hs = p / g.w + g.pad_h, ws = p % g.w + g.pad_w;
-    if (hs % g.stride_h != 0 || ws % g.stride_w != 0) return;  // no tap: dh, dw multiples of s
-    const int oh_b = hs / g.stride_h, ow_b = ws / g.stride_w;
-    base = static_cast<unsigned>((n / g.pixels) * g.o * g.plane) +
-           static_cast<unsigned>(oh_b * g.out_w + ow_b);
-    for (int ki = 0; ki < g.kernel_h; ++ki)
-      for (int kj = 0; kj < g.kernel_w; ++kj) {
-        const int oh = oh_b - ki * (g.dilation_h / g.stride_h);
-        const int ow = ow_b - kj * (g.dilation_w / g.stride_w);
-        if (oh >= 0 && oh < g.out_h && ow >= 0 && ow < g.out_w)
-          mask |= 1u << (ki * g.kernel_w + kj);
-      }
-  }
-}
 
 // Resident blocks per SM an instantiation asks ptxas to fit (__launch_bounds__'s minimum, which
 // caps registers at 65536 / (256 * it), rounded down to 8): raised only where
