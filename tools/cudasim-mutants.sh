@@ -43,7 +43,8 @@ mutants=(
   "gemm-async-missing-wait|gemm_tile.cuh|'    if (async) __pipeline_wait_prior(kStages - 2);  // this thread\'s copies of slice s landed\n'|''"
   "gemm-async-wrong-stage|gemm_tile.cuh|'if (async) issue(s + kStages - 1, cur == 0 ? kStages - 1 : cur - 1);'|'if (async) issue(s + kStages - 1, cur);'"
   "gemm-vector-piece-index|gemm_tile.cuh|'k_fast ? c / (K / kVec) : c % (D / kVec) * kVec;'|'k_fast ? c / (K / kVec) : c % (D / kVec);'"
-  "norm-divergent-barrier|norm.cu|'  if (threadIdx.x == 0) *shared = total;\n  __syncthreads();'|'  if (threadIdx.x == 0) {\n    *shared = total;\n    __syncthreads();\n  }'"
+  "norm-divergent-barrier|norm.cu|'  __syncthreads();  // the second reduction reuses temp'|'  if (threadIdx.x == 0) __syncthreads();'"
+  "norm-missing-reuse-barrier|norm.cu|'  __syncthreads();  // the second reduction reuses temp'|''"
   "im2col-missing-bounds-check|im2col.cu|'h >= 0 && h < g.h && w >= 0 && w < g.w'|'h >= 0 && h < g.h && w >= 0'"
   "elementwise-vector-tail|elementwise.cu|'for (int64_t i = n_vec * kVec + grid_start(); i < n;'|'for (int64_t i = n_vec * kVec + 1 + grid_start(); i < n;'"
   "norm-skip-last-chunk|norm.cu|'for (int k = lane; k < chunks; k += kWarp)\n    merge_stats'|'for (int k = lane; k < chunks - 1; k += kWarp)\n    merge_stats'"
@@ -137,7 +138,7 @@ if [ "${CUDASIM_MUTANTS_BASELINE_PASSED:-0}" != 1 ] && [ -n "$(run_orders)" ]; t
 fi
 
 survivors=0
-table="$(printf '%-30s %-12s %-10s %s' mutant file verdict 'first failing order / why')"
+table="$(printf '%-30s %-17s %-10s %s' mutant file verdict 'first failing order / why')"
 for m in "${mutants[@]}"; do
   IFS='|' read -r name file before after <<<"$m"
   if [ -n "${CUDASIM_MUTANTS:-}" ] && [[ ",$CUDASIM_MUTANTS," != *",$name,"* ]]; then continue; fi
@@ -168,7 +169,7 @@ EOF
     fi
   fi
   cp "$root/cuda/kernels/$file" "$kernels/$file"
-  line="$(printf '%-30s %-12s %-10s %s (%ds)' "$name" "$file" "$verdict" "$why" $((SECONDS - t0)))"
+  line="$(printf '%-30s %-17s %-10s %s (%ds)' "$name" "$file" "$verdict" "$why" $((SECONDS - t0)))"
   echo "$line"
   table+=$'\n'"$line"
 done

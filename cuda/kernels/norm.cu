@@ -39,14 +39,13 @@ using BlockSum = cub::BlockReduce<double, kBlock>;
 constexpr int kWarp = 32;
 constexpr unsigned kFullMask = 0xffffffffu;
 
-// Sum over the block, visible to every thread (temp is reused, hence the barriers).
-__device__ double block_sum(double value, BlockSum::TempStorage& temp, double* shared) {
-  const double total = BlockSum(temp).Sum(value);
-  if (threadIdx.x == 0) *shared = total;
-  __syncthreads();
-  const double result = *shared;
-  __syncthreads();
-  return result;
+// The block's sums of a and b, valid in thread 0 only (CUB's contract): the callers write their
+// partials from thread 0, so nothing is broadcast.
+__device__ void block_sums(double a, double b, BlockSum::TempStorage& temp, double& sum_a,
+                           double& sum_b) {
+  sum_a = BlockSum(temp).Sum(a);
+  __syncthreads();  // the second reduction reuses temp
+  sum_b = BlockSum(temp).Sum(b);
 }
 
 // Pass 1: partial (C, chunks) of {count, mean, centred sum of squares} over each chunk.
@@ -55,7 +54,6 @@ __global__ void __launch_bounds__(kBlock)
     batch_norm_stats_kernel(NormArgs a, ChannelChunks cc, const float* x, double* partial) {
   using V = ChannelVec<W>;
   __shared__ BlockSum::TempStorage temp;
-  __shared__ double shared;
   const int64_t c = blockIdx.y, begin = chunk_begin(cc), end = chunk_end(cc);
   const double shift = x[channel_offset(a, c, begin)];  // one address: a broadcast load
   double sum = 0.0, squares = 0.0;
@@ -76,8 +74,8 @@ __global__ void __launch_bounds__(kBlock)
                      }
                });
   const double count = static_cast<double>(end - begin);
-  const double total = block_sum(sum, temp, &shared);
-  const double total_squares = block_sum(squares, temp, &shared);
+  double total, total_squares;
+  block_sums(sum, squares, temp, total, total_squares);
   if (threadIdx.x == 0) {
     double* p = partial + (c * cc.chunks + blockIdx.x) * 3;
     p[0] = count, p[1] = shift + total / count;
@@ -202,7 +200,6 @@ __global__ void __launch_bounds__(kBlock)
                                     const float* save_invstd, float* masked, double* partial) {
   using V = ChannelVec<W>;
   __shared__ BlockSum::TempStorage temp;
-  __shared__ double shared;
   const int64_t c = blockIdx.y;
   const double mean = save_mean[c], invstd = save_invstd[c];
   double acc_dy = 0.0, acc_dy_xhat = 0.0;
@@ -230,8 +227,8 @@ __global__ void __launch_bounds__(kBlock)
                      if (relu_out) V::store(masked, at[k], dy[k]);
                    }
                });
-  const double sum_dy = block_sum(acc_dy, temp, &shared);
-  const double sum_dy_xhat = block_sum(acc_dy_xhat, temp, &shared);
+  double sum_dy, sum_dy_xhat;
+  block_sums(acc_dy, acc_dy_xhat, temp, sum_dy, sum_dy_xhat);
   if (threadIdx.x == 0) {
     double* p = partial + (c * cc.chunks + blockIdx.x) * 2;
     p[0] = sum_dy, p[1] = sum_dy_xhat;
