@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <deque>
 #include <filesystem>
+#include <future>
 #include <iostream>
 
 #include <echelon/app/checkpoint.h>
@@ -89,6 +90,7 @@ class TrainingRun {
   ScopedRunSettings settings_;
   const Clock::time_point wall_start_ = Clock::now();
   const Device device_;
+  std::future<void> device_warm_;  // the device's context, created while the data loads
   const std::string dir_;
   const DataBundle data_;
   const WorkersChoice workers_;  // --workers resolved (auto: by the training split)
@@ -117,11 +119,13 @@ TrainingRun::TrainingRun(const TrainOptions& options, std::ostream& out,
       out_(out),
       settings_(options),
       device_(resolve_device(options.device)),
+      device_warm_(warm_up_device(device_)),
       dir_(!options.primary      ? ""
            : options.out.empty() ? options.resume
                                  : options.out),
       data_(load_data(options)),
       workers_(resolve_workers(options.workers, data_.train.get(), options.echo, device_)) {
+  device_warm_.get();
   build_model(factory);
   schedule_ = make_schedule(options_);
   trace_ = engine_->trace_recorder();

@@ -48,6 +48,11 @@ void set_device(int index) {
   ECH_CUDA_CHECK(cudaSetDevice(index));
 }
 
+void create_context(int index) {
+  set_device(index);
+  ECH_CUDA_CHECK(cudaFree(nullptr));  // the documented way to force the context into existence
+}
+
 DeviceGuard::DeviceGuard(int index) : previous_(current_device()) {
   if (index != previous_) set_device(index);
 }

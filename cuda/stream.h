@@ -15,6 +15,9 @@ int device_count();  // 0 when the driver or GPU is missing (never throws)
 bool enable_peer_access(int device, int peer);
 int current_device();
 void set_device(int index);
+// Creates device `index`'s primary context now, on the calling thread (whose current device it
+// becomes): the first CUDA call that needs a context would otherwise pay for it.
+void create_context(int index);
 
 // Makes `index` current for a scope and restores the previous device.
 class DeviceGuard {

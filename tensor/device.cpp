@@ -43,4 +43,14 @@ bool cuda_available() {
   return cuda_device_count() > 0;
 }
 
+std::future<void> warm_up_device(Device device) {
+#if ECHELON_WITH_CUDA
+  if (device.is_cuda())
+    return std::async(std::launch::async, [index = device.index] { cuda::create_context(index); });
+#endif
+  std::promise<void> nothing_to_do;
+  nothing_to_do.set_value();
+  return nothing_to_do.get_future();
+}
+
 }  // namespace echelon

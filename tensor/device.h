@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <future>
 #include <ostream>
 #include <string>
 
@@ -28,5 +29,10 @@ std::ostream& operator<<(std::ostream& out, const Device& device);
 // Number of usable CUDA devices; 0 in a CPU-only build or when the driver/GPU is missing.
 int cuda_device_count();
 bool cuda_available();
+
+// Starts creating `device`'s CUDA context on a thread of its own (a ready future for the CPU).
+// Creating one takes a noticeable part of a short run's start-up (driver, memory mappings), time
+// the run can spend reading its data meanwhile. get() waits for it and rethrows its error.
+std::future<void> warm_up_device(Device device);
 
 }  // namespace echelon

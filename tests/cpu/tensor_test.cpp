@@ -1,8 +1,10 @@
 // Tensor core: factories, metadata, views and strides, copies, casts, dtype/device/shape helpers.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -184,6 +186,15 @@ TEST_SUITE("tensor") {
     CHECK_THROWS_WITH_AS(random_tensor({2}, 1).to(Device::cuda()), doctest::Contains(expected),
                          Error);
     CHECK_FALSE(cuda_available());
+#if ECHELON_WITH_CUDA
+    CHECK_THROWS_WITH_AS(warm_up_device(Device::cuda(0)).get(), doctest::Contains(expected), Error);
+#endif
+  }
+
+  TEST_CASE("warming up the CPU has nothing to do: the future is ready at once") {
+    std::future<void> warm = warm_up_device(Device::cpu());
+    CHECK(warm.wait_for(std::chrono::seconds(0)) == std::future_status::ready);
+    warm.get();
   }
 
   TEST_CASE("dtype, device and shape helpers") {

@@ -254,6 +254,12 @@ TEST_SUITE("stream_gpu") {
     }
     CHECK(cuda::current_stream(0) == nullptr);
     CHECK_THROWS_AS(cuda::set_device(cuda::device_count() + 3), Error);
+    // The context is created on a thread of its own: this thread's current device stays.
+    const int current = cuda::current_device();
+    warm_up_device(Device::cuda(0)).get();
+    CHECK(cuda::current_device() == current);
+    CHECK_THROWS_WITH_AS(warm_up_device(Device::cuda(cuda::device_count() + 3)).get(),
+                         doctest::Contains("does not exist"), Error);
     try {
       ECH_CUDA_CHECK(cudaSetDevice(12345));
       FAIL("cudaSetDevice(12345) succeeded");
