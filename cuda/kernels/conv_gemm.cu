@@ -42,6 +42,7 @@
 #include <echelon/cuda/kernels/channels.cuh>
 
 #include "conv_operands.cuh"
+#include "fma_tile.cuh"
 #include "gemm_tile.cuh"
 
 namespace echelon::cuda {
@@ -65,6 +66,8 @@ constexpr int conv_min_blocks() {
   constexpr bool weight = P == ConvPass::BackwardWeight;
   if constexpr (std::is_same_v<T, LargeTile>)
     return weight ? 2 : 0;  // 155 -> 128 registers
+  else if constexpr (std::is_same_v<T, LargeWarpTile>)
+    return weight ? 2 : 0;  // 128, no spill; the gathers' passes spill 56-104 bytes at 128
   else if constexpr (std::is_same_v<T, SmallTile>)
     return data ? 4 : 0;  // 79-80 -> 64
   else if constexpr (std::is_same_v<T, NarrowTile>)
@@ -126,6 +129,11 @@ __global__ void __launch_bounds__(kThreads, (conv_min_blocks<T, P, kMma>()))
                       [&](int cur) { warps.multiply(a_tile[cur], b_tile[cur]); });
     warps.store_tile(scratch[threadIdx.x / 32], m0, n0, store);
 #endif
+  } else if constexpr (T::kWarpTiled) {
+    FmaWarps<T> warps;
+    for_each_slice<T>(slices, st, m0, n0, a_tile, b_tile, locate,
+                      [&](int cur) { warps.multiply(a_tile[cur], b_tile[cur]); });
+    warps.store_tile(m0, n0, store);
   } else {
     const int thread_col = threadIdx.x % T::kCols, thread_row = threadIdx.x / T::kCols;
     float acc[T::kThM][T::kThN] = {};
@@ -273,8 +281,11 @@ void launch_conv_gemm(const char* op, const Conv2dGeometry& g, const float* a_sr
                   : launch_on<SmallTile, P, false>(op, g, s, a_src, b_src, bias, out, groups,
                                                    per_group, relu, stream);
     case TileChoice::Large:
-      return launch_on<LargeTile, P, false>(op, g, s, a_src, b_src, bias, out, groups, per_group,
-                                            relu, stream);
+      return fma_warp_tiles()
+                 ? launch_on<LargeWarpTile, P, false>(op, g, s, a_src, b_src, bias, out, groups,
+                                                      per_group, relu, stream)
+                 : launch_on<LargeTile, P, false>(op, g, s, a_src, b_src, bias, out, groups,
+                                                  per_group, relu, stream);
   }
 }
 
