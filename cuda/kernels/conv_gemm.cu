@@ -67,7 +67,7 @@ constexpr int conv_min_blocks() {
   if constexpr (std::is_same_v<T, LargeTile>)
     return weight ? 2 : 0;  // 155 -> 128 registers
   else if constexpr (std::is_same_v<T, LargeWarpTile>)
-    return weight ? 2 : 0;  // 128, no spill; the gathers' passes spill 56-104 bytes at 128
+    return data ? 0 : 2;  // 128, no spill (forward: vector weights only); grad input spills 104 B
   else if constexpr (std::is_same_v<T, SmallTile>)
     return data ? 4 : 0;  // 79-80 -> 64
   else if constexpr (std::is_same_v<T, NarrowTile>)
@@ -113,7 +113,15 @@ __global__ void __launch_bounds__(kThreads, (conv_min_blocks<T, P, kMma>()))
     }
   }
   const auto locate = [&](int64_t s, auto&& f) { f(ops, (first + s) * T::kK); };
-  const Staging st = staging_of<T>(ops);
+  Staging st = staging_of<T>(ops);
+  if constexpr (T::kWarpTiled && P == ConvPass::Forward) {
+    // The launcher's promise (warp_tiles_fit): one staging loop instead of two (Scalar weights
+    // too) keeps the kernel at 128 registers without spill.
+#if ECHELON_CUDA_SIM
+    if (st.a != Load::Vector) __trap();
+#endif
+    st.a = Load::Vector;
+  }
   const auto store = [&](int64_t m, int64_t n, float v) { ops.store(out, bias, m, n, v); };
   // 32-byte aligned rows of (kM + kPad) * sizeof(Elem) bytes: every WMMA fragment pointer is
   // 32-byte aligned.
@@ -225,6 +233,15 @@ bool table_fits(ConvPass pass, const Conv2dGeometry& g, const GemmShape& s) {
   }
 }
 
+// Whether the 128x128 tile takes the warp-tiled FMA core (cuda::fma_warp_tiles): its forward
+// stages the weights by float4 loads only (ConvOperands::a_vector: 16-byte aligned rows of R, a
+// multiple of 4; VGG-16's 64-512 channel layers), else the block-strided core runs.
+bool warp_tiles_fit(ConvPass pass, const GemmShape& s, const float* a_src) {
+  const bool vector_weights =
+      reinterpret_cast<uintptr_t>(a_src) % (kVec * sizeof(float)) == 0 && s.K % kVec == 0;
+  return fma_warp_tiles() && (pass != ConvPass::Forward || vector_weights);
+}
+
 template <typename T, ConvPass P, bool kMma>
 void launch_on(const char* op, const Conv2dGeometry& g, const GemmShape& s, const float* a_src,
                const float* b_src, const float* bias, float* out, int64_t groups, int64_t per_group,
@@ -281,7 +298,7 @@ void launch_conv_gemm(const char* op, const Conv2dGeometry& g, const float* a_sr
                   : launch_on<SmallTile, P, false>(op, g, s, a_src, b_src, bias, out, groups,
                                                    per_group, relu, stream);
     case TileChoice::Large:
-      return fma_warp_tiles()
+      return warp_tiles_fit(P, s, a_src)
                  ? launch_on<LargeWarpTile, P, false>(op, g, s, a_src, b_src, bias, out, groups,
                                                       per_group, relu, stream)
                  : launch_on<LargeTile, P, false>(op, g, s, a_src, b_src, bias, out, groups,

@@ -203,13 +203,15 @@ TEST_SUITE("conv_gpu") {
   }
 
   TEST_CASE("the 128x128 tile's warp-tiled FMA core: the block-strided core's bits, the twin") {
-    // 130 filters over 130 channels: every direction on the 128x128 fp32 tile (forward and grad
-    // input: 130 x 132 columns, grad weight 130 x 1170; K = 1170 and 132), both FMA cores
-    // (cuda::set_fma_warp_tiles) equal to the last bit and the warp-tiled one against the twin.
+    // 130 filters over 132 channels: every direction on the 128x128 fp32 tile (forward and grad
+    // input: 130 / 132 rows x 132 columns, K = 1188 and 1170; grad weight 130 x 1188, K = 132),
+    // both FMA cores (cuda::set_fma_warp_tiles) equal to the last bit, and the warp-tiled one
+    // against the twin. o130_large's forward has R = 27, no float4 weights: the launcher keeps
+    // the block-strided core there (warp_tiles_fit).
     REQUIRE(cuda::fma_warp_tiles());
     REQUIRE(std::string(cases()[8].name) == "o130_large");
     for (const Case& c :
-         {Case{"o130_c130_large", {1, 130, 12, 11}, {130, 130, 3, 3}, window(1, 1, 1, 1)},
+         {Case{"o130_c132_large", {1, 132, 12, 11}, {130, 132, 3, 3}, window(1, 1, 1, 1)},
           cases()[8]}) {
       ConvScope scope(cuda::ConvAlgorithm::ImplicitGemm, Precision::Fp32);
       const Results warp = run(c, Device::cuda(0), Precision::Fp32);
