@@ -20,7 +20,8 @@
 // to 16 gets the 16x256 TinyTile, up to 32 the 32x128 NarrowTile (their forward and grad input
 // gather through a per-block table of decoded k: "the gather table" in conv_operands.cuh, with
 // the gathers and the operand loader); the FMA kernel takes the 128x128 tile when the problem
-// still fills the GPU with it; else 64x64. Index math is 32-bit (ConvIndex); conv.cu sends larger
+// still fills the GPU with it (with the warp-tiled FMA core of fma_tile.cuh, as the SGEMM's:
+// warp_tiles_fit); else 64x64. Index math is 32-bit (ConvIndex); conv.cu sends larger
 // convolutions (conv_gemm_fits) and the input gradient of < 8 input channels to im2col + GEMM.
 // CPU twin: the naive convolution in tensor/cpu/conv.cpp (forward, grad input, grad weight).
 // tests/gpu/conv_gpu_test.cpp compares these kernels with ops::conv2d on the CPU, whose fast path

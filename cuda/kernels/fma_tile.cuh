@@ -7,8 +7,9 @@
 // vectors, at most 128 consecutive bytes, the rest broadcasts: one shared-memory wavefront each
 // (the block-strided layout of multiply_slice read 16 distinct B vectors a warp, 256 bytes:
 // two). The fragments of k + 1 are loaded while k's FMAs run (register double buffering).
-// Each output is still one thread's fmaf chain over k in order: bit for bit the sums of the
-// block-strided core (multiply_slice), which ECHELON_FMA_CORE=old keeps (cuda::set_fma_core).
+// The 128x128 tile (8x8 per thread): 4 x 2 warps of 32x64. Each output is still one thread's
+// fmaf chain over k in order: bit for bit the sums of the block-strided core (multiply_slice),
+// which ECHELON_FMA_CORE=old keeps (cuda::set_fma_warp_tiles).
 #pragma once
 
 #include <cstdint>

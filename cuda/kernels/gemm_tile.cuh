@@ -19,10 +19,19 @@
 // Each 256-thread block computes a TM x TN tile of C, walking K in k-slices of kK (8; 16 for
 // bf16). The block stages a (kK x TM) slice of op(A) and a (kK x TN) slice of op(B) in shared
 // memory (k-major, so a thread reads its rows / columns as 16-byte vectors), and each thread
-// keeps a ThM x ThN sub-tile of C in registers. A thread's columns are groups of 4, TN / (ThN /
-// 4) apart (not adjacent): a quarter-warp's 16-byte loads then cover 32 consecutive floats, one
-// per bank (adjacent columns per thread made lanes 0 and 4 collide: a 2-way bank conflict). Rows
-// likewise. Shared rows are padded by 16 bytes to spread the transposed stores over the banks.
+// keeps a ThM x ThN sub-tile of C in registers. Two FMA cores place those sub-tiles:
+//   block-strided (multiply_slice, store_fma_tile; every tile but LargeWarpTile): a thread's
+//     columns are groups of 4, TN / (ThN / 4) apart (not adjacent): a quarter-warp's 16-byte
+//     loads then cover 32 consecutive floats, one per bank (adjacent columns per thread made
+//     lanes 0 and 4 collide: a 2-way bank conflict). Rows likewise. A warp spans 2 thread rows
+//     and all 16 thread columns of the 128x128 tile: its B reads touch 256 bytes, 2 wavefronts;
+//   warp-tiled (FmaWarps, fma_tile.cuh; LargeWarpTile, the default 128x128 fp32 tile, see
+//     cuda::set_fma_warp_tiles): each warp owns a contiguous 32x64 piece, one wavefront a read,
+//     and the fragments of k + 1 load while k's FMAs run. Its staging loop is specialized per
+//     staging (with_constant_staging) and its staging indices are pinned (pinned()), which took
+//     the SGEMM from 213 registers to 128 without spill: 2 blocks per SM.
+// Both sum each output as one thread's fmaf chain over k in order: the same bits.
+// Shared rows are padded by 16 bytes to spread the transposed stores over the banks.
 // How an operand's slices reach shared memory (Load, per launch, so no extra instantiations):
 //   Scalar  one bounds-checked element per load (a()/b()), held in registers, stored after the
 //           current slice's FMAs (register prefetch): transposed-to-shared or unaligned operands;

@@ -9,12 +9,14 @@
 // float4 loads into registers; others element by element.
 // Two tile shapes for FMA: 128x128 (8x8 per thread: 64 FMAs per 4 shared vector loads) for large
 // problems, 64x64 (4x4 per thread) when 128x128 tiles would leave SMs idle; use_large_tile
-// decides. TF32 and bf16 (set_float32_precision(Precision::Tf32 / Bf16)) run the 64x64 tile on
-// tensor cores (bf16: operands rounded to bf16 when staged, fp32 accumulators); the epilogue goes
-// through a 16x16 scratch per warp, so that the bounds checks, alpha, beta, the bias and the
-// ReLU clamp stay per element as in the FMA kernel.
-// Batch-reduce mode (split-K over a batch): block z sums the products of batches
-// [z * per_block, (z + 1) * per_block) in registers and writes C + z * stride_c once.
+// decides. The 128x128 tile runs the warp-tiled FMA core (fma_tile.cuh; 128 registers, 2 blocks
+// per SM) unless set_fma_warp_tiles(false) / ECHELON_FMA_CORE=old keeps the block-strided one
+// (213 registers, 1 block); the same bits either way. TF32 and bf16
+// (set_float32_precision(Precision::Tf32 / Bf16)) run the 64x64 tile on tensor cores (bf16:
+// operands rounded to bf16 when staged, fp32 accumulators); the epilogue goes through a 16x16
+// scratch per warp, so that the bounds checks, alpha, beta, the bias and the ReLU clamp stay per
+// element as in the FMA kernel. Batch-reduce mode (split-K over a batch): block z sums the products
+// of batches [z * per_block, (z + 1) * per_block) in registers and writes C + z * stride_c once.
 // cuBLAS is column-major: row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, so we
 // call it with the operands swapped and the same transpose flags (the "swap trick"); no copies.
 // Under TF32 its handle's math mode allows TF32 tensor-core kernels; under bf16 it runs
