@@ -211,9 +211,10 @@ void gemm_rows(const std::vector<int64_t>& sizes, Precision precision) {
     const double ours = median_ms([&] { ops::matmul(a, b, trans_a, false); });
     double old_core = 0.0;
     if (precision == Precision::Fp32) {
+      const bool warp_tiles = cuda::fma_warp_tiles();  // false under ECHELON_FMA_CORE=old
       cuda::set_fma_warp_tiles(false);
       old_core = median_ms([&] { ops::matmul(a, b, trans_a, false); });
-      cuda::set_fma_warp_tiles(true);
+      cuda::set_fma_warp_tiles(warp_tiles);
     }
     ops::set_matmul_impl(ops::MatmulImpl::Auto);
     const double tflop = 2.0 * s * s * s / 1e12;
@@ -456,7 +457,7 @@ void fma_core_rows(const std::vector<ConvShape>& shapes) {
       t[warp][1] = per_call_ms([&] { ops::conv2d_backward(gy, x, w, false, true, g, false); }).ms;
       t[warp][2] = per_call_ms([&] { ops::conv2d_backward(gy, x, w, false, false, g, true); }).ms;
     }
-    cuda::set_fma_warp_tiles(true);
+    cuda::set_fma_warp_tiles(true);  // the default
     std::printf("%-8s C=%-4lld O=%-4lld %lldx%lld", s.net, static_cast<long long>(s.x[1]),
                 static_cast<long long>(s.w[0]), static_cast<long long>(s.x[2]),
                 static_cast<long long>(s.x[3]));

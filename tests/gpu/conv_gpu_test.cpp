@@ -208,16 +208,17 @@ TEST_SUITE("conv_gpu") {
     // both FMA cores (cuda::set_fma_warp_tiles) equal to the last bit, and the warp-tiled one
     // against the twin. o130_large's forward has R = 27, no float4 weights: the launcher keeps
     // the block-strided core there (warp_tiles_fit).
-    REQUIRE(cuda::fma_warp_tiles());
     REQUIRE(std::string(cases()[8].name) == "o130_large");
+    const bool before = cuda::fma_warp_tiles();  // ECHELON_FMA_CORE=old may have cleared it
     for (const Case& c :
          {Case{"o130_c132_large", {1, 132, 12, 11}, {130, 132, 3, 3}, window(1, 1, 1, 1)},
           cases()[8]}) {
       ConvScope scope(cuda::ConvAlgorithm::ImplicitGemm, Precision::Fp32);
+      cuda::set_fma_warp_tiles(true);
       const Results warp = run(c, Device::cuda(0), Precision::Fp32);
       cuda::set_fma_warp_tiles(false);
       const Results strided = run(c, Device::cuda(0), Precision::Fp32);
-      cuda::set_fma_warp_tiles(true);
+      cuda::set_fma_warp_tiles(before);
       const auto same = [&](const Tensor& a, const Tensor& b, const char* direction) {
         const std::vector<float> u = a.to_vector<float>(), v = b.to_vector<float>();
         CHECK_MESSAGE((u.size() == v.size() &&
