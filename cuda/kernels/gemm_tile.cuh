@@ -148,8 +148,8 @@ __device__ __forceinline__ Staging staging_of(const Operands& ops) {
 // x, hidden from the compiler's loop-invariant code motion: a staging loop's per-thread element
 // indices would otherwise be hoisted out of the slice loop with everything derived from them
 // (64-bit offsets, bounds predicates), registers live across the FMAs. Recomputing them per
-// slice costs a few integer instructions; it took the warp-tiled 128x128 SGEMM from 32-100
-// bytes of spill at 128 registers to none.
+// slice costs a few integer instructions; with the per-staging loops (with_constant_staging) it
+// brought the warp-tiled 128x128 SGEMM to 128 registers without spill (bench/RESULTS.md, fma24).
 __device__ __forceinline__ int pinned(int x) {
 #ifdef __CUDA_ARCH__
   asm volatile("" : "+r"(x));
