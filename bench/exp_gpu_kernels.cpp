@@ -8,7 +8,7 @@
 // (CUDA events on the current stream, after one warm-up call); a conv row times a CUDA graph of
 // many calls (per_call_ms), so launch latency does not set a floor under small layers.
 //   exp_gpu_kernels [--repeats N] [--quick] [--conv-only] [--nets lenet5,resnet20,...]
-//                   [--conv-calls N] [--table-ab] [--wgrad-sweep]
+//                   [--conv-calls N] [--table-ab] [--fma-ab] [--wgrad-sweep]
 //   (--quick: small shapes, a smoke test)
 // Without a GPU (or a CUDA build) it says so and exits 0.
 #include <algorithm>
@@ -26,6 +26,7 @@
 #include <echelon/cuda/check.h>
 #include <echelon/cuda/kernels/conv.h>
 #include <echelon/cuda/kernels/conv_gemm.h>
+#include <echelon/cuda/kernels/matmul.h>
 #include <echelon/cuda/stream.h>
 #include <echelon/parallel/cuda_graph.h>
 #endif
@@ -198,7 +199,8 @@ void bandwidth_rows(int64_t n, int64_t image) {
 // CUBLAS_COMPUTE_32F_FAST_16BF; fp32 matrices either way). Square NN products at every size
 // (A by float4 loads, B by cp.async; bf16: both float4); at the middle size also TN (both by
 // cp.async; bf16: float4) and NN with rows of s + 1 floats (misaligned: element loads, the
-// staging before cp.async), so the 16-byte paths' gain is read in the same run.
+// staging before cp.async), so the 16-byte paths' gain is read in the same run. fp32 also
+// times the 128x128 tile's previous FMA core (cuda::set_fma_warp_tiles(false): "old core").
 void gemm_rows(const std::vector<int64_t>& sizes, Precision precision) {
   ops::set_float32_precision(precision);
   const auto measure = [&](const char* layout, int64_t s, const Tensor& a, const Tensor& b,
@@ -207,12 +209,22 @@ void gemm_rows(const std::vector<int64_t>& sizes, Precision precision) {
     const double blas = median_ms([&] { ops::matmul(a, b, trans_a, false); });
     ops::set_matmul_impl(ops::MatmulImpl::Ours);
     const double ours = median_ms([&] { ops::matmul(a, b, trans_a, false); });
+    double old_core = 0.0;
+    if (precision == Precision::Fp32) {
+      const bool warp_tiles = cuda::fma_warp_tiles();  // false under ECHELON_FMA_CORE=old
+      cuda::set_fma_warp_tiles(false);
+      old_core = median_ms([&] { ops::matmul(a, b, trans_a, false); });
+      cuda::set_fma_warp_tiles(warp_tiles);
+    }
     ops::set_matmul_impl(ops::MatmulImpl::Auto);
     const double tflop = 2.0 * s * s * s / 1e12;
-    std::printf(
-        "sgemm %s %5lld^3 %-9s: ours %7.2f TFLOP/s  cuBLAS %7.2f TFLOP/s  ours/cuBLAS %.2f\n",
-        name(precision), static_cast<long long>(s), layout, tflop / (ours / 1e3),
-        tflop / (blas / 1e3), blas / ours);
+    std::printf("sgemm %s %5lld^3 %-9s: ours %7.2f TFLOP/s  cuBLAS %7.2f TFLOP/s  ours/cuBLAS %.2f",
+                name(precision), static_cast<long long>(s), layout, tflop / (ours / 1e3),
+                tflop / (blas / 1e3), blas / ours);
+    if (precision == Precision::Fp32)
+      std::printf("  old core %7.2f TFLOP/s (old/new time %.2f)", tflop / (old_core / 1e3),
+                  old_core / ours);
+    std::printf("\n");
   };
   for (const int64_t s : sizes)
     measure("nn", s, random_cuda({s, s}, 8), random_cuda({s, s}, 9), false);
@@ -423,6 +435,40 @@ void gather_table_rows(const std::vector<ConvShape>& shapes, Precision precision
   ops::set_float32_precision(Precision::Fp32);
 }
 
+// The 128x128 fp32 tile's FMA cores (cuda::set_fma_warp_tiles: warp-tiled, the default, vs the
+// previous block-strided one) in the same run: every direction of the implicit GEMM, per call.
+// Bit-identical results; layers whose passes take other tiles time the same kernel twice.
+void fma_core_rows(const std::vector<ConvShape>& shapes) {
+  ops::set_conv_impl(ops::ConvImpl::Ours);
+  cuda::set_conv_algorithm(cuda::ConvAlgorithm::ImplicitGemm);
+  ops::set_float32_precision(Precision::Fp32);
+  std::printf(
+      "== FMA core old / new (fp32, implicit GEMM; us per call; old/new > 1: new faster)\n");
+  for (const ConvShape& s : shapes) {
+    Conv2dGeometry g;
+    g.kernel_h = s.w[2], g.kernel_w = s.w[3], g.pad_h = g.pad_w = s.pad;
+    const Tensor x = random_cuda(s.x, 10), w = random_cuda(s.w, 11),
+                 bias = random_cuda({s.w[0]}, 12);
+    const Tensor gy = random_cuda(ops::conv2d(x, w, bias, g).shape(), 13);
+    double t[2][3];  // [old, new][fwd, bwd-data, bwd-weight]
+    for (const bool warp : {false, true}) {
+      cuda::set_fma_warp_tiles(warp);
+      t[warp][0] = per_call_ms([&] { ops::conv2d(x, w, bias, g); }).ms;
+      t[warp][1] = per_call_ms([&] { ops::conv2d_backward(gy, x, w, false, true, g, false); }).ms;
+      t[warp][2] = per_call_ms([&] { ops::conv2d_backward(gy, x, w, false, false, g, true); }).ms;
+    }
+    cuda::set_fma_warp_tiles(true);  // the default
+    std::printf("%-8s C=%-4lld O=%-4lld %lldx%lld", s.net, static_cast<long long>(s.x[1]),
+                static_cast<long long>(s.w[0]), static_cast<long long>(s.x[2]),
+                static_cast<long long>(s.x[3]));
+    const char* directions[3] = {"fwd", "bwd-data", "bwd-weight"};
+    for (int d = 0; d < 3; ++d)
+      std::printf("  %s %8.1f / %8.1f (%.2f)", directions[d], t[0][d] * 1e3, t[1][d] * 1e3,
+                  t[0][d] / t[1][d]);
+    std::printf("\n");
+  }
+}
+
 std::vector<ConvShape> net_conv_shapes(int64_t batch) {
   return {
       {"lenet5", {batch, 1, 28, 28}, {6, 1, 5, 5}, 2},
@@ -445,7 +491,7 @@ std::vector<ConvShape> net_conv_shapes(int64_t batch) {
 #endif
 
 int main(int argc, char** argv) {
-  bool quick = false, conv_only = false, wgrad_sweep = false, table_ab = false;
+  bool quick = false, conv_only = false, wgrad_sweep = false, table_ab = false, fma_ab = false;
   int repeats = 10, conv_calls = 0;
   CLI::App app{"GPU kernels: bandwidth vs a D2D copy, SGEMM vs cuBLAS, conv vs cuDNN (ratios)",
                "exp_gpu_kernels"};
@@ -463,6 +509,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"lenet5", "resnet20", "alexnet", "vgg16"}));
   app.add_flag("--table-ab", table_ab,
                "Also time the small tiles' gather table on vs off (fp32 and TF32)");
+  app.add_flag("--fma-ab", fma_ab,
+               "Also time the 128x128 tile's FMA cores, warp-tiled vs the old one (fp32 conv)");
   app.add_flag("--wgrad-sweep", wgrad_sweep,
                "Also time the weight gradient (fp32, implicit) at split-K group counts 1, 2, 4...");
   echelon::bench::parse_args_or_exit(app, argc, argv);
@@ -497,13 +545,15 @@ int main(int argc, char** argv) {
       gather_table_rows(shapes, Precision::Fp32);
       gather_table_rows(shapes, Precision::Tf32);
     }
+    if (fma_ab) fma_core_rows(shapes);
     if (wgrad_sweep) wgrad_sweep_rows(shapes);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "exp_gpu_kernels: %s\n", e.what());
     return 1;
   }
 #else
-  (void)quick, (void)repeats, (void)conv_only, (void)conv_calls, (void)wgrad_sweep, (void)table_ab;
+  (void)quick, (void)repeats, (void)conv_only, (void)conv_calls, (void)wgrad_sweep, (void)table_ab,
+      (void)fma_ab;
   std::printf("exp_gpu_kernels: built without CUDA: nothing measured\n");
 #endif
   return 0;

@@ -20,7 +20,8 @@
 // to 16 gets the 16x256 TinyTile, up to 32 the 32x128 NarrowTile (their forward and grad input
 // gather through a per-block table of decoded k: "the gather table" in conv_operands.cuh, with
 // the gathers and the operand loader); the FMA kernel takes the 128x128 tile when the problem
-// still fills the GPU with it; else 64x64. Index math is 32-bit (ConvIndex); conv.cu sends larger
+// still fills the GPU with it (with the warp-tiled FMA core of fma_tile.cuh, as the SGEMM's:
+// warp_tiles_fit); else 64x64. Index math is 32-bit (ConvIndex); conv.cu sends larger
 // convolutions (conv_gemm_fits) and the input gradient of < 8 input channels to im2col + GEMM.
 // CPU twin: the naive convolution in tensor/cpu/conv.cpp (forward, grad input, grad weight).
 // tests/gpu/conv_gpu_test.cpp compares these kernels with ops::conv2d on the CPU, whose fast path
@@ -42,6 +43,7 @@
 #include <echelon/cuda/kernels/channels.cuh>
 
 #include "conv_operands.cuh"
+#include "fma_tile.cuh"
 #include "gemm_tile.cuh"
 
 namespace echelon::cuda {
@@ -65,6 +67,8 @@ constexpr int conv_min_blocks() {
   constexpr bool weight = P == ConvPass::BackwardWeight;
   if constexpr (std::is_same_v<T, LargeTile>)
     return weight ? 2 : 0;  // 155 -> 128 registers
+  else if constexpr (std::is_same_v<T, LargeWarpTile>)
+    return data ? 0 : 2;  // 128, no spill (forward: vector weights only); grad input spills 104 B
   else if constexpr (std::is_same_v<T, SmallTile>)
     return data ? 4 : 0;  // 79-80 -> 64
   else if constexpr (std::is_same_v<T, NarrowTile>)
@@ -110,7 +114,15 @@ __global__ void __launch_bounds__(kThreads, (conv_min_blocks<T, P, kMma>()))
     }
   }
   const auto locate = [&](int64_t s, auto&& f) { f(ops, (first + s) * T::kK); };
-  const Staging st = staging_of<T>(ops);
+  Staging st = staging_of<T>(ops);
+  if constexpr (T::kWarpTiled && P == ConvPass::Forward) {
+    // The launcher's promise (warp_tiles_fit): one staging loop instead of two (Scalar weights
+    // too) keeps the kernel at 128 registers without spill.
+#if ECHELON_CUDA_SIM
+    if (st.a != Load::Vector) __trap();
+#endif
+    st.a = Load::Vector;
+  }
   const auto store = [&](int64_t m, int64_t n, float v) { ops.store(out, bias, m, n, v); };
   // 32-byte aligned rows of (kM + kPad) * sizeof(Elem) bytes: every WMMA fragment pointer is
   // 32-byte aligned.
@@ -126,6 +138,11 @@ __global__ void __launch_bounds__(kThreads, (conv_min_blocks<T, P, kMma>()))
                       [&](int cur) { warps.multiply(a_tile[cur], b_tile[cur]); });
     warps.store_tile(scratch[threadIdx.x / 32], m0, n0, store);
 #endif
+  } else if constexpr (T::kWarpTiled) {
+    FmaWarps<T> warps;
+    for_each_slice<T>(slices, st, m0, n0, a_tile, b_tile, locate,
+                      [&](int cur) { warps.multiply(a_tile[cur], b_tile[cur]); });
+    warps.store_tile(m0, n0, store);
   } else {
     const int thread_col = threadIdx.x % T::kCols, thread_row = threadIdx.x / T::kCols;
     float acc[T::kThM][T::kThN] = {};
@@ -217,6 +234,15 @@ bool table_fits(ConvPass pass, const Conv2dGeometry& g, const GemmShape& s) {
   }
 }
 
+// Whether the 128x128 tile takes the warp-tiled FMA core (cuda::fma_warp_tiles): its forward
+// stages the weights by float4 loads only (ConvOperands::a_vector: 16-byte aligned rows of R, a
+// multiple of 4; VGG-16's 64-512 channel layers), else the block-strided core runs.
+bool warp_tiles_fit(ConvPass pass, const GemmShape& s, const float* a_src) {
+  const bool vector_weights =
+      reinterpret_cast<uintptr_t>(a_src) % (kVec * sizeof(float)) == 0 && s.K % kVec == 0;
+  return fma_warp_tiles() && (pass != ConvPass::Forward || vector_weights);
+}
+
 template <typename T, ConvPass P, bool kMma>
 void launch_on(const char* op, const Conv2dGeometry& g, const GemmShape& s, const float* a_src,
                const float* b_src, const float* bias, float* out, int64_t groups, int64_t per_group,
@@ -273,8 +299,11 @@ void launch_conv_gemm(const char* op, const Conv2dGeometry& g, const float* a_sr
                   : launch_on<SmallTile, P, false>(op, g, s, a_src, b_src, bias, out, groups,
                                                    per_group, relu, stream);
     case TileChoice::Large:
-      return launch_on<LargeTile, P, false>(op, g, s, a_src, b_src, bias, out, groups, per_group,
-                                            relu, stream);
+      return warp_tiles_fit(P, s, a_src)
+                 ? launch_on<LargeWarpTile, P, false>(op, g, s, a_src, b_src, bias, out, groups,
+                                                      per_group, relu, stream)
+                 : launch_on<LargeTile, P, false>(op, g, s, a_src, b_src, bias, out, groups,
+                                                  per_group, relu, stream);
   }
 }
 

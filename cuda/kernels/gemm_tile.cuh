@@ -19,10 +19,19 @@
 // Each 256-thread block computes a TM x TN tile of C, walking K in k-slices of kK (8; 16 for
 // bf16). The block stages a (kK x TM) slice of op(A) and a (kK x TN) slice of op(B) in shared
 // memory (k-major, so a thread reads its rows / columns as 16-byte vectors), and each thread
-// keeps a ThM x ThN sub-tile of C in registers. A thread's columns are groups of 4, TN / (ThN /
-// 4) apart (not adjacent): a quarter-warp's 16-byte loads then cover 32 consecutive floats, one
-// per bank (adjacent columns per thread made lanes 0 and 4 collide: a 2-way bank conflict). Rows
-// likewise. Shared rows are padded by 16 bytes to spread the transposed stores over the banks.
+// keeps a ThM x ThN sub-tile of C in registers. Two FMA cores place those sub-tiles:
+//   block-strided (multiply_slice, store_fma_tile; every tile but LargeWarpTile): a thread's
+//     columns are groups of 4, TN / (ThN / 4) apart (not adjacent): a quarter-warp's 16-byte
+//     loads then cover 32 consecutive floats, one per bank (adjacent columns per thread made
+//     lanes 0 and 4 collide: a 2-way bank conflict). Rows likewise. A warp spans 2 thread rows
+//     and all 16 thread columns of the 128x128 tile: its B reads touch 256 bytes, 2 wavefronts;
+//   warp-tiled (FmaWarps, fma_tile.cuh; LargeWarpTile, the default 128x128 fp32 tile, see
+//     cuda::set_fma_warp_tiles): each warp owns a contiguous 32x64 piece, one wavefront a read,
+//     and the fragments of k + 1 load while k's FMAs run. Its staging loop is specialized per
+//     staging (with_constant_staging) and its staging indices are pinned (pinned()), which took
+//     the SGEMM from 213 registers to 128 without spill: 2 blocks per SM.
+// Both sum each output as one thread's fmaf chain over k in order: the same bits.
+// Shared rows are padded by 16 bytes to spread the transposed stores over the banks.
 // How an operand's slices reach shared memory (Load, per launch, so no extra instantiations):
 //   Scalar  one bounds-checked element per load (a()/b()), held in registers, stored after the
 //           current slice's FMAs (register prefetch): transposed-to-shared or unaligned operands;
@@ -69,11 +78,14 @@ constexpr int ceil_div_int(int a, int b) {
   return (a + b - 1) / b;
 }
 
-// E: what the shared tiles hold (float for FMA and TF32, __nv_bfloat16 for bf16).
-template <int TM, int TN, int ThM, int ThN, typename E = float>
+// E: what the shared tiles hold (float for FMA and TF32, __nv_bfloat16 for bf16). WarpTiled: the
+// FMA kernels use the warp-tiled core (FmaWarps, fma_tile.cuh) instead of multiply_slice, and
+// the staging loop is specialized per staging (see for_each_slice).
+template <int TM, int TN, int ThM, int ThN, typename E = float, bool WarpTiled = false>
 struct Tile {
   using Elem = E;
   static constexpr bool kFloat = std::is_same_v<E, float>;
+  static constexpr bool kWarpTiled = WarpTiled;
   static constexpr int kM = TM, kN = TN, kThM = ThM, kThN = ThN;
   static constexpr int kK = kFloat ? 8 : 16;                     // k-slice depth: one MMA's k
   static constexpr int kPad = 16 / static_cast<int>(sizeof(E));  // 16 bytes a shared row
@@ -83,6 +95,8 @@ struct Tile {
   static_assert(TM % kVec == 0 && TN % kVec == 0);
 };
 using LargeTile = Tile<128, 128, 8, 8>;
+// The same tile with the warp-tiled FMA core at 2 blocks per SM (cuda::fma_warp_tiles picks it).
+using LargeWarpTile = Tile<128, 128, 8, 8, float, true>;
 using SmallTile = Tile<64, 64, 4, 4>;
 // Few rows, many columns: conv GEMMs whose M is a small channel count waste most of a 64-row
 // tile; 32 rows (17..32 channels) and 16 rows (up to 16: the 6 and 16 channels of LeNet-5 and
@@ -131,15 +145,30 @@ __device__ __forceinline__ Staging staging_of(const Operands& ops) {
   return {pick(ops.a_vector(), a_k), pick(ops.b_vector(), b_k), a_k, b_k};
 }
 
+// x, hidden from the compiler's loop-invariant code motion: a staging loop's per-thread element
+// indices would otherwise be hoisted out of the slice loop with everything derived from them
+// (64-bit offsets, bounds predicates), registers live across the FMAs. Recomputing them per
+// slice costs a few integer instructions; with the per-staging loops (with_constant_staging) it
+// brought the warp-tiled 128x128 SGEMM to 128 registers without spill (bench/RESULTS.md, fma24).
+__device__ __forceinline__ int pinned(int x) {
+#ifdef __CUDA_ARCH__
+  asm volatile("" : "+r"(x));
+#endif
+  return x;
+}
+
 // One operand's share of a k-slice of D (kM or kN) by K elements; d is the operand's m or n.
 // get(d, k) reads one element, span(d, k, p) a run of 4 (the loader's a/b, a_span/b_span).
-template <int D, int K>
+// Pin: the element indices go through pinned() (the warp-tiled tiles).
+template <int D, int K, bool Pin = false>
 struct Part {
   static constexpr int kScalar = ceil_div_int(D * K, kThreads);    // elements per thread
   static constexpr int kChunks = D * K / kVec;                     // 16-byte pieces per slice
   static constexpr int kVector = ceil_div_int(kChunks, kThreads);  // pieces per thread
   static constexpr int kRegs = kScalar > kVector* kVec ? kScalar : kVector* kVec;
   float v[kRegs];
+
+  __device__ static __forceinline__ int index(int x) { return Pin ? pinned(x) : x; }
 
   // Piece c: (d, k) of its first element; the 4 run along k (k_fast) or along d.
   __device__ static __forceinline__ void piece(int c, bool k_fast, int& d, int& k) {
@@ -156,14 +185,14 @@ struct Part {
     if (load == Load::Scalar) {
 #pragma unroll
       for (int j = 0; j < kScalar; ++j) {
-        const int idx = threadIdx.x + j * kThreads;
+        const int idx = index(threadIdx.x + j * kThreads);
         if (D * K % kThreads == 0 || idx < D * K)
           v[j] = get(d0 + (k_fast ? idx / K : idx % D), k0 + (k_fast ? idx % K : idx / D));
       }
     } else if (load == Load::Vector) {
 #pragma unroll
       for (int j = 0; j < kVector; ++j) {
-        const int c = threadIdx.x + j * kThreads;
+        const int c = index(threadIdx.x + j * kThreads);
         if (kChunks % kThreads != 0 && c >= kChunks) continue;
         int d, k;
         piece(c, k_fast, d, k);
@@ -210,7 +239,7 @@ struct Part {
                                                int64_t k0) {
 #pragma unroll
     for (int j = 0; j < kVector; ++j) {
-      const int c = threadIdx.x + j * kThreads;
+      const int c = index(threadIdx.x + j * kThreads);
       if (kChunks % kThreads != 0 && c >= kChunks) continue;
       int d, k;
       piece(c, false, d, k);
@@ -226,8 +255,8 @@ struct Part {
 // the cp.async issue of the Async ones.
 template <typename T>
 struct Slice {
-  Part<T::kM, T::kK> a;
-  Part<T::kN, T::kK> b;
+  Part<T::kM, T::kK, T::kWarpTiled> a;
+  Part<T::kN, T::kK, T::kWarpTiled> b;
 
   template <typename Operands>
   __device__ __forceinline__ void fetch(const Staging& st, const Operands& ops, int64_t m0,
@@ -252,11 +281,11 @@ struct Slice {
                                                BTile<T>& b_tile) {
     if constexpr (T::kFloat) {
       if (st.a == Load::Async)
-        Part<T::kM, T::kK>::issue(
+        Part<T::kM, T::kK, T::kWarpTiled>::issue(
             a_tile, [&](int64_t m, int64_t k, const float*& p) { return ops.a_span(m, k, p); }, m0,
             k0);
       if (st.b == Load::Async)
-        Part<T::kN, T::kK>::issue(
+        Part<T::kN, T::kK, T::kWarpTiled>::issue(
             b_tile, [&](int64_t n, int64_t k, const float*& p) { return ops.b_span(k, n, p); }, n0,
             k0);
     }
@@ -299,9 +328,9 @@ __device__ __forceinline__ void multiply_slice(const float (*a_tile)[T::kM + T::
 // s + 1 (its global loads in flight), stored into the next stage afterwards. Async operands:
 // slice s + kStages - 1's copies are issued into the stage slice s - 1 used, before the FMAs.
 template <typename T, typename Locate, typename Multiply>
-__device__ __forceinline__ void for_each_slice(int64_t slices, const Staging& st, int64_t m0,
-                                               int64_t n0, ATiles<T>& a_tile, BTiles<T>& b_tile,
-                                               Locate locate, Multiply multiply) {
+__device__ __forceinline__ void run_slices(int64_t slices, const Staging& st, int64_t m0,
+                                           int64_t n0, ATiles<T>& a_tile, BTiles<T>& b_tile,
+                                           Locate locate, Multiply multiply) {
   constexpr int kStages = T::kStages;
   const bool async = st.any_async();
   const auto issue = [&](int64_t s, int stage) {  // one cp.async group per slice, even if empty
@@ -330,6 +359,47 @@ __device__ __forceinline__ void for_each_slice(int64_t slices, const Staging& st
     if (s + 1 < slices) next.stage(st, a_tile[following], b_tile[following]);
     cur = following;
   }
+}
+
+// Calls f(c) with c equal to st but with literal loads and k_fastest flags, one call site per
+// combination (4 x 4: Scalar k- or d-fastest, Vector, Async), so that once inlined each gets
+// its own copy of the staging loop, register-allocated alone: the 128x128 warp-tiled tile fits
+// 128 registers only so (one loop for every staging needs the registers of all at once).
+// Float tiles only: there a Vector operand is k-fastest and an Async one is not (staging_of).
+template <typename T, typename F>
+__device__ __forceinline__ void with_constant_staging(const Staging& st, F f) {
+  static_assert(T::kFloat);
+  const auto with_b = [&](Load a, bool a_k) {
+    if (st.b == Load::Scalar && st.b_k)
+      f(Staging{a, Load::Scalar, a_k, true});
+    else if (st.b == Load::Scalar)
+      f(Staging{a, Load::Scalar, a_k, false});
+    else if (st.b == Load::Vector)
+      f(Staging{a, Load::Vector, a_k, true});
+    else
+      f(Staging{a, Load::Async, a_k, false});
+  };
+  if (st.a == Load::Scalar && st.a_k)
+    with_b(Load::Scalar, true);
+  else if (st.a == Load::Scalar)
+    with_b(Load::Scalar, false);
+  else if (st.a == Load::Vector)
+    with_b(Load::Vector, true);
+  else
+    with_b(Load::Async, false);
+}
+
+// run_slices; for the warp-tiled tiles, specialized per staging (with_constant_staging).
+template <typename T, typename Locate, typename Multiply>
+__device__ __forceinline__ void for_each_slice(int64_t slices, const Staging& st, int64_t m0,
+                                               int64_t n0, ATiles<T>& a_tile, BTiles<T>& b_tile,
+                                               Locate locate, Multiply multiply) {
+  if constexpr (T::kWarpTiled)
+    with_constant_staging<T>(st, [&](const Staging& c) {
+      run_slices<T>(slices, c, m0, n0, a_tile, b_tile, locate, multiply);
+    });
+  else
+    run_slices<T>(slices, st, m0, n0, a_tile, b_tile, locate, multiply);
 }
 
 // Calls store(m, n, acc[i][j]) for each of the thread's outputs of the FMA kernel (m, n of the

@@ -9,12 +9,14 @@
 // float4 loads into registers; others element by element.
 // Two tile shapes for FMA: 128x128 (8x8 per thread: 64 FMAs per 4 shared vector loads) for large
 // problems, 64x64 (4x4 per thread) when 128x128 tiles would leave SMs idle; use_large_tile
-// decides. TF32 and bf16 (set_float32_precision(Precision::Tf32 / Bf16)) run the 64x64 tile on
-// tensor cores (bf16: operands rounded to bf16 when staged, fp32 accumulators); the epilogue goes
-// through a 16x16 scratch per warp, so that the bounds checks, alpha, beta, the bias and the
-// ReLU clamp stay per element as in the FMA kernel.
-// Batch-reduce mode (split-K over a batch): block z sums the products of batches
-// [z * per_block, (z + 1) * per_block) in registers and writes C + z * stride_c once.
+// decides. The 128x128 tile runs the warp-tiled FMA core (fma_tile.cuh; 128 registers, 2 blocks
+// per SM) unless set_fma_warp_tiles(false) / ECHELON_FMA_CORE=old keeps the block-strided one
+// (213 registers, 1 block); the same bits either way. TF32 and bf16
+// (set_float32_precision(Precision::Tf32 / Bf16)) run the 64x64 tile on tensor cores (bf16:
+// operands rounded to bf16 when staged, fp32 accumulators); the epilogue goes through a 16x16
+// scratch per warp, so that the bounds checks, alpha, beta, the bias and the ReLU clamp stay per
+// element as in the FMA kernel. Batch-reduce mode (split-K over a batch): block z sums the products
+// of batches [z * per_block, (z + 1) * per_block) in registers and writes C + z * stride_c once.
 // cuBLAS is column-major: row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, so we
 // call it with the operands swapped and the same transpose flags (the "swap trick"); no copies.
 // Under TF32 its handle's math mode allows TF32 tensor-core kernels; under bf16 it runs
@@ -26,11 +28,14 @@
 #include <atomic>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
+#include <string_view>
 #include <type_traits>
 
 #include <echelon/cuda/blas.h>
 #include <echelon/cuda/launch.h>
 
+#include "fma_tile.cuh"
 #include "gemm_tile.cuh"
 
 namespace echelon::cuda {
@@ -130,8 +135,10 @@ __device__ __forceinline__ void store_element(const GemmArgs& g, int64_t m, int6
   *c = !g.relu || v > 0.0f ? v : 0.0f;
 }
 
+// The warp-tiled tile at 2 resident blocks per SM (128 registers, no spill: bench/RESULTS.md,
+// fma24); the block-strided ones at ptxas's choice (213 and 91 registers).
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, (T::kWarpTiled ? 2 : 0))
     sgemm_tiled_kernel(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                        const float* __restrict__ A, int64_t lda, int64_t stride_a,
                        const float* __restrict__ B, int64_t ldb, int64_t stride_b, float beta,
@@ -145,13 +152,20 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::kN;
   __shared__ __align__(16) ATiles<T> a_tile;  // [k][m] = op(A)(m0+m, k0+k)
   __shared__ __align__(16) BTiles<T> b_tile;  // [k][n] = op(B)(k0+k, n0+n)
-  const int thread_col = threadIdx.x % T::kCols, thread_row = threadIdx.x / T::kCols;
-  float acc[T::kThM][T::kThN] = {};
-  for_each_group_slice<T>(g, m0, n0, a_tile, b_tile, [&](int cur) {
-    multiply_slice<T>(a_tile[cur], b_tile[cur], thread_row, thread_col, acc);
-  });
-  store_fma_tile<T>(acc, m0, n0, thread_row, thread_col,
-                    [&](int64_t m, int64_t n, float v) { store_element(g, m, n, v); });
+  const auto store = [&](int64_t m, int64_t n, float v) { store_element(g, m, n, v); };
+  if constexpr (T::kWarpTiled) {
+    FmaWarps<T> warps;
+    for_each_group_slice<T>(g, m0, n0, a_tile, b_tile,
+                            [&](int cur) { warps.multiply(a_tile[cur], b_tile[cur]); });
+    warps.store_tile(m0, n0, store);
+  } else {
+    const int thread_col = threadIdx.x % T::kCols, thread_row = threadIdx.x / T::kCols;
+    float acc[T::kThM][T::kThN] = {};
+    for_each_group_slice<T>(g, m0, n0, a_tile, b_tile, [&](int cur) {
+      multiply_slice<T>(a_tile[cur], b_tile[cur], thread_row, thread_col, acc);
+    });
+    store_fma_tile<T>(acc, m0, n0, thread_row, thread_col, store);
+  }
 }
 
 // ---- the tensor-core variant: TF32 or bf16 by T's element type ----
@@ -191,6 +205,14 @@ __global__ void __launch_bounds__(kThreads, (std::is_same_v<typename T::Elem, fl
 constexpr int64_t kMaxGridY = 65535, kMaxGridZ = 65535;
 
 std::atomic<Precision> g_precision{Precision::Fp32};
+
+std::atomic<bool>& warp_tiles_flag() {
+  static std::atomic<bool> flag = [] {
+    const char* v = std::getenv("ECHELON_FMA_CORE");
+    return v == nullptr || std::string_view(v) != "old";
+  }();
+  return flag;
+}
 
 void check_gemm_args(const char* op, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                      int64_t lda, int64_t ldb, int64_t ldc, int64_t batch) {
@@ -262,6 +284,10 @@ void launch_tiled(const char* op, bool trans_a, bool trans_b, int64_t M, int64_t
     launch_tile<Bf16SmallTile, true>(op, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb,
                                      stride_b, beta, C, ldc, stride_c, batch, per_block, row_bias,
                                      relu, stream);
+  else if (use_large_tile(M, N, ceil_div(batch, per_block)) && fma_warp_tiles())
+    launch_tile<LargeWarpTile, false>(op, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B,
+                                      ldb, stride_b, beta, C, ldc, stride_c, batch, per_block,
+                                      row_bias, relu, stream);
   else if (use_large_tile(M, N, ceil_div(batch, per_block)))
     launch_tile<LargeTile, false>(op, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb,
                                   stride_b, beta, C, ldc, stride_c, batch, per_block, row_bias,
@@ -286,6 +312,13 @@ void set_float32_precision(Precision precision) {
 }
 Precision float32_precision() {
   return g_precision.load();
+}
+
+void set_fma_warp_tiles(bool on) {
+  warp_tiles_flag().store(on, std::memory_order_relaxed);
+}
+bool fma_warp_tiles() {
+  return warp_tiles_flag().load(std::memory_order_relaxed);
 }
 
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,

@@ -20,6 +20,14 @@ namespace echelon::cuda {
 void set_float32_precision(Precision precision);
 Precision float32_precision();
 
+// The FMA core of the 128x128 fp32 tile of `gemm*` and the implicit-GEMM convolution: true (the
+// default) the warp-tiled one at 128 registers (cuda/kernels/fma_tile.cuh), false the previous
+// block-strided one (multiply_slice, gemm_tile.cuh); both compute each output's fmaf chain in the
+// same k order (bit-identical results). ECHELON_FMA_CORE=old starts the process with false: an
+// A/B switch for timing the two.
+void set_fma_warp_tiles(bool on);
+bool fma_warp_tiles();
+
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
           cudaStream_t stream);

@@ -17,6 +17,7 @@
 
 #include <echelon/cuda/kernels/conv.h>
 #include <echelon/cuda/kernels/conv_gemm.h>
+#include <echelon/cuda/kernels/matmul.h>
 #include <echelon/kernels/bf16.h>
 #include <echelon/kernels/tf32.h>
 #include <echelon/tensor/ops.h>
@@ -199,6 +200,44 @@ TEST_SUITE("conv_gpu") {
         same(with.grad_input, without.grad_input, "grad input");
         same(with.grad_weight, without.grad_weight, "grad weight");
       }
+  }
+
+  TEST_CASE("the 128x128 tile's warp-tiled FMA core: the block-strided core's bits, the twin") {
+    // 130 filters over 132 channels: every direction on the 128x128 fp32 tile (forward and grad
+    // input: 130 / 132 rows x 132 columns, K = 1188 and 1170; grad weight 130 x 1188, K = 132),
+    // both FMA cores (cuda::set_fma_warp_tiles) equal to the last bit, and the warp-tiled one
+    // against the twin. o130_large's forward has R = 27, no float4 weights: the launcher keeps
+    // the block-strided core there (warp_tiles_fit).
+    REQUIRE(std::string(cases()[8].name) == "o130_large");
+    const bool before = cuda::fma_warp_tiles();  // ECHELON_FMA_CORE=old may have cleared it
+    for (const Case& c :
+         {Case{"o130_c132_large", {1, 132, 12, 11}, {130, 132, 3, 3}, window(1, 1, 1, 1)},
+          cases()[8]}) {
+      ConvScope scope(cuda::ConvAlgorithm::ImplicitGemm, Precision::Fp32);
+      cuda::set_fma_warp_tiles(true);
+      const Results warp = run(c, Device::cuda(0), Precision::Fp32);
+      cuda::set_fma_warp_tiles(false);
+      const Results strided = run(c, Device::cuda(0), Precision::Fp32);
+      cuda::set_fma_warp_tiles(before);
+      const auto same = [&](const Tensor& a, const Tensor& b, const char* direction) {
+        const std::vector<float> u = a.to_vector<float>(), v = b.to_vector<float>();
+        CHECK_MESSAGE((u.size() == v.size() &&
+                       std::memcmp(u.data(), v.data(), u.size() * sizeof(float)) == 0),
+                      c.name, " ", direction);
+      };
+      same(warp.y, strided.y, "forward");
+      same(warp.y_relu, strided.y_relu, "forward + ReLU");
+      same(warp.grad_input, strided.grad_input, "grad input");
+      same(warp.grad_weight, strided.grad_weight, "grad weight");
+      const Results want = run(c, Device::cpu(), Precision::Fp32);
+      const auto near = [&](const Tensor& got, const Tensor& expected, const char* direction) {
+        const parity::Comparison cmp = parity::compare(got, expected, {2e-4, 1e-4});
+        CHECK_MESSAGE(cmp.ok, c.name, " ", direction, ": ", cmp.summary());
+      };
+      near(warp.y, want.y, "forward");
+      near(warp.grad_input, want.grad_input, "grad input");
+      near(warp.grad_weight, want.grad_weight, "grad weight");
+    }
   }
 
   TEST_CASE("the weight gradient's split-K knob: forced group counts, clamped, match the twin") {

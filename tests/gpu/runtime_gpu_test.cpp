@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -446,6 +447,64 @@ TEST_SUITE("matmul_gpu") {
       CHECK_MESSAGE(cmp.ok, "impl ", static_cast<int>(impl), ": ", cmp.summary());
     }
     ops::set_matmul_impl(ops::MatmulImpl::Auto);
+  }
+
+  // The warp-tiled FMA core of the 128x128 tile (cuda::set_fma_warp_tiles) against the
+  // block-strided one, bit for bit (each output the same fmaf chain over k), and against a CPU
+  // sum: every staging of each operand (16-byte aligned or not, by a one-float offset, times
+  // both transposes: Scalar k- or d-fastest, Vector, Async: the 16 loops of
+  // with_constant_staging), odd M, N, K around the tile sizes, 2 batches, alpha and beta.
+  TEST_CASE("the warp-tiled FMA core gives the block-strided core's results bit for bit") {
+    const bool before = cuda::fma_warp_tiles();  // ECHELON_FMA_CORE=old may have cleared it
+    const int64_t batch = 2;
+    const float alpha = 1.25f, beta = 0.5f;
+    struct Size {
+      int64_t m, n, k;
+    };
+    for (const Size z : {Size{257, 131, 37}, Size{129, 385, 9}, Size{256, 256, 1}})
+      for (int mask = 0; mask < 16; ++mask) {
+        const bool ta = mask & 1, tb = mask & 2, aligned_a = mask & 4, aligned_b = mask & 8;
+        const int64_t a_rows = ta ? z.k : z.m, a_cols = ta ? z.m : z.k;
+        const int64_t b_rows = tb ? z.n : z.k, b_cols = tb ? z.k : z.n;
+        const int64_t lda = (a_cols + 3) / 4 * 4, ldb = (b_cols + 3) / 4 * 4, ldc = z.n + 3;
+        const int64_t stride_a = lda * a_rows, stride_b = ldb * b_rows, stride_c = ldc * z.m;
+        const int64_t off_a = aligned_a ? 0 : 1, off_b = aligned_b ? 0 : 1;
+        const Tensor a = random_cpu({off_a + batch * stride_a}, 11 + mask);
+        const Tensor b = random_cpu({off_b + batch * stride_b}, 31 + mask);
+        const Tensor c0 = random_cpu({batch * stride_c}, 7);
+        const Tensor a_gpu = a.to(Device::cuda(0)), b_gpu = b.to(Device::cuda(0));
+        const auto run = [&](bool warp_tiles) {
+          cuda::set_fma_warp_tiles(warp_tiles);
+          Tensor c = c0.to(Device::cuda(0));
+          cuda::gemm_strided_batched(ta, tb, z.m, z.n, z.k, alpha, a_gpu.data<float>() + off_a, lda,
+                                     stride_a, b_gpu.data<float>() + off_b, ldb, stride_b, beta,
+                                     c.data<float>(), ldc, stride_c, batch,
+                                     cuda::current_stream(0));
+          cuda::set_fma_warp_tiles(before);
+          return c.cpu().to_vector<float>();
+        };
+        const std::vector<float> warp = run(true), strided = run(false);
+        INFO("M=", z.m, " N=", z.n, " K=", z.k, " trans_a=", ta, " trans_b=", tb,
+             " aligned_a=", aligned_a, " aligned_b=", aligned_b);
+        CHECK(warp == strided);
+        const std::vector<float> va = a.to_vector<float>(), vb = b.to_vector<float>(),
+                                 vc = c0.to_vector<float>();
+        double worst = 0.0;
+        for (int64_t p = 0; p < batch; ++p)
+          for (int64_t i = 0; i < z.m; ++i)
+            for (int64_t j = 0; j < z.n; ++j) {
+              double sum = 0.0;
+              for (int64_t k = 0; k < z.k; ++k)
+                sum += double{va[off_a + p * stride_a + (ta ? k * lda + i : i * lda + k)]} *
+                       vb[off_b + p * stride_b + (tb ? j * ldb + k : k * ldb + j)];
+              const int64_t at = p * stride_c + i * ldc + j;
+              const double want = alpha * sum + beta * vc[at];
+              worst = std::max(worst, std::abs(warp[at] - want) / (1.0 + std::abs(want)));
+            }
+        CHECK(worst < 1e-4);
+        // The padding past N in each row of C is left alone.
+        CHECK(warp[z.n] == vc[z.n]);
+      }
   }
 
   // gemm_batch_reduce (the conv backward-weight split-K): C_g = alpha * sum over the batches of
