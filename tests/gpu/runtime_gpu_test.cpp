@@ -512,7 +512,9 @@ TEST_SUITE("matmul_gpu") {
   // the large tile (M, N >= 128) and once with the small one.
   TEST_CASE("gemm_batch_reduce sums each group of batches, with alpha and beta") {
     const int64_t batch = 7, per_group = 3, groups = 3, k = 45;
-    for (const auto& [m, n] : {std::pair<int64_t, int64_t>{130, 140}, {33, 20}}) {
+    // Not a structured binding: clang 14 cannot capture one in CHECK_MESSAGE.
+    for (const auto& shape : {std::pair<int64_t, int64_t>{130, 140}, {33, 20}}) {
+      const int64_t m = shape.first, n = shape.second;
       const Tensor a = random_cpu({batch, m, k}, 3), b = random_cpu({batch, n, k}, 4);
       const Tensor c0 = random_cpu({groups, m, n}, 5);
       ops::set_matmul_impl(ops::MatmulImpl::Naive);
