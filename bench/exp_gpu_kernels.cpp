@@ -26,6 +26,7 @@
 #include <echelon/cuda/check.h>
 #include <echelon/cuda/kernels/conv.h>
 #include <echelon/cuda/kernels/conv_gemm.h>
+#include <echelon/cuda/kernels/matmul.h>
 #include <echelon/cuda/stream.h>
 #include <echelon/parallel/cuda_graph.h>
 #endif
@@ -198,21 +199,38 @@ void bandwidth_rows(int64_t n, int64_t image) {
 // CUBLAS_COMPUTE_32F_FAST_16BF; fp32 matrices either way). Square NN products at every size
 // (A by float4 loads, B by cp.async; bf16: both float4); at the middle size also TN (both by
 // cp.async; bf16: float4) and NN with rows of s + 1 floats (misaligned: element loads, the
-// staging before cp.async), so the 16-byte paths' gain is read in the same run.
+// staging before cp.async), so the 16-byte paths' gain is read in the same run. Under TF32 and
+// bf16 the row also times ours with the 64x64 and with the 128x128 tensor-core tile forced
+// (cuda::set_mma_tile): old vs new in one run; "ours" is the mode the process started with
+// (ECHELON_MMA_TILE, default Auto).
 void gemm_rows(const std::vector<int64_t>& sizes, Precision precision) {
   ops::set_float32_precision(precision);
+  const bool tile_ab = precision != Precision::Fp32;
   const auto measure = [&](const char* layout, int64_t s, const Tensor& a, const Tensor& b,
                            bool trans_a) {
     ops::set_matmul_impl(ops::MatmulImpl::Blas);
     const double blas = median_ms([&] { ops::matmul(a, b, trans_a, false); });
     ops::set_matmul_impl(ops::MatmulImpl::Ours);
     const double ours = median_ms([&] { ops::matmul(a, b, trans_a, false); });
+    double forced[2] = {0.0, 0.0};  // 64x64, 128x128
+    if (tile_ab) {
+      const cuda::MmaTile mode = cuda::mma_tile();
+      for (const cuda::MmaTile tile : {cuda::MmaTile::Small, cuda::MmaTile::Large}) {
+        cuda::set_mma_tile(tile);
+        forced[tile == cuda::MmaTile::Large] =
+            median_ms([&] { ops::matmul(a, b, trans_a, false); });
+      }
+      cuda::set_mma_tile(mode);
+    }
     ops::set_matmul_impl(ops::MatmulImpl::Auto);
     const double tflop = 2.0 * s * s * s / 1e12;
-    std::printf(
-        "sgemm %s %5lld^3 %-9s: ours %7.2f TFLOP/s  cuBLAS %7.2f TFLOP/s  ours/cuBLAS %.2f\n",
-        name(precision), static_cast<long long>(s), layout, tflop / (ours / 1e3),
-        tflop / (blas / 1e3), blas / ours);
+    std::printf("sgemm %s %5lld^3 %-9s: ours %7.2f TFLOP/s  cuBLAS %7.2f TFLOP/s  ours/cuBLAS %.2f",
+                name(precision), static_cast<long long>(s), layout, tflop / (ours / 1e3),
+                tflop / (blas / 1e3), blas / ours);
+    if (tile_ab)
+      std::printf("  | tile 64x64 %7.2f, 128x128 %7.2f TFLOP/s (%.2f)", tflop / (forced[0] / 1e3),
+                  tflop / (forced[1] / 1e3), forced[0] / forced[1]);
+    std::printf("\n");
   };
   for (const int64_t s : sizes)
     measure("nn", s, random_cuda({s, s}, 8), random_cuda({s, s}, 9), false);
@@ -423,6 +441,44 @@ void gather_table_rows(const std::vector<ConvShape>& shapes, Precision precision
   ops::set_float32_precision(Precision::Fp32);
 }
 
+// The tensor-core kernels' tile forced to 64x64 vs 128x128 (cuda::set_mma_tile) in the same run:
+// implicit GEMM forward, grad input and grad weight, per call, for one precision. Layers whose
+// GEMMs are below 128 rows or columns run the 64x64 kernel in both columns.
+void mma_tile_rows(const std::vector<ConvShape>& shapes, Precision precision) {
+  ops::set_conv_impl(ops::ConvImpl::Ours);
+  cuda::set_conv_algorithm(cuda::ConvAlgorithm::ImplicitGemm);
+  ops::set_float32_precision(precision);
+  std::printf(
+      "== tensor-core tile 64x64 / 128x128 (%s, implicit GEMM; us per call; ratio > 1: 128x128 "
+      "faster)\n",
+      name(precision));
+  const cuda::MmaTile mode = cuda::mma_tile();
+  for (const ConvShape& s : shapes) {
+    Conv2dGeometry g;
+    g.kernel_h = s.w[2], g.kernel_w = s.w[3], g.pad_h = g.pad_w = s.pad;
+    const Tensor x = random_cuda(s.x, 10), w = random_cuda(s.w, 11),
+                 bias = random_cuda({s.w[0]}, 12);
+    const Tensor gy = random_cuda(ops::conv2d(x, w, bias, g).shape(), 13);
+    double t[2][3];  // [64x64, 128x128][fwd, bwd-data, bwd-weight]
+    for (const bool large : {false, true}) {
+      cuda::set_mma_tile(large ? cuda::MmaTile::Large : cuda::MmaTile::Small);
+      t[large][0] = per_call_ms([&] { ops::conv2d(x, w, bias, g); }).ms;
+      t[large][1] = per_call_ms([&] { ops::conv2d_backward(gy, x, w, false, true, g, false); }).ms;
+      t[large][2] = per_call_ms([&] { ops::conv2d_backward(gy, x, w, false, false, g, true); }).ms;
+    }
+    cuda::set_mma_tile(mode);
+    std::printf("%-8s C=%-4lld O=%-4lld %lldx%lld", s.net, static_cast<long long>(s.x[1]),
+                static_cast<long long>(s.w[0]), static_cast<long long>(s.x[2]),
+                static_cast<long long>(s.x[3]));
+    const char* directions[3] = {"fwd", "bwd-data", "bwd-weight"};
+    for (int d = 0; d < 3; ++d)
+      std::printf("  %s %8.1f / %8.1f (%.2f)", directions[d], t[0][d] * 1e3, t[1][d] * 1e3,
+                  t[0][d] / t[1][d]);
+    std::printf("\n");
+  }
+  ops::set_float32_precision(Precision::Fp32);
+}
+
 std::vector<ConvShape> net_conv_shapes(int64_t batch) {
   return {
       {"lenet5", {batch, 1, 28, 28}, {6, 1, 5, 5}, 2},
@@ -445,7 +501,7 @@ std::vector<ConvShape> net_conv_shapes(int64_t batch) {
 #endif
 
 int main(int argc, char** argv) {
-  bool quick = false, conv_only = false, wgrad_sweep = false, table_ab = false;
+  bool quick = false, conv_only = false, wgrad_sweep = false, table_ab = false, tile_ab = false;
   int repeats = 10, conv_calls = 0;
   CLI::App app{"GPU kernels: bandwidth vs a D2D copy, SGEMM vs cuBLAS, conv vs cuDNN (ratios)",
                "exp_gpu_kernels"};
@@ -463,6 +519,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"lenet5", "resnet20", "alexnet", "vgg16"}));
   app.add_flag("--table-ab", table_ab,
                "Also time the small tiles' gather table on vs off (fp32 and TF32)");
+  app.add_flag("--mma-tile-ab", tile_ab,
+               "Also time the tensor-core 128x128 tile vs the 64x64 one (TF32 and bf16 convs)");
   app.add_flag("--wgrad-sweep", wgrad_sweep,
                "Also time the weight gradient (fp32, implicit) at split-K group counts 1, 2, 4...");
   echelon::bench::parse_args_or_exit(app, argc, argv);
@@ -497,13 +555,18 @@ int main(int argc, char** argv) {
       gather_table_rows(shapes, Precision::Fp32);
       gather_table_rows(shapes, Precision::Tf32);
     }
+    if (tile_ab) {
+      mma_tile_rows(shapes, Precision::Tf32);
+      mma_tile_rows(shapes, Precision::Bf16);
+    }
     if (wgrad_sweep) wgrad_sweep_rows(shapes);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "exp_gpu_kernels: %s\n", e.what());
     return 1;
   }
 #else
-  (void)quick, (void)repeats, (void)conv_only, (void)conv_calls, (void)wgrad_sweep, (void)table_ab;
+  (void)quick, (void)repeats, (void)conv_only, (void)conv_calls, (void)wgrad_sweep, (void)table_ab,
+      (void)tile_ab;
   std::printf("exp_gpu_kernels: built without CUDA: nothing measured\n");
 #endif
   return 0;
