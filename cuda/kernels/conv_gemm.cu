@@ -20,7 +20,7 @@
 // to 16 gets the 16x256 TinyTile, up to 32 the 32x128 NarrowTile (their forward and grad input
 // gather through a per-block table of decoded k: "the gather table" in conv_operands.cuh, with
 // the gathers and the operand loader); the 128x128 tile when the problem still fills the GPU
-// with it (FMA: gemm_tile.cuh's LargeTile; TF32 and bf16: mma_tile.cuh's, k-slices of 16 / 32,
+// with it (FMA: gemm_tile.cuh's LargeTile; TF32 and bf16: mma_tile.cuh's, k-slices of 16,
 // also for the weight gradient whose split-K fills the GPU; ECHELON_MMA_TILE=64 / 128 force a
 // tile); else 64x64. Index math is 32-bit (ConvIndex); conv.cu sends larger
 // convolutions (conv_gemm_fits) and the input gradient of < 8 input channels to im2col + GEMM.
@@ -203,7 +203,7 @@ int64_t slice_depth(const GemmShape& s, bool split_k) {
     case Precision::Tf32:
       return large ? Tf32LargeTile::kK : SmallTile::kK;
     case Precision::Bf16:
-      return large ? Bf16LargeTile::kK : Bf16SmallTile::kK;
+      return large ? Bf16ConvLargeTile::kK : Bf16SmallTile::kK;
     default:
       return SmallTile::kK;  // every fp32 tile's
   }
@@ -265,8 +265,8 @@ void launch_conv_gemm(const char* op, const Conv2dGeometry& g, const float* a_sr
   const TileChoice choice = pick_tile(s, precision, P == ConvPass::BackwardWeight);
   if (precision == Precision::Bf16) {
     if (choice == TileChoice::Large)
-      return launch_on<Bf16LargeTile, P, true>(op, g, s, a_src, b_src, bias, out, groups, per_group,
-                                               relu, stream);
+      return launch_on<Bf16ConvLargeTile, P, true>(op, g, s, a_src, b_src, bias, out, groups,
+                                                   per_group, relu, stream);
     if (choice == TileChoice::Tiny)
       return launch_on<Bf16TinyTile, P, true>(op, g, s, a_src, b_src, bias, out, groups, per_group,
                                               relu, stream);

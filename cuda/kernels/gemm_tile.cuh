@@ -131,7 +131,11 @@ struct Part {
   static constexpr int kChunks = D * K / kVec;                     // 16-byte pieces per slice
   static constexpr int kVector = ceil_div_int(kChunks, kThreads);  // pieces per thread
   static constexpr int kRegs = kScalar > kVector* kVec ? kScalar : kVector* kVec;
-  float v[kRegs];
+#if ECHELON_CUDA_SIM
+  float v[kRegs] = {};  // gcc 12 cannot tell that stage() reads only what fetch() set
+#else
+  float v[kRegs];  // no zeroing instructions on the device
+#endif
 
   // Piece c: (d, k) of its first element; the 4 run along k (k_fast) or along d.
   __device__ static __forceinline__ void piece(int c, bool k_fast, int& d, int& k) {

@@ -15,9 +15,12 @@
 //          shared loads and barriers): the warps tile C as 4 (m) x 2 (n), each a 32x64 piece of
 //          2 x 4 accumulators, so each A fragment feeds 4 MMAs and each B fragment 2 (6 fragment
 //          loads per 8 MMAs instead of 3 per 2); k-slices of 16 (TF32) / 32 (bf16), two MMA
-//          k-steps per barrier; a 2-stage ring (cp.async one slice ahead for the fp32 operands
-//          whose rows run along the shared rows, register prefetch for the others), 34 KiB of
-//          shared tiles + 8 KiB of epilogue scratch, under the 48 KiB of static shared memory.
+//          k-steps per barrier (the convolution's bf16 tile: 16, one step; see Bf16ConvLargeTile);
+//          a 2-stage ring (cp.async one slice ahead for the fp32 operands whose rows run along
+//          the shared rows, register prefetch for the others), 34 KiB of shared tiles + 8 KiB of
+//          epilogue scratch, under the 48 KiB of static shared memory. 64 accumulator registers
+//          a thread: ptxas gives these kernels 181-255 registers, one block (8 warps) per SM
+//          (bench/RESULTS.md, tc24); GPU speed not yet measured.
 // Shared rows of MmaLargeTile are padded by 8 elements (kPad). Both operands are stored k-major
 // ([k][m] for A, loaded col_major; [k][n] for B, loaded row_major), so a fragment load reads, per
 // lane, element (k, d) at k * ld + d with k and d from the lane's position in the fragment:
@@ -42,19 +45,23 @@
 namespace echelon::cuda::tile {
 
 // The 128x128 tensor-core tile: the members the staging (Part, Slice, for_each_slice) reads, and
-// the warp grid MmaWarps takes. E: float (TF32) or __nv_bfloat16.
-template <typename E>
+// the warp grid MmaWarps takes. E: float (TF32) or __nv_bfloat16; K: the k-slice depth, by default
+// two MMA k-steps.
+template <typename E, int K = (std::is_same_v<E, float> ? 16 : 32)>
 struct MmaLargeTile {
   using Elem = E;
   static constexpr bool kFloat = std::is_same_v<E, float>;
   static constexpr int kM = 128, kN = 128;
-  static constexpr int kK = kFloat ? 16 : 32;  // two MMA k-steps per staged slice
-  static constexpr int kPad = 8;               // see the top: conflict-free fragment loads
-  static constexpr int kStages = 2;            // 2 x 16 x 136 x 4 B x 2 operands = 34 KiB
-  static constexpr int kWarpsM = 4;            // warps along m; each owns 32 x 64 of C
+  static constexpr int kK = K;
+  static constexpr int kPad = 8;     // see the top: conflict-free fragment loads
+  static constexpr int kStages = 2;  // 2 x 16 x 136 x 4 B x 2 operands = 34 KiB
+  static constexpr int kWarpsM = 4;  // warps along m; each owns 32 x 64 of C
 };
 using Tf32LargeTile = MmaLargeTile<float>;
 using Bf16LargeTile = MmaLargeTile<__nv_bfloat16>;
+// The convolution's bf16 tile: one MMA k-step per slice. Its gathers' registers (16 elements per
+// thread and operand at k-slices of 32) made the 32-deep forward and grad input spill.
+using Bf16ConvLargeTile = MmaLargeTile<__nv_bfloat16, 16>;
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800  // TF32 and bf16 tensor cores: sm_80 or newer
 
@@ -99,9 +106,11 @@ struct MmaWarps {
   }
 
   // acc += the products of one staged k-slice (a warp collective): per k-step, the warp's
-  // kFragsM A fragments stay in registers while its B fragments stream past them.
+  // kFragsM A fragments stay in registers while its B fragments stream past them. The k-steps
+  // are not unrolled: unrolled, ptxas loads both steps' fragments at once, and the bf16 128x128
+  // kernel went past 255 registers (a spill).
   __device__ __forceinline__ void multiply(const ATile<T>& a_tile, const BTile<T>& b_tile) {
-#pragma unroll
+#pragma unroll 1
     for (int step = 0; step < kSteps; ++step) {
       const int k = step * kMmaK;
       wmma::fragment<wmma::matrix_a, kFrag, kFrag, kMmaK, FragPrecision, wmma::col_major>

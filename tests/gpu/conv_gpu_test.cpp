@@ -234,9 +234,9 @@ TEST_SUITE("conv_gpu") {
   }
 
   TEST_CASE("the 128x128 tensor-core tile: split-K weight gradient and the 64x64 switch") {
-    // The weight gradient on the large tile with split-K forced (its k-slices are 16 (TF32) / 32
-    // (bf16) deep, the groups' unit: 3 groups of 10 slices, 2 of 5), then every direction with
-    // the 64x64 tile forced (set_mma_tile(Small), ECHELON_MMA_TILE=64's switch).
+    // The weight gradient on the large tile with split-K forced (its k-slices, the groups' unit,
+    // are 16 deep under both precisions: 3 groups of 4, 4 and 2 slices), then every direction
+    // with the 64x64 tile forced (set_mma_tile(Small), ECHELON_MMA_TILE=64's switch).
     const Case& c = cases().back();
     REQUIRE(std::string(c.name) == "c130_o136_large");
     REQUIRE(cuda::mma_tile() == cuda::MmaTile::Auto);
@@ -251,7 +251,7 @@ TEST_SUITE("conv_gpu") {
         CHECK_MESSAGE(cmp.ok, name(precision), " ", what, ": ", cmp.summary());
       };
       cuda::set_conv_wgrad_split(0, 3);
-      CHECK(cuda::conv_wgrad_groups(full) == (precision == Precision::Tf32 ? 3 : 2));
+      CHECK(cuda::conv_wgrad_groups(full) == 3);
       const Tensor x = rounded(random_cpu(c.x, 1), precision).to(Device::cuda(0));
       const Tensor w = rounded(random_cpu(c.w, 2), precision).to(Device::cuda(0));
       const Tensor gy = rounded(random_cpu({full.n, full.o, full.out_h, full.out_w}, 4), precision)
