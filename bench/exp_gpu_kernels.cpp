@@ -501,7 +501,8 @@ std::vector<ConvShape> net_conv_shapes(int64_t batch) {
 #endif
 
 int main(int argc, char** argv) {
-  bool quick = false, conv_only = false, wgrad_sweep = false, table_ab = false, tile_ab = false;
+  bool quick = false, conv_only = false, sgemm_only = false, wgrad_sweep = false, table_ab = false,
+       tile_ab = false;
   int repeats = 10, conv_calls = 0;
   CLI::App app{"GPU kernels: bandwidth vs a D2D copy, SGEMM vs cuBLAS, conv vs cuDNN (ratios)",
                "exp_gpu_kernels"};
@@ -510,6 +511,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000));
   app.add_flag("--quick", quick, "Small shapes: a smoke test, not a measurement");
   app.add_flag("--conv-only", conv_only, "Only the convolution rows");
+  app.add_flag("--sgemm-only", sgemm_only, "Only the SGEMM rows");
   app.add_option("--conv-calls", conv_calls,
                  "Conv calls per timed graph replay; 0: sized to ~2 ms a replay (--quick: 2)")
       ->check(CLI::Range(0, 1000));
@@ -533,14 +535,17 @@ int main(int argc, char** argv) {
   g_conv_calls = conv_calls == 0 && quick ? 2 : conv_calls;
   try {
     if (!conv_only) {
-      std::printf("== bandwidth (GB/s, bytes read + written; ratio to a D2D copy)\n");
-      bandwidth_rows(quick ? int64_t{1} << 16 : int64_t{1} << 26, quick ? 64 : 1024);
+      if (!sgemm_only) {
+        std::printf("== bandwidth (GB/s, bytes read + written; ratio to a D2D copy)\n");
+        bandwidth_rows(quick ? int64_t{1} << 16 : int64_t{1} << 26, quick ? 64 : 1024);
+      }
       const std::vector<int64_t> gemm_sizes =
           quick ? std::vector<int64_t>{128} : std::vector<int64_t>{1024, 2048, 4096};
       std::printf("== SGEMM (square; fp32, then TF32 and bf16 tensor cores)\n");
       gemm_rows(gemm_sizes, Precision::Fp32);
       gemm_rows(gemm_sizes, Precision::Tf32);
       gemm_rows(gemm_sizes, Precision::Bf16);
+      if (sgemm_only) return 0;
     }
     // bf16: cuDNN's fp32 convolutions have no bf16 mode, so its column is TF32 tensor-op math.
     std::printf("== convolution, batch %d (fp32, then TF32, then bf16)\n", quick ? 2 : 128);
@@ -565,8 +570,8 @@ int main(int argc, char** argv) {
     return 1;
   }
 #else
-  (void)quick, (void)repeats, (void)conv_only, (void)conv_calls, (void)wgrad_sweep, (void)table_ab,
-      (void)tile_ab;
+  (void)quick, (void)repeats, (void)conv_only, (void)sgemm_only, (void)conv_calls,
+      (void)wgrad_sweep, (void)table_ab, (void)tile_ab;
   std::printf("exp_gpu_kernels: built without CUDA: nothing measured\n");
 #endif
   return 0;

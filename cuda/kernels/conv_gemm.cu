@@ -1,9 +1,9 @@
 // Convolution as implicit GEMM: the block tiles of our SGEMM (cuda/kernels/gemm_tile.cuh: FMA;
-// mma_tile.cuh: TF32 or bf16 WMMA; a ring of k-slices in shared memory; the weights' rows (forward)
-// and grad_out's planes (grad weight) by float4 loads where aligned) with operand loaders that
-// gather straight from x and grad_out through the conv geometry, so no columns buffer is written or
-// read. With R = C*KH*KW, L = OH*OW and the images folded into the GEMM's N or K (one launch for
-// the whole batch, and small images still fill wide tiles):
+// mma_tile.cuh: TF32 or bf16 WMMA; a ring of k-slices in shared memory; the weights' rows
+// (forward) and grad_out's planes (grad weight) by float4 loads where aligned) with operand
+// loaders that gather straight from x and grad_out through the conv geometry, so no columns
+// buffer is written or read. With R = C*KH*KW, L = OH*OW and the images folded into the GEMM's N
+// or K (one launch for the whole batch, and small images still fill wide tiles):
 //   forward      y (O, N*L)        = w (O, R) x cols (R, N*L) + bias   cols(r, (n, q)) gathered
 //                                    from x (zero in the padding); bias in the store, and
 //                                    with relu the ReLU clamp too (conv2d_relu's forward)

@@ -1,24 +1,26 @@
 // Row-major GEMM, two ways: our tiled SGEMM and cuBLAS.
 //
-// Our kernel: the block tiles of cuda/kernels/gemm_tile.cuh and mma_tile.cuh (a ring of k-slices
-// in shared memory, FMA, TF32 or bf16 WMMA) with a dense operand loader: bounds-checked
-// (zero-filled), so any M, N, K and both transposes work; the global load mapping follows the
-// storage order (k fastest for row-major A, m fastest for transposed A). An operand whose pointer,
-// leading dimension and batch stride are multiples of 16 bytes is read 16 bytes at a time: by
-// cp.async straight into shared memory when its rows run along the shared rows (transposed A, plain
-// B; fp32 and TF32), else by float4 loads into registers; others element by element. Two tile
-// shapes for FMA: 128x128 (8x8 per thread: 64 FMAs per 4 shared vector loads) for large problems,
-// 64x64 (4x4 per thread) when 128x128 tiles would leave SMs idle; use_large_tile decides. TF32 and
-// bf16 (set_float32_precision(Precision::Tf32 / Bf16)) run on tensor cores
-// (cuda/kernels/mma_tile.cuh; bf16: operands rounded to bf16 when staged, fp32 accumulators): the
-// 128x128 tile with two MMA k-steps per staged slice when mma_large_tile_for says so (M, N >= 128
-// and one wave of blocks; ECHELON_MMA_TILE=64 / 128 force a tile), else the 64x64 one; the epilogue
-// goes through a 16x16 scratch per warp, so that the bounds checks, alpha, beta, the bias and the
-// ReLU clamp stay per element as in the FMA kernel. Batch-reduce mode (split-K over a batch): block
-// z sums the products of batches [z * per_block, (z + 1) * per_block) in registers and writes C + z
-// * stride_c once. cuBLAS is column-major: row-major C = op(A) op(B) is column-major C^T = op(B)^T
-// op(A)^T, so we call it with the operands swapped and the same transpose flags (the "swap trick");
-// no copies. Under TF32 its handle's math mode allows TF32 tensor-core kernels; under bf16 it runs
+// Our kernel: the block tiles of cuda/kernels/gemm_tile.cuh and mma_tile.cuh (a ring of
+// k-slices in shared memory, FMA, TF32 or bf16 WMMA) with a dense operand loader:
+// bounds-checked (zero-filled), so any M, N, K and both transposes work; the global load mapping
+// follows the storage order (k fastest for row-major A, m fastest for transposed A). An operand
+// whose pointer, leading dimension and batch stride are multiples of 16 bytes is read 16 bytes
+// at a time: by cp.async straight into shared memory when its rows run along the shared rows
+// (transposed A, plain B; fp32 and TF32), else by float4 loads into registers; others element
+// by element.
+// Two tile shapes for FMA: 128x128 (8x8 per thread: 64 FMAs per 4 shared vector loads) for large
+// problems, 64x64 (4x4 per thread) when 128x128 tiles would leave SMs idle; use_large_tile
+// decides. TF32 and bf16 (set_float32_precision(Precision::Tf32 / Bf16)) run on tensor cores
+// (mma_tile.cuh; bf16: operands rounded to bf16 when staged, fp32 accumulators): the 128x128
+// tile, two MMA k-steps per staged slice, when mma_large_tile_for says so (M, N >= 128 and a
+// wave of blocks; ECHELON_MMA_TILE=64 / 128 force a tile), else the 64x64 one; the epilogue goes
+// through a 16x16 scratch per warp, so that the bounds checks, alpha, beta, the bias and the
+// ReLU clamp stay per element as in the FMA kernel.
+// Batch-reduce mode (split-K over a batch): block z sums the products of batches
+// [z * per_block, (z + 1) * per_block) in registers and writes C + z * stride_c once.
+// cuBLAS is column-major: row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, so we
+// call it with the operands swapped and the same transpose flags (the "swap trick"); no copies.
+// Under TF32 its handle's math mode allows TF32 tensor-core kernels; under bf16 it runs
 // cublasGemmStridedBatchedEx with CUBLAS_COMPUTE_32F_FAST_16BF (fp32 matrices, inputs
 // down-converted to bf16 inside, fp32 accumulation).
 #include <echelon/cuda/kernels/matmul.h>
