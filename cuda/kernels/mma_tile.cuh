@@ -93,47 +93,53 @@ struct MmaWarps {
   static_assert(T::kK % kMmaK == 0);
 
   int warp_m, warp_n, lane;
-  wmma::fragment<wmma::accumulator, kFrag, kFrag, kMmaK, float> acc[kFragsM][kFragsN];
+  wmma::fragment<wmma::accumulator, kFrag, kFrag, kMmaK, float> acc[kFragsM * kFragsN];  // [i][f]
 
   __device__ MmaWarps() {
     const int warp = static_cast<int>(threadIdx.x) / 32;
     lane = static_cast<int>(threadIdx.x) % 32;
     warp_m = warp % kWarpsM, warp_n = warp / kWarpsM;
 #pragma unroll
-    for (int i = 0; i < kFragsM; ++i)
-#pragma unroll
-      for (int f = 0; f < kFragsN; ++f) wmma::fill_fragment(acc[i][f], 0.0f);
+    for (int i = 0; i < kFragsM * kFragsN; ++i) wmma::fill_fragment(acc[i], 0.0f);
   }
 
-  // acc += the products of one staged k-slice (a warp collective): per k-step, the warp's
-  // kFragsM A fragments stay in registers while its B fragments stream past them. The k-steps
-  // are not unrolled: unrolled, ptxas loads both steps' fragments at once, and the bf16 128x128
-  // kernel went past 255 registers (a spill).
+  // acc += the products of one staged k-slice (a warp collective). The k-steps of the 128x128
+  // tile are not unrolled: unrolled, ptxas loads both steps' fragments at once, and its bf16
+  // SGEMM went past 255 registers (a spill); a loop around the single step of the gemm_tile.cuh
+  // shapes cost registers there (three of their conv kernels spilled under their caps).
   __device__ __forceinline__ void multiply(const ATile<T>& a_tile, const BTile<T>& b_tile) {
+    if constexpr (kSteps == 1) {
+      multiply_step(a_tile, b_tile, 0);
+    } else {
 #pragma unroll 1
-    for (int step = 0; step < kSteps; ++step) {
-      const int k = step * kMmaK;
-      wmma::fragment<wmma::matrix_a, kFrag, kFrag, kMmaK, FragPrecision, wmma::col_major>
-          a[kFragsM];
+      for (int step = 0; step < kSteps; ++step) multiply_step(a_tile, b_tile, step * kMmaK);
+    }
+  }
+
+  // acc += the products of the slice's rows k.. k + kMmaK: the warp's kFragsM A fragments stay
+  // in registers while its B fragments stream past them.
+  __device__ __forceinline__ void multiply_step(const ATile<T>& a_tile, const BTile<T>& b_tile,
+                                                int k) {
+    wmma::fragment<wmma::matrix_a, kFrag, kFrag, kMmaK, FragPrecision, wmma::col_major> a[kFragsM];
 #pragma unroll
-      for (int i = 0; i < kFragsM; ++i) {
-        wmma::load_matrix_sync(a[i], &a_tile[k][warp_m * kWarpM + i * kFrag], T::kM + T::kPad);
-        if constexpr (kTf32) {
+    for (int i = 0; i < kFragsM; ++i) {
+      wmma::load_matrix_sync(a[i], &a_tile[k][warp_m * kWarpM + i * kFrag], T::kM + T::kPad);
+      if constexpr (kTf32) {
 #pragma unroll
-          for (int e = 0; e < a[i].num_elements; ++e) a[i].x[e] = wmma::__float_to_tf32(a[i].x[e]);
-        }
+        for (int e = 0; e < a[i].num_elements; ++e) a[i].x[e] = wmma::__float_to_tf32(a[i].x[e]);
+      }
+    }
+#pragma unroll
+    for (int f = 0; f < kFragsN; ++f) {
+      wmma::fragment<wmma::matrix_b, kFrag, kFrag, kMmaK, FragPrecision, wmma::row_major> b;
+      wmma::load_matrix_sync(b, &b_tile[k][warp_n * kWarpN + f * kFrag], T::kN + T::kPad);
+      if constexpr (kTf32) {
+#pragma unroll
+        for (int e = 0; e < b.num_elements; ++e) b.x[e] = wmma::__float_to_tf32(b.x[e]);
       }
 #pragma unroll
-      for (int f = 0; f < kFragsN; ++f) {
-        wmma::fragment<wmma::matrix_b, kFrag, kFrag, kMmaK, FragPrecision, wmma::row_major> b;
-        wmma::load_matrix_sync(b, &b_tile[k][warp_n * kWarpN + f * kFrag], T::kN + T::kPad);
-        if constexpr (kTf32) {
-#pragma unroll
-          for (int e = 0; e < b.num_elements; ++e) b.x[e] = wmma::__float_to_tf32(b.x[e]);
-        }
-#pragma unroll
-        for (int i = 0; i < kFragsM; ++i) wmma::mma_sync(acc[i][f], a[i], b, acc[i][f]);
-      }
+      for (int i = 0; i < kFragsM; ++i)
+        wmma::mma_sync(acc[i * kFragsN + f], a[i], b, acc[i * kFragsN + f]);
     }
   }
 
@@ -146,11 +152,11 @@ struct MmaWarps {
     for (int i = 0; i < kFragsM; ++i)
 #pragma unroll
       for (int f = 0; f < kFragsN; ++f) {
-        wmma::store_matrix_sync(out, acc[i][f], kFrag, wmma::mem_row_major);
+        wmma::store_matrix_sync(out, acc[i * kFragsN + f], kFrag, wmma::mem_row_major);
         __syncwarp();  // the lanes read each other's stored elements
-        const int64_t m = m0 + warp_m * kWarpM + i * kFrag, n = n0 + warp_n * kWarpN + f * kFrag;
-#pragma unroll
-        for (int e = lane; e < kFrag * kFrag; e += 32) store(m + e / kFrag, n + e % kFrag, out[e]);
+        for (int e = lane; e < kFrag * kFrag; e += 32)
+          store(m0 + warp_m * kWarpM + i * kFrag + e / kFrag,
+                n0 + warp_n * kWarpN + f * kFrag + e % kFrag, out[e]);
         __syncwarp();  // out is overwritten by the next fragment
       }
   }
