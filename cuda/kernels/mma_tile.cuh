@@ -19,7 +19,7 @@
 //          a 2-stage ring (cp.async one slice ahead for the fp32 operands whose rows run along
 //          the shared rows, register prefetch for the others), 34 KiB of shared tiles + 8 KiB of
 //          epilogue scratch, under the 48 KiB of static shared memory. 64 accumulator registers
-//          a thread: ptxas gives these kernels 181-255 registers, one block (8 warps) per SM
+//          a thread: ptxas gives these kernels 178-255 registers, one block (8 warps) per SM
 //          (bench/RESULTS.md, tc24); GPU speed not yet measured.
 // Shared rows of MmaLargeTile are padded by 8 elements (kPad). Both operands are stored k-major
 // ([k][m] for A, loaded col_major; [k][n] for B, loaded row_major), so a fragment load reads, per
@@ -93,7 +93,8 @@ struct MmaWarps {
   static_assert(T::kK % kMmaK == 0);
 
   int warp_m, warp_n, lane;
-  wmma::fragment<wmma::accumulator, kFrag, kFrag, kMmaK, float> acc[kFragsM * kFragsN];  // [i][f]
+  wmma::fragment<wmma::accumulator, kFrag, kFrag, kMmaK, float>
+      acc[kFragsM * kFragsN];  // [i * kFragsN + f]
 
   __device__ MmaWarps() {
     const int warp = static_cast<int>(threadIdx.x) / 32;
