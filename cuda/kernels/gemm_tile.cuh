@@ -131,10 +131,12 @@ struct Part {
   static constexpr int kChunks = D * K / kVec;                     // 16-byte pieces per slice
   static constexpr int kVector = ceil_div_int(kChunks, kThreads);  // pieces per thread
   static constexpr int kRegs = kScalar > kVector* kVec ? kScalar : kVector* kVec;
+  // Zeroed in the emulation build only: gcc 12 cannot tell that stage() reads only what fetch()
+  // set (-Wmaybe-uninitialized); the device keeps no zeroing instructions.
 #if ECHELON_CUDA_SIM
-  float v[kRegs] = {};  // gcc 12 cannot tell that stage() reads only what fetch() set
+  float v[kRegs] = {};
 #else
-  float v[kRegs];  // no zeroing instructions on the device
+  float v[kRegs];
 #endif
 
   // Piece c: (d, k) of its first element; the 4 run along k (k_fast) or along d.
