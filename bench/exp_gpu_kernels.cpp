@@ -7,8 +7,9 @@
 // the GPU machine; tools/gpu-check.sh runs it. Each row is the median of `--repeats` timings
 // (CUDA events on the current stream, after one warm-up call); a conv row times a CUDA graph of
 // many calls (per_call_ms), so launch latency does not set a floor under small layers.
-//   exp_gpu_kernels [--repeats N] [--quick] [--conv-only] [--nets lenet5,resnet20,...]
-//                   [--conv-calls N] [--table-ab] [--fma-ab] [--wgrad-sweep]
+//   exp_gpu_kernels [--repeats N] [--quick] [--conv-only | --sgemm-only]
+//                   [--nets lenet5,resnet20,...] [--conv-calls N] [--table-ab] [--fma-ab]
+//                   [--mma-tile-ab] [--wgrad-sweep]
 //   (--quick: small shapes, a smoke test)
 // Without a GPU (or a CUDA build) it says so and exits 0.
 #include <algorithm>
@@ -201,8 +202,12 @@ void bandwidth_rows(int64_t n, int64_t image) {
 // cp.async; bf16: float4) and NN with rows of s + 1 floats (misaligned: element loads, the
 // staging before cp.async), so the 16-byte paths' gain is read in the same run. fp32 also
 // times the 128x128 tile's previous FMA core (cuda::set_fma_warp_tiles(false): "old core").
+// Under TF32 and bf16 the row also times ours with the 64x64 and with the 128x128 tensor-core
+// tile forced (cuda::set_mma_tile): old vs new in one run; "ours" is the mode the process
+// started with (ECHELON_MMA_TILE, default Auto).
 void gemm_rows(const std::vector<int64_t>& sizes, Precision precision) {
   ops::set_float32_precision(precision);
+  const bool tile_ab = precision != Precision::Fp32;
   const auto measure = [&](const char* layout, int64_t s, const Tensor& a, const Tensor& b,
                            bool trans_a) {
     ops::set_matmul_impl(ops::MatmulImpl::Blas);
@@ -216,6 +221,16 @@ void gemm_rows(const std::vector<int64_t>& sizes, Precision precision) {
       old_core = median_ms([&] { ops::matmul(a, b, trans_a, false); });
       cuda::set_fma_warp_tiles(warp_tiles);
     }
+    double forced[2] = {0.0, 0.0};  // 64x64, 128x128
+    if (tile_ab) {
+      const cuda::MmaTile mode = cuda::mma_tile();
+      for (const cuda::MmaTile tile : {cuda::MmaTile::Small, cuda::MmaTile::Large}) {
+        cuda::set_mma_tile(tile);
+        forced[tile == cuda::MmaTile::Large] =
+            median_ms([&] { ops::matmul(a, b, trans_a, false); });
+      }
+      cuda::set_mma_tile(mode);
+    }
     ops::set_matmul_impl(ops::MatmulImpl::Auto);
     const double tflop = 2.0 * s * s * s / 1e12;
     std::printf("sgemm %s %5lld^3 %-9s: ours %7.2f TFLOP/s  cuBLAS %7.2f TFLOP/s  ours/cuBLAS %.2f",
@@ -224,6 +239,9 @@ void gemm_rows(const std::vector<int64_t>& sizes, Precision precision) {
     if (precision == Precision::Fp32)
       std::printf("  old core %7.2f TFLOP/s (old/new time %.2f)", tflop / (old_core / 1e3),
                   old_core / ours);
+    if (tile_ab)
+      std::printf("  | tile 64x64 %7.2f, 128x128 %7.2f TFLOP/s (%.2f)", tflop / (forced[0] / 1e3),
+                  tflop / (forced[1] / 1e3), forced[0] / forced[1]);
     std::printf("\n");
   };
   for (const int64_t s : sizes)
@@ -435,29 +453,30 @@ void gather_table_rows(const std::vector<ConvShape>& shapes, Precision precision
   ops::set_float32_precision(Precision::Fp32);
 }
 
-// The 128x128 fp32 tile's FMA cores (cuda::set_fma_warp_tiles: warp-tiled, the default, vs the
-// previous block-strided one) in the same run: every direction of the implicit GEMM, per call.
-// Bit-identical results; layers whose passes take other tiles time the same kernel twice.
-void fma_core_rows(const std::vector<ConvShape>& shapes) {
+// Every direction of the implicit GEMM per call under the two settings of one switch (set(false)
+// then set(true)) in the same run; `title` names the two columns. Layers whose passes do not reach
+// the switched kernel time the same kernel twice.
+template <typename Set>
+void ab_rows(const std::vector<ConvShape>& shapes, Precision precision, const char* title,
+             Set set) {
   ops::set_conv_impl(ops::ConvImpl::Ours);
   cuda::set_conv_algorithm(cuda::ConvAlgorithm::ImplicitGemm);
-  ops::set_float32_precision(Precision::Fp32);
-  std::printf(
-      "== FMA core old / new (fp32, implicit GEMM; us per call; old/new > 1: new faster)\n");
+  ops::set_float32_precision(precision);
+  std::printf("== %s (%s, implicit GEMM; us per call; ratio > 1: the second faster)\n", title,
+              name(precision));
   for (const ConvShape& s : shapes) {
     Conv2dGeometry g;
     g.kernel_h = s.w[2], g.kernel_w = s.w[3], g.pad_h = g.pad_w = s.pad;
     const Tensor x = random_cuda(s.x, 10), w = random_cuda(s.w, 11),
                  bias = random_cuda({s.w[0]}, 12);
     const Tensor gy = random_cuda(ops::conv2d(x, w, bias, g).shape(), 13);
-    double t[2][3];  // [old, new][fwd, bwd-data, bwd-weight]
-    for (const bool warp : {false, true}) {
-      cuda::set_fma_warp_tiles(warp);
-      t[warp][0] = per_call_ms([&] { ops::conv2d(x, w, bias, g); }).ms;
-      t[warp][1] = per_call_ms([&] { ops::conv2d_backward(gy, x, w, false, true, g, false); }).ms;
-      t[warp][2] = per_call_ms([&] { ops::conv2d_backward(gy, x, w, false, false, g, true); }).ms;
+    double t[2][3];  // [first, second][fwd, bwd-data, bwd-weight]
+    for (const bool second : {false, true}) {
+      set(second);
+      t[second][0] = per_call_ms([&] { ops::conv2d(x, w, bias, g); }).ms;
+      t[second][1] = per_call_ms([&] { ops::conv2d_backward(gy, x, w, false, true, g, false); }).ms;
+      t[second][2] = per_call_ms([&] { ops::conv2d_backward(gy, x, w, false, false, g, true); }).ms;
     }
-    cuda::set_fma_warp_tiles(true);  // the default
     std::printf("%-8s C=%-4lld O=%-4lld %lldx%lld", s.net, static_cast<long long>(s.x[1]),
                 static_cast<long long>(s.w[0]), static_cast<long long>(s.x[2]),
                 static_cast<long long>(s.x[3]));
@@ -467,6 +486,26 @@ void fma_core_rows(const std::vector<ConvShape>& shapes) {
                   t[0][d] / t[1][d]);
     std::printf("\n");
   }
+  ops::set_float32_precision(Precision::Fp32);
+}
+
+// The 128x128 fp32 tile's FMA cores (cuda::set_fma_warp_tiles): the previous block-strided one,
+// then the warp-tiled one (the default). Bit-identical results.
+void fma_core_rows(const std::vector<ConvShape>& shapes) {
+  const bool warp_tiles = cuda::fma_warp_tiles();  // false under ECHELON_FMA_CORE=old
+  ab_rows(shapes, Precision::Fp32, "FMA core old / new",
+          [](bool second) { cuda::set_fma_warp_tiles(second); });
+  cuda::set_fma_warp_tiles(warp_tiles);
+}
+
+// The tensor-core kernels' tile forced to 64x64, then 128x128 (cuda::set_mma_tile). Layers whose
+// GEMMs are below 128 rows or columns run the 64x64 kernel in both columns.
+void mma_tile_rows(const std::vector<ConvShape>& shapes, Precision precision) {
+  const cuda::MmaTile mode = cuda::mma_tile();
+  ab_rows(shapes, precision, "tensor-core tile 64x64 / 128x128", [](bool second) {
+    cuda::set_mma_tile(second ? cuda::MmaTile::Large : cuda::MmaTile::Small);
+  });
+  cuda::set_mma_tile(mode);
 }
 
 std::vector<ConvShape> net_conv_shapes(int64_t batch) {
@@ -491,7 +530,8 @@ std::vector<ConvShape> net_conv_shapes(int64_t batch) {
 #endif
 
 int main(int argc, char** argv) {
-  bool quick = false, conv_only = false, wgrad_sweep = false, table_ab = false, fma_ab = false;
+  bool quick = false, conv_only = false, sgemm_only = false, wgrad_sweep = false, table_ab = false,
+       fma_ab = false, tile_ab = false;
   int repeats = 10, conv_calls = 0;
   CLI::App app{"GPU kernels: bandwidth vs a D2D copy, SGEMM vs cuBLAS, conv vs cuDNN (ratios)",
                "exp_gpu_kernels"};
@@ -500,6 +540,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000));
   app.add_flag("--quick", quick, "Small shapes: a smoke test, not a measurement");
   app.add_flag("--conv-only", conv_only, "Only the convolution rows");
+  app.add_flag("--sgemm-only", sgemm_only, "Only the SGEMM rows");
   app.add_option("--conv-calls", conv_calls,
                  "Conv calls per timed graph replay; 0: sized to ~2 ms a replay (--quick: 2)")
       ->check(CLI::Range(0, 1000));
@@ -511,6 +552,8 @@ int main(int argc, char** argv) {
                "Also time the small tiles' gather table on vs off (fp32 and TF32)");
   app.add_flag("--fma-ab", fma_ab,
                "Also time the 128x128 tile's FMA cores, warp-tiled vs the old one (fp32 conv)");
+  app.add_flag("--mma-tile-ab", tile_ab,
+               "Also time the tensor-core 128x128 tile vs the 64x64 one (TF32 and bf16 convs)");
   app.add_flag("--wgrad-sweep", wgrad_sweep,
                "Also time the weight gradient (fp32, implicit) at split-K group counts 1, 2, 4...");
   echelon::bench::parse_args_or_exit(app, argc, argv);
@@ -523,14 +566,17 @@ int main(int argc, char** argv) {
   g_conv_calls = conv_calls == 0 && quick ? 2 : conv_calls;
   try {
     if (!conv_only) {
-      std::printf("== bandwidth (GB/s, bytes read + written; ratio to a D2D copy)\n");
-      bandwidth_rows(quick ? int64_t{1} << 16 : int64_t{1} << 26, quick ? 64 : 1024);
+      if (!sgemm_only) {
+        std::printf("== bandwidth (GB/s, bytes read + written; ratio to a D2D copy)\n");
+        bandwidth_rows(quick ? int64_t{1} << 16 : int64_t{1} << 26, quick ? 64 : 1024);
+      }
       const std::vector<int64_t> gemm_sizes =
           quick ? std::vector<int64_t>{128} : std::vector<int64_t>{1024, 2048, 4096};
       std::printf("== SGEMM (square; fp32, then TF32 and bf16 tensor cores)\n");
       gemm_rows(gemm_sizes, Precision::Fp32);
       gemm_rows(gemm_sizes, Precision::Tf32);
       gemm_rows(gemm_sizes, Precision::Bf16);
+      if (sgemm_only) return 0;
     }
     // bf16: cuDNN's fp32 convolutions have no bf16 mode, so its column is TF32 tensor-op math.
     std::printf("== convolution, batch %d (fp32, then TF32, then bf16)\n", quick ? 2 : 128);
@@ -546,14 +592,18 @@ int main(int argc, char** argv) {
       gather_table_rows(shapes, Precision::Tf32);
     }
     if (fma_ab) fma_core_rows(shapes);
+    if (tile_ab) {
+      mma_tile_rows(shapes, Precision::Tf32);
+      mma_tile_rows(shapes, Precision::Bf16);
+    }
     if (wgrad_sweep) wgrad_sweep_rows(shapes);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "exp_gpu_kernels: %s\n", e.what());
     return 1;
   }
 #else
-  (void)quick, (void)repeats, (void)conv_only, (void)conv_calls, (void)wgrad_sweep, (void)table_ab,
-      (void)fma_ab;
+  (void)quick, (void)repeats, (void)conv_only, (void)sgemm_only, (void)conv_calls,
+      (void)wgrad_sweep, (void)table_ab, (void)fma_ab, (void)tile_ab;
   std::printf("exp_gpu_kernels: built without CUDA: nothing measured\n");
 #endif
   return 0;

@@ -1,9 +1,9 @@
-// Convolution as implicit GEMM: the block tiles of our SGEMM (cuda/kernels/gemm_tile.cuh: FMA,
-// TF32 or bf16 WMMA, a ring of k-slices in shared memory; the weights' rows (forward) and
-// grad_out's planes (grad weight) by float4 loads where aligned) with operand loaders that gather
-// straight from x and grad_out through the conv geometry, so no columns buffer is written or read.
-// With R = C*KH*KW, L = OH*OW and the images folded into the GEMM's N or K (one launch for the
-// whole batch, and small images still fill wide tiles):
+// Convolution as implicit GEMM: the block tiles of our SGEMM (cuda/kernels/gemm_tile.cuh: FMA;
+// mma_tile.cuh: TF32 or bf16 WMMA; a ring of k-slices in shared memory; the weights' rows
+// (forward) and grad_out's planes (grad weight) by float4 loads where aligned) with operand
+// loaders that gather straight from x and grad_out through the conv geometry, so no columns
+// buffer is written or read. With R = C*KH*KW, L = OH*OW and the images folded into the GEMM's N
+// or K (one launch for the whole batch, and small images still fill wide tiles):
 //   forward      y (O, N*L)        = w (O, R) x cols (R, N*L) + bias   cols(r, (n, q)) gathered
 //                                    from x (zero in the padding); bias in the store, and
 //                                    with relu the ReLU clamp too (conv2d_relu's forward)
@@ -19,9 +19,11 @@
 // Tile shapes by problem size: M (the output channels, or the input channels for grad input) up
 // to 16 gets the 16x256 TinyTile, up to 32 the 32x128 NarrowTile (their forward and grad input
 // gather through a per-block table of decoded k: "the gather table" in conv_operands.cuh, with
-// the gathers and the operand loader); the FMA kernel takes the 128x128 tile when the problem
-// still fills the GPU with it (with the warp-tiled FMA core of fma_tile.cuh, as the SGEMM's:
-// warp_tiles_fit); else 64x64. Index math is 32-bit (ConvIndex); conv.cu sends larger
+// the gathers and the operand loader); the 128x128 tile when the problem still fills the GPU
+// with it (FMA: the warp-tiled core of fma_tile.cuh, as the SGEMM's, where warp_tiles_fit, else
+// gemm_tile.cuh's LargeTile; TF32 and bf16: mma_tile.cuh's, k-slices of 16, also for the weight
+// gradient whose split-K fills the GPU; ECHELON_MMA_TILE=64 / 128 force a tensor-core tile); else
+// 64x64. Index math is 32-bit (ConvIndex); conv.cu sends larger
 // convolutions (conv_gemm_fits) and the input gradient of < 8 input channels to im2col + GEMM.
 // CPU twin: the naive convolution in tensor/cpu/conv.cpp (forward, grad input, grad weight).
 // tests/gpu/conv_gpu_test.cpp compares these kernels with ops::conv2d on the CPU, whose fast path
@@ -45,6 +47,7 @@
 #include "conv_operands.cuh"
 #include "fma_tile.cuh"
 #include "gemm_tile.cuh"
+#include "mma_tile.cuh"
 
 namespace echelon::cuda {
 namespace {
@@ -192,20 +195,35 @@ int64_t tiles_of(const GemmShape& s) {
 enum class TileChoice { Tiny, Narrow, Small, Large };
 
 // Tiny / Narrow for few rows (a 16 x 256 block costs what a 32 x 128 one does, so up to 16 rows
-// Tiny needs half the blocks); Large (FMA only) when its tiles still give every SM work; else
-// Small.
-TileChoice pick_tile(const GemmShape& s, Precision precision) {
+// Tiny needs half the blocks); Large when its tiles still give every SM work (FMA: LargeTile,
+// kFillBlocks tiles; TF32 and bf16: mma_tile.cuh's 128x128 tile as mma_large_tile_for decides,
+// where the weight gradient's split-K supplies the blocks); else Small.
+TileChoice pick_tile(const GemmShape& s, Precision precision, bool split_k) {
   if (s.M <= TinyTile::kM) return TileChoice::Tiny;
   if (s.M <= NarrowTile::kM) return TileChoice::Narrow;
-  if (precision == Precision::Fp32 && s.M >= LargeTile::kM && s.N >= LargeTile::kN &&
-      tiles_of<LargeTile>(s) >= kFillBlocks)
+  static_assert(LargeTile::kM == Tf32LargeTile::kM && LargeTile::kN == Tf32LargeTile::kN);
+  if (precision != Precision::Fp32)
+    return mma_large_tile_for(s.M, s.N, split_k ? kFillBlocks : tiles_of<LargeTile>(s))
+               ? TileChoice::Large
+               : TileChoice::Small;
+  if (s.M >= LargeTile::kM && s.N >= LargeTile::kN && tiles_of<LargeTile>(s) >= kFillBlocks)
     return TileChoice::Large;
   return TileChoice::Small;
 }
 
-// k-slice depth of the current precision's tiles (the unit of the split-K groups).
-int64_t slice_depth() {
-  return float32_precision() == Precision::Bf16 ? Bf16SmallTile::kK : SmallTile::kK;
+// k-slice depth of the tile launch_conv_gemm picks for s under the current precision (the unit
+// of the split-K groups).
+int64_t slice_depth(const GemmShape& s, bool split_k) {
+  const Precision precision = float32_precision();
+  const bool large = pick_tile(s, precision, split_k) == TileChoice::Large;
+  switch (precision) {
+    case Precision::Tf32:
+      return large ? Tf32LargeTile::kK : SmallTile::kK;
+    case Precision::Bf16:
+      return large ? Bf16ConvLargeTile::kK : Bf16SmallTile::kK;
+    default:
+      return SmallTile::kK;  // every fp32 tile's
+  }
 }
 
 std::atomic<bool>& gather_table_flag() {
@@ -270,8 +288,11 @@ void launch_conv_gemm(const char* op, const Conv2dGeometry& g, const float* a_sr
                       int64_t per_group, bool relu, cudaStream_t stream) {
   const GemmShape s = gemm_shape(P, g);
   const Precision precision = float32_precision();
-  const TileChoice choice = pick_tile(s, precision);
+  const TileChoice choice = pick_tile(s, precision, P == ConvPass::BackwardWeight);
   if (precision == Precision::Bf16) {
+    if (choice == TileChoice::Large)
+      return launch_on<Bf16ConvLargeTile, P, true>(op, g, s, a_src, b_src, bias, out, groups,
+                                                   per_group, relu, stream);
     if (choice == TileChoice::Tiny)
       return launch_on<Bf16TinyTile, P, true>(op, g, s, a_src, b_src, bias, out, groups, per_group,
                                               relu, stream);
@@ -299,6 +320,9 @@ void launch_conv_gemm(const char* op, const Conv2dGeometry& g, const float* a_sr
                   : launch_on<SmallTile, P, false>(op, g, s, a_src, b_src, bias, out, groups,
                                                    per_group, relu, stream);
     case TileChoice::Large:
+      if (tf32)
+        return launch_on<Tf32LargeTile, P, true>(op, g, s, a_src, b_src, bias, out, groups,
+                                                 per_group, relu, stream);
       return warp_tiles_fit(P, s, a_src)
                  ? launch_on<LargeWarpTile, P, false>(op, g, s, a_src, b_src, bias, out, groups,
                                                       per_group, relu, stream)
@@ -326,7 +350,8 @@ std::atomic<int64_t>& wgrad_groups() {
 }
 
 int64_t tiles_for(const GemmShape& s) {
-  switch (pick_tile(s, float32_precision())) {  // the bf16 tiles have the fp32 ones' shapes
+  // The weight gradient's tile; the bf16 tiles have the fp32 ones' shapes.
+  switch (pick_tile(s, float32_precision(), true)) {
     case TileChoice::Tiny:
       return tiles_of<TinyTile>(s);
     case TileChoice::Narrow:
@@ -343,7 +368,7 @@ int64_t tiles_for(const GemmShape& s) {
 // kWgradDeepSlices k-slices; at least kMinSlicesPerGroup k-slices a group and at most
 // kPartialBudget bytes of partials; or the fixed count, within the same bounds. No group empty.
 std::pair<int64_t, int64_t> split_k(const GemmShape& s) {
-  const int64_t k_slices = ceil_div(s.K, slice_depth());
+  const int64_t k_slices = ceil_div(s.K, slice_depth(s, true));
   const int64_t by_budget =
       std::max<int64_t>(static_cast<int64_t>(kPartialBudget / sizeof(float)) / (s.M * s.N), 1);
   const int64_t fixed = wgrad_groups().load(std::memory_order_relaxed);
@@ -386,7 +411,7 @@ void conv2d_forward_implicit(const Conv2dGeometry& a, const float* x, const floa
   const GemmShape s = gemm_shape(ConvPass::Forward, a);
   if (s.M * s.N == 0) return;
   launch_conv_gemm<ConvPass::Forward>("conv2d_forward (implicit GEMM)", a, w, x, bias, y, 1,
-                                      ceil_div(s.K, slice_depth()), relu, stream);
+                                      ceil_div(s.K, slice_depth(s, false)), relu, stream);
 }
 
 void conv2d_backward_input_implicit(const Conv2dGeometry& a, const float* grad_out, const float* w,
@@ -394,8 +419,8 @@ void conv2d_backward_input_implicit(const Conv2dGeometry& a, const float* grad_o
   const GemmShape s = gemm_shape(ConvPass::BackwardData, a);
   if (s.M * s.N == 0) return;
   launch_conv_gemm<ConvPass::BackwardData>("conv2d_backward_input (implicit GEMM)", a, w, grad_out,
-                                           nullptr, grad_in, 1, ceil_div(s.K, slice_depth()), false,
-                                           stream);
+                                           nullptr, grad_in, 1,
+                                           ceil_div(s.K, slice_depth(s, false)), false, stream);
 }
 
 void set_conv_wgrad_split(int64_t fill_blocks, int64_t groups) {

@@ -44,14 +44,7 @@
 // One barrier per slice: slice s's async copies are waited for (each thread its own) and the
 // barrier makes every thread's copies and register stores of slice s visible and frees the
 // stage that slice s - 1 used, which then receives slice s + 2's copies.
-// Tensor cores (MmaWarps): the same staging; the 8 warps each own a 16 x (TN * 16 / TM) piece of
-// C as WMMA accumulators, fragments loaded straight from the k-major shared tiles (A's as
-// column-major, B's as row-major). The tile's element type picks the precision:
-//   float: TF32, 16x16x8 fragments, rounded to TF32 after the load (round to nearest, ties away,
-//          as the CPU twin cpu::gemm_tf32 does; the tensor cores would otherwise truncate);
-//   __nv_bfloat16: bf16, 16x16x16 fragments, k-slices of 16; the shared tiles hold bf16, rounded
-//          to nearest even when staged (__float2bfloat16_rn, as cpu::gemm_bf16 does), which also
-//          halves their footprint. Global memory, accumulators and outputs stay fp32.
+// Tensor cores: cuda/kernels/mma_tile.cuh (the same staging, WMMA fragments instead of FMAs).
 #pragma once
 
 #include <cstdint>
@@ -59,7 +52,6 @@
 
 #include <cuda_bf16.h>
 #include <cuda_pipeline.h>
-#include <mma.h>
 
 namespace echelon::cuda::tile {
 
@@ -166,7 +158,13 @@ struct Part {
   static constexpr int kChunks = D * K / kVec;                     // 16-byte pieces per slice
   static constexpr int kVector = ceil_div_int(kChunks, kThreads);  // pieces per thread
   static constexpr int kRegs = kScalar > kVector* kVec ? kScalar : kVector* kVec;
+  // Zeroed in the emulation build only: gcc 12 cannot tell that stage() reads only what fetch()
+  // set (-Wmaybe-uninitialized); the device keeps no zeroing instructions.
+#if ECHELON_CUDA_SIM
+  float v[kRegs] = {};
+#else
   float v[kRegs];
+#endif
 
   __device__ static __forceinline__ int index(int x) { return Pin ? pinned(x) : x; }
 
@@ -416,71 +414,5 @@ __device__ __forceinline__ void store_fma_tile(const float (&acc)[T::kThM][T::kT
       store(m, n0 + (j / kVec) * T::kCols * kVec + thread_col * kVec + j % kVec, acc[i][j]);
   }
 }
-
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800  // TF32 and bf16 tensor cores: sm_80 or newer
-
-namespace wmma = nvcuda::wmma;
-constexpr int kFrag = 16, kWarps = kThreads / 32;
-
-// The tensor-core block tile: warps tile C as kWarpsM x (kWarps / kWarpsM), each a 16 x kWarpN
-// piece, one m16n16kK MMA per fragment and k-slice (K = T::kK: 8 for TF32, 16 for bf16). Shared
-// tiles must be 32-byte aligned (every fragment pointer then is).
-template <typename T>
-struct MmaWarps {
-  using E = typename T::Elem;
-  static constexpr bool kTf32 = std::is_same_v<E, float>;
-  using FragPrecision = std::conditional_t<kTf32, wmma::precision::tf32, __nv_bfloat16>;
-  static constexpr int kWarpsM = T::kM / kFrag, kWarpN = T::kN / (kWarps / kWarpsM);
-  static constexpr int kFragsN = kWarpN / kFrag;
-  static_assert(kWarps % kWarpsM == 0 && kWarpN % kFrag == 0);
-
-  int warp_m, warp_n, lane;
-  wmma::fragment<wmma::accumulator, kFrag, kFrag, T::kK, float> acc[kFragsN];
-
-  __device__ MmaWarps() {
-    const int warp = static_cast<int>(threadIdx.x) / 32;
-    lane = static_cast<int>(threadIdx.x) % 32;
-    warp_m = warp % kWarpsM, warp_n = warp / kWarpsM;
-#pragma unroll
-    for (int f = 0; f < kFragsN; ++f) wmma::fill_fragment(acc[f], 0.0f);
-  }
-
-  // acc += the products of one staged k-slice (a warp collective).
-  __device__ __forceinline__ void multiply(const ATile<T>& a_tile, const BTile<T>& b_tile) {
-    wmma::fragment<wmma::matrix_a, kFrag, kFrag, T::kK, FragPrecision, wmma::col_major> a;
-    wmma::load_matrix_sync(a, &a_tile[0][warp_m * kFrag], T::kM + T::kPad);
-    if constexpr (kTf32) {
-#pragma unroll
-      for (int i = 0; i < a.num_elements; ++i) a.x[i] = wmma::__float_to_tf32(a.x[i]);
-    }
-#pragma unroll
-    for (int f = 0; f < kFragsN; ++f) {
-      wmma::fragment<wmma::matrix_b, kFrag, kFrag, T::kK, FragPrecision, wmma::row_major> b;
-      wmma::load_matrix_sync(b, &b_tile[0][warp_n * kWarpN + f * kFrag], T::kN + T::kPad);
-      if constexpr (kTf32) {
-#pragma unroll
-        for (int i = 0; i < b.num_elements; ++i) b.x[i] = wmma::__float_to_tf32(b.x[i]);
-      }
-      wmma::mma_sync(acc[f], a, b, acc[f]);
-    }
-  }
-
-  // Calls store(m, n, value) for the warp's outputs, through `out` (this warp's 16x16 scratch,
-  // 32-byte aligned), so that bounds checks and epilogues stay per element as in the FMA kernel.
-  template <typename Store>
-  __device__ __forceinline__ void store_tile(float* out, int64_t m0, int64_t n0, Store store) {
-#pragma unroll
-    for (int f = 0; f < kFragsN; ++f) {
-      wmma::store_matrix_sync(out, acc[f], kFrag, wmma::mem_row_major);
-      __syncwarp();  // the lanes read each other's stored elements
-      for (int e = lane; e < kFrag * kFrag; e += 32)
-        store(m0 + warp_m * kFrag + e / kFrag, n0 + warp_n * kWarpN + f * kFrag + e % kFrag,
-              out[e]);
-      __syncwarp();  // out is overwritten by the next fragment
-    }
-  }
-};
-
-#endif
 
 }  // namespace echelon::cuda::tile

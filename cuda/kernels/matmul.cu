@@ -1,22 +1,26 @@
 // Row-major GEMM, two ways: our tiled SGEMM and cuBLAS.
 //
-// Our kernel: the block tiles of cuda/kernels/gemm_tile.cuh (a ring of k-slices in shared memory,
-// FMA, TF32 or bf16 WMMA) with a dense operand loader: bounds-checked (zero-filled), so any M, N,
-// K and both transposes work; the global load mapping follows the storage order (k fastest for
-// row-major A, m fastest for transposed A). An operand whose pointer, leading dimension and batch
-// stride are multiples of 16 bytes is read 16 bytes at a time: by cp.async straight into shared
-// memory when its rows run along the shared rows (transposed A, plain B; fp32 and TF32), else by
-// float4 loads into registers; others element by element.
+// Our kernel: the block tiles of cuda/kernels/gemm_tile.cuh and mma_tile.cuh (a ring of
+// k-slices in shared memory, FMA, TF32 or bf16 WMMA) with a dense operand loader:
+// bounds-checked (zero-filled), so any M, N, K and both transposes work; the global load mapping
+// follows the storage order (k fastest for row-major A, m fastest for transposed A). An operand
+// whose pointer, leading dimension and batch stride are multiples of 16 bytes is read 16 bytes
+// at a time: by cp.async straight into shared memory when its rows run along the shared rows
+// (transposed A, plain B; fp32 and TF32), else by float4 loads into registers; others element
+// by element.
 // Two tile shapes for FMA: 128x128 (8x8 per thread: 64 FMAs per 4 shared vector loads) for large
 // problems, 64x64 (4x4 per thread) when 128x128 tiles would leave SMs idle; use_large_tile
-// decides. The 128x128 tile runs the warp-tiled FMA core (fma_tile.cuh; 128 registers, 2 blocks
+// decides. The 128x128 FMA tile runs the warp-tiled core (fma_tile.cuh; 128 registers, 2 blocks
 // per SM) unless set_fma_warp_tiles(false) / ECHELON_FMA_CORE=old keeps the block-strided one
 // (213 registers, 1 block); the same bits either way. TF32 and bf16
-// (set_float32_precision(Precision::Tf32 / Bf16)) run the 64x64 tile on tensor cores (bf16:
-// operands rounded to bf16 when staged, fp32 accumulators); the epilogue goes through a 16x16
+// (set_float32_precision(Precision::Tf32 / Bf16)) run on tensor cores (mma_tile.cuh; bf16:
+// operands rounded to bf16 when staged, fp32 accumulators): the 128x128 tile, two MMA k-steps per
+// staged slice, when mma_large_tile_for says so (M, N >= 128 and a wave of blocks;
+// ECHELON_MMA_TILE=64 / 128 force a tile), else the 64x64 one; the epilogue goes through a 16x16
 // scratch per warp, so that the bounds checks, alpha, beta, the bias and the ReLU clamp stay per
-// element as in the FMA kernel. Batch-reduce mode (split-K over a batch): block z sums the products
-// of batches [z * per_block, (z + 1) * per_block) in registers and writes C + z * stride_c once.
+// element as in the FMA kernel.
+// Batch-reduce mode (split-K over a batch): block z sums the products of batches
+// [z * per_block, (z + 1) * per_block) in registers and writes C + z * stride_c once.
 // cuBLAS is column-major: row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, so we
 // call it with the operands swapped and the same transpose flags (the "swap trick"); no copies.
 // Under TF32 its handle's math mode allows TF32 tensor-core kernels; under bf16 it runs
@@ -37,6 +41,7 @@
 
 #include "fma_tile.cuh"
 #include "gemm_tile.cuh"
+#include "mma_tile.cuh"
 
 namespace echelon::cuda {
 namespace {
@@ -170,11 +175,17 @@ __global__ void __launch_bounds__(kThreads, (T::kWarpTiled ? 2 : 0))
 
 // ---- the tensor-core variant: TF32 or bf16 by T's element type ----
 
-// The TF32 tile at 3 resident blocks per SM (__launch_bounds__: 120 -> 80 registers, no spill;
-// as conv_min_blocks in conv_gemm.cu: a hypothesis for the GPU run); the bf16 one stays at
-// ptxas's choice (76 registers, 3 blocks already; 4 would spill).
+// The 64x64 TF32 tile at 3 resident blocks per SM (__launch_bounds__: 120 -> 80 registers, no
+// spill; as conv_min_blocks in conv_gemm.cu: a hypothesis for the GPU run); the bf16 one and the
+// 128x128 tiles (mma_tile.cuh) stay at ptxas's choice (64x64 bf16: 76 registers, 3 blocks
+// already; 4 would spill).
 template <typename T>
-__global__ void __launch_bounds__(kThreads, (std::is_same_v<typename T::Elem, float> ? 3 : 0))
+constexpr int mma_min_blocks() {
+  return std::is_same_v<T, SmallTile> ? 3 : 0;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads, (mma_min_blocks<T>()))
     sgemm_mma_kernel(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                      const float* __restrict__ A, int64_t lda, int64_t stride_a,
                      const float* __restrict__ B, int64_t ldb, int64_t stride_b, float beta,
@@ -190,7 +201,7 @@ __global__ void __launch_bounds__(kThreads, (std::is_same_v<typename T::Elem, fl
   const int64_t m0 = static_cast<int64_t>(blockIdx.y) * T::kM;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::kN;
   // 32-byte aligned rows of (kM + kPad) * sizeof(Elem) bytes: every fragment pointer is 32-byte
-  // aligned.
+  // aligned (mma_tile.cuh).
   __shared__ __align__(32) ATiles<T> a_tile;                      // [k][m] = op(A)(m0+m, k0+k)
   __shared__ __align__(32) BTiles<T> b_tile;                      // [k][n] = op(B)(k0+k, n0+n)
   __shared__ __align__(32) float scratch[kWarps][kFrag * kFrag];  // one accumulator, row-major
@@ -231,6 +242,17 @@ int64_t ceil_div(int64_t a, int64_t b) {
 bool use_large_tile(int64_t M, int64_t N, int64_t groups) {
   return M >= LargeTile::kM && N >= LargeTile::kN &&
          ceil_div(M, LargeTile::kM) * ceil_div(N, LargeTile::kN) * groups >= kFillBlocks;
+}
+
+// The tensor-core tile mode (matmul.h, set_mma_tile): ECHELON_MMA_TILE=64 / 128 in the
+// environment (read once) forces one tile; else Auto.
+std::atomic<MmaTile>& mma_tile_mode() {
+  static std::atomic<MmaTile> mode = [] {
+    const char* v = std::getenv("ECHELON_MMA_TILE");
+    const std::string_view choice = v == nullptr ? "" : v;
+    return choice == "64" ? MmaTile::Small : choice == "128" ? MmaTile::Large : MmaTile::Auto;
+  }();
+  return mode;
 }
 
 // kMma: the tensor-core kernel (TF32 or bf16 by T), else the FMA one (float tiles only).
@@ -276,7 +298,18 @@ void launch_tiled(const char* op, bool trans_a, bool trans_b, int64_t M, int64_t
   check_gemm_args(op, trans_a, trans_b, M, N, K, lda, ldb, ldc, batch);
   if (M == 0 || N == 0 || batch == 0) return;
   const Precision precision = float32_precision();
-  if (precision == Precision::Tf32)
+  const bool mma_large = mma_large_tile_for(
+      M, N,
+      ceil_div(M, Tf32LargeTile::kM) * ceil_div(N, Tf32LargeTile::kN) * ceil_div(batch, per_block));
+  if (precision == Precision::Tf32 && mma_large)
+    launch_tile<Tf32LargeTile, true>(op, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb,
+                                     stride_b, beta, C, ldc, stride_c, batch, per_block, row_bias,
+                                     relu, stream);
+  else if (precision == Precision::Bf16 && mma_large)
+    launch_tile<Bf16LargeTile, true>(op, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb,
+                                     stride_b, beta, C, ldc, stride_c, batch, per_block, row_bias,
+                                     relu, stream);
+  else if (precision == Precision::Tf32)
     launch_tile<SmallTile, true>(op, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb,
                                  stride_b, beta, C, ldc, stride_c, batch, per_block, row_bias, relu,
                                  stream);
@@ -319,6 +352,27 @@ void set_fma_warp_tiles(bool on) {
 }
 bool fma_warp_tiles() {
   return warp_tiles_flag().load(std::memory_order_relaxed);
+}
+
+void set_mma_tile(MmaTile tile) {
+  mma_tile_mode().store(tile, std::memory_order_relaxed);
+}
+MmaTile mma_tile() {
+  return mma_tile_mode().load(std::memory_order_relaxed);
+}
+
+// Auto: the 128x128 tile once its blocks fill one wave of one block per SM (kMmaFillBlocks: it
+// does 4x a 64x64 block's work, and 43 KiB of shared memory and its registers leave few blocks
+// resident; a hypothesis for the GPU's A/B rows to tune); the emulation uses kFillBlocks.
+bool mma_large_tile_for(int64_t M, int64_t N, int64_t blocks) {
+#if ECHELON_CUDA_SIM
+  constexpr int64_t kMmaFillBlocks = kFillBlocks;
+#else
+  constexpr int64_t kMmaFillBlocks = 132;
+#endif
+  const MmaTile mode = mma_tile();
+  return mode != MmaTile::Small && M >= Tf32LargeTile::kM && N >= Tf32LargeTile::kN &&
+         (mode == MmaTile::Large || blocks >= kMmaFillBlocks);
 }
 
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,

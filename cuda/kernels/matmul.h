@@ -28,6 +28,19 @@ Precision float32_precision();
 void set_fma_warp_tiles(bool on);
 bool fma_warp_tiles();
 
+// The tensor-core kernels' block tile (cuda/kernels/mma_tile.cuh), an A/B switch for timing and
+// tests (both equal the CPU twins to summation order). Auto (the default): the 128x128 tile where
+// M, N >= 128 and its blocks still fill the GPU (mma_large_tile_for), else 64x64; Small: always
+// the 64x64 tile (the environment's ECHELON_MMA_TILE=64); Large: the 128x128 tile wherever
+// M, N >= 128 (ECHELON_MMA_TILE=128). Process-wide; read by the SGEMM and the implicit-GEMM
+// convolution under TF32 and bf16.
+enum class MmaTile { Auto, Small, Large };
+void set_mma_tile(MmaTile tile);
+MmaTile mma_tile();
+// Whether a TF32 / bf16 GEMM of M x N in `blocks` 128x128 blocks (tiles x batch groups; a
+// split-K launch passes the blocks it can split to) takes the 128x128 tile under mma_tile().
+bool mma_large_tile_for(int64_t M, int64_t N, int64_t blocks);
+
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
           cudaStream_t stream);

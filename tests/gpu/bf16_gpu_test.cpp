@@ -39,6 +39,12 @@ TEST_SUITE("bf16_gpu") {
     check_gemm_transposes(Precision::Bf16, cpu::gemm_bf16, {1e-3, 1e-3}, 0.5, "bf16");
   }
 
+  TEST_CASE("the 128x128 tensor-core tile at M, N >= 128 equals the twin") {
+    // k-slices of 32 (two MMA k-steps): every transpose, tails in m, n and k, batches, bias,
+    // batch-reduce.
+    check_large_tile(Precision::Bf16, cpu::gemm_bf16, {1e-3, 1e-3}, 2.0, "bf16");  // K = 45
+  }
+
   TEST_CASE("strided batches, the fused row bias and batch-reduce under bf16") {
     check_batched_modes(Precision::Bf16, cpu::gemm_bf16);
   }

@@ -108,6 +108,11 @@ const std::vector<Case>& cases() {
       // dilation 3 on the tiny tile, and on the 64x64 tile (40 input channels).
       {"plain_c9_s2_d3", {2, 9, 13, 11}, {8, 9, 3, 3}, window(2, 2, 2, 2, 3)},
       {"plain_c40_s2_d3", {1, 40, 12, 9}, {8, 40, 3, 3}, window(2, 2, 2, 1, 3)},
+      // The 128x128 tensor-core tile (mma_tile.cuh) under TF32 and bf16 in every direction: 136
+      // filters over 130 channels (VGG-16's deep layers, small; a 1x2 kernel keeps K, and the
+      // emulated tensor cores' time, small): forward and grad input 2 x 2 tiles (N = 156,
+      // K = 260 and 272), grad weight 2 x 3 (K = 156); the 128x128 FMA tile under fp32.
+      {"c130_o136_large", {1, 130, 12, 12}, {136, 130, 1, 2}, window(1, 1, 0, 1)},
   };
   return all;
 }
@@ -184,6 +189,7 @@ TEST_SUITE("conv_gpu") {
     REQUIRE(cuda::conv_gather_table());
     for (const Precision precision : {Precision::Fp32, Precision::Tf32, Precision::Bf16})
       for (const Case& c : cases()) {
+        if (c.w[0] > 128 && c.x[1] > 128) continue;  // only 128-row tiles: no table
         ConvScope scope(cuda::ConvAlgorithm::ImplicitGemm, precision);
         const Results with = run(c, Device::cuda(0), Precision::Fp32);
         cuda::set_conv_gather_table(false);
@@ -263,6 +269,41 @@ TEST_SUITE("conv_gpu") {
     }
     cuda::set_conv_wgrad_split(0, 0);
     CHECK(cuda::conv_wgrad_groups(full) == heuristic);
+  }
+
+  TEST_CASE("the 128x128 tensor-core tile: split-K weight gradient and the 64x64 switch") {
+    // The weight gradient on the large tile with split-K forced (its k-slices, the groups' unit,
+    // are 16 deep under both precisions: 3 groups of 4, 4 and 2 slices), then every direction
+    // with the 64x64 tile forced (set_mma_tile(Small), ECHELON_MMA_TILE=64's switch).
+    const Case& c = cases().back();
+    REQUIRE(std::string(c.name) == "c130_o136_large");
+    REQUIRE(cuda::mma_tile() == cuda::MmaTile::Auto);
+    Conv2dGeometry g = c.window;
+    g.kernel_h = c.w[2], g.kernel_w = c.w[3];
+    const Conv2dGeometry full = g.for_input(c.x[0], c.x[1], c.x[2], c.x[3], c.w[0]);
+    for (const Precision precision : {Precision::Tf32, Precision::Bf16}) {
+      const Results want = run(c, Device::cpu(), precision);
+      ConvScope scope(cuda::ConvAlgorithm::ImplicitGemm, precision);
+      const auto check = [&](const Tensor& got, const Tensor& expected, const char* what) {
+        const parity::Comparison cmp = parity::compare(got, expected, {5e-4, 1e-4});
+        CHECK_MESSAGE(cmp.ok, name(precision), " ", what, ": ", cmp.summary());
+      };
+      cuda::set_conv_wgrad_split(0, 3);
+      CHECK(cuda::conv_wgrad_groups(full) == 3);
+      const Tensor x = rounded(random_cpu(c.x, 1), precision).to(Device::cuda(0));
+      const Tensor w = rounded(random_cpu(c.w, 2), precision).to(Device::cuda(0));
+      const Tensor gy = rounded(random_cpu({full.n, full.o, full.out_h, full.out_w}, 4), precision)
+                            .to(Device::cuda(0));
+      check(ops::conv2d_backward(gy, x, w, false, false, g).weight.cpu(), want.grad_weight,
+            "split grad weight");
+      cuda::set_conv_wgrad_split(0, 0);
+      cuda::set_mma_tile(cuda::MmaTile::Small);
+      const Results small = run(c, Device::cuda(0), Precision::Fp32);
+      cuda::set_mma_tile(cuda::MmaTile::Auto);
+      check(small.y, want.y, "64x64 forward");
+      check(small.grad_input, want.grad_input, "64x64 grad input");
+      check(small.grad_weight, want.grad_weight, "64x64 grad weight");
+    }
   }
 
   TEST_CASE("implicit GEMM is the default and the split-K weight gradient is bitwise repeatable") {

@@ -89,15 +89,15 @@ inline std::vector<float> check_k1_rounding(Precision precision, std::vector<flo
   return got;
 }
 
-// Our SGEMM equals the twin in all four transposes with alpha, beta and odd sizes (two 64-row
-// tiles, a k-slice tail), with tight rows (element loads) and with rows padded to 16 bytes (the
-// 16-byte paths: cp.async under TF32, float4 loads, runs cut by the matrix edge). The rounding is
-// really there: against fp32 products the result differs by more than `vs_fp32` allows, but by
-// less than `max_vs_fp32`.
+// Our SGEMM equals the twin in all four transposes with alpha, beta and odd sizes (by default
+// two 64-row tiles and a k-slice tail; M, N >= 128 reach the 128x128 tile), with tight rows
+// (element loads) and with rows padded to 16 bytes (the 16-byte paths: cp.async under TF32,
+// float4 loads, runs cut by the matrix edge). The rounding is really there: against fp32 products
+// the result differs by more than `vs_fp32` allows, but by less than `max_vs_fp32`.
 inline void check_gemm_transposes(Precision precision, CpuTwin twin,
                                   const parity::Tolerance& vs_fp32_tolerance, double max_vs_fp32,
-                                  const std::string& name) {
-  const int64_t M = 70, N = 45, K = 37;
+                                  const std::string& name, int64_t M = 70, int64_t N = 45,
+                                  int64_t K = 37) {
   for (const bool padded : {false, true})
     for (const bool trans_a : {false, true})
       for (const bool trans_b : {false, true}) {
@@ -123,10 +123,11 @@ inline void check_gemm_transposes(Precision precision, CpuTwin twin,
 }
 
 // Strided batches, the fused row bias (with and without the ReLU) and batch-reduce (groups of 2
-// over 5 batches, the last one short) against the twin. K = 20: one full k-slice of 16 (bf16) or
-// two of 8 (TF32), and a tail.
-inline void check_batched_modes(Precision precision, CpuTwin twin) {
-  const int64_t M = 33, N = 67, K = 20, batch = 5;
+// over 5 batches, the last one short) against the twin. By default K = 20: one full k-slice of 16
+// (bf16) or two of 8 (TF32), and a tail; M, N >= 128 reach the 128x128 tile.
+inline void check_batched_modes(Precision precision, CpuTwin twin, int64_t M = 33, int64_t N = 67,
+                                int64_t K = 20) {
+  const int64_t batch = 5;
   const Tensor a = random_cpu({batch, M, K}, 4), b = random_cpu({batch, N, K}, 5);
   const Tensor bias = random_cpu({M}, 6), c0 = random_cpu({batch, M, N}, 7);
   const Tensor a_gpu = a.to(Device::cuda(0)), b_gpu = b.to(Device::cuda(0));
@@ -220,6 +221,24 @@ inline Tensor matmul_under(Precision precision, const Tensor& a_gpu, const Tenso
   }
   CHECK(ops::float32_precision() == Precision::Fp32);
   return got;
+}
+
+// The 128x128 tensor-core tile (cuda::set_mma_tile: Auto, the default, takes it here) against
+// the twin: 2 x 2 tiles in every transpose, tight and padded rows, and the batched modes (K = 45:
+// a k-slice tail of 13 under both precisions; M, N: tails of 2 and 3); the modes' choice of tile.
+inline void check_large_tile(Precision precision, CpuTwin twin,
+                             const parity::Tolerance& vs_fp32_tolerance, double max_vs_fp32,
+                             const std::string& name) {
+  REQUIRE(cuda::mma_tile() == cuda::MmaTile::Auto);
+  CHECK(cuda::mma_large_tile_for(130, 131, 4));
+  CHECK_FALSE(cuda::mma_large_tile_for(127, 260, 6));
+  check_gemm_transposes(precision, twin, vs_fp32_tolerance, max_vs_fp32, name, 130, 131, 45);
+  check_batched_modes(precision, twin, 129, 131, 45);
+  cuda::set_mma_tile(cuda::MmaTile::Small);  // ECHELON_MMA_TILE=64
+  CHECK_FALSE(cuda::mma_large_tile_for(130, 131, 4));
+  cuda::set_mma_tile(cuda::MmaTile::Large);  // ECHELON_MMA_TILE=128: no fill rule
+  CHECK(cuda::mma_large_tile_for(128, 128, 1));
+  cuda::set_mma_tile(cuda::MmaTile::Auto);
 }
 
 }  // namespace echelon::reduced_precision

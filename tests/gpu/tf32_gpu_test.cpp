@@ -57,6 +57,12 @@ TEST_SUITE("tf32_gpu") {
     check_gemm_transposes(Precision::Tf32, cpu::gemm_tf32, kSameRounding, 0.05, "TF32");
   }
 
+  TEST_CASE("the 128x128 tensor-core tile at M, N >= 128 equals the twin") {
+    // k-slices of 16 (two MMA k-steps): every transpose, tails in m, n and k, batches, bias,
+    // batch-reduce.
+    check_large_tile(Precision::Tf32, cpu::gemm_tf32, kSameRounding, 0.2, "TF32");  // K = 45
+  }
+
   TEST_CASE("strided batches, the fused row bias and batch-reduce under TF32") {
     check_batched_modes(Precision::Tf32, cpu::gemm_tf32);
   }

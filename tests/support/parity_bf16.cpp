@@ -70,6 +70,18 @@ const Registrar bf16_cases([] {
        {f32({3, 33, 17}), f32({3, 17, 29}, Layout::Strided)},
        bf16([](const auto& in) { return ops::bmm(in[0], in[1]); }),
        tol});
+  // M, N >= 128: the 128x128 tensor-core tile (2 x 2 tiles; K = 77 and 45: tails of the 32-deep
+  // k-slices), plain and batched with a strided operand.
+  add({"bf16/matmul/large_tile",
+       "bf16",
+       {f32({200, 77}), f32({77, 131})},
+       bf16([](const auto& in) { return ops::matmul(in[0], in[1]); }),
+       tol});
+  add({"bf16/bmm/large_tile_strided",
+       "bf16",
+       {f32({2, 130, 45}), f32({2, 45, 140}, Layout::Strided)},
+       bf16([](const auto& in) { return ops::bmm(in[0], in[1]); }),
+       tol});
   // Conv: dilation, stride and padding, 7 output channels (the narrow tile), K = 5*3*3 = 45 (k
   // slices of 16 with a tail of 13); the weight gradient's K (3*6*5 = 90) splits over groups.
   const Conv2dGeometry p = window_s2_p1_d2();

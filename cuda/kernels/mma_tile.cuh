@@ -1,0 +1,168 @@
+// The tensor-core side of our GEMM block tiles (the dense SGEMM in cuda/kernels/matmul.cu, the
+// implicit-GEMM convolution in cuda/kernels/conv_gemm.cu): the staging of gemm_tile.cuh (the
+// operand loaders, the ring of k-slices in shared memory, cp.async) with WMMA fragments in place
+// of the FMA threads' register tiles. The tile's element type picks the precision:
+//   float: TF32, 16x16x8 fragments, rounded to TF32 after the load (round to nearest, ties away,
+//          as the CPU twin cpu::gemm_tf32 does; the tensor cores would otherwise truncate);
+//   __nv_bfloat16: bf16, 16x16x16 fragments; the shared tiles hold bf16, rounded to nearest even
+//          when staged (__float2bfloat16_rn, as cpu::gemm_bf16 does), which also halves their
+//          footprint. Global memory, accumulators and outputs stay fp32.
+// Two families of block tiles:
+//   the gemm_tile.cuh shapes (64x64, 32x128, 16x256; k-slices of one MMA's k: 8 TF32, 16 bf16):
+//          the 8 warps each own a 16-row piece of C, so one A fragment and kN / 128 B fragments
+//          are loaded from shared per kN / 128 MMAs, and a barrier every 8 (16) k;
+//   MmaLargeTile, 128x128 (the brief of issue #10: the small tiles starve the tensor cores on
+//          shared loads and barriers): the warps tile C as 4 (m) x 2 (n), each a 32x64 piece of
+//          2 x 4 accumulators, so each A fragment feeds 4 MMAs and each B fragment 2 (6 fragment
+//          loads per 8 MMAs instead of 3 per 2); k-slices of 16 (TF32) / 32 (bf16), two MMA
+//          k-steps per barrier (the convolution's bf16 tile: 16, one step; see Bf16ConvLargeTile);
+//          a 2-stage ring (cp.async one slice ahead for the fp32 operands whose rows run along
+//          the shared rows, register prefetch for the others), 34 KiB of shared tiles + 8 KiB of
+//          epilogue scratch, under the 48 KiB of static shared memory. 64 accumulator registers
+//          a thread: ptxas gives these kernels 178-255 registers, one block (8 warps) per SM
+//          (bench/RESULTS.md, tc24); GPU speed not yet measured.
+// Shared rows of MmaLargeTile are padded by 8 elements (kPad). Both operands are stored k-major
+// ([k][m] for A, loaded col_major; [k][n] for B, loaded row_major), so a fragment load reads, per
+// lane, element (k, d) at k * ld + d with k and d from the lane's position in the fragment:
+//   TF32 (scalar 32-bit shared loads; PTX's m16n8k8 layout): lane 4 g + t reads k = t (+ 4),
+//          d = g (+ 8): words t * ld + g. With ld = 136 = 8 (mod 32) the 32 lanes hit banks
+//          8 t + g, all different; the gemm_tile.cuh pad of 4 floats (ld = 4 mod 32) gives
+//          4 t + g: 2-way conflicts.
+//   bf16 (ldmatrix.trans-like 16-byte rows, eight per phase): row k at k * ld * 2 bytes; with
+//          ld = 136, 272 bytes = 16 (mod 128), so the eight rows fill the 128 bytes of the banks
+//          once; a 16-element pad (288 = 32 mod 128) would put two rows on the same banks.
+// Rows of 136 elements keep every fragment pointer 32-byte aligned (k-steps of 8 rows of 544
+// bytes, 16 rows of 272; column offsets multiples of 16 elements) and every cp.async destination
+// 16-byte aligned.
+#pragma once
+
+#include <type_traits>
+
+#include <mma.h>
+
+#include "gemm_tile.cuh"
+
+namespace echelon::cuda::tile {
+
+// The 128x128 tensor-core tile: the members the staging (Part, Slice, for_each_slice) reads, and
+// the warp grid MmaWarps takes. E: float (TF32) or __nv_bfloat16; K: the k-slice depth, by default
+// two MMA k-steps.
+template <typename E, int K = (std::is_same_v<E, float> ? 16 : 32)>
+struct MmaLargeTile {
+  using Elem = E;
+  static constexpr bool kFloat = std::is_same_v<E, float>;
+  static constexpr int kM = 128, kN = 128;
+  static constexpr int kK = K;
+  static constexpr int kPad = 8;     // see the top: conflict-free fragment loads
+  static constexpr int kStages = 2;  // 2 x 16 x 136 x 4 B x 2 operands = 34 KiB
+  static constexpr int kWarpsM = 4;  // warps along m; each owns 32 x 64 of C
+};
+using Tf32LargeTile = MmaLargeTile<float>;
+using Bf16LargeTile = MmaLargeTile<__nv_bfloat16>;
+// The convolution's bf16 tile: one MMA k-step per slice. Its gathers' registers (16 elements per
+// thread and operand at k-slices of 32) made the 32-deep forward and grad input spill.
+using Bf16ConvLargeTile = MmaLargeTile<__nv_bfloat16, 16>;
+
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800  // TF32 and bf16 tensor cores: sm_80 or newer
+
+namespace wmma = nvcuda::wmma;
+constexpr int kFrag = 16, kWarps = kThreads / 32;
+
+// Warps along m: the tile's own choice, else one 16-row fragment each (the gemm_tile.cuh shapes).
+template <typename T>
+constexpr int mma_warps_m() {
+  if constexpr (requires { T::kWarpsM; })
+    return T::kWarpsM;
+  else
+    return T::kM / kFrag;
+}
+
+// The tensor-core block tile: warps tile C as kWarpsM x (kWarps / kWarpsM), each a kWarpM x
+// kWarpN piece of kFragsM x kFragsN accumulators; a staged k-slice is kSteps MMA k-steps (K = 8
+// for TF32, 16 for bf16). Shared tiles must be 32-byte aligned (every fragment pointer then is).
+template <typename T>
+struct MmaWarps {
+  using E = typename T::Elem;
+  static constexpr bool kTf32 = std::is_same_v<E, float>;
+  using FragPrecision = std::conditional_t<kTf32, wmma::precision::tf32, __nv_bfloat16>;
+  static constexpr int kMmaK = kTf32 ? 8 : 16, kSteps = T::kK / kMmaK;
+  static constexpr int kWarpsM = mma_warps_m<T>();
+  static constexpr int kWarpM = T::kM / kWarpsM, kWarpN = T::kN / (kWarps / kWarpsM);
+  static constexpr int kFragsM = kWarpM / kFrag, kFragsN = kWarpN / kFrag;
+  static_assert(kWarps % kWarpsM == 0 && kWarpM % kFrag == 0 && kWarpN % kFrag == 0);
+  static_assert(T::kK % kMmaK == 0);
+
+  int warp_m, warp_n, lane;
+  wmma::fragment<wmma::accumulator, kFrag, kFrag, kMmaK, float>
+      acc[kFragsM * kFragsN];  // [i * kFragsN + f]
+
+  __device__ MmaWarps() {
+    const int warp = static_cast<int>(threadIdx.x) / 32;
+    lane = static_cast<int>(threadIdx.x) % 32;
+    warp_m = warp % kWarpsM, warp_n = warp / kWarpsM;
+#pragma unroll
+    for (int i = 0; i < kFragsM * kFragsN; ++i) wmma::fill_fragment(acc[i], 0.0f);
+  }
+
+  // acc += the products of one staged k-slice (a warp collective). The k-steps of the 128x128
+  // tile are not unrolled: unrolled, ptxas loads both steps' fragments at once, and its bf16
+  // SGEMM went past 255 registers (a spill); a loop around the single step of the gemm_tile.cuh
+  // shapes cost registers there (three of their conv kernels spilled under their caps).
+  __device__ __forceinline__ void multiply(const ATile<T>& a_tile, const BTile<T>& b_tile) {
+    if constexpr (kSteps == 1) {
+      multiply_step(a_tile, b_tile, 0);
+    } else {
+#pragma unroll 1
+      for (int step = 0; step < kSteps; ++step) multiply_step(a_tile, b_tile, step * kMmaK);
+    }
+  }
+
+  // acc += the products of the slice's rows k.. k + kMmaK: the warp's kFragsM A fragments stay
+  // in registers while its B fragments stream past them.
+  __device__ __forceinline__ void multiply_step(const ATile<T>& a_tile, const BTile<T>& b_tile,
+                                                int k) {
+    wmma::fragment<wmma::matrix_a, kFrag, kFrag, kMmaK, FragPrecision, wmma::col_major> a[kFragsM];
+#pragma unroll
+    for (int i = 0; i < kFragsM; ++i) {
+      wmma::load_matrix_sync(a[i], &a_tile[k][warp_m * kWarpM + i * kFrag], T::kM + T::kPad);
+      if constexpr (kTf32) {
+#pragma unroll
+        for (int e = 0; e < a[i].num_elements; ++e) a[i].x[e] = wmma::__float_to_tf32(a[i].x[e]);
+      }
+    }
+#pragma unroll
+    for (int f = 0; f < kFragsN; ++f) {
+      wmma::fragment<wmma::matrix_b, kFrag, kFrag, kMmaK, FragPrecision, wmma::row_major> b;
+      wmma::load_matrix_sync(b, &b_tile[k][warp_n * kWarpN + f * kFrag], T::kN + T::kPad);
+      if constexpr (kTf32) {
+#pragma unroll
+        for (int e = 0; e < b.num_elements; ++e) b.x[e] = wmma::__float_to_tf32(b.x[e]);
+      }
+#pragma unroll
+      for (int i = 0; i < kFragsM; ++i)
+        wmma::mma_sync(acc[i * kFragsN + f], a[i], b, acc[i * kFragsN + f]);
+    }
+  }
+
+  // Calls store(m, n, value) for the warp's outputs, through `out` (this warp's 16x16 scratch,
+  // 32-byte aligned), so that bounds checks and epilogues stay per element as in the FMA kernel.
+  // Each lane stores 8 elements per fragment, in rows of 16 consecutive columns per half-warp.
+  template <typename Store>
+  __device__ __forceinline__ void store_tile(float* out, int64_t m0, int64_t n0, Store store) {
+#pragma unroll
+    for (int i = 0; i < kFragsM; ++i)
+#pragma unroll
+      for (int f = 0; f < kFragsN; ++f) {
+        wmma::store_matrix_sync(out, acc[i * kFragsN + f], kFrag, wmma::mem_row_major);
+        __syncwarp();  // the lanes read each other's stored elements
+        for (int e = lane; e < kFrag * kFrag; e += 32)
+          store(m0 + warp_m * kWarpM + i * kFrag + e / kFrag,
+                n0 + warp_n * kWarpN + f * kFrag + e % kFrag, out[e]);
+        __syncwarp();  // out is overwritten by the next fragment
+      }
+  }
+};
+
+#endif
+
+}  // namespace echelon::cuda::tile
