@@ -87,7 +87,7 @@ T_SANITIZER=${T_SANITIZER:-75}  # one compute-sanitizer tool, all families
 T_FAMILY=${T_FAMILY:-60}  # one family under a sanitizer
 T_PIPELINE=${T_PIPELINE:-45}
 T_BENCH=${T_BENCH:-40}
-T_KERNELS=${T_KERNELS:-200}  # exp_gpu_kernels: every kernel family against its peer (conv: 3 impls x fp32/tf32/bf16)
+T_KERNELS=${T_KERNELS:-260}  # exp_gpu_kernels: every kernel family against its peer (conv: 3 impls x fp32/tf32/bf16, A/B rows)
 # Families whose kernels use shared memory or warp shuffles come first under the sanitizers.
 FAMILY_ORDER=(reduce matmul norm loss conv pool im2col shape elementwise optim random)
 
@@ -448,7 +448,9 @@ done
 
 # ---- kernels against their peers (issue #10, P3): ratios to a D2D copy, cuBLAS, cuDNN --------------
 if [[ -x $BUILD/bench/exp_gpu_kernels ]]; then
-  step kernels "$T_KERNELS" "$BUILD/bench/exp_gpu_kernels" --repeats 7
+  # --fma-ab / --mma-tile-ab: the 128x128 tiles' new cores beside the old ones, per conv layer
+  # (the SGEMM rows always print both); the A/B of session 24's unmeasured kernels.
+  step kernels "$T_KERNELS" "$BUILD/bench/exp_gpu_kernels" --repeats 7 --fma-ab --mma-tile-ab
   # The timings with each kernel's registers and occupancy below them, in one file.
   cat "$(log_name kernels)" "$(log_name resources)" >"$OUT/kernels.txt" 2>/dev/null
 else

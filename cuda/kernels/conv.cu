@@ -56,28 +56,28 @@ __global__ void __launch_bounds__(kBlock)
   __shared__ typename Reduce::TempStorage temp;
   const int64_t o = blockIdx.y;
   double acc = 0.0;
-  for_chunk<W>(a, cc, o,
-               [&](const int64_t(&at)[kChannelUnroll], const bool(&live)[kChannelUnroll]) {
-                 typename V::type g[kChannelUnroll], r[kChannelUnroll];
+  for_chunk<W>(
+      a, cc, o, [&](const int64_t(&at)[kChannelUnroll], const bool(&live)[kChannelUnroll]) {
+        typename V::type g[kChannelUnroll] ECH_SIM_ZEROED, r[kChannelUnroll] ECH_SIM_ZEROED;
 #pragma unroll
-                 for (int k = 0; k < kChannelUnroll; ++k)
-                   if (live[k]) {
-                     g[k] = V::load(grad_out, at[k]);
-                     if (relu_out) r[k] = V::load(relu_out, at[k]);
-                   }
+        for (int k = 0; k < kChannelUnroll; ++k)
+          if (live[k]) {
+            g[k] = V::load(grad_out, at[k]);
+            if (relu_out) r[k] = V::load(relu_out, at[k]);
+          }
 #pragma unroll
-                 for (int k = 0; k < kChannelUnroll; ++k)
-                   if (live[k]) {
+        for (int k = 0; k < kChannelUnroll; ++k)
+          if (live[k]) {
 #pragma unroll
-                     for (int l = 0; l < W; ++l) {
-                       float v = lane_of(g[k], l);
-                       if (relu_out && !(lane_of(r[k], l) > 0.0f)) v = 0.0f;
-                       set_lane(g[k], l, v);
-                       acc += v;
-                     }
-                     if (relu_out) V::store(masked, at[k], g[k]);
-                   }
-               });
+            for (int l = 0; l < W; ++l) {
+              float v = lane_of(g[k], l);
+              if (relu_out && !(lane_of(r[k], l) > 0.0f)) v = 0.0f;
+              set_lane(g[k], l, v);
+              acc += v;
+            }
+            if (relu_out) V::store(masked, at[k], g[k]);
+          }
+      });
   const double total = Reduce(temp).Sum(acc);
   if (threadIdx.x == 0) partial[o * cc.chunks + blockIdx.x] = total;
 }

@@ -53,6 +53,8 @@
 #include <cuda_bf16.h>
 #include <cuda_pipeline.h>
 
+#include <echelon/cuda/launch.h>
+
 namespace echelon::cuda::tile {
 
 constexpr int kVec = 4, kThreads = 256;
@@ -158,13 +160,7 @@ struct Part {
   static constexpr int kChunks = D * K / kVec;                     // 16-byte pieces per slice
   static constexpr int kVector = ceil_div_int(kChunks, kThreads);  // pieces per thread
   static constexpr int kRegs = kScalar > kVector* kVec ? kScalar : kVector* kVec;
-  // Zeroed in the emulation build only: gcc 12 cannot tell that stage() reads only what fetch()
-  // set (-Wmaybe-uninitialized); the device keeps no zeroing instructions.
-#if ECHELON_CUDA_SIM
-  float v[kRegs] = {};
-#else
-  float v[kRegs];
-#endif
+  float v[kRegs] ECH_SIM_ZEROED;  // stage() reads only what fetch() set
 
   __device__ static __forceinline__ int index(int x) { return Pin ? pinned(x) : x; }
 

@@ -53,9 +53,10 @@ struct MmaLargeTile {
   static constexpr bool kFloat = std::is_same_v<E, float>;
   static constexpr int kM = 128, kN = 128;
   static constexpr int kK = K;
-  static constexpr int kPad = 8;     // see the top: conflict-free fragment loads
-  static constexpr int kStages = 2;  // 2 x 16 x 136 x 4 B x 2 operands = 34 KiB
-  static constexpr int kWarpsM = 4;  // warps along m; each owns 32 x 64 of C
+  static constexpr int kPad = 8;             // see the top: conflict-free fragment loads
+  static constexpr int kStages = 2;          // 2 x 16 x 136 x 4 B x 2 operands = 34 KiB
+  static constexpr int kWarpsM = 4;          // warps along m; each owns 32 x 64 of C
+  static constexpr bool kWarpTiled = false;  // gemm_tile.cuh's staging: not the FMA warp tiles
 };
 using Tf32LargeTile = MmaLargeTile<float>;
 using Bf16LargeTile = MmaLargeTile<__nv_bfloat16>;

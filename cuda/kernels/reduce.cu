@@ -230,7 +230,7 @@ __global__ void reduce_column_chunks_kernel(ReduceOp op, const float* partial, i
   for (int64_t o = grid_start(); o < outer; o += grid_step()) {
     float acc = partial[o];
     for (int64_t k = 1; k < chunks; k += kBatch) {
-      float v[kBatch];
+      float v[kBatch] ECH_SIM_ZEROED;
 #pragma unroll
       for (int b = 0; b < kBatch; ++b)
         if (k + b < chunks) v[b] = partial[(k + b) * outer + o];
