@@ -73,13 +73,15 @@ constexpr int ceil_div_int(int a, int b) {
 }
 
 // E: what the shared tiles hold (float for FMA and TF32, __nv_bfloat16 for bf16). WarpTiled: the
-// FMA kernels use the warp-tiled core (FmaWarps, fma_tile.cuh) instead of multiply_slice, and
-// the staging loop is specialized per staging (see for_each_slice).
+// FMA kernels use the warp-tiled core (FmaWarps, fma_tile.cuh) instead of multiply_slice.
+// kConstantStaging: the staging loop is specialized per staging and its indices pinned (see
+// for_each_slice): the warp-tiled tile and mma_tile.cuh's MmaLargeTile.
 template <int TM, int TN, int ThM, int ThN, typename E = float, bool WarpTiled = false>
 struct Tile {
   using Elem = E;
   static constexpr bool kFloat = std::is_same_v<E, float>;
   static constexpr bool kWarpTiled = WarpTiled;
+  static constexpr bool kConstantStaging = WarpTiled;
   static constexpr int kM = TM, kN = TN, kThM = ThM, kThN = ThN;
   static constexpr int kK = kFloat ? 8 : 16;                     // k-slice depth: one MMA's k
   static constexpr int kPad = 16 / static_cast<int>(sizeof(E));  // 16 bytes a shared row
@@ -153,7 +155,7 @@ __device__ __forceinline__ int pinned(int x) {
 
 // One operand's share of a k-slice of D (kM or kN) by K elements; d is the operand's m or n.
 // get(d, k) reads one element, span(d, k, p) a run of 4 (the loader's a/b, a_span/b_span).
-// Pin: the element indices go through pinned() (the warp-tiled tiles).
+// Pin: the element indices go through pinned() (the tiles with kConstantStaging).
 template <int D, int K, bool Pin = false>
 struct Part {
   static constexpr int kScalar = ceil_div_int(D * K, kThreads);    // elements per thread
@@ -249,8 +251,8 @@ struct Part {
 // the cp.async issue of the Async ones.
 template <typename T>
 struct Slice {
-  Part<T::kM, T::kK, T::kWarpTiled> a;
-  Part<T::kN, T::kK, T::kWarpTiled> b;
+  Part<T::kM, T::kK, T::kConstantStaging> a;
+  Part<T::kN, T::kK, T::kConstantStaging> b;
 
   template <typename Operands>
   __device__ __forceinline__ void fetch(const Staging& st, const Operands& ops, int64_t m0,
@@ -275,11 +277,11 @@ struct Slice {
                                                BTile<T>& b_tile) {
     if constexpr (T::kFloat) {
       if (st.a == Load::Async)
-        Part<T::kM, T::kK, T::kWarpTiled>::issue(
+        Part<T::kM, T::kK, T::kConstantStaging>::issue(
             a_tile, [&](int64_t m, int64_t k, const float*& p) { return ops.a_span(m, k, p); }, m0,
             k0);
       if (st.b == Load::Async)
-        Part<T::kN, T::kK, T::kWarpTiled>::issue(
+        Part<T::kN, T::kK, T::kConstantStaging>::issue(
             b_tile, [&](int64_t n, int64_t k, const float*& p) { return ops.b_span(k, n, p); }, n0,
             k0);
     }
@@ -356,39 +358,40 @@ __device__ __forceinline__ void run_slices(int64_t slices, const Staging& st, in
 }
 
 // Calls f(c) with c equal to st but with literal loads and k_fastest flags, one call site per
-// combination (4 x 4: Scalar k- or d-fastest, Vector, Async), so that once inlined each gets
-// its own copy of the staging loop, register-allocated alone: the 128x128 warp-tiled tile fits
-// 128 registers only so (one loop for every staging needs the registers of all at once).
-// Float tiles only: there a Vector operand is k-fastest and an Async one is not (staging_of).
+// combination (4 x 4), so that once inlined each gets its own copy of the staging loop,
+// register-allocated alone: the 128x128 warp-tiled tile fits 128 registers only so (one loop
+// for every staging needs the registers of all at once). An operand's 4 stagings (staging_of):
+// Scalar k- or d-fastest; float tiles: Vector (k-fastest) or Async (d-fastest); bf16 tiles (no
+// cp.async): Vector k- or d-fastest.
 template <typename T, typename F>
 __device__ __forceinline__ void with_constant_staging(const Staging& st, F f) {
-  static_assert(T::kFloat);
+  constexpr Load kVectorD = T::kFloat ? Load::Async : Load::Vector;  // a vector operand, d-fastest
   const auto with_b = [&](Load a, bool a_k) {
     if (st.b == Load::Scalar && st.b_k)
       f(Staging{a, Load::Scalar, a_k, true});
     else if (st.b == Load::Scalar)
       f(Staging{a, Load::Scalar, a_k, false});
-    else if (st.b == Load::Vector)
+    else if (T::kFloat ? st.b == Load::Vector : st.b_k)
       f(Staging{a, Load::Vector, a_k, true});
     else
-      f(Staging{a, Load::Async, a_k, false});
+      f(Staging{a, kVectorD, a_k, false});
   };
   if (st.a == Load::Scalar && st.a_k)
     with_b(Load::Scalar, true);
   else if (st.a == Load::Scalar)
     with_b(Load::Scalar, false);
-  else if (st.a == Load::Vector)
+  else if (T::kFloat ? st.a == Load::Vector : st.a_k)
     with_b(Load::Vector, true);
   else
-    with_b(Load::Async, false);
+    with_b(kVectorD, false);
 }
 
-// run_slices; for the warp-tiled tiles, specialized per staging (with_constant_staging).
+// run_slices; for the tiles with kConstantStaging, specialized per staging (with_constant_staging).
 template <typename T, typename Locate, typename Multiply>
 __device__ __forceinline__ void for_each_slice(int64_t slices, const Staging& st, int64_t m0,
                                                int64_t n0, ATiles<T>& a_tile, BTiles<T>& b_tile,
                                                Locate locate, Multiply multiply) {
-  if constexpr (T::kWarpTiled)
+  if constexpr (T::kConstantStaging)
     with_constant_staging<T>(st, [&](const Staging& c) {
       run_slices<T>(slices, c, m0, n0, a_tile, b_tile, locate, multiply);
     });

@@ -19,8 +19,10 @@
 //          a 2-stage ring (cp.async one slice ahead for the fp32 operands whose rows run along
 //          the shared rows, register prefetch for the others), 34 KiB of shared tiles + 8 KiB of
 //          epilogue scratch, under the 48 KiB of static shared memory. 64 accumulator registers
-//          a thread: ptxas gives these kernels 178-255 registers, one block (8 warps) per SM
-//          (bench/RESULTS.md, tc24); GPU speed not yet measured.
+//          a thread. The staging loop is specialized per staging (kConstantStaging, as the FMA
+//          warp-tiled tile's): ptxas gives these kernels 170-243 registers (178-255 with one
+//          loop for every staging), one block (8 warps) per SM; at 2 blocks (128 registers) all
+//          spill (bench/RESULTS.md, tc24 and tcreg24). GPU speed not yet measured.
 // Shared rows of MmaLargeTile are padded by 8 elements (kPad). Both operands are stored k-major
 // ([k][m] for A, loaded col_major; [k][n] for B, loaded row_major), so a fragment load reads, per
 // lane, element (k, d) at k * ld + d with k and d from the lane's position in the fragment:
@@ -53,10 +55,11 @@ struct MmaLargeTile {
   static constexpr bool kFloat = std::is_same_v<E, float>;
   static constexpr int kM = 128, kN = 128;
   static constexpr int kK = K;
-  static constexpr int kPad = 8;             // see the top: conflict-free fragment loads
-  static constexpr int kStages = 2;          // 2 x 16 x 136 x 4 B x 2 operands = 34 KiB
-  static constexpr int kWarpsM = 4;          // warps along m; each owns 32 x 64 of C
-  static constexpr bool kWarpTiled = false;  // gemm_tile.cuh's staging: not the FMA warp tiles
+  static constexpr int kPad = 8;                  // see the top: conflict-free fragment loads
+  static constexpr int kStages = 2;               // 2 x 16 x 136 x 4 B x 2 operands = 34 KiB
+  static constexpr int kWarpsM = 4;               // warps along m; each owns 32 x 64 of C
+  static constexpr bool kWarpTiled = false;       // not the FMA warp tiles (conv_gemm.cu asks)
+  static constexpr bool kConstantStaging = true;  // gemm_tile.cuh's staging, one loop per staging
 };
 using Tf32LargeTile = MmaLargeTile<float>;
 using Bf16LargeTile = MmaLargeTile<__nv_bfloat16>;
