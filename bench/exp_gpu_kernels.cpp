@@ -420,39 +420,6 @@ void wgrad_sweep_rows(const std::vector<ConvShape>& shapes) {
   }
 }
 
-// The gather table of the tiny and narrow tiles (cuda::set_conv_gather_table), on vs off in the
-// same run: forward and grad input of the implicit GEMM, per call, for one precision. Bit-identical
-// results; only the time may differ (layers on the larger tiles: both columns the same kernel).
-void gather_table_rows(const std::vector<ConvShape>& shapes, Precision precision) {
-  ops::set_conv_impl(ops::ConvImpl::Ours);
-  cuda::set_conv_algorithm(cuda::ConvAlgorithm::ImplicitGemm);
-  ops::set_float32_precision(precision);
-  std::printf(
-      "== gather table on / off (%s, implicit GEMM; us per call; off/on > 1: table faster)\n",
-      name(precision));
-  for (const ConvShape& s : shapes) {
-    Conv2dGeometry g;
-    g.kernel_h = s.w[2], g.kernel_w = s.w[3], g.pad_h = g.pad_w = s.pad;
-    const Tensor x = random_cuda(s.x, 10), w = random_cuda(s.w, 11),
-                 bias = random_cuda({s.w[0]}, 12);
-    const Tensor gy = random_cuda(ops::conv2d(x, w, bias, g).shape(), 13);
-    double t[2][2];  // [off, on][fwd, bwd-data]
-    for (const bool on : {false, true}) {
-      cuda::set_conv_gather_table(on);
-      t[on][0] = per_call_ms([&] { ops::conv2d(x, w, bias, g); }).ms;
-      t[on][1] = per_call_ms([&] { ops::conv2d_backward(gy, x, w, false, true, g, false); }).ms;
-    }
-    cuda::set_conv_gather_table(true);
-    std::printf(
-        "%-8s C=%-4lld O=%-4lld %lldx%lld  fwd %8.1f / %8.1f  (%.2f)   bwd-data %8.1f / %8.1f  "
-        "(%.2f)\n",
-        s.net, static_cast<long long>(s.x[1]), static_cast<long long>(s.w[0]),
-        static_cast<long long>(s.x[2]), static_cast<long long>(s.x[3]), t[0][0] * 1e3,
-        t[1][0] * 1e3, t[0][0] / t[1][0], t[0][1] * 1e3, t[1][1] * 1e3, t[0][1] / t[1][1]);
-  }
-  ops::set_float32_precision(Precision::Fp32);
-}
-
 // Every direction of the implicit GEMM per call under the two settings of one switch (set(false)
 // then set(true)) in the same run; `title` names the two columns. Layers whose passes do not reach
 // the switched kernel time the same kernel twice.
@@ -487,6 +454,16 @@ void ab_rows(const std::vector<ConvShape>& shapes, Precision precision, const ch
     std::printf("\n");
   }
   ops::set_float32_precision(Precision::Fp32);
+}
+
+// The gather table of the tiny and narrow tiles (cuda::set_conv_gather_table), off then on.
+// Bit-identical results; only the forward and grad input use it (layers on the larger tiles and
+// the weight gradient: both columns the same kernel).
+void gather_table_rows(const std::vector<ConvShape>& shapes, Precision precision) {
+  const bool table = cuda::conv_gather_table();  // false under ECHELON_CONV_GATHER_TABLE=0
+  ab_rows(shapes, precision, "gather table off / on",
+          [](bool second) { cuda::set_conv_gather_table(second); });
+  cuda::set_conv_gather_table(table);
 }
 
 // The 128x128 fp32 tile's FMA cores (cuda::set_fma_warp_tiles): the previous block-strided one,
