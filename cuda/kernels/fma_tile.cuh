@@ -9,7 +9,8 @@
 // two). The fragments of k + 1 are loaded while k's FMAs run (register double buffering).
 // The 128x128 tile (8x8 per thread): 4 x 2 warps of 32x64. Each output is still one thread's
 // fmaf chain over k in order: bit for bit the sums of the block-strided core (multiply_slice),
-// which ECHELON_FMA_CORE=old keeps (cuda::set_fma_warp_tiles).
+// which ECHELON_FMA_CORE=old keeps (cuda::set_fma_warp_tiles). CPU twin: tensor/cpu/matmul.cpp
+// (and tensor/cpu/conv.cpp for the convolution that uses this core).
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,5 @@
-// Row-major GEMM, two ways: our tiled SGEMM and cuBLAS.
+// Row-major GEMM, two ways: our tiled SGEMM and cuBLAS. CPU twins: tensor/cpu/matmul.cpp (fp32;
+// cpu::gemm_tf32 and cpu::gemm_bf16 for the tensor-core precisions).
 //
 // Our kernel: the block tiles of cuda/kernels/gemm_tile.cuh and mma_tile.cuh (a ring of
 // k-slices in shared memory, FMA, TF32 or bf16 WMMA) with a dense operand loader:
