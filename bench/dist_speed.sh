@@ -19,7 +19,8 @@
 #   E=path OLD=path  binaries to compare (OLD optional: alternated with E within each round)
 #   BTL=vader|tcp    Open MPI's transport between the ranks (default vader: shared memory, what
 #                    mpirun picks on one machine; tcp: loopback, as the tests run)
-#   ROUNDS=N PPV=..  rounds (default 2) and the cut (default 3 / 7, what --balance auto picks)
+#   ROUNDS=N PPV=..  rounds (default 2) and the cut (default 3 / 7); PPV=auto: --balance auto
+#                    (each pipeline run profiles and picks its own cut, printed as "cut N")
 #   SPLIT=1          --split-blocks: residual blocks count as four layers, PPV in that numbering
 #                    (ResNet-20: block b's steps are layers 3 + 4b .. 6 + 4b; cut 7 is 19)
 # The last lines are the medians over the rounds (rate, its ratio to ordinary training, the
@@ -32,12 +33,17 @@ if [ "${MODEL:-lenet5}" = resnet20 ]; then
   batch=64 images=${IMAGES:-2048}
   flags=(train --model resnet20 --data synthetic --limit-train "$images" --limit-test 64
          --batch-size $batch --epochs 2 --threads 1 --progress none --overwrite)
-  pipe=(--pipeline 2 --ppv "${PPV:-7}" --schedule-pipeline stale)
+  cut=${PPV:-7}
 else
   batch=128 images=${IMAGES:-8192}
   flags=(train --model lenet5 --data synthetic --limit-train "$images" --limit-test 256
          --batch-size $batch --epochs 2 --threads 1 --progress none --overwrite)
-  pipe=(--pipeline 2 --ppv "${PPV:-3}" --schedule-pipeline stale)
+  cut=${PPV:-3}
+fi
+if [ "$cut" = auto ]; then
+  pipe=(--pipeline 2 --balance auto --schedule-pipeline stale)
+else
+  pipe=(--pipeline 2 --ppv "$cut" --schedule-pipeline stale)
 fi
 [ "${SPLIT:-0}" = 1 ] && pipe+=(--split-blocks)
 case ${BTL:-vader} in
@@ -79,6 +85,8 @@ p = json.load(open(sys.argv[1])).get("pipeline", {})
 rows = p.get("processes", {}).get("ranks") or p.get("stages", [])
 cpu = [r.get("busy_cpu_s", 0) for r in rows]
 line = " ".join("%.2f (%.2f)" % (r["busy_s"], c) for r, c in zip(rows, cpu))
+if p.get("ppv"):
+    line = "cut %s: %s" % (p["ppv"], line)
 if rows and max(cpu) > 0:
     n = int(sys.argv[2])
     line += " bound %.2fx" % (sum(cpu) / max(cpu) * n / (n + 1))
@@ -113,7 +121,7 @@ PY
 }
 
 steps=$(((images + batch - 1) / batch))
-echo "model ${MODEL:-lenet5}, btl ${BTL:-vader}, cut ${pipe[3]}, $steps batches per epoch," \
+echo "model ${MODEL:-lenet5}, btl ${BTL:-vader}, cut $cut, $steps batches per epoch," \
   "cap $(awk -v n="$steps" 'BEGIN {printf "%.2fx", 2 * n / (n + 1)}')"
 for round in $(seq 1 "${ROUNDS:-2}"); do
   echo "== round $round, load $(cut -d' ' -f1-3 /proc/loadavg)"
