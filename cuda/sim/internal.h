@@ -1,5 +1,5 @@
-// CUDA emulation: what the runtime (runtime.cpp), the scheduler (scheduler.cpp) and the cuBLAS
-// stand-in (cublas.cpp) share. Not for use outside cuda/sim.
+// CUDA emulation: what the runtime (runtime.cpp, events.cpp), the scheduler (scheduler.cpp) and
+// the cuBLAS stand-in (cublas.cpp) share. Not for use outside cuda/sim.
 #pragma once
 
 #include <cstdint>
@@ -66,7 +66,8 @@ void check_guards(const std::string& after);
 
 int current_device();
 int device_count();
-Order launch_order();  // the order for a launch enqueued now
+void count_host_synchronization();  // cudasim::host_synchronizations() counts one more
+Order launch_order();               // the order for a launch enqueued now
 uint64_t next_launch_id();
 void count_launch(uint64_t blocks, uint64_t threads);
 

@@ -8,14 +8,14 @@
 // - errors follow the real runtime: usage errors go to the thread's last error, kernel faults
 //   are sticky and returned by every later call.
 #include <algorithm>
-#include <chrono>
+#include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
-#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -43,7 +43,7 @@
 
 using echelon::cudasim::detail::result;
 
-// ---- streams and events ------------------------------------------------------------------------
+// ---- streams (events: events.cpp) --------------------------------------------------------------
 
 struct CUstream_st {
   int device = 0;
@@ -83,14 +83,6 @@ struct CUstream_st {
   }
 };
 
-struct CUevent_st {
-  unsigned flags = 0;
-  std::mutex mutex;
-  std::condition_variable cv;
-  uint64_t recorded = 0, completed = 0;  // generations: record() bumps `recorded`
-  std::chrono::steady_clock::time_point when;
-};
-
 namespace echelon::cudasim::detail {
 namespace {
 
@@ -117,8 +109,7 @@ struct State {
   std::map<uintptr_t, Allocation> allocations;  // by user pointer
   std::vector<size_t> used;                     // bytes per device
   std::set<CUstream_st*> streams;
-  std::vector<CUstream_st*> legacy;                           // per device, created on first use
-  std::map<CUevent_st*, std::shared_ptr<CUevent_st>> events;  // queued records hold a share
+  std::vector<CUstream_st*> legacy;  // per device, created on first use
   std::mutex sticky_mutex;
   cudaError_t sticky = cudaSuccess;
   std::deque<std::string> messages;  // never shrinks: cudaGetErrorString returns c_str()s
@@ -202,16 +193,6 @@ void synchronize_device(int device) {
       all.push_back(st.legacy[static_cast<size_t>(device)]);
   }
   for (CUstream_st* s : all) s->wait_for(tail_of(s));
-}
-
-std::shared_ptr<CUevent_st> find_event(cudaEvent_t event) {
-  State& st = state();
-  std::lock_guard lock(st.mutex);
-  auto it = st.events.find(event);
-  return it == st.events.end() ? nullptr : it->second;
-}
-bool valid_event(cudaEvent_t event) {
-  return find_event(event) != nullptr;
 }
 
 // Usage errors carry an explanation on stderr: the error code alone rarely says which pointer.
@@ -415,6 +396,10 @@ uint64_t host_synchronizations() {
   return g_host_synchronizations.load();
 }
 
+void detail::count_host_synchronization() {
+  ++g_host_synchronizations;
+}
+
 }  // namespace echelon::cudasim
 
 // ---- the runtime API ---------------------------------------------------------------------------
@@ -460,7 +445,7 @@ cudaError_t cudaDeviceEnablePeerAccess(int peer_device, unsigned flags) {
 
 cudaError_t cudaDeviceSynchronize() {
   if (const cudaError_t err = capture_unsafe_call()) return result(err);
-  ++echelon::cudasim::g_host_synchronizations;
+  echelon::cudasim::detail::count_host_synchronization();
   synchronize_device(t_device);
   return result(cudaSuccess);
 }
@@ -630,7 +615,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   CUstream_st* s = resolve(stream);
   if (!s) return result(cudaErrorInvalidResourceHandle);
   if (const cudaError_t err = capture_stream_sync(s)) return result(err);
-  ++echelon::cudasim::g_host_synchronizations;
+  echelon::cudasim::detail::count_host_synchronization();
   s->wait_for(tail_of(s));
   return result(cudaSuccess);
 }
@@ -645,97 +630,4 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
 
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* user_data) {
   return result(enqueue(stream, [fn, user_data] { fn(user_data); }));
-}
-
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags) {
-  auto e = std::make_shared<CUevent_st>();
-  e->flags = flags;
-  State& st = state();
-  std::lock_guard lock(st.mutex);
-  st.events[e.get()] = e;
-  *event = e.get();
-  return result(cudaSuccess);
-}
-
-cudaError_t cudaEventCreate(cudaEvent_t* event) {
-  return cudaEventCreateWithFlags(event, cudaEventDefault);
-}
-
-cudaError_t cudaEventDestroy(cudaEvent_t event) {
-  // A record still queued keeps its share of the event (the real runtime defers the release too).
-  State& st = state();
-  std::lock_guard lock(st.mutex);
-  return result(st.events.erase(event) ? cudaSuccess : cudaErrorInvalidResourceHandle);
-}
-
-cudaError_t cudaEventRecord(cudaEvent_t handle, cudaStream_t stream) {
-  const std::shared_ptr<CUevent_st> event = find_event(handle);
-  if (!event) return result(cudaErrorInvalidResourceHandle);
-  CUstream_st* s = resolve(stream);
-  if (!s) return result(cudaErrorInvalidResourceHandle);
-  if (const auto captured = capture_event_record(handle, s)) return result(*captured);
-  uint64_t generation = 0;
-  {
-    std::lock_guard lock(event->mutex);
-    generation = ++event->recorded;
-  }
-  const cudaError_t err = enqueue(stream, [event, generation] {
-    std::lock_guard lock(event->mutex);
-    event->completed = std::max(event->completed, generation);
-    event->when = std::chrono::steady_clock::now();
-    event->cv.notify_all();
-  });
-  if (err != cudaSuccess) {
-    std::lock_guard lock(event->mutex);
-    event->completed = std::max(event->completed, generation);  // nothing will complete it
-  }
-  return result(err);
-}
-
-cudaError_t cudaEventQuery(cudaEvent_t event) {
-  if (!valid_event(event)) return result(cudaErrorInvalidResourceHandle);
-  if (capture_event_pending(event)) return result(cudaErrorCapturedEvent);
-  std::lock_guard lock(event->mutex);
-  return result(event->completed >= event->recorded ? cudaSuccess : cudaErrorNotReady);
-}
-
-cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-  if (!valid_event(event)) return result(cudaErrorInvalidResourceHandle);
-  if (capture_event_pending(event)) return result(cudaErrorCapturedEvent);
-  if (const cudaError_t err = capture_unsafe_call()) return result(err);
-  ++echelon::cudasim::g_host_synchronizations;
-  std::unique_lock lock(event->mutex);
-  const uint64_t target = event->recorded;
-  event->cv.wait(lock, [&] { return event->completed >= target; });
-  return result(cudaSuccess);
-}
-
-cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t handle, unsigned) {
-  const std::shared_ptr<CUevent_st> event = find_event(handle);
-  if (!event) return result(cudaErrorInvalidResourceHandle);
-  CUstream_st* s = resolve(stream);
-  if (!s) return result(cudaErrorInvalidResourceHandle);
-  if (const auto captured = capture_event_wait(handle, s)) return result(*captured);
-  uint64_t target = 0;
-  {
-    std::lock_guard lock(event->mutex);
-    target = event->recorded;  // the most recent record at the time of the call, as specified
-  }
-  if (target == 0) return result(cudaSuccess);
-  return result(enqueue(stream, [event, target] {
-    std::unique_lock lock(event->mutex);
-    event->cv.wait(lock, [&] { return event->completed >= target; });
-  }));
-}
-
-cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
-  if (!valid_event(start) || !valid_event(end)) return result(cudaErrorInvalidResourceHandle);
-  if ((start->flags | end->flags) & cudaEventDisableTiming)
-    return result(cudaErrorInvalidResourceHandle);
-  std::scoped_lock lock(start->mutex, end->mutex);
-  if (start->recorded == 0 || end->recorded == 0) return result(cudaErrorInvalidResourceHandle);
-  if (start->completed < start->recorded || end->completed < end->recorded)
-    return result(cudaErrorNotReady);
-  *ms = std::chrono::duration<float, std::milli>(end->when - start->when).count();
-  return result(cudaSuccess);
 }
