@@ -496,10 +496,8 @@ void autotune_rows(const std::vector<ConvShape>& shapes, Precision precision) {
   ab_rows(shapes, precision, "heuristic / autotuned",
           [](bool second) { cuda::set_conv_autotune(second); });
   cuda::set_conv_autotune(before);
-  std::printf(
-      "-- the tuner's picks (%s; its eager timings in us: heuristic / tuned (ratio))
-      ",
-      name(precision));
+  std::printf("-- the tuner's picks (%s; its eager timings in us: heuristic / tuned (ratio))\n",
+              name(precision));
   for (const cuda::ConvTunePick& p : cuda::conv_tune_picks())
     std::printf("%-40s %-11s %9.1f / %9.1f (%.2f)  %-32s heuristic %s, %d candidates\n",
                 cuda::describe(p.geometry).c_str(), cuda::name(p.pass), p.heuristic_ms * 1e3,

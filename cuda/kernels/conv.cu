@@ -1,4 +1,6 @@
-// Convolution, "ours", two algorithms (set_conv_algorithm; cuda/kernels/conv.h):
+// Convolution, "ours", two algorithms (set_conv_algorithm; cuda/kernels/conv.h), chosen per pass
+// as a ConvConfig: conv_heuristic (the rules below), or with set_conv_autotune the fastest of
+// conv_candidates measured by the tuner (cuda/kernels/conv_tune.cu); run_conv runs either.
 // - ImplicitGemm (the default): cuda/kernels/conv_gemm.cu, our GEMM tiles gathering straight from
 //   x and grad_out; no columns buffer. Except the input gradient of layers with fewer than
 //   kImplicitMinInputChannels input channels, and convolutions with an operand of 2^31 elements

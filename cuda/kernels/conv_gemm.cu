@@ -23,7 +23,10 @@
 // with it (FMA: the warp-tiled core of fma_tile.cuh, as the SGEMM's, where warp_tiles_fit, else
 // gemm_tile.cuh's LargeTile; TF32 and bf16: mma_tile.cuh's, k-slices of 16, also for the weight
 // gradient whose split-K fills the GPU; ECHELON_MMA_TILE=64 / 128 force a tensor-core tile); else
-// 64x64. Index math is 32-bit (ConvIndex); conv.cu sends larger
+// 64x64. These choices (tile, FMA core, gather table, split-K groups) are one ConvConfig
+// (conv_gemm.h): conv_gemm_heuristic makes them as above, conv_gemm_candidates lists every legal
+// one for the autotuner (conv_tune.cu), and the launchers run the config they are given.
+// Index math is 32-bit (ConvIndex); conv.cu sends larger
 // convolutions (conv_gemm_fits) and the input gradient of < 8 input channels to im2col + GEMM.
 // CPU twin: the naive convolution in tensor/cpu/conv.cpp (forward, grad input, grad weight).
 // tests/gpu/conv_gpu_test.cpp compares these kernels with ops::conv2d on the CPU, whose fast path
