@@ -4,6 +4,7 @@
 // and with tuning off it runs the heuristic.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -254,6 +255,33 @@ TEST_SUITE("conv_tune_gpu") {
     }
     CHECK(calls.size() == before + 2);
     CHECK(cuda::conv_tune_picks().back().precision == Precision::Tf32);
+  }
+
+  TEST_CASE("CUDA-event timing: every pass tuned on its own buffers, the pick's result last") {
+    // No script: each candidate runs on the call's output (a warm-up, then timed runs), and the
+    // pass then runs the pick, so the outputs must be the twin's whatever ran before.
+    TuneScope tuning({});
+    PrecisionScope scope(Precision::Fp32);
+    const Problem p(geometries()[1], Precision::Fp32);
+    const Tensor y = ops::conv2d(p.x, p.w, p.bias, p.g);
+    const ops::Conv2dGrads grads = ops::conv2d_backward(p.gy, p.x, p.w, true, true, p.g);
+    const std::vector<cuda::ConvTunePick> picks = cuda::conv_tune_picks();
+    REQUIRE(picks.size() == 3);
+    for (const cuda::ConvTunePick& pick : picks) {
+      const std::vector<cuda::ConvConfig> all = cuda::conv_candidates(pick.pass, p.g);
+      CHECK(std::find(all.begin(), all.end(), pick.pick_config) != all.end());
+      CHECK(pick.candidates == static_cast<int>(all.size()));
+      CHECK(pick.tuned_ms > 0);
+      CHECK(pick.tuned_ms <= pick.heuristic_ms);
+    }
+    const auto near = [](const Tensor& got, const Tensor& want, parity::Tolerance tol,
+                         const char* what) {
+      const parity::Comparison cmp = parity::compare(got.cpu(), want, tol);
+      CHECK_MESSAGE(cmp.ok, what, ": ", cmp.summary());
+    };
+    near(y, p.y, {1e-4, 1e-4}, "forward");
+    near(grads.input, p.grad_input, {1e-4, 1e-4}, "grad input");
+    near(grads.weight, p.grad_weight, {5e-4, 1e-4}, "grad weight");
   }
 
   TEST_CASE(
