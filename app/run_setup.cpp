@@ -137,8 +137,9 @@ ScopedRunSettings::ScopedRunSettings(const TrainOptions& o)
   ops::set_float32_precision(o.precision == "tf32"   ? Precision::Tf32
                              : o.precision == "bf16" ? Precision::Bf16
                                                      : Precision::Fp32);
-  // Only turns tuning on: ECHELON_AUTOTUNE=1 keeps it on for a run without the flag.
-  if (o.autotune) ops::set_conv_autotune(true);
+  // ECHELON_AUTOTUNE=1 keeps tuning on for a run without the flag, except a --deterministic one
+  // (validate refuses the flag with it).
+  ops::set_conv_autotune(o.autotune || (autotune_ && !o.deterministic));
   // --threads 0 keeps the pool's size but still makes OpenBLAS single-threaded: its own
   // workers spin after every call, and beside our pool or another rank's partition they took
   // the cores (bench/RESULTS.md, 2026-12-02, "the 2-process pipeline's compute").
