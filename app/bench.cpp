@@ -7,6 +7,7 @@
 #include <thread>
 
 #include <echelon/app/flags.h>
+#include <echelon/app/run_setup.h>
 #include <echelon/app/train.h>
 #include <echelon/base/error.h>
 #include <echelon/data/registry.h>
@@ -38,7 +39,12 @@ Device prepare(const BenchCommon& common) {
   if (common.threads > 0) ops::set_cpu_threads(common.threads);
   check_writable(common.json_path, "--json");
   check_writable(common.html_path, "--html");
-  return resolve_device(common.device);
+  const Device device = resolve_device(common.device);
+  ECH_CHECK(!common.autotune || device.is_cuda(),
+            "--autotune tunes our CUDA convolution kernels and this bench runs on ",
+            device.to_string(), ": drop --autotune or use --device cuda");
+  if (common.autotune) ops::set_conv_autotune(true);
+  return device;
 }
 
 void check_rounds(int warmup, int repeats, const char* repeats_flag) {
@@ -69,6 +75,8 @@ json::Value finish(const BenchCommon& common, json::Value result, const std::str
                    const std::ostringstream& table, const std::vector<BenchChart>& charts,
                    std::ostream& out) {
   out << table.str() << std::flush;
+  if (json::Value picks = run_setup::conv_autotune_json(); !picks.is_null())
+    result.set("conv_autotune", std::move(picks));
   write_text(common.json_path, "--json", result.dump(2) + "\n");
   write_text(common.html_path, "--html", render_bench_html(title, table.str(), charts));
   return result;

@@ -21,6 +21,7 @@ struct BenchCommon {
   int threads = 0;              // CPU threads of the ops' pool (0: its default size)
   std::string json_path;        // write the result here as JSON (empty: no file)
   std::string html_path;        // write a report page here: the table and bar charts
+  bool autotune = false;        // ops::set_conv_autotune: tune our CUDA convs in the warm-up
 };
 
 // What `bench loader` needs beyond the loader options.

@@ -40,6 +40,7 @@ json::Value TrainOptions::to_json() const {
       .set("threads", threads)
       .set("out", out)
       .set("deterministic", deterministic)
+      .set("autotune", autotune)
       .set("fuse", fuse)
       .set("limit-train", limit_train)
       .set("limit-test", limit_test)
@@ -91,6 +92,7 @@ TrainOptions TrainOptions::from_json(const json::Value& v) {
   with("threads", [&](const json::Value& f) { o.threads = static_cast<int>(f.as_int()); });
   with("out", [&](const json::Value& f) { o.out = f.as_string(); });
   with("deterministic", [&](const json::Value& f) { o.deterministic = f.as_bool(); });
+  with("autotune", [&](const json::Value& f) { o.autotune = f.as_bool(); });
   with("fuse", [&](const json::Value& f) { o.fuse = f.as_bool(); });
   with("limit-train", [&](const json::Value& f) { o.limit_train = f.as_int(); });
   with("limit-test", [&](const json::Value& f) { o.limit_test = f.as_int(); });
@@ -276,6 +278,15 @@ void validate(const TrainOptions& o) {
   // examples: both differ from run to run.
   ECH_CHECK(!(o.deterministic && loader.echo_auto),
             "--deterministic cannot be combined with --echo auto (timing-dependent)");
+  // The tuner keeps whichever kernel configuration timed fastest, and the weight gradient's
+  // split-K group counts change its order of summation.
+  ECH_CHECK(!(o.deterministic && o.autotune),
+            "--deterministic cannot be combined with --autotune: the tuned kernels depend on "
+            "timings, and their weight gradients sum in a different order; drop one of them");
+  ECH_CHECK(!o.autotune || (device.is_cuda() && o.conv_impl == "ours"),
+            "--autotune tunes our CUDA convolution kernels (--conv-impl ours on a CUDA device); "
+            "this run has --device ",
+            o.device, " and --conv-impl ", o.conv_impl, ": drop --autotune");
   ECH_CHECK(!(o.deterministic && o.workers > 1), "--deterministic needs --workers 1 (got ",
             o.workers, "): several workers per stage may reorder examples");
   if (o.resident_data) {

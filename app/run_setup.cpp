@@ -107,11 +107,29 @@ SGDOptions sgd_config(const TrainOptions& o) {
   return sgd;
 }
 
+json::Value conv_autotune_json() {
+  const std::vector<ops::ConvTuneRow> picks = ops::conv_tune_picks();
+  if (picks.empty()) return json::Value();
+  json::Value rows = json::Value::array();
+  for (const ops::ConvTuneRow& p : picks)
+    rows.push(json::Value::object()
+                  .set("shape", p.shape)
+                  .set("pass", p.pass)
+                  .set("precision", p.precision)
+                  .set("pick", p.pick)
+                  .set("tuned_ms", p.tuned_ms)
+                  .set("heuristic", p.heuristic)
+                  .set("heuristic_ms", p.heuristic_ms)
+                  .set("candidates", static_cast<int64_t>(p.candidates)));
+  return rows;
+}
+
 ScopedRunSettings::ScopedRunSettings(const TrainOptions& o)
     : conv_impl_(ops::conv_impl()),
       deterministic_(ops::deterministic()),
       fused_ops_(ops::fused_ops()),
       precision_(ops::float32_precision()),
+      autotune_(ops::conv_autotune()),
       cpu_threads_(ops::cpu_threads()) {
   ops::set_conv_impl(o.conv_impl == "cudnn" ? ops::ConvImpl::Cudnn : ops::ConvImpl::Ours);
   ops::set_deterministic(o.deterministic);
@@ -119,6 +137,9 @@ ScopedRunSettings::ScopedRunSettings(const TrainOptions& o)
   ops::set_float32_precision(o.precision == "tf32"   ? Precision::Tf32
                              : o.precision == "bf16" ? Precision::Bf16
                                                      : Precision::Fp32);
+  // ECHELON_AUTOTUNE=1 keeps tuning on for a run without the flag, except a --deterministic one
+  // (validate refuses the flag with it).
+  ops::set_conv_autotune(o.autotune || (autotune_ && !o.deterministic));
   // --threads 0 keeps the pool's size but still makes OpenBLAS single-threaded: its own
   // workers spin after every call, and beside our pool or another rank's partition they took
   // the cores (bench/RESULTS.md, 2026-12-02, "the 2-process pipeline's compute").
@@ -129,6 +150,7 @@ ScopedRunSettings::~ScopedRunSettings() {
   ops::set_deterministic(deterministic_);
   ops::set_fused_ops(fused_ops_);
   ops::set_float32_precision(precision_);
+  ops::set_conv_autotune(autotune_);
   if (cpu_threads_ > 0)
     ops::set_cpu_threads(cpu_threads_);
   else

@@ -2,7 +2,8 @@
 // options, the loader's options, the process-wide switches a run sets), and the helpers the run
 // calls on its way: dropout re-seeding (a resumed run draws the masks an uninterrupted one
 // would), metrics.jsonl's cut-back on --resume, and the diagnosis of a non-finite loss.
-// Internal to app/train.cpp; split from it to keep the run's sequence readable on its own.
+// Internal to app/ (train.cpp; bench.cpp lists the autotuner's picks too); split from train.cpp
+// to keep the run's sequence readable on its own.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <string>
 
 #include <echelon/app/train.h>
+#include <echelon/base/json.h>
 #include <echelon/data/loader.h>
 #include <echelon/layers/lr_schedule.h>
 #include <echelon/layers/optim.h>
@@ -41,8 +43,12 @@ data::LoaderOptions loader_options(const TrainOptions& o, const data::AugmentOpt
 SGDOptions sgd_config(const TrainOptions& o);
 
 // The process-wide switches a run sets (conv implementation, deterministic algorithms, fused
-// layer pairs, float32 precision, CPU threads), restored when the run ends, so train() leaves the
-// process as it found it.
+// layer pairs, float32 precision, conv autotuning, CPU threads), restored when the run ends, so
+// train() leaves the process as it found it. What the convolution autotuner picked
+// (ops::conv_tune_picks), an array of {shape, pass, precision, pick, tuned_ms, heuristic,
+// heuristic_ms, candidates}; null when nothing was tuned.
+json::Value conv_autotune_json();
+
 class ScopedRunSettings {
  public:
   explicit ScopedRunSettings(const TrainOptions& o);
@@ -55,6 +61,7 @@ class ScopedRunSettings {
   bool deterministic_;
   bool fused_ops_;
   Precision precision_;
+  bool autotune_;
   int cpu_threads_;
 };
 

@@ -497,6 +497,8 @@ void TrainingRun::write_outputs(bool final_run) {
     summary.set("target_accuracy", options_.target_accuracy)
         .set("time_to_target_s", result_.time_to_target_s)
         .set("target_epoch", result_.target_epoch);
+  if (json::Value picks = run_setup::conv_autotune_json(); !picks.is_null())
+    summary.set("conv_autotune", std::move(picks));  // what --autotune picked per layer shape
   if (const json::Value report = engine_->report(); !report.is_null())
     summary.set("pipeline", report);
   result_.summary = summary;

@@ -85,7 +85,8 @@ struct TrainOptions {
   std::string resume;      // run folder to continue
   bool overwrite = false;  // allow --out to replace another run's folder (not saved in config.json)
   bool deterministic = false;
-  bool fuse = true;  // fused layer pairs (ops::set_fused_ops); --no-fuse composes the ops
+  bool autotune = false;  // ops::set_conv_autotune: time our CUDA conv kernels per shape
+  bool fuse = true;       // fused layer pairs (ops::set_fused_ops); --no-fuse composes the ops
   int64_t limit_train = 0, limit_test = 0;  // 0 = whole split
   // Training augmentation: "default" (the data set's standard recipe: crop:4,flip for CIFAR-10,
   // none for the others), "none", or a comma list of crop:P and flip (data::parse_augment_spec).

@@ -9,7 +9,7 @@
 // many calls (per_call_ms), so launch latency does not set a floor under small layers.
 //   exp_gpu_kernels [--repeats N] [--quick] [--conv-only | --sgemm-only]
 //                   [--nets lenet5,resnet20,...] [--conv-calls N] [--table-ab] [--fma-ab]
-//                   [--mma-tile-ab] [--wgrad-sweep]
+//                   [--mma-tile-ab] [--autotune-ab] [--wgrad-sweep]
 //   (--quick: small shapes, a smoke test)
 // Without a GPU (or a CUDA build) it says so and exits 0.
 #include <algorithm>
@@ -27,6 +27,7 @@
 #include <echelon/cuda/check.h>
 #include <echelon/cuda/kernels/conv.h>
 #include <echelon/cuda/kernels/conv_gemm.h>
+#include <echelon/cuda/kernels/conv_tune.h>
 #include <echelon/cuda/kernels/matmul.h>
 #include <echelon/cuda/stream.h>
 #include <echelon/parallel/cuda_graph.h>
@@ -485,6 +486,26 @@ void mma_tile_rows(const std::vector<ConvShape>& shapes, Precision precision) {
   cuda::set_mma_tile(mode);
 }
 
+// The autotuner (cuda::set_conv_autotune): tuning off (the heuristic), then on, per layer and
+// pass. With tuning on, per_call_ms's eager warm-up call tunes the shape on the caller's stream;
+// the graph capture then runs the pick. Below the A/B rows, the tuner's own table: each layer's
+// pick, its eager time and the heuristic's (the fastest of <= 3 event-timed runs each).
+void autotune_rows(const std::vector<ConvShape>& shapes, Precision precision) {
+  const bool before = cuda::conv_autotune();  // true under ECHELON_AUTOTUNE=1
+  cuda::clear_conv_tune_cache();
+  ab_rows(shapes, precision, "heuristic / autotuned",
+          [](bool second) { cuda::set_conv_autotune(second); });
+  cuda::set_conv_autotune(before);
+  std::printf("-- the tuner's picks (%s; its eager timings in us: heuristic / tuned (ratio))\n",
+              name(precision));
+  for (const cuda::ConvTunePick& p : cuda::conv_tune_picks())
+    std::printf("%-40s %-11s %9.1f / %9.1f (%.2f)  %-32s heuristic %s, %d candidates\n",
+                cuda::describe(p.geometry).c_str(), cuda::name(p.pass), p.heuristic_ms * 1e3,
+                p.tuned_ms * 1e3, p.heuristic_ms / p.tuned_ms, p.pick.c_str(), p.heuristic.c_str(),
+                p.candidates);
+  cuda::clear_conv_tune_cache();
+}
+
 std::vector<ConvShape> net_conv_shapes(int64_t batch) {
   return {
       {"lenet5", {batch, 1, 28, 28}, {6, 1, 5, 5}, 2},
@@ -508,7 +529,7 @@ std::vector<ConvShape> net_conv_shapes(int64_t batch) {
 
 int main(int argc, char** argv) {
   bool quick = false, conv_only = false, sgemm_only = false, wgrad_sweep = false, table_ab = false,
-       fma_ab = false, tile_ab = false;
+       fma_ab = false, tile_ab = false, autotune_ab = false;
   int repeats = 10, conv_calls = 0;
   CLI::App app{"GPU kernels: bandwidth vs a D2D copy, SGEMM vs cuBLAS, conv vs cuDNN (ratios)",
                "exp_gpu_kernels"};
@@ -531,6 +552,9 @@ int main(int argc, char** argv) {
                "Also time the 128x128 tile's FMA cores, warp-tiled vs the old one (fp32 conv)");
   app.add_flag("--mma-tile-ab", tile_ab,
                "Also time the tensor-core 128x128 tile vs the 64x64 one (TF32 and bf16 convs)");
+  app.add_flag("--autotune-ab", autotune_ab,
+               "Also time each conv layer's passes with the heuristic's kernels vs the autotuned "
+               "ones, and list the picks (fp32, TF32, bf16)");
   app.add_flag("--wgrad-sweep", wgrad_sweep,
                "Also time the weight gradient (fp32, implicit) at split-K group counts 1, 2, 4...");
   echelon::bench::parse_args_or_exit(app, argc, argv);
@@ -573,6 +597,9 @@ int main(int argc, char** argv) {
       mma_tile_rows(shapes, Precision::Tf32);
       mma_tile_rows(shapes, Precision::Bf16);
     }
+    if (autotune_ab)
+      for (const Precision precision : {Precision::Fp32, Precision::Tf32, Precision::Bf16})
+        autotune_rows(shapes, precision);
     if (wgrad_sweep) wgrad_sweep_rows(shapes);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "exp_gpu_kernels: %s\n", e.what());
@@ -580,7 +607,7 @@ int main(int argc, char** argv) {
   }
 #else
   (void)quick, (void)repeats, (void)conv_only, (void)sgemm_only, (void)conv_calls,
-      (void)wgrad_sweep, (void)table_ab, (void)fma_ab, (void)tile_ab;
+      (void)wgrad_sweep, (void)table_ab, (void)fma_ab, (void)tile_ab, (void)autotune_ab;
   std::printf("exp_gpu_kernels: built without CUDA: nothing measured\n");
 #endif
   return 0;

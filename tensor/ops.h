@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <echelon/base/op_kinds.h>
@@ -167,6 +168,21 @@ bool fused_ops();
 // mode). Tensors stay fp32 either way. CPU ops always compute in fp32, whatever this says.
 void set_float32_precision(Precision precision);
 Precision float32_precision();
+// Our CUDA convolution's autotuner (cuda/kernels/conv_tune.h; `echelon train --autotune`): the
+// first call of each (device, pass, shape, precision) times every kernel configuration and keeps
+// the fastest, like cudnn.benchmark. Process-wide, off by default (ECHELON_AUTOTUNE=1 turns it
+// on); a no-op without CUDA. The picks depend on timings, so the app refuses it with
+// --deterministic.
+void set_conv_autotune(bool on);
+bool conv_autotune();
+// What tuning picked, in the order tuned: the layer's shape, the pass, the pick and the
+// heuristic's configuration with their times (ms).
+struct ConvTuneRow {
+  std::string shape, pass, precision, pick, heuristic;
+  double tuned_ms = 0, heuristic_ms = 0;
+  int candidates = 0;
+};
+std::vector<ConvTuneRow> conv_tune_picks();
 // x (N, C, H, W), weight (O, C, KH, KW), bias (O) or undefined -> (N, O, OH, OW). The window of
 // `g` is the caller's, and (KH, KW) must equal its kernel; its shapes are ignored.
 // relu: y = ReLU(conv + bias), bit for bit the two ops: CUDA's GEMMs (implicit and columns path)

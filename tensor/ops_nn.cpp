@@ -15,6 +15,7 @@
 #if ECHELON_WITH_CUDA
 #include <echelon/cuda/cudnn/conv.h>
 #include <echelon/cuda/kernels/conv.h>
+#include <echelon/cuda/kernels/conv_tune.h>
 #include <echelon/cuda/kernels/matmul.h>
 #include <echelon/cuda/kernels/pool.h>
 #endif
@@ -152,6 +153,29 @@ void set_float32_precision(Precision precision) {
 }
 Precision float32_precision() {
   return g_precision.load();
+}
+
+void set_conv_autotune([[maybe_unused]] bool on) {
+#if ECHELON_WITH_CUDA
+  cuda::set_conv_autotune(on);
+#endif
+}
+bool conv_autotune() {
+#if ECHELON_WITH_CUDA
+  return cuda::conv_autotune();
+#else
+  return false;
+#endif
+}
+
+std::vector<ConvTuneRow> conv_tune_picks() {
+  std::vector<ConvTuneRow> rows;
+#if ECHELON_WITH_CUDA
+  for (const cuda::ConvTunePick& p : cuda::conv_tune_picks())
+    rows.push_back({cuda::describe(p.geometry), cuda::name(p.pass), name(p.precision), p.pick,
+                    p.heuristic, p.tuned_ms, p.heuristic_ms, p.candidates});
+#endif
+  return rows;
 }
 
 Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in,

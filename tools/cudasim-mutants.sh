@@ -85,6 +85,7 @@ mutants=(
   "conv-implicit-store-channels|conv_operands.cuh|'out[((n / plane) * g.o + m) * plane'|'out[((n / plane) * g.c + m) * plane'"
   "conv-implicit-bias-epilogue|conv_operands.cuh|'v + (bias ? bias[m] : 0.0f)'|'v + (bias && m > 0 ? bias[m] : 0.0f)'"
   "conv-implicit-data-weight-index|conv_operands.cuh|'a_src[((k / taps) * g.c + m) * taps + k % taps]'|'a_src[((k / taps) * g.c + m) * taps]'"
+  "conv-tune-slowest-pick|conv_tune.cu|'if (times[i] < times[best]) best = i;'|'if (times[i] > times[best]) best = i;'"
 )
 # The orders and grid caps of the ctest entries (tests/cudasim/CMakeLists.txt). Reverse with a
 # grid cap first: it catches the races and grid-stride bugs that forward misses, and every

@@ -39,12 +39,16 @@
 #   p12        issue #10's P1/P2: train-step img/s at batch 128 of the four nets, ours and cuDNN
 #              (echelon train --resident-data --cuda-graph) beside PyTorch eager (compiled for
 #              LeNet-5 and ResNet-20), bench/torch_gpu_step.py; each row gives the ratios.
+#              ResNet-20 and VGG-16 also run ours with --autotune (the conv autotuner; its
+#              picks in that run's summary.json): a row gives tuned / heuristic img/s.
 #   pipeline   a 2-partition pipeline on one GPU with --balance auto, stale and sequential
 #              schedules, with Chrome traces; and --devices cuda:0,cuda:0 (per-partition placement).
 #   bench      bench_ops' GPU cases, when Google Benchmark was found.
 #   (kernels, run right after the test suites: bench/exp_gpu_kernels, every kernel family against
 #              its peer in one process: GB/s vs a D2D copy, our SGEMM vs cuBLAS at 1k-4k, our conv
-#              vs cuDNN on the four nets' conv shapes; its table is also $OUT/kernels.txt.)
+#              vs cuDNN on the four nets' conv shapes, and (--autotune-ab) the heuristic's
+#              kernels vs the autotuned ones per layer with the picks; its table is also
+#              $OUT/kernels.txt.)
 # What comes back in $OUT (the device tool returns at most 8 files): summary.txt (the table),
 # failures.txt (the tail of every failed step's log), probe.txt, kernels.txt, resources.txt,
 # logs.tar.gz (every log, trace and run summary). Exit status 0 when every step that ran passed, 1 otherwise.
@@ -55,7 +59,7 @@
 #   device tool: run(command="bash tools/gpu-check.sh", carry=[".deps"], timeout_s=540)
 #                BUDGET_S=300 bash tools/gpu-check.sh   (a shorter window; steps are dropped
 #                from the end of the list above)
-# Env: BUDGET_S (default 450: 7.5 minutes), BUILD (default build-gpu), OUT (default $BUILD/out),
+# Env: BUDGET_S (default 480: 8 minutes), BUILD (default build-gpu), OUT (default $BUILD/out),
 #      CUDNN_ROOT / NCCL_ROOT / CUBLAS_ROOT (override where a library is taken from),
 #      NVIDIA_SITE (extra ':'-separated folders searched like site-packages), PREFER_WHEELS=1
 #      (search the wheels before the toolkit and system folders),
@@ -73,7 +77,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo" || exit 1
 BUILD=${BUILD:-build-gpu}
 OUT=${OUT:-$BUILD/out}
-BUDGET_S=${BUDGET_S:-450}
+BUDGET_S=${BUDGET_S:-480}  # 450 until session 25; +30 s for the autotune rows (kernels, p12)
 LOGS=$BUILD/gpu-check-logs
 RESERVE_S=15  # kept back for packing the logs and printing the table
 
@@ -87,7 +91,7 @@ T_SANITIZER=${T_SANITIZER:-75}  # one compute-sanitizer tool, all families
 T_FAMILY=${T_FAMILY:-60}  # one family under a sanitizer
 T_PIPELINE=${T_PIPELINE:-45}
 T_BENCH=${T_BENCH:-40}
-T_KERNELS=${T_KERNELS:-260}  # exp_gpu_kernels: every kernel family against its peer (conv: 3 impls x fp32/tf32/bf16, A/B rows)
+T_KERNELS=${T_KERNELS:-320}  # exp_gpu_kernels: every kernel family against its peer (conv: 3 impls x fp32/tf32/bf16, A/B rows; +60 s for --autotune-ab)
 # Families whose kernels use shared memory or warp shuffles come first under the sanitizers.
 FAMILY_ORDER=(reduce matmul norm loss conv pool im2col shape elementwise optim random)
 
@@ -264,7 +268,10 @@ done
 if [[ -x $BUILD/bench/exp_gpu_kernels ]]; then
   # --fma-ab / --mma-tile-ab: the 128x128 tiles' new cores beside the old ones, per conv layer
   # (the SGEMM rows always print both); the A/B of session 24's unmeasured kernels.
-  step kernels "$T_KERNELS" "$BUILD/bench/exp_gpu_kernels" --repeats 7 --fma-ab --mma-tile-ab
+  # --autotune-ab: each layer's passes with the heuristic's kernels vs the autotuned ones
+  # (cuda/kernels/conv_tune.h), fp32, TF32 and bf16, and the tuner's picks.
+  step kernels "$T_KERNELS" "$BUILD/bench/exp_gpu_kernels" --repeats 7 --fma-ab --mma-tile-ab \
+    --autotune-ab
   # The timings with each kernel's registers and occupancy below them, in one file.
   cat "$(log_name kernels)" "$(log_name resources)" >"$OUT/kernels.txt" 2>/dev/null
 else
@@ -432,6 +439,16 @@ if [[ -x $cli ]]; then
     ours=$(p12_rate "p12_${model}_ours") cudnn=$(p12_rate "p12_${model}_cudnn")
     eager=$(p12_torch "p12_${model}_torch_eager")
     row "p12_$model" - - "img/s: ours ${ours:-?}, cudnn ${cudnn:-?}, torch eager ${eager:-?}; ours/eager $(p12_ratio "$ours" "$eager"), cudnn/eager $(p12_ratio "$cudnn" "$eager")"
+    # Ours with --autotune (the first eager step tunes each conv shape, the graph replays the
+    # picks); its summary.json lists them (conv_autotune) in logs.tar.gz.
+    if [[ $model == resnet20 || $model == vgg16 ]]; then
+      step "p12_${model}_ours_autotune" "$T_TRAIN" "$cli" train --model "$model" --data synthetic \
+        --limit-train "$images" --limit-test 128 --batch-size 128 --epochs 2 --device cuda:0 \
+        --resident-data --cuda-graph --conv-impl ours --autotune --progress none --log-every 0 \
+        --overwrite --out "$LOGS/run-p12-autotune-$model"
+      tuned=$(p12_rate "p12_${model}_ours_autotune")
+      row "p12_${model}_autotune" - - "img/s: ours autotuned ${tuned:-?}, heuristic ${ours:-?}; tuned/heuristic $(p12_ratio "$tuned" "$ours"), tuned/cudnn $(p12_ratio "$tuned" "$cudnn")"
+    fi
   done
   for model in lenet5 resnet20; do
     step "p12_${model}_torch_compiled" "$T_TRAIN" python3 bench/torch_gpu_step.py "$model" 128 30 \

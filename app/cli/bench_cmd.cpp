@@ -15,6 +15,9 @@ void add_common(CLI::App& cmd, BenchCommon& common) {
   cmd.add_option("--threads", common.threads, "CPU threads for the ops (our pool); 0: default");
   cmd.add_option("--json", common.json_path, "Also write the result to this file as JSON");
   cmd.add_option("--html", common.html_path, "Also write a report page: the table, bar charts");
+  cmd.add_flag(
+      "--autotune", common.autotune,
+      "Tune our CUDA convolution per layer shape (in the warm-up rounds; picks in --json)");
 }
 
 void add_op(CLI::App& bench, BenchCommand& c) {

@@ -119,6 +119,9 @@ void add_train_options(CLI::App& cmd, TrainOptions& o, ScheduleFlag& schedule) {
   cmd.add_flag_callback(
       "--no-fuse", [&o] { o.fuse = false; },
       "Run those pairs as separate ops: the same values, to measure what fusing gains");
+  cmd.add_flag("--autotune", o.autotune,
+               "Time our CUDA convolution's kernel configurations per layer shape in the first "
+               "step and keep the fastest (like cudnn.benchmark; listed in summary.json)");
   cmd.add_flag("--deterministic", o.deterministic,
                "Refuse settings that break bit-identical reruns (echo auto, workers > 1)");
   cmd.add_option("--limit-train", o.limit_train, "Use only the first N training examples");

@@ -1,4 +1,6 @@
-// Convolution, "ours", two algorithms (set_conv_algorithm; cuda/kernels/conv.h):
+// Convolution, "ours", two algorithms (set_conv_algorithm; cuda/kernels/conv.h), chosen per pass
+// as a ConvConfig: conv_heuristic (the rules below), or with set_conv_autotune the fastest of
+// conv_candidates measured by the tuner (cuda/kernels/conv_tune.cu); run_conv runs either.
 // - ImplicitGemm (the default): cuda/kernels/conv_gemm.cu, our GEMM tiles gathering straight from
 //   x and grad_out; no columns buffer. Except the input gradient of layers with fewer than
 //   kImplicitMinInputChannels input channels, and convolutions with an operand of 2^31 elements
@@ -27,6 +29,7 @@
 
 #include <echelon/cuda/allocator.h>
 #include <echelon/cuda/kernels/conv_gemm.h>
+#include <echelon/cuda/kernels/conv_tune.h>
 #include <echelon/cuda/kernels/im2col.h>
 #include <echelon/cuda/kernels/matmul.h>
 #include <echelon/cuda/launch.h>
@@ -178,21 +181,122 @@ ConvAlgorithm conv_algorithm() {
   return g_algorithm.load();
 }
 
-void conv2d_forward(const Conv2dGeometry& a, const float* x, const float* w, const float* bias,
-                    float* y, int device, cudaStream_t stream, bool relu) {
+namespace {
+
+void forward_columns(const ConvCall& c) {
+  const Conv2dGeometry& a = c.geometry;
   const int64_t rows = a.c * a.kernel_h * a.kernel_w, plane = a.out_h * a.out_w;
-  if (a.n * a.o * plane == 0) return;
-  if (use_implicit(a)) return conv2d_forward_implicit(a, x, w, bias, y, stream, relu);
-  Columns cols(a, device, stream);
+  Columns cols(a, c.device, c.stream);
   for (int64_t n0 = 0; n0 < a.n; n0 += cols.chunk()) {
     const int64_t images = std::min(cols.chunk(), a.n - n0);
-    im2col(x + n0 * a.c * a.h * a.w, cols.data(), a.with_images(images), stream);
+    im2col(c.x + n0 * a.c * a.h * a.w, cols.data(), a.with_images(images), c.stream);
     // The bias (null: none) and the ReLU are applied in the GEMM's epilogue, not by passes
     // over y.
-    gemm_strided_batched_row_bias(false, false, a.o, plane, rows, w, rows, 0, cols.data(), plane,
-                                  cols.per_image(), bias, y + n0 * a.o * plane, plane, a.o * plane,
-                                  images, relu, stream);
+    gemm_strided_batched_row_bias(false, false, a.o, plane, rows, c.w, rows, 0, cols.data(), plane,
+                                  cols.per_image(), c.bias, c.out + n0 * a.o * plane, plane,
+                                  a.o * plane, images, c.relu, c.stream);
   }
+}
+
+void backward_input_columns(const ConvCall& c) {
+  const Conv2dGeometry& a = c.geometry;
+  const int64_t rows = a.c * a.kernel_h * a.kernel_w, plane = a.out_h * a.out_w;
+  Columns cols(a, c.device, c.stream);
+  for (int64_t n0 = 0; n0 < a.n; n0 += cols.chunk()) {
+    const int64_t images = std::min(cols.chunk(), a.n - n0);
+    gemm_strided_batched(true, false, rows, plane, a.o, 1.0f, c.w, rows, 0,
+                         c.grad_out + n0 * a.o * plane, plane, a.o * plane, 0.0f, cols.data(),
+                         plane, cols.per_image(), images, c.stream);
+    col2im(cols.data(), c.out + n0 * a.c * a.h * a.w, a.with_images(images), c.stream);
+  }
+}
+
+void backward_weight_columns(const ConvCall& c) {
+  const Conv2dGeometry& a = c.geometry;
+  const int64_t rows = a.c * a.kernel_h * a.kernel_w, plane = a.out_h * a.out_w;
+  const int64_t weights = a.o * rows;
+  Columns cols(a, c.device, c.stream);
+  const int64_t groups = weight_groups(a.o, rows, cols.chunk());
+  // Partial weight gradients of the image groups (groups, O, R); none when one group.
+  float* partial =
+      groups > 1 ? static_cast<float*>(device_malloc(
+                       c.device, static_cast<size_t>(groups * weights) * sizeof(float), c.stream))
+                 : nullptr;
+  try {
+    for (int64_t n0 = 0; n0 < a.n; n0 += cols.chunk()) {
+      const int64_t images = std::min(cols.chunk(), a.n - n0);
+      const int64_t per_group = (images + groups - 1) / groups;
+      const int64_t used = (images + per_group - 1) / per_group;
+      const bool first = n0 == 0;
+      im2col(c.x + n0 * a.c * a.h * a.w, cols.data(), a.with_images(images), c.stream);
+      gemm_batch_reduce(false, true, a.o, rows, plane, 1.0f, c.grad_out + n0 * a.o * plane, plane,
+                        a.o * plane, cols.data(), plane, cols.per_image(),
+                        used > 1 || first ? 0.0f : 1.0f, used > 1 ? partial : c.out, rows, weights,
+                        images, per_group, c.stream);
+      if (used > 1) sum_groups(partial, used, weights, !first, c.out, c.stream);
+    }
+  } catch (...) {
+    if (partial) device_free(c.device, partial);
+    throw;
+  }
+  if (partial) device_free(c.device, partial);
+}
+
+}  // namespace
+
+ConvConfig conv_heuristic(ConvPass pass, const Conv2dGeometry& a) {
+  const bool implicit =
+      use_implicit(a) && (pass != ConvPass::BackwardData || a.c >= kImplicitMinInputChannels);
+  if (!implicit) return ConvConfig{.im2col = true};
+  return conv_gemm_heuristic(pass, a);
+}
+
+std::vector<ConvConfig> conv_candidates(ConvPass pass, const Conv2dGeometry& a) {
+  std::vector<ConvConfig> out;
+  if (use_implicit(a)) out = conv_gemm_candidates(pass, a);
+  out.push_back(ConvConfig{.im2col = true});
+  return out;
+}
+
+void run_conv(const ConvCall& c, const ConvConfig& config) {
+  const Conv2dGeometry& a = c.geometry;
+  const int64_t plane = a.out_h * a.out_w;
+  switch (c.pass) {
+    case ConvPass::Forward:
+      if (a.n * a.o * plane == 0) return;
+      if (!config.im2col)
+        return conv2d_forward_implicit(config, a, c.x, c.w, c.bias, c.out, c.stream, c.relu);
+      return forward_columns(c);
+    case ConvPass::BackwardData:
+      if (a.n * a.c * a.h * a.w == 0) return;
+      if (!config.im2col)
+        return conv2d_backward_input_implicit(config, a, c.grad_out, c.w, c.out, c.stream);
+      return backward_input_columns(c);
+    case ConvPass::BackwardWeight:
+      if (a.n * plane == 0) {
+        ECH_CUDA_CHECK(cudaMemsetAsync(
+            c.out, 0, static_cast<size_t>(a.o * a.c * a.kernel_h * a.kernel_w) * sizeof(float),
+            c.stream));
+        return;
+      }
+      if (!config.im2col)
+        return conv2d_backward_weight_implicit(config, a, c.grad_out, c.x, c.out, c.stream);
+      return backward_weight_columns(c);
+  }
+}
+
+void conv2d_forward(const Conv2dGeometry& a, const float* x, const float* w, const float* bias,
+                    float* y, int device, cudaStream_t stream, bool relu) {
+  const ConvCall call{.pass = ConvPass::Forward,
+                      .geometry = a,
+                      .x = x,
+                      .w = w,
+                      .bias = bias,
+                      .relu = relu,
+                      .out = y,
+                      .device = device,
+                      .stream = stream};
+  run_conv(call, conv_config_for(call));
 }
 
 void relu_inplace(float* y, int64_t count, cudaStream_t stream) {
@@ -201,55 +305,26 @@ void relu_inplace(float* y, int64_t count, cudaStream_t stream) {
 
 void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const float* w,
                            float* grad_in, int device, cudaStream_t stream) {
-  const int64_t rows = a.c * a.kernel_h * a.kernel_w, plane = a.out_h * a.out_w;
-  if (a.n * a.c * a.h * a.w == 0) return;
-  if (use_implicit(a) && a.c >= kImplicitMinInputChannels)
-    return conv2d_backward_input_implicit(a, grad_out, w, grad_in, stream);
-  Columns cols(a, device, stream);
-  for (int64_t n0 = 0; n0 < a.n; n0 += cols.chunk()) {
-    const int64_t images = std::min(cols.chunk(), a.n - n0);
-    gemm_strided_batched(true, false, rows, plane, a.o, 1.0f, w, rows, 0,
-                         grad_out + n0 * a.o * plane, plane, a.o * plane, 0.0f, cols.data(), plane,
-                         cols.per_image(), images, stream);
-    col2im(cols.data(), grad_in + n0 * a.c * a.h * a.w, a.with_images(images), stream);
-  }
+  const ConvCall call{.pass = ConvPass::BackwardData,
+                      .geometry = a,
+                      .w = w,
+                      .grad_out = grad_out,
+                      .out = grad_in,
+                      .device = device,
+                      .stream = stream};
+  run_conv(call, conv_config_for(call));
 }
 
 void conv2d_backward_weight(const Conv2dGeometry& a, const float* grad_out, const float* x,
                             float* grad_w, int device, cudaStream_t stream) {
-  const int64_t rows = a.c * a.kernel_h * a.kernel_w, plane = a.out_h * a.out_w;
-  const int64_t weights = a.o * rows;
-  if (a.n * plane == 0) {
-    ECH_CUDA_CHECK(
-        cudaMemsetAsync(grad_w, 0, static_cast<size_t>(weights) * sizeof(float), stream));
-    return;
-  }
-  if (use_implicit(a)) return conv2d_backward_weight_implicit(a, grad_out, x, grad_w, stream);
-  Columns cols(a, device, stream);
-  const int64_t groups = weight_groups(a.o, rows, cols.chunk());
-  // Partial weight gradients of the image groups (groups, O, R); none when one group.
-  float* partial = groups > 1
-                       ? static_cast<float*>(device_malloc(
-                             device, static_cast<size_t>(groups * weights) * sizeof(float), stream))
-                       : nullptr;
-  try {
-    for (int64_t n0 = 0; n0 < a.n; n0 += cols.chunk()) {
-      const int64_t images = std::min(cols.chunk(), a.n - n0);
-      const int64_t per_group = (images + groups - 1) / groups;
-      const int64_t used = (images + per_group - 1) / per_group;
-      const bool first = n0 == 0;
-      im2col(x + n0 * a.c * a.h * a.w, cols.data(), a.with_images(images), stream);
-      gemm_batch_reduce(false, true, a.o, rows, plane, 1.0f, grad_out + n0 * a.o * plane, plane,
-                        a.o * plane, cols.data(), plane, cols.per_image(),
-                        used > 1 || first ? 0.0f : 1.0f, used > 1 ? partial : grad_w, rows, weights,
-                        images, per_group, stream);
-      if (used > 1) sum_groups(partial, used, weights, !first, grad_w, stream);
-    }
-  } catch (...) {
-    if (partial) device_free(device, partial);
-    throw;
-  }
-  if (partial) device_free(device, partial);
+  const ConvCall call{.pass = ConvPass::BackwardWeight,
+                      .geometry = a,
+                      .x = x,
+                      .grad_out = grad_out,
+                      .out = grad_w,
+                      .device = device,
+                      .stream = stream};
+  run_conv(call, conv_config_for(call));
 }
 
 void conv2d_backward_bias(const Conv2dGeometry& a, const float* grad_out, float* grad_bias,

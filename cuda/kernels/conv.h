@@ -3,8 +3,11 @@
 // the stream. Scratch (columns, split-K partials) comes from the caching allocator of `device`.
 #pragma once
 
+#include <vector>
+
 #include <cuda_runtime.h>
 
+#include <echelon/cuda/kernels/conv_gemm.h>
 #include <echelon/kernels/conv.h>
 
 namespace echelon::cuda {
@@ -18,6 +21,32 @@ enum class ConvAlgorithm { ImplicitGemm, Im2colGemm };
 void set_conv_algorithm(ConvAlgorithm algorithm);
 ConvAlgorithm conv_algorithm();
 
+// One pass of a convolution, its operands and where it runs: what the tuner
+// (cuda/kernels/conv_tune.h) times its candidates on. Forward: y = out from x, w, bias, relu;
+// grad input: grad_in = out from grad_out, w; grad weight: grad_w = out from grad_out, x. Every
+// pass overwrites out and reads nothing else of it.
+struct ConvCall {
+  ConvPass pass = ConvPass::Forward;
+  Conv2dGeometry geometry;
+  const float* x = nullptr;
+  const float* w = nullptr;
+  const float* grad_out = nullptr;
+  const float* bias = nullptr;
+  bool relu = false;
+  float* out = nullptr;
+  int device = 0;
+  cudaStream_t stream = nullptr;
+};
+// What the call runs with tuning off: the columns path under Im2colGemm, for operands of 2^31+
+// elements and for the input gradient of < 8 input channels; else conv_gemm_heuristic.
+ConvConfig conv_heuristic(ConvPass pass, const Conv2dGeometry& a);
+// The tuner's candidates: conv_gemm_candidates and the columns path (alone under Im2colGemm).
+std::vector<ConvConfig> conv_candidates(ConvPass pass, const Conv2dGeometry& a);
+// Runs the call with `config` (any of conv_candidates; the results match the CPU twin).
+void run_conv(const ConvCall& call, const ConvConfig& config);
+
+// The passes below run what conv_config_for (conv_tune.h) picks: the heuristic, or with
+// set_conv_autotune the fastest candidate measured for the shape.
 // y (N, O, OH, OW) = conv(x (N, C, H, W), w (O, C, KH, KW)) + bias (O); bias may be null.
 // relu: y = ReLU(that): both algorithms clamp in their GEMM's store (the implicit GEMM's, and the
 // columns path's gemm_strided_batched_row_bias epilogue); no pass over y.

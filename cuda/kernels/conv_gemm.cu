@@ -23,7 +23,10 @@
 // with it (FMA: the warp-tiled core of fma_tile.cuh, as the SGEMM's, where warp_tiles_fit, else
 // gemm_tile.cuh's LargeTile; TF32 and bf16: mma_tile.cuh's, k-slices of 16, also for the weight
 // gradient whose split-K fills the GPU; ECHELON_MMA_TILE=64 / 128 force a tensor-core tile); else
-// 64x64. Index math is 32-bit (ConvIndex); conv.cu sends larger
+// 64x64. These choices (tile, FMA core, gather table, split-K groups) are one ConvConfig
+// (conv_gemm.h): conv_gemm_heuristic makes them as above, conv_gemm_candidates lists every legal
+// one for the autotuner (conv_tune.cu), and the launchers run the config they are given.
+// Index math is 32-bit (ConvIndex); conv.cu sends larger
 // convolutions (conv_gemm_fits) and the input gradient of < 8 input channels to im2col + GEMM.
 // CPU twin: the naive convolution in tensor/cpu/conv.cpp (forward, grad input, grad weight).
 // tests/gpu/conv_gpu_test.cpp compares these kernels with ops::conv2d on the CPU, whose fast path
@@ -187,35 +190,46 @@ int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
-template <typename T>
-int64_t tiles_of(const GemmShape& s) {
-  return ceil_div(s.M, T::kM) * ceil_div(s.N, T::kN);
+// The tile's block shape (the bf16 and TF32 tiles have the fp32 ones' shapes).
+std::pair<int64_t, int64_t> tile_shape(ConvTile tile) {
+  static_assert(LargeTile::kM == Tf32LargeTile::kM && LargeTile::kN == Tf32LargeTile::kN);
+  static_assert(TinyTile::kM == Bf16TinyTile::kM && NarrowTile::kN == Bf16NarrowTile::kN);
+  switch (tile) {
+    case ConvTile::Tiny:
+      return {TinyTile::kM, TinyTile::kN};
+    case ConvTile::Narrow:
+      return {NarrowTile::kM, NarrowTile::kN};
+    case ConvTile::Small:
+      return {SmallTile::kM, SmallTile::kN};
+    default:
+      return {LargeTile::kM, LargeTile::kN};
+  }
 }
 
-enum class TileChoice { Tiny, Narrow, Small, Large };
+int64_t tiles_of(ConvTile tile, const GemmShape& s) {
+  const auto [m, n] = tile_shape(tile);
+  return ceil_div(s.M, m) * ceil_div(s.N, n);
+}
 
 // Tiny / Narrow for few rows (a 16 x 256 block costs what a 32 x 128 one does, so up to 16 rows
 // Tiny needs half the blocks); Large when its tiles still give every SM work (FMA: LargeTile,
 // kFillBlocks tiles; TF32 and bf16: mma_tile.cuh's 128x128 tile as mma_large_tile_for decides,
 // where the weight gradient's split-K supplies the blocks); else Small.
-TileChoice pick_tile(const GemmShape& s, Precision precision, bool split_k) {
-  if (s.M <= TinyTile::kM) return TileChoice::Tiny;
-  if (s.M <= NarrowTile::kM) return TileChoice::Narrow;
-  static_assert(LargeTile::kM == Tf32LargeTile::kM && LargeTile::kN == Tf32LargeTile::kN);
+ConvTile pick_tile(const GemmShape& s, Precision precision, bool split_k) {
+  if (s.M <= TinyTile::kM) return ConvTile::Tiny;
+  if (s.M <= NarrowTile::kM) return ConvTile::Narrow;
   if (precision != Precision::Fp32)
-    return mma_large_tile_for(s.M, s.N, split_k ? kFillBlocks : tiles_of<LargeTile>(s))
-               ? TileChoice::Large
-               : TileChoice::Small;
-  if (s.M >= LargeTile::kM && s.N >= LargeTile::kN && tiles_of<LargeTile>(s) >= kFillBlocks)
-    return TileChoice::Large;
-  return TileChoice::Small;
+    return mma_large_tile_for(s.M, s.N, split_k ? kFillBlocks : tiles_of(ConvTile::Large, s))
+               ? ConvTile::Large
+               : ConvTile::Small;
+  if (s.M >= LargeTile::kM && s.N >= LargeTile::kN && tiles_of(ConvTile::Large, s) >= kFillBlocks)
+    return ConvTile::Large;
+  return ConvTile::Small;
 }
 
-// k-slice depth of the tile launch_conv_gemm picks for s under the current precision (the unit
-// of the split-K groups).
-int64_t slice_depth(const GemmShape& s, bool split_k) {
-  const Precision precision = float32_precision();
-  const bool large = pick_tile(s, precision, split_k) == TileChoice::Large;
+// k-slice depth of a tile under a precision (the unit of the split-K groups).
+int64_t slice_depth(ConvTile tile, Precision precision) {
+  const bool large = tile == ConvTile::Large;
   switch (precision) {
     case Precision::Tf32:
       return large ? Tf32LargeTile::kK : SmallTile::kK;
@@ -234,9 +248,12 @@ std::atomic<bool>& gather_table_flag() {
   return flag;
 }
 
-// Whether the gather table takes pass P of this convolution (the Tiny and Narrow tiles only).
-bool table_fits(ConvPass pass, const Conv2dGeometry& g, const GemmShape& s) {
-  if (!gather_table_flag().load(std::memory_order_relaxed)) return false;
+bool tile_has_table(ConvTile tile, ConvPass pass) {
+  return (tile == ConvTile::Tiny || tile == ConvTile::Narrow) && pass != ConvPass::BackwardWeight;
+}
+
+// Whether the gather table can take pass P of this convolution (its tiles: tile_has_table).
+bool table_legal(ConvPass pass, const Conv2dGeometry& g, const GemmShape& s) {
   const bool taps = g.kernel_h * g.kernel_w <= kMaxTableTaps;
   const bool k_fits = ceil_div(s.K, 16) * 16 <= kTableK;  // rounded to the deepest k-slice
   const int64_t reach_h = (g.kernel_h - 1) * g.dilation_h,
@@ -252,19 +269,19 @@ bool table_fits(ConvPass pass, const Conv2dGeometry& g, const GemmShape& s) {
   }
 }
 
-// Whether the 128x128 tile takes the warp-tiled FMA core (cuda::fma_warp_tiles): its forward
-// stages the weights by float4 loads only (ConvOperands::a_vector: 16-byte aligned rows of R, a
-// multiple of 4; VGG-16's 64-512 channel layers), else the block-strided core runs.
-bool warp_tiles_fit(ConvPass pass, const GemmShape& s, const float* a_src) {
-  const bool vector_weights =
-      reinterpret_cast<uintptr_t>(a_src) % (kVec * sizeof(float)) == 0 && s.K % kVec == 0;
-  return fma_warp_tiles() && (pass != ConvPass::Forward || vector_weights);
+// The warp-tiled FMA core's forward stages the weights by float4 loads only
+// (ConvOperands::a_vector: 16-byte aligned rows of R, a multiple of 4; VGG-16's 64-512 channel
+// layers); elsewhere the block-strided core runs.
+bool warp_core_fits(ConvPass pass, const GemmShape& s, const float* a_src) {
+  const bool aligned =
+      a_src == nullptr || reinterpret_cast<uintptr_t>(a_src) % (kVec * sizeof(float)) == 0;
+  return pass != ConvPass::Forward || (aligned && s.K % kVec == 0);
 }
 
 template <typename T, ConvPass P, bool kMma>
-void launch_on(const char* op, const Conv2dGeometry& g, const GemmShape& s, const float* a_src,
-               const float* b_src, const float* bias, float* out, int64_t groups, int64_t per_group,
-               bool relu, cudaStream_t stream) {
+void launch_on(const char* op, const Conv2dGeometry& g, const GemmShape& s, bool table,
+               const float* a_src, const float* b_src, const float* bias, float* out,
+               int64_t groups, int64_t per_group, bool relu, cudaStream_t stream) {
   const int64_t tiles_m = ceil_div(s.M, T::kM), tiles_n = ceil_div(s.N, T::kN);
   ECH_CHECK(tiles_m <= kMaxGridY && tiles_n <= INT_MAX && groups <= kMaxGridZ, op,
             ": convolution too large for the implicit-GEMM grid (M=", s.M, ", N=", s.N,
@@ -275,59 +292,49 @@ void launch_on(const char* op, const Conv2dGeometry& g, const GemmShape& s, cons
                                       : std::is_same_v<typename T::Elem, float>
                                           ? "conv_gemm_kernel (tf32)"
                                           : "conv_gemm_kernel (bf16)";
-  const bool use_table = has_table<T, P>() && table_fits(P, g, s);
+  const bool use_table = has_table<T, P>() && table && table_legal(P, g, s);
   ECH_LAUNCH_NAMED(name, grid, kThreads, 0, stream, conv_gemm_kernel<T, P, kMma>)
   (g, a_src, b_src, bias, out, per_group, relu, use_table);
   ECH_CUDA_CHECK_LAUNCH(op);
 }
 
-// One launch of pass P with the tile picked for its shape and the current precision.
+// One launch of pass P with the configuration's tile under the current precision.
 template <ConvPass P>
-void launch_conv_gemm(const char* op, const Conv2dGeometry& g, const float* a_src,
-                      const float* b_src, const float* bias, float* out, int64_t groups,
-                      int64_t per_group, bool relu, cudaStream_t stream) {
+void launch_conv_gemm(const char* op, const ConvConfig& c, const Conv2dGeometry& g,
+                      const float* a_src, const float* b_src, const float* bias, float* out,
+                      int64_t groups, int64_t per_group, bool relu, cudaStream_t stream) {
   const GemmShape s = gemm_shape(P, g);
   const Precision precision = float32_precision();
-  const TileChoice choice = pick_tile(s, precision, P == ConvPass::BackwardWeight);
+  const auto on = [&](auto tile, auto mma) {
+    launch_on<decltype(tile), P, decltype(mma)::value>(op, g, s, c.table, a_src, b_src, bias, out,
+                                                       groups, per_group, relu, stream);
+  };
+  using Fma = std::false_type;
+  using Mma = std::true_type;
   if (precision == Precision::Bf16) {
-    if (choice == TileChoice::Large)
-      return launch_on<Bf16ConvLargeTile, P, true>(op, g, s, a_src, b_src, bias, out, groups,
-                                                   per_group, relu, stream);
-    if (choice == TileChoice::Tiny)
-      return launch_on<Bf16TinyTile, P, true>(op, g, s, a_src, b_src, bias, out, groups, per_group,
-                                              relu, stream);
-    return choice == TileChoice::Narrow
-               ? launch_on<Bf16NarrowTile, P, true>(op, g, s, a_src, b_src, bias, out, groups,
-                                                    per_group, relu, stream)
-               : launch_on<Bf16SmallTile, P, true>(op, g, s, a_src, b_src, bias, out, groups,
-                                                   per_group, relu, stream);
+    switch (c.tile) {
+      case ConvTile::Tiny:
+        return on(Bf16TinyTile{}, Mma{});
+      case ConvTile::Narrow:
+        return on(Bf16NarrowTile{}, Mma{});
+      case ConvTile::Small:
+        return on(Bf16SmallTile{}, Mma{});
+      case ConvTile::Large:
+        return on(Bf16ConvLargeTile{}, Mma{});
+    }
   }
   const bool tf32 = precision == Precision::Tf32;
-  switch (choice) {
-    case TileChoice::Tiny:
-      return tf32 ? launch_on<TinyTile, P, true>(op, g, s, a_src, b_src, bias, out, groups,
-                                                 per_group, relu, stream)
-                  : launch_on<TinyTile, P, false>(op, g, s, a_src, b_src, bias, out, groups,
-                                                  per_group, relu, stream);
-    case TileChoice::Narrow:
-      return tf32 ? launch_on<NarrowTile, P, true>(op, g, s, a_src, b_src, bias, out, groups,
-                                                   per_group, relu, stream)
-                  : launch_on<NarrowTile, P, false>(op, g, s, a_src, b_src, bias, out, groups,
-                                                    per_group, relu, stream);
-    case TileChoice::Small:
-      return tf32 ? launch_on<SmallTile, P, true>(op, g, s, a_src, b_src, bias, out, groups,
-                                                  per_group, relu, stream)
-                  : launch_on<SmallTile, P, false>(op, g, s, a_src, b_src, bias, out, groups,
-                                                   per_group, relu, stream);
-    case TileChoice::Large:
-      if (tf32)
-        return launch_on<Tf32LargeTile, P, true>(op, g, s, a_src, b_src, bias, out, groups,
-                                                 per_group, relu, stream);
-      return warp_tiles_fit(P, s, a_src)
-                 ? launch_on<LargeWarpTile, P, false>(op, g, s, a_src, b_src, bias, out, groups,
-                                                      per_group, relu, stream)
-                 : launch_on<LargeTile, P, false>(op, g, s, a_src, b_src, bias, out, groups,
-                                                  per_group, relu, stream);
+  switch (c.tile) {
+    case ConvTile::Tiny:
+      return tf32 ? on(TinyTile{}, Mma{}) : on(TinyTile{}, Fma{});
+    case ConvTile::Narrow:
+      return tf32 ? on(NarrowTile{}, Mma{}) : on(NarrowTile{}, Fma{});
+    case ConvTile::Small:
+      return tf32 ? on(SmallTile{}, Mma{}) : on(SmallTile{}, Fma{});
+    case ConvTile::Large:
+      if (tf32) return on(Tf32LargeTile{}, Mma{});
+      return c.warp_core && warp_core_fits(P, s, a_src) ? on(LargeWarpTile{}, Fma{})
+                                                        : on(LargeTile{}, Fma{});
   }
 }
 
@@ -349,42 +356,106 @@ std::atomic<int64_t>& wgrad_groups() {
   return groups;
 }
 
-int64_t tiles_for(const GemmShape& s) {
-  // The weight gradient's tile; the bf16 tiles have the fp32 ones' shapes.
-  switch (pick_tile(s, float32_precision(), true)) {
-    case TileChoice::Tiny:
-      return tiles_of<TinyTile>(s);
-    case TileChoice::Narrow:
-      return tiles_of<NarrowTile>(s);
-    case TileChoice::Small:
-      return tiles_of<SmallTile>(s);
-    default:
-      return tiles_of<LargeTile>(s);
-  }
+// The weight gradient's k-slices on a tile, and the most split-K groups it may take: at least
+// kMinSlicesPerGroup k-slices a group and at most kPartialBudget bytes of partials.
+int64_t wgrad_slices(const GemmShape& s, ConvTile tile) {
+  return ceil_div(s.K, slice_depth(tile, float32_precision()));
 }
-
-// Split-K groups of the weight gradient and k-slices per group: enough (tiles x groups) blocks
-// to reach kFillBlocks, and more towards the fill target while each group keeps
-// kWgradDeepSlices k-slices; at least kMinSlicesPerGroup k-slices a group and at most
-// kPartialBudget bytes of partials; or the fixed count, within the same bounds. No group empty.
-std::pair<int64_t, int64_t> split_k(const GemmShape& s) {
-  const int64_t k_slices = ceil_div(s.K, slice_depth(s, true));
+int64_t most_groups(const GemmShape& s, ConvTile tile) {
   const int64_t by_budget =
       std::max<int64_t>(static_cast<int64_t>(kPartialBudget / sizeof(float)) / (s.M * s.N), 1);
+  return std::max<int64_t>(
+      std::min({ceil_div(wgrad_slices(s, tile), kMinSlicesPerGroup), by_budget, kMaxGridZ}), 1);
+}
+
+// `wanted` groups within the bounds, none empty: (groups, k-slices per group).
+std::pair<int64_t, int64_t> normalise_groups(const GemmShape& s, ConvTile tile, int64_t wanted) {
+  const int64_t k_slices = wgrad_slices(s, tile);
+  const int64_t groups = std::clamp<int64_t>(wanted, 1, most_groups(s, tile));
+  const int64_t per_group = std::max<int64_t>(ceil_div(k_slices, groups), 1);
+  return {std::max<int64_t>(ceil_div(k_slices, per_group), 1), per_group};
+}
+
+// The heuristic's split-K groups of the weight gradient on `tile`: enough (tiles x groups) blocks
+// to reach kFillBlocks, and more towards the fill target while each group keeps
+// kWgradDeepSlices k-slices; or the fixed count; within normalise_groups' bounds.
+int64_t split_k(const GemmShape& s, ConvTile tile) {
   const int64_t fixed = wgrad_groups().load(std::memory_order_relaxed);
-  const int64_t tiles = tiles_for(s);
+  const int64_t tiles = tiles_of(tile, s);
   const int64_t deep =
       std::min(ceil_div(wgrad_fill_blocks().load(std::memory_order_relaxed), tiles),
-               ceil_div(k_slices, kWgradDeepSlices));
+               ceil_div(wgrad_slices(s, tile), kWgradDeepSlices));
   const int64_t wanted = fixed > 0 ? fixed : std::max(ceil_div(kFillBlocks, tiles), deep);
-  const int64_t most = std::min({ceil_div(k_slices, kMinSlicesPerGroup), by_budget, kMaxGridZ});
-  int64_t groups = std::clamp<int64_t>(wanted, 1, std::max<int64_t>(most, 1));
-  const int64_t per_group = std::max<int64_t>(ceil_div(k_slices, groups), 1);
-  groups = std::max<int64_t>(ceil_div(k_slices, per_group), 1);  // none empty
-  return {groups, per_group};
+  return normalise_groups(s, tile, wanted).first;
+}
+
+bool grid_fits(ConvTile tile, const GemmShape& s) {
+  const auto [m, n] = tile_shape(tile);
+  return ceil_div(s.M, m) <= kMaxGridY && ceil_div(s.N, n) <= INT_MAX;
 }
 
 }  // namespace
+
+const char* name(ConvPass pass) {
+  switch (pass) {
+    case ConvPass::Forward:
+      return "forward";
+    case ConvPass::BackwardData:
+      return "grad input";
+    default:
+      return "grad weight";
+  }
+}
+
+std::string to_string(const ConvConfig& c) {
+  if (c.im2col) return "im2col";
+  const auto [m, n] = tile_shape(c.tile);
+  std::string out = "implicit " + std::to_string(m) + "x" + std::to_string(n);
+  if (c.tile == ConvTile::Large && float32_precision() == Precision::Fp32)
+    out += c.warp_core ? " warp" : " strided";
+  if (c.table) out += " table";
+  if (c.groups > 1) out += " groups=" + std::to_string(c.groups);
+  return out;
+}
+
+ConvConfig conv_gemm_heuristic(ConvPass pass, const Conv2dGeometry& a) {
+  const GemmShape s = gemm_shape(pass, a);
+  ConvConfig c;
+  c.tile = pick_tile(s, float32_precision(), pass == ConvPass::BackwardWeight);
+  c.warp_core =
+      c.tile == ConvTile::Large && float32_precision() == Precision::Fp32 && fma_warp_tiles();
+  c.table = tile_has_table(c.tile, pass) && gather_table_flag().load(std::memory_order_relaxed) &&
+            table_legal(pass, a, s);
+  if (pass == ConvPass::BackwardWeight && s.M * s.N > 0) c.groups = split_k(s, c.tile);
+  return c;
+}
+
+std::vector<ConvConfig> conv_gemm_candidates(ConvPass pass, const Conv2dGeometry& a) {
+  std::vector<ConvConfig> out;
+  const GemmShape s = gemm_shape(pass, a);
+  if (!conv_gemm_fits(a) || s.M * s.N == 0) return out;
+  const ConvConfig heuristic = conv_gemm_heuristic(pass, a);
+  const bool fp32 = float32_precision() == Precision::Fp32;
+  for (const ConvTile tile : {ConvTile::Tiny, ConvTile::Narrow, ConvTile::Small, ConvTile::Large}) {
+    if (!grid_fits(tile, s)) continue;
+    std::vector<bool> cores{false}, tables{false};
+    if (tile == ConvTile::Large && fp32 && warp_core_fits(pass, s, nullptr)) cores.push_back(true);
+    if (tile_has_table(tile, pass) && table_legal(pass, a, s)) tables.push_back(true);
+    std::vector<int64_t> groups{1};
+    if (pass == ConvPass::BackwardWeight) {
+      for (int64_t g = 2; g < most_groups(s, tile); g *= 2) groups.push_back(g);
+      groups.push_back(most_groups(s, tile));
+      if (tile == heuristic.tile) groups.push_back(heuristic.groups);
+      for (int64_t& g : groups) g = normalise_groups(s, tile, g).first;
+      std::sort(groups.begin(), groups.end());
+      groups.erase(std::unique(groups.begin(), groups.end()), groups.end());
+    }
+    for (const bool core : cores)
+      for (const bool table : tables)
+        for (const int64_t g : groups) out.push_back({false, tile, core, table, g});
+  }
+  return out;
+}
 
 void set_conv_gather_table(bool on) {
   gather_table_flag().store(on, std::memory_order_relaxed);
@@ -406,21 +477,24 @@ void sum_groups(const float* partial, int64_t groups, int64_t count, bool accumu
             out);
 }
 
-void conv2d_forward_implicit(const Conv2dGeometry& a, const float* x, const float* w,
-                             const float* bias, float* y, cudaStream_t stream, bool relu) {
+void conv2d_forward_implicit(const ConvConfig& config, const Conv2dGeometry& a, const float* x,
+                             const float* w, const float* bias, float* y, cudaStream_t stream,
+                             bool relu) {
   const GemmShape s = gemm_shape(ConvPass::Forward, a);
   if (s.M * s.N == 0) return;
-  launch_conv_gemm<ConvPass::Forward>("conv2d_forward (implicit GEMM)", a, w, x, bias, y, 1,
-                                      ceil_div(s.K, slice_depth(s, false)), relu, stream);
+  launch_conv_gemm<ConvPass::Forward>("conv2d_forward (implicit GEMM)", config, a, w, x, bias, y, 1,
+                                      ceil_div(s.K, slice_depth(config.tile, float32_precision())),
+                                      relu, stream);
 }
 
-void conv2d_backward_input_implicit(const Conv2dGeometry& a, const float* grad_out, const float* w,
-                                    float* grad_in, cudaStream_t stream) {
+void conv2d_backward_input_implicit(const ConvConfig& config, const Conv2dGeometry& a,
+                                    const float* grad_out, const float* w, float* grad_in,
+                                    cudaStream_t stream) {
   const GemmShape s = gemm_shape(ConvPass::BackwardData, a);
   if (s.M * s.N == 0) return;
-  launch_conv_gemm<ConvPass::BackwardData>("conv2d_backward_input (implicit GEMM)", a, w, grad_out,
-                                           nullptr, grad_in, 1,
-                                           ceil_div(s.K, slice_depth(s, false)), false, stream);
+  launch_conv_gemm<ConvPass::BackwardData>(
+      "conv2d_backward_input (implicit GEMM)", config, a, w, grad_out, nullptr, grad_in, 1,
+      ceil_div(s.K, slice_depth(config.tile, float32_precision())), false, stream);
 }
 
 void set_conv_wgrad_split(int64_t fill_blocks, int64_t groups) {
@@ -429,25 +503,25 @@ void set_conv_wgrad_split(int64_t fill_blocks, int64_t groups) {
 }
 
 int64_t conv_wgrad_groups(const Conv2dGeometry& a) {
-  const GemmShape s = gemm_shape(ConvPass::BackwardWeight, a);
-  return s.M * s.N == 0 ? 1 : split_k(s).first;
+  return conv_gemm_heuristic(ConvPass::BackwardWeight, a).groups;
 }
 
-void conv2d_backward_weight_implicit(const Conv2dGeometry& a, const float* grad_out, const float* x,
-                                     float* grad_w, cudaStream_t stream) {
+void conv2d_backward_weight_implicit(const ConvConfig& config, const Conv2dGeometry& a,
+                                     const float* grad_out, const float* x, float* grad_w,
+                                     cudaStream_t stream) {
   const GemmShape s = gemm_shape(ConvPass::BackwardWeight, a);
   if (s.M * s.N == 0) return;
-  const auto [groups, per_group] = split_k(s);
+  const auto [groups, per_group] = normalise_groups(s, config.tile, config.groups);
   const char* op = "conv2d_backward_weight (implicit GEMM)";
   if (groups == 1) {  // K = 0 too: the kernel then writes zeros
-    launch_conv_gemm<ConvPass::BackwardWeight>(op, a, grad_out, x, nullptr, grad_w, 1, per_group,
-                                               false, stream);
+    launch_conv_gemm<ConvPass::BackwardWeight>(op, config, a, grad_out, x, nullptr, grad_w, 1,
+                                               per_group, false, stream);
     return;
   }
   Scratch partial(static_cast<size_t>(groups * s.M * s.N) * sizeof(float), stream);  // (groups,
                                                                                      // O, R)
-  launch_conv_gemm<ConvPass::BackwardWeight>(op, a, grad_out, x, nullptr, partial.as<float>(),
-                                             groups, per_group, false, stream);
+  launch_conv_gemm<ConvPass::BackwardWeight>(op, config, a, grad_out, x, nullptr,
+                                             partial.as<float>(), groups, per_group, false, stream);
   sum_groups(partial.as<const float>(), groups, s.M * s.N, false, grad_w, stream);
 }
 

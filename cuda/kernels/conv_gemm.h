@@ -4,12 +4,47 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include <cuda_runtime.h>
 
+#include <echelon/base/op_kinds.h>
 #include <echelon/kernels/conv.h>
 
 namespace echelon::cuda {
+
+enum class ConvPass { Forward, BackwardData, BackwardWeight };
+const char* name(ConvPass pass);  // "forward", "grad input", "grad weight"
+
+// The implicit GEMM's block tiles (conv_gemm.cu): 16x256, 32x128, 64x64, 128x128 (under TF32
+// and bf16 the tensor-core tiles of those shapes).
+enum class ConvTile : uint8_t { Tiny, Narrow, Small, Large };
+
+// One pass's kernel configuration: what the heuristic picks (conv_gemm_heuristic, conv.cu's
+// conv_heuristic) and what the autotuner (cuda/kernels/conv_tune.h) chooses among. Under the
+// current float32 precision; every configuration gives the CPU twin's result within its
+// tolerances (the split-K group count changes the order of the weight gradient's sums).
+struct ConvConfig {
+  bool im2col = false;              // the columns path (conv.cu) instead of the implicit GEMM
+  ConvTile tile = ConvTile::Small;  // the implicit GEMM's block tile
+  bool warp_core = false;           // fp32 128x128: fma_tile.cuh's warp-tiled core, else the old
+  bool table = false;               // 16/32-row tiles' forward and grad input: the gather table
+  int64_t groups = 1;               // grad weight: split-K groups (normalised: none empty)
+  bool operator==(const ConvConfig&) const = default;
+};
+// "im2col", "implicit 64x64", "implicit 16x256 table", "implicit 128x128 warp groups=8", ...
+std::string to_string(const ConvConfig& config);
+
+// What pass `pass` of `a` runs on the implicit GEMM with tuning off (the process-wide switches
+// included: ECHELON_FMA_CORE, ECHELON_MMA_TILE, ECHELON_CONV_GATHER_TABLE, the split-K knobs).
+ConvConfig conv_gemm_heuristic(ConvPass pass, const Conv2dGeometry& a);
+// Every implicit-GEMM configuration of that pass the kernels take under the current precision:
+// each tile whose grid fits; both FMA cores on the fp32 128x128 tile (the warp-tiled one in the
+// forward only where R % 4 == 0); the gather table on and off where it applies; for the weight
+// gradient a ladder of split-K group counts (1, 2, 4, ... up to split_k's bound, and the
+// heuristic's count). Empty when conv_gemm_fits says no.
+std::vector<ConvConfig> conv_gemm_candidates(ConvPass pass, const Conv2dGeometry& a);
 
 // Whether the implicit GEMM takes this convolution: its kernels index in 32 bits, so every
 // operand (x, w, y) must have fewer than 2^31 elements; larger ones take the columns path.
@@ -32,16 +67,21 @@ void set_conv_wgrad_split(int64_t fill_blocks, int64_t groups);
 // The group count conv2d_backward_weight_implicit would use now (for reports).
 int64_t conv_wgrad_groups(const Conv2dGeometry& a);
 
-// y (N, O, OH, OW) = conv(x (N, C, H, W), w (O, C, KH, KW)) + bias (O); bias may be null.
-// relu: y = ReLU(that), clamped in the GEMM's store (no pass over y).
-void conv2d_forward_implicit(const Conv2dGeometry& a, const float* x, const float* w,
-                             const float* bias, float* y, cudaStream_t stream, bool relu = false);
+// The launchers run `config` (an implicit one: config.im2col is conv.cu's business; a warp core
+// the forward's weights cannot take, or a table the geometry cannot, falls back as the heuristic
+// would). y (N, O, OH, OW) = conv(x (N, C, H, W), w (O, C, KH, KW)) + bias (O); bias may be
+// null. relu: y = ReLU(that), clamped in the GEMM's store (no pass over y).
+void conv2d_forward_implicit(const ConvConfig& config, const Conv2dGeometry& a, const float* x,
+                             const float* w, const float* bias, float* y, cudaStream_t stream,
+                             bool relu = false);
 // Overwrites grad_in (N, C, H, W).
-void conv2d_backward_input_implicit(const Conv2dGeometry& a, const float* grad_out, const float* w,
-                                    float* grad_in, cudaStream_t stream);
+void conv2d_backward_input_implicit(const ConvConfig& config, const Conv2dGeometry& a,
+                                    const float* grad_out, const float* w, float* grad_in,
+                                    cudaStream_t stream);
 // Overwrites grad_w (O, C, KH, KW).
-void conv2d_backward_weight_implicit(const Conv2dGeometry& a, const float* grad_out, const float* x,
-                                     float* grad_w, cudaStream_t stream);
+void conv2d_backward_weight_implicit(const ConvConfig& config, const Conv2dGeometry& a,
+                                     const float* grad_out, const float* x, float* grad_w,
+                                     cudaStream_t stream);
 
 // out (count) = [out +] sum over g of partial (groups, count), added in group order (the
 // deterministic second pass of the split-K weight gradients, both algorithms).

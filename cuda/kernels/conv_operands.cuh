@@ -14,8 +14,6 @@ namespace echelon::cuda::conv_gemm_detail {
 
 using namespace tile;
 
-enum class ConvPass { Forward, BackwardData, BackwardWeight };
-
 struct GemmShape {
   int64_t M, N, K;
 };

@@ -154,6 +154,8 @@ TEST_SUITE("cli_bench") {
     check_usage_error("bench op matmul --n -3 --device cpu", "--n must be >= 0 (got -3)");
     check_usage_error("bench op max_pool2d --pad -2 --device cpu", "--pad must be >= -1 (got -2)");
     check_usage_error("bench model lenet7 --device cpu", "lenet7");
+    check_usage_error("bench op conv2d --device cpu --autotune",
+                      "--autotune tunes our CUDA convolution kernels");
     check_usage_error("bench model lenet5 --batch-size 0", "--batch-size");
     check_usage_error("bench pipeline --model lenet5 --steps 0", "--steps");
     check_usage_error("bench pipeline --model lenet5 --schedule frob", "frob");

@@ -45,6 +45,8 @@ TEST_SUITE("cli") {
     check_usage_error("train --epochs ten", "--epochs");
     check_usage_error("train --no-such-flag", "--no-such-flag");
     check_usage_error("train --echo 0.3", "--echo");
+    check_usage_error("train --autotune --deterministic",
+                      "--deterministic cannot be combined with --autotune");
     // Before the bound, 1e6 and 1e12 ran one epoch for days and 1e300 trained no step at all.
     check_usage_error("train --echo 1e6",
                       "--echo: echo factor '1e6' must be a number in [1, 1000]");

@@ -129,6 +129,13 @@ TEST_SUITE("trainer") {
     CHECK(with([](auto& o) { o.deterministic = true, o.echo = "auto"; }).find("--deterministic") ==
           0);
     CHECK(with([](auto& o) { o.data = "folder"; }).find("--data folder needs --data-dir") == 0);
+    // The tuned kernels depend on timings: refused with --deterministic (before the device).
+    CHECK(with([](auto& o) {
+            o.deterministic = true, o.autotune = true;
+          }).find("--deterministic cannot be combined with --autotune") == 0);
+    CHECK(with([](auto& o) {
+            o.autotune = true;
+          }).find("--autotune tunes our CUDA convolution kernels") == 0);
     if (!echelon::cuda_available())
       CHECK(with([](auto& o) { o.device = "cuda:0"; }).find("no CUDA device") != std::string::npos);
   }
