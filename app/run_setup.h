@@ -42,13 +42,13 @@ data::LoaderOptions loader_options(const TrainOptions& o, const data::AugmentOpt
 
 SGDOptions sgd_config(const TrainOptions& o);
 
-// The process-wide switches a run sets (conv implementation, deterministic algorithms, fused
-// layer pairs, float32 precision, conv autotuning, CPU threads), restored when the run ends, so
-// train() leaves the process as it found it. What the convolution autotuner picked
-// (ops::conv_tune_picks), an array of {shape, pass, precision, pick, tuned_ms, heuristic,
-// heuristic_ms, candidates}; null when nothing was tuned.
+// What the convolution autotuner picked (ops::conv_tune_picks), an array of {shape, pass,
+// precision, pick, tuned_ms, heuristic, heuristic_ms, candidates}; null when nothing was tuned.
 json::Value conv_autotune_json();
 
+// The process-wide switches a run sets (conv implementation, deterministic algorithms, fused
+// layer pairs, float32 precision, conv autotuning, CPU threads), restored when the run ends, so
+// train() leaves the process as it found it.
 class ScopedRunSettings {
  public:
   explicit ScopedRunSettings(const TrainOptions& o);
