@@ -59,7 +59,8 @@ TEST_SUITE("bf16_gpu") {
   TEST_CASE("ops::matmul on CUDA follows the bf16 twin on non-contiguous views") {
     // A transposed view and a column-narrowed view: ops::matmul hands our GEMM the strides (or a
     // contiguous copy); either way the products are bf16's.
-    const Tensor a_storage = random_cpu({53, 19}, 10), b_storage = random_cpu({53, 80}, 11);
+    const Tensor a_storage = parity::random_cpu({53, 19}, 10, 2.0),
+                 b_storage = parity::random_cpu({53, 80}, 11, 2.0);
     const Tensor a = a_storage.transpose(0, 1);   // (19, 53), column-major
     const Tensor b = b_storage.narrow(1, 3, 71);  // (53, 71), row stride 80
     const Tensor a_dense = a.contiguous(), b_dense = b.contiguous();

@@ -28,21 +28,6 @@ using namespace echelon;
 
 namespace {
 
-Tensor random_cpu(const Shape& shape, uint64_t seed) {
-  return parity::make_inputs({{shape, kFloat32, -1.0, 1.0, parity::Layout::Contiguous, {}}}, seed,
-                             Device::cpu())[0];
-}
-
-// x with every element rounded as `precision` rounds the GEMMs' operands (CPU tensors).
-Tensor rounded(const Tensor& x, Precision precision) {
-  std::vector<float> values = x.to_vector<float>();
-  for (float& v : values)
-    v = precision == Precision::Tf32   ? round_to_tf32(v)
-        : precision == Precision::Bf16 ? round_to_bf16(v)
-                                       : v;
-  return Tensor::from_vector(values, x.shape());
-}
-
 // Our convolution with one algorithm and precision for a scope; restores the defaults.
 struct ConvScope {
   ConvScope(cuda::ConvAlgorithm algorithm, Precision precision) {
@@ -125,10 +110,12 @@ struct Results {
 Results run(const Case& c, Device device, Precision round_as) {
   Conv2dGeometry g = c.window;
   g.kernel_h = c.w[2], g.kernel_w = c.w[3];
-  Tensor x = random_cpu(c.x, 1), w = random_cpu(c.w, 2), bias = random_cpu({c.w[0]}, 3);
+  Tensor x = parity::random_cpu(c.x, 1), w = parity::random_cpu(c.w, 2),
+         bias = parity::random_cpu({c.w[0]}, 3);
   const Conv2dGeometry full = g.for_input(c.x[0], c.x[1], c.x[2], c.x[3], c.w[0]);
-  Tensor gy = random_cpu({full.n, full.o, full.out_h, full.out_w}, 4);
-  x = rounded(x, round_as), w = rounded(w, round_as), gy = rounded(gy, round_as);
+  Tensor gy = parity::random_cpu({full.n, full.o, full.out_h, full.out_w}, 4);
+  x = parity::rounded_as(x, round_as), w = parity::rounded_as(w, round_as),
+  gy = parity::rounded_as(gy, round_as);
   x = x.to(device), w = w.to(device), bias = bias.to(device), gy = gy.to(device);
   const ops::Conv2dGrads grads = ops::conv2d_backward(gy, x, w, true, true, g);
   return {ops::conv2d(x, w, bias, g).cpu(), grads.input.cpu(), grads.weight.cpu(), grads.bias.cpu(),
@@ -290,10 +277,14 @@ TEST_SUITE("conv_gpu") {
       };
       cuda::set_conv_wgrad_split(0, 3);
       CHECK(cuda::conv_wgrad_groups(full) == 3);
-      const Tensor x = rounded(random_cpu(c.x, 1), precision).to(Device::cuda(0));
-      const Tensor w = rounded(random_cpu(c.w, 2), precision).to(Device::cuda(0));
-      const Tensor gy = rounded(random_cpu({full.n, full.o, full.out_h, full.out_w}, 4), precision)
-                            .to(Device::cuda(0));
+      const Tensor x =
+          parity::rounded_as(parity::random_cpu(c.x, 1), precision).to(Device::cuda(0));
+      const Tensor w =
+          parity::rounded_as(parity::random_cpu(c.w, 2), precision).to(Device::cuda(0));
+      const Tensor gy =
+          parity::rounded_as(parity::random_cpu({full.n, full.o, full.out_h, full.out_w}, 4),
+                             precision)
+              .to(Device::cuda(0));
       check(ops::conv2d_backward(gy, x, w, false, false, g).weight.cpu(), want.grad_weight,
             "split grad weight");
       cuda::set_conv_wgrad_split(0, 0);
@@ -335,7 +326,7 @@ TEST_SUITE("conv_gpu") {
 
   TEST_CASE("a batch of zero images: forward is empty, the weight gradient is zeros") {
     const Tensor x = Tensor::zeros({0, 3, 7, 7}, kFloat32, Device::cuda(0));
-    const Tensor w = random_cpu({6, 3, 3, 3}, 5).to(Device::cuda(0));
+    const Tensor w = parity::random_cpu({6, 3, 3, 3}, 5).to(Device::cuda(0));
     const Tensor gy = Tensor::zeros({0, 6, 5, 5}, kFloat32, Device::cuda(0));
     Conv2dGeometry g;
     g.kernel_h = g.kernel_w = 3;

@@ -24,20 +24,6 @@ using namespace echelon;
 
 namespace {
 
-Tensor random_cpu(const Shape& shape, uint64_t seed) {
-  return parity::make_inputs({{shape, kFloat32, -1.0, 1.0, parity::Layout::Contiguous, {}}}, seed,
-                             Device::cpu())[0];
-}
-
-Tensor rounded(const Tensor& x, Precision precision) {
-  std::vector<float> values = x.to_vector<float>();
-  for (float& v : values)
-    v = precision == Precision::Tf32   ? round_to_tf32(v)
-        : precision == Precision::Bf16 ? round_to_bf16(v)
-                                       : v;
-  return Tensor::from_vector(values, x.shape());
-}
-
 struct Geometry {
   const char* name;
   Shape x, w;
@@ -71,13 +57,14 @@ struct Problem {
   Tensor x, w, bias, gy;              // device
   Tensor y, grad_input, grad_weight;  // CPU twin
   Problem(const Geometry& c, Precision precision) : g(full_geometry(c)) {
-    const Tensor cx = random_cpu(c.x, 1), cw = random_cpu(c.w, 2), cb = random_cpu({c.w[0]}, 3);
-    const Tensor cgy = random_cpu({g.n, g.o, g.out_h, g.out_w}, 4);
+    const Tensor cx = parity::random_cpu(c.x, 1), cw = parity::random_cpu(c.w, 2),
+                 cb = parity::random_cpu({c.w[0]}, 3);
+    const Tensor cgy = parity::random_cpu({g.n, g.o, g.out_h, g.out_w}, 4);
     x = cx.to(Device::cuda(0)), w = cw.to(Device::cuda(0)), bias = cb.to(Device::cuda(0));
     gy = cgy.to(Device::cuda(0));
     Conv2dGeometry window = g;
-    const Tensor rx = rounded(cx, precision), rw = rounded(cw, precision);
-    const Tensor rgy = rounded(cgy, precision);
+    const Tensor rx = parity::rounded_as(cx, precision), rw = parity::rounded_as(cw, precision);
+    const Tensor rgy = parity::rounded_as(cgy, precision);
     y = ops::conv2d(rx, rw, cb, window);
     const ops::Conv2dGrads grads = ops::conv2d_backward(rgy, rx, rw, true, true, window);
     grad_input = grads.input, grad_weight = grads.weight;

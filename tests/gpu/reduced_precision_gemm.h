@@ -26,11 +26,6 @@ using CpuTwin = void (*)(bool trans_a, bool trans_b, int64_t M, int64_t N, int64
                          const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
                          float* C, int64_t ldc);
 
-inline Tensor random_cpu(const Shape& shape, uint64_t seed) {
-  return parity::make_inputs({{shape, kFloat32, -2.0, 2.0, parity::Layout::Contiguous, {}}}, seed,
-                             Device::cpu())[0];
-}
-
 using test::from_bits;
 
 // Sets the process-wide precision for one test and restores fp32 after it.
@@ -104,9 +99,9 @@ inline void check_gemm_transposes(Precision precision, CpuTwin twin,
         CAPTURE(padded);
         const auto row = [padded](int64_t cols) { return padded ? (cols + 3) / 4 * 4 : cols; };
         const int64_t lda = row(trans_a ? M : K), ldb = row(trans_b ? K : N);
-        const Tensor a = random_cpu(trans_a ? Shape{K, lda} : Shape{M, lda}, 1);
-        const Tensor b = random_cpu(trans_b ? Shape{N, ldb} : Shape{K, ldb}, 2);
-        const Tensor c0 = random_cpu({M, N}, 3);
+        const Tensor a = parity::random_cpu(trans_a ? Shape{K, lda} : Shape{M, lda}, 1, 2.0);
+        const Tensor b = parity::random_cpu(trans_b ? Shape{N, ldb} : Shape{K, ldb}, 2, 2.0);
+        const Tensor c0 = parity::random_cpu({M, N}, 3, 2.0);
         Tensor expected = c0.clone(), fp32 = c0.clone();
         twin(trans_a, trans_b, M, N, K, 1.5f, a.data<float>(), lda, b.data<float>(), ldb, -0.5f,
              expected.data<float>(), N);
@@ -128,8 +123,10 @@ inline void check_gemm_transposes(Precision precision, CpuTwin twin,
 inline void check_batched_modes(Precision precision, CpuTwin twin, int64_t M = 33, int64_t N = 67,
                                 int64_t K = 20) {
   const int64_t batch = 5;
-  const Tensor a = random_cpu({batch, M, K}, 4), b = random_cpu({batch, N, K}, 5);
-  const Tensor bias = random_cpu({M}, 6), c0 = random_cpu({batch, M, N}, 7);
+  const Tensor a = parity::random_cpu({batch, M, K}, 4, 2.0),
+               b = parity::random_cpu({batch, N, K}, 5, 2.0);
+  const Tensor bias = parity::random_cpu({M}, 6, 2.0),
+               c0 = parity::random_cpu({batch, M, N}, 7, 2.0);
   const Tensor a_gpu = a.to(Device::cuda(0)), b_gpu = b.to(Device::cuda(0));
   const Tensor bias_gpu = bias.to(Device::cuda(0));
   Tensor batched = c0.to(Device::cuda(0));
@@ -186,7 +183,7 @@ inline void check_batched_modes(Precision precision, CpuTwin twin, int64_t M = 3
 // its inputs differently (or not at all for a small problem), so the bound is the precision's.
 inline void check_cublas(Precision precision, CpuTwin twin, int64_t M, int64_t N, int64_t K,
                          double max_abs_error) {
-  const Tensor a = random_cpu({M, K}, 8), b = random_cpu({K, N}, 9);
+  const Tensor a = parity::random_cpu({M, K}, 8, 2.0), b = parity::random_cpu({K, N}, 9, 2.0);
   Tensor expected = Tensor::zeros({M, N});
   twin(false, false, M, N, K, 1.0f, a.data<float>(), K, b.data<float>(), N, 0.0f,
        expected.data<float>(), N);

@@ -23,10 +23,6 @@
 using namespace echelon;
 
 namespace {
-Tensor random_cpu(const Shape& shape, uint64_t seed) {
-  return parity::make_inputs({{shape, kFloat32, -2.0, 2.0, parity::Layout::Contiguous, {}}}, seed,
-                             Device::cpu())[0];
-}
 // Blocks a stream with a host function until released (or destroyed), so that work queued on it
 // is deterministically "still running" while a test looks at the allocator. While it blocks, the
 // test must not call anything that may wait for the device (cudaMalloc, cudaHostAlloc, cudaFree
@@ -272,7 +268,7 @@ TEST_SUITE("stream_gpu") {
 
   TEST_CASE("an event orders work across streams and times it") {
     cuda::Stream producer, consumer;
-    const Tensor host = random_cpu({1023, 517}, 3);
+    const Tensor host = parity::random_cpu({1023, 517}, 3, 2.0);
     Tensor device = Tensor::empty(host.shape(), kFloat32, Device::cuda(0));
     cuda::Event start(true), done(true);
     {
@@ -335,9 +331,11 @@ TEST_SUITE("sync_launches_gpu") {
     {
       cuda::StreamGuard guard(stream);
 #if ECHELON_CUDA_SIM
-      Tensor x = random_cpu({1 << 14}, 5).to(Device::cuda(0));  // the emulator is slow enough
+      Tensor x =
+          parity::random_cpu({1 << 14}, 5, 2.0).to(Device::cuda(0));  // the emulator is slow enough
 #else
-      Tensor x = random_cpu({1 << 22}, 5).to(Device::cuda(0));  // 16 MiB: not done in a blink
+      Tensor x =
+          parity::random_cpu({1 << 22}, 5, 2.0).to(Device::cuda(0));  // 16 MiB: not done in a blink
 #endif
       for (int i = 0; i < 16; ++i) {
         x = ops::mul(x, 1.0001);
@@ -351,7 +349,7 @@ TEST_SUITE("sync_launches_gpu") {
 
 TEST_SUITE("transfer_gpu") {
   TEST_CASE("asynchronous to() from pinned memory round-trips") {
-    const Tensor host = random_cpu({257, 1031}, 11);
+    const Tensor host = parity::random_cpu({257, 1031}, 11, 2.0);
     const Tensor pinned = host.pin_memory();
     CHECK(pinned.is_pinned());
     cuda::Stream copy_stream;
@@ -437,7 +435,8 @@ TEST_SUITE("random_gpu") {
 
 TEST_SUITE("matmul_gpu") {
   TEST_CASE("our SGEMM and cuBLAS agree with the CPU on a multi-tile odd problem") {
-    const Tensor a = random_cpu({513, 257}, 1), b = random_cpu({257, 1025}, 2);
+    const Tensor a = parity::random_cpu({513, 257}, 1, 2.0),
+                 b = parity::random_cpu({257, 1025}, 2, 2.0);
     ops::set_matmul_impl(ops::MatmulImpl::Naive);
     const Tensor expected = ops::matmul(a, b);
     for (const ops::MatmulImpl impl : {ops::MatmulImpl::Ours, ops::MatmulImpl::Blas}) {
@@ -469,9 +468,9 @@ TEST_SUITE("matmul_gpu") {
         const int64_t lda = (a_cols + 3) / 4 * 4, ldb = (b_cols + 3) / 4 * 4, ldc = z.n + 3;
         const int64_t stride_a = lda * a_rows, stride_b = ldb * b_rows, stride_c = ldc * z.m;
         const int64_t off_a = aligned_a ? 0 : 1, off_b = aligned_b ? 0 : 1;
-        const Tensor a = random_cpu({off_a + batch * stride_a}, 11 + mask);
-        const Tensor b = random_cpu({off_b + batch * stride_b}, 31 + mask);
-        const Tensor c0 = random_cpu({batch * stride_c}, 7);
+        const Tensor a = parity::random_cpu({off_a + batch * stride_a}, 11 + mask, 2.0);
+        const Tensor b = parity::random_cpu({off_b + batch * stride_b}, 31 + mask, 2.0);
+        const Tensor c0 = parity::random_cpu({batch * stride_c}, 7, 2.0);
         const Tensor a_gpu = a.to(Device::cuda(0)), b_gpu = b.to(Device::cuda(0));
         const auto run = [&](bool warp_tiles) {
           cuda::set_fma_warp_tiles(warp_tiles);
@@ -515,8 +514,9 @@ TEST_SUITE("matmul_gpu") {
     // Not a structured binding: clang 14 cannot capture one in CHECK_MESSAGE.
     for (const auto& shape : {std::pair<int64_t, int64_t>{130, 140}, {33, 20}}) {
       const int64_t m = shape.first, n = shape.second;
-      const Tensor a = random_cpu({batch, m, k}, 3), b = random_cpu({batch, n, k}, 4);
-      const Tensor c0 = random_cpu({groups, m, n}, 5);
+      const Tensor a = parity::random_cpu({batch, m, k}, 3, 2.0),
+                   b = parity::random_cpu({batch, n, k}, 4, 2.0);
+      const Tensor c0 = parity::random_cpu({groups, m, n}, 5, 2.0);
       ops::set_matmul_impl(ops::MatmulImpl::Naive);
       std::vector<Tensor> expected;
       for (int64_t g = 0; g < groups; ++g) {

@@ -16,17 +16,6 @@
 using namespace echelon;
 using namespace echelon::reduced_precision;
 
-namespace {
-
-// x with every element rounded to TF32 (CPU tensors).
-Tensor tf32_rounded(const Tensor& x) {
-  std::vector<float> values = x.to_vector<float>();
-  for (float& v : values) v = round_to_tf32(v);
-  return Tensor::from_vector(values, x.shape());
-}
-
-}  // namespace
-
 TEST_SUITE("tf32_gpu") {
   TEST_CASE("round_to_tf32: nearest, ties away from zero, specials kept") {
     CHECK(round_to_tf32(1.0f) == 1.0f);
@@ -75,7 +64,8 @@ TEST_SUITE("tf32_gpu") {
 
   TEST_CASE("ops::matmul on CUDA follows the TF32 twin while the precision is set") {
     // ops::matmul on CUDA is our GEMM: under TF32 it equals the twin to summation order.
-    const Tensor a = random_cpu({19, 53}, 10), b = random_cpu({53, 71}, 11);
+    const Tensor a = parity::random_cpu({19, 53}, 10, 2.0),
+                 b = parity::random_cpu({53, 71}, 11, 2.0);
     Tensor expected = Tensor::zeros({19, 71});
     cpu::gemm_tf32(false, false, 19, 71, 53, 1.0f, a.data<float>(), 53, b.data<float>(), 71, 0.0f,
                    expected.data<float>(), 71);
@@ -91,11 +81,15 @@ TEST_SUITE("tf32_gpu") {
     window.kernel_h = window.kernel_w = 3;
     window.stride_h = window.stride_w = 2;
     window.pad_h = window.pad_w = 1;
-    const Tensor x = random_cpu({3, 5, 11, 9}, 12), w = random_cpu({7, 5, 3, 3}, 13);
-    const Tensor bias = random_cpu({7}, 14), g = random_cpu({3, 7, 6, 5}, 15);
-    const Tensor y_cpu = ops::conv2d(tf32_rounded(x), tf32_rounded(w), bias, window);
-    const ops::Conv2dGrads grads_cpu =
-        ops::conv2d_backward(tf32_rounded(g), tf32_rounded(x), tf32_rounded(w), true, true, window);
+    const Tensor x = parity::random_cpu({3, 5, 11, 9}, 12, 2.0),
+                 w = parity::random_cpu({7, 5, 3, 3}, 13, 2.0);
+    const Tensor bias = parity::random_cpu({7}, 14, 2.0),
+                 g = parity::random_cpu({3, 7, 6, 5}, 15, 2.0);
+    const Tensor y_cpu = ops::conv2d(parity::rounded_as(x, Precision::Tf32),
+                                     parity::rounded_as(w, Precision::Tf32), bias, window);
+    const ops::Conv2dGrads grads_cpu = ops::conv2d_backward(
+        parity::rounded_as(g, Precision::Tf32), parity::rounded_as(x, Precision::Tf32),
+        parity::rounded_as(w, Precision::Tf32), true, true, window);
     Tensor y;
     ops::Conv2dGrads grads;
     {

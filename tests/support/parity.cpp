@@ -10,6 +10,8 @@
 #include <random>
 #include <sstream>
 
+#include <echelon/kernels/bf16.h>
+#include <echelon/kernels/tf32.h>
 #include <echelon/tensor/cpu/matmul.h>
 
 #if ECHELON_WITH_CUDA
@@ -181,6 +183,20 @@ std::string Comparison::summary() const {
   if (worst_index >= 0)
     out << " at " << worst_index << " (got " << worst_actual << ", want " << worst_expected << ")";
   return out.str();
+}
+
+Tensor random_cpu(const Shape& shape, uint64_t seed, double bound) {
+  return make_inputs({{shape, kFloat32, -bound, bound, Layout::Contiguous, {}}}, seed,
+                     Device::cpu())[0];
+}
+
+Tensor rounded_as(const Tensor& x, Precision precision) {
+  std::vector<float> values = x.to_vector<float>();
+  for (float& v : values)
+    v = precision == Precision::Tf32   ? round_to_tf32(v)
+        : precision == Precision::Bf16 ? round_to_bf16(v)
+                                       : v;
+  return Tensor::from_vector(values, x.shape());
 }
 
 Conv2dGeometry window_s2_p1_d2() {
