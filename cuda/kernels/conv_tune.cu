@@ -13,6 +13,7 @@
 #include <string_view>
 #include <utility>
 
+#include <echelon/base/error.h>
 #include <echelon/cuda/check.h>
 #include <echelon/cuda/kernels/matmul.h>
 
@@ -151,7 +152,14 @@ ConvTunePick tune(const ConvCall& call, Precision precision, const ConvTuneTimer
   std::vector<double> times;
   double best_so_far = std::numeric_limits<double>::infinity();
   for (const ConvConfig& c : candidates) {
-    times.push_back(timer ? timer(call, c) : time_on_device(call, c, best_so_far));
+    // A candidate that cannot run here (its columns or split-K scratch does not fit in memory)
+    // is skipped. The heuristic's own failure is the caller's, as it would be untuned.
+    try {
+      times.push_back(timer ? timer(call, c) : time_on_device(call, c, best_so_far));
+    } catch (const Error&) {
+      if (times.empty()) throw;
+      times.push_back(std::numeric_limits<double>::infinity());
+    }
     best_so_far = std::min(best_so_far, times.back());
   }
   const size_t best = fastest_of(times);

@@ -3,8 +3,10 @@
 // configuration of conv.h's conv_candidates on the caller's stream and buffers (CUDA events: a
 // warm-up launch, then up to 3 timed ones, the fastest kept) and caches the fastest; later calls,
 // and calls during stream capture (which never time or synchronise: the cached pick, else the
-// heuristic), reuse it. A tuned pick depends on timings, and split-K group counts change the
-// weight gradient's order of summation, so the app refuses --autotune with --deterministic.
+// heuristic), reuse it. A candidate that fails to run (out of memory for its scratch) is skipped;
+// the heuristic, timed first, fails the call as it would untuned. A tuned pick depends on timings,
+// and split-K group counts change the weight gradient's order of summation, so the app refuses
+// --autotune with --deterministic.
 #pragma once
 
 #include <functional>

@@ -18,8 +18,6 @@
 #include <echelon/cuda/kernels/conv.h>
 #include <echelon/cuda/kernels/conv_gemm.h>
 #include <echelon/cuda/kernels/matmul.h>
-#include <echelon/kernels/bf16.h>
-#include <echelon/kernels/tf32.h>
 #include <echelon/tensor/ops.h>
 
 #include "tests/support/parity.h"

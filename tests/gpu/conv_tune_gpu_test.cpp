@@ -10,12 +10,11 @@
 #include <string>
 #include <vector>
 
+#include <echelon/base/error.h>
 #include <echelon/cuda/kernels/conv.h>
 #include <echelon/cuda/kernels/conv_tune.h>
 #include <echelon/cuda/kernels/matmul.h>
 #include <echelon/cuda/stream.h>
-#include <echelon/kernels/bf16.h>
-#include <echelon/kernels/tf32.h>
 #include <echelon/tensor/ops.h>
 
 #include "tests/support/parity.h"
@@ -242,6 +241,37 @@ TEST_SUITE("conv_tune_gpu") {
     }
     CHECK(calls.size() == before + 2);
     CHECK(cuda::conv_tune_picks().back().precision == Precision::Tf32);
+  }
+
+  TEST_CASE("a candidate that fails to run is skipped; the heuristic's failure is the caller's") {
+    PrecisionScope scope(Precision::Fp32);
+    const Problem p(geometries()[0], Precision::Fp32);
+    const cuda::ConvPass pass = cuda::ConvPass::BackwardWeight;
+    const cuda::ConvConfig heuristic = cuda::conv_heuristic(pass, p.g);
+    const std::vector<cuda::ConvConfig> all = cuda::conv_candidates(pass, p.g);
+    std::vector<cuda::ConvConfig> others;
+    for (const cuda::ConvConfig& c : all)
+      if (!(c == heuristic)) others.push_back(c);
+    REQUIRE(others.size() >= 2);
+    Tensor out = Tensor::full(p.want(pass).shape(), std::nanf(""), kFloat32, Device::cuda(0));
+    const cuda::ConvCall call = p.call(pass, out);
+    {
+      // The fastest candidate throws (as an out-of-memory would); the next fastest is picked.
+      TuneScope tuning([&](const cuda::ConvCall&, const cuda::ConvConfig& config) {
+        if (config == others[0]) ECH_FAIL("scripted: out of memory for this candidate's scratch");
+        return config == others[1] ? 2.0 : 5.0;
+      });
+      CHECK(cuda::conv_config_for(call) == others[1]);
+    }
+    {
+      TuneScope tuning([&](const cuda::ConvCall&, const cuda::ConvConfig& config) -> double {
+        if (config == heuristic) ECH_FAIL("scripted: the heuristic's scratch does not fit");
+        return 1.0;
+      });
+      CHECK_THROWS_WITH_AS(cuda::conv_config_for(call),
+                           doctest::Contains("the heuristic's scratch does not fit"), Error);
+      CHECK(cuda::conv_tune_picks().empty());  // nothing cached
+    }
   }
 
   TEST_CASE("CUDA-event timing: every pass tuned on its own buffers, the pick's result last") {
