@@ -1,5 +1,7 @@
-// The convolution autotuner (cuda/kernels/conv_tune.h). Host code only; a .cu beside the
-// launchers it drives so that tools/cudasim-mutants.sh can plant a bug in its pick.
+// The convolution autotuner (cuda/kernels/conv_tune.h). Host code only, no kernel of its own; a
+// .cu beside the launchers it drives so that tools/cudasim-mutants.sh can plant a bug in its pick.
+// CPU twin of what it runs: every candidate it may pick is the convolution of tensor/cpu/conv.cpp,
+// checked against it in tests/gpu/conv_tune_gpu_test.cpp (all passes, fp32/TF32/bf16).
 #include <echelon/cuda/kernels/conv_tune.h>
 
 #include <algorithm>
