@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include <echelon/base/error.h>
+#include <echelon/layers/init.h>
 #include <echelon/layers/models/registry.h>
 #include <echelon/tensor/safetensors.h>
 
@@ -243,6 +244,8 @@ std::shared_ptr<Sequential> restore_model(const LoadedCheckpoint& checkpoint,
             first_conv ? first_conv->shape() : Shape{}, " in the file");
   std::shared_ptr<Sequential> model;
   try {
+    // The strict load below overwrites every parameter: drawing them first would be wasted time.
+    const init::SkipGuard skip_init;
     model = make_model(info.model, info.in_channels, info.num_classes, info.seed, info.image_size);
   } catch (const Error& e) {
     ECH_FAIL(path, ": the metadata describes no model we can build: ", e.what());

@@ -6,8 +6,16 @@
 #include <echelon/tensor/ops.h>
 
 namespace echelon::init {
+namespace {
+thread_local int skip_depth = 0;
+}  // namespace
+
+SkipGuard::SkipGuard() { ++skip_depth; }
+SkipGuard::~SkipGuard() { --skip_depth; }
+bool SkipGuard::active() { return skip_depth > 0; }
 
 Tensor uniform(const Shape& shape, double bound, Generator& gen) {
+  if (SkipGuard::active()) return Tensor::zeros(shape);
   // U[0, 1) -> U[-bound, bound)
   return ops::add(ops::mul(ops::rand(shape, gen), 2.0 * bound), -bound);
 }
@@ -30,6 +38,7 @@ Tensor default_bias(int64_t size, int64_t fan_in, Generator& gen) {
 }
 
 Tensor normal(const Shape& shape, double std, Generator& gen) {
+  if (SkipGuard::active()) return Tensor::zeros(shape);
   return ops::mul(ops::randn(shape, gen), std);
 }
 

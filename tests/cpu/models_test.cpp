@@ -6,6 +6,7 @@
 #include <string>
 
 #include <echelon/autograd/functions.h>
+#include <echelon/layers/init.h>
 #include <echelon/layers/layers.h>
 #include <echelon/layers/models/registry.h>
 #include <echelon/layers/optim.h>
@@ -64,6 +65,27 @@ TEST_SUITE("models") {
     for (size_t i = 0; i < pa.size(); ++i) {
       CHECK(ops::amax(ops::abs(ops::sub(pa[i], pb[i]))).item<float>() == 0.0f);
     }
+  }
+
+  TEST_CASE("init::SkipGuard builds the same shapes with zeros, drawing nothing") {
+    auto drawn = make_model("vgg16", 3, 10, 5);
+    std::shared_ptr<Sequential> skipped;
+    {
+      const init::SkipGuard outer;
+      const init::SkipGuard nested;
+      skipped = make_model("vgg16", 3, 10, 5);
+    }
+    CHECK_FALSE(init::SkipGuard::active());
+    auto pd = drawn->parameters(), ps = skipped->parameters();
+    REQUIRE(pd.size() == ps.size());
+    for (size_t i = 0; i < pd.size(); ++i) {
+      CHECK(ps[i].shape() == pd[i].shape());
+      CHECK(ops::amax(ops::abs(ps[i])).item<float>() == 0.0f);
+    }
+    // The guard ends with its scope: the next model is drawn again, from the same seed.
+    auto again = make_model("vgg16", 3, 10, 5)->parameters();
+    CHECK(ops::amax(ops::abs(ops::sub(again[0], pd[0]))).item<float>() == 0.0f);
+    CHECK(ops::amax(ops::abs(again[0])).item<float>() > 0.0f);
   }
 
   TEST_CASE("models accept 28x28 and 32x32 and are flat Sequentials") {
