@@ -55,17 +55,27 @@ void print_model_table(const parallel::ModelBenchResult& r, std::ostream& out) {
        static_cast<long long>(shape[2]), static_cast<long long>(shape[3]),
        r.device.to_string().c_str(), r.threads);
   if (!r.layers.empty()) {
-    line(out, "%-3s %-44s %10s %9s %10s %9s %10s %7s\n", "#", "layer", "fwd ms", "fwd IQR",
-         "bwd ms", "bwd IQR", "act MiB", "share");
+    // Split pieces: their own times include the copies between them; "cost" is what a cut weighs.
+    line(out, "%-3s %-44s %10s %9s %10s %9s %10s %s%7s\n", "#", "layer", "fwd ms", "fwd IQR",
+         "bwd ms", "bwd IQR", "act MiB", r.split_blocks ? "   cost ms" : "", "share");
     for (const parallel::LayerBench& l : r.layers) {
       const parallel::LayerProfile& p = l.profile;
-      line(out, "%-3lld %-44.44s %10.3f %9.3f %10.3f %9.3f %10.3f %6.1f%%\n",
+      char cost[32] = "";
+      if (r.split_blocks) std::snprintf(cost, sizeof cost, " %9.3f", ms(l.cost_s));
+      line(out, "%-3lld %-44.44s %10.3f %9.3f %10.3f %9.3f %10.3f%s %6.1f%%\n",
            static_cast<long long>(l.index), l.layer.c_str(), ms(p.forward_time.median_s),
            ms(p.forward_time.iqr_s()), ms(p.backward_time.median_s), ms(p.backward_time.iqr_s()),
-           mib(static_cast<double>(p.activation_bytes)), 100.0 * l.share);
+           mib(static_cast<double>(p.activation_bytes)), cost, 100.0 * l.share);
     }
-    line(out, "layers total %.3f ms (forward + backward medians, layer by layer)\n",
-         ms(r.layers_total_s));
+    if (r.split_blocks)
+      line(out,
+           "layers total %.3f ms (costs: each block's pieces scaled to the block's own time, as "
+           "--balance auto weighs them; the pieces' own times sum to %.3f ms with the copies "
+           "between them, which only a block a cut falls in pays)\n",
+           ms(r.layers_total_s), ms(r.pieces_total_s));
+    else
+      line(out, "layers total %.3f ms (forward + backward medians, layer by layer)\n",
+           ms(r.layers_total_s));
   }
   line(out,
        "step (forward, loss, backward, SGD): median %.3f ms, IQR %.3f ms, min %.3f ms, "

@@ -224,4 +224,14 @@ void scale_pieces_to_blocks(const Sequential& model, const std::vector<LayerProf
             " pieces for a ", model.size(), "-layer model");
 }
 
+BalanceProfile profile_for_balance(Sequential& model, Sequential& layers, bool split_blocks,
+                                   const Tensor& sample, int repeats, int warmup) {
+  BalanceProfile profile;
+  profile.layers = profile_layers(layers, sample, repeats, warmup);
+  for (const LayerProfile& p : profile.layers) profile.cost.push_back(p.cost());
+  if (split_blocks)
+    scale_pieces_to_blocks(model, profile_layers(model, sample, repeats, warmup), profile.cost);
+  return profile;
+}
+
 }  // namespace echelon::parallel

@@ -56,4 +56,14 @@ std::vector<LayerProfile> profile_layers(Sequential& model, const Tensor& sample
 void scale_pieces_to_blocks(const Sequential& model, const std::vector<LayerProfile>& whole,
                             std::vector<double>& cost);
 
+// What --balance auto weighs: each layer of `layers` (model itself, or its --split-blocks view)
+// profiled, and its cost (forward + backward; a block's pieces scaled by scale_pieces_to_blocks,
+// which profiles the whole model as well). `echelon bench model --per-layer` shows the same.
+struct BalanceProfile {
+  std::vector<LayerProfile> layers;
+  std::vector<double> cost;
+};
+BalanceProfile profile_for_balance(Sequential& model, Sequential& layers, bool split_blocks,
+                                   const Tensor& sample, int repeats = 3, int warmup = 1);
+
 }  // namespace echelon::parallel

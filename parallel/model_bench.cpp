@@ -10,16 +10,24 @@ namespace echelon::parallel {
 
 namespace {
 
-std::vector<LayerBench> per_layer(Sequential& model, const Tensor& sample, int warmup, int repeats,
-                                  double& total) {
-  const std::vector<LayerProfile> profiles = profile_layers(model, sample, repeats, warmup);
-  std::vector<LayerBench> layers;
-  total = 0;
-  for (const LayerProfile& p : profiles) total += p.cost();
-  for (size_t i = 0; i < profiles.size(); ++i)
-    layers.push_back({static_cast<int64_t>(i), model.at(i)->describe(), profiles[i],
-                      total > 0 ? profiles[i].cost() / total : 0});
-  return layers;
+// Fills result's layers and totals: the layers of model (or its --split-blocks view) as
+// --balance auto profiles and weighs them.
+void per_layer(Sequential& model, bool split_blocks, const Tensor& sample, int warmup, int repeats,
+               ModelBenchResult& result) {
+  const std::shared_ptr<Sequential> view = split_blocks ? model.with_split_blocks() : nullptr;
+  const BalanceProfile profile =
+      profile_for_balance(model, view ? *view : model, split_blocks, sample, repeats, warmup);
+  const Sequential& layers = view ? *view : model;
+  result.split_blocks = split_blocks;
+  result.layers_total_s = result.pieces_total_s = 0;
+  for (size_t i = 0; i < profile.layers.size(); ++i) {
+    result.layers_total_s += profile.cost[i];
+    result.pieces_total_s += profile.layers[i].cost();
+  }
+  for (size_t i = 0; i < profile.layers.size(); ++i)
+    result.layers.push_back(
+        {static_cast<int64_t>(i), layers.at(i)->describe(), profile.layers[i], profile.cost[i],
+         result.layers_total_s > 0 ? profile.cost[i] / result.layers_total_s : 0});
 }
 
 }  // namespace
@@ -73,9 +81,7 @@ ModelBenchResult run_model_bench(const ModelBenchOptions& o) {
   std::shared_ptr<Sequential> model = o.input.make_model();
   model->to(o.device);
   const std::vector<data::Batch> batches = o.input.make_batches(o.device, 1);
-  if (o.per_layer)
-    result.layers = per_layer(o.split_blocks ? *model->with_split_blocks() : *model,
-                              batches[0].images, o.warmup, o.repeats, result.layers_total_s);
+  if (o.per_layer) per_layer(*model, o.split_blocks, batches[0].images, o.warmup, o.repeats, result);
   std::unique_ptr<StepEngine> engine =
       make_single_device_engine(model, bench_sgd_options(), o.device);
   result.step = time_repeated([&] { engine->train_step(batches[0]); }, o.device,

@@ -48,7 +48,11 @@ struct LayerBench {
   int64_t index = 0;
   std::string layer;  // the layer's describe()
   LayerProfile profile;
-  double share = 0;  // of the summed layer times (forward + backward medians)
+  // What --balance auto weighs: profile.cost(), except a --split-blocks piece's, which is scaled
+  // so that its block's pieces sum to the block's own time (the pieces were timed with the copies
+  // between them that only a cut pays; scale_pieces_to_blocks).
+  double cost_s = 0;
+  double share = 0;  // of the summed costs
 };
 
 struct ModelBenchResult {
@@ -58,7 +62,9 @@ struct ModelBenchResult {
   TimingStats step;  // forward, loss, backward and SGD update of one mini-batch
   double images_per_s = 0;
   std::vector<LayerBench> layers;  // empty unless per_layer
-  double layers_total_s = 0;       // sum of the layers' forward + backward medians
+  bool split_blocks = false;
+  double layers_total_s = 0;  // sum of the layers' costs
+  double pieces_total_s = 0;  // sum of their own forward + backward medians (split: copies too)
   json::Value to_json() const;
 };
 

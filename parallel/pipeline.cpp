@@ -111,16 +111,11 @@ std::vector<int64_t> PipelineEngine::choose_cuts(const Tensor& sample) {
   // Profiled here, before any stage stream exists, on this thread's stream; profile_layers
   // returns only once that work has finished, so the stages cannot race it.
   model_->to(device_);
-  const std::vector<LayerProfile> profiles = profile_layers(*layers_, sample.to(device_));
-  std::vector<double> cost;
+  const BalanceProfile profile =
+      profile_for_balance(*model_, *layers_, options_.split_blocks, sample.to(device_));
   std::vector<size_t> bytes;
-  for (const LayerProfile& p : profiles) {
-    cost.push_back(p.cost());
-    bytes.push_back(p.activation_bytes);
-  }
-  if (options_.split_blocks)
-    scale_pieces_to_blocks(*model_, profile_layers(*model_, sample.to(device_)), cost);
-  return balance_partitions(cost, options_.partitions, bytes).cuts;
+  for (const LayerProfile& p : profile.layers) bytes.push_back(p.activation_bytes);
+  return balance_partitions(profile.cost, options_.partitions, bytes).cuts;
 }
 
 void PipelineEngine::start(const Tensor& sample) {

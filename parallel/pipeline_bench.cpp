@@ -99,6 +99,7 @@ json::Value ModelBenchResult::to_json() const {
                   .set("forward", l.profile.forward_time.to_json())
                   .set("backward", l.profile.backward_time.to_json())
                   .set("activation_bytes", static_cast<int64_t>(l.profile.activation_bytes))
+                  .set("cost_ms", l.cost_s * 1e3)
                   .set("share", l.share));
   return json::Value::object()
       .set("benchmark", "model")
@@ -107,7 +108,9 @@ json::Value ModelBenchResult::to_json() const {
       .set("threads", threads)
       .set("step", step.to_json())
       .set("images_per_s", images_per_s)
+      .set("split_blocks", split_blocks)
       .set("layers_total_ms", layers_total_s * 1e3)
+      .set("pieces_total_ms", pieces_total_s * 1e3)
       .set("layers", std::move(list));
 }
 

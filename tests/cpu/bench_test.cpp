@@ -179,6 +179,42 @@ TEST_SUITE("bench") {
     check_ordered(r.step, 2);
     CHECK(r.images_per_s > 0);
     CHECK(r.to_json().at("layers").size() == r.layers.size());
+    for (const parallel::LayerBench& l : r.layers) CHECK(l.cost_s == l.profile.cost());
+    CHECK(r.layers_total_s == doctest::Approx(r.pieces_total_s));
+  }
+
+  TEST_CASE("model benchmark, --split-blocks: the pieces weighed as --balance auto weighs them") {
+    parallel::ModelBenchOptions o;
+    o.input.model = "resnet20";
+    o.input.batch_size = 2;
+    o.per_layer = o.split_blocks = true;
+    o.warmup = 0;
+    o.repeats = 1;
+    const parallel::ModelBenchResult r = parallel::run_model_bench(o);
+    const auto view = o.input.make_model()->with_split_blocks();
+    REQUIRE(r.layers.size() == view->size());
+    double share = 0, total = 0, pieces = 0;
+    int scaled = 0;
+    for (const parallel::LayerBench& l : r.layers) {
+      share += l.share;
+      total += l.cost_s;
+      pieces += l.profile.cost();
+      const bool piece = l.layer.rfind("BasicBlock", 0) == 0;
+      // A block's pieces are scaled to the block's own time (never exactly their own sum); a
+      // layer outside the blocks keeps its time.
+      if (piece)
+        scaled += l.cost_s != l.profile.cost();
+      else
+        CHECK(l.cost_s == l.profile.cost());
+    }
+    CHECK(scaled > 0);
+    CHECK(share == doctest::Approx(1.0));
+    CHECK(r.layers_total_s == doctest::Approx(total));
+    CHECK(r.pieces_total_s == doctest::Approx(pieces));
+    const json::Value json = r.to_json();
+    CHECK(json.at("split_blocks").as_bool());
+    CHECK(json.at("layers").as_array().at(3).at("cost_ms").as_double() ==
+          doctest::Approx(r.layers[3].cost_s * 1e3));
   }
 
   TEST_CASE("pipeline benchmark: each partition's window and the one-worker baseline") {
