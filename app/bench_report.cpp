@@ -66,8 +66,7 @@ std::vector<BenchChart> op_charts(const parallel::OpBenchResult& r) {
 std::vector<BenchChart> model_charts(const parallel::ModelBenchResult& r) {
   BenchChart layers{"forward + backward per layer", "ms", {}};
   for (const parallel::LayerBench& l : r.layers)
-    layers.bars.push_back(
-        {std::to_string(l.index) + " " + l.layer.substr(0, 40), l.cost_s * 1e3});
+    layers.bars.push_back({std::to_string(l.index) + " " + l.layer.substr(0, 40), l.cost_s * 1e3});
   BenchChart step{"training step", "ms", {{"median", r.step.median_s * 1e3}}};
   if (layers.bars.empty()) return {step};
   step.bars.push_back({"layers summed", r.layers_total_s * 1e3});

@@ -10,9 +10,15 @@ namespace {
 thread_local int skip_depth = 0;
 }  // namespace
 
-SkipGuard::SkipGuard() { ++skip_depth; }
-SkipGuard::~SkipGuard() { --skip_depth; }
-bool SkipGuard::active() { return skip_depth > 0; }
+SkipGuard::SkipGuard() {
+  ++skip_depth;
+}
+SkipGuard::~SkipGuard() {
+  --skip_depth;
+}
+bool SkipGuard::active() {
+  return skip_depth > 0;
+}
 
 Tensor uniform(const Shape& shape, double bound, Generator& gen) {
   if (SkipGuard::active()) return Tensor::zeros(shape);

@@ -81,7 +81,8 @@ ModelBenchResult run_model_bench(const ModelBenchOptions& o) {
   std::shared_ptr<Sequential> model = o.input.make_model();
   model->to(o.device);
   const std::vector<data::Batch> batches = o.input.make_batches(o.device, 1);
-  if (o.per_layer) per_layer(*model, o.split_blocks, batches[0].images, o.warmup, o.repeats, result);
+  if (o.per_layer)
+    per_layer(*model, o.split_blocks, batches[0].images, o.warmup, o.repeats, result);
   std::unique_ptr<StepEngine> engine =
       make_single_device_engine(model, bench_sgd_options(), o.device);
   result.step = time_repeated([&] { engine->train_step(batches[0]); }, o.device,
