@@ -22,16 +22,17 @@
 // the gathers and the operand loader); the 128x128 tile when the problem still fills the GPU
 // with it (FMA: the warp-tiled core of fma_tile.cuh, as the SGEMM's, where warp_tiles_fit, else
 // gemm_tile.cuh's LargeTile; TF32 and bf16: mma_tile.cuh's, k-slices of 16, also for the weight
-// gradient whose split-K fills the GPU; ECHELON_MMA_TILE=64 / 128 force a tensor-core tile; TF32:
-// a 2- or 4-stage ring, ConvConfig::stages, the heuristic's from ECHELON_MMA_STAGES, default 2);
-// else 64x64. These choices (tile, FMA core, gather table, split-K groups, stages) are one
-// ConvConfig (conv_gemm.h): conv_gemm_heuristic makes them as above, conv_gemm_candidates lists
-// every legal one for the autotuner (conv_tune.cu), and the launchers run the config they are
-// given. Index math is 32-bit (ConvIndex); conv.cu sends larger convolutions (conv_gemm_fits) and
-// the input gradient of < 8 input channels to im2col + GEMM. CPU twin: the naive convolution in
-// tensor/cpu/conv.cpp (forward, grad input, grad weight). tests/gpu/conv_gpu_test.cpp compares
-// these kernels with ops::conv2d on the CPU, whose fast path is itself parity-tested against that
-// twin (tests/cpu).
+// gradient whose split-K fills the GPU; ECHELON_MMA_TILE=64 / 128 force a tensor-core tile; always
+// the 2-stage ring: the deep one of mma_tile.cuh would change nothing here, since no conv operand
+// goes by cp.async, the weights and grad_out being k-contiguous and the rest gathers); else
+// 64x64. These choices (tile, FMA core, gather table, split-K groups) are one ConvConfig
+// (conv_gemm.h): conv_gemm_heuristic makes them as above, conv_gemm_candidates lists every legal
+// one for the autotuner (conv_tune.cu), and the launchers run the config they are given.
+// Index math is 32-bit (ConvIndex); conv.cu sends larger
+// convolutions (conv_gemm_fits) and the input gradient of < 8 input channels to im2col + GEMM.
+// CPU twin: the naive convolution in tensor/cpu/conv.cpp (forward, grad input, grad weight).
+// tests/gpu/conv_gpu_test.cpp compares these kernels with ops::conv2d on the CPU, whose fast path
+// is itself parity-tested against that twin (tests/cpu).
 #include <echelon/cuda/kernels/conv_gemm.h>
 
 #include <algorithm>
@@ -131,44 +132,32 @@ __global__ void __launch_bounds__(kThreads, (conv_min_blocks<T, P, kMma>()))
     st.a = Load::Vector;
   }
   const auto store = [&](int64_t m, int64_t n, float v) { ops.store(out, bias, m, n, v); };
-  if constexpr (kDynamicRing<T>) {  // mma_tile.cuh's deep ring, in dynamic shared memory
+  // 32-byte aligned rows of (kM + kPad) * sizeof(Elem) bytes: every WMMA fragment pointer is
+  // 32-byte aligned.
+  __shared__ __align__(32) ATiles<T> a_tile;  // [k][m] = A(m0+m, k0+k)
+  __shared__ __align__(32) BTiles<T> b_tile;  // [k][n] = B(k0+k, n0+n)
+  if constexpr (kMma) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
     __trap();  // TF32 and bf16 tensor cores need sm_80 or newer
 #else
-    ECH_DYNAMIC_SHARED_ALIGNED(MmaShared<T>, smem, 128);  // the launch's mma_dynamic_shared<T>()
+    __shared__ __align__(32) float scratch[kWarps][kFrag * kFrag];  // one accumulator, row-major
     MmaWarps<T> warps;
-    for_each_slice<T>(slices, st, m0, n0, smem->a, smem->b, locate,
-                      [&](int cur) { warps.multiply(smem->a[cur], smem->b[cur]); });
-    warps.store_tile(smem->scratch[threadIdx.x / 32], m0, n0, store);
+    for_each_slice<T>(slices, st, m0, n0, a_tile, b_tile, locate,
+                      [&](int cur) { warps.multiply(a_tile[cur], b_tile[cur]); });
+    warps.store_tile(scratch[threadIdx.x / 32], m0, n0, store);
 #endif
+  } else if constexpr (T::kWarpTiled) {
+    FmaWarps<T> warps;
+    for_each_slice<T>(slices, st, m0, n0, a_tile, b_tile, locate,
+                      [&](int cur) { warps.multiply(a_tile[cur], b_tile[cur]); });
+    warps.store_tile(m0, n0, store);
   } else {
-    // 32-byte aligned rows of (kM + kPad) * sizeof(Elem) bytes: every WMMA fragment pointer is
-    // 32-byte aligned.
-    __shared__ __align__(32) ATiles<T> a_tile;  // [k][m] = A(m0+m, k0+k)
-    __shared__ __align__(32) BTiles<T> b_tile;  // [k][n] = B(k0+k, n0+n)
-    if constexpr (kMma) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-      __trap();  // TF32 and bf16 tensor cores need sm_80 or newer
-#else
-      __shared__ __align__(32) float scratch[kWarps][kFrag * kFrag];  // one accumulator, row-major
-      MmaWarps<T> warps;
-      for_each_slice<T>(slices, st, m0, n0, a_tile, b_tile, locate,
-                        [&](int cur) { warps.multiply(a_tile[cur], b_tile[cur]); });
-      warps.store_tile(scratch[threadIdx.x / 32], m0, n0, store);
-#endif
-    } else if constexpr (T::kWarpTiled) {
-      FmaWarps<T> warps;
-      for_each_slice<T>(slices, st, m0, n0, a_tile, b_tile, locate,
-                        [&](int cur) { warps.multiply(a_tile[cur], b_tile[cur]); });
-      warps.store_tile(m0, n0, store);
-    } else {
-      const int thread_col = threadIdx.x % T::kCols, thread_row = threadIdx.x / T::kCols;
-      float acc[T::kThM][T::kThN] = {};
-      for_each_slice<T>(slices, st, m0, n0, a_tile, b_tile, locate, [&](int cur) {
-        multiply_slice<T>(a_tile[cur], b_tile[cur], thread_row, thread_col, acc);
-      });
-      store_fma_tile<T>(acc, m0, n0, thread_row, thread_col, store);
-    }
+    const int thread_col = threadIdx.x % T::kCols, thread_row = threadIdx.x / T::kCols;
+    float acc[T::kThM][T::kThN] = {};
+    for_each_slice<T>(slices, st, m0, n0, a_tile, b_tile, locate, [&](int cur) {
+      multiply_slice<T>(a_tile[cur], b_tile[cur], thread_row, thread_col, acc);
+    });
+    store_fma_tile<T>(acc, m0, n0, thread_row, thread_col, store);
   }
 }
 
@@ -306,10 +295,7 @@ void launch_on(const char* op, const Conv2dGeometry& g, const GemmShape& s, bool
                                           ? "conv_gemm_kernel (tf32)"
                                           : "conv_gemm_kernel (bf16)";
   const bool use_table = has_table<T, P>() && table && table_legal(P, g, s);
-  constexpr size_t dynamic_shared = mma_dynamic_shared<T>();
-  if constexpr (dynamic_shared > 0)
-    opt_in_dynamic_shared<conv_gemm_kernel<T, P, kMma>>(dynamic_shared);
-  ECH_LAUNCH_NAMED(name, grid, kThreads, dynamic_shared, stream, conv_gemm_kernel<T, P, kMma>)
+  ECH_LAUNCH_NAMED(name, grid, kThreads, 0, stream, conv_gemm_kernel<T, P, kMma>)
   (g, a_src, b_src, bias, out, per_group, relu, use_table);
   ECH_CUDA_CHECK_LAUNCH(op);
 }
@@ -348,7 +334,6 @@ void launch_conv_gemm(const char* op, const ConvConfig& c, const Conv2dGeometry&
     case ConvTile::Small:
       return tf32 ? on(SmallTile{}, Mma{}) : on(SmallTile{}, Fma{});
     case ConvTile::Large:
-      if (tf32 && c.stages == kDeepStages) return on(Tf32DeepTile{}, Mma{});
       if (tf32) return on(Tf32LargeTile{}, Mma{});
       return c.warp_core && warp_core_fits(P, s, a_src) ? on(LargeWarpTile{}, Fma{})
                                                         : on(LargeTile{}, Fma{});
@@ -431,7 +416,6 @@ std::string to_string(const ConvConfig& c) {
   if (c.tile == ConvTile::Large && float32_precision() == Precision::Fp32)
     out += c.warp_core ? " warp" : " strided";
   if (c.table) out += " table";
-  if (c.stages != 2) out += " stages=" + std::to_string(c.stages);
   if (c.groups > 1) out += " groups=" + std::to_string(c.groups);
   return out;
 }
@@ -445,7 +429,6 @@ ConvConfig conv_gemm_heuristic(ConvPass pass, const Conv2dGeometry& a) {
   c.table = tile_has_table(c.tile, pass) && gather_table_flag().load(std::memory_order_relaxed) &&
             table_legal(pass, a, s);
   if (pass == ConvPass::BackwardWeight && s.M * s.N > 0) c.groups = split_k(s, c.tile);
-  if (c.tile == ConvTile::Large && float32_precision() == Precision::Tf32) c.stages = mma_stages();
   return c;
 }
 
@@ -460,9 +443,6 @@ std::vector<ConvConfig> conv_gemm_candidates(ConvPass pass, const Conv2dGeometry
     std::vector<bool> cores{false}, tables{false};
     if (tile == ConvTile::Large && fp32 && warp_core_fits(pass, s, nullptr)) cores.push_back(true);
     if (tile_has_table(tile, pass) && table_legal(pass, a, s)) tables.push_back(true);
-    std::vector<int> stages{2};
-    if (tile == ConvTile::Large && float32_precision() == Precision::Tf32)
-      stages.push_back(kDeepStages);
     std::vector<int64_t> groups{1};
     if (pass == ConvPass::BackwardWeight) {
       for (int64_t g = 2; g < most_groups(s, tile); g *= 2) groups.push_back(g);
@@ -474,8 +454,7 @@ std::vector<ConvConfig> conv_gemm_candidates(ConvPass pass, const Conv2dGeometry
     }
     for (const bool core : cores)
       for (const bool table : tables)
-        for (const int64_t g : groups)
-          for (const int depth : stages) out.push_back({false, tile, core, table, g, depth});
+        for (const int64_t g : groups) out.push_back({false, tile, core, table, g});
   }
   return out;
 }

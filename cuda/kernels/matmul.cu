@@ -202,24 +202,24 @@ __global__ void __launch_bounds__(kThreads, (mma_min_blocks<T>()))
 #else
   const int64_t m0 = static_cast<int64_t>(blockIdx.y) * T::kM;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::kN;
-  const auto run = [&](ATiles<T>& a_tile, BTiles<T>& b_tile,
-                       float(&scratch)[kWarps][kFrag * kFrag]) {
-    MmaWarps<T> warps;
-    for_each_group_slice<T>(g, m0, n0, a_tile, b_tile,
-                            [&](int cur) { warps.multiply(a_tile[cur], b_tile[cur]); });
-    warps.store_tile(scratch[threadIdx.x / 32], m0, n0,
-                     [&](int64_t m, int64_t n, float v) { store_element(g, m, n, v); });
-  };
   if constexpr (kDynamicRing<T>) {
     ECH_DYNAMIC_SHARED_ALIGNED(MmaShared<T>, smem, 128);  // the launch's mma_dynamic_shared<T>()
-    run(smem->a, smem->b, smem->scratch);
+    MmaWarps<T> warps;
+    for_each_group_slice<T>(g, m0, n0, smem->a, smem->b,
+                            [&](int cur) { warps.multiply(smem->a[cur], smem->b[cur]); });
+    warps.store_tile(smem->scratch[threadIdx.x / 32], m0, n0,
+                     [&](int64_t m, int64_t n, float v) { store_element(g, m, n, v); });
   } else {
     // 32-byte aligned rows of (kM + kPad) * sizeof(Elem) bytes: every fragment pointer is 32-byte
     // aligned (mma_tile.cuh).
     __shared__ __align__(32) ATiles<T> a_tile;                      // [k][m] = op(A)(m0+m, k0+k)
     __shared__ __align__(32) BTiles<T> b_tile;                      // [k][n] = op(B)(k0+k, n0+n)
     __shared__ __align__(32) float scratch[kWarps][kFrag * kFrag];  // one accumulator, row-major
-    run(a_tile, b_tile, scratch);
+    MmaWarps<T> warps;
+    for_each_group_slice<T>(g, m0, n0, a_tile, b_tile,
+                            [&](int cur) { warps.multiply(a_tile[cur], b_tile[cur]); });
+    warps.store_tile(scratch[threadIdx.x / 32], m0, n0,
+                     [&](int64_t m, int64_t n, float v) { store_element(g, m, n, v); });
   }
 #endif
 }

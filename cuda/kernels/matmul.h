@@ -41,8 +41,9 @@ MmaTile mma_tile();
 // timing and tests (the same bits either way): 2 stages (the default; static shared memory) or
 // mma_deep_stages() = 4 (cp.async 3 slices ahead, 76 KiB of dynamic shared memory). The
 // environment's ECHELON_MMA_STAGES=4 starts the process with 4. Process-wide; read by the SGEMM
-// and by the convolution's heuristic (conv_gemm_heuristic: its ConvConfig::stages); bf16 has no
-// deep ring (mma_tile.cuh: no cp.async there). Other counts fail.
+// only (the implicit-GEMM convolution stages no operand by cp.async, so a deeper ring would
+// change nothing there; its im2col path runs this SGEMM); bf16 has no deep ring (mma_tile.cuh: no
+// cp.async there either). Other counts fail.
 void set_mma_stages(int stages);
 int mma_stages();
 int mma_deep_stages();

@@ -21,10 +21,11 @@
 //          epilogue scratch, under the 48 KiB of static shared memory; or, TF32 only, the deep
 //          ring of kDeepStages = 4 (Tf32DeepTile: cp.async 3 slices ahead, 68 KiB + 8 KiB in
 //          dynamic shared memory, MmaShared, past 48 KiB by the launch's opt-in; register-
-//          prefetched operands stay one slice ahead; cuda::set_mma_stages, ECHELON_MMA_STAGES=4,
-//          the conv autotuner's ConvConfig::stages). The bf16 tiles have no deep ring: they round
-//          to bf16 while staging, so none of their operands goes by cp.async and more stages
-//          would change nothing but the shared footprint. 64 accumulator registers
+//          prefetched operands stay one slice ahead; cuda::set_mma_stages, ECHELON_MMA_STAGES=4;
+//          the SGEMM only). A deep ring helps only cp.async operands: the bf16 tiles have none
+//          (they round to bf16 while staging), nor has the implicit-GEMM convolution (its
+//          weights and grad_out are k-contiguous, the rest gathers), so there more stages would
+//          change nothing but the shared footprint. 64 accumulator registers
 //          a thread. The staging loop is specialized per staging (kConstantStaging, as the FMA
 //          warp-tiled tile's): ptxas gives these kernels 170-243 registers (178-255 with one
 //          loop for every staging), one block (8 warps) per SM; at 2 blocks (128 registers) all

@@ -180,37 +180,6 @@ TEST_SUITE("conv_tune_gpu") {
     for (const cuda::ConvConfig& c : wgrad)
       if (c.tile == cuda::ConvTile::Small && !c.im2col) groups.push_back(c.groups);
     CHECK(groups == std::vector<int64_t>{1, 2, 4, 7});  // 7 groups of 4 slices (the last 1)
-    // TF32: the 128x128 tile at both ring depths, each other choice at both; the heuristic's
-    // depth is 2 unless set_mma_stages (ECHELON_MMA_STAGES=4) says otherwise. fp32 and bf16 have
-    // one depth. 128 channels, 12x12: M, N >= 128 in every pass (the heuristic's 128x128 tile).
-    Conv2dGeometry wide;
-    wide = wide.for_input(1, 128, 12, 12, 128);
-    const auto depths = [&](cuda::ConvPass pass, int stages) {
-      int n = 0;
-      for (const cuda::ConvConfig& c : cuda::conv_candidates(pass, wide)) {
-        CHECK((c.stages == 2 || c.tile == cuda::ConvTile::Large));
-        n += c.tile == cuda::ConvTile::Large && !c.im2col && c.stages == stages ? 1 : 0;
-      }
-      return n;
-    };
-    CHECK(depths(cuda::ConvPass::Forward, 4) == 0);  // fp32
-    for (const cuda::ConvPass pass : kPasses) {
-      CAPTURE(cuda::name(pass));
-      PrecisionScope tf32(Precision::Tf32);
-      CHECK(depths(pass, 2) >= 1);
-      CHECK(depths(pass, 4) == depths(pass, 2));
-      cuda::set_mma_tile(cuda::MmaTile::Large);  // the heuristic's tile: 128x128
-      CHECK(cuda::conv_heuristic(pass, wide).tile == cuda::ConvTile::Large);
-      CHECK(cuda::conv_heuristic(pass, wide).stages == 2);
-      cuda::set_mma_stages(cuda::mma_deep_stages());
-      CHECK(cuda::conv_heuristic(pass, wide).stages == 4);
-      CHECK(cuda::to_string(cuda::conv_heuristic(pass, wide)).find("stages=4") !=
-            std::string::npos);
-      cuda::set_mma_stages(2);
-      cuda::set_mma_tile(cuda::MmaTile::Auto);
-    }
-    PrecisionScope bf16(Precision::Bf16);
-    CHECK(depths(cuda::ConvPass::Forward, 4) == 0);
   }
 
   TEST_CASE("scripted timings: the fastest is picked, cached per key, re-tuned per shape") {
