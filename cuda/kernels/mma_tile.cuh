@@ -64,7 +64,7 @@ struct MmaLargeTile {
   static constexpr int kM = 128, kN = 128;
   static constexpr int kK = K;
   static constexpr int kPad = 8;                    // see the top: conflict-free fragment loads
-  static constexpr int kStages = Stages;            // 2 x 16 x 136 x 4 B x 2 operands = 34 KiB
+  static constexpr int kStages = Stages;            // 2: 2 x 16 x 136 x 4 B x 2 = 34 KiB
   static constexpr bool kDynamicRing = Stages > 2;  // the ring in MmaShared, dynamic shared
   static constexpr int kWarpsM = 4;                 // warps along m; each owns 32 x 64 of C
   static constexpr bool kWarpTiled = false;         // not the FMA warp tiles (conv_gemm.cu asks)
@@ -73,9 +73,9 @@ struct MmaLargeTile {
 using Tf32LargeTile = MmaLargeTile<float>;
 // The deep TF32 ring: 4 stages, not 3. Registers (170-243) already hold the 128x128 kernels to
 // one block per SM, so shared memory is not what limits residency: 4 x 17 KiB + 8 KiB = 76 KiB
-// (3 stages: 59 KiB) leaves 151 KiB of the SM's 227 KiB unused either way, even 2 blocks would
-// fit, and the 4th stage puts 48 k in flight instead of 32 (CUTLASS's sm80 TF32 128x128x32 at 3
-// stages: 64). One deep count only: every stage count is 4 more kernels for nvcc.
+// (3 stages: 59 KiB) of the SM's 227 KiB would even fit 2 blocks, and the 4th stage puts 48 k in
+// flight instead of 32 (CUTLASS's sm80 TF32 128x128x32 at 3 stages: 64). One deep count only:
+// each is one more SGEMM instantiation for nvcc.
 constexpr int kDeepStages = 4;
 using Tf32DeepTile = MmaLargeTile<float, 16, kDeepStages>;
 using Bf16LargeTile = MmaLargeTile<__nv_bfloat16>;
@@ -86,7 +86,7 @@ using Bf16ConvLargeTile = MmaLargeTile<__nv_bfloat16, 16>;
 constexpr int kFrag = 16, kWarps = kThreads / 32;
 
 // The shared memory of a tensor-core kernel on a deep ring (T::kStages > 2), one dynamic block
-// (ECH_DYNAMIC_SHARED, 128-byte aligned; each member's size a multiple of 32 bytes, so every
+// (ECH_DYNAMIC_SHARED_ALIGNED, 128 bytes; each member's size a multiple of 32 bytes, so every
 // fragment pointer stays 32-byte aligned): the launch asks for sizeof(MmaShared<T>) bytes and
 // opts in past 48 KiB (launch.h, opt_in_dynamic_shared). The 2-stage tiles keep their three
 // static arrays.
