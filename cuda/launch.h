@@ -79,8 +79,9 @@ __device__ __forceinline__ int64_t grid_step() {
 // Lets `Kernel` launch with up to `bytes` of dynamic shared memory, past the 48 KiB default
 // (cudaFuncSetAttribute's opt-in; the driver refuses more than the device's per-block opt-in
 // limit, 227 KiB on an H200). The attribute belongs to the device's context: set once per device
-// and kernel. Thread-safe (a race only repeats the idempotent call); not a stream operation, so
-// legal while a stream captures a graph.
+// and kernel. Thread-safe (a race only repeats the idempotent call). Not a stream operation;
+// whether the driver allows it during stream capture is unverified here, and moot for the
+// training graphs, whose eager warm-up steps launch every kernel first (--cuda-graph).
 template <auto Kernel>
 void opt_in_dynamic_shared(size_t bytes) {
   static std::atomic<uint64_t> done{0};  // bit d: device d opted in
