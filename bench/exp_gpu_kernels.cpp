@@ -9,7 +9,7 @@
 // many calls (per_call_ms), so launch latency does not set a floor under small layers.
 //   exp_gpu_kernels [--repeats N] [--quick] [--conv-only | --sgemm-only]
 //                   [--nets lenet5,resnet20,...] [--conv-calls N] [--table-ab] [--fma-ab]
-//                   [--mma-tile-ab] [--autotune-ab] [--wgrad-sweep]
+//                   [--mma-tile-ab] [--mma-stages-ab] [--autotune-ab] [--wgrad-sweep]
 //   (--quick: small shapes, a smoke test)
 // Without a GPU (or a CUDA build) it says so and exits 0.
 #include <algorithm>
@@ -486,6 +486,45 @@ void mma_tile_rows(const std::vector<ConvShape>& shapes, Precision precision) {
   cuda::set_mma_tile(mode);
 }
 
+// The TF32 SGEMM's 128x128 ring (cuda::set_mma_stages): 2 stages (static shared memory), then
+// mma_deep_stages() (dynamic), with the 128x128 tile forced (cuda::set_mma_tile(Large)). Square
+// NN at every size (B by cp.async, A by float4 registers), TN (both by cp.async) and NN ld+1 (no
+// cp.async: the ring should change nothing) at the middle one. bf16 and the convolutions have no
+// deep ring (no cp.async operands: mma_tile.cuh), so TF32 SGEMM only.
+void mma_stages_gemm_rows(const std::vector<int64_t>& sizes) {
+  ops::set_float32_precision(Precision::Tf32);
+  ops::set_matmul_impl(ops::MatmulImpl::Ours);
+  const cuda::MmaTile mode = cuda::mma_tile();
+  const int stages = cuda::mma_stages();  // 4 under ECHELON_MMA_STAGES=4
+  cuda::set_mma_tile(cuda::MmaTile::Large);
+  std::printf(
+      "== SGEMM TF32 128x128 ring: 2 / %d stages (TFLOP/s; ratio > 1: the deep ring "
+      "faster)\n",
+      cuda::mma_deep_stages());
+  const auto measure = [&](const char* layout, int64_t s, const Tensor& a, const Tensor& b,
+                           bool trans_a) {
+    double t[2];
+    for (const bool deep : {false, true}) {
+      cuda::set_mma_stages(deep ? cuda::mma_deep_stages() : 2);
+      t[deep] = median_ms([&] { ops::matmul(a, b, trans_a, false); });
+    }
+    const double tflop = 2.0 * s * s * s / 1e12;
+    std::printf("sgemm tf32 %5lld^3 %-9s: 2 stages %7.2f, %d stages %7.2f TFLOP/s (%.2f)\n",
+                static_cast<long long>(s), layout, tflop / (t[0] / 1e3), cuda::mma_deep_stages(),
+                tflop / (t[1] / 1e3), t[0] / t[1]);
+  };
+  for (const int64_t s : sizes)
+    measure("nn", s, random_cuda({s, s}, 8), random_cuda({s, s}, 9), false);
+  const int64_t s = sizes[sizes.size() / 2];
+  measure("tn", s, random_cuda({s, s}, 8), random_cuda({s, s}, 9), true);
+  measure("nn ld+1", s, random_cuda({s, s + 1}, 8).narrow(1, 0, s),
+          random_cuda({s, s + 1}, 9).narrow(1, 0, s), false);
+  cuda::set_mma_stages(stages);
+  cuda::set_mma_tile(mode);
+  ops::set_matmul_impl(ops::MatmulImpl::Auto);
+  ops::set_float32_precision(Precision::Fp32);
+}
+
 // The autotuner (cuda::set_conv_autotune): tuning off (the heuristic), then on, per layer and
 // pass. With tuning on, per_call_ms's eager warm-up call tunes the shape on the caller's stream;
 // the graph capture then runs the pick. Below the A/B rows, the tuner's own table: each layer's
@@ -529,7 +568,7 @@ std::vector<ConvShape> net_conv_shapes(int64_t batch) {
 
 int main(int argc, char** argv) {
   bool quick = false, conv_only = false, sgemm_only = false, wgrad_sweep = false, table_ab = false,
-       fma_ab = false, tile_ab = false, autotune_ab = false;
+       fma_ab = false, tile_ab = false, stages_ab = false, autotune_ab = false;
   int repeats = 10, conv_calls = 0;
   CLI::App app{"GPU kernels: bandwidth vs a D2D copy, SGEMM vs cuBLAS, conv vs cuDNN (ratios)",
                "exp_gpu_kernels"};
@@ -552,6 +591,8 @@ int main(int argc, char** argv) {
                "Also time the 128x128 tile's FMA cores, warp-tiled vs the old one (fp32 conv)");
   app.add_flag("--mma-tile-ab", tile_ab,
                "Also time the tensor-core 128x128 tile vs the 64x64 one (TF32 and bf16 convs)");
+  app.add_flag("--mma-stages-ab", stages_ab,
+               "Also time the TF32 SGEMM's 128x128 ring at 2 vs 4 stages (cp.async depth)");
   app.add_flag("--autotune-ab", autotune_ab,
                "Also time each conv layer's passes with the heuristic's kernels vs the autotuned "
                "ones, and list the picks (fp32, TF32, bf16)");
@@ -577,6 +618,7 @@ int main(int argc, char** argv) {
       gemm_rows(gemm_sizes, Precision::Fp32);
       gemm_rows(gemm_sizes, Precision::Tf32);
       gemm_rows(gemm_sizes, Precision::Bf16);
+      if (stages_ab) mma_stages_gemm_rows(gemm_sizes);
       if (sgemm_only) return 0;
     }
     // bf16: cuDNN's fp32 convolutions have no bf16 mode, so its column is TF32 tensor-op math.
@@ -607,7 +649,8 @@ int main(int argc, char** argv) {
   }
 #else
   (void)quick, (void)repeats, (void)conv_only, (void)sgemm_only, (void)conv_calls,
-      (void)wgrad_sweep, (void)table_ab, (void)fma_ab, (void)tile_ab, (void)autotune_ab;
+      (void)wgrad_sweep, (void)table_ab, (void)fma_ab, (void)tile_ab, (void)stages_ab,
+      (void)autotune_ab;
   std::printf("exp_gpu_kernels: built without CUDA: nothing measured\n");
 #endif
   return 0;

@@ -3,10 +3,14 @@
 // Every other launch goes through ECH_LAUNCH instead of <<<>>>, so that the emulation build
 // (ECHELON_CUDA_SIM, cuda/sim/) runs the same source on the CPU:
 //   ECH_LAUNCH(grid, block, smem, stream, kernel<T>)(args...);   // kernel last: it may hold commas
-// Dynamic shared memory: ECH_DYNAMIC_SHARED(float, tile); declares `float* tile`.
+// Dynamic shared memory: ECH_DYNAMIC_SHARED(float, tile); declares `float* tile` (16-byte
+// aligned; ECH_DYNAMIC_SHARED_ALIGNED(T, name, 128) for more). Past 48 KiB a launch needs the
+// kernel's opt-in: opt_in_dynamic_shared<kernel>(bytes) below.
 #pragma once
 
 #include <algorithm>
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 #include <cuda_runtime.h>
@@ -17,15 +21,18 @@
 #include <echelon/cuda/sim/launch.h>
 #define ECH_LAUNCH_NAMED(name, grid, block, smem, stream, ...) \
   ::echelon::cudasim::Launch(name, __FILE__, __LINE__, grid, block, smem, stream, __VA_ARGS__)
-#define ECH_DYNAMIC_SHARED(T, name) \
+#define ECH_DYNAMIC_SHARED_ALIGNED(T, name, align) \
   T* const name = static_cast<T*>(::echelon::cudasim::detail::dynamic_shared())
 #else
 #define ECH_LAUNCH_NAMED(name, grid, block, smem, stream, ...) \
   __VA_ARGS__<<<grid, block, smem, stream>>>
-#define ECH_DYNAMIC_SHARED(T, name)                                \
-  extern __shared__ __align__(16) unsigned char ech_smem_##name[]; \
+#define ECH_DYNAMIC_SHARED_ALIGNED(T, name, align) \
+  extern __shared__ __align__(align)               \
+  unsigned char ech_smem_##name[];                 \
   T* const name = reinterpret_cast<T*>(ech_smem_##name)
 #endif
+// The emulation's dynamic shared memory is 128-byte aligned (cuda/sim/scheduler.cpp).
+#define ECH_DYNAMIC_SHARED(T, name) ECH_DYNAMIC_SHARED_ALIGNED(T, name, 16)
 #define ECH_LAUNCH(grid, block, smem, stream, ...) \
   ECH_LAUNCH_NAMED(#__VA_ARGS__, grid, block, smem, stream, __VA_ARGS__)
 
@@ -68,6 +75,24 @@ __device__ __forceinline__ int64_t grid_step() {
   return static_cast<int64_t>(gridDim.x) * blockDim.x;
 }
 #endif
+
+// Lets `Kernel` launch with up to `bytes` of dynamic shared memory, past the 48 KiB default
+// (cudaFuncSetAttribute's opt-in; the driver refuses more than the device's per-block opt-in
+// limit, 227 KiB on an H200). The attribute belongs to the device's context: set once per device
+// and kernel. Thread-safe (a race only repeats the idempotent call). Not a stream operation;
+// whether the driver allows it during stream capture is unverified here, and moot for the
+// training graphs, whose eager warm-up steps launch every kernel first (--cuda-graph).
+template <auto Kernel>
+void opt_in_dynamic_shared(size_t bytes) {
+  static std::atomic<uint64_t> done{0};  // bit d: device d opted in
+  int device = 0;
+  ECH_CUDA_CHECK(cudaGetDevice(&device));
+  const uint64_t bit = device >= 0 && device < 64 ? uint64_t{1} << device : 0;
+  if (bit != 0 && (done.load(std::memory_order_acquire) & bit) != 0) return;
+  ECH_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(bytes)));
+  done.fetch_or(bit, std::memory_order_release);
+}
 
 template <typename Kernel, typename... Args>
 void launch_1d(const char* op, int64_t n, cudaStream_t stream, Kernel kernel, Args... args) {

@@ -41,6 +41,8 @@ mutants=(
   "matmul-epilogue-bias|matmul.cu|'const float bias = g.row_bias ? g.row_bias[m] : 0.0f;'|'const float bias = g.row_bias && m > 0 ? g.row_bias[m] : 0.0f;'"
   "matmul-shared-race|gemm_tile.cuh|'    __syncthreads();  // everyone\'s slice s is in stage cur; nobody reads slice s - 1\'s stage\n'|''"
   "gemm-async-missing-wait|gemm_tile.cuh|'    if (async) __pipeline_wait_prior(kStages - 2);  // this thread\'s copies of slice s landed\n'|''"
+  "mma-deep-wait-too-few|gemm_tile.cuh|'if (async) __pipeline_wait_prior(kStages - 2);'|'if (async) __pipeline_wait_prior(kStages == 4 ? kStages - 1 : kStages - 2);'"
+  "mma-deep-no-opt-in|matmul.cu|'if constexpr (dynamic_shared > 0) opt_in_dynamic_shared'|'if constexpr (dynamic_shared == 1) opt_in_dynamic_shared'"
   "gemm-async-wrong-stage|gemm_tile.cuh|'if (async) issue(s + kStages - 1, cur == 0 ? kStages - 1 : cur - 1);'|'if (async) issue(s + kStages - 1, cur);'"
   "gemm-vector-piece-index|gemm_tile.cuh|'k_fast ? c / (K / kVec) : c % (D / kVec) * kVec;'|'k_fast ? c / (K / kVec) : c % (D / kVec);'"
   "norm-divergent-barrier|norm.cu|'  __syncthreads();  // the second reduction reuses temp'|'  if (threadIdx.x == 0) __syncthreads();'"

@@ -22,7 +22,9 @@
 // the gathers and the operand loader); the 128x128 tile when the problem still fills the GPU
 // with it (FMA: the warp-tiled core of fma_tile.cuh, as the SGEMM's, where warp_tiles_fit, else
 // gemm_tile.cuh's LargeTile; TF32 and bf16: mma_tile.cuh's, k-slices of 16, also for the weight
-// gradient whose split-K fills the GPU; ECHELON_MMA_TILE=64 / 128 force a tensor-core tile); else
+// gradient whose split-K fills the GPU; ECHELON_MMA_TILE=64 / 128 force a tensor-core tile; always
+// the 2-stage ring: the deep one of mma_tile.cuh would change nothing here, since no conv operand
+// goes by cp.async, the weights and grad_out being k-contiguous and the rest gathers); else
 // 64x64. These choices (tile, FMA core, gather table, split-K groups) are one ConvConfig
 // (conv_gemm.h): conv_gemm_heuristic makes them as above, conv_gemm_candidates lists every legal
 // one for the autotuner (conv_tune.cu), and the launchers run the config they are given.

@@ -38,12 +38,15 @@
 //   Vector  the same with 16-byte global loads (a_span()/b_span()): aligned operands whose
 //           contiguous dimension is k (their shared store is a transpose), and every aligned
 //           operand of the bf16 tiles (which round to bf16 while staging);
-//   Async   cp.async of 16 bytes straight into shared memory, kStages - 1 = 2 slices ahead of the
-//           FMAs (a 3-stage ring): aligned fp32/TF32 operands contiguous along m (A) / n (B),
-//           the shared rows' direction; tails and the matrix edge are zero-filled by the copy.
-// One barrier per slice: slice s's async copies are waited for (each thread its own) and the
+//   Async   cp.async of 16 bytes straight into shared memory, kStages - 1 slices ahead of the
+//           FMAs (these tiles' 3-stage ring: 2; mma_tile.cuh's 128x128 tile: 1, or 3 in its
+//           4-stage ring in dynamic shared memory): aligned fp32/TF32 operands contiguous along
+//           m (A) / n (B), the shared rows' direction; tails and the matrix edge are zero-filled
+//           by the copy. Register operands stay one slice ahead whatever the ring's depth.
+// One barrier per slice: slice s's async copies are waited for (each thread its own:
+// __pipeline_wait_prior(kStages - 2) leaves the younger slices' groups in flight) and the
 // barrier makes every thread's copies and register stores of slice s visible and frees the
-// stage that slice s - 1 used, which then receives slice s + 2's copies.
+// stage that slice s - 1 used, which then receives slice s + kStages - 1's copies.
 // Tensor cores: cuda/kernels/mma_tile.cuh (the same staging, WMMA fragments instead of FMAs).
 #pragma once
 

@@ -34,6 +34,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 #include <string_view>
 #include <type_traits>
 
@@ -201,16 +202,25 @@ __global__ void __launch_bounds__(kThreads, (mma_min_blocks<T>()))
 #else
   const int64_t m0 = static_cast<int64_t>(blockIdx.y) * T::kM;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::kN;
-  // 32-byte aligned rows of (kM + kPad) * sizeof(Elem) bytes: every fragment pointer is 32-byte
-  // aligned (mma_tile.cuh).
-  __shared__ __align__(32) ATiles<T> a_tile;                      // [k][m] = op(A)(m0+m, k0+k)
-  __shared__ __align__(32) BTiles<T> b_tile;                      // [k][n] = op(B)(k0+k, n0+n)
-  __shared__ __align__(32) float scratch[kWarps][kFrag * kFrag];  // one accumulator, row-major
-  MmaWarps<T> warps;
-  for_each_group_slice<T>(g, m0, n0, a_tile, b_tile,
-                          [&](int cur) { warps.multiply(a_tile[cur], b_tile[cur]); });
-  warps.store_tile(scratch[threadIdx.x / 32], m0, n0,
-                   [&](int64_t m, int64_t n, float v) { store_element(g, m, n, v); });
+  if constexpr (kDynamicRing<T>) {
+    ECH_DYNAMIC_SHARED_ALIGNED(MmaShared<T>, smem, 128);  // the launch's mma_dynamic_shared<T>()
+    MmaWarps<T> warps;
+    for_each_group_slice<T>(g, m0, n0, smem->a, smem->b,
+                            [&](int cur) { warps.multiply(smem->a[cur], smem->b[cur]); });
+    warps.store_tile(smem->scratch[threadIdx.x / 32], m0, n0,
+                     [&](int64_t m, int64_t n, float v) { store_element(g, m, n, v); });
+  } else {
+    // 32-byte aligned rows of (kM + kPad) * sizeof(Elem) bytes: every fragment pointer is 32-byte
+    // aligned (mma_tile.cuh).
+    __shared__ __align__(32) ATiles<T> a_tile;                      // [k][m] = op(A)(m0+m, k0+k)
+    __shared__ __align__(32) BTiles<T> b_tile;                      // [k][n] = op(B)(k0+k, n0+n)
+    __shared__ __align__(32) float scratch[kWarps][kFrag * kFrag];  // one accumulator, row-major
+    MmaWarps<T> warps;
+    for_each_group_slice<T>(g, m0, n0, a_tile, b_tile,
+                            [&](int cur) { warps.multiply(a_tile[cur], b_tile[cur]); });
+    warps.store_tile(scratch[threadIdx.x / 32], m0, n0,
+                     [&](int64_t m, int64_t n, float v) { store_element(g, m, n, v); });
+  }
 #endif
 }
 
@@ -256,6 +266,16 @@ std::atomic<MmaTile>& mma_tile_mode() {
   return mode;
 }
 
+// The 128x128 TF32 tile's ring depth (matmul.h, set_mma_stages): ECHELON_MMA_STAGES=4 in the
+// environment (read once) starts the process with the deep ring; else 2.
+std::atomic<int>& mma_stages_setting() {
+  static std::atomic<int> stages = [] {
+    const char* v = std::getenv("ECHELON_MMA_STAGES");
+    return v != nullptr && std::string_view(v) == std::to_string(kDeepStages) ? kDeepStages : 2;
+  }();
+  return stages;
+}
+
 // kMma: the tensor-core kernel (TF32 or bf16 by T), else the FMA one (float tiles only).
 template <typename T, bool kMma>
 constexpr auto sgemm_kernel() {
@@ -275,6 +295,8 @@ void launch_tile(const char* op, bool trans_a, bool trans_b, int64_t M, int64_t 
   ECH_CHECK(tiles_m <= kMaxGridY && tiles_n <= INT_MAX, op, ": matrix too large for the tiled ",
             "kernel's grid (M=", M, ", N=", N, ")");
   const int64_t groups = ceil_div(batch, per_block);
+  constexpr size_t dynamic_shared = mma_dynamic_shared<T>();
+  if constexpr (dynamic_shared > 0) opt_in_dynamic_shared<sgemm_kernel<T, kMma>()>(dynamic_shared);
   // Groups beyond gridDim.z's limit go in several launches.
   for (int64_t group0 = 0; group0 < groups; group0 += kMaxGridZ) {
     const dim3 grid(static_cast<unsigned>(tiles_n), static_cast<unsigned>(tiles_m),
@@ -283,7 +305,7 @@ void launch_tile(const char* op, bool trans_a, bool trans_b, int64_t M, int64_t 
                                         : std::is_same_v<typename T::Elem, float>
                                             ? "sgemm_tf32_kernel"
                                             : "sgemm_bf16_kernel";
-    ECH_LAUNCH_NAMED(name, grid, kThreads, 0, stream, (sgemm_kernel<T, kMma>()))
+    ECH_LAUNCH_NAMED(name, grid, kThreads, dynamic_shared, stream, (sgemm_kernel<T, kMma>()))
     (trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C, ldc, stride_c,
      batch, per_block, group0, row_bias, relu);
     ECH_CUDA_CHECK_LAUNCH(op);
@@ -302,7 +324,11 @@ void launch_tiled(const char* op, bool trans_a, bool trans_b, int64_t M, int64_t
   const bool mma_large = mma_large_tile_for(
       M, N,
       ceil_div(M, Tf32LargeTile::kM) * ceil_div(N, Tf32LargeTile::kN) * ceil_div(batch, per_block));
-  if (precision == Precision::Tf32 && mma_large)
+  if (precision == Precision::Tf32 && mma_large && mma_stages() == kDeepStages)
+    launch_tile<Tf32DeepTile, true>(op, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb,
+                                    stride_b, beta, C, ldc, stride_c, batch, per_block, row_bias,
+                                    relu, stream);
+  else if (precision == Precision::Tf32 && mma_large)
     launch_tile<Tf32LargeTile, true>(op, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb,
                                      stride_b, beta, C, ldc, stride_c, batch, per_block, row_bias,
                                      relu, stream);
@@ -360,6 +386,18 @@ void set_mma_tile(MmaTile tile) {
 }
 MmaTile mma_tile() {
   return mma_tile_mode().load(std::memory_order_relaxed);
+}
+
+void set_mma_stages(int stages) {
+  ECH_CHECK(stages == 2 || stages == kDeepStages, "set_mma_stages: 2 or ", kDeepStages,
+            " stages, got ", stages);
+  mma_stages_setting().store(stages, std::memory_order_relaxed);
+}
+int mma_stages() {
+  return mma_stages_setting().load(std::memory_order_relaxed);
+}
+int mma_deep_stages() {
+  return kDeepStages;
 }
 
 // Auto: the 128x128 tile once its blocks fill one wave of one block per SM (kMmaFillBlocks: it

@@ -37,6 +37,16 @@ bool fma_warp_tiles();
 enum class MmaTile { Auto, Small, Large };
 void set_mma_tile(MmaTile tile);
 MmaTile mma_tile();
+// The TF32 128x128 tile's ring of k-slices in shared memory (mma_tile.cuh), an A/B switch for
+// timing and tests (the same bits either way): 2 stages (the default; static shared memory) or
+// mma_deep_stages() = 4 (cp.async 3 slices ahead, 76 KiB of dynamic shared memory). The
+// environment's ECHELON_MMA_STAGES=4 starts the process with 4. Process-wide; read by the SGEMM
+// only (the implicit-GEMM convolution stages no operand by cp.async, so a deeper ring would
+// change nothing there; its im2col path runs this SGEMM); bf16 has no deep ring (mma_tile.cuh: no
+// cp.async there either). Other counts fail.
+void set_mma_stages(int stages);
+int mma_stages();
+int mma_deep_stages();
 // Whether a TF32 / bf16 GEMM of M x N in `blocks` 128x128 blocks (tiles x batch groups; a
 // split-K launch passes the blocks it can split to) takes the 128x128 tile under mma_tile().
 bool mma_large_tile_for(int64_t M, int64_t N, int64_t blocks);

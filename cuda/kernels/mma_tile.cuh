@@ -18,7 +18,14 @@
 //          k-steps per barrier (the convolution's bf16 tile: 16, one step; see Bf16ConvLargeTile);
 //          a 2-stage ring (cp.async one slice ahead for the fp32 operands whose rows run along
 //          the shared rows, register prefetch for the others), 34 KiB of shared tiles + 8 KiB of
-//          epilogue scratch, under the 48 KiB of static shared memory. 64 accumulator registers
+//          epilogue scratch, under the 48 KiB of static shared memory; or, TF32 only, the deep
+//          ring of kDeepStages = 4 (Tf32DeepTile: cp.async 3 slices ahead, 68 KiB + 8 KiB in
+//          dynamic shared memory, MmaShared, past 48 KiB by the launch's opt-in; register-
+//          prefetched operands stay one slice ahead; cuda::set_mma_stages, ECHELON_MMA_STAGES=4;
+//          the SGEMM only). A deep ring helps only cp.async operands: the bf16 tiles have none
+//          (they round to bf16 while staging), nor has the implicit-GEMM convolution (its
+//          weights and grad_out are k-contiguous, the rest gathers), so there more stages would
+//          change nothing but the shared footprint. 64 accumulator registers
 //          a thread. The staging loop is specialized per staging (kConstantStaging, as the FMA
 //          warp-tiled tile's): ptxas gives these kernels 170-243 registers (178-255 with one
 //          loop for every staging), one block (8 warps) per SM; at 2 blocks (128 registers) all
@@ -38,6 +45,7 @@
 // 16-byte aligned.
 #pragma once
 
+#include <cstddef>
 #include <type_traits>
 
 #include <mma.h>
@@ -48,29 +56,65 @@ namespace echelon::cuda::tile {
 
 // The 128x128 tensor-core tile: the members the staging (Part, Slice, for_each_slice) reads, and
 // the warp grid MmaWarps takes. E: float (TF32) or __nv_bfloat16; K: the k-slice depth, by default
-// two MMA k-steps.
-template <typename E, int K = (std::is_same_v<E, float> ? 16 : 32)>
+// two MMA k-steps; Stages: the ring's depth (2: static shared memory; more: dynamic, MmaShared).
+template <typename E, int K = (std::is_same_v<E, float> ? 16 : 32), int Stages = 2>
 struct MmaLargeTile {
   using Elem = E;
   static constexpr bool kFloat = std::is_same_v<E, float>;
   static constexpr int kM = 128, kN = 128;
   static constexpr int kK = K;
-  static constexpr int kPad = 8;                  // see the top: conflict-free fragment loads
-  static constexpr int kStages = 2;               // 2 x 16 x 136 x 4 B x 2 operands = 34 KiB
-  static constexpr int kWarpsM = 4;               // warps along m; each owns 32 x 64 of C
-  static constexpr bool kWarpTiled = false;       // not the FMA warp tiles (conv_gemm.cu asks)
-  static constexpr bool kConstantStaging = true;  // gemm_tile.cuh's staging, one loop per staging
+  static constexpr int kPad = 8;                    // see the top: conflict-free fragment loads
+  static constexpr int kStages = Stages;            // 2: 2 x 16 x 136 x 4 B x 2 = 34 KiB
+  static constexpr bool kDynamicRing = Stages > 2;  // the ring in MmaShared, dynamic shared
+  static constexpr int kWarpsM = 4;                 // warps along m; each owns 32 x 64 of C
+  static constexpr bool kWarpTiled = false;         // not the FMA warp tiles (conv_gemm.cu asks)
+  static constexpr bool kConstantStaging = true;    // gemm_tile.cuh's staging, one loop per staging
 };
 using Tf32LargeTile = MmaLargeTile<float>;
+// The deep TF32 ring: 4 stages, not 3. Registers (170-243) already hold the 128x128 kernels to
+// one block per SM, so shared memory is not what limits residency: 4 x 17 KiB + 8 KiB = 76 KiB
+// (3 stages: 59 KiB) of the SM's 227 KiB would even fit 2 blocks, and the 4th stage puts 48 k in
+// flight instead of 32 (CUTLASS's sm80 TF32 128x128x32 at 3 stages: 64). One deep count only:
+// each is one more SGEMM instantiation for nvcc.
+constexpr int kDeepStages = 4;
+using Tf32DeepTile = MmaLargeTile<float, 16, kDeepStages>;
 using Bf16LargeTile = MmaLargeTile<__nv_bfloat16>;
 // The convolution's bf16 tile: one MMA k-step per slice. Its gathers' registers (16 elements per
 // thread and operand at k-slices of 32) made the 32-deep forward and grad input spill.
 using Bf16ConvLargeTile = MmaLargeTile<__nv_bfloat16, 16>;
 
+constexpr int kFrag = 16, kWarps = kThreads / 32;
+
+// The shared memory of a tensor-core kernel on a deep ring (T::kStages > 2), one dynamic block
+// (ECH_DYNAMIC_SHARED_ALIGNED, 128 bytes; each member's size a multiple of 32 bytes, so every
+// fragment pointer stays 32-byte aligned): the launch asks for sizeof(MmaShared<T>) bytes and
+// opts in past 48 KiB (launch.h, opt_in_dynamic_shared). The 2-stage tiles keep their three
+// static arrays.
+template <typename T>
+struct MmaShared {
+  ATiles<T> a;                           // [stage][k][m] = op(A)(m0+m, k0+k)
+  BTiles<T> b;                           // [stage][k][n] = op(B)(k0+k, n0+n)
+  float scratch[kWarps][kFrag * kFrag];  // one accumulator per warp, row-major
+};
+template <typename T>
+constexpr bool dynamic_ring() {  // only MmaLargeTile's deep rings (the FMA tiles have 3 static)
+  if constexpr (requires { T::kDynamicRing; })
+    return T::kDynamicRing;
+  else
+    return false;
+}
+template <typename T>
+constexpr bool kDynamicRing = dynamic_ring<T>();
+template <typename T>
+constexpr size_t mma_dynamic_shared() {
+  return kDynamicRing<T> ? sizeof(MmaShared<T>) : 0;
+}
+static_assert(sizeof(ATiles<Tf32DeepTile>) % 32 == 0 && sizeof(BTiles<Tf32DeepTile>) % 32 == 0);
+static_assert(sizeof(MmaShared<Tf32DeepTile>) == 77824);  // 76 KiB: the top's arithmetic
+
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800  // TF32 and bf16 tensor cores: sm_80 or newer
 
 namespace wmma = nvcuda::wmma;
-constexpr int kFrag = 16, kWarps = kThreads / 32;
 
 // Warps along m: the tile's own choice, else one 16-row fragment each (the gemm_tile.cuh shapes).
 template <typename T>

@@ -103,6 +103,21 @@ cudaError_t cudaDeviceSynchronize();
 cudaError_t cudaDeviceCanAccessPeer(int* can_access, int device, int peer_device);
 cudaError_t cudaDeviceEnablePeerAccess(int peer_device, unsigned flags);
 
+// ---- kernel attributes: only the dynamic shared-memory opt-in (cuda/sim/scheduler.cpp). A launch
+// asking for more than 48 KiB of dynamic shared memory fails unless its kernel opted in to at
+// least that much on the current device; the opt-in fails above the per-block limit (an H200's
+// cudaDevAttrMaxSharedMemoryPerBlockOptin, 227 KiB). The emulation does not count static
+// shared memory (`__shared__` is thread_local here), so a kernel's static bytes do not lower it.
+enum cudaFuncAttribute {
+  cudaFuncAttributeMaxDynamicSharedMemorySize = 8,
+};
+cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value);
+// The runtime's typed overload (cuda_runtime.h): any kernel pointer.
+template <typename T>
+cudaError_t cudaFuncSetAttribute(T* entry, cudaFuncAttribute attr, int value) {
+  return cudaFuncSetAttribute(reinterpret_cast<const void*>(entry), attr, value);
+}
+
 // ---- memory
 cudaError_t cudaMalloc(void** ptr, size_t size);
 cudaError_t cudaFree(void* ptr);

@@ -35,7 +35,8 @@ class Launch {
     std::vector<detail::PointerArg> pointers;
     int position = 0;
     std::apply([&](const auto&... v) { (collect(pointers, position++, v), ...); }, values);
-    detail::launch(name_, file_, line_, grid_, block_, smem_, stream_, std::move(pointers),
+    detail::launch(name_, reinterpret_cast<const void*>(kernel_), file_, line_, grid_, block_,
+                   smem_, stream_, std::move(pointers),
                    [kernel = kernel_, values] { std::apply(kernel, values); });
   }
 

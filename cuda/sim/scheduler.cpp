@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <random>
 #include <sstream>
@@ -129,7 +130,11 @@ struct SimThread {
 struct Block {
   const Grid* grid = nullptr;
   std::vector<SimThread> threads;
+  // The block's dynamic shared memory: `dynamic_bytes` from `dynamic_base`, 128-byte aligned
+  // (a GPU's shared window starts aligned; WMMA fragment pointers must be 32-byte aligned).
   std::vector<unsigned char> dynamic_smem;
+  unsigned char* dynamic_base = nullptr;
+  size_t dynamic_bytes = 0;
   std::string error;
   bool aborting = false;
   int exited = 0;
@@ -382,7 +387,7 @@ bool run_block(Block& b, const Grid& g, const uint3& block_idx, std::mt19937_64&
   b.error.clear();
   b.aborting = false;
   b.exited = 0;
-  std::fill(b.dynamic_smem.begin(), b.dynamic_smem.end(), 0xFF);
+  std::fill(b.dynamic_base, b.dynamic_base + b.dynamic_bytes, 0xFF);
   t_coords.block_idx = block_idx;
   b.priority.resize(n);
   b.rank.resize(n);
@@ -429,7 +434,7 @@ const Coordinates& coordinates() {
 }
 
 void* dynamic_shared() {
-  return t_block ? t_block->dynamic_smem.data() : nullptr;
+  return t_block ? t_block->dynamic_base : nullptr;
 }
 
 uint64_t warp_op(WarpOp op, unsigned mask, uint64_t value, int arg, int width, const char* file,
@@ -513,7 +518,11 @@ int barrier(int pred, const char* file, int line) {
 void run_grid(const Grid& g) {
   if (failed()) return;  // a dead context runs nothing
   Block block;
-  block.dynamic_smem.resize(g.dynamic_smem);
+  constexpr size_t kAlign = 128;
+  block.dynamic_smem.resize(g.dynamic_smem + kAlign);
+  const auto address = reinterpret_cast<uintptr_t>(block.dynamic_smem.data());
+  block.dynamic_base = block.dynamic_smem.data() + (kAlign - address % kAlign) % kAlign;
+  block.dynamic_bytes = g.dynamic_smem;
   t_block = &block;
   const uint64_t blocks = uint64_t{g.grid.x} * g.grid.y * g.grid.z;
   std::mt19937_64 rng(g.order.seed * 0x9E3779B97F4A7C15ull + g.launch_id);
@@ -541,7 +550,33 @@ void run_grid(const Grid& g) {
     check_guards("kernel " + std::string(g.kernel) + " (launched at " + site(g.file, g.line) + ")");
 }
 
-void launch(const char* kernel, const char* file, int line, dim3 grid, dim3 block,
+namespace {
+
+// The driver's per-block shared-memory limits (compute capability 9.0, an H200): the default for
+// a launch's dynamic shared memory, and the most cudaFuncSetAttribute may raise it to
+// (cudaDevAttrMaxSharedMemoryPerBlockOptin, 227 KiB).
+constexpr size_t kDefaultDynamicShared = 48 * 1024, kMaxSharedPerBlockOptin = 232448;
+
+// Each (device, kernel)'s cudaFuncAttributeMaxDynamicSharedMemorySize, where it was set.
+struct SharedOptIns {
+  std::mutex mutex;
+  std::map<std::pair<int, const void*>, size_t> bytes;
+};
+SharedOptIns& shared_opt_ins() {
+  static SharedOptIns opt_ins;
+  return opt_ins;
+}
+
+size_t dynamic_shared_limit(const void* func) {
+  SharedOptIns& o = shared_opt_ins();
+  std::lock_guard<std::mutex> lock(o.mutex);
+  const auto it = o.bytes.find({current_device(), func});
+  return it == o.bytes.end() ? kDefaultDynamicShared : it->second;
+}
+
+}  // namespace
+
+void launch(const char* kernel, const void* func, const char* file, int line, dim3 grid, dim3 block,
             size_t dynamic_smem, cudaStream_t stream, std::vector<PointerArg> pointers,
             std::function<void()> body) {
   // The driver's limits (compute capability 9.0): these fail the launch, not the context.
@@ -552,7 +587,8 @@ void launch(const char* kernel, const char* file, int line, dim3 grid, dim3 bloc
     result(cudaErrorInvalidConfiguration);
     return;
   }
-  if (dynamic_smem > 48 * 1024) {  // without cudaFuncSetAttribute's opt-in, which we never use
+  // 48 KiB, or as far as the kernel opted in (cudaFuncSetAttribute) on this device.
+  if (dynamic_smem > dynamic_shared_limit(func)) {
     result(cudaErrorInvalidValue);
     return;
   }
@@ -574,3 +610,14 @@ void launch(const char* kernel, const char* file, int line, dim3 grid, dim3 bloc
 
 }  // namespace detail
 }  // namespace echelon::cudasim
+
+cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
+  using namespace echelon::cudasim::detail;
+  if (func == nullptr || attr != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 ||
+      static_cast<size_t>(value) > kMaxSharedPerBlockOptin)
+    return result(cudaErrorInvalidValue);
+  SharedOptIns& o = shared_opt_ins();
+  std::lock_guard<std::mutex> lock(o.mutex);
+  o.bytes[{current_device(), func}] = static_cast<size_t>(value);
+  return result(cudaSuccess);
+}

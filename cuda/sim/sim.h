@@ -61,7 +61,8 @@ struct PointerArg {
 
 // Validates the configuration (the error goes to cudaGetLastError, as a real launch's does)
 // and enqueues `body` to run once per CUDA thread of every block on `stream`.
-void launch(const char* kernel, const char* file, int line, dim3 grid, dim3 block,
+// `func`: the kernel's address (its cudaFuncSetAttribute opt-in).
+void launch(const char* kernel, const void* func, const char* file, int line, dim3 grid, dim3 block,
             size_t dynamic_smem, cudaStream_t stream, std::vector<PointerArg> pointers,
             std::function<void()> body);
 

@@ -2,6 +2,7 @@
 // garbage): divergent barriers, bad shuffle masks, deadlocks, launch limits, host pointers,
 // out-of-bounds writes, and the real runtime's last-error / sticky-error semantics.
 #include <string>
+#include <vector>
 
 #include <cub/block/block_reduce.cuh>
 
@@ -66,6 +67,15 @@ __global__ void mixed_collectives_kernel(int* out) {
 
 __global__ void write_kernel(float* out) {
   out[threadIdx.x] = 2.0f;
+}
+
+// Writes the first and last float of `bytes` of dynamic shared memory and reads them back.
+__global__ void dynamic_shared_ends_kernel(float* out, int bytes) {
+  ECH_DYNAMIC_SHARED(float, smem);
+  const int last = bytes / static_cast<int>(sizeof(float)) - 1;
+  if (threadIdx.x == 0) smem[0] = 1.0f, smem[last] = 2.0f;
+  __syncthreads();
+  out[threadIdx.x] = smem[0] + smem[last];
 }
 
 __global__ void trap_kernel(float* out) {
@@ -205,6 +215,41 @@ TEST_SUITE("cudasim_errors") {
     ECH_LAUNCH(1, 32, 0, reinterpret_cast<cudaStream_t>(0x1234), write_kernel)(out.get());
     CHECK(cudaGetLastError() == cudaErrorInvalidResourceHandle);
     CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    CHECK(echelon::cudasim::sticky_message().empty());
+  }
+
+  TEST_CASE("dynamic shared memory past 48 KiB: only after the kernel's opt-in, at most 227 KiB") {
+    DeviceBuffer<float> out(32);
+    const auto launch_error = [&](size_t smem) {
+      ECH_LAUNCH(1, 32, smem, nullptr, dynamic_shared_ends_kernel)(out.get(), int(smem));
+      const cudaError_t first = cudaGetLastError();
+      CHECK(cudaDeviceSynchronize() == cudaSuccess);
+      return first;
+    };
+    constexpr int kOptinLimit = 232448;  // an H200's cudaDevAttrMaxSharedMemoryPerBlockOptin
+    const auto opt_in = [](auto kernel, int bytes) {
+      const cudaError_t e =
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+      CHECK(cudaGetLastError() == e);  // a failed opt-in is the last error, as in the runtime
+      return e;
+    };
+    CHECK(launch_error(48 * 1024) == cudaSuccess);
+    CHECK(launch_error(64 * 1024) == cudaErrorInvalidValue);  // no opt-in yet
+    CHECK(opt_in(dynamic_shared_ends_kernel, kOptinLimit + 1) == cudaErrorInvalidValue);
+    CHECK(opt_in(dynamic_shared_ends_kernel, -1) == cudaErrorInvalidValue);
+    CHECK(launch_error(64 * 1024) == cudaErrorInvalidValue);  // the failed opt-ins set nothing
+    CHECK(opt_in(dynamic_shared_ends_kernel, 64 * 1024) == cudaSuccess);
+    CHECK(launch_error(64 * 1024) == cudaSuccess);
+    CHECK(launch_error(64 * 1024 + 4) == cudaErrorInvalidValue);  // past its opt-in
+    // Another kernel keeps the default.
+    ECH_LAUNCH(1, 32, 64 * 1024, nullptr, write_kernel)(out.get());
+    CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+    CHECK(opt_in(dynamic_shared_ends_kernel, kOptinLimit) == cudaSuccess);
+    CHECK(launch_error(kOptinLimit) == cudaSuccess);
+    std::vector<float> host(32);
+    CHECK(cudaMemcpy(host.data(), out.get(), 32 * sizeof(float), cudaMemcpyDeviceToHost) ==
+          cudaSuccess);
+    CHECK(host[31] == 3.0f);  // all 227 KiB are there
     CHECK(echelon::cudasim::sticky_message().empty());
   }
 

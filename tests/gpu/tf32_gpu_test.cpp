@@ -52,6 +52,26 @@ TEST_SUITE("tf32_gpu") {
     check_large_tile(Precision::Tf32, cpu::gemm_tf32, kSameRounding, 0.2, "TF32");  // K = 45
   }
 
+  TEST_CASE("the 4-stage ring (dynamic shared memory) equals the twin, K below and above it") {
+    REQUIRE(cuda::mma_stages() == 2);  // the default: ECHELON_MMA_STAGES unset
+    CHECK_THROWS(cuda::set_mma_stages(3));
+    struct StagesScope {
+      StagesScope() { cuda::set_mma_stages(cuda::mma_deep_stages()); }
+      ~StagesScope() { cuda::set_mma_stages(2); }
+    } deep;
+    REQUIRE(cuda::mma_stages() == 4);
+    // K = 16: one whole slice; 45: 3 slices of 16 (fewer than the 4 stages: empty cp.async groups
+    // in the prologue) with a tail of 13; 150: 10 slices, the ring wraps twice, a tail of 6.
+    // Every transpose with tight and 16-byte rows: cp.async for transposed A and plain B.
+    for (const int64_t K : {16, 45, 150}) {
+      CAPTURE(K);
+      check_gemm_transposes(Precision::Tf32, cpu::gemm_tf32, kSameRounding, K < 100 ? 0.2 : 0.5,
+                            "TF32", 130, 131, K);
+    }
+    // Batches, bias, batch-reduce (groups of 2 batches: the ring runs on across a batch).
+    check_batched_modes(Precision::Tf32, cpu::gemm_tf32, 129, 131, 45);
+  }
+
   TEST_CASE("strided batches, the fused row bias and batch-reduce under TF32") {
     check_batched_modes(Precision::Tf32, cpu::gemm_tf32);
   }
