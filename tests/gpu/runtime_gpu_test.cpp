@@ -79,6 +79,19 @@ bool skip_when_launches_block() {
   MESSAGE("skipped under CUDA_LAUNCH_BLOCKING=1: a blocked stream cannot be set up");
   return true;
 }
+
+// Takes pinned blocks of `bytes` until the cached block p comes back (blocks cached by earlier
+// tests may be served first; p must come back before any new cudaHostAlloc), then frees them.
+bool pinned_comes_back(void* p, size_t bytes) {
+  std::vector<void*> taken;
+  bool reused = false;
+  for (int i = 0; i < 64 && !reused; ++i) {
+    taken.push_back(cuda::pinned_malloc(bytes));
+    reused = taken.back() == p;
+  }
+  for (void* block : taken) cuda::pinned_free(block);
+  return reused;
+}
 }  // namespace
 
 TEST_SUITE("allocator_gpu") {
@@ -372,7 +385,7 @@ TEST_SUITE("transfer_gpu") {
     // A second pinned block of the class, cached before blocking: cudaHostAlloc may synchronise.
     void* spare = cuda::pinned_malloc(20000);
     cuda::pinned_free(spare);
-    void* q = nullptr;  // held until the end, so that the last request can only get p back
+    void* q = nullptr;  // held until the end: after the copy, only p can come back of these
     {
       StreamBlocker blocker(stream.get());
       ECH_CUDA_CHECK(cudaMemcpyAsync(device, p, 20000, cudaMemcpyHostToDevice, stream.get()));
@@ -384,9 +397,9 @@ TEST_SUITE("transfer_gpu") {
       stream.synchronize();
       CHECK_FALSE(blocker.timed_out());
     }
-    void* r = cuda::pinned_malloc(20000);
-    CHECK(r == p);
-    cuda::pinned_free(r);
+    // Now p is reusable. Earlier tests may have cached blocks of the class whose copies were
+    // still running at the first request and are done now, served first.
+    CHECK(pinned_comes_back(p, 20000));
     cuda::pinned_free(q);
     cuda::device_free(0, device);
   }
@@ -395,16 +408,8 @@ TEST_SUITE("transfer_gpu") {
     void* p = cuda::pinned_malloc(10000);
     cuda::pinned_free(p);
     CHECK(cudaDeviceSynchronize() == cudaSuccess);
-    // Earlier tests may have cached blocks of the same size class, served first: take blocks of
-    // the class until p comes back (it must, before any new cudaHostAlloc).
-    std::vector<void*> taken;
-    bool reused = false;
-    for (int i = 0; i < 64 && !reused; ++i) {
-      taken.push_back(cuda::pinned_malloc(9000));
-      reused = taken.back() == p;
-    }
-    CHECK(reused);
-    for (void* q : taken) cuda::pinned_free(q);
+    // Earlier tests may have cached blocks of the same size class, served first.
+    CHECK(pinned_comes_back(p, 9000));
     CHECK_THROWS_AS(cuda::pinned_free(reinterpret_cast<void*>(0x40)), Error);
   }
 }
