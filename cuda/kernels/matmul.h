@@ -51,7 +51,8 @@ int mma_deep_stages();
 // B) by cp.async too, into [m][k] / [n][k] shared rows (mma_tile.cuh's async-K tiles, 2 or
 // mma_stages() stages, dynamic shared memory) instead of float4 registers one slice ahead. An
 // A/B switch (the same bits either way); off by default; ECHELON_MMA_ASYNC_K=1 in the
-// environment starts the process with it on. Read by the SGEMM only.
+// environment starts the process with it on. Read by the SGEMM and by the implicit-GEMM conv's
+// heuristic (ConvConfig::async_k, with mma_stages()'s depth; forward and weight gradient).
 void set_mma_async_k(bool on);
 bool mma_async_k();
 // Whether a TF32 / bf16 GEMM of M x N in `blocks` 128x128 blocks (tiles x batch groups; a

@@ -23,9 +23,9 @@
 //          dynamic shared memory, MmaShared, past 48 KiB by the launch's opt-in; register-
 //          prefetched operands stay one slice ahead; cuda::set_mma_stages, ECHELON_MMA_STAGES=4;
 //          the SGEMM only). A deep ring helps only cp.async operands: the bf16 tiles have none
-//          (they round to bf16 while staging), nor has the implicit-GEMM convolution (its
-//          weights and grad_out are k-contiguous, the rest gathers), so there more stages would
-//          change nothing but the shared footprint. 64 accumulator registers
+//          (they round to bf16 while staging), and the implicit-GEMM convolution's k-contiguous
+//          weights and grad_out go by cp.async only in the async-K tiles (below; the rest
+//          gathers), so the conv has the deep ring only with those. 64 accumulator registers
 //          a thread. The staging loop is specialized per staging (kConstantStaging, as the FMA
 //          warp-tiled tile's): ptxas gives these kernels 170-243 registers (178-255 with one
 //          loop for every staging), one block (8 warps) per SM; at 2 blocks (128 registers) all
@@ -44,7 +44,8 @@
 // bytes, 16 rows of 272; column offsets multiples of 16 elements) and every cp.async destination
 // 16-byte aligned.
 // The async-K TF32 tiles (Tf32AsyncKTile, 2 stages, and Tf32DeepAsyncKTile, 4; cuda::
-// set_mma_async_k, ECHELON_MMA_ASYNC_K=1; the SGEMM only): an aligned operand whose contiguous
+// set_mma_async_k, ECHELON_MMA_ASYNC_K=1; the SGEMM, and the conv's forward and weight gradient
+// as ConvConfig::async_k / stages, conv_gemm.cu): an aligned operand whose contiguous
 // dimension is k (row-major A, transposed B) goes by cp.async too (Load::AsyncK, gemm_tile.cuh),
 // 4 consecutive k a copy, into its stage seen as [d][k] (k_rows()): 128 rows of kK + 4 = 20
 // floats, loaded as matrix_a row_major (A) / matrix_b col_major (B): lane 4 g + t reads d = g
