@@ -43,6 +43,7 @@ mutants=(
   "gemm-async-missing-wait|gemm_tile.cuh|'    if (async) __pipeline_wait_prior(kStages - 2);  // this thread\'s copies of slice s landed\n'|''"
   "mma-deep-wait-too-few|gemm_tile.cuh|'if (async) __pipeline_wait_prior(kStages - 2);'|'if (async) __pipeline_wait_prior(kStages == 4 ? kStages - 1 : kStages - 2);'"
   "mma-async-k-zero-fill|gemm_tile.cuh|'__pipeline_memcpy_async(&rows[d][k], p, kVec * sizeof(float), (kVec - n) * sizeof(float));'|'__pipeline_memcpy_async(&rows[d][k], p, kVec * sizeof(float), (kVec - n - (n % kVec != 0)) * sizeof(float));'"
+  "mma-async-k-a-row-offset|mma_tile.cuh|'&k_rows<T::kM>(a_tile)[warp_m * kWarpM + i * kFrag][k]'|'&k_rows<T::kM>(a_tile)[warp_m * kWarpM][k]'"
   "mma-deep-no-opt-in|matmul.cu|'if constexpr (dynamic_shared > 0) opt_in_dynamic_shared'|'if constexpr (dynamic_shared == 1) opt_in_dynamic_shared'"
   "gemm-async-wrong-stage|gemm_tile.cuh|'if (async) issue(s + kStages - 1, cur == 0 ? kStages - 1 : cur - 1);'|'if (async) issue(s + kStages - 1, cur);'"
   "gemm-vector-piece-index|gemm_tile.cuh|'k_fast ? c / (K / kVec) : c % (D / kVec) * kVec;'|'k_fast ? c / (K / kVec) : c % (D / kVec);'"
