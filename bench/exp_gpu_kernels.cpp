@@ -9,7 +9,8 @@
 // many calls (per_call_ms), so launch latency does not set a floor under small layers.
 //   exp_gpu_kernels [--repeats N] [--quick] [--conv-only | --sgemm-only]
 //                   [--nets lenet5,resnet20,...] [--conv-calls N] [--table-ab] [--fma-ab]
-//                   [--mma-tile-ab] [--mma-stages-ab] [--autotune-ab] [--wgrad-sweep]
+//                   [--mma-tile-ab] [--mma-stages-ab] [--mma-async-k-ab] [--conv-async-k-ab]
+//                   [--autotune-ab] [--wgrad-sweep]
 //   (--quick: small shapes, a smoke test)
 // Without a GPU (or a CUDA build) it says so and exits 0.
 #include <algorithm>
@@ -525,6 +526,64 @@ void mma_stages_gemm_rows(const std::vector<int64_t>& sizes) {
   ops::set_float32_precision(Precision::Fp32);
 }
 
+// The TF32 128x128 tile's k-contiguous aligned operands (cuda::set_mma_async_k): by float4
+// registers one slice ahead, then by cp.async into [m][k] / [n][k] rows (the async-K tiles),
+// with the 128x128 tile forced. NN (A k-contiguous; B by cp.async either way) at every size with
+// the deep ring (where cp.async depth can matter), and at the middle size NN and NT (both
+// operands k-contiguous) at 2 stages, NT at the deep ring: 6 rows of 2 timings.
+void mma_async_k_gemm_rows(const std::vector<int64_t>& sizes) {
+  ops::set_float32_precision(Precision::Tf32);
+  ops::set_matmul_impl(ops::MatmulImpl::Ours);
+  const cuda::MmaTile mode = cuda::mma_tile();
+  const int stages = cuda::mma_stages();
+  const bool async_k = cuda::mma_async_k();  // true under ECHELON_MMA_ASYNC_K=1
+  cuda::set_mma_tile(cuda::MmaTile::Large);
+  std::printf(
+      "== SGEMM TF32 128x128, k-contiguous operands: float4 registers / cp.async (TFLOP/s; ratio "
+      "> 1: cp.async faster)\n");
+  const auto measure = [&](const char* layout, int64_t s, bool trans_b, int depth) {
+    const Tensor a = random_cuda({s, s}, 8), b = random_cuda({s, s}, 9);
+    cuda::set_mma_stages(depth);
+    double t[2];
+    for (const bool on : {false, true}) {
+      cuda::set_mma_async_k(on);
+      t[on] = median_ms([&] { ops::matmul(a, b, false, trans_b); });
+    }
+    const double tflop = 2.0 * s * s * s / 1e12;
+    std::printf(
+        "sgemm tf32 %5lld^3 %-3s %d stages: registers %7.2f, cp.async %7.2f TFLOP/s (%.2f)\n",
+        static_cast<long long>(s), layout, depth, tflop / (t[0] / 1e3), tflop / (t[1] / 1e3),
+        t[0] / t[1]);
+  };
+  for (const int64_t s : sizes) measure("nn", s, false, cuda::mma_deep_stages());
+  const int64_t s = sizes[sizes.size() / 2];
+  measure("nn", s, false, 2);
+  measure("nt", s, true, 2);
+  measure("nt", s, true, cuda::mma_deep_stages());
+  cuda::set_mma_async_k(async_k);
+  cuda::set_mma_stages(stages);
+  cuda::set_mma_tile(mode);
+  ops::set_matmul_impl(ops::MatmulImpl::Auto);
+  ops::set_float32_precision(Precision::Fp32);
+}
+
+// The same switch in the TF32 convolutions (the heuristic follows cuda::mma_async_k on the
+// 128x128 tile: forward weights and weight-gradient grad_out by cp.async), at 2 stages and at the
+// deep ring. Layers on smaller tiles, and every grad input, run the same kernel in both columns.
+void conv_async_k_rows(const std::vector<ConvShape>& shapes) {
+  const int stages = cuda::mma_stages();
+  const bool async_k = cuda::mma_async_k();
+  for (const int depth : {2, cuda::mma_deep_stages()}) {
+    cuda::set_mma_stages(depth);
+    const std::string title =
+        "k-contiguous conv operands registers / cp.async, " + std::to_string(depth) + " stages";
+    ab_rows(shapes, Precision::Tf32, title.c_str(),
+            [](bool second) { cuda::set_mma_async_k(second); });
+  }
+  cuda::set_mma_async_k(async_k);
+  cuda::set_mma_stages(stages);
+}
+
 // The autotuner (cuda::set_conv_autotune): tuning off (the heuristic), then on, per layer and
 // pass. With tuning on, per_call_ms's eager warm-up call tunes the shape on the caller's stream;
 // the graph capture then runs the pick. Below the A/B rows, the tuner's own table: each layer's
@@ -568,7 +627,8 @@ std::vector<ConvShape> net_conv_shapes(int64_t batch) {
 
 int main(int argc, char** argv) {
   bool quick = false, conv_only = false, sgemm_only = false, wgrad_sweep = false, table_ab = false,
-       fma_ab = false, tile_ab = false, stages_ab = false, autotune_ab = false;
+       fma_ab = false, tile_ab = false, stages_ab = false, autotune_ab = false, async_k_ab = false,
+       conv_async_k_ab = false;
   int repeats = 10, conv_calls = 0;
   CLI::App app{"GPU kernels: bandwidth vs a D2D copy, SGEMM vs cuBLAS, conv vs cuDNN (ratios)",
                "exp_gpu_kernels"};
@@ -593,6 +653,12 @@ int main(int argc, char** argv) {
                "Also time the tensor-core 128x128 tile vs the 64x64 one (TF32 and bf16 convs)");
   app.add_flag("--mma-stages-ab", stages_ab,
                "Also time the TF32 SGEMM's 128x128 ring at 2 vs 4 stages (cp.async depth)");
+  app.add_flag("--mma-async-k-ab", async_k_ab,
+               "Also time the TF32 SGEMM's k-contiguous operands by registers vs by cp.async "
+               "(cuda::set_mma_async_k), at 2 and 4 stages");
+  app.add_flag("--conv-async-k-ab", conv_async_k_ab,
+               "Also time the TF32 conv layers with cuda::set_mma_async_k off vs on, at 2 and 4 "
+               "stages");
   app.add_flag("--autotune-ab", autotune_ab,
                "Also time each conv layer's passes with the heuristic's kernels vs the autotuned "
                "ones, and list the picks (fp32, TF32, bf16)");
@@ -619,6 +685,7 @@ int main(int argc, char** argv) {
       gemm_rows(gemm_sizes, Precision::Tf32);
       gemm_rows(gemm_sizes, Precision::Bf16);
       if (stages_ab) mma_stages_gemm_rows(gemm_sizes);
+      if (async_k_ab) mma_async_k_gemm_rows(gemm_sizes);
       if (sgemm_only) return 0;
     }
     // bf16: cuDNN's fp32 convolutions have no bf16 mode, so its column is TF32 tensor-op math.
@@ -639,6 +706,7 @@ int main(int argc, char** argv) {
       mma_tile_rows(shapes, Precision::Tf32);
       mma_tile_rows(shapes, Precision::Bf16);
     }
+    if (conv_async_k_ab) conv_async_k_rows(shapes);
     if (autotune_ab)
       for (const Precision precision : {Precision::Fp32, Precision::Tf32, Precision::Bf16})
         autotune_rows(shapes, precision);
@@ -650,7 +718,7 @@ int main(int argc, char** argv) {
 #else
   (void)quick, (void)repeats, (void)conv_only, (void)sgemm_only, (void)conv_calls,
       (void)wgrad_sweep, (void)table_ab, (void)fma_ab, (void)tile_ab, (void)stages_ab,
-      (void)autotune_ab;
+      (void)autotune_ab, (void)async_k_ab, (void)conv_async_k_ab;
   std::printf("exp_gpu_kernels: built without CUDA: nothing measured\n");
 #endif
   return 0;

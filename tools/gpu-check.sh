@@ -91,7 +91,7 @@ T_SANITIZER=${T_SANITIZER:-75}  # one compute-sanitizer tool, all families
 T_FAMILY=${T_FAMILY:-60}  # one family under a sanitizer
 T_PIPELINE=${T_PIPELINE:-45}
 T_BENCH=${T_BENCH:-40}
-T_KERNELS=${T_KERNELS:-330}  # exp_gpu_kernels: every kernel family against its peer (conv: 3 impls x fp32/tf32/bf16, A/B rows; +60 s for --autotune-ab, +10 for --mma-stages-ab)
+T_KERNELS=${T_KERNELS:-345}  # exp_gpu_kernels: every kernel family against its peer (conv: 3 impls x fp32/tf32/bf16, A/B rows; +60 s for --autotune-ab, +10 for --mma-stages-ab, +12 for --mma-async-k-ab)
 # Families whose kernels use shared memory or warp shuffles come first under the sanitizers.
 FAMILY_ORDER=(reduce matmul norm loss conv pool im2col shape elementwise optim random)
 
@@ -272,9 +272,14 @@ if [[ -x $BUILD/bench/exp_gpu_kernels ]]; then
   # (cuda/kernels/conv_tune.h), fp32, TF32 and bf16, and the tuner's picks.
   # --mma-stages-ab: the TF32 SGEMM's 128x128 ring at 2 vs 4 stages (cp.async 1 vs 3 slices
   # ahead; cuda::set_mma_stages): 5 rows (1k-4k NN, 2k TN and NN ld+1) of 2 timings, ~10 s with
-  # the warm-ups (the conv has no cp.async operand, so no deep ring: mma_tile.cuh).
+  # the warm-ups.
+  # --mma-async-k-ab: the TF32 SGEMM's k-contiguous operands by float4 registers vs by cp.async
+  # into [m][k] rows (cuda::set_mma_async_k): 6 rows (1k-4k NN at 4 stages; 2k NN, NT at 2; 2k NT
+  # at 4) of 2 timings, ~12 s estimated from the line above (not measured). The conv's side
+  # (--conv-async-k-ab: every TF32 layer x 3 passes x 2 depths x 2) is too long for this step; the
+  # autotuner above times its async-K candidates (ConvConfig::async_k) anyway.
   step kernels "$T_KERNELS" "$BUILD/bench/exp_gpu_kernels" --repeats 7 --fma-ab --mma-tile-ab \
-    --mma-stages-ab --autotune-ab
+    --mma-stages-ab --mma-async-k-ab --autotune-ab
   # The timings with each kernel's registers and occupancy below them, in one file.
   cat "$(log_name kernels)" "$(log_name resources)" >"$OUT/kernels.txt" 2>/dev/null
 else

@@ -22,10 +22,14 @@
 // the gathers and the operand loader); the 128x128 tile when the problem still fills the GPU
 // with it (FMA: the warp-tiled core of fma_tile.cuh, as the SGEMM's, where warp_tiles_fit, else
 // gemm_tile.cuh's LargeTile; TF32 and bf16: mma_tile.cuh's, k-slices of 16, also for the weight
-// gradient whose split-K fills the GPU; ECHELON_MMA_TILE=64 / 128 force a tensor-core tile; always
-// the 2-stage ring: the deep one of mma_tile.cuh would change nothing here, since no conv operand
-// goes by cp.async, the weights and grad_out being k-contiguous and the rest gathers); else
-// 64x64. These choices (tile, FMA core, gather table, split-K groups) are one ConvConfig
+// gradient whose split-K fills the GPU; ECHELON_MMA_TILE=64 / 128 force a tensor-core tile; TF32:
+// the 2-stage ring with the weights (forward) / grad_out (grad weight) by float4 registers, or
+// mma_tile.cuh's async-K tiles, those k-contiguous operands by cp.async into [m][k] rows, with 2
+// or 4 stages: ConvConfig::async_k / stages, the heuristic's from ECHELON_MMA_ASYNC_K=1 and
+// ECHELON_MMA_STAGES, default off; the other operand is a gather, in registers one slice
+// ahead whatever the ring; grad input's weights are not k-contiguous in memory, so it gains
+// nothing); else 64x64. These choices (tile, FMA core, gather table, split-K groups, async-K
+// and stages) are one ConvConfig
 // (conv_gemm.h): conv_gemm_heuristic makes them as above, conv_gemm_candidates lists every legal
 // one for the autotuner (conv_tune.cu), and the launchers run the config they are given.
 // Index math is 32-bit (ConvIndex); conv.cu sends larger
@@ -132,32 +136,45 @@ __global__ void __launch_bounds__(kThreads, (conv_min_blocks<T, P, kMma>()))
     st.a = Load::Vector;
   }
   const auto store = [&](int64_t m, int64_t n, float v) { ops.store(out, bias, m, n, v); };
-  // 32-byte aligned rows of (kM + kPad) * sizeof(Elem) bytes: every WMMA fragment pointer is
-  // 32-byte aligned.
-  __shared__ __align__(32) ATiles<T> a_tile;  // [k][m] = A(m0+m, k0+k)
-  __shared__ __align__(32) BTiles<T> b_tile;  // [k][n] = B(k0+k, n0+n)
-  if constexpr (kMma) {
+  if constexpr (kDynamicRing<T>) {  // mma_tile.cuh's async-K tiles, in dynamic shared memory
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
     __trap();  // TF32 and bf16 tensor cores need sm_80 or newer
 #else
-    __shared__ __align__(32) float scratch[kWarps][kFrag * kFrag];  // one accumulator, row-major
+    ECH_DYNAMIC_SHARED_ALIGNED(MmaShared<T>, smem, 128);  // the launch's mma_dynamic_shared<T>()
     MmaWarps<T> warps;
-    for_each_slice<T>(slices, st, m0, n0, a_tile, b_tile, locate,
-                      [&](int cur) { warps.multiply(a_tile[cur], b_tile[cur]); });
-    warps.store_tile(scratch[threadIdx.x / 32], m0, n0, store);
-#endif
-  } else if constexpr (T::kWarpTiled) {
-    FmaWarps<T> warps;
-    for_each_slice<T>(slices, st, m0, n0, a_tile, b_tile, locate,
-                      [&](int cur) { warps.multiply(a_tile[cur], b_tile[cur]); });
-    warps.store_tile(m0, n0, store);
-  } else {
-    const int thread_col = threadIdx.x % T::kCols, thread_row = threadIdx.x / T::kCols;
-    float acc[T::kThM][T::kThN] = {};
-    for_each_slice<T>(slices, st, m0, n0, a_tile, b_tile, locate, [&](int cur) {
-      multiply_slice<T>(a_tile[cur], b_tile[cur], thread_row, thread_col, acc);
+    for_each_slice<T>(slices, st, m0, n0, smem->a, smem->b, locate, [&](int cur, const Staging& c) {
+      warps.multiply(smem->a[cur], smem->b[cur], c);  // AsyncK stages: [d][k]
     });
-    store_fma_tile<T>(acc, m0, n0, thread_row, thread_col, store);
+    warps.store_tile(smem->scratch[threadIdx.x / 32], m0, n0, store);
+#endif
+  } else {
+    // 32-byte aligned rows of (kM + kPad) * sizeof(Elem) bytes: every WMMA fragment pointer is
+    // 32-byte aligned.
+    __shared__ __align__(32) ATiles<T> a_tile;  // [k][m] = A(m0+m, k0+k)
+    __shared__ __align__(32) BTiles<T> b_tile;  // [k][n] = B(k0+k, n0+n)
+    if constexpr (kMma) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+      __trap();  // TF32 and bf16 tensor cores need sm_80 or newer
+#else
+      __shared__ __align__(32) float scratch[kWarps][kFrag * kFrag];  // one accumulator, row-major
+      MmaWarps<T> warps;
+      for_each_slice<T>(slices, st, m0, n0, a_tile, b_tile, locate,
+                        [&](int cur) { warps.multiply(a_tile[cur], b_tile[cur]); });
+      warps.store_tile(scratch[threadIdx.x / 32], m0, n0, store);
+#endif
+    } else if constexpr (T::kWarpTiled) {
+      FmaWarps<T> warps;
+      for_each_slice<T>(slices, st, m0, n0, a_tile, b_tile, locate,
+                        [&](int cur) { warps.multiply(a_tile[cur], b_tile[cur]); });
+      warps.store_tile(m0, n0, store);
+    } else {
+      const int thread_col = threadIdx.x % T::kCols, thread_row = threadIdx.x / T::kCols;
+      float acc[T::kThM][T::kThN] = {};
+      for_each_slice<T>(slices, st, m0, n0, a_tile, b_tile, locate, [&](int cur) {
+        multiply_slice<T>(a_tile[cur], b_tile[cur], thread_row, thread_col, acc);
+      });
+      store_fma_tile<T>(acc, m0, n0, thread_row, thread_col, store);
+    }
   }
 }
 
@@ -295,7 +312,10 @@ void launch_on(const char* op, const Conv2dGeometry& g, const GemmShape& s, bool
                                           ? "conv_gemm_kernel (tf32)"
                                           : "conv_gemm_kernel (bf16)";
   const bool use_table = has_table<T, P>() && table && table_legal(P, g, s);
-  ECH_LAUNCH_NAMED(name, grid, kThreads, 0, stream, conv_gemm_kernel<T, P, kMma>)
+  constexpr size_t dynamic_shared = mma_dynamic_shared<T>();
+  if constexpr (dynamic_shared > 0)
+    opt_in_dynamic_shared<conv_gemm_kernel<T, P, kMma>>(dynamic_shared);
+  ECH_LAUNCH_NAMED(name, grid, kThreads, dynamic_shared, stream, conv_gemm_kernel<T, P, kMma>)
   (g, a_src, b_src, bias, out, per_group, relu, use_table);
   ECH_CUDA_CHECK_LAUNCH(op);
 }
@@ -334,6 +354,10 @@ void launch_conv_gemm(const char* op, const ConvConfig& c, const Conv2dGeometry&
     case ConvTile::Small:
       return tf32 ? on(SmallTile{}, Mma{}) : on(SmallTile{}, Fma{});
     case ConvTile::Large:
+      if constexpr (P != ConvPass::BackwardData)  // async_k_applies: never grad input
+        if (tf32 && c.async_k)
+          return c.stages == kDeepStages ? on(Tf32DeepAsyncKTile{}, Mma{})
+                                         : on(Tf32AsyncKTile{}, Mma{});
       if (tf32) return on(Tf32LargeTile{}, Mma{});
       return c.warp_core && warp_core_fits(P, s, a_src) ? on(LargeWarpTile{}, Fma{})
                                                         : on(LargeTile{}, Fma{});
@@ -391,6 +415,14 @@ int64_t split_k(const GemmShape& s, ConvTile tile) {
   return normalise_groups(s, tile, wanted).first;
 }
 
+// Whether the async-K tiles would stage pass's k-contiguous operand by cp.async (ConvOperands::
+// a_vector, an aligned pointer assumed): the forward's weights (rows of R, a multiple of 4) and
+// the weight gradient's grad_out (planes of L, a multiple of 4); never grad input's weights.
+bool async_k_applies(ConvPass pass, const Conv2dGeometry& a, const GemmShape& s) {
+  if (pass == ConvPass::Forward) return s.K % kVec == 0;
+  return pass == ConvPass::BackwardWeight && a.out_h * a.out_w % kVec == 0;
+}
+
 bool grid_fits(ConvTile tile, const GemmShape& s) {
   const auto [m, n] = tile_shape(tile);
   return ceil_div(s.M, m) <= kMaxGridY && ceil_div(s.N, n) <= INT_MAX;
@@ -416,6 +448,7 @@ std::string to_string(const ConvConfig& c) {
   if (c.tile == ConvTile::Large && float32_precision() == Precision::Fp32)
     out += c.warp_core ? " warp" : " strided";
   if (c.table) out += " table";
+  if (c.async_k) out += " async-k stages=" + std::to_string(c.stages);
   if (c.groups > 1) out += " groups=" + std::to_string(c.groups);
   return out;
 }
@@ -429,6 +462,9 @@ ConvConfig conv_gemm_heuristic(ConvPass pass, const Conv2dGeometry& a) {
   c.table = tile_has_table(c.tile, pass) && gather_table_flag().load(std::memory_order_relaxed) &&
             table_legal(pass, a, s);
   if (pass == ConvPass::BackwardWeight && s.M * s.N > 0) c.groups = split_k(s, c.tile);
+  if (c.tile == ConvTile::Large && float32_precision() == Precision::Tf32 && mma_async_k() &&
+      async_k_applies(pass, a, s))
+    c.async_k = true, c.stages = mma_stages();
   return c;
 }
 
@@ -443,6 +479,10 @@ std::vector<ConvConfig> conv_gemm_candidates(ConvPass pass, const Conv2dGeometry
     std::vector<bool> cores{false}, tables{false};
     if (tile == ConvTile::Large && fp32 && warp_core_fits(pass, s, nullptr)) cores.push_back(true);
     if (tile_has_table(tile, pass) && table_legal(pass, a, s)) tables.push_back(true);
+    std::vector<std::pair<bool, int>> rings{{false, 2}};  // (async_k, stages)
+    if (tile == ConvTile::Large && float32_precision() == Precision::Tf32 &&
+        async_k_applies(pass, a, s))
+      rings.insert(rings.end(), {{true, 2}, {true, kDeepStages}});
     std::vector<int64_t> groups{1};
     if (pass == ConvPass::BackwardWeight) {
       for (int64_t g = 2; g < most_groups(s, tile); g *= 2) groups.push_back(g);
@@ -454,7 +494,9 @@ std::vector<ConvConfig> conv_gemm_candidates(ConvPass pass, const Conv2dGeometry
     }
     for (const bool core : cores)
       for (const bool table : tables)
-        for (const int64_t g : groups) out.push_back({false, tile, core, table, g});
+        for (const int64_t g : groups)
+          for (const auto& [async_k, stages] : rings)
+            out.push_back({false, tile, core, table, g, async_k, stages});
   }
   return out;
 }

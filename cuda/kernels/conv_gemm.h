@@ -31,19 +31,25 @@ struct ConvConfig {
   bool warp_core = false;           // fp32 128x128: fma_tile.cuh's warp-tiled core, else the old
   bool table = false;               // 16/32-row tiles' forward and grad input: the gather table
   int64_t groups = 1;               // grad weight: split-K groups (normalised: none empty)
+  bool async_k = false;  // TF32 128x128 forward / grad weight: mma_tile.cuh's async-K tiles
+  int stages = 2;        // their ring: 2 or mma_deep_stages() (the other tiles: 2)
   bool operator==(const ConvConfig&) const = default;
 };
-// "im2col", "implicit 64x64", "implicit 16x256 table", "implicit 128x128 warp groups=8", ...
+// "im2col", "implicit 64x64", "implicit 16x256 table", "implicit 128x128 warp groups=8",
+// "implicit 128x128 async-k stages=4", ...
 std::string to_string(const ConvConfig& config);
 
 // What pass `pass` of `a` runs on the implicit GEMM with tuning off (the process-wide switches
-// included: ECHELON_FMA_CORE, ECHELON_MMA_TILE, ECHELON_CONV_GATHER_TABLE, the split-K knobs).
+// included: ECHELON_FMA_CORE, ECHELON_MMA_TILE, ECHELON_MMA_ASYNC_K with ECHELON_MMA_STAGES,
+// ECHELON_CONV_GATHER_TABLE, the split-K knobs).
 ConvConfig conv_gemm_heuristic(ConvPass pass, const Conv2dGeometry& a);
 // Every implicit-GEMM configuration of that pass the kernels take under the current precision:
 // each tile whose grid fits; both FMA cores on the fp32 128x128 tile (the warp-tiled one in the
 // forward only where R % 4 == 0); the gather table on and off where it applies; for the weight
 // gradient a ladder of split-K group counts (1, 2, 4, ... up to split_k's bound, and the
-// heuristic's count). Empty when conv_gemm_fits says no.
+// heuristic's count); the TF32 128x128 tile's forward and weight gradient also on the async-K
+// tiles at 2 and mma_deep_stages() stages where their k-contiguous operand has runs of 4 (R, or
+// OH*OW, a multiple of 4). Empty when conv_gemm_fits says no.
 std::vector<ConvConfig> conv_gemm_candidates(ConvPass pass, const Conv2dGeometry& a);
 
 // Whether the implicit GEMM takes this convolution: its kernels index in 32 bits, so every

@@ -43,6 +43,11 @@
 //           4-stage ring in dynamic shared memory): aligned fp32/TF32 operands contiguous along
 //           m (A) / n (B), the shared rows' direction; tails and the matrix edge are zero-filled
 //           by the copy. Register operands stay one slice ahead whatever the ring's depth.
+//   AsyncK  cp.async of 4 consecutive k into a [d][k] tile (k_rows(): rows of kK + kVec): aligned
+//           fp32 operands whose contiguous dimension is k, in mma_tile.cuh's async-K tiles only
+//           (T::kAsyncK; there it replaces Vector; cuda::set_mma_async_k, ECHELON_MMA_ASYNC_K=1).
+//           The multiply must then read that operand's stage as [d][k] (run_slices hands it the
+//           staging).
 // One barrier per slice: slice s's async copies are waited for (each thread its own:
 // __pipeline_wait_prior(kStages - 2) leaves the younger slices' groups in flight) and the
 // barrier makes every thread's copies and register stores of slice s visible and frees the
@@ -126,20 +131,49 @@ __device__ __forceinline__ E to_tile(float v) {
     return __float2bfloat16_rn(v);
 }
 
-enum class Load : int { Scalar, Vector, Async };
+enum class Load : int { Scalar, Vector, Async, AsyncK };
+
+// Whether T stages its k-contiguous aligned operands by cp.async (Load::AsyncK): mma_tile.cuh's
+// async-K TF32 tiles.
+template <typename T>
+constexpr bool async_k() {
+  if constexpr (requires { T::kAsyncK; })
+    return T::kAsyncK;
+  else
+    return false;
+}
+
+// An AsyncK operand's stage seen as [d][k]: D rows of K + kVec elements (16-byte aligned rows;
+// mma_tile.cuh sizes the stage to hold them and explains the pad) in the storage of tile[k][d].
+template <int D, int K, typename E, int W>
+__device__ __forceinline__ E (&k_rows(E (&tile)[K][W]))[D][K + kVec] {
+  static_assert(D * (K + kVec) <= K * W, "the [d][k] rows must fit the stage");
+  return *reinterpret_cast<E(*)[D][K + kVec]>(&tile);
+}
+template <int D, int K, typename E, int W>
+__device__ __forceinline__ const E (&k_rows(const E (&tile)[K][W]))[D][K + kVec] {
+  static_assert(D * (K + kVec) <= K * W, "the [d][k] rows must fit the stage");
+  return *reinterpret_cast<const E(*)[D][K + kVec]>(&tile);
+}
 
 // How each operand of a launch is staged (see the top): vector operands go by cp.async when the
-// tiles are fp32 and their contiguous dimension is the shared rows' (m for A, n for B).
+// tiles are fp32 and their contiguous dimension is the shared rows' (m for A, n for B), or k in
+// the async-K tiles.
 struct Staging {
   Load a, b;
   bool a_k, b_k;  // the loader's a_k_fastest(), b_k_fastest()
-  __device__ bool any_async() const { return a == Load::Async || b == Load::Async; }
+  __device__ bool any_async() const {
+    return a == Load::Async || b == Load::Async || a == Load::AsyncK || b == Load::AsyncK;
+  }
 };
 template <typename T, typename Operands>
 __device__ __forceinline__ Staging staging_of(const Operands& ops) {
   const bool a_k = ops.a_k_fastest(), b_k = ops.b_k_fastest();
   const auto pick = [](bool vector, bool k_fastest) {
-    return !vector ? Load::Scalar : T::kFloat && !k_fastest ? Load::Async : Load::Vector;
+    return !vector                     ? Load::Scalar
+           : T::kFloat && !k_fastest   ? Load::Async
+           : async_k<T>() && T::kFloat ? Load::AsyncK
+                                       : Load::Vector;
   };
   return {pick(ops.a_vector(), a_k), pick(ops.b_vector(), b_k), a_k, b_k};
 }
@@ -247,6 +281,23 @@ struct Part {
       __pipeline_memcpy_async(&tile[k][d], p, kVec * sizeof(float), (kVec - n) * sizeof(float));
     }
   }
+
+  // cp.async of the slice at (d0, k0) into rows[d][k] (an AsyncK operand: k contiguous; the 4
+  // threads of a row read its 64 bytes). Zero-filled as issue()'s: the K tail and the edge.
+  template <typename Span>
+  __device__ static __forceinline__ void issue_k(float (&rows)[D][K + kVec], Span span, int64_t d0,
+                                                 int64_t k0) {
+#pragma unroll
+    for (int j = 0; j < kVector; ++j) {
+      const int c = index(threadIdx.x + j * kThreads);
+      if (kChunks % kThreads != 0 && c >= kChunks) continue;
+      int d, k;
+      piece(c, true, d, k);
+      const float* p;
+      const int n = span(d0 + d, k0 + k, p);
+      __pipeline_memcpy_async(&rows[d][k], p, kVec * sizeof(float), (kVec - n) * sizeof(float));
+    }
+  }
 };
 
 // A thread's share of one k-slice of op(A) rows m0.. and op(B) columns n0..: the registers of the
@@ -278,6 +329,16 @@ struct Slice {
   __device__ static __forceinline__ void issue(const Staging& st, const Operands& ops, int64_t m0,
                                                int64_t n0, int64_t k0, ATile<T>& a_tile,
                                                BTile<T>& b_tile) {
+    if constexpr (async_k<T>()) {
+      if (st.a == Load::AsyncK)
+        Part<T::kM, T::kK, T::kConstantStaging>::issue_k(
+            k_rows<T::kM>(a_tile),
+            [&](int64_t m, int64_t k, const float*& p) { return ops.a_span(m, k, p); }, m0, k0);
+      if (st.b == Load::AsyncK)
+        Part<T::kN, T::kK, T::kConstantStaging>::issue_k(
+            k_rows<T::kN>(b_tile),
+            [&](int64_t n, int64_t k, const float*& p) { return ops.b_span(k, n, p); }, n0, k0);
+    }
     if constexpr (T::kFloat) {
       if (st.a == Load::Async)
         Part<T::kM, T::kK, T::kConstantStaging>::issue(
@@ -321,7 +382,8 @@ __device__ __forceinline__ void multiply_slice(const float (*a_tile)[T::kM + T::
   }
 }
 
-// Stages `slices` k-slices in the ring and calls multiply(stage) once slice s sits in that
+// Stages `slices` k-slices in the ring and calls multiply(stage) (or multiply(stage, staging),
+// where it takes one: the async-K tiles read AsyncK stages as [d][k]) once slice s sits in that
 // stage. locate(s, f) calls f(operand loader, k0) for slice s (its loader: the SGEMM's batch).
 // Register operands: while the block multiplies slice s, each thread's registers hold slice
 // s + 1 (its global loads in flight), stored into the next stage afterwards. Async operands:
@@ -354,7 +416,10 @@ __device__ __forceinline__ void run_slices(int64_t slices, const Staging& st, in
     if (async) issue(s + kStages - 1, cur == 0 ? kStages - 1 : cur - 1);
     if (s + 1 < slices)
       locate(s + 1, [&](const auto& ops, int64_t k0) { next.fetch(st, ops, m0, n0, k0); });
-    multiply(cur);
+    if constexpr (std::is_invocable_v<Multiply&, int, const Staging&>)
+      multiply(cur, st);
+    else
+      multiply(cur);
     if (s + 1 < slices) next.stage(st, a_tile[following], b_tile[following]);
     cur = following;
   }
@@ -364,18 +429,19 @@ __device__ __forceinline__ void run_slices(int64_t slices, const Staging& st, in
 // combination (4 x 4), so that once inlined each gets its own copy of the staging loop,
 // register-allocated alone: the 128x128 warp-tiled tile fits 128 registers only so (one loop
 // for every staging needs the registers of all at once). An operand's 4 stagings (staging_of):
-// Scalar k- or d-fastest; float tiles: Vector (k-fastest) or Async (d-fastest); bf16 tiles (no
-// cp.async): Vector k- or d-fastest.
+// Scalar k- or d-fastest; float tiles: Vector or, in the async-K tiles, AsyncK (k-fastest) and
+// Async (d-fastest); bf16 tiles (no cp.async): Vector k- or d-fastest.
 template <typename T, typename F>
 __device__ __forceinline__ void with_constant_staging(const Staging& st, F f) {
   constexpr Load kVectorD = T::kFloat ? Load::Async : Load::Vector;  // a vector operand, d-fastest
+  constexpr Load kVectorK = async_k<T>() ? Load::AsyncK : Load::Vector;  // and k-fastest
   const auto with_b = [&](Load a, bool a_k) {
     if (st.b == Load::Scalar && st.b_k)
       f(Staging{a, Load::Scalar, a_k, true});
     else if (st.b == Load::Scalar)
       f(Staging{a, Load::Scalar, a_k, false});
-    else if (T::kFloat ? st.b == Load::Vector : st.b_k)
-      f(Staging{a, Load::Vector, a_k, true});
+    else if (T::kFloat ? st.b == kVectorK : st.b_k)
+      f(Staging{a, kVectorK, a_k, true});
     else
       f(Staging{a, kVectorD, a_k, false});
   };
@@ -383,8 +449,8 @@ __device__ __forceinline__ void with_constant_staging(const Staging& st, F f) {
     with_b(Load::Scalar, true);
   else if (st.a == Load::Scalar)
     with_b(Load::Scalar, false);
-  else if (T::kFloat ? st.a == Load::Vector : st.a_k)
-    with_b(Load::Vector, true);
+  else if (T::kFloat ? st.a == kVectorK : st.a_k)
+    with_b(kVectorK, true);
   else
     with_b(kVectorD, false);
 }

@@ -7,8 +7,9 @@
 // follows the storage order (k fastest for row-major A, m fastest for transposed A). An operand
 // whose pointer, leading dimension and batch stride are multiples of 16 bytes is read 16 bytes
 // at a time: by cp.async straight into shared memory when its rows run along the shared rows
-// (transposed A, plain B; fp32 and TF32), else by float4 loads into registers; others element
-// by element.
+// (transposed A, plain B; fp32 and TF32) or, with set_mma_async_k / ECHELON_MMA_ASYNC_K=1, in
+// the TF32 128x128 tile whatever its direction (into [m][k] / [n][k] rows), else by float4
+// loads into registers; others element by element.
 // Two tile shapes for FMA: 128x128 (8x8 per thread: 64 FMAs per 4 shared vector loads) for large
 // problems, 64x64 (4x4 per thread) when 128x128 tiles would leave SMs idle; use_large_tile
 // decides. The 128x128 FMA tile runs the warp-tiled core (fma_tile.cuh; 128 registers, 2 blocks
@@ -205,8 +206,9 @@ __global__ void __launch_bounds__(kThreads, (mma_min_blocks<T>()))
   if constexpr (kDynamicRing<T>) {
     ECH_DYNAMIC_SHARED_ALIGNED(MmaShared<T>, smem, 128);  // the launch's mma_dynamic_shared<T>()
     MmaWarps<T> warps;
-    for_each_group_slice<T>(g, m0, n0, smem->a, smem->b,
-                            [&](int cur) { warps.multiply(smem->a[cur], smem->b[cur]); });
+    for_each_group_slice<T>(g, m0, n0, smem->a, smem->b, [&](int cur, const Staging& st) {
+      warps.multiply(smem->a[cur], smem->b[cur], st);  // AsyncK stages are [d][k]
+    });
     warps.store_tile(smem->scratch[threadIdx.x / 32], m0, n0,
                      [&](int64_t m, int64_t n, float v) { store_element(g, m, n, v); });
   } else {
@@ -276,6 +278,16 @@ std::atomic<int>& mma_stages_setting() {
   return stages;
 }
 
+// The async-K TF32 tiles (matmul.h, set_mma_async_k): ECHELON_MMA_ASYNC_K=1 in the environment
+// (read once) starts the process with them; else off.
+std::atomic<bool>& mma_async_k_flag() {
+  static std::atomic<bool> flag = [] {
+    const char* v = std::getenv("ECHELON_MMA_ASYNC_K");
+    return v != nullptr && std::string_view(v) == "1";
+  }();
+  return flag;
+}
+
 // kMma: the tensor-core kernel (TF32 or bf16 by T), else the FMA one (float tiles only).
 template <typename T, bool kMma>
 constexpr auto sgemm_kernel() {
@@ -324,11 +336,20 @@ void launch_tiled(const char* op, bool trans_a, bool trans_b, int64_t M, int64_t
   const bool mma_large = mma_large_tile_for(
       M, N,
       ceil_div(M, Tf32LargeTile::kM) * ceil_div(N, Tf32LargeTile::kN) * ceil_div(batch, per_block));
-  if (precision == Precision::Tf32 && mma_large && mma_stages() == kDeepStages)
+  const bool tf32_large = precision == Precision::Tf32 && mma_large;
+  if (tf32_large && mma_async_k() && mma_stages() == kDeepStages)
+    launch_tile<Tf32DeepAsyncKTile, true>(op, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B,
+                                          ldb, stride_b, beta, C, ldc, stride_c, batch, per_block,
+                                          row_bias, relu, stream);
+  else if (tf32_large && mma_async_k())
+    launch_tile<Tf32AsyncKTile, true>(op, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B,
+                                      ldb, stride_b, beta, C, ldc, stride_c, batch, per_block,
+                                      row_bias, relu, stream);
+  else if (tf32_large && mma_stages() == kDeepStages)
     launch_tile<Tf32DeepTile, true>(op, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb,
                                     stride_b, beta, C, ldc, stride_c, batch, per_block, row_bias,
                                     relu, stream);
-  else if (precision == Precision::Tf32 && mma_large)
+  else if (tf32_large)
     launch_tile<Tf32LargeTile, true>(op, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb,
                                      stride_b, beta, C, ldc, stride_c, batch, per_block, row_bias,
                                      relu, stream);
@@ -398,6 +419,13 @@ int mma_stages() {
 }
 int mma_deep_stages() {
   return kDeepStages;
+}
+
+void set_mma_async_k(bool on) {
+  mma_async_k_flag().store(on, std::memory_order_relaxed);
+}
+bool mma_async_k() {
+  return mma_async_k_flag().load(std::memory_order_relaxed);
 }
 
 // Auto: the 128x128 tile once its blocks fill one wave of one block per SM (kMmaFillBlocks: it

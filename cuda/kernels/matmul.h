@@ -47,6 +47,14 @@ MmaTile mma_tile();
 void set_mma_stages(int stages);
 int mma_stages();
 int mma_deep_stages();
+// Whether the TF32 128x128 tile stages its k-contiguous aligned operands (row-major A, transposed
+// B) by cp.async too, into [m][k] / [n][k] shared rows (mma_tile.cuh's async-K tiles, 2 or
+// mma_stages() stages, dynamic shared memory) instead of float4 registers one slice ahead. An
+// A/B switch (the same bits either way); off by default; ECHELON_MMA_ASYNC_K=1 in the
+// environment starts the process with it on. Read by the SGEMM and by the implicit-GEMM conv's
+// heuristic (ConvConfig::async_k, with mma_stages()'s depth; forward and weight gradient).
+void set_mma_async_k(bool on);
+bool mma_async_k();
 // Whether a TF32 / bf16 GEMM of M x N in `blocks` 128x128 blocks (tiles x batch groups; a
 // split-K launch passes the blocks it can split to) takes the 128x128 tile under mma_tile().
 bool mma_large_tile_for(int64_t M, int64_t N, int64_t blocks);

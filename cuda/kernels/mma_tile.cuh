@@ -23,9 +23,9 @@
 //          dynamic shared memory, MmaShared, past 48 KiB by the launch's opt-in; register-
 //          prefetched operands stay one slice ahead; cuda::set_mma_stages, ECHELON_MMA_STAGES=4;
 //          the SGEMM only). A deep ring helps only cp.async operands: the bf16 tiles have none
-//          (they round to bf16 while staging), nor has the implicit-GEMM convolution (its
-//          weights and grad_out are k-contiguous, the rest gathers), so there more stages would
-//          change nothing but the shared footprint. 64 accumulator registers
+//          (they round to bf16 while staging), and the implicit-GEMM convolution's k-contiguous
+//          weights and grad_out go by cp.async only in the async-K tiles (below; the rest
+//          gathers), so the conv has the deep ring only with those. 64 accumulator registers
 //          a thread. The staging loop is specialized per staging (kConstantStaging, as the FMA
 //          warp-tiled tile's): ptxas gives these kernels 170-243 registers (178-255 with one
 //          loop for every staging), one block (8 warps) per SM; at 2 blocks (128 registers) all
@@ -43,6 +43,22 @@
 // Rows of 136 elements keep every fragment pointer 32-byte aligned (k-steps of 8 rows of 544
 // bytes, 16 rows of 272; column offsets multiples of 16 elements) and every cp.async destination
 // 16-byte aligned.
+// The async-K TF32 tiles (Tf32AsyncKTile, 2 stages, and Tf32DeepAsyncKTile, 4; cuda::
+// set_mma_async_k, ECHELON_MMA_ASYNC_K=1; the SGEMM, and the conv's forward and weight gradient
+// as ConvConfig::async_k / stages, conv_gemm.cu): an aligned operand whose contiguous
+// dimension is k (row-major A, transposed B) goes by cp.async too (Load::AsyncK, gemm_tile.cuh),
+// 4 consecutive k a copy, into its stage seen as [d][k] (k_rows()): 128 rows of kK + 4 = 20
+// floats, loaded as matrix_a row_major (A) / matrix_b col_major (B): lane 4 g + t reads d = g
+// (+ 8), k = t (+ 4): words g * 20 + t, banks 20 g + t (mod 32) = {0, 20, 8, 28, 16, 4, 24, 12}
+// + t: all 32 different. (Rows of 24: 24 g = 0 (mod 32) at g = 4, a 2-way conflict; 16 or 32:
+// 4 to 8-way.) Its cp.async stores, 8 lanes (128 bytes) a phase: rows d, d + 1 at words 4 q and
+// 20 + 4 q (q < 4), one 2-way overlap (words 0 and 32): the copies', not the fragments'. 80-byte
+// rows keep destinations 16-byte aligned, fragment pointers 32-byte (16 rows = 1280 bytes, k-steps
+// of 8 floats). The stage must hold either layout (an operand's is per launch): 128 x 20 = 2560
+// floats > 16 x 136 = 2176, so these tiles pad the [k][d] rows by 40 (168 = 8 mod 32: the same
+// conflict-free banks as 136; 16 x 168 = 2688 floats). 2 stages: 2 x 2 x 10,752 + 8 KiB scratch
+// = 51,200 bytes, past the 48 KiB static limit (a [d][k]-only 2560-float stage would fit it
+// exactly, 49,152, but not the d-contiguous operands), so both are dynamic (MmaShared, opt-in).
 #pragma once
 
 #include <cstddef>
@@ -57,18 +73,22 @@ namespace echelon::cuda::tile {
 // The 128x128 tensor-core tile: the members the staging (Part, Slice, for_each_slice) reads, and
 // the warp grid MmaWarps takes. E: float (TF32) or __nv_bfloat16; K: the k-slice depth, by default
 // two MMA k-steps; Stages: the ring's depth (2: static shared memory; more: dynamic, MmaShared).
-template <typename E, int K = (std::is_same_v<E, float> ? 16 : 32), int Stages = 2>
+// AsyncK: k-contiguous aligned operands by cp.async into [d][k] rows (TF32 only; see the top).
+template <typename E, int K = (std::is_same_v<E, float> ? 16 : 32), int Stages = 2,
+          bool AsyncK = false>
 struct MmaLargeTile {
   using Elem = E;
   static constexpr bool kFloat = std::is_same_v<E, float>;
+  static_assert(!AsyncK || kFloat, "bf16 tiles round while staging: no cp.async");
   static constexpr int kM = 128, kN = 128;
   static constexpr int kK = K;
-  static constexpr int kPad = 8;                    // see the top: conflict-free fragment loads
-  static constexpr int kStages = Stages;            // 2: 2 x 16 x 136 x 4 B x 2 = 34 KiB
-  static constexpr bool kDynamicRing = Stages > 2;  // the ring in MmaShared, dynamic shared
-  static constexpr int kWarpsM = 4;                 // warps along m; each owns 32 x 64 of C
-  static constexpr bool kWarpTiled = false;         // not the FMA warp tiles (conv_gemm.cu asks)
-  static constexpr bool kConstantStaging = true;    // gemm_tile.cuh's staging, one loop per staging
+  static constexpr int kPad = AsyncK ? 40 : 8;  // see the top: conflict-free fragment loads
+  static constexpr int kStages = Stages;        // 2: 2 x 16 x 136 x 4 B x 2 = 34 KiB
+  static constexpr bool kAsyncK = AsyncK;
+  static constexpr bool kDynamicRing = Stages > 2 || AsyncK;  // the ring in MmaShared, dynamic
+  static constexpr int kWarpsM = 4;               // warps along m; each owns 32 x 64 of C
+  static constexpr bool kWarpTiled = false;       // not the FMA warp tiles (conv_gemm.cu asks)
+  static constexpr bool kConstantStaging = true;  // gemm_tile.cuh's staging, one loop per staging
 };
 using Tf32LargeTile = MmaLargeTile<float>;
 // The deep TF32 ring: 4 stages, not 3. Registers (170-243) already hold the 128x128 kernels to
@@ -78,6 +98,8 @@ using Tf32LargeTile = MmaLargeTile<float>;
 // each is one more SGEMM instantiation for nvcc.
 constexpr int kDeepStages = 4;
 using Tf32DeepTile = MmaLargeTile<float, 16, kDeepStages>;
+using Tf32AsyncKTile = MmaLargeTile<float, 16, 2, true>;
+using Tf32DeepAsyncKTile = MmaLargeTile<float, 16, kDeepStages, true>;
 using Bf16LargeTile = MmaLargeTile<__nv_bfloat16>;
 // The convolution's bf16 tile: one MMA k-step per slice. Its gathers' registers (16 elements per
 // thread and operand at k-slices of 32) made the 32-deep forward and grad input spill.
@@ -111,6 +133,9 @@ constexpr size_t mma_dynamic_shared() {
 }
 static_assert(sizeof(ATiles<Tf32DeepTile>) % 32 == 0 && sizeof(BTiles<Tf32DeepTile>) % 32 == 0);
 static_assert(sizeof(MmaShared<Tf32DeepTile>) == 77824);  // 76 KiB: the top's arithmetic
+static_assert(sizeof(MmaShared<Tf32AsyncKTile>) == 51200 &&
+              sizeof(MmaShared<Tf32DeepAsyncKTile>) == 94208);
+static_assert(sizeof(ATiles<Tf32DeepAsyncKTile>) % 32 == 0);
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800  // TF32 and bf16 tensor cores: sm_80 or newer
 
@@ -156,23 +181,53 @@ struct MmaWarps {
   // tile are not unrolled: unrolled, ptxas loads both steps' fragments at once, and its bf16
   // SGEMM went past 255 registers (a spill); a loop around the single step of the gemm_tile.cuh
   // shapes cost registers there (three of their conv kernels spilled under their caps).
+  // ARows / BRows: the stage holds that operand as [d][k] (an AsyncK operand, k_rows()).
+  template <bool ARows = false, bool BRows = false>
   __device__ __forceinline__ void multiply(const ATile<T>& a_tile, const BTile<T>& b_tile) {
     if constexpr (kSteps == 1) {
-      multiply_step(a_tile, b_tile, 0);
+      multiply_step<ARows, BRows>(a_tile, b_tile, 0);
     } else {
 #pragma unroll 1
-      for (int step = 0; step < kSteps; ++step) multiply_step(a_tile, b_tile, step * kMmaK);
+      for (int step = 0; step < kSteps; ++step)
+        multiply_step<ARows, BRows>(a_tile, b_tile, step * kMmaK);
+    }
+  }
+
+  // multiply, reading each operand's stage in the layout its staging left (with_constant_staging
+  // makes st a constant, so one branch remains per staging).
+  __device__ __forceinline__ void multiply(const ATile<T>& a_tile, const BTile<T>& b_tile,
+                                           const Staging& st) {
+    if constexpr (async_k<T>()) {
+      const bool a_rows = st.a == Load::AsyncK, b_rows = st.b == Load::AsyncK;
+      if (a_rows && b_rows)
+        multiply<true, true>(a_tile, b_tile);
+      else if (a_rows)
+        multiply<true, false>(a_tile, b_tile);
+      else if (b_rows)
+        multiply<false, true>(a_tile, b_tile);
+      else
+        multiply(a_tile, b_tile);
+    } else {
+      multiply(a_tile, b_tile);
     }
   }
 
   // acc += the products of the slice's rows k.. k + kMmaK: the warp's kFragsM A fragments stay
   // in registers while its B fragments stream past them.
+  template <bool ARows, bool BRows>
   __device__ __forceinline__ void multiply_step(const ATile<T>& a_tile, const BTile<T>& b_tile,
                                                 int k) {
-    wmma::fragment<wmma::matrix_a, kFrag, kFrag, kMmaK, FragPrecision, wmma::col_major> a[kFragsM];
+    using ALayout = std::conditional_t<ARows, wmma::row_major, wmma::col_major>;
+    using BLayout = std::conditional_t<BRows, wmma::col_major, wmma::row_major>;
+    constexpr unsigned kRowLength = T::kK + kVec;  // k_rows()
+    wmma::fragment<wmma::matrix_a, kFrag, kFrag, kMmaK, FragPrecision, ALayout> a[kFragsM];
 #pragma unroll
     for (int i = 0; i < kFragsM; ++i) {
-      wmma::load_matrix_sync(a[i], &a_tile[k][warp_m * kWarpM + i * kFrag], T::kM + T::kPad);
+      if constexpr (ARows)
+        wmma::load_matrix_sync(a[i], &k_rows<T::kM>(a_tile)[warp_m * kWarpM + i * kFrag][k],
+                               kRowLength);
+      else
+        wmma::load_matrix_sync(a[i], &a_tile[k][warp_m * kWarpM + i * kFrag], T::kM + T::kPad);
       if constexpr (kTf32) {
 #pragma unroll
         for (int e = 0; e < a[i].num_elements; ++e) a[i].x[e] = wmma::__float_to_tf32(a[i].x[e]);
@@ -180,8 +235,12 @@ struct MmaWarps {
     }
 #pragma unroll
     for (int f = 0; f < kFragsN; ++f) {
-      wmma::fragment<wmma::matrix_b, kFrag, kFrag, kMmaK, FragPrecision, wmma::row_major> b;
-      wmma::load_matrix_sync(b, &b_tile[k][warp_n * kWarpN + f * kFrag], T::kN + T::kPad);
+      wmma::fragment<wmma::matrix_b, kFrag, kFrag, kMmaK, FragPrecision, BLayout> b;
+      if constexpr (BRows)
+        wmma::load_matrix_sync(b, &k_rows<T::kN>(b_tile)[warp_n * kWarpN + f * kFrag][k],
+                               kRowLength);
+      else
+        wmma::load_matrix_sync(b, &b_tile[k][warp_n * kWarpN + f * kFrag], T::kN + T::kPad);
       if constexpr (kTf32) {
 #pragma unroll
         for (int e = 0; e < b.num_elements; ++e) b.x[e] = wmma::__float_to_tf32(b.x[e]);

@@ -180,6 +180,47 @@ TEST_SUITE("conv_tune_gpu") {
     for (const cuda::ConvConfig& c : wgrad)
       if (c.tile == cuda::ConvTile::Small && !c.im2col) groups.push_back(c.groups);
     CHECK(groups == std::vector<int64_t>{1, 2, 4, 7});  // 7 groups of 4 slices (the last 1)
+    // TF32: the 128x128 tile's forward and weight gradient also on the async-K tiles at 2 and 4
+    // stages (weights rows of R = 128, grad_out planes of 144: runs of 4); grad input, fp32 and
+    // bf16 never. The heuristic's: off unless set_mma_async_k (ECHELON_MMA_ASYNC_K=1), then
+    // mma_stages()'s depth. 128 channels, 12x12: M, N >= 128 in every pass.
+    Conv2dGeometry wide;
+    wide = wide.for_input(1, 128, 12, 12, 128);
+    const auto rings = [&](cuda::ConvPass pass, bool async_k, int stages) {
+      int n = 0;
+      for (const cuda::ConvConfig& c : cuda::conv_candidates(pass, wide)) {
+        CHECK(((!c.async_k && c.stages == 2) || c.tile == cuda::ConvTile::Large));
+        n += c.tile == cuda::ConvTile::Large && !c.im2col && c.async_k == async_k &&
+                     c.stages == stages
+                 ? 1
+                 : 0;
+      }
+      return n;
+    };
+    CHECK(rings(cuda::ConvPass::Forward, true, 2) == 0);  // fp32
+    for (const cuda::ConvPass pass : kPasses) {
+      CAPTURE(cuda::name(pass));
+      PrecisionScope tf32(Precision::Tf32);
+      const int expected = pass == cuda::ConvPass::BackwardData ? 0 : rings(pass, false, 2);
+      CHECK(rings(pass, false, 2) >= 1);
+      CHECK(rings(pass, true, 2) == expected);
+      CHECK(rings(pass, true, cuda::mma_deep_stages()) == expected);
+      CHECK(rings(pass, false, cuda::mma_deep_stages()) == 0);
+      cuda::set_mma_tile(cuda::MmaTile::Large);  // the heuristic's tile: 128x128
+      CHECK(cuda::conv_heuristic(pass, wide).tile == cuda::ConvTile::Large);
+      CHECK_FALSE(cuda::conv_heuristic(pass, wide).async_k);
+      cuda::set_mma_async_k(true);
+      CHECK(cuda::conv_heuristic(pass, wide).async_k == (expected > 0));
+      CHECK(cuda::conv_heuristic(pass, wide).stages == 2);
+      cuda::set_mma_stages(cuda::mma_deep_stages());
+      const std::string deep = cuda::to_string(cuda::conv_heuristic(pass, wide));
+      CHECK((deep.find("async-k stages=4") != std::string::npos) == (expected > 0));
+      cuda::set_mma_stages(2);
+      cuda::set_mma_async_k(false);
+      cuda::set_mma_tile(cuda::MmaTile::Auto);
+    }
+    PrecisionScope bf16(Precision::Bf16);
+    CHECK(rings(cuda::ConvPass::Forward, true, 2) == 0);
   }
 
   TEST_CASE("scripted timings: the fastest is picked, cached per key, re-tuned per shape") {

@@ -72,6 +72,33 @@ TEST_SUITE("tf32_gpu") {
     check_batched_modes(Precision::Tf32, cpu::gemm_tf32, 129, 131, 45);
   }
 
+  TEST_CASE("k-contiguous operands by cp.async into [m][k] rows (async-K) equal the twin") {
+    REQUIRE_FALSE(cuda::mma_async_k());  // the default: ECHELON_MMA_ASYNC_K unset
+    struct AsyncKScope {
+      AsyncKScope() { cuda::set_mma_async_k(true); }
+      ~AsyncKScope() {
+        cuda::set_mma_async_k(false);
+        cuda::set_mma_stages(2);
+      }
+    } async_k;
+    for (const int stages : {2, cuda::mma_deep_stages()}) {
+      CAPTURE(stages);
+      cuda::set_mma_stages(stages);
+      // 16-byte rows (padded): AsyncK for plain A and transposed B, Async for the others; tight
+      // rows of odd K: register staging in the same kernel. K = 16: one slice; 45: 3 slices (fewer
+      // than 4 stages) with a tail of 13 (the last copy of a row zero-fills 12 bytes); 150: the
+      // ring wraps, a tail of 6.
+      for (const int64_t K : {16, 45, 150}) {
+        CAPTURE(K);
+        check_gemm_transposes(Precision::Tf32, cpu::gemm_tf32, kSameRounding, K < 100 ? 0.2 : 0.5,
+                              "TF32", 130, 131, K);
+      }
+      // Batches (A and B k-contiguous: AsyncK both), bias, batch-reduce across batches; M, N
+      // not multiples of 128: rows past the edge zero-filled.
+      check_batched_modes(Precision::Tf32, cpu::gemm_tf32, 129, 131, 44);
+    }
+  }
+
   TEST_CASE("strided batches, the fused row bias and batch-reduce under TF32") {
     check_batched_modes(Precision::Tf32, cpu::gemm_tf32);
   }
