@@ -25,6 +25,8 @@
 #include "bench/driver_args.h"
 
 #if ECHELON_WITH_CUDA
+#include "bench/gpu_kernels_common.h"
+
 #include <echelon/cuda/check.h>
 #include <echelon/cuda/kernels/conv.h>
 #include <echelon/cuda/kernels/conv_gemm.h>
@@ -37,9 +39,12 @@
 using namespace echelon;
 
 #if ECHELON_WITH_CUDA
-namespace {
+using namespace gpu_kernels;
+
+namespace gpu_kernels {
 
 int g_repeats = 10;
+int g_conv_calls = 0;
 
 Tensor random_cuda(const Shape& shape, uint64_t seed) {
   Generator gen(seed);
@@ -64,6 +69,10 @@ double median_ms(const std::function<void()>& body) {
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
 }
+
+}  // namespace gpu_kernels
+
+namespace {
 
 double gb_per_s(double bytes, double ms) {
   return bytes / (ms * 1e6);
@@ -257,12 +266,6 @@ void gemm_rows(const std::vector<int64_t>& sizes, Precision precision) {
 
 // ---- convolution: ours (implicit GEMM, im2col + GEMM) vs cuDNN, each direction ---------------
 
-struct ConvShape {
-  const char* net;
-  Shape x, w;
-  int64_t pad;
-};
-
 // Conv timing: `calls` back-to-back calls of one op captured as a CUDA graph (the training
 // step's machinery, parallel/cuda_graph.h), the graph replayed g_repeats times between two
 // events each: per-call time = the median replay / calls. A single call between two events (the
@@ -270,14 +273,11 @@ struct ConvShape {
 // ~0.1 ms floor. calls is sized so a replay lasts about kConvReplayMs (g_conv_calls > 0 fixes
 // it). Should a capture fail, the same calls run eagerly back to back between the two events
 // (the row says which: 'g' graph, 'e' eager).
-int g_conv_calls = 0;
 constexpr double kConvReplayMs = 2.0;
 
-struct PerCall {
-  double ms;
-  int calls;
-  bool graph;
-};
+}  // namespace
+
+namespace gpu_kernels {
 
 PerCall per_call_ms(const std::function<void()>& body) {
   const cudaStream_t caller = cuda::current_stream(0);
@@ -327,6 +327,10 @@ PerCall per_call_ms(const std::function<void()>& body) {
   std::sort(ms.begin(), ms.end());
   return {ms[ms.size() / 2], calls, captured};
 }
+
+}  // namespace gpu_kernels
+
+namespace {
 
 // One row per shape and direction: microseconds per call of our implicit GEMM (the default), our
 // im2col + GEMM and cuDNN (when built with it), the TFLOP/s of implicit and cuDNN (2*N*O*OH*OW*
@@ -393,217 +397,6 @@ void conv_rows(const std::vector<ConvShape>& shapes, Precision precision) {
 // The weight gradient's split-K, swept (fp32, implicit GEMM): per shape, the per-call time at
 // group counts 1, 2, 4, ... up to the largest the launcher allows, and the heuristic's pick
 // (cuda::set_conv_wgrad_split; the default restored after). A GPU tuning run, no peer.
-void wgrad_sweep_rows(const std::vector<ConvShape>& shapes) {
-  ops::set_conv_impl(ops::ConvImpl::Ours);
-  cuda::set_conv_algorithm(cuda::ConvAlgorithm::ImplicitGemm);
-  std::printf("== weight-gradient split-K sweep (fp32, implicit GEMM; us per call at G groups)\n");
-  for (const ConvShape& s : shapes) {
-    Conv2dGeometry g;
-    g.kernel_h = s.w[2], g.kernel_w = s.w[3], g.pad_h = g.pad_w = s.pad;
-    const Tensor x = random_cuda(s.x, 10), w = random_cuda(s.w, 11);
-    const Tensor gy = random_cuda(ops::conv2d(x, w, Tensor(), g).shape(), 13);
-    const Conv2dGeometry full = g.for_input(s.x[0], s.x[1], s.x[2], s.x[3], s.w[0]);
-    const int64_t picked = cuda::conv_wgrad_groups(full);
-    std::printf("%-8s C=%-4lld O=%-4lld %lldx%lld  heuristic G=%lld:", s.net,
-                static_cast<long long>(s.x[1]), static_cast<long long>(s.w[0]),
-                static_cast<long long>(s.x[2]), static_cast<long long>(s.x[3]),
-                static_cast<long long>(picked));
-    int64_t last = 0;
-    for (int64_t groups = 1; groups <= 4096; groups *= 2) {
-      cuda::set_conv_wgrad_split(0, groups);
-      const int64_t actual = cuda::conv_wgrad_groups(full);
-      if (actual == last) break;  // clamped: the launcher allows no more
-      last = actual;
-      const PerCall t = per_call_ms([&] { ops::conv2d_backward(gy, x, w, false, false, g, true); });
-      std::printf(" G=%lld %.1f", static_cast<long long>(actual), t.ms * 1e3);
-    }
-    cuda::set_conv_wgrad_split(0, 0);
-    std::printf("\n");
-  }
-}
-
-// Every direction of the implicit GEMM per call under the two settings of one switch (set(false)
-// then set(true)) in the same run; `title` names the two columns. Layers whose passes do not reach
-// the switched kernel time the same kernel twice.
-template <typename Set>
-void ab_rows(const std::vector<ConvShape>& shapes, Precision precision, const char* title,
-             Set set) {
-  ops::set_conv_impl(ops::ConvImpl::Ours);
-  cuda::set_conv_algorithm(cuda::ConvAlgorithm::ImplicitGemm);
-  ops::set_float32_precision(precision);
-  std::printf("== %s (%s, implicit GEMM; us per call; ratio > 1: the second faster)\n", title,
-              name(precision));
-  for (const ConvShape& s : shapes) {
-    Conv2dGeometry g;
-    g.kernel_h = s.w[2], g.kernel_w = s.w[3], g.pad_h = g.pad_w = s.pad;
-    const Tensor x = random_cuda(s.x, 10), w = random_cuda(s.w, 11),
-                 bias = random_cuda({s.w[0]}, 12);
-    const Tensor gy = random_cuda(ops::conv2d(x, w, bias, g).shape(), 13);
-    double t[2][3];  // [first, second][fwd, bwd-data, bwd-weight]
-    for (const bool second : {false, true}) {
-      set(second);
-      t[second][0] = per_call_ms([&] { ops::conv2d(x, w, bias, g); }).ms;
-      t[second][1] = per_call_ms([&] { ops::conv2d_backward(gy, x, w, false, true, g, false); }).ms;
-      t[second][2] = per_call_ms([&] { ops::conv2d_backward(gy, x, w, false, false, g, true); }).ms;
-    }
-    std::printf("%-8s C=%-4lld O=%-4lld %lldx%lld", s.net, static_cast<long long>(s.x[1]),
-                static_cast<long long>(s.w[0]), static_cast<long long>(s.x[2]),
-                static_cast<long long>(s.x[3]));
-    const char* directions[3] = {"fwd", "bwd-data", "bwd-weight"};
-    for (int d = 0; d < 3; ++d)
-      std::printf("  %s %8.1f / %8.1f (%.2f)", directions[d], t[0][d] * 1e3, t[1][d] * 1e3,
-                  t[0][d] / t[1][d]);
-    std::printf("\n");
-  }
-  ops::set_float32_precision(Precision::Fp32);
-}
-
-// The gather table of the tiny and narrow tiles (cuda::set_conv_gather_table), off then on.
-// Bit-identical results; only the forward and grad input use it (layers on the larger tiles and
-// the weight gradient: both columns the same kernel).
-void gather_table_rows(const std::vector<ConvShape>& shapes, Precision precision) {
-  const bool table = cuda::conv_gather_table();  // false under ECHELON_CONV_GATHER_TABLE=0
-  ab_rows(shapes, precision, "gather table off / on",
-          [](bool second) { cuda::set_conv_gather_table(second); });
-  cuda::set_conv_gather_table(table);
-}
-
-// The 128x128 fp32 tile's FMA cores (cuda::set_fma_warp_tiles): the previous block-strided one,
-// then the warp-tiled one (the default). Bit-identical results.
-void fma_core_rows(const std::vector<ConvShape>& shapes) {
-  const bool warp_tiles = cuda::fma_warp_tiles();  // false under ECHELON_FMA_CORE=old
-  ab_rows(shapes, Precision::Fp32, "FMA core old / new",
-          [](bool second) { cuda::set_fma_warp_tiles(second); });
-  cuda::set_fma_warp_tiles(warp_tiles);
-}
-
-// The tensor-core kernels' tile forced to 64x64, then 128x128 (cuda::set_mma_tile). Layers whose
-// GEMMs are below 128 rows or columns run the 64x64 kernel in both columns.
-void mma_tile_rows(const std::vector<ConvShape>& shapes, Precision precision) {
-  const cuda::MmaTile mode = cuda::mma_tile();
-  ab_rows(shapes, precision, "tensor-core tile 64x64 / 128x128", [](bool second) {
-    cuda::set_mma_tile(second ? cuda::MmaTile::Large : cuda::MmaTile::Small);
-  });
-  cuda::set_mma_tile(mode);
-}
-
-// The TF32 SGEMM's 128x128 ring (cuda::set_mma_stages): 2 stages (static shared memory), then
-// mma_deep_stages() (dynamic), with the 128x128 tile forced (cuda::set_mma_tile(Large)). Square
-// NN at every size (B by cp.async, A by float4 registers), TN (both by cp.async) and NN ld+1 (no
-// cp.async: the ring should change nothing) at the middle one. bf16 and the convolutions have no
-// deep ring (no cp.async operands: mma_tile.cuh), so TF32 SGEMM only.
-void mma_stages_gemm_rows(const std::vector<int64_t>& sizes) {
-  ops::set_float32_precision(Precision::Tf32);
-  ops::set_matmul_impl(ops::MatmulImpl::Ours);
-  const cuda::MmaTile mode = cuda::mma_tile();
-  const int stages = cuda::mma_stages();  // 4 under ECHELON_MMA_STAGES=4
-  cuda::set_mma_tile(cuda::MmaTile::Large);
-  std::printf(
-      "== SGEMM TF32 128x128 ring: 2 / %d stages (TFLOP/s; ratio > 1: the deep ring "
-      "faster)\n",
-      cuda::mma_deep_stages());
-  const auto measure = [&](const char* layout, int64_t s, const Tensor& a, const Tensor& b,
-                           bool trans_a) {
-    double t[2];
-    for (const bool deep : {false, true}) {
-      cuda::set_mma_stages(deep ? cuda::mma_deep_stages() : 2);
-      t[deep] = median_ms([&] { ops::matmul(a, b, trans_a, false); });
-    }
-    const double tflop = 2.0 * s * s * s / 1e12;
-    std::printf("sgemm tf32 %5lld^3 %-9s: 2 stages %7.2f, %d stages %7.2f TFLOP/s (%.2f)\n",
-                static_cast<long long>(s), layout, tflop / (t[0] / 1e3), cuda::mma_deep_stages(),
-                tflop / (t[1] / 1e3), t[0] / t[1]);
-  };
-  for (const int64_t s : sizes)
-    measure("nn", s, random_cuda({s, s}, 8), random_cuda({s, s}, 9), false);
-  const int64_t s = sizes[sizes.size() / 2];
-  measure("tn", s, random_cuda({s, s}, 8), random_cuda({s, s}, 9), true);
-  measure("nn ld+1", s, random_cuda({s, s + 1}, 8).narrow(1, 0, s),
-          random_cuda({s, s + 1}, 9).narrow(1, 0, s), false);
-  cuda::set_mma_stages(stages);
-  cuda::set_mma_tile(mode);
-  ops::set_matmul_impl(ops::MatmulImpl::Auto);
-  ops::set_float32_precision(Precision::Fp32);
-}
-
-// The TF32 128x128 tile's k-contiguous aligned operands (cuda::set_mma_async_k): by float4
-// registers one slice ahead, then by cp.async into [m][k] / [n][k] rows (the async-K tiles),
-// with the 128x128 tile forced. NN (A k-contiguous; B by cp.async either way) at every size with
-// the deep ring (where cp.async depth can matter), and at the middle size NN and NT (both
-// operands k-contiguous) at 2 stages, NT at the deep ring: 6 rows of 2 timings.
-void mma_async_k_gemm_rows(const std::vector<int64_t>& sizes) {
-  ops::set_float32_precision(Precision::Tf32);
-  ops::set_matmul_impl(ops::MatmulImpl::Ours);
-  const cuda::MmaTile mode = cuda::mma_tile();
-  const int stages = cuda::mma_stages();
-  const bool async_k = cuda::mma_async_k();  // true under ECHELON_MMA_ASYNC_K=1
-  cuda::set_mma_tile(cuda::MmaTile::Large);
-  std::printf(
-      "== SGEMM TF32 128x128, k-contiguous operands: float4 registers / cp.async (TFLOP/s; ratio "
-      "> 1: cp.async faster)\n");
-  const auto measure = [&](const char* layout, int64_t s, bool trans_b, int depth) {
-    const Tensor a = random_cuda({s, s}, 8), b = random_cuda({s, s}, 9);
-    cuda::set_mma_stages(depth);
-    double t[2];
-    for (const bool on : {false, true}) {
-      cuda::set_mma_async_k(on);
-      t[on] = median_ms([&] { ops::matmul(a, b, false, trans_b); });
-    }
-    const double tflop = 2.0 * s * s * s / 1e12;
-    std::printf(
-        "sgemm tf32 %5lld^3 %-3s %d stages: registers %7.2f, cp.async %7.2f TFLOP/s (%.2f)\n",
-        static_cast<long long>(s), layout, depth, tflop / (t[0] / 1e3), tflop / (t[1] / 1e3),
-        t[0] / t[1]);
-  };
-  for (const int64_t s : sizes) measure("nn", s, false, cuda::mma_deep_stages());
-  const int64_t s = sizes[sizes.size() / 2];
-  measure("nn", s, false, 2);
-  measure("nt", s, true, 2);
-  measure("nt", s, true, cuda::mma_deep_stages());
-  cuda::set_mma_async_k(async_k);
-  cuda::set_mma_stages(stages);
-  cuda::set_mma_tile(mode);
-  ops::set_matmul_impl(ops::MatmulImpl::Auto);
-  ops::set_float32_precision(Precision::Fp32);
-}
-
-// The same switch in the TF32 convolutions (the heuristic follows cuda::mma_async_k on the
-// 128x128 tile: forward weights and weight-gradient grad_out by cp.async), at 2 stages and at the
-// deep ring. Layers on smaller tiles, and every grad input, run the same kernel in both columns.
-void conv_async_k_rows(const std::vector<ConvShape>& shapes) {
-  const int stages = cuda::mma_stages();
-  const bool async_k = cuda::mma_async_k();
-  for (const int depth : {2, cuda::mma_deep_stages()}) {
-    cuda::set_mma_stages(depth);
-    const std::string title =
-        "k-contiguous conv operands registers / cp.async, " + std::to_string(depth) + " stages";
-    ab_rows(shapes, Precision::Tf32, title.c_str(),
-            [](bool second) { cuda::set_mma_async_k(second); });
-  }
-  cuda::set_mma_async_k(async_k);
-  cuda::set_mma_stages(stages);
-}
-
-// The autotuner (cuda::set_conv_autotune): tuning off (the heuristic), then on, per layer and
-// pass. With tuning on, per_call_ms's eager warm-up call tunes the shape on the caller's stream;
-// the graph capture then runs the pick. Below the A/B rows, the tuner's own table: each layer's
-// pick, its eager time and the heuristic's (the fastest of <= 3 event-timed runs each).
-void autotune_rows(const std::vector<ConvShape>& shapes, Precision precision) {
-  const bool before = cuda::conv_autotune();  // true under ECHELON_AUTOTUNE=1
-  cuda::clear_conv_tune_cache();
-  ab_rows(shapes, precision, "heuristic / autotuned",
-          [](bool second) { cuda::set_conv_autotune(second); });
-  cuda::set_conv_autotune(before);
-  std::printf("-- the tuner's picks (%s; its eager timings in us: heuristic / tuned (ratio))\n",
-              name(precision));
-  for (const cuda::ConvTunePick& p : cuda::conv_tune_picks())
-    std::printf("%-40s %-11s %9.1f / %9.1f (%.2f)  %-32s heuristic %s, %d candidates\n",
-                cuda::describe(p.geometry).c_str(), cuda::name(p.pass), p.heuristic_ms * 1e3,
-                p.tuned_ms * 1e3, p.heuristic_ms / p.tuned_ms, p.pick.c_str(), p.heuristic.c_str(),
-                p.candidates);
-  cuda::clear_conv_tune_cache();
-}
-
 std::vector<ConvShape> net_conv_shapes(int64_t batch) {
   return {
       {"lenet5", {batch, 1, 28, 28}, {6, 1, 5, 5}, 2},

@@ -1,0 +1,53 @@
+// What exp_gpu_kernels.cpp (the yardstick rows) and gpu_kernels_ab.cpp (the A/B rows of the
+// kernels' switches) share: the timing helpers and the conv shapes. CUDA builds only.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include <echelon/tensor/tensor.h>
+
+namespace gpu_kernels {
+
+using echelon::Precision;
+using echelon::Shape;
+using echelon::Tensor;
+
+extern int g_repeats;     // timings per row (--repeats), the median is kept
+extern int g_conv_calls;  // conv calls per graph replay (--conv-calls); 0: sized per layer
+
+// A CUDA tensor of U[-0.5, 0.5) from `seed`.
+Tensor random_cuda(const Shape& shape, uint64_t seed);
+
+// Median milliseconds of `body` over g_repeats runs, after a warm-up (allocator, handles, cuDNN
+// plan).
+double median_ms(const std::function<void()>& body);
+
+// One conv layer of the four nets: x (N, C, H, W), w (O, C, KH, KW), padding.
+struct ConvShape {
+  const char* net;
+  Shape x, w;
+  int64_t pad;
+};
+
+// Per-call time of `body` from a replayed CUDA graph of `calls` calls (exp_gpu_kernels.cpp);
+// graph: false when the capture failed and the calls ran eagerly.
+struct PerCall {
+  double ms;
+  int calls;
+  bool graph;
+};
+PerCall per_call_ms(const std::function<void()>& body);
+
+// ---- gpu_kernels_ab.cpp: each prints its rows ----
+void wgrad_sweep_rows(const std::vector<ConvShape>& shapes);
+void gather_table_rows(const std::vector<ConvShape>& shapes, Precision precision);
+void fma_core_rows(const std::vector<ConvShape>& shapes);
+void mma_tile_rows(const std::vector<ConvShape>& shapes, Precision precision);
+void mma_stages_gemm_rows(const std::vector<int64_t>& sizes);
+void mma_async_k_gemm_rows(const std::vector<int64_t>& sizes);
+void conv_async_k_rows(const std::vector<ConvShape>& shapes);
+void autotune_rows(const std::vector<ConvShape>& shapes, Precision precision);
+
+}  // namespace gpu_kernels
