@@ -70,6 +70,15 @@ double median_ms(const std::function<void()>& body) {
   return ms[ms.size() / 2];
 }
 
+void for_each_gemm_problem(const std::vector<int64_t>& sizes, const GemmMeasure& measure) {
+  for (const int64_t s : sizes)
+    measure("nn", s, random_cuda({s, s}, 8), random_cuda({s, s}, 9), false);
+  const int64_t s = sizes[sizes.size() / 2];
+  measure("tn", s, random_cuda({s, s}, 8), random_cuda({s, s}, 9), true);
+  measure("nn ld+1", s, random_cuda({s, s + 1}, 8).narrow(1, 0, s),
+          random_cuda({s, s + 1}, 9).narrow(1, 0, s), false);
+}
+
 }  // namespace gpu_kernels
 
 namespace {
@@ -255,12 +264,7 @@ void gemm_rows(const std::vector<int64_t>& sizes, Precision precision) {
                   tflop / (forced[1] / 1e3), forced[0] / forced[1]);
     std::printf("\n");
   };
-  for (const int64_t s : sizes)
-    measure("nn", s, random_cuda({s, s}, 8), random_cuda({s, s}, 9), false);
-  const int64_t s = sizes[sizes.size() / 2];
-  measure("tn", s, random_cuda({s, s}, 8), random_cuda({s, s}, 9), true);
-  measure("nn ld+1", s, random_cuda({s, s + 1}, 8).narrow(1, 0, s),
-          random_cuda({s, s + 1}, 9).narrow(1, 0, s), false);
+  for_each_gemm_problem(sizes, measure);
   ops::set_float32_precision(Precision::Fp32);
 }
 

@@ -142,12 +142,7 @@ void mma_stages_gemm_rows(const std::vector<int64_t>& sizes) {
                 static_cast<long long>(s), layout, tflop / (t[0] / 1e3), cuda::mma_deep_stages(),
                 tflop / (t[1] / 1e3), t[0] / t[1]);
   };
-  for (const int64_t s : sizes)
-    measure("nn", s, random_cuda({s, s}, 8), random_cuda({s, s}, 9), false);
-  const int64_t s = sizes[sizes.size() / 2];
-  measure("tn", s, random_cuda({s, s}, 8), random_cuda({s, s}, 9), true);
-  measure("nn ld+1", s, random_cuda({s, s + 1}, 8).narrow(1, 0, s),
-          random_cuda({s, s + 1}, 9).narrow(1, 0, s), false);
+  for_each_gemm_problem(sizes, measure);
   cuda::set_mma_stages(stages);
   cuda::set_mma_tile(mode);
   ops::set_matmul_impl(ops::MatmulImpl::Auto);

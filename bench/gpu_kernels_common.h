@@ -24,6 +24,13 @@ Tensor random_cuda(const Shape& shape, uint64_t seed);
 // plan).
 double median_ms(const std::function<void()>& body);
 
+// The SGEMM rows' problems: square NN at each size, then at the middle size TN and NN with rows
+// one element longer (ld + 1: no 16-byte vectors, no cp.async), each as measure(layout, size, a,
+// b, trans_a) with op(a) (s, s) and b (s, s).
+using GemmMeasure = std::function<void(const char* layout, int64_t s, const Tensor& a,
+                                       const Tensor& b, bool trans_a)>;
+void for_each_gemm_problem(const std::vector<int64_t>& sizes, const GemmMeasure& measure);
+
 // One conv layer of the four nets: x (N, C, H, W), w (O, C, KH, KW), padding.
 struct ConvShape {
   const char* net;
