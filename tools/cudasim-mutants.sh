@@ -80,7 +80,7 @@ mutants=(
   "reduce-row-vec-condition|reduce.cu|'std::is_same_v<T, float> && inner % kVec == 0 &&'|'std::is_same_v<T, float> &&'"
   "fma-warp-lane-column|fma_tile.cuh|'col = warp / kWarpsM * kWarpN + lane / kLanesM * kVec;'|'col = warp / kWarpsM * kWarpN + lane % kLanesM * kVec;'"
   "fma-warp-next-fragment|fma_tile.cuh|'load(a_tile[k + 1], b_tile[k + 1],'|'load(a_tile[k], b_tile[k + 1],'"
-  "gemm-constant-staging-flag|gemm_tile.cuh|'f(Staging{a, Load::Vector, a_k, true});'|'f(Staging{a, Load::Vector, a_k, false});'"
+  "gemm-constant-staging-flag|gemm_tile.cuh|'f(Staging{a, kVectorK, a_k, true});'|'f(Staging{a, kVectorK, a_k, false});'"
   "gemm-tile-narrow-b-loads|gemm_tile.cuh|'  Part<T::kN, T::kK, T::kConstantStaging> b;\n'|'  Part<T::kM, T::kK, T::kConstantStaging> b;\n'"
   "conv-implicit-pad-bound|conv_operands.cuh|'h >= 0 && h < g.h && w >= 0 && w < g.w ?'|'h >= 0 && h < g.h && w >= 0 ?'"
   "conv-implicit-stride-gather|conv_operands.cuh|'if (oh_scaled % g.stride_h != 0'|'if (oh_scaled % g.stride_h == 99'"
