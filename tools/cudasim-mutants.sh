@@ -27,8 +27,10 @@ mkdir -p "$kernels"
 cp cuda/kernels/*.cu cuda/kernels/*.cuh "$kernels/"
 export OPENBLAS_NUM_THREADS=1
 
-# name | file | original text | mutated text (python string literals, exact match required; the
-# texts cannot contain '|', the separator)
+# name | file | original text | mutated text [| doctest suite] (python string literals, exact
+# match required; the texts cannot contain '|', the separator). The optional suite runs first
+# under every order: for mutants of code that only opt-in tests reach (the deep ring, async-K),
+# which the whole binary reaches after ~90 s.
 mutants=(
   "reduce-missing-barrier|reduce.cu|'  if (lane == 0) partial[warp] = v;\n  __syncthreads();\n'|'  if (lane == 0) partial[warp] = v;\n'"
   "reduce-shared-reuse-race|reduce.cu|'  __syncthreads();  // partial[] is reused by the next row\n'|''"
@@ -41,10 +43,10 @@ mutants=(
   "matmul-epilogue-bias|matmul.cu|'const float bias = g.row_bias ? g.row_bias[m] : 0.0f;'|'const float bias = g.row_bias && m > 0 ? g.row_bias[m] : 0.0f;'"
   "matmul-shared-race|gemm_tile.cuh|'    __syncthreads();  // everyone\'s slice s is in stage cur; nobody reads slice s - 1\'s stage\n'|''"
   "gemm-async-missing-wait|gemm_tile.cuh|'    if (async) __pipeline_wait_prior(kStages - 2);  // this thread\'s copies of slice s landed\n'|''"
-  "mma-deep-wait-too-few|gemm_tile.cuh|'if (async) __pipeline_wait_prior(kStages - 2);'|'if (async) __pipeline_wait_prior(kStages == 4 ? kStages - 1 : kStages - 2);'"
-  "mma-async-k-zero-fill|gemm_tile.cuh|'__pipeline_memcpy_async(&rows[d][k], p, kVec * sizeof(float), (kVec - n) * sizeof(float));'|'__pipeline_memcpy_async(&rows[d][k], p, kVec * sizeof(float), (kVec - n - (n % kVec != 0)) * sizeof(float));'"
-  "mma-async-k-a-row-offset|mma_tile.cuh|'&k_rows<T::kM>(a_tile)[warp_m * kWarpM + i * kFrag][k]'|'&k_rows<T::kM>(a_tile)[warp_m * kWarpM][k]'"
-  "mma-deep-no-opt-in|matmul.cu|'if constexpr (dynamic_shared > 0) opt_in_dynamic_shared'|'if constexpr (dynamic_shared == 1) opt_in_dynamic_shared'"
+  "mma-deep-wait-too-few|gemm_tile.cuh|'if (async) __pipeline_wait_prior(kStages - 2);'|'if (async) __pipeline_wait_prior(kStages == 4 ? kStages - 1 : kStages - 2);'|tf32_gpu"
+  "mma-async-k-zero-fill|gemm_tile.cuh|'__pipeline_memcpy_async(&rows[d][k], p, kVec * sizeof(float), (kVec - n) * sizeof(float));'|'__pipeline_memcpy_async(&rows[d][k], p, kVec * sizeof(float), (kVec - n - (n % kVec != 0)) * sizeof(float));'|tf32_gpu"
+  "mma-async-k-a-row-offset|mma_tile.cuh|'&k_rows<T::kM>(a_tile)[warp_m * kWarpM + i * kFrag][k]'|'&k_rows<T::kM>(a_tile)[warp_m * kWarpM][k]'|tf32_gpu"
+  "mma-deep-no-opt-in|matmul.cu|'if constexpr (dynamic_shared > 0) opt_in_dynamic_shared'|'if constexpr (dynamic_shared == 1) opt_in_dynamic_shared'|tf32_gpu"
   "gemm-async-wrong-stage|gemm_tile.cuh|'if (async) issue(s + kStages - 1, cur == 0 ? kStages - 1 : cur - 1);'|'if (async) issue(s + kStages - 1, cur);'"
   "gemm-vector-piece-index|gemm_tile.cuh|'k_fast ? c / (K / kVec) : c % (D / kVec) * kVec;'|'k_fast ? c / (K / kVec) : c % (D / kVec);'"
   "norm-divergent-barrier|norm.cu|'  __syncthreads();  // the second reduction reuses temp'|'  if (threadIdx.x == 0) __syncthreads();'"
@@ -106,18 +108,20 @@ echo "== build the unmutated binary"
 cmake --build "$build" --target echelon_gpu_tests -- -j"$(nproc)" >/dev/null
 echo "   built in $((SECONDS - start))s"
 
-# run_orders [FAMILY]: prints "order" of the first failing run, or nothing. With FAMILY, the
-# parity cases of that kernel family run first under every order (seconds: the whole binary
-# reaches the bandwidth families' cases only after ~90 s), then, if none failed, the whole binary.
+# run_orders [FILTER [SUITE]]: prints "order" of the first failing run, or nothing. With SUITE
+# (default parity_gpu when FILTER is set), that doctest suite runs first under every order, its
+# parity cases narrowed to kernel family FILTER if one is given (seconds: the whole binary reaches
+# the bandwidth families' cases only after ~90 s), then, if none failed, the whole binary.
 run_orders() {
-  local family=${1:-}
-  if [ -n "$family" ]; then
+  local family=${1:-} suite=${2:-}
+  [ -z "$family" ] || suite=${suite:-parity_gpu}
+  if [ -n "$suite" ]; then
     for entry in "${orders[@]}"; do
       read -r order cap <<<"$entry"
-      if ! ECHELON_PARITY_FILTER=$family ECHELON_CUDASIM_ORDER=$order \
+      if ! env ${family:+ECHELON_PARITY_FILTER=$family} ECHELON_CUDASIM_ORDER=$order \
            ECHELON_CUDASIM_GRID_CAP=$cap timeout 300 "$build/tests/echelon_gpu_tests" \
-           -ts=parity_gpu -aa=1 >"$work/run.log" 2>&1; then
-        echo "$order ($family cases)"
+           -ts="$suite" -aa=1 >"$work/run.log" 2>&1; then
+        echo "$order ($suite${family:+ $family} cases)"
         return
       fi
     done
@@ -151,7 +155,7 @@ fi
 survivors=0
 table="$(printf '%-30s %-17s %-10s %s' mutant file verdict 'first failing order / why')"
 for m in "${mutants[@]}"; do
-  IFS='|' read -r name file before after <<<"$m"
+  IFS='|' read -r name file before after suite <<<"$m"
   if [ -n "${CUDASIM_MUTANTS:-}" ] && [[ ",$CUDASIM_MUTANTS," != *",$name,"* ]]; then continue; fi
   cp "$root/cuda/kernels/$file" "$kernels/$file"
   python3 - "$kernels/$file" <<EOF
@@ -167,7 +171,7 @@ EOF
   if ! cmake --build "$build" --target echelon_gpu_tests >"$work/build.log" 2>&1; then
     verdict="caught"; why="does not compile"
   else
-    failed=$(run_orders "$(family_of "$file")")
+    failed=$(run_orders "$(family_of "$file")" "$suite")
     if [ -n "$failed" ]; then
       verdict="caught"
       # The emulator's diagnosis, else the first parity case that failed, else doctest's line.
