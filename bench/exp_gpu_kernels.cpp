@@ -46,11 +46,6 @@ namespace gpu_kernels {
 int g_repeats = 10;
 int g_conv_calls = 0;
 
-Tensor random_cuda(const Shape& shape, uint64_t seed) {
-  Generator gen(seed);
-  return ops::add(ops::rand(shape, gen, kFloat32, Device::cuda(0)), -0.5);
-}
-
 // Median milliseconds of `body` over g_repeats runs, after a warm-up (allocator, handles,
 // cuDNN plan).
 double median_ms(const std::function<void()>& body) {
@@ -396,27 +391,6 @@ void conv_rows(const std::vector<ConvShape>& shapes, Precision precision) {
     }
   }
   ops::set_float32_precision(Precision::Fp32);
-}
-
-// The weight gradient's split-K, swept (fp32, implicit GEMM): per shape, the per-call time at
-// group counts 1, 2, 4, ... up to the largest the launcher allows, and the heuristic's pick
-// (cuda::set_conv_wgrad_split; the default restored after). A GPU tuning run, no peer.
-std::vector<ConvShape> net_conv_shapes(int64_t batch) {
-  return {
-      {"lenet5", {batch, 1, 28, 28}, {6, 1, 5, 5}, 2},
-      {"lenet5", {batch, 6, 14, 14}, {16, 6, 5, 5}, 0},
-      {"resnet20", {batch, 16, 32, 32}, {16, 16, 3, 3}, 1},
-      {"resnet20", {batch, 32, 16, 16}, {32, 32, 3, 3}, 1},
-      {"resnet20", {batch, 64, 8, 8}, {64, 64, 3, 3}, 1},
-      {"alexnet", {batch, 3, 32, 32}, {64, 3, 5, 5}, 2},
-      {"alexnet", {batch, 64, 16, 16}, {64, 64, 5, 5}, 2},
-      {"vgg16", {batch, 3, 32, 32}, {64, 3, 3, 3}, 1},
-      {"vgg16", {batch, 64, 32, 32}, {64, 64, 3, 3}, 1},
-      {"vgg16", {batch, 128, 16, 16}, {128, 128, 3, 3}, 1},
-      {"vgg16", {batch, 256, 8, 8}, {256, 256, 3, 3}, 1},
-      {"vgg16", {batch, 512, 4, 4}, {512, 512, 3, 3}, 1},
-      {"vgg16", {batch, 512, 2, 2}, {512, 512, 3, 3}, 1},
-  };
 }
 
 }  // namespace

@@ -57,6 +57,9 @@ void ab_rows(const std::vector<ConvShape>& shapes, Precision precision, const ch
 
 }  // namespace
 
+// The weight gradient's split-K, swept (fp32, implicit GEMM): per shape, the per-call time at
+// group counts 1, 2, 4, ... up to the largest the launcher allows, and the heuristic's pick
+// (cuda::set_conv_wgrad_split; the default restored after). A GPU tuning run, no peer.
 void wgrad_sweep_rows(const std::vector<ConvShape>& shapes) {
   ops::set_conv_impl(ops::ConvImpl::Ours);
   cuda::set_conv_algorithm(cuda::ConvAlgorithm::ImplicitGemm);

@@ -1,5 +1,6 @@
-// What exp_gpu_kernels.cpp (the yardstick rows) and gpu_kernels_ab.cpp (the A/B rows of the
-// kernels' switches) share: the timing helpers and the conv shapes. CUDA builds only.
+// What exp_gpu_kernels.cpp (the yardstick rows), gpu_kernels_ab.cpp (the A/B rows of the
+// kernels' switches) and exp_gpu_profile.cpp (one call of each kernel, for ncu) share: the
+// timing helpers, random inputs (gpu_kernels_common.cpp) and the conv shapes. CUDA builds only.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +38,9 @@ struct ConvShape {
   Shape x, w;
   int64_t pad;
 };
+
+// The conv layers of LeNet-5, ResNet-20, AlexNet and VGG-16 (CIFAR-sized inputs) at `batch`.
+std::vector<ConvShape> net_conv_shapes(int64_t batch);
 
 // Per-call time of `body` from a replayed CUDA graph of `calls` calls (exp_gpu_kernels.cpp);
 // graph: false when the capture failed and the calls ran eagerly.

@@ -53,6 +53,10 @@
 # failures.txt (the tail of every failed step's log), probe.txt, kernels.txt, resources.txt,
 # logs.tar.gz (every log, trace and run summary). Exit status 0 when every step that ran passed, 1 otherwise.
 #
+# Hardware counters (ncu) of the SGEMM and conv kernels: tools/gpu-profile.sh, in the same call
+# after this script (it reuses $BUILD): "BUDGET_S=420 bash tools/gpu-check.sh; bash
+# tools/gpu-profile.sh" with timeout_s=600.
+#
 # Use (repository root):
 #   here, once:  tools/fill-deps.sh     # fills the ignored .deps/ (doctest, CLI11, stb and zlib
 #                                       # headers, gpu-probe.sh); .deps travels with `carry`
@@ -229,7 +233,7 @@ step build "$T_BUILD" cmake --build "$BUILD" -j "$(nproc)" --target echelon_gpu_
 extra=()
 # Not `ninja ... | grep -q`: under pipefail, grep's early exit fails the pipeline (SIGPIPE).
 targets=$(ninja -C "$BUILD" -t targets all 2>/dev/null)
-for target in echelon_cli bench_ops exp_gpu_kernels; do
+for target in echelon_cli bench_ops exp_gpu_kernels exp_gpu_profile; do
   [[ $'\n'$targets == *$'\n'"$target:"* ]] && extra+=("$target")
 done
 # -k 0: one broken target must not hide the others.

@@ -1,0 +1,255 @@
+// One call of each kernel worth a hardware-counter look, for Nsight Compute (issue #10;
+// tools/gpu-profile.sh runs it under `ncu` and tools/ncu-table.py prints the table): our SGEMM
+// (fp32; TF32 with the 2- and 4-stage rings and async-K; bf16) beside cuBLAS at one size, and
+// our implicit-GEMM convolution beside cuDNN on a few conv layers of the four nets, each
+// direction, fp32 and TF32. exp_gpu_kernels says how fast each is; this says why.
+//
+// Every subject runs once as a warm-up (plans, handles, allocations, opt-ins), then once more
+// between cudaProfilerStart and cudaProfilerStop right after a marker kernel (exp of one float,
+// which no subject launches; the subject's inputs are made before), so `ncu --profile-from-start
+// off` records exactly the subjects' kernels and the markers split them by subject. --subjects-out
+// writes the subjects' names, one a line, in that order.
+//   exp_gpu_profile [--groups sgemm,conv] [--size N] [--layers I,J,...]
+//                   [--conv-precisions fp32,tf32,bf16] [--subjects-out FILE] [--list] [--quick]
+// --list prints the subjects (and the layer indices) and runs nothing: it works without a GPU.
+// Without a GPU (or a CUDA build) and without --list it says so and exits 0.
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <echelon/tensor/ops.h>
+
+#include "bench/driver_args.h"
+#include "bench/gpu_kernels_common.h"
+
+#if ECHELON_WITH_CUDA
+#include <cuda_profiler_api.h>
+
+#include <echelon/cuda/check.h>
+#include <echelon/cuda/kernels/conv.h>
+#include <echelon/cuda/kernels/matmul.h>
+#include <echelon/cuda/stream.h>
+#endif
+
+using namespace echelon;
+using gpu_kernels::ConvShape;
+
+namespace {
+
+enum class Kind { Sgemm, Conv };
+enum class Peer { Ours, Library };  // Library: cuBLAS / cuDNN
+const char* const kDirections[] = {"fwd", "bwd-data", "bwd-w"};
+
+#if ECHELON_WITH_CUDNN
+constexpr bool kWithCudnn = true;
+#else
+constexpr bool kWithCudnn = false;
+#endif
+
+// What one subject runs; its name says the same to the reader of the table.
+struct Subject {
+  Kind kind;
+  Precision precision;
+  Peer peer;
+  int stages = 2;        // SGEMM TF32 only: cuda::set_mma_stages
+  bool async_k = false;  // SGEMM TF32 only: cuda::set_mma_async_k
+  size_t layer = 0;      // conv: index into gpu_kernels::net_conv_shapes
+  int direction = 0;     // conv: kDirections
+  std::string name = {};
+};
+
+const char* precision_name(Precision p) {
+  return p == Precision::Fp32 ? "fp32" : p == Precision::Tf32 ? "tf32" : "bf16";
+}
+
+std::string dims(const Shape& shape) {
+  std::string out;
+  for (const int64_t d : shape) out += (out.empty() ? "" : "x") + std::to_string(d);
+  return out;
+}
+
+// "resnet20 128x16x32x32 w16x16x3x3"
+std::string layer_name(const ConvShape& c) {
+  return std::string(c.net) + " " + dims(c.x) + " w" + dims(c.w);
+}
+
+std::vector<Subject> make_subjects(const std::vector<std::string>& groups, int64_t size,
+                                   const std::vector<size_t>& layers,
+                                   const std::vector<Precision>& conv_precisions,
+                                   const std::vector<ConvShape>& shapes) {
+  std::vector<Subject> subjects;
+  const auto wants = [&](const char* group) {
+    return std::find(groups.begin(), groups.end(), group) != groups.end();
+  };
+  const auto gemm = [&](Precision p, Peer peer, int stages, bool async_k, const char* variant) {
+    Subject s{Kind::Sgemm, p, peer, stages, async_k};
+    s.name = std::string("sgemm ") + precision_name(p) + " " + std::to_string(size) + "^3 nn " +
+             (peer == Peer::Ours ? std::string("ours") + variant : "cuBLAS");
+    subjects.push_back(s);
+  };
+  if (wants("sgemm")) {
+    gemm(Precision::Fp32, Peer::Ours, 2, false, "");
+    gemm(Precision::Fp32, Peer::Library, 2, false, "");
+    gemm(Precision::Tf32, Peer::Ours, 2, false, " (2 stages)");
+    gemm(Precision::Tf32, Peer::Ours, 4, false, " (4 stages)");
+    gemm(Precision::Tf32, Peer::Ours, 2, true, " (async-K, 2 stages)");
+    gemm(Precision::Tf32, Peer::Ours, 4, true, " (async-K, 4 stages)");
+    gemm(Precision::Tf32, Peer::Library, 2, false, "");
+    gemm(Precision::Bf16, Peer::Ours, 2, false, "");
+    gemm(Precision::Bf16, Peer::Library, 2, false, "");
+  }
+  if (wants("conv"))
+    for (const Precision p : conv_precisions)
+      for (const size_t layer : layers)
+        for (int d = 0; d < 3; ++d)
+          for (const Peer peer : {Peer::Ours, Peer::Library}) {
+            if (peer == Peer::Library && !kWithCudnn) continue;
+            Subject s{Kind::Conv, p, peer, 2, false, layer, d};
+            s.name = std::string("conv ") + precision_name(p) + " " + layer_name(shapes[layer]) +
+                     " " + kDirections[d] + " " + (peer == Peer::Ours ? "ours" : "cuDNN");
+            subjects.push_back(s);
+          }
+  return subjects;
+}
+
+#if ECHELON_WITH_CUDA
+using gpu_kernels::random_cuda;
+
+// The process-wide switches a subject runs under, set for its lifetime, then the defaults again.
+class SubjectSwitches {
+ public:
+  explicit SubjectSwitches(const Subject& s) {
+    ops::set_float32_precision(s.precision);
+    const bool ours = s.peer == Peer::Ours;
+    if (s.kind == Kind::Sgemm) {
+      ops::set_matmul_impl(ours ? ops::MatmulImpl::Ours : ops::MatmulImpl::Blas);
+      cuda::set_mma_stages(s.stages);
+      cuda::set_mma_async_k(s.async_k);
+    } else {
+      ops::set_conv_impl(ours ? ops::ConvImpl::Ours : ops::ConvImpl::Cudnn);
+      cuda::set_conv_algorithm(cuda::ConvAlgorithm::ImplicitGemm);
+    }
+  }
+  ~SubjectSwitches() {
+    ops::set_float32_precision(Precision::Fp32);
+    ops::set_matmul_impl(ops::MatmulImpl::Auto);
+    cuda::set_mma_stages(2);
+    cuda::set_mma_async_k(false);
+    ops::set_conv_impl(ops::ConvImpl::Ours);
+  }
+  SubjectSwitches(const SubjectSwitches&) = delete;
+  SubjectSwitches& operator=(const SubjectSwitches&) = delete;
+};
+
+// The subject's call, its inputs made here (their kernels are not the subject's).
+std::function<void()> prepare(const Subject& s, const Tensor& a, const Tensor& b,
+                              const std::vector<ConvShape>& shapes) {
+  if (s.kind == Kind::Sgemm) return [a, b] { ops::matmul(a, b, false, false); };
+  const ConvShape& shape = shapes[s.layer];
+  Conv2dGeometry g;
+  g.kernel_h = shape.w[2], g.kernel_w = shape.w[3], g.pad_h = g.pad_w = shape.pad;
+  const Tensor x = random_cuda(shape.x, 10), w = random_cuda(shape.w, 11);
+  const Tensor bias = random_cuda({shape.w[0]}, 12);
+  if (s.direction == 0) return [=] { ops::conv2d(x, w, bias, g); };
+  const Tensor gy = random_cuda(ops::conv2d(x, w, bias, g).shape(), 13);
+  const bool data = s.direction == 1;
+  return [=] { ops::conv2d_backward(gy, x, w, false, data, g, !data); };
+}
+
+// Runs `body` inside the profiler's range, then waits for it.
+void in_profiled_range(const std::function<void()>& body) {
+  const cudaStream_t stream = cuda::current_stream(0);
+  ECH_CUDA_CHECK(cudaProfilerStart());
+  body();
+  ECH_CUDA_CHECK(cudaStreamSynchronize(stream));
+  ECH_CUDA_CHECK(cudaProfilerStop());
+}
+
+void profile(const std::vector<Subject>& subjects, int64_t size,
+             const std::vector<ConvShape>& shapes) {
+  const cudaStream_t stream = cuda::current_stream(0);
+  const Tensor a = random_cuda({size, size}, 8), b = random_cuda({size, size}, 9);
+  const Tensor one = random_cuda({1}, 1);
+  const auto marker = [&] { ops::exp(one); };
+  for (const Subject& s : subjects) {
+    const SubjectSwitches switches(s);
+    const std::function<void()> call = prepare(s, a, b, shapes);
+    call();  // warm-up: allocations, handles, plans, dynamic shared memory opt-ins
+    ECH_CUDA_CHECK(cudaStreamSynchronize(stream));
+    in_profiled_range([&] {
+      marker();
+      call();
+    });
+    std::printf("profiled: %s\n", s.name.c_str());
+  }
+  in_profiled_range(marker);  // closes the last subject
+}
+#endif
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> groups = {"sgemm", "conv"}, precisions = {"fp32", "tf32"};
+  std::vector<size_t> layers = {2, 4, 8, 10, 12};
+  int64_t size = 4096;
+  std::string subjects_out;
+  bool list = false, quick = false;
+  CLI::App app{"One call of each SGEMM and conv kernel (ours and the library's), for ncu",
+               "exp_gpu_profile"};
+  app.option_defaults()->always_capture_default();
+  app.add_option("--groups", groups, "Which kernels")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"sgemm", "conv"}));
+  app.add_option("--size", size, "SGEMM M = N = K")->check(CLI::Range(16, 16384));
+  app.add_option("--layers", layers, "Conv layers by index (--list shows them)")
+      ->delimiter(',')
+      ->check(CLI::Range(size_t{0}, gpu_kernels::net_conv_shapes(1).size() - 1));
+  app.add_option("--conv-precisions", precisions, "Conv precisions")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
+  app.add_option("--subjects-out", subjects_out, "Write the subjects' names here, one a line");
+  app.add_flag("--list", list, "Print the subjects and the layer table; run nothing");
+  app.add_flag("--quick", quick, "Batch 2 and SGEMM size 128: a smoke test");
+  echelon::bench::parse_args_or_exit(app, argc, argv);
+  if (quick) size = 128;
+  const std::vector<ConvShape> shapes = gpu_kernels::net_conv_shapes(quick ? 2 : 128);
+  std::vector<Precision> conv_precisions;
+  for (const std::string& p : precisions)
+    conv_precisions.push_back(p == "fp32"   ? Precision::Fp32
+                              : p == "tf32" ? Precision::Tf32
+                                            : Precision::Bf16);
+  const std::vector<Subject> subjects =
+      make_subjects(groups, size, layers, conv_precisions, shapes);
+  if (list) {
+    for (size_t i = 0; i < shapes.size(); ++i)
+      std::printf("layer %2zu: %s\n", i, layer_name(shapes[i]).c_str());
+    for (const Subject& s : subjects) std::printf("%s\n", s.name.c_str());
+    return 0;
+  }
+  if (!subjects_out.empty()) {
+    std::ofstream out(subjects_out);
+    for (const Subject& s : subjects) out << s.name << "\n";
+    if (!out) {
+      std::fprintf(stderr, "exp_gpu_profile: cannot write %s\n", subjects_out.c_str());
+      return 1;
+    }
+  }
+#if ECHELON_WITH_CUDA
+  if (cuda::device_count() == 0) {
+    std::printf("exp_gpu_profile: no GPU: nothing run\n");
+    return 0;
+  }
+  try {
+    profile(subjects, size, shapes);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "exp_gpu_profile: %s\n", e.what());
+    return 1;
+  }
+#else
+  std::printf("exp_gpu_profile: built without CUDA: nothing run\n");
+#endif
+  return 0;
+}
