@@ -113,9 +113,15 @@ while (($#)); do
     tail -5 "$work/$group.log" | tee -a "$OUT/profile.txt"
   fi
   if [[ -f $work/$group.ncu-rep ]]; then
+    csv=$work/$group-raw.csv
     "$ncu" --import "$work/$group.ncu-rep" --csv --page raw --print-units base \
-      >"$work/$group-raw.csv" 2>"$work/$group-import.log"
-    python3 tools/ncu-table.py "$work/$group-subjects.txt" "$work/$group-raw.csv" \
+      >"$csv" 2>"$work/$group-import.log"
+    if ! grep -q '"Kernel Name"' "$csv"; then  # the details page: a row per metric
+      csv=$work/$group-details.csv
+      "$ncu" --import "$work/$group.ncu-rep" --csv --page details --print-units base \
+        >"$csv" 2>>"$work/$group-import.log"
+    fi
+    python3 tools/ncu-table.py "$work/$group-subjects.txt" "$csv" \
       >>"$OUT/profile.txt" 2>&1 || status=1
   fi
 done

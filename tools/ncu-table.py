@@ -4,7 +4,8 @@
     tools/ncu-table.py SUBJECTS RAW_CSV
 
 SUBJECTS: the driver's --subjects-out file (one subject a line, in launch order). RAW_CSV:
-`ncu --import REPORT --csv --page raw --print-units base` of the run. The driver launches a
+`ncu --import REPORT --csv --page raw --print-units base` of the run (the details page's layout,
+a row per metric, is read too). The driver launches a
 marker kernel before each subject and one after the last, and the first profiled kernel is a
 marker, so runs of that kernel's name split the rows into the subjects' kernels.
 
@@ -19,6 +20,7 @@ import csv
 import re
 import sys
 
+TIME = "gpu__time_duration.sum"  # nanoseconds once read
 STALL = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
 STALL_REASONS = ["long_scoreboard", "short_scoreboard", "barrier", "mio_throttle",
                  "math_pipe_throttle", "wait", "not_selected", "lg_throttle", "no_instruction",
@@ -28,7 +30,7 @@ SHARED_WAVEFRONTS = "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_{}.sum"
 
 # The columns: header, metric, format (None: computed below).
 COLUMNS = [
-    ("us", "gpu__time_duration.sum", lambda v: f"{v / 1e3:.1f}"),
+    ("us", TIME, lambda v: f"{v / 1e3:.1f}"),
     ("regs", "launch__registers_per_thread", lambda v: f"{v:.0f}"),
     ("waves", "launch__waves_per_multiprocessor", lambda v: f"{v:.2f}"),
     ("SM%", "sm__throughput.avg.pct_of_peak_sustained_elapsed", lambda v: f"{v:.0f}"),
@@ -51,25 +53,48 @@ def number(text):
         return None
 
 
+TO_NS = {"nsecond": 1, "ns": 1, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6,
+         "second": 1e9, "s": 1e9}
+
+
+def in_ns(value, unit):
+    """A duration as nanoseconds (the raw page's units row, or a details row's Metric Unit)."""
+    v = number(value)
+    return None if v is None else str(v * TO_NS.get((unit or "nsecond").strip(), 1))
+
+
 def read_rows(path):
-    """The kernel rows of a raw CSV, in launch (ID) order, each a dict by column name."""
+    """The kernel rows of an ncu CSV, in launch (ID) order, each a dict by column or metric name.
+
+    Two layouts: the raw page (`--page raw`: a column per metric, a units row under the header)
+    and the details page (`--page details`, also what `ncu --csv --metrics ...` prints: a row per
+    metric with "Metric Name", "Metric Unit" and "Metric Value"), pivoted here to one row per ID.
+    """
     with open(path, newline="") as f:
         lines = [line for line in f if not line.startswith("==")]  # ncu's own messages
-    reader = csv.reader(lines)
-    header = None
-    rows = []
-    for fields in reader:
+    header, units, by_id = None, {}, {}
+    for fields in csv.reader(lines):
         if header is None:
             if "Kernel Name" in fields and "ID" in fields:
                 header = fields
             continue
         row = dict(zip(header, fields))
-        if number(row.get("ID")) is None:  # the units row
+        if number(row.get("ID")) is None:  # the raw page's units row
+            units = row
             continue
-        rows.append(row)
+        kernel = by_id.setdefault(row["ID"], dict(row))
+        if "Metric Name" in row:  # details layout
+            value = row.get("Metric Value", "")
+            if row["Metric Name"] == TIME:
+                value = in_ns(value, row.get("Metric Unit"))
+            kernel[row["Metric Name"]] = value
     if header is None:
-        sys.exit(f"ncu-table: {path}: no header with 'ID' and 'Kernel Name': not an ncu raw CSV")
-    return sorted(rows, key=lambda r: number(r["ID"]))
+        sys.exit(f"ncu-table: {path}: no header with 'ID' and 'Kernel Name': not an ncu CSV")
+    rows = sorted(by_id.values(), key=lambda r: number(r["ID"]))
+    if TIME in header:  # raw layout: scale by its units row
+        for row in rows:
+            row[TIME] = in_ns(row.get(TIME), units.get(TIME))
+    return rows
 
 
 def short_name(kernel):
@@ -157,7 +182,7 @@ def main(argv):
     table = []
     for i, part in enumerate(parts):
         title = subjects[i] if matched else f"part {i + 1}"
-        total = sum(number(r.get("gpu__time_duration.sum")) or 0 for r in part) / 1e3
+        total = sum(number(r.get(TIME)) or 0 for r in part) / 1e3
         table.append((f"{title}: {len(part)} kernel(s), {total:.1f} us", None))
         for row in part:
             table.append((None, kernel_line(row)))
