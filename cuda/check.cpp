@@ -4,9 +4,10 @@
 // bare code.
 #include <echelon/cuda/check.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <string>
+
+#include <echelon/base/env.h>
 
 namespace echelon::cuda {
 
@@ -21,10 +22,7 @@ void throw_cuda_error(cudaError_t err, const char* call, const char* file, int l
 }
 
 bool read_sync_launches_env() {
-  const char* value = std::getenv("ECHELON_SYNC_LAUNCHES");
-  if (value == nullptr) return false;
-  const std::string v = value;
-  return !(v.empty() || v == "0" || v == "false" || v == "off" || v == "no");
+  return env::flag("ECHELON_SYNC_LAUNCHES", false);
 }
 
 void sync_after_launch(const char* op, const char* file, int line) {

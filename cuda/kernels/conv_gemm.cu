@@ -43,11 +43,10 @@
 #include <atomic>
 #include <climits>
 #include <cstdint>
-#include <cstdlib>
-#include <string_view>
 #include <type_traits>
 #include <utility>
 
+#include <echelon/base/env.h>
 #include <echelon/base/error.h>
 #include <echelon/cuda/kernels/matmul.h>
 #include <echelon/cuda/launch.h>
@@ -260,10 +259,7 @@ int64_t slice_depth(ConvTile tile, Precision precision) {
 }
 
 std::atomic<bool>& gather_table_flag() {
-  static std::atomic<bool> flag = [] {
-    const char* v = std::getenv("ECHELON_CONV_GATHER_TABLE");
-    return v == nullptr || std::string_view(v) != "0";
-  }();
+  static std::atomic<bool> flag = env::flag("ECHELON_CONV_GATHER_TABLE", true);
   return flag;
 }
 
@@ -365,20 +361,17 @@ void launch_conv_gemm(const char* op, const ConvConfig& c, const Conv2dGeometry&
 }
 
 // The weight gradient's split-K knobs (conv_gemm.h, set_conv_wgrad_split): the blocks the
-// heuristic aims for, and a fixed group count (0: the heuristic).
-int64_t env_int(const char* name, int64_t fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? std::strtoll(v, nullptr, 10) : fallback;
-}
+// heuristic aims for (0: the default), and a fixed group count (0: the heuristic).
 std::atomic<int64_t>& wgrad_fill_blocks() {
   static std::atomic<int64_t> blocks = [] {
-    const int64_t b = env_int("ECHELON_CONV_WGRAD_FILL", kWgradFillBlocks);
+    constexpr int64_t kMostBlocks = int64_t{1} << 24;  // far beyond any GPU: a sanity bound
+    const int64_t b = env::integer("ECHELON_CONV_WGRAD_FILL", 0, 0, kMostBlocks);
     return b > 0 ? b : kWgradFillBlocks;
   }();
   return blocks;
 }
 std::atomic<int64_t>& wgrad_groups() {
-  static std::atomic<int64_t> groups{std::max<int64_t>(env_int("ECHELON_CONV_WGRAD_GROUPS", 0), 0)};
+  static std::atomic<int64_t> groups{env::integer("ECHELON_CONV_WGRAD_GROUPS", 0, 0, kMaxGridZ)};
   return groups;
 }
 
