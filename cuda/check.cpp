@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-#include <echelon/base/env.h>
+#include <echelon/cuda/switches.h>
 
 namespace echelon::cuda {
 
@@ -22,7 +22,12 @@ void throw_cuda_error(cudaError_t err, const char* call, const char* file, int l
 }
 
 bool read_sync_launches_env() {
-  return env::flag("ECHELON_SYNC_LAUNCHES", false);
+  return switches::sync_launches();
+}
+
+bool read_launch_environment() {
+  switches::check_all();
+  return switches::sync_launches();
 }
 
 void sync_after_launch(const char* op, const char* file, int line) {

@@ -46,10 +46,10 @@
 #include <type_traits>
 #include <utility>
 
-#include <echelon/base/env.h>
 #include <echelon/base/error.h>
 #include <echelon/cuda/kernels/matmul.h>
 #include <echelon/cuda/launch.h>
+#include <echelon/cuda/switches.h>
 #include <echelon/cuda/kernels/channels.cuh>
 
 #include "conv_operands.cuh"
@@ -259,7 +259,7 @@ int64_t slice_depth(ConvTile tile, Precision precision) {
 }
 
 std::atomic<bool>& gather_table_flag() {
-  static std::atomic<bool> flag = env::flag("ECHELON_CONV_GATHER_TABLE", true);
+  static std::atomic<bool> flag = switches::conv_gather_table();
   return flag;
 }
 
@@ -364,14 +364,13 @@ void launch_conv_gemm(const char* op, const ConvConfig& c, const Conv2dGeometry&
 // heuristic aims for (0: the default), and a fixed group count (0: the heuristic).
 std::atomic<int64_t>& wgrad_fill_blocks() {
   static std::atomic<int64_t> blocks = [] {
-    constexpr int64_t kMostBlocks = int64_t{1} << 24;  // far beyond any GPU: a sanity bound
-    const int64_t b = env::integer("ECHELON_CONV_WGRAD_FILL", 0, 0, kMostBlocks);
+    const int64_t b = switches::conv_wgrad_fill();
     return b > 0 ? b : kWgradFillBlocks;
   }();
   return blocks;
 }
 std::atomic<int64_t>& wgrad_groups() {
-  static std::atomic<int64_t> groups{env::integer("ECHELON_CONV_WGRAD_GROUPS", 0, 0, kMaxGridZ)};
+  static std::atomic<int64_t> groups{switches::conv_wgrad_groups()};
   return groups;
 }
 

@@ -13,10 +13,10 @@
 #include <optional>
 #include <utility>
 
-#include <echelon/base/env.h>
 #include <echelon/base/error.h>
 #include <echelon/cuda/check.h>
 #include <echelon/cuda/kernels/matmul.h>
+#include <echelon/cuda/switches.h>
 
 namespace echelon::cuda {
 namespace {
@@ -26,7 +26,7 @@ constexpr int kTimedRuns = 3;
 constexpr double kClearlySlower = 2.0;
 
 std::atomic<bool>& autotune_flag() {
-  static std::atomic<bool> flag = env::flag("ECHELON_AUTOTUNE", false);
+  static std::atomic<bool> flag = switches::conv_autotune();
   return flag;
 }
 

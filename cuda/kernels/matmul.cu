@@ -36,9 +36,9 @@
 #include <cstdint>
 #include <type_traits>
 
-#include <echelon/base/env.h>
 #include <echelon/cuda/blas.h>
 #include <echelon/cuda/launch.h>
+#include <echelon/cuda/switches.h>
 
 #include "fma_tile.cuh"
 #include "gemm_tile.cuh"
@@ -228,10 +228,8 @@ constexpr int64_t kMaxGridY = 65535, kMaxGridZ = 65535;
 
 std::atomic<Precision> g_precision{Precision::Fp32};
 
-// ECHELON_FMA_CORE=old|warp (read once; "new" is "warp"): the 128x128 fp32 tile's core.
 std::atomic<bool>& warp_tiles_flag() {
-  static std::atomic<bool> flag =
-      env::choice<bool>("ECHELON_FMA_CORE", true, {{"warp", true}, {"new", true}, {"old", false}});
+  static std::atomic<bool> flag = switches::fma_warp_tiles();
   return flag;
 }
 
@@ -257,24 +255,22 @@ bool use_large_tile(int64_t M, int64_t N, int64_t groups) {
 // The tensor-core tile mode (matmul.h, set_mma_tile): ECHELON_MMA_TILE=64 / 128 in the
 // environment (read once) forces one tile; else (or =auto) Auto.
 std::atomic<MmaTile>& mma_tile_mode() {
-  static std::atomic<MmaTile> mode = env::choice<MmaTile>(
-      "ECHELON_MMA_TILE", MmaTile::Auto,
-      {{"auto", MmaTile::Auto}, {"64", MmaTile::Small}, {"128", MmaTile::Large}});
+  static std::atomic<MmaTile> mode = switches::mma_tile();
   return mode;
 }
 
 // The 128x128 TF32 tile's ring depth (matmul.h, set_mma_stages): ECHELON_MMA_STAGES=4 in the
 // environment (read once) starts the process with the deep ring; else (or =2) 2.
 std::atomic<int>& mma_stages_setting() {
-  static std::atomic<int> stages =
-      env::choice<int>("ECHELON_MMA_STAGES", 2, {{"2", 2}, {"4", kDeepStages}});
+  static_assert(kDeepStages == 4, "ECHELON_MMA_STAGES names the deep ring 4");
+  static std::atomic<int> stages = switches::mma_stages();
   return stages;
 }
 
 // The async-K TF32 tiles (matmul.h, set_mma_async_k): ECHELON_MMA_ASYNC_K=1 in the environment
 // (read once) starts the process with them; else off.
 std::atomic<bool>& mma_async_k_flag() {
-  static std::atomic<bool> flag = env::flag("ECHELON_MMA_ASYNC_K", false);
+  static std::atomic<bool> flag = switches::mma_async_k();
   return flag;
 }
 

@@ -2,7 +2,6 @@
 // its default, and the message a bad value gets.
 #include <doctest/doctest.h>
 
-#include <cstdlib>
 #include <optional>
 #include <string>
 
@@ -11,46 +10,15 @@
 #include <echelon/parallel/rendezvous.h>
 
 #include "tests/support/cli_run.h"
+#include "tests/support/env_scope.h"
 
 namespace echelon {
 namespace {
 
-// Sets (or, with nullopt, unsets) one variable for a scope and restores what was there.
-class EnvScope {
- public:
-  EnvScope(const char* name, std::optional<std::string> value) : name_(name) {
-    if (const char* old = std::getenv(name)) saved_ = old;
-    if (value)
-      ::setenv(name, value->c_str(), 1);
-    else
-      ::unsetenv(name);
-  }
-  ~EnvScope() {
-    if (saved_)
-      ::setenv(name_, saved_->c_str(), 1);
-    else
-      ::unsetenv(name_);
-  }
-  EnvScope(const EnvScope&) = delete;
-  EnvScope& operator=(const EnvScope&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> saved_;
-};
+using test::EnvScope;
+using test::error_of;
 
 constexpr const char* kVar = "ECHELON_ENV_TEST_SWITCH";
-
-// The user-facing message of what `read` throws ("" when it does not throw an Error).
-template <typename Read>
-std::string error_of(Read read) {
-  try {
-    read();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "";
-}
 
 enum class Tile { Auto, Small, Large };
 
