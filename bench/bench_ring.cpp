@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include <echelon/base/env.h>
 #include <echelon/data/ring.h>
 
 #include "reference_spsc.h"
@@ -80,8 +81,7 @@ class MutexQueue {
 };
 
 void pin_to_core(int index) {
-  const char* pin = std::getenv("ECHELON_BENCH_PIN");
-  if (pin != nullptr && pin[0] == '0') return;
+  if (!echelon::env::flag("ECHELON_BENCH_PIN", true)) return;
   const unsigned cores = std::thread::hardware_concurrency();
   if (cores < 2) return;
   cpu_set_t set;

@@ -4,7 +4,7 @@
 # base defines ECHELON_WITH_CUDA=1 as the real build does (plus ECHELON_CUDA_SIM=1), so every CUDA
 # runtime path in tensor/, data/ and parallel/ compiles and runs. No CUDA toolkit is needed.
 #
-#   base <- cudasim (cuda/sim: the emulator; it knows nothing of Echelon) <- cuda <- tensor ...
+#   base <- cudasim (cuda/sim: the emulator; of Echelon it knows only base) <- cuda <- tensor ...
 find_package(Boost 1.66 REQUIRED COMPONENTS context)
 
 # The emulator: its own target, one layer below cuda. Its headers are <echelon/cuda/sim/...>
@@ -17,7 +17,8 @@ set(sim_root ${PROJECT_BINARY_DIR}/include/cudasim)
 file(MAKE_DIRECTORY ${sim_root}/echelon/cuda)
 file(CREATE_LINK ${PROJECT_SOURCE_DIR}/cuda/sim ${sim_root}/echelon/cuda/sim SYMBOLIC)
 target_include_directories(echelon_cudasim PUBLIC ${sim_root} ${PROJECT_SOURCE_DIR}/cuda/sim/include)
-# base only for the build's flags (sanitizers, definitions); the emulator includes nothing of it.
+# base for the build's flags (sanitizers, definitions) and the environment readers (base/env.h):
+# the emulator includes nothing else of Echelon.
 target_link_libraries(echelon_cudasim PUBLIC echelon_base Boost::context)
 echelon_warnings(echelon_cudasim)
 

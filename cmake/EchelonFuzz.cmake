@@ -10,6 +10,7 @@ option(ECHELON_FUZZ_COVERAGE "Instrument the parsers for llvm-cov line coverage 
 # The sources holding the parsers the fuzz targets exercise (which functions of them are "the
 # parser" of each target, for the coverage in docs/fuzzing.md: tests/fuzz/parsers.txt).
 set(ECHELON_PARSER_SOURCES
+  base/env.cpp
   base/json.cpp
   data/io.cpp
   data/datasets.cpp

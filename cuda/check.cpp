@@ -4,9 +4,10 @@
 // bare code.
 #include <echelon/cuda/check.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <string>
+
+#include <echelon/cuda/switches.h>
 
 namespace echelon::cuda {
 
@@ -21,10 +22,12 @@ void throw_cuda_error(cudaError_t err, const char* call, const char* file, int l
 }
 
 bool read_sync_launches_env() {
-  const char* value = std::getenv("ECHELON_SYNC_LAUNCHES");
-  if (value == nullptr) return false;
-  const std::string v = value;
-  return !(v.empty() || v == "0" || v == "false" || v == "off" || v == "no");
+  return switches::sync_launches();
+}
+
+bool read_launch_environment() {
+  switches::check_all();
+  return switches::sync_launches();
 }
 
 void sync_after_launch(const char* op, const char* file, int line) {

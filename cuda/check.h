@@ -14,8 +14,11 @@ namespace echelon::cuda {
 // ECHELON_SYNC_LAUNCHES=1: read once, at the first launch (the environment of a running process
 // is not expected to change; a test can flip it with set_sync_launches).
 bool read_sync_launches_env();
+// The first launch's reading: every switch of the CUDA layer checked (cuda/switches.h, a bad
+// value throws), then ECHELON_SYNC_LAUNCHES.
+bool read_launch_environment();
 inline std::atomic<bool>& sync_launches_flag() {
-  static std::atomic<bool> flag{read_sync_launches_env()};
+  static std::atomic<bool> flag{read_launch_environment()};
   return flag;
 }
 inline bool sync_launches() {

@@ -1,6 +1,6 @@
 #include <echelon/data/asymmetric_fence.h>
 
-#include <cstdlib>
+#include <echelon/base/env.h>
 
 #if defined(__linux__)
 #include <linux/membarrier.h>
@@ -20,10 +20,10 @@ long membarrier(int command) {
 }
 
 // Query the supported commands, then register: expedited private membarrier needs both.
-// ECHELON_NO_MEMBARRIER=1 forces the fallback (to test and to compare it).
+// ECHELON_NO_MEMBARRIER=1 forces the fallback (to test and to compare it); a bad value throws from
+// the first ring's constructor, where a bad capacity would.
 bool register_membarrier() {
-  const char* off = std::getenv("ECHELON_NO_MEMBARRIER");
-  if (off != nullptr && off[0] == '1') return false;
+  if (env::flag("ECHELON_NO_MEMBARRIER", false)) return false;
   const long supported = membarrier(MEMBARRIER_CMD_QUERY);
   if (supported < 0 || (supported & MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return false;
   return membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;

@@ -25,6 +25,7 @@
 #include <sstream>
 #include <utility>
 
+#include <echelon/base/env.h>
 #include <echelon/base/error.h>
 
 extern char** environ;
@@ -35,13 +36,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-int parse_variable(const char* name, const char* text, int low) {
-  char* end = nullptr;
-  errno = 0;
-  const long value = std::strtol(text, &end, 10);
-  ECH_CHECK(end != text && *end == '\0' && errno == 0 && value >= low && value <= (1 << 24), name,
-            "='", text, "' must be an integer >= ", low);
-  return static_cast<int>(value);
+// A count or a rank (below 2^24), or a TCP port.
+int parse_variable(const char* name, const char* text, int low, int high = 1 << 24) {
+  return static_cast<int>(env::parse_integer(name, text, low, high));
 }
 
 std::string required(const char* name, int rank) {
@@ -136,14 +133,13 @@ std::optional<RendezvousEnvironment> rendezvous_environment() {
   const char* local = std::getenv("LOCAL_RANK");
   env.local_rank = local != nullptr ? parse_variable("LOCAL_RANK", local, 0) : 0;
   env.master_addr = required("MASTER_ADDR", env.rank);
-  env.master_port = parse_variable("MASTER_PORT", required("MASTER_PORT", env.rank).c_str(), 1);
-  ECH_CHECK(env.master_port <= 65535, "MASTER_PORT=", env.master_port, " is not a TCP port");
+  env.master_port =
+      parse_variable("MASTER_PORT", required("MASTER_PORT", env.rank).c_str(), 1, 65535);
   env.port_name = "MASTER_ADDR:MASTER_PORT";
   const char* own_port = std::getenv("ECHELON_RENDEZVOUS_PORT");
   const char* agent_store = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
   if (own_port != nullptr) {
-    env.master_port = parse_variable("ECHELON_RENDEZVOUS_PORT", own_port, 1);
-    ECH_CHECK(env.master_port <= 65535, "ECHELON_RENDEZVOUS_PORT=", own_port, " is not a TCP port");
+    env.master_port = parse_variable("ECHELON_RENDEZVOUS_PORT", own_port, 1, 65535);
     env.port_name = "MASTER_ADDR:ECHELON_RENDEZVOUS_PORT";
   } else if (agent_store != nullptr && std::string(agent_store) == "True" &&
              env.master_port < 65535) {

@@ -9,6 +9,7 @@
 
 #include <sys/mman.h>
 
+#include <echelon/base/env.h>
 #include <echelon/base/error.h>
 #include <echelon/tensor/storage.h>
 
@@ -34,14 +35,17 @@ namespace {
 constexpr size_t kCpuAlignment = 64;           // one cache line, one AVX-512 vector
 constexpr size_t kHugePage = size_t{2} << 20;  // x86-64's transparent huge page
 
+// $ECHELON_CPU_CACHE_MB, else 1 GiB (0 under ASan). Read when the allocator is made, at the first
+// CPU allocation: a bad value throws there, where an out-of-memory error would, never in
+// deallocate (a destructor's call).
 size_t default_limit() {
 #if ECHELON_ASAN
-  return 0;
+  constexpr int64_t kDefaultMiB = 0;
 #else
-  if (const char* mb = std::getenv("ECHELON_CPU_CACHE_MB"))
-    return std::strtoull(mb, nullptr, 10) << 20;
-  return size_t{1} << 30;
+  constexpr int64_t kDefaultMiB = 1024;
 #endif
+  constexpr int64_t kMostMiB = int64_t{1} << 24;  // 16 TiB: a sanity bound
+  return static_cast<size_t>(env::integer("ECHELON_CPU_CACHE_MB", kDefaultMiB, 0, kMostMiB)) << 20;
 }
 
 class CachingCpuAllocator final : public Allocator {

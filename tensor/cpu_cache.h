@@ -16,8 +16,9 @@ struct CpuCacheStats {
   int64_t misses = 0;       // allocations that went to the system
 };
 
-// The most bytes the cache may hold (0 turns it off and frees what it holds). Default 1 GiB, or
-// $ECHELON_CPU_CACHE_MB MiB when set. Process-wide.
+// The most bytes the cache may hold (0 turns it off and frees what it holds). Default 1 GiB (0
+// under ASan), or $ECHELON_CPU_CACHE_MB MiB when set (0..16777216; another value throws at the
+// first CPU allocation). Process-wide.
 void set_cpu_cache_limit(size_t bytes);
 size_t cpu_cache_limit();
 CpuCacheStats cpu_cache_stats();

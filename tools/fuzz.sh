@@ -26,7 +26,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=true
 
-all_targets=(idx cifar10 image safetensors json resume cli spec diff_jpeg diff_png diff_gzip)
+all_targets=(idx cifar10 image safetensors json resume cli spec diff_jpeg diff_png diff_gzip env)
 minutes=1
 jobs=$(nproc)
 mode=fuzz

@@ -43,14 +43,13 @@
 #include <atomic>
 #include <climits>
 #include <cstdint>
-#include <cstdlib>
-#include <string_view>
 #include <type_traits>
 #include <utility>
 
 #include <echelon/base/error.h>
 #include <echelon/cuda/kernels/matmul.h>
 #include <echelon/cuda/launch.h>
+#include <echelon/cuda/switches.h>
 #include <echelon/cuda/kernels/channels.cuh>
 
 #include "conv_operands.cuh"
@@ -260,10 +259,7 @@ int64_t slice_depth(ConvTile tile, Precision precision) {
 }
 
 std::atomic<bool>& gather_table_flag() {
-  static std::atomic<bool> flag = [] {
-    const char* v = std::getenv("ECHELON_CONV_GATHER_TABLE");
-    return v == nullptr || std::string_view(v) != "0";
-  }();
+  static std::atomic<bool> flag = switches::conv_gather_table();
   return flag;
 }
 
@@ -365,20 +361,16 @@ void launch_conv_gemm(const char* op, const ConvConfig& c, const Conv2dGeometry&
 }
 
 // The weight gradient's split-K knobs (conv_gemm.h, set_conv_wgrad_split): the blocks the
-// heuristic aims for, and a fixed group count (0: the heuristic).
-int64_t env_int(const char* name, int64_t fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? std::strtoll(v, nullptr, 10) : fallback;
-}
+// heuristic aims for (0: the default), and a fixed group count (0: the heuristic).
 std::atomic<int64_t>& wgrad_fill_blocks() {
   static std::atomic<int64_t> blocks = [] {
-    const int64_t b = env_int("ECHELON_CONV_WGRAD_FILL", kWgradFillBlocks);
+    const int64_t b = switches::conv_wgrad_fill();
     return b > 0 ? b : kWgradFillBlocks;
   }();
   return blocks;
 }
 std::atomic<int64_t>& wgrad_groups() {
-  static std::atomic<int64_t> groups{std::max<int64_t>(env_int("ECHELON_CONV_WGRAD_GROUPS", 0), 0)};
+  static std::atomic<int64_t> groups{switches::conv_wgrad_groups()};
   return groups;
 }
 

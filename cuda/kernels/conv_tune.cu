@@ -7,17 +7,16 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <cstdlib>
 #include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
-#include <string_view>
 #include <utility>
 
 #include <echelon/base/error.h>
 #include <echelon/cuda/check.h>
 #include <echelon/cuda/kernels/matmul.h>
+#include <echelon/cuda/switches.h>
 
 namespace echelon::cuda {
 namespace {
@@ -27,10 +26,7 @@ constexpr int kTimedRuns = 3;
 constexpr double kClearlySlower = 2.0;
 
 std::atomic<bool>& autotune_flag() {
-  static std::atomic<bool> flag = [] {
-    const char* v = std::getenv("ECHELON_AUTOTUNE");
-    return v != nullptr && std::string_view(v) == "1";
-  }();
+  static std::atomic<bool> flag = switches::conv_autotune();
   return flag;
 }
 

@@ -34,13 +34,11 @@
 #include <atomic>
 #include <climits>
 #include <cstdint>
-#include <cstdlib>
-#include <string>
-#include <string_view>
 #include <type_traits>
 
 #include <echelon/cuda/blas.h>
 #include <echelon/cuda/launch.h>
+#include <echelon/cuda/switches.h>
 
 #include "fma_tile.cuh"
 #include "gemm_tile.cuh"
@@ -231,10 +229,7 @@ constexpr int64_t kMaxGridY = 65535, kMaxGridZ = 65535;
 std::atomic<Precision> g_precision{Precision::Fp32};
 
 std::atomic<bool>& warp_tiles_flag() {
-  static std::atomic<bool> flag = [] {
-    const char* v = std::getenv("ECHELON_FMA_CORE");
-    return v == nullptr || std::string_view(v) != "old";
-  }();
+  static std::atomic<bool> flag = switches::fma_warp_tiles();
   return flag;
 }
 
@@ -258,33 +253,24 @@ bool use_large_tile(int64_t M, int64_t N, int64_t groups) {
 }
 
 // The tensor-core tile mode (matmul.h, set_mma_tile): ECHELON_MMA_TILE=64 / 128 in the
-// environment (read once) forces one tile; else Auto.
+// environment (read once) forces one tile; else (or =auto) Auto.
 std::atomic<MmaTile>& mma_tile_mode() {
-  static std::atomic<MmaTile> mode = [] {
-    const char* v = std::getenv("ECHELON_MMA_TILE");
-    const std::string_view choice = v == nullptr ? "" : v;
-    return choice == "64" ? MmaTile::Small : choice == "128" ? MmaTile::Large : MmaTile::Auto;
-  }();
+  static std::atomic<MmaTile> mode = switches::mma_tile();
   return mode;
 }
 
 // The 128x128 TF32 tile's ring depth (matmul.h, set_mma_stages): ECHELON_MMA_STAGES=4 in the
-// environment (read once) starts the process with the deep ring; else 2.
+// environment (read once) starts the process with the deep ring; else (or =2) 2.
 std::atomic<int>& mma_stages_setting() {
-  static std::atomic<int> stages = [] {
-    const char* v = std::getenv("ECHELON_MMA_STAGES");
-    return v != nullptr && std::string_view(v) == std::to_string(kDeepStages) ? kDeepStages : 2;
-  }();
+  static_assert(kDeepStages == 4, "ECHELON_MMA_STAGES names the deep ring 4");
+  static std::atomic<int> stages = switches::mma_stages();
   return stages;
 }
 
 // The async-K TF32 tiles (matmul.h, set_mma_async_k): ECHELON_MMA_ASYNC_K=1 in the environment
 // (read once) starts the process with them; else off.
 std::atomic<bool>& mma_async_k_flag() {
-  static std::atomic<bool> flag = [] {
-    const char* v = std::getenv("ECHELON_MMA_ASYNC_K");
-    return v != nullptr && std::string_view(v) == "1";
-  }();
+  static std::atomic<bool> flag = switches::mma_async_k();
   return flag;
 }
 

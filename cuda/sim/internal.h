@@ -11,6 +11,13 @@
 
 namespace echelon::cudasim::detail {
 
+// The emulator's environment knobs, parsed by base/env.h's readers. A bad value prints the
+// reader's message and aborts: the knobs are read inside CUDA calls, which report by error code,
+// never throw, and a typo must not silently emulate the default.
+bool env_flag(const char* name, bool fallback);
+int64_t env_integer(const char* name, int64_t fallback, int64_t low, int64_t high);
+[[noreturn]] void abort_on_bad_knob(const std::string& message);
+
 // Records `err` as the calling thread's last error (unless it is cudaSuccess/cudaErrorNotReady)
 // and returns it; a sticky error, once set, is returned instead of anything else.
 cudaError_t result(cudaError_t err);

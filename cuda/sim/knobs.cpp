@@ -1,14 +1,19 @@
 // CUDA emulation: the scheduler's knobs, process-wide: the order in which a block's threads run
 // (ECHELON_CUDASIM_ORDER or set_order; cuda/sim/sim.h) and the grid cap
-// (ECHELON_CUDASIM_GRID_CAP or set_grid_cap), read by every launch (scheduler.cpp).
+// (ECHELON_CUDASIM_GRID_CAP or set_grid_cap), read by every launch (scheduler.cpp); and the
+// checked reader every environment knob of the emulator goes through (internal.h).
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <limits>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
+#include <echelon/base/env.h>
+#include <echelon/base/error.h>
 #include <echelon/cuda/sim/internal.h>
 #include <echelon/cuda/sim/sim.h>
 
@@ -21,16 +26,16 @@ struct Knobs {
   Order order;
   std::atomic<unsigned> grid_cap{0};
   Knobs() {
-    if (const char* text = std::getenv("ECHELON_CUDASIM_ORDER"); text && *text) {
+    if (const std::optional<std::string> text = env::value("ECHELON_CUDASIM_ORDER")) {
       try {
-        order = parse_order(text);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "cudasim: ECHELON_CUDASIM_ORDER: %s\n", e.what());
-        std::abort();  // a typo must not silently test the default order
+        order = parse_order(*text);
+      } catch (const std::exception&) {  // invalid_argument, or out_of_range for the seed
+        detail::abort_on_bad_knob(
+            str("ECHELON_CUDASIM_ORDER='", *text, "': expected forward, reverse or random:SEED"));
       }
     }
-    if (const char* cap = std::getenv("ECHELON_CUDASIM_GRID_CAP"); cap && *cap)
-      grid_cap = static_cast<unsigned>(std::strtoul(cap, nullptr, 10));
+    grid_cap = static_cast<unsigned>(
+        detail::env_integer("ECHELON_CUDASIM_GRID_CAP", 0, 0, std::numeric_limits<int>::max()));
   }
 };
 
@@ -83,6 +88,27 @@ unsigned grid_cap(unsigned kernel_cap) {
 }
 
 namespace detail {
+
+void abort_on_bad_knob(const std::string& message) {
+  std::fprintf(stderr, "cudasim: %s\n", message.c_str());
+  std::abort();
+}
+
+bool env_flag(const char* name, bool fallback) {
+  try {
+    return env::flag(name, fallback);
+  } catch (const std::exception& e) {
+    abort_on_bad_knob(message_of(e));
+  }
+}
+
+int64_t env_integer(const char* name, int64_t fallback, int64_t low, int64_t high) {
+  try {
+    return env::integer(name, fallback, low, high);
+  } catch (const std::exception& e) {
+    abort_on_bad_knob(message_of(e));
+  }
+}
 
 Order launch_order() {
   return order();

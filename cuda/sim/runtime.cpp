@@ -88,6 +88,7 @@ namespace {
 
 constexpr size_t kGuard = 256;  // bytes each side; also cudaMalloc's alignment
 constexpr unsigned char kGuardByte = 0xA5;
+constexpr int64_t kMostDevices = 64, kMostMemoryMiB = int64_t{1} << 20;  // sanity bounds
 
 struct Allocation {
   size_t size;
@@ -95,17 +96,14 @@ struct Allocation {
   unsigned char* base;  // start of the front guard
 };
 
-int env_int(const char* name, int fallback) {
-  const char* value = std::getenv(name);
-  return value && *value ? std::atoi(value) : fallback;
-}
-
 struct State {
   std::mutex mutex;
-  int devices = env_int("ECHELON_CUDASIM_DEVICES", 1);
-  bool peer_capable = env_int("ECHELON_CUDASIM_PEER", 1) != 0;
+  int devices = static_cast<int>(env_integer("ECHELON_CUDASIM_DEVICES", 1, 0, kMostDevices));
+  bool peer_capable = env_flag("ECHELON_CUDASIM_PEER", true);
   std::set<std::pair<int, int>> peer_enabled;  // (device, peer): device may access peer's memory
-  size_t memory_limit = static_cast<size_t>(env_int("ECHELON_CUDASIM_MEMORY_MB", 8192)) << 20;
+  size_t memory_limit =
+      static_cast<size_t>(env_integer("ECHELON_CUDASIM_MEMORY_MB", 8192, 1, kMostMemoryMiB)) << 20;
+  bool abort_on_fault = env_flag("ECHELON_CUDASIM_ABORT", false);
   std::map<uintptr_t, Allocation> allocations;  // by user pointer
   std::vector<size_t> used;                     // bytes per device
   std::set<CUstream_st*> streams;
@@ -260,7 +258,7 @@ void fail(cudaError_t code, const std::string& message) {
     st.messages.push_back(message);
   }
   std::fprintf(stderr, "cudasim: %s\n", message.c_str());
-  if (env_int("ECHELON_CUDASIM_ABORT", 0)) std::abort();
+  if (st.abort_on_fault) std::abort();
 }
 
 bool failed() {

@@ -1,11 +1,13 @@
 // CUDA emulation: the knobs and the launch entry point. Tests and tools use the knobs; the
 // kernels reach `launch` only through ECH_LAUNCH (cuda/launch.h).
 //
-// Environment (read once, at the first launch):
+// Environment (read once, at the first launch or runtime call; a bad value aborts with a message
+// naming it; docs/environment.md):
 //   ECHELON_CUDASIM_ORDER=forward|reverse|random:SEED   thread and block order (default forward)
-//   ECHELON_CUDASIM_GRID_CAP=N    caps grid_for()'s grids at N blocks (default: the real cap), so
-//                                 that grid-stride loops really loop
-//   ECHELON_CUDASIM_DEVICES=N     number of emulated devices (default 1; 0 = "no device")
+//   ECHELON_CUDASIM_GRID_CAP=N    caps grid_for()'s grids at N blocks (default 0: the real cap),
+//                                 so that grid-stride loops really loop
+//   ECHELON_CUDASIM_DEVICES=N     number of emulated devices, 0..64 (default 1; 0 = "no device")
+//   ECHELON_CUDASIM_PEER=0        no peer access between devices (default 1)
 //   ECHELON_CUDASIM_MEMORY_MB=N   memory per device (default 8192)
 //   ECHELON_CUDASIM_ABORT=1       abort() at the first kernel error instead of a sticky error
 #pragma once
