@@ -267,6 +267,14 @@ std::atomic<bool>& gather_table_flag() {
   return flag;
 }
 
+std::atomic<bool>& async_gather_flag() {
+  static std::atomic<bool> flag = [] {
+    const char* v = std::getenv("ECHELON_CONV_ASYNC_GATHER");
+    return v != nullptr && std::string_view(v) == "1";
+  }();
+  return flag;
+}
+
 bool tile_has_table(ConvTile tile, ConvPass pass) {
   return (tile == ConvTile::Tiny || tile == ConvTile::Narrow) && pass != ConvPass::BackwardWeight;
 }
@@ -354,6 +362,9 @@ void launch_conv_gemm(const char* op, const ConvConfig& c, const Conv2dGeometry&
     case ConvTile::Small:
       return tf32 ? on(SmallTile{}, Mma{}) : on(SmallTile{}, Fma{});
     case ConvTile::Large:
+      if (tf32 && c.async_gather)
+        return c.stages == kDeepStages ? on(Tf32DeepGatherTile{}, Mma{})
+                                       : on(Tf32GatherTile{}, Mma{});
       if constexpr (P != ConvPass::BackwardData)  // async_k_applies: never grad input
         if (tf32 && c.async_k)
           return c.stages == kDeepStages ? on(Tf32DeepAsyncKTile{}, Mma{})
@@ -449,6 +460,7 @@ std::string to_string(const ConvConfig& c) {
     out += c.warp_core ? " warp" : " strided";
   if (c.table) out += " table";
   if (c.async_k) out += " async-k stages=" + std::to_string(c.stages);
+  if (c.async_gather) out += " async-gather stages=" + std::to_string(c.stages);
   if (c.groups > 1) out += " groups=" + std::to_string(c.groups);
   return out;
 }
@@ -462,8 +474,10 @@ ConvConfig conv_gemm_heuristic(ConvPass pass, const Conv2dGeometry& a) {
   c.table = tile_has_table(c.tile, pass) && gather_table_flag().load(std::memory_order_relaxed) &&
             table_legal(pass, a, s);
   if (pass == ConvPass::BackwardWeight && s.M * s.N > 0) c.groups = split_k(s, c.tile);
-  if (c.tile == ConvTile::Large && float32_precision() == Precision::Tf32 && mma_async_k() &&
-      async_k_applies(pass, a, s))
+  const bool tf32_large = c.tile == ConvTile::Large && float32_precision() == Precision::Tf32;
+  if (tf32_large && async_gather_flag().load(std::memory_order_relaxed))
+    c.async_gather = true, c.stages = mma_stages();
+  else if (tf32_large && mma_async_k() && async_k_applies(pass, a, s))
     c.async_k = true, c.stages = mma_stages();
   return c;
 }
@@ -479,10 +493,15 @@ std::vector<ConvConfig> conv_gemm_candidates(ConvPass pass, const Conv2dGeometry
     std::vector<bool> cores{false}, tables{false};
     if (tile == ConvTile::Large && fp32 && warp_core_fits(pass, s, nullptr)) cores.push_back(true);
     if (tile_has_table(tile, pass) && table_legal(pass, a, s)) tables.push_back(true);
-    std::vector<std::pair<bool, int>> rings{{false, 2}};  // (async_k, stages)
-    if (tile == ConvTile::Large && float32_precision() == Precision::Tf32 &&
-        async_k_applies(pass, a, s))
-      rings.insert(rings.end(), {{true, 2}, {true, kDeepStages}});
+    struct Ring {
+      bool async_k, async_gather;
+      int stages;
+    };
+    std::vector<Ring> rings{{false, false, 2}};
+    const bool tf32_large = tile == ConvTile::Large && float32_precision() == Precision::Tf32;
+    if (tf32_large && async_k_applies(pass, a, s))
+      rings.insert(rings.end(), {{true, false, 2}, {true, false, kDeepStages}});
+    if (tf32_large) rings.insert(rings.end(), {{false, true, 2}, {false, true, kDeepStages}});
     std::vector<int64_t> groups{1};
     if (pass == ConvPass::BackwardWeight) {
       for (int64_t g = 2; g < most_groups(s, tile); g *= 2) groups.push_back(g);
@@ -495,8 +514,8 @@ std::vector<ConvConfig> conv_gemm_candidates(ConvPass pass, const Conv2dGeometry
     for (const bool core : cores)
       for (const bool table : tables)
         for (const int64_t g : groups)
-          for (const auto& [async_k, stages] : rings)
-            out.push_back({false, tile, core, table, g, async_k, stages});
+          for (const Ring& r : rings)
+            out.push_back({false, tile, core, table, g, r.async_k, r.stages, r.async_gather});
   }
   return out;
 }
@@ -507,6 +526,14 @@ void set_conv_gather_table(bool on) {
 
 bool conv_gather_table() {
   return gather_table_flag().load(std::memory_order_relaxed);
+}
+
+void set_conv_async_gather(bool on) {
+  async_gather_flag().store(on, std::memory_order_relaxed);
+}
+
+bool conv_async_gather() {
+  return async_gather_flag().load(std::memory_order_relaxed);
 }
 
 bool conv_gemm_fits(const Conv2dGeometry& a) {

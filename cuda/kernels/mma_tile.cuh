@@ -74,17 +74,21 @@ namespace echelon::cuda::tile {
 // the warp grid MmaWarps takes. E: float (TF32) or __nv_bfloat16; K: the k-slice depth, by default
 // two MMA k-steps; Stages: the ring's depth (2: static shared memory; more: dynamic, MmaShared).
 // AsyncK: k-contiguous aligned operands by cp.async into [d][k] rows (TF32 only; see the top).
+// AsyncGather: the element-wise operands (the conv's gathers) by 4-byte cp.async (the gather
+// tiles; with AsyncK, so that no operand of theirs waits in registers).
 template <typename E, int K = (std::is_same_v<E, float> ? 16 : 32), int Stages = 2,
-          bool AsyncK = false>
+          bool AsyncK = false, bool AsyncGather = false>
 struct MmaLargeTile {
   using Elem = E;
   static constexpr bool kFloat = std::is_same_v<E, float>;
   static_assert(!AsyncK || kFloat, "bf16 tiles round while staging: no cp.async");
+  static_assert(!AsyncGather || AsyncK, "the gather tiles are async-K tiles");
   static constexpr int kM = 128, kN = 128;
   static constexpr int kK = K;
   static constexpr int kPad = AsyncK ? 40 : 8;  // see the top: conflict-free fragment loads
   static constexpr int kStages = Stages;        // 2: 2 x 16 x 136 x 4 B x 2 = 34 KiB
   static constexpr bool kAsyncK = AsyncK;
+  static constexpr bool kAsyncGather = AsyncGather;
   static constexpr bool kDynamicRing = Stages > 2 || AsyncK;  // the ring in MmaShared, dynamic
   static constexpr int kWarpsM = 4;               // warps along m; each owns 32 x 64 of C
   static constexpr bool kWarpTiled = false;       // not the FMA warp tiles (conv_gemm.cu asks)
@@ -100,6 +104,10 @@ constexpr int kDeepStages = 4;
 using Tf32DeepTile = MmaLargeTile<float, 16, kDeepStages>;
 using Tf32AsyncKTile = MmaLargeTile<float, 16, 2, true>;
 using Tf32DeepAsyncKTile = MmaLargeTile<float, 16, kDeepStages, true>;
+// The implicit-GEMM convolution's gather tiles (conv_gemm.cu, ConvConfig::async_gather): every
+// operand by cp.async, the gathered ones 4 bytes a copy; the async-K tiles' shared memory.
+using Tf32GatherTile = MmaLargeTile<float, 16, 2, true, true>;
+using Tf32DeepGatherTile = MmaLargeTile<float, 16, kDeepStages, true, true>;
 using Bf16LargeTile = MmaLargeTile<__nv_bfloat16>;
 // The convolution's bf16 tile: one MMA k-step per slice. Its gathers' registers (16 elements per
 // thread and operand at k-slices of 32) made the 32-deep forward and grad input spill.
@@ -136,6 +144,8 @@ static_assert(sizeof(MmaShared<Tf32DeepTile>) == 77824);  // 76 KiB: the top's a
 static_assert(sizeof(MmaShared<Tf32AsyncKTile>) == 51200 &&
               sizeof(MmaShared<Tf32DeepAsyncKTile>) == 94208);
 static_assert(sizeof(ATiles<Tf32DeepAsyncKTile>) % 32 == 0);
+static_assert(sizeof(MmaShared<Tf32GatherTile>) == sizeof(MmaShared<Tf32AsyncKTile>) &&
+              sizeof(MmaShared<Tf32DeepGatherTile>) == sizeof(MmaShared<Tf32DeepAsyncKTile>));
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800  // TF32 and bf16 tensor cores: sm_80 or newer
 
