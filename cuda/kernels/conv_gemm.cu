@@ -93,6 +93,8 @@ constexpr int conv_min_blocks() {
     return weight ? 3 : 0;  // 104 -> 80
   else if constexpr (std::is_same_v<T, Bf16TinyTile>)
     return data ? 2 : 0;  // 176 -> 128
+  else if constexpr (async_gather<T>())
+    return weight ? 1 : 0;  // left to ptxas, the 4-stage one took 128 registers and spilled
   else
     return 0;
 }
