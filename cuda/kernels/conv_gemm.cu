@@ -28,7 +28,10 @@
 // or 4 stages: ConvConfig::async_k / stages, the heuristic's from ECHELON_MMA_ASYNC_K=1 and
 // ECHELON_MMA_STAGES, default off; the other operand is a gather, in registers one slice
 // ahead whatever the ring; grad input's weights are not k-contiguous in memory, so it gains
-// nothing); else 64x64. These choices (tile, FMA core, gather table, split-K groups, async-K
+// nothing; or, every pass, mma_tile.cuh's gather tiles, whose gathers go by 4-byte cp.async
+// with zero-fill too, 2 or 4 stages: ConvConfig::async_gather, the heuristic's from
+// ECHELON_CONV_ASYNC_GATHER=1 / set_conv_async_gather with ECHELON_MMA_STAGES, default off); else
+// 64x64. These choices (tile, FMA core, gather table, split-K groups, async-K, gather staging
 // and stages) are one ConvConfig
 // (conv_gemm.h): conv_gemm_heuristic makes them as above, conv_gemm_candidates lists every legal
 // one for the autotuner (conv_tune.cu), and the launchers run the config they are given.

@@ -24,8 +24,9 @@
 //          prefetched operands stay one slice ahead; cuda::set_mma_stages, ECHELON_MMA_STAGES=4;
 //          the SGEMM only). A deep ring helps only cp.async operands: the bf16 tiles have none
 //          (they round to bf16 while staging), and the implicit-GEMM convolution's k-contiguous
-//          weights and grad_out go by cp.async only in the async-K tiles (below; the rest
-//          gathers), so the conv has the deep ring only with those. 64 accumulator registers
+//          weights and grad_out go by cp.async only in the async-K tiles (below), its gathered
+//          operands only in the gather tiles (below), so the conv has the deep ring only with
+//          those. 64 accumulator registers
 //          a thread. The staging loop is specialized per staging (kConstantStaging, as the FMA
 //          warp-tiled tile's): ptxas gives these kernels 170-243 registers (178-255 with one
 //          loop for every staging), one block (8 warps) per SM; at 2 blocks (128 registers) all
@@ -59,6 +60,16 @@
 // conflict-free banks as 136; 16 x 168 = 2688 floats). 2 stages: 2 x 2 x 10,752 + 8 KiB scratch
 // = 51,200 bytes, past the 48 KiB static limit (a [d][k]-only 2560-float stage would fit it
 // exactly, 49,152, but not the d-contiguous operands), so both are dynamic (MmaShared, opt-in).
+// The gather tiles (Tf32GatherTile, 2 stages, and Tf32DeepGatherTile, 4; the implicit-GEMM
+// conv's ConvConfig::async_gather, cuda::set_conv_async_gather, ECHELON_CONV_ASYNC_GATHER=1,
+// every pass): async-K tiles whose element-wise operands (the gathers of x and grad_out, and the
+// weights where they are not runs of 4) go by 4-byte cp.async too (Load::AsyncGather,
+// gemm_tile.cuh), each element into the [k][d] place a register store would give it, zero-filled
+// (src-size 0) in the padding and past the edges, as CUTLASS's Ampere conv iterators gather. No
+// operand waits in registers: ptxas gives the forward and grad input 124-128 registers (2 blocks
+// per SM; the register-staged tile: 178-189, one), the weight gradient 155-160 (its launch bound
+// asks for one block: left free, ptxas capped the 4-stage one at 128 and spilled), no spill
+// (bench/RESULTS.md, gather27). The async-K tiles' shared memory. GPU speed not yet measured.
 #pragma once
 
 #include <cstddef>
