@@ -105,10 +105,10 @@ __device__ __forceinline__ bool grad_out_at(const ConvIndex& g, const float* gra
                                             int p_in, const float*& p) {
   p = grad_out;
   const int kj = t % g.kernel_w, ki = (t / g.kernel_w) % g.kernel_h, o = t / g.taps;
-  const int oh_scaled = p_in / g.w + g.pad_h - ki * g.dilation_h;
-  const int ow_scaled = p_in % g.w + g.pad_w - kj * g.dilation_w;
+  const int oh_scaled = p_in / g.w + g.pad_h - g.dilation_h * ki;
+  const int ow_scaled = p_in % g.w + g.pad_w - g.dilation_w * kj;
   if (oh_scaled < 0 || ow_scaled < 0) return false;
-  if (oh_scaled % g.stride_h != 0 || ow_scaled % g.stride_w != 0) return false;
+  if (oh_scaled % g.stride_h || ow_scaled % g.stride_w) return false;
   const int oh = oh_scaled / g.stride_h, ow = ow_scaled / g.stride_w;
   if (oh >= g.out_h || ow >= g.out_w) return false;
   p = grad_out + ((n * g.o + o) * g.out_h + oh) * g.out_w + ow;
