@@ -10,7 +10,7 @@
 //   exp_gpu_kernels [--repeats N] [--quick] [--conv-only | --sgemm-only]
 //                   [--nets lenet5,resnet20,...] [--conv-calls N] [--table-ab] [--fma-ab]
 //                   [--mma-tile-ab] [--mma-stages-ab] [--mma-async-k-ab] [--conv-async-k-ab]
-//                   [--autotune-ab] [--wgrad-sweep]
+//                   [--conv-async-gather-ab] [--autotune-ab] [--wgrad-sweep]
 //   (--quick: small shapes, a smoke test)
 // Without a GPU (or a CUDA build) it says so and exits 0.
 #include <algorithm>
@@ -399,7 +399,7 @@ void conv_rows(const std::vector<ConvShape>& shapes, Precision precision) {
 int main(int argc, char** argv) {
   bool quick = false, conv_only = false, sgemm_only = false, wgrad_sweep = false, table_ab = false,
        fma_ab = false, tile_ab = false, stages_ab = false, autotune_ab = false, async_k_ab = false,
-       conv_async_k_ab = false;
+       conv_async_k_ab = false, conv_async_gather_ab = false;
   int repeats = 10, conv_calls = 0;
   CLI::App app{"GPU kernels: bandwidth vs a D2D copy, SGEMM vs cuBLAS, conv vs cuDNN (ratios)",
                "exp_gpu_kernels"};
@@ -430,6 +430,9 @@ int main(int argc, char** argv) {
   app.add_flag("--conv-async-k-ab", conv_async_k_ab,
                "Also time the TF32 conv layers with cuda::set_mma_async_k off vs on, at 2 and 4 "
                "stages");
+  app.add_flag("--conv-async-gather-ab", conv_async_gather_ab,
+               "Also time the TF32 conv layers with their gathers by registers vs by 4-byte "
+               "cp.async (cuda::set_conv_async_gather), at 2 and 4 stages");
   app.add_flag("--autotune-ab", autotune_ab,
                "Also time each conv layer's passes with the heuristic's kernels vs the autotuned "
                "ones, and list the picks (fp32, TF32, bf16)");
@@ -478,6 +481,7 @@ int main(int argc, char** argv) {
       mma_tile_rows(shapes, Precision::Bf16);
     }
     if (conv_async_k_ab) conv_async_k_rows(shapes);
+    if (conv_async_gather_ab) conv_async_gather_rows(shapes);
     if (autotune_ab)
       for (const Precision precision : {Precision::Fp32, Precision::Tf32, Precision::Bf16})
         autotune_rows(shapes, precision);
@@ -489,7 +493,7 @@ int main(int argc, char** argv) {
 #else
   (void)quick, (void)repeats, (void)conv_only, (void)sgemm_only, (void)conv_calls,
       (void)wgrad_sweep, (void)table_ab, (void)fma_ab, (void)tile_ab, (void)stages_ab,
-      (void)autotune_ab, (void)async_k_ab, (void)conv_async_k_ab;
+      (void)autotune_ab, (void)async_k_ab, (void)conv_async_k_ab, (void)conv_async_gather_ab;
   std::printf("exp_gpu_kernels: built without CUDA: nothing measured\n");
 #endif
   return 0;

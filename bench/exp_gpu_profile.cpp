@@ -1,8 +1,9 @@
 // One call of each kernel worth a hardware-counter look, for Nsight Compute (issue #10;
 // tools/gpu-profile.sh runs it under `ncu` and tools/ncu-table.py prints the table): our SGEMM
 // (fp32; TF32 with the 2- and 4-stage rings and async-K; bf16) beside cuBLAS at one size, and
-// our implicit-GEMM convolution beside cuDNN on a few conv layers of the four nets, each
-// direction, fp32 and TF32. exp_gpu_kernels says how fast each is; this says why.
+// our implicit-GEMM convolution (TF32 also with the 4-stage gather tiles) beside cuDNN on a few
+// conv layers of the four nets, each direction, fp32 and TF32. exp_gpu_kernels says how fast each
+// is; this says why.
 //
 // Every subject runs once as a warm-up (plans, handles, allocations, opt-ins), then once more
 // between cudaProfilerStart and cudaProfilerStop right after a marker kernel (exp of one float,
@@ -30,6 +31,7 @@
 
 #include <echelon/cuda/check.h>
 #include <echelon/cuda/kernels/conv.h>
+#include <echelon/cuda/kernels/conv_gemm.h>
 #include <echelon/cuda/kernels/matmul.h>
 #include <echelon/cuda/stream.h>
 #endif
@@ -56,6 +58,7 @@ struct Subject {
   Peer peer;
   int stages = 2;        // SGEMM TF32 only: cuda::set_mma_stages
   bool async_k = false;  // SGEMM TF32 only: cuda::set_mma_async_k
+  bool gather = false;   // conv TF32 only: cuda::set_conv_async_gather, at `stages`
   size_t layer = 0;      // conv: index into gpu_kernels::net_conv_shapes
   int direction = 0;     // conv: kDirections
   std::string name = {};
@@ -104,14 +107,19 @@ std::vector<Subject> make_subjects(const std::vector<std::string>& groups, int64
   if (wants("conv"))
     for (const Precision p : conv_precisions)
       for (const size_t layer : layers)
-        for (int d = 0; d < 3; ++d)
-          for (const Peer peer : {Peer::Ours, Peer::Library}) {
-            if (peer == Peer::Library && !kWithCudnn) continue;
-            Subject s{Kind::Conv, p, peer, 2, false, layer, d};
-            s.name = std::string("conv ") + precision_name(p) + " " + layer_name(shapes[layer]) +
-                     " " + kDirections[d] + " " + (peer == Peer::Ours ? "ours" : "cuDNN");
+        for (int d = 0; d < 3; ++d) {
+          const std::string title = std::string("conv ") + precision_name(p) + " " +
+                                    layer_name(shapes[layer]) + " " + kDirections[d] + " ";
+          const auto conv = [&](Peer peer, bool gather, const char* variant) {
+            Subject s{Kind::Conv, p, peer, gather ? 4 : 2, false, gather, layer, d};
+            s.name = title + variant;
             subjects.push_back(s);
-          }
+          };
+          conv(Peer::Ours, false, "ours");
+          // The gather tiles (every operand by cp.async, 4 stages): TF32 only.
+          if (p == Precision::Tf32) conv(Peer::Ours, true, "ours (gather, 4 stages)");
+          if (kWithCudnn) conv(Peer::Library, false, "cuDNN");
+        }
   return subjects;
 }
 
@@ -131,6 +139,8 @@ class SubjectSwitches {
     } else {
       ops::set_conv_impl(ours ? ops::ConvImpl::Ours : ops::ConvImpl::Cudnn);
       cuda::set_conv_algorithm(cuda::ConvAlgorithm::ImplicitGemm);
+      cuda::set_conv_async_gather(s.gather);
+      cuda::set_mma_stages(s.stages);
     }
   }
   ~SubjectSwitches() {
@@ -138,6 +148,7 @@ class SubjectSwitches {
     ops::set_matmul_impl(ops::MatmulImpl::Auto);
     cuda::set_mma_stages(2);
     cuda::set_mma_async_k(false);
+    cuda::set_conv_async_gather(false);
     ops::set_conv_impl(ops::ConvImpl::Ours);
   }
   SubjectSwitches(const SubjectSwitches&) = delete;

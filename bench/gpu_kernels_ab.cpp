@@ -210,6 +210,27 @@ void conv_async_k_rows(const std::vector<ConvShape>& shapes) {
   cuda::set_mma_stages(stages);
 }
 
+// The TF32 convolutions' gathered operands (cuda::set_conv_async_gather; the heuristic follows
+// it on the 128x128 tile, every pass): in registers one slice ahead (today's tile, its weights /
+// grad_out by float4 registers: async-K off for both columns), then by 4-byte cp.async in the
+// gather tiles (every operand by cp.async), at 2 stages and at the deep ring. The first column
+// is the same kernel at both depths; layers on smaller tiles run one kernel in both columns.
+void conv_async_gather_rows(const std::vector<ConvShape>& shapes) {
+  const int stages = cuda::mma_stages();
+  const bool async_k = cuda::mma_async_k(), gather = cuda::conv_async_gather();
+  cuda::set_mma_async_k(false);
+  for (const int depth : {2, cuda::mma_deep_stages()}) {
+    cuda::set_mma_stages(depth);
+    const std::string title =
+        "conv gathers registers / 4-byte cp.async, " + std::to_string(depth) + " stages";
+    ab_rows(shapes, Precision::Tf32, title.c_str(),
+            [](bool second) { cuda::set_conv_async_gather(second); });
+  }
+  cuda::set_conv_async_gather(gather);
+  cuda::set_mma_async_k(async_k);
+  cuda::set_mma_stages(stages);
+}
+
 // The autotuner (cuda::set_conv_autotune): tuning off (the heuristic), then on, per layer and
 // pass. With tuning on, per_call_ms's eager warm-up call tunes the shape on the caller's stream;
 // the graph capture then runs the pick. Below the A/B rows, the tuner's own table: each layer's

@@ -59,6 +59,7 @@ void mma_tile_rows(const std::vector<ConvShape>& shapes, Precision precision);
 void mma_stages_gemm_rows(const std::vector<int64_t>& sizes);
 void mma_async_k_gemm_rows(const std::vector<int64_t>& sizes);
 void conv_async_k_rows(const std::vector<ConvShape>& shapes);
+void conv_async_gather_rows(const std::vector<ConvShape>& shapes);
 void autotune_rows(const std::vector<ConvShape>& shapes, Precision precision);
 
 }  // namespace gpu_kernels

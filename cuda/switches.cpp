@@ -32,6 +32,10 @@ bool conv_gather_table() {
   return env::flag("ECHELON_CONV_GATHER_TABLE", true);
 }
 
+bool conv_async_gather() {
+  return env::flag("ECHELON_CONV_ASYNC_GATHER", false);
+}
+
 int64_t conv_wgrad_fill() {
   constexpr int64_t kMostBlocks = int64_t{1} << 24;  // far beyond any GPU: a sanity bound
   return env::integer("ECHELON_CONV_WGRAD_FILL", 0, 0, kMostBlocks);
@@ -53,6 +57,7 @@ void check_all() {
   mma_stages();
   mma_async_k();
   conv_gather_table();
+  conv_async_gather();
   conv_wgrad_fill();
   conv_wgrad_groups();
   conv_autotune();

@@ -18,6 +18,7 @@ MmaTile mma_tile();           // ECHELON_MMA_TILE: auto | 64 | 128
 int mma_stages();             // ECHELON_MMA_STAGES: 2 | 4
 bool mma_async_k();           // ECHELON_MMA_ASYNC_K: flag, off
 bool conv_gather_table();     // ECHELON_CONV_GATHER_TABLE: flag, on
+bool conv_async_gather();     // ECHELON_CONV_ASYNC_GATHER: flag, off
 int64_t conv_wgrad_fill();    // ECHELON_CONV_WGRAD_FILL: 0 (the built-in target) .. 2^24
 int64_t conv_wgrad_groups();  // ECHELON_CONV_WGRAD_GROUPS: 0 (the heuristic) .. 65535
 bool conv_autotune();         // ECHELON_AUTOTUNE: flag, off

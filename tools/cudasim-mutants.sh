@@ -29,8 +29,8 @@ export OPENBLAS_NUM_THREADS=1
 
 # name | file | original text | mutated text [| doctest suite] (python string literals, exact
 # match required; the texts cannot contain '|', the separator). The optional suite runs first
-# under every order: for mutants of code that only opt-in tests reach (the deep ring, async-K),
-# which the whole binary reaches after ~90 s.
+# under every order: for mutants of code that only opt-in tests reach (the deep ring, async-K,
+# the conv gather tiles), which the whole binary reaches after ~90 s.
 mutants=(
   "reduce-missing-barrier|reduce.cu|'  if (lane == 0) partial[warp] = v;\n  __syncthreads();\n'|'  if (lane == 0) partial[warp] = v;\n'"
   "reduce-shared-reuse-race|reduce.cu|'  __syncthreads();  // partial[] is reused by the next row\n'|''"
@@ -91,6 +91,9 @@ mutants=(
   "conv-implicit-store-channels|conv_operands.cuh|'out[((n / plane) * g.o + m) * plane'|'out[((n / plane) * g.c + m) * plane'"
   "conv-implicit-bias-epilogue|conv_operands.cuh|'v + (bias ? bias[m] : 0.0f)'|'v + (bias && m > 0 ? bias[m] : 0.0f)'"
   "conv-implicit-data-weight-index|conv_operands.cuh|'a_src[((k / taps) * g.c + m) * taps + k % taps]'|'a_src[((k / taps) * g.c + m) * taps]'"
+  "conv-gather-pad-bound|conv_operands.cuh|'const bool inside = h >= 0 && h < g.h && w >= 0 && w < g.w;'|'const bool inside = h >= 0 && h < g.h && w >= 0;'|conv_gpu"
+  "conv-gather-no-zero-fill|gemm_tile.cuh|'p, sizeof(float), inside ? 0 : sizeof(float));'|'p, sizeof(float), 0);'|conv_gpu"
+  "conv-gather-wait-too-few|gemm_tile.cuh|'if (async) __pipeline_wait_prior(kStages - 2);'|'if (async) __pipeline_wait_prior(async_gather<T>() ? kStages - 1 : kStages - 2);'|conv_gpu"
   "conv-tune-slowest-pick|conv_tune.cu|'if (times[i] < times[best]) best = i;'|'if (times[i] > times[best]) best = i;'"
 )
 # The orders and grid caps of the ctest entries (tests/cudasim/CMakeLists.txt). Reverse with a

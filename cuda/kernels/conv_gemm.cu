@@ -28,7 +28,10 @@
 // or 4 stages: ConvConfig::async_k / stages, the heuristic's from ECHELON_MMA_ASYNC_K=1 and
 // ECHELON_MMA_STAGES, default off; the other operand is a gather, in registers one slice
 // ahead whatever the ring; grad input's weights are not k-contiguous in memory, so it gains
-// nothing); else 64x64. These choices (tile, FMA core, gather table, split-K groups, async-K
+// nothing; or, every pass, mma_tile.cuh's gather tiles, whose gathers go by 4-byte cp.async
+// with zero-fill too, 2 or 4 stages: ConvConfig::async_gather, the heuristic's from
+// ECHELON_CONV_ASYNC_GATHER=1 / set_conv_async_gather with ECHELON_MMA_STAGES, default off); else
+// 64x64. These choices (tile, FMA core, gather table, split-K groups, async-K, gather staging
 // and stages) are one ConvConfig
 // (conv_gemm.h): conv_gemm_heuristic makes them as above, conv_gemm_candidates lists every legal
 // one for the autotuner (conv_tune.cu), and the launchers run the config they are given.
@@ -92,6 +95,8 @@ constexpr int conv_min_blocks() {
     return weight ? 3 : 0;  // 104 -> 80
   else if constexpr (std::is_same_v<T, Bf16TinyTile>)
     return data ? 2 : 0;  // 176 -> 128
+  else if constexpr (async_gather<T>())
+    return weight ? 1 : 0;  // left to ptxas, the 4-stage one took 128 registers and spilled
   else
     return 0;
 }
@@ -263,6 +268,11 @@ std::atomic<bool>& gather_table_flag() {
   return flag;
 }
 
+std::atomic<bool>& async_gather_flag() {
+  static std::atomic<bool> flag = switches::conv_async_gather();
+  return flag;
+}
+
 bool tile_has_table(ConvTile tile, ConvPass pass) {
   return (tile == ConvTile::Tiny || tile == ConvTile::Narrow) && pass != ConvPass::BackwardWeight;
 }
@@ -350,6 +360,9 @@ void launch_conv_gemm(const char* op, const ConvConfig& c, const Conv2dGeometry&
     case ConvTile::Small:
       return tf32 ? on(SmallTile{}, Mma{}) : on(SmallTile{}, Fma{});
     case ConvTile::Large:
+      if (tf32 && c.async_gather)
+        return c.stages == kDeepStages ? on(Tf32DeepGatherTile{}, Mma{})
+                                       : on(Tf32GatherTile{}, Mma{});
       if constexpr (P != ConvPass::BackwardData)  // async_k_applies: never grad input
         if (tf32 && c.async_k)
           return c.stages == kDeepStages ? on(Tf32DeepAsyncKTile{}, Mma{})
@@ -441,6 +454,7 @@ std::string to_string(const ConvConfig& c) {
     out += c.warp_core ? " warp" : " strided";
   if (c.table) out += " table";
   if (c.async_k) out += " async-k stages=" + std::to_string(c.stages);
+  if (c.async_gather) out += " async-gather stages=" + std::to_string(c.stages);
   if (c.groups > 1) out += " groups=" + std::to_string(c.groups);
   return out;
 }
@@ -454,8 +468,10 @@ ConvConfig conv_gemm_heuristic(ConvPass pass, const Conv2dGeometry& a) {
   c.table = tile_has_table(c.tile, pass) && gather_table_flag().load(std::memory_order_relaxed) &&
             table_legal(pass, a, s);
   if (pass == ConvPass::BackwardWeight && s.M * s.N > 0) c.groups = split_k(s, c.tile);
-  if (c.tile == ConvTile::Large && float32_precision() == Precision::Tf32 && mma_async_k() &&
-      async_k_applies(pass, a, s))
+  const bool tf32_large = c.tile == ConvTile::Large && float32_precision() == Precision::Tf32;
+  if (tf32_large && async_gather_flag().load(std::memory_order_relaxed))
+    c.async_gather = true, c.stages = mma_stages();
+  else if (tf32_large && mma_async_k() && async_k_applies(pass, a, s))
     c.async_k = true, c.stages = mma_stages();
   return c;
 }
@@ -471,10 +487,15 @@ std::vector<ConvConfig> conv_gemm_candidates(ConvPass pass, const Conv2dGeometry
     std::vector<bool> cores{false}, tables{false};
     if (tile == ConvTile::Large && fp32 && warp_core_fits(pass, s, nullptr)) cores.push_back(true);
     if (tile_has_table(tile, pass) && table_legal(pass, a, s)) tables.push_back(true);
-    std::vector<std::pair<bool, int>> rings{{false, 2}};  // (async_k, stages)
-    if (tile == ConvTile::Large && float32_precision() == Precision::Tf32 &&
-        async_k_applies(pass, a, s))
-      rings.insert(rings.end(), {{true, 2}, {true, kDeepStages}});
+    struct Ring {
+      bool async_k, async_gather;
+      int stages;
+    };
+    std::vector<Ring> rings{{false, false, 2}};
+    const bool tf32_large = tile == ConvTile::Large && float32_precision() == Precision::Tf32;
+    if (tf32_large && async_k_applies(pass, a, s))
+      rings.insert(rings.end(), {{true, false, 2}, {true, false, kDeepStages}});
+    if (tf32_large) rings.insert(rings.end(), {{false, true, 2}, {false, true, kDeepStages}});
     std::vector<int64_t> groups{1};
     if (pass == ConvPass::BackwardWeight) {
       for (int64_t g = 2; g < most_groups(s, tile); g *= 2) groups.push_back(g);
@@ -487,8 +508,8 @@ std::vector<ConvConfig> conv_gemm_candidates(ConvPass pass, const Conv2dGeometry
     for (const bool core : cores)
       for (const bool table : tables)
         for (const int64_t g : groups)
-          for (const auto& [async_k, stages] : rings)
-            out.push_back({false, tile, core, table, g, async_k, stages});
+          for (const Ring& r : rings)
+            out.push_back({false, tile, core, table, g, r.async_k, r.stages, r.async_gather});
   }
   return out;
 }
@@ -499,6 +520,14 @@ void set_conv_gather_table(bool on) {
 
 bool conv_gather_table() {
   return gather_table_flag().load(std::memory_order_relaxed);
+}
+
+void set_conv_async_gather(bool on) {
+  async_gather_flag().store(on, std::memory_order_relaxed);
+}
+
+bool conv_async_gather() {
+  return async_gather_flag().load(std::memory_order_relaxed);
 }
 
 bool conv_gemm_fits(const Conv2dGeometry& a) {

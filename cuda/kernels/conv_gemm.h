@@ -33,15 +33,19 @@ struct ConvConfig {
   int64_t groups = 1;               // grad weight: split-K groups (normalised: none empty)
   bool async_k = false;  // TF32 128x128 forward / grad weight: mma_tile.cuh's async-K tiles
   int stages = 2;        // their ring: 2 or mma_deep_stages() (the other tiles: 2)
+  // TF32 128x128, every pass: mma_tile.cuh's gather tiles (the gathered operands by 4-byte
+  // cp.async, zero-filled in the padding; the k-contiguous ones as the async-K tiles'; `stages`
+  // deep; async_k stays false)
+  bool async_gather = false;
   bool operator==(const ConvConfig&) const = default;
 };
 // "im2col", "implicit 64x64", "implicit 16x256 table", "implicit 128x128 warp groups=8",
-// "implicit 128x128 async-k stages=4", ...
+// "implicit 128x128 async-k stages=4", "implicit 128x128 async-gather stages=2", ...
 std::string to_string(const ConvConfig& config);
 
 // What pass `pass` of `a` runs on the implicit GEMM with tuning off (the process-wide switches
 // included: ECHELON_FMA_CORE, ECHELON_MMA_TILE, ECHELON_MMA_ASYNC_K with ECHELON_MMA_STAGES,
-// ECHELON_CONV_GATHER_TABLE, the split-K knobs).
+// ECHELON_CONV_ASYNC_GATHER, ECHELON_CONV_GATHER_TABLE, the split-K knobs).
 ConvConfig conv_gemm_heuristic(ConvPass pass, const Conv2dGeometry& a);
 // Every implicit-GEMM configuration of that pass the kernels take under the current precision:
 // each tile whose grid fits; both FMA cores on the fp32 128x128 tile (the warp-tiled one in the
@@ -49,7 +53,8 @@ ConvConfig conv_gemm_heuristic(ConvPass pass, const Conv2dGeometry& a);
 // gradient a ladder of split-K group counts (1, 2, 4, ... up to split_k's bound, and the
 // heuristic's count); the TF32 128x128 tile's forward and weight gradient also on the async-K
 // tiles at 2 and mma_deep_stages() stages where their k-contiguous operand has runs of 4 (R, or
-// OH*OW, a multiple of 4). Empty when conv_gemm_fits says no.
+// OH*OW, a multiple of 4), and in every pass on the gather tiles at 2 and mma_deep_stages()
+// stages (ConvConfig::async_gather). Empty when conv_gemm_fits says no.
 std::vector<ConvConfig> conv_gemm_candidates(ConvPass pass, const Conv2dGeometry& a);
 
 // Whether the implicit GEMM takes this convolution: its kernels index in 32 bits, so every
@@ -61,6 +66,14 @@ bool conv_gemm_fits(const Conv2dGeometry& a);
 // way (bit-identical), so this is only an A/B switch for timing and tests. Process-wide.
 void set_conv_gather_table(bool on);
 bool conv_gather_table();
+
+// The TF32 128x128 tile's gather staging (ConvConfig::async_gather: the gathered operands by
+// 4-byte cp.async with zero-fill, every operand in the cp.async ring of mma_stages() stages)
+// in the heuristic's configurations, instead of the register-staged gathers. An A/B switch (the
+// same bits either way); off by default (GPU speed not yet measured); ECHELON_CONV_ASYNC_GATHER=1
+// in the environment starts the process with it on. Process-wide; every pass.
+void set_conv_async_gather(bool on);
+bool conv_async_gather();
 
 // The weight gradient's split-K (conv_gemm.cu, split_k), a tuning knob for GPU sweeps: by
 // default as many groups as bring (tiles x groups) blocks to 264 (two per SM of an H200; 4 in

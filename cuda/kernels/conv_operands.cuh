@@ -88,6 +88,33 @@ __device__ __forceinline__ float gather_grad_out(const ConvIndex& g, const float
   return grad_out[((n * g.o + o) * g.out_h + oh) * g.out_w + ow];
 }
 
+// The gathers above for the 4-byte cp.async of the gather tiles (gemm_tile.cuh, AsyncGather):
+// whether the element lies inside (x, resp. on a grad_out position), p its address; else p = the
+// operand's base, an aligned address the zero-filling copy does not read. Kept beside the value
+// gathers rather than under them, so that the register-staged kernels' code stays as it was.
+__device__ __forceinline__ bool input_at(const ConvIndex& g, const float* x, int n, int r, int q,
+                                         const float*& p) {
+  const int kj = r % g.kernel_w, ki = (r / g.kernel_w) % g.kernel_h, c = r / g.taps;
+  const int h = (q / g.out_w) * g.stride_h - g.pad_h + ki * g.dilation_h;
+  const int w = (q % g.out_w) * g.stride_w - g.pad_w + kj * g.dilation_w;
+  const bool inside = h >= 0 && h < g.h && w >= 0 && w < g.w;
+  p = inside ? x + ((n * g.c + c) * g.h + h) * g.w + w : x;
+  return inside;
+}
+__device__ __forceinline__ bool grad_out_at(const ConvIndex& g, const float* grad_out, int n, int t,
+                                            int p_in, const float*& p) {
+  p = grad_out;
+  const int kj = t % g.kernel_w, ki = (t / g.kernel_w) % g.kernel_h, o = t / g.taps;
+  const int oh_scaled = p_in / g.w + g.pad_h - g.dilation_h * ki;
+  const int ow_scaled = p_in % g.w + g.pad_w - g.dilation_w * kj;
+  if (oh_scaled < 0 || ow_scaled < 0) return false;
+  if (oh_scaled % g.stride_h || ow_scaled % g.stride_w) return false;
+  const int oh = oh_scaled / g.stride_h, ow = ow_scaled / g.stride_w;
+  if (oh >= g.out_h || ow >= g.out_w) return false;
+  p = grad_out + ((n * g.o + o) * g.out_h + oh) * g.out_w + ow;
+  return true;
+}
+
 // ---- the gather table (forward and grad input of the 16- and 32-row tiles) -------------------
 // The gathers above divide by the kernel and output sizes per element. With a table, a block
 // decodes each k of the im2col operand, (c, ki, kj) or (o, ki, kj), once into shared memory:
@@ -185,6 +212,31 @@ struct ConvOperands {
     if constexpr (P == ConvPass::Forward)
       return gather_input(g, b_src, n / g.plane, k, n % g.plane);
     return gather_input(g, b_src, k / g.plane, n, k % g.plane);
+  }
+
+  // a() and b() as addresses, for the gather tiles' 4-byte cp.async (gemm_tile.cuh,
+  // AsyncGather): whether (m, k) / (k, n) lies inside op(A) / op(B) and is not padding, p its
+  // address; else p = the operand's base (the copy zero-fills and reads nothing). The 128x128
+  // tile has no gather table.
+  __device__ bool a_at(int64_t m_wide, int64_t k_wide, const float*& p) const {
+    p = a_src;
+    if (m_wide >= g.M || k_wide >= g.K) return false;
+    const int m = static_cast<int>(m_wide), k = static_cast<int>(k_wide);
+    const int taps = g.taps, plane = g.plane;
+    p = P == ConvPass::Forward        ? a_src + m * g.K + k
+        : P == ConvPass::BackwardData ? a_src + ((k / taps) * g.c + m) * taps + k % taps
+                                      : a_src + ((k / plane) * g.o + m) * plane + k % plane;
+    return true;
+  }
+  __device__ bool b_at(int64_t k_wide, int64_t n_wide, const float*& p) const {
+    static_assert(!kTable, "the gather tiles are 128x128: no table");
+    p = b_src;
+    if (k_wide >= g.K || n_wide >= g.N) return false;
+    const int k = static_cast<int>(k_wide), n = static_cast<int>(n_wide);
+    if constexpr (P == ConvPass::BackwardData)
+      return grad_out_at(g, b_src, n / g.pixels, k, n % g.pixels, p);
+    if constexpr (P == ConvPass::Forward) return input_at(g, b_src, n / g.plane, k, n % g.plane, p);
+    return input_at(g, b_src, k / g.plane, n, k % g.plane, p);
   }
 
   // C(m, n) = v (+ bias[m], then ReLU'd with relu, in the forward); grad weight writes its

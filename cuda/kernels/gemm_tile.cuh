@@ -48,6 +48,13 @@
 //           (T::kAsyncK; there it replaces Vector; cuda::set_mma_async_k, ECHELON_MMA_ASYNC_K=1).
 //           The multiply must then read that operand's stage as [d][k] (run_slices hands it the
 //           staging).
+//   AsyncGather  cp.async of one element (4 bytes) a copy into the same [k][d] place a Scalar
+//           operand's register store would put it, zero-filled (src-size 0) where the element is
+//           padding or outside the matrix: the operands a loader gathers element by element (the
+//           convolution's im2col views), in mma_tile.cuh's gather tiles only (T::kAsyncGather;
+//           there it replaces Scalar; ConvConfig::async_gather, ECHELON_CONV_ASYNC_GATHER=1). The
+//           loader then also provides a_at(m, k, p) / b_at(k, n, p): whether the element is
+//           inside, p its address (else any 4-byte aligned address of the operand).
 // One barrier per slice: slice s's async copies are waited for (each thread its own:
 // __pipeline_wait_prior(kStages - 2) leaves the younger slices' groups in flight) and the
 // barrier makes every thread's copies and register stores of slice s visible and frees the
@@ -131,7 +138,7 @@ __device__ __forceinline__ E to_tile(float v) {
     return __float2bfloat16_rn(v);
 }
 
-enum class Load : int { Scalar, Vector, Async, AsyncK };
+enum class Load : int { Scalar, Vector, Async, AsyncK, AsyncGather };
 
 // Whether T stages its k-contiguous aligned operands by cp.async (Load::AsyncK): mma_tile.cuh's
 // async-K TF32 tiles.
@@ -139,6 +146,16 @@ template <typename T>
 constexpr bool async_k() {
   if constexpr (requires { T::kAsyncK; })
     return T::kAsyncK;
+  else
+    return false;
+}
+
+// Whether T stages its element-wise (non-vector) operands by 4-byte cp.async (Load::AsyncGather):
+// mma_tile.cuh's gather tiles.
+template <typename T>
+constexpr bool async_gather() {
+  if constexpr (requires { T::kAsyncGather; })
+    return T::kAsyncGather;
   else
     return false;
 }
@@ -158,19 +175,21 @@ __device__ __forceinline__ const E (&k_rows(const E (&tile)[K][W]))[D][K + kVec]
 
 // How each operand of a launch is staged (see the top): vector operands go by cp.async when the
 // tiles are fp32 and their contiguous dimension is the shared rows' (m for A, n for B), or k in
-// the async-K tiles.
+// the async-K tiles; the others element by element, by cp.async in the gather tiles.
 struct Staging {
   Load a, b;
   bool a_k, b_k;  // the loader's a_k_fastest(), b_k_fastest()
   __device__ bool any_async() const {
-    return a == Load::Async || b == Load::Async || a == Load::AsyncK || b == Load::AsyncK;
+    return a == Load::Async || b == Load::Async || a == Load::AsyncK || b == Load::AsyncK ||
+           a == Load::AsyncGather || b == Load::AsyncGather;
   }
 };
 template <typename T, typename Operands>
 __device__ __forceinline__ Staging staging_of(const Operands& ops) {
   const bool a_k = ops.a_k_fastest(), b_k = ops.b_k_fastest();
   const auto pick = [](bool vector, bool k_fastest) {
-    return !vector                     ? Load::Scalar
+    constexpr Load kElement = async_gather<T>() ? Load::AsyncGather : Load::Scalar;
+    return !vector                     ? kElement
            : T::kFloat && !k_fastest   ? Load::Async
            : async_k<T>() && T::kFloat ? Load::AsyncK
                                        : Load::Vector;
@@ -282,6 +301,24 @@ struct Part {
     }
   }
 
+  // cp.async of the slice at (d0, k0) into tile[k][d], one 4-byte copy an element, in fetch()'s
+  // Scalar order (an AsyncGather operand); at(d, k, p) as the loader's a_at / b_at. Zero-filled
+  // where the element is outside (padding, the K tail, the matrix edge): p then is any aligned
+  // address of the operand, which the copy does not read.
+  template <int W, typename At>
+  __device__ static __forceinline__ void issue_gather(float (&tile)[K][W], bool k_fast, At at,
+                                                      int64_t d0, int64_t k0) {
+#pragma unroll
+    for (int j = 0; j < kScalar; ++j) {
+      const int idx = index(threadIdx.x + j * kThreads);
+      if (D * K % kThreads != 0 && idx >= D * K) continue;
+      const int d = k_fast ? idx / K : idx % D, k = k_fast ? idx % K : idx / D;
+      const float* p;
+      const bool inside = at(d0 + d, k0 + k, p);
+      __pipeline_memcpy_async(&tile[k][d], p, sizeof(float), inside ? 0 : sizeof(float));
+    }
+  }
+
   // cp.async of the slice at (d0, k0) into rows[d][k] (an AsyncK operand: k contiguous; the 4
   // threads of a row read its 64 bytes). Zero-filled as issue()'s: the K tail and the edge.
   template <typename Span>
@@ -338,6 +375,16 @@ struct Slice {
         Part<T::kN, T::kK, T::kConstantStaging>::issue_k(
             k_rows<T::kN>(b_tile),
             [&](int64_t n, int64_t k, const float*& p) { return ops.b_span(k, n, p); }, n0, k0);
+    }
+    if constexpr (async_gather<T>()) {
+      if (st.a == Load::AsyncGather)
+        Part<T::kM, T::kK, T::kConstantStaging>::issue_gather(
+            a_tile, st.a_k,
+            [&](int64_t m, int64_t k, const float*& p) { return ops.a_at(m, k, p); }, m0, k0);
+      if (st.b == Load::AsyncGather)
+        Part<T::kN, T::kK, T::kConstantStaging>::issue_gather(
+            b_tile, st.b_k,
+            [&](int64_t n, int64_t k, const float*& p) { return ops.b_at(k, n, p); }, n0, k0);
     }
     if constexpr (T::kFloat) {
       if (st.a == Load::Async)
@@ -429,26 +476,28 @@ __device__ __forceinline__ void run_slices(int64_t slices, const Staging& st, in
 // combination (4 x 4), so that once inlined each gets its own copy of the staging loop,
 // register-allocated alone: the 128x128 warp-tiled tile fits 128 registers only so (one loop
 // for every staging needs the registers of all at once). An operand's 4 stagings (staging_of):
-// Scalar k- or d-fastest; float tiles: Vector or, in the async-K tiles, AsyncK (k-fastest) and
-// Async (d-fastest); bf16 tiles (no cp.async): Vector k- or d-fastest.
+// element-wise (Scalar, or AsyncGather in the gather tiles) k- or d-fastest; float tiles: Vector
+// or, in the async-K tiles, AsyncK (k-fastest) and Async (d-fastest); bf16 tiles (no cp.async):
+// Vector k- or d-fastest.
 template <typename T, typename F>
 __device__ __forceinline__ void with_constant_staging(const Staging& st, F f) {
   constexpr Load kVectorD = T::kFloat ? Load::Async : Load::Vector;  // a vector operand, d-fastest
   constexpr Load kVectorK = async_k<T>() ? Load::AsyncK : Load::Vector;  // and k-fastest
+  constexpr Load kElement = async_gather<T>() ? Load::AsyncGather : Load::Scalar;
   const auto with_b = [&](Load a, bool a_k) {
-    if (st.b == Load::Scalar && st.b_k)
-      f(Staging{a, Load::Scalar, a_k, true});
-    else if (st.b == Load::Scalar)
-      f(Staging{a, Load::Scalar, a_k, false});
+    if (st.b == kElement && st.b_k)
+      f(Staging{a, kElement, a_k, true});
+    else if (st.b == kElement)
+      f(Staging{a, kElement, a_k, false});
     else if (T::kFloat ? st.b == kVectorK : st.b_k)
       f(Staging{a, kVectorK, a_k, true});
     else
       f(Staging{a, kVectorD, a_k, false});
   };
-  if (st.a == Load::Scalar && st.a_k)
-    with_b(Load::Scalar, true);
-  else if (st.a == Load::Scalar)
-    with_b(Load::Scalar, false);
+  if (st.a == kElement && st.a_k)
+    with_b(kElement, true);
+  else if (st.a == kElement)
+    with_b(kElement, false);
   else if (T::kFloat ? st.a == kVectorK : st.a_k)
     with_b(kVectorK, true);
   else

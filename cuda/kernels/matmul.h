@@ -41,9 +41,10 @@ MmaTile mma_tile();
 // timing and tests (the same bits either way): 2 stages (the default; static shared memory) or
 // mma_deep_stages() = 4 (cp.async 3 slices ahead, 76 KiB of dynamic shared memory). The
 // environment's ECHELON_MMA_STAGES=4 starts the process with 4. Process-wide; read by the SGEMM
-// only (the implicit-GEMM convolution stages no operand by cp.async, so a deeper ring would
-// change nothing there; its im2col path runs this SGEMM); bf16 has no deep ring (mma_tile.cuh: no
-// cp.async there either). Other counts fail.
+// and by the implicit-GEMM convolution's heuristic where it stages by cp.async (the async-K
+// tiles, set_mma_async_k; the gather tiles, conv_gemm.h's set_conv_async_gather: the
+// register-staged conv tile ignores it); bf16 has no deep ring (mma_tile.cuh: no cp.async there
+// either). Other counts fail.
 void set_mma_stages(int stages);
 int mma_stages();
 int mma_deep_stages();

@@ -24,8 +24,9 @@
 //          prefetched operands stay one slice ahead; cuda::set_mma_stages, ECHELON_MMA_STAGES=4;
 //          the SGEMM only). A deep ring helps only cp.async operands: the bf16 tiles have none
 //          (they round to bf16 while staging), and the implicit-GEMM convolution's k-contiguous
-//          weights and grad_out go by cp.async only in the async-K tiles (below; the rest
-//          gathers), so the conv has the deep ring only with those. 64 accumulator registers
+//          weights and grad_out go by cp.async only in the async-K tiles (below), its gathered
+//          operands only in the gather tiles (below), so the conv has the deep ring only with
+//          those. 64 accumulator registers
 //          a thread. The staging loop is specialized per staging (kConstantStaging, as the FMA
 //          warp-tiled tile's): ptxas gives these kernels 170-243 registers (178-255 with one
 //          loop for every staging), one block (8 warps) per SM; at 2 blocks (128 registers) all
@@ -59,6 +60,16 @@
 // conflict-free banks as 136; 16 x 168 = 2688 floats). 2 stages: 2 x 2 x 10,752 + 8 KiB scratch
 // = 51,200 bytes, past the 48 KiB static limit (a [d][k]-only 2560-float stage would fit it
 // exactly, 49,152, but not the d-contiguous operands), so both are dynamic (MmaShared, opt-in).
+// The gather tiles (Tf32GatherTile, 2 stages, and Tf32DeepGatherTile, 4; the implicit-GEMM
+// conv's ConvConfig::async_gather, cuda::set_conv_async_gather, ECHELON_CONV_ASYNC_GATHER=1,
+// every pass): async-K tiles whose element-wise operands (the gathers of x and grad_out, and the
+// weights where they are not runs of 4) go by 4-byte cp.async too (Load::AsyncGather,
+// gemm_tile.cuh), each element into the [k][d] place a register store would give it, zero-filled
+// (src-size 0) in the padding and past the edges, as CUTLASS's Ampere conv iterators gather. No
+// operand waits in registers: ptxas gives the forward and grad input 124-128 registers (2 blocks
+// per SM; the register-staged tile: 178-189, one), the weight gradient 155-160 (its launch bound
+// asks for one block: left free, ptxas capped the 4-stage one at 128 and spilled), no spill
+// (bench/RESULTS.md, gather27). The async-K tiles' shared memory. GPU speed not yet measured.
 #pragma once
 
 #include <cstddef>
@@ -74,17 +85,21 @@ namespace echelon::cuda::tile {
 // the warp grid MmaWarps takes. E: float (TF32) or __nv_bfloat16; K: the k-slice depth, by default
 // two MMA k-steps; Stages: the ring's depth (2: static shared memory; more: dynamic, MmaShared).
 // AsyncK: k-contiguous aligned operands by cp.async into [d][k] rows (TF32 only; see the top).
+// AsyncGather: the element-wise operands (the conv's gathers) by 4-byte cp.async (the gather
+// tiles; with AsyncK, so that no operand of theirs waits in registers).
 template <typename E, int K = (std::is_same_v<E, float> ? 16 : 32), int Stages = 2,
-          bool AsyncK = false>
+          bool AsyncK = false, bool AsyncGather = false>
 struct MmaLargeTile {
   using Elem = E;
   static constexpr bool kFloat = std::is_same_v<E, float>;
   static_assert(!AsyncK || kFloat, "bf16 tiles round while staging: no cp.async");
+  static_assert(!AsyncGather || AsyncK, "the gather tiles are async-K tiles");
   static constexpr int kM = 128, kN = 128;
   static constexpr int kK = K;
   static constexpr int kPad = AsyncK ? 40 : 8;  // see the top: conflict-free fragment loads
   static constexpr int kStages = Stages;        // 2: 2 x 16 x 136 x 4 B x 2 = 34 KiB
   static constexpr bool kAsyncK = AsyncK;
+  static constexpr bool kAsyncGather = AsyncGather;
   static constexpr bool kDynamicRing = Stages > 2 || AsyncK;  // the ring in MmaShared, dynamic
   static constexpr int kWarpsM = 4;               // warps along m; each owns 32 x 64 of C
   static constexpr bool kWarpTiled = false;       // not the FMA warp tiles (conv_gemm.cu asks)
@@ -100,6 +115,10 @@ constexpr int kDeepStages = 4;
 using Tf32DeepTile = MmaLargeTile<float, 16, kDeepStages>;
 using Tf32AsyncKTile = MmaLargeTile<float, 16, 2, true>;
 using Tf32DeepAsyncKTile = MmaLargeTile<float, 16, kDeepStages, true>;
+// The implicit-GEMM convolution's gather tiles (conv_gemm.cu, ConvConfig::async_gather): every
+// operand by cp.async, the gathered ones 4 bytes a copy; the async-K tiles' shared memory.
+using Tf32GatherTile = MmaLargeTile<float, 16, 2, true, true>;
+using Tf32DeepGatherTile = MmaLargeTile<float, 16, kDeepStages, true, true>;
 using Bf16LargeTile = MmaLargeTile<__nv_bfloat16>;
 // The convolution's bf16 tile: one MMA k-step per slice. Its gathers' registers (16 elements per
 // thread and operand at k-slices of 32) made the 32-deep forward and grad input spill.
@@ -136,6 +155,8 @@ static_assert(sizeof(MmaShared<Tf32DeepTile>) == 77824);  // 76 KiB: the top's a
 static_assert(sizeof(MmaShared<Tf32AsyncKTile>) == 51200 &&
               sizeof(MmaShared<Tf32DeepAsyncKTile>) == 94208);
 static_assert(sizeof(ATiles<Tf32DeepAsyncKTile>) % 32 == 0);
+static_assert(sizeof(MmaShared<Tf32GatherTile>) == sizeof(MmaShared<Tf32AsyncKTile>) &&
+              sizeof(MmaShared<Tf32DeepGatherTile>) == sizeof(MmaShared<Tf32DeepAsyncKTile>));
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800  // TF32 and bf16 tensor cores: sm_80 or newer
 

@@ -63,6 +63,23 @@ __global__ void ring_kernel(const float* in, int chunks, bool skip_wait, float* 
   out[t] = sum;
 }
 
+// A gather by 4-byte copies, as the conv's gather tiles stage (gemm_tile.cuh, AsyncGather):
+// thread t copies in[t / 2] into stage[t] when t is even, and zero-fills stage[t] (src-size 0,
+// from in's base) when odd; stage[t] recorded before the wait (seen[t]) and after
+// (seen[64 + t]); the neighbour's element too (seen[128 + t]) after wait and barrier.
+__global__ void gather_kernel(const float* in, float* seen) {
+  __shared__ float stage[64];
+  const int t = threadIdx.x;
+  const bool inside = t % 2 == 0;
+  __pipeline_memcpy_async(&stage[t], inside ? in + t / 2 : in, 4, inside ? 0 : 4);
+  __pipeline_commit();
+  seen[t] = stage[t];
+  __pipeline_wait_prior(0);
+  seen[64 + t] = stage[t];
+  __syncthreads();
+  seen[128 + t] = stage[(t + 1) % 64];
+}
+
 __global__ void bad_copy_kernel(const float* in, int what, float* out) {
   __shared__ __align__(16) float stage[8];
   switch (what) {
@@ -140,6 +157,28 @@ TEST_SUITE("cudasim_pipeline") {
             expected += in[static_cast<size_t>((c * 64 + (t + 1) % 64) * 4 + e)];
         CHECK(g[t] == expected);
         CHECK(std::isnan(b[t]));
+      }
+    }
+  }
+
+  TEST_CASE("4-byte gathers: zfill 4 reads nothing and lands zero; NaN until waited for") {
+    // The source of a zero-filled copy is in's base: read by no one (its value is not 0).
+    std::vector<float> in(32);
+    std::iota(in.begin(), in.end(), 1.0f);
+    for (const auto order : kOrders) {
+      OrderScope scope(order);
+      DeviceBuffer<float> x(in), seen(3 * 64);
+      ECH_LAUNCH(1, 64, 0, nullptr, gather_kernel)(x.get(), seen.get());
+      REQUIRE(cudaGetLastError() == cudaSuccess);
+      const auto s = seen.host();
+      for (int t = 0; t < 64; ++t) {
+        CAPTURE(t);
+        const auto landed = [&](int u) {
+          return u % 2 == 0 ? in[static_cast<size_t>(u / 2)] : 0.0f;
+        };
+        CHECK(std::isnan(s[t]));  // zero-filled ones too: nothing lands before the wait
+        CHECK(s[64 + t] == landed(t));
+        CHECK(s[128 + t] == landed((t + 1) % 64));
       }
     }
   }

@@ -10,6 +10,7 @@
 // rounded in the fragments, or for bf16 when staged in shared memory).
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -18,6 +19,7 @@
 #include <echelon/cuda/kernels/conv.h>
 #include <echelon/cuda/kernels/conv_gemm.h>
 #include <echelon/cuda/kernels/matmul.h>
+#include <echelon/cuda/stream.h>
 #include <echelon/tensor/ops.h>
 
 #include "tests/support/parity.h"
@@ -191,6 +193,60 @@ TEST_SUITE("conv_gpu") {
         same(with.grad_input, without.grad_input, "grad input");
         same(with.grad_weight, without.grad_weight, "grad weight");
       }
+  }
+
+  TEST_CASE(
+      "the gather tiles (4-byte cp.async gathers): the register-staged tile's bits, the twin") {
+    // Every case on the TF32 128x128 tile in every pass (grad input also below 8 channels):
+    // ConvConfig::async_gather at 2 and 4 stages (the gathered operands, and the weights where
+    // R % 4 != 0, by 4-byte cp.async zero-filled in the padding and past the edges; the ring 1
+    // or 3 slices ahead) equal to the register-staged tile bit for bit, and to the twin on
+    // TF32-rounded inputs. The cases: odd sizes, padding, stride 2 and 3, dilation 2 and 3, 1x1,
+    // 3x3, 5x5, 7x7, 5x3 and 1x2 kernels, C = 1, channel counts no multiple of 4.
+    ConvScope scope(cuda::ConvAlgorithm::ImplicitGemm, Precision::Tf32);
+    for (const Case& c : cases()) {
+      Conv2dGeometry g = c.window;
+      g.kernel_h = c.w[2], g.kernel_w = c.w[3];
+      const Conv2dGeometry full = g.for_input(c.x[0], c.x[1], c.x[2], c.x[3], c.w[0]);
+      const Results want = run(c, Device::cpu(), Precision::Tf32);
+      const Tensor x = parity::random_cpu(c.x, 1).to(Device::cuda(0)),
+                   w = parity::random_cpu(c.w, 2).to(Device::cuda(0)),
+                   bias = parity::random_cpu({c.w[0]}, 3).to(Device::cuda(0)),
+                   gy = parity::random_cpu({full.n, full.o, full.out_h, full.out_w}, 4)
+                            .to(Device::cuda(0));
+      for (const cuda::ConvPass pass : {cuda::ConvPass::Forward, cuda::ConvPass::BackwardData,
+                                        cuda::ConvPass::BackwardWeight}) {
+        const Tensor& expected = pass == cuda::ConvPass::Forward        ? want.y
+                                 : pass == cuda::ConvPass::BackwardData ? want.grad_input
+                                                                        : want.grad_weight;
+        const auto run_with = [&](const cuda::ConvConfig& config) {
+          Tensor out = Tensor::full(expected.shape(), std::nanf(""), kFloat32, Device::cuda(0));
+          cuda::ConvCall call;
+          call.pass = pass, call.geometry = full;
+          call.x = x.data<float>(), call.w = w.data<float>(), call.grad_out = gy.data<float>();
+          call.bias = bias.data<float>();
+          call.out = out.data<float>(), call.stream = cuda::current_stream(0);
+          cuda::run_conv(call, config);
+          return out.to_vector<float>();
+        };
+        cuda::ConvConfig plain;
+        plain.tile = cuda::ConvTile::Large;
+        const std::vector<float> registers = run_with(plain);
+        for (const int stages : {2, cuda::mma_deep_stages()}) {
+          cuda::ConvConfig gather = plain;
+          gather.async_gather = true, gather.stages = stages;
+          const std::vector<float> got = run_with(gather);
+          CHECK_MESSAGE(
+              (got.size() == registers.size() &&
+               std::memcmp(got.data(), registers.data(), got.size() * sizeof(float)) == 0),
+              c.name, " ", cuda::name(pass), " ", cuda::to_string(gather));
+          const parity::Comparison cmp =
+              parity::compare(Tensor::from_vector(got, expected.shape()), expected, {5e-4, 1e-4});
+          CHECK_MESSAGE(cmp.ok, std::string(c.name), " ", cuda::name(pass), " stages ", stages,
+                        ": ", cmp.summary());
+        }
+      }
+    }
   }
 
   TEST_CASE("the 128x128 tile's warp-tiled FMA core: the block-strided core's bits, the twin") {

@@ -183,44 +183,65 @@ TEST_SUITE("conv_tune_gpu") {
     // TF32: the 128x128 tile's forward and weight gradient also on the async-K tiles at 2 and 4
     // stages (weights rows of R = 128, grad_out planes of 144: runs of 4); grad input, fp32 and
     // bf16 never. The heuristic's: off unless set_mma_async_k (ECHELON_MMA_ASYNC_K=1), then
-    // mma_stages()'s depth. 128 channels, 12x12: M, N >= 128 in every pass.
+    // mma_stages()'s depth. The gather tiles (async_gather) likewise at 2 and 4 stages, in every
+    // pass, never with async_k; the heuristic's from set_conv_async_gather (before async_k).
+    // 128 channels, 12x12: M, N >= 128 in every pass.
     Conv2dGeometry wide;
     wide = wide.for_input(1, 128, 12, 12, 128);
-    const auto rings = [&](cuda::ConvPass pass, bool async_k, int stages) {
+    const auto rings = [&](cuda::ConvPass pass, bool async_k, int stages,
+                           bool async_gather = false) {
       int n = 0;
       for (const cuda::ConvConfig& c : cuda::conv_candidates(pass, wide)) {
-        CHECK(((!c.async_k && c.stages == 2) || c.tile == cuda::ConvTile::Large));
+        CHECK(
+            ((!c.async_k && !c.async_gather && c.stages == 2) || c.tile == cuda::ConvTile::Large));
+        CHECK_FALSE((c.async_k && c.async_gather));
         n += c.tile == cuda::ConvTile::Large && !c.im2col && c.async_k == async_k &&
-                     c.stages == stages
+                     c.async_gather == async_gather && c.stages == stages
                  ? 1
                  : 0;
       }
       return n;
     };
     CHECK(rings(cuda::ConvPass::Forward, true, 2) == 0);  // fp32
+    CHECK(rings(cuda::ConvPass::Forward, false, 2, true) == 0);
     for (const cuda::ConvPass pass : kPasses) {
       CAPTURE(cuda::name(pass));
       PrecisionScope tf32(Precision::Tf32);
-      const int expected = pass == cuda::ConvPass::BackwardData ? 0 : rings(pass, false, 2);
-      CHECK(rings(pass, false, 2) >= 1);
+      const int plain = rings(pass, false, 2);
+      const int expected = pass == cuda::ConvPass::BackwardData ? 0 : plain;
+      CHECK(plain >= 1);
       CHECK(rings(pass, true, 2) == expected);
       CHECK(rings(pass, true, cuda::mma_deep_stages()) == expected);
       CHECK(rings(pass, false, cuda::mma_deep_stages()) == 0);
+      CHECK(rings(pass, false, 2, true) == plain);
+      CHECK(rings(pass, false, cuda::mma_deep_stages(), true) == plain);
       cuda::set_mma_tile(cuda::MmaTile::Large);  // the heuristic's tile: 128x128
       CHECK(cuda::conv_heuristic(pass, wide).tile == cuda::ConvTile::Large);
       CHECK_FALSE(cuda::conv_heuristic(pass, wide).async_k);
+      CHECK_FALSE(cuda::conv_heuristic(pass, wide).async_gather);
       cuda::set_mma_async_k(true);
       CHECK(cuda::conv_heuristic(pass, wide).async_k == (expected > 0));
       CHECK(cuda::conv_heuristic(pass, wide).stages == 2);
       cuda::set_mma_stages(cuda::mma_deep_stages());
       const std::string deep = cuda::to_string(cuda::conv_heuristic(pass, wide));
       CHECK((deep.find("async-k stages=4") != std::string::npos) == (expected > 0));
+      REQUIRE_FALSE(cuda::conv_async_gather());  // the default: ECHELON_CONV_ASYNC_GATHER unset
+      cuda::set_conv_async_gather(true);
+      const cuda::ConvConfig gather = cuda::conv_heuristic(pass, wide);
+      CHECK((gather.async_gather && !gather.async_k && gather.stages == 4));
+      CHECK(cuda::to_string(gather).find("async-gather stages=4") != std::string::npos);
       cuda::set_mma_stages(2);
+      CHECK(cuda::conv_heuristic(pass, wide).stages == 2);
+      cuda::set_conv_async_gather(false);
       cuda::set_mma_async_k(false);
       cuda::set_mma_tile(cuda::MmaTile::Auto);
     }
     PrecisionScope bf16(Precision::Bf16);
     CHECK(rings(cuda::ConvPass::Forward, true, 2) == 0);
+    CHECK(rings(cuda::ConvPass::Forward, false, 2, true) == 0);
+    cuda::set_conv_async_gather(true);  // the switch moves TF32 only
+    CHECK_FALSE(cuda::conv_heuristic(cuda::ConvPass::Forward, wide).async_gather);
+    cuda::set_conv_async_gather(false);
   }
 
   TEST_CASE("scripted timings: the fastest is picked, cached per key, re-tuned per shape") {

@@ -19,10 +19,11 @@ using test::error_of;
 
 namespace {
 
-const char* const kSwitches[] = {
-    "ECHELON_SYNC_LAUNCHES",   "ECHELON_FMA_CORE",          "ECHELON_MMA_TILE",
-    "ECHELON_MMA_STAGES",      "ECHELON_MMA_ASYNC_K",       "ECHELON_CONV_GATHER_TABLE",
-    "ECHELON_CONV_WGRAD_FILL", "ECHELON_CONV_WGRAD_GROUPS", "ECHELON_AUTOTUNE"};
+const char* const kSwitches[] = {"ECHELON_SYNC_LAUNCHES",     "ECHELON_FMA_CORE",
+                                 "ECHELON_MMA_TILE",          "ECHELON_MMA_STAGES",
+                                 "ECHELON_MMA_ASYNC_K",       "ECHELON_CONV_GATHER_TABLE",
+                                 "ECHELON_CONV_ASYNC_GATHER", "ECHELON_CONV_WGRAD_FILL",
+                                 "ECHELON_CONV_WGRAD_GROUPS", "ECHELON_AUTOTUNE"};
 
 }  // namespace
 
@@ -36,6 +37,7 @@ TEST_SUITE("switches_gpu") {
     CHECK(cuda::switches::mma_stages() == 2);
     CHECK_FALSE(cuda::switches::mma_async_k());
     CHECK(cuda::switches::conv_gather_table());
+    CHECK_FALSE(cuda::switches::conv_async_gather());
     CHECK(cuda::switches::conv_wgrad_fill() == 0);
     CHECK(cuda::switches::conv_wgrad_groups() == 0);
     CHECK_FALSE(cuda::switches::conv_autotune());
@@ -68,6 +70,10 @@ TEST_SUITE("switches_gpu") {
       CHECK_FALSE(cuda::switches::conv_gather_table());
     }
     {
+      EnvScope on("ECHELON_CONV_ASYNC_GATHER", "1");
+      CHECK(cuda::switches::conv_async_gather());
+    }
+    {
       EnvScope fill("ECHELON_CONV_WGRAD_FILL", "512"), groups("ECHELON_CONV_WGRAD_GROUPS", "8");
       CHECK(cuda::switches::conv_wgrad_fill() == 512);
       CHECK(cuda::switches::conv_wgrad_groups() == 8);
@@ -95,6 +101,11 @@ TEST_SUITE("switches_gpu") {
       EnvScope tune("ECHELON_AUTOTUNE", "yes please");
       CHECK(error_of(cuda::switches::conv_autotune).rfind("ECHELON_AUTOTUNE='yes please': ", 0) ==
             0);
+    }
+    {
+      EnvScope gather("ECHELON_CONV_ASYNC_GATHER", "2");
+      CHECK(error_of(cuda::switches::conv_async_gather) ==
+            "ECHELON_CONV_ASYNC_GATHER='2': expected 1, 0, true, false, on, off, yes or no");
     }
     {
       EnvScope fill("ECHELON_CONV_WGRAD_FILL", "12x");
