@@ -191,12 +191,14 @@ Tensor random_cpu(const Shape& shape, uint64_t seed, double bound) {
 }
 
 Tensor rounded_as(const Tensor& x, Precision precision) {
-  std::vector<float> values = x.to_vector<float>();
-  for (float& v : values)
-    v = precision == Precision::Tf32   ? round_to_tf32(v)
-        : precision == Precision::Bf16 ? round_to_bf16(v)
+  std::vector<double> values = x.to_vector<double>();
+  for (double& v : values) {
+    const float f = static_cast<float>(v);
+    v = precision == Precision::Tf32   ? round_to_tf32(f)
+        : precision == Precision::Bf16 ? round_to_bf16(f)
                                        : v;
-  return Tensor::from_vector(values, x.shape());
+  }
+  return Tensor::from_vector(values, x.shape()).to(x.dtype());
 }
 
 Conv2dGeometry window_s2_p1_d2() {

@@ -104,8 +104,9 @@ std::vector<Tensor> make_inputs(const std::vector<InputSpec>& specs, uint64_t se
 // A contiguous float32 CPU tensor uniform in [-bound, bound), seeded (make_inputs' draw).
 Tensor random_cpu(const Shape& shape, uint64_t seed, double bound = 1.0);
 // x (a CPU tensor) with every element rounded as `precision` rounds the GEMMs' operands
-// (round_to_tf32 / round_to_bf16; fp32: unchanged), so a reduced-precision kernel can be held
-// against the fp32 twin run on the rounded inputs.
+// (round_to_tf32 / round_to_bf16 of its float value; fp32: unchanged), in x's dtype and shape
+// (contiguous), so a reduced-precision kernel can be held against the twin run on the rounded
+// inputs.
 Tensor rounded_as(const Tensor& x, Precision precision);
 
 // The convolution cases' uneven window ("s2_p1_d2"): 3x3, stride 2, padding 1, dilation 2.

@@ -8,8 +8,6 @@
 // (MatmulImpl::Ours), never through cuBLAS, whose FAST_16BF down-conversion does not round as the
 // twin does (4 cases failed on the H200 under Auto, session 22; bf16_gpu_test.cpp bounds cuBLAS
 // at bf16 accuracy instead).
-#include <echelon/kernels/bf16.h>
-
 #include "tests/support/parity.h"
 
 namespace echelon::parity {
@@ -19,20 +17,13 @@ InputSpec f32(Shape shape, Layout layout = Layout::Contiguous) {
   return InputSpec{std::move(shape), kFloat32, -1.0, 1.0, layout, {}};
 }
 
-// x with its values rounded to bf16, on the CPU (same dtype, shape; contiguous).
-Tensor rounded(const Tensor& x) {
-  std::vector<double> values = x.to_vector<double>();
-  for (double& v : values) v = round_to_bf16(static_cast<float>(v));
-  return Tensor::from_vector(values, x.shape()).to(x.dtype());
-}
-
 // On CUDA: `op` under Precision::Bf16. On the CPU: `op` with its first `operands` inputs (the
 // GEMM operands; not a bias, which the epilogue adds in fp32) rounded to bf16.
 RunFn bf16(RunFn op, size_t operands = 2) {
   return [op = std::move(op), operands](const std::vector<Tensor>& in) {
     if (!in[0].device().is_cuda()) {
       std::vector<Tensor> r = in;
-      for (size_t i = 0; i < operands; ++i) r[i] = rounded(in[i]);
+      for (size_t i = 0; i < operands; ++i) r[i] = rounded_as(in[i], Precision::Bf16);
       return op(r);
     }
     ops::set_float32_precision(Precision::Bf16);

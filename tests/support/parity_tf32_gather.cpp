@@ -12,20 +12,12 @@
 #if ECHELON_WITH_CUDA
 #include <echelon/cuda/kernels/conv_gemm.h>
 #include <echelon/cuda/kernels/matmul.h>
-#include <echelon/kernels/tf32.h>
 
 namespace echelon::parity {
 namespace {
 
 InputSpec f32(Shape shape, Layout layout = Layout::Contiguous) {
   return InputSpec{std::move(shape), kFloat32, -1.0, 1.0, layout, {}};
-}
-
-// x with its values rounded to TF32, on the CPU (same dtype, shape; contiguous).
-Tensor rounded(const Tensor& x) {
-  std::vector<double> values = x.to_vector<double>();
-  for (double& v : values) v = round_to_tf32(static_cast<float>(v));
-  return Tensor::from_vector(values, x.shape()).to(x.dtype());
 }
 
 // The switches of the gather tiles for one run on CUDA; restores the defaults.
@@ -52,7 +44,7 @@ RunFn on_gather_tiles(RunFn op, size_t operands = 2) {
   return [op = std::move(op), operands](const std::vector<Tensor>& in) {
     if (!in[0].device().is_cuda()) {
       std::vector<Tensor> r = in;
-      for (size_t i = 0; i < operands; ++i) r[i] = rounded(in[i]);
+      for (size_t i = 0; i < operands; ++i) r[i] = rounded_as(in[i], Precision::Tf32);
       return op(r);
     }
     GatherTilesScope scope;
