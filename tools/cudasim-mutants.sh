@@ -27,10 +27,11 @@ mkdir -p "$kernels"
 cp cuda/kernels/*.cu cuda/kernels/*.cuh "$kernels/"
 export OPENBLAS_NUM_THREADS=1
 
-# name | file | original text | mutated text [| doctest suite] (python string literals, exact
-# match required; the texts cannot contain '|', the separator). The optional suite runs first
-# under every order: for mutants of code that only opt-in tests reach (the deep ring, async-K,
-# the conv gather tiles), which the whole binary reaches after ~90 s.
+# name | file | original text | mutated text [| doctest filters] (python string literals, exact
+# match required; the texts cannot contain '|', the separator). The optional filters (doctest
+# arguments, space-separated, e.g. -ts=conv_gpu -tc=*gather?tiles*) select the cases run first
+# under every order: for mutants of code that only opt-in or late tests reach (the deep ring,
+# async-K, the conv gather tiles, the tuner's pick), which the whole binary reaches after 90 s.
 mutants=(
   "reduce-missing-barrier|reduce.cu|'  if (lane == 0) partial[warp] = v;\n  __syncthreads();\n'|'  if (lane == 0) partial[warp] = v;\n'"
   "reduce-shared-reuse-race|reduce.cu|'  __syncthreads();  // partial[] is reused by the next row\n'|''"
@@ -43,10 +44,10 @@ mutants=(
   "matmul-epilogue-bias|matmul.cu|'const float bias = g.row_bias ? g.row_bias[m] : 0.0f;'|'const float bias = g.row_bias && m > 0 ? g.row_bias[m] : 0.0f;'"
   "matmul-shared-race|gemm_tile.cuh|'    __syncthreads();  // everyone\'s slice s is in stage cur; nobody reads slice s - 1\'s stage\n'|''"
   "gemm-async-missing-wait|gemm_tile.cuh|'    if (async) __pipeline_wait_prior(kStages - 2);  // this thread\'s copies of slice s landed\n'|''"
-  "mma-deep-wait-too-few|gemm_tile.cuh|'if (async) __pipeline_wait_prior(kStages - 2);'|'if (async) __pipeline_wait_prior(kStages == 4 ? kStages - 1 : kStages - 2);'|tf32_gpu"
-  "mma-async-k-zero-fill|gemm_tile.cuh|'__pipeline_memcpy_async(&rows[d][k], p, kVec * sizeof(float), (kVec - n) * sizeof(float));'|'__pipeline_memcpy_async(&rows[d][k], p, kVec * sizeof(float), (kVec - n - (n % kVec != 0)) * sizeof(float));'|tf32_gpu"
-  "mma-async-k-a-row-offset|mma_tile.cuh|'&k_rows<T::kM>(a_tile)[warp_m * kWarpM + i * kFrag][k]'|'&k_rows<T::kM>(a_tile)[warp_m * kWarpM][k]'|tf32_gpu"
-  "mma-deep-no-opt-in|matmul.cu|'if constexpr (dynamic_shared > 0) opt_in_dynamic_shared'|'if constexpr (dynamic_shared == 1) opt_in_dynamic_shared'|tf32_gpu"
+  "mma-deep-wait-too-few|gemm_tile.cuh|'if (async) __pipeline_wait_prior(kStages - 2);'|'if (async) __pipeline_wait_prior(kStages == 4 ? kStages - 1 : kStages - 2);'|-ts=tf32_gpu"
+  "mma-async-k-zero-fill|gemm_tile.cuh|'__pipeline_memcpy_async(&rows[d][k], p, kVec * sizeof(float), (kVec - n) * sizeof(float));'|'__pipeline_memcpy_async(&rows[d][k], p, kVec * sizeof(float), (kVec - n - (n % kVec != 0)) * sizeof(float));'|-ts=tf32_gpu"
+  "mma-async-k-a-row-offset|mma_tile.cuh|'&k_rows<T::kM>(a_tile)[warp_m * kWarpM + i * kFrag][k]'|'&k_rows<T::kM>(a_tile)[warp_m * kWarpM][k]'|-ts=tf32_gpu"
+  "mma-deep-no-opt-in|matmul.cu|'if constexpr (dynamic_shared > 0) opt_in_dynamic_shared'|'if constexpr (dynamic_shared == 1) opt_in_dynamic_shared'|-ts=tf32_gpu"
   "gemm-async-wrong-stage|gemm_tile.cuh|'if (async) issue(s + kStages - 1, cur == 0 ? kStages - 1 : cur - 1);'|'if (async) issue(s + kStages - 1, cur);'"
   "gemm-vector-piece-index|gemm_tile.cuh|'k_fast ? c / (K / kVec) : c % (D / kVec) * kVec;'|'k_fast ? c / (K / kVec) : c % (D / kVec);'"
   "norm-divergent-barrier|norm.cu|'  __syncthreads();  // the second reduction reuses temp'|'  if (threadIdx.x == 0) __syncthreads();'"
@@ -91,10 +92,10 @@ mutants=(
   "conv-implicit-store-channels|conv_operands.cuh|'out[((n / plane) * g.o + m) * plane'|'out[((n / plane) * g.c + m) * plane'"
   "conv-implicit-bias-epilogue|conv_operands.cuh|'v + (bias ? bias[m] : 0.0f)'|'v + (bias && m > 0 ? bias[m] : 0.0f)'"
   "conv-implicit-data-weight-index|conv_operands.cuh|'a_src[((k / taps) * g.c + m) * taps + k % taps]'|'a_src[((k / taps) * g.c + m) * taps]'"
-  "conv-gather-pad-bound|conv_operands.cuh|'const bool inside = h >= 0 && h < g.h && w >= 0 && w < g.w;'|'const bool inside = h >= 0 && h < g.h && w >= 0;'|conv_gpu"
-  "conv-gather-no-zero-fill|gemm_tile.cuh|'p, sizeof(float), inside ? 0 : sizeof(float));'|'p, sizeof(float), 0);'|conv_gpu"
-  "conv-gather-wait-too-few|gemm_tile.cuh|'if (async) __pipeline_wait_prior(kStages - 2);'|'if (async) __pipeline_wait_prior(async_gather<T>() ? kStages - 1 : kStages - 2);'|conv_gpu"
-  "conv-tune-slowest-pick|conv_tune.cu|'if (times[i] < times[best]) best = i;'|'if (times[i] > times[best]) best = i;'"
+  "conv-gather-pad-bound|conv_operands.cuh|'const bool inside = h >= 0 && h < g.h && w >= 0 && w < g.w;'|'const bool inside = h >= 0 && h < g.h && w >= 0;'|-ts=conv_gpu -tc=*gather?tiles*"
+  "conv-gather-no-zero-fill|gemm_tile.cuh|'p, sizeof(float), inside ? 0 : sizeof(float));'|'p, sizeof(float), 0);'|-ts=conv_gpu -tc=*gather?tiles*"
+  "conv-gather-wait-too-few|gemm_tile.cuh|'if (async) __pipeline_wait_prior(kStages - 2);'|'if (async) __pipeline_wait_prior(async_gather<T>() ? kStages - 1 : kStages - 2);'|-ts=conv_gpu -tc=*gather?tiles*"
+  "conv-tune-slowest-pick|conv_tune.cu|'if (times[i] < times[best]) best = i;'|'if (times[i] > times[best]) best = i;'|-ts=conv_tune_gpu -tc=scripted*"
 )
 # The orders and grid caps of the ctest entries (tests/cudasim/CMakeLists.txt). Reverse with a
 # grid cap first: it catches the races and grid-stride bugs that forward misses, and every
@@ -111,20 +112,22 @@ echo "== build the unmutated binary"
 cmake --build "$build" --target echelon_gpu_tests -- -j"$(nproc)" >/dev/null
 echo "   built in $((SECONDS - start))s"
 
-# run_orders [FILTER [SUITE]]: prints "order" of the first failing run, or nothing. With SUITE
-# (default parity_gpu when FILTER is set), that doctest suite runs first under every order, its
-# parity cases narrowed to kernel family FILTER if one is given (seconds: the whole binary reaches
-# the bandwidth families' cases only after ~90 s), then, if none failed, the whole binary.
+# run_orders [FAMILY [FILTERS]]: prints "order" of the first failing run, or nothing. With
+# FILTERS (doctest arguments; default -ts=parity_gpu when FAMILY is set), those cases run first
+# under every order, the parity cases narrowed to kernel family FAMILY if one is given (seconds:
+# the whole binary reaches the bandwidth families' cases only after ~90 s), then, if none
+# failed, the whole binary.
 run_orders() {
-  local family=${1:-} suite=${2:-}
-  [ -z "$family" ] || suite=${suite:-parity_gpu}
-  if [ -n "$suite" ]; then
+  local family=${1:-} filters=${2:-} args
+  [ -z "$family" ] || filters=${filters:--ts=parity_gpu}
+  read -ra args <<<"$filters"  # no globbing of the doctest wildcards
+  if [ -n "$filters" ]; then
     for entry in "${orders[@]}"; do
       read -r order cap <<<"$entry"
       if ! env ${family:+ECHELON_PARITY_FILTER=$family} ECHELON_CUDASIM_ORDER=$order \
            ECHELON_CUDASIM_GRID_CAP=$cap timeout 300 "$build/tests/echelon_gpu_tests" \
-           -ts="$suite" -aa=1 >"$work/run.log" 2>&1; then
-        echo "$order ($suite${family:+ $family} cases)"
+           "${args[@]}" -aa=1 >"$work/run.log" 2>&1; then
+        echo "$order ($filters${family:+ $family})"
         return
       fi
     done
@@ -158,7 +161,7 @@ fi
 survivors=0
 table="$(printf '%-30s %-17s %-10s %s' mutant file verdict 'first failing order / why')"
 for m in "${mutants[@]}"; do
-  IFS='|' read -r name file before after suite <<<"$m"
+  IFS='|' read -r name file before after filters <<<"$m"
   if [ -n "${CUDASIM_MUTANTS:-}" ] && [[ ",$CUDASIM_MUTANTS," != *",$name,"* ]]; then continue; fi
   cp "$root/cuda/kernels/$file" "$kernels/$file"
   python3 - "$kernels/$file" <<EOF
@@ -174,7 +177,7 @@ EOF
   if ! cmake --build "$build" --target echelon_gpu_tests >"$work/build.log" 2>&1; then
     verdict="caught"; why="does not compile"
   else
-    failed=$(run_orders "$(family_of "$file")" "$suite")
+    failed=$(run_orders "$(family_of "$file")" "$filters")
     if [ -n "$failed" ]; then
       verdict="caught"
       # The emulator's diagnosis, else the first parity case that failed, else doctest's line.
