@@ -10,13 +10,13 @@
 // "echelon: error: ..." on stderr and exits with status 2.
 #include <csignal>
 #include <cstdio>
-#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <thread>
 
 #include <echelon/app/cli/command.h>
 #include <echelon/app/cli/dist_flags.h>
+#include <echelon/base/env.h>
 #include <echelon/base/error.h>
 #include <echelon/layers/models/registry.h>
 
@@ -27,13 +27,15 @@ namespace parallel = echelon::parallel;
 
 constexpr int kUsageError = 2;
 
-// Prints one "echelon: error:" line. The source location of the failing check is for bug
-// reports: shown only with ECHELON_DEBUG=1.
+// ECHELON_DEBUG (a flag, base/env.h): error lines also show the source location of the failing
+// check, for bug reports. Read first thing in main, so that a bad value is the error reported.
+bool g_error_locations = false;
+
+// Prints one "echelon: error:" line.
 int usage_error(const std::exception& e) {
   std::cout.flush();
-  const char* debug = std::getenv("ECHELON_DEBUG");
-  const bool with_location = debug != nullptr && std::string(debug) == "1";
-  std::cerr << "echelon: error: " << (with_location ? e.what() : echelon::message_of(e)) << "\n";
+  std::cerr << "echelon: error: " << (g_error_locations ? e.what() : echelon::message_of(e))
+            << "\n";
   return kUsageError;
 }
 
@@ -77,6 +79,11 @@ class NullStream : public std::ostream {
 };
 
 int main(int argc, char** argv) {
+  try {
+    g_error_locations = echelon::env::flag("ECHELON_DEBUG", false);
+  } catch (const std::exception& e) {
+    return usage_error(e);
+  }
   std::shared_ptr<parallel::ProcessGroup> world;
   try {
     app::Command command = app::parse_command_line(argc, argv);

@@ -102,6 +102,15 @@ TEST_SUITE("cli") {
     const Run debug = run("train --epochs 0 --data synthetic", "ECHELON_DEBUG=1 ");
     CHECK(debug.status == 2);
     CHECK_MESSAGE(debug.err.find(".cpp:") != std::string::npos, debug.err);
+    const Run quiet = run("train --epochs 0 --data synthetic", "ECHELON_DEBUG=off ");
+    CHECK(quiet.status == 2);
+    CHECK_MESSAGE(quiet.err.find(".cpp:") == std::string::npos, quiet.err);
+    const Run bad = run("models", "ECHELON_DEBUG=verbose ");
+    CHECK(bad.status == 2);
+    CHECK_MESSAGE(bad.err ==
+                      "echelon: error: ECHELON_DEBUG='verbose': expected 1, 0, true, false, on, "
+                      "off, yes or no\n",
+                  bad.err);
   }
 
   TEST_CASE("--out into another run's folder needs --overwrite") {
