@@ -186,8 +186,7 @@ def main(argv):
         table.append((f"{title}: {len(part)} kernel(s), {total:.1f} us", None))
         for row in part:
             table.append((None, kernel_line(row)))
-    widths = [max(len(h), *(len(c[i]) for _, c in table if c)) if table else len(h)
-              for i, h in enumerate(HEADERS)]
+    widths = [max([len(h)] + [len(c[i]) for _, c in table if c]) for i, h in enumerate(HEADERS)]
     print("  " + "  ".join(h.ljust(w) for h, w in zip(HEADERS, widths)).rstrip())
     for title, cells in table:
         if title:
