@@ -35,7 +35,8 @@
 // and stages) are one ConvConfig
 // (conv_gemm.h): conv_gemm_heuristic makes them as above, conv_gemm_candidates lists every legal
 // one for the autotuner (conv_tune.cu), and the launchers run the config they are given.
-// Index math is 32-bit (ConvIndex); conv.cu sends larger
+// Index math is 32-bit (ConvIndex, built on the host with its FastDiv divisors: no division
+// instruction in the gathers); conv.cu sends larger
 // convolutions (conv_gemm_fits) and the input gradient of < 8 input channels to im2col + GEMM.
 // CPU twin: the naive convolution in tensor/cpu/conv.cpp (forward, grad input, grad weight).
 // tests/gpu/conv_gpu_test.cpp compares these kernels with ops::conv2d on the CPU, whose fast path
@@ -96,7 +97,9 @@ constexpr int conv_min_blocks() {
   else if constexpr (std::is_same_v<T, Bf16TinyTile>)
     return data ? 2 : 0;  // 176 -> 128
   else if constexpr (async_gather<T>())
-    return weight ? 1 : 0;  // left to ptxas, the 4-stage one took 128 registers and spilled
+    // Left to ptxas, these took 128 registers and spilled: the 4-stage weight gradient (gather27)
+    // and, since the FastDiv gathers, the 2-stage forward (8 bytes); at 1 they take 150-178.
+    return weight || (fwd && T::kStages == 2) ? 1 : 0;
   else
     return 0;
 }
@@ -105,11 +108,10 @@ constexpr int conv_min_blocks() {
 // (z + 1) * per_group) (one group, z = 0, except in the split-K weight gradient).
 template <typename T, ConvPass P, bool kMma>
 __global__ void __launch_bounds__(kThreads, (conv_min_blocks<T, P, kMma>()))
-    conv_gemm_kernel(Conv2dGeometry geometry, const float* __restrict__ a_src,
+    conv_gemm_kernel(ConvIndex index, const float* __restrict__ a_src,
                      const float* __restrict__ b_src, const float* __restrict__ bias,
                      float* __restrict__ out, int64_t per_group, bool relu, bool use_table) {
-  ConvOperands<P, has_table<T, P>()> ops{ConvIndex(geometry, gemm_shape(P, geometry)), a_src, b_src,
-                                         relu};
+  ConvOperands<P, has_table<T, P>()> ops{index, a_src, b_src, relu};
   const int64_t m0 = static_cast<int64_t>(blockIdx.y) * T::kM;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::kN;
   const int64_t k_slices = (ops.g.K + T::kK - 1) / T::kK;
@@ -322,7 +324,7 @@ void launch_on(const char* op, const Conv2dGeometry& g, const GemmShape& s, bool
   if constexpr (dynamic_shared > 0)
     opt_in_dynamic_shared<conv_gemm_kernel<T, P, kMma>>(dynamic_shared);
   ECH_LAUNCH_NAMED(name, grid, kThreads, dynamic_shared, stream, conv_gemm_kernel<T, P, kMma>)
-  (g, a_src, b_src, bias, out, per_group, relu, use_table);
+  (ConvIndex(g, s), a_src, b_src, bias, out, per_group, relu, use_table);
   ECH_CUDA_CHECK_LAUNCH(op);
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include <echelon/cuda/kernels/conv_gemm.h>
+#include <echelon/kernels/fast_div.h>
 
 #include "gemm_tile.cuh"
 
@@ -33,13 +34,17 @@ __host__ __device__ inline GemmShape gemm_shape(ConvPass pass, const Conv2dGeome
 // The geometry in 32-bit ints for the kernels' index math (64-bit division costs several times
 // more instructions on a GPU, and the gathers divide per element): conv_gemm_fits (the
 // launchers' caller checks it) keeps every operand below 2^31 elements, so every offset fits.
+// Every index the gathers split is non-negative, so they divide by the sizes through FastDiv
+// (kernels/fast_div.h: a multiply-high, an add and a shift instead of ~15 instructions a
+// division; the same quotients). Built on the host by the launcher, passed by value.
 struct ConvIndex {
   int n, c, h, w, o, out_h, out_w;
   int kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
   int taps, plane, pixels;  // kernel_h*kernel_w, out_h*out_w, h*w
   int M, N, K;              // the pass's GEMM shape
+  FastDiv by_kernel_w, by_taps, by_out_w, by_plane, by_pixels, by_w, by_stride_h, by_stride_w;
 
-  __device__ ConvIndex(const Conv2dGeometry& a, const GemmShape& s)
+  ConvIndex(const Conv2dGeometry& a, const GemmShape& s)
       : n(static_cast<int>(a.n)),
         c(static_cast<int>(a.c)),
         h(static_cast<int>(a.h)),
@@ -60,16 +65,33 @@ struct ConvIndex {
         pixels(h * w),
         M(static_cast<int>(s.M)),
         N(static_cast<int>(s.N)),
-        K(static_cast<int>(s.K)) {}
+        K(static_cast<int>(s.K)),
+        by_kernel_w(kernel_w),
+        by_taps(taps),
+        by_out_w(out_w),
+        by_plane(plane),
+        by_pixels(pixels),
+        by_w(w),
+        by_stride_h(stride_h),
+        by_stride_w(stride_w) {}
+
+  // k of the im2col rows = (outer, ki, kj): outer = c (x) or o (grad_out), tap t = ki*KW + kj.
+  __device__ __forceinline__ void split_row(int k, int& outer, int& ki, int& kj) const {
+    int t;
+    by_taps.divmod(k, outer, t);
+    by_kernel_w.divmod(t, ki, kj);
+  }
 };
 
 // cols(r, q) of image n: x (n, c, oh*sh - ph + ki*dh, ow*sw - pw + kj*dw) for r = (c, ki, kj),
 // q = (oh, ow); zero in the padding.
 __device__ __forceinline__ float gather_input(const ConvIndex& g, const float* x, int n, int r,
                                               int q) {
-  const int kj = r % g.kernel_w, ki = (r / g.kernel_w) % g.kernel_h, c = r / g.taps;
-  const int h = (q / g.out_w) * g.stride_h - g.pad_h + ki * g.dilation_h;
-  const int w = (q % g.out_w) * g.stride_w - g.pad_w + kj * g.dilation_w;
+  int c, ki, kj, oh, ow;
+  g.split_row(r, c, ki, kj);
+  g.by_out_w.divmod(q, oh, ow);
+  const int h = oh * g.stride_h - g.pad_h + ki * g.dilation_h;
+  const int w = ow * g.stride_w - g.pad_w + kj * g.dilation_w;
   return h >= 0 && h < g.h && w >= 0 && w < g.w ? x[((n * g.c + c) * g.h + h) * g.w + w] : 0.0f;
 }
 
@@ -78,12 +100,15 @@ __device__ __forceinline__ float gather_input(const ConvIndex& g, const float* x
 // output position exists.
 __device__ __forceinline__ float gather_grad_out(const ConvIndex& g, const float* grad_out, int n,
                                                  int t, int p) {
-  const int kj = t % g.kernel_w, ki = (t / g.kernel_w) % g.kernel_h, o = t / g.taps;
-  const int oh_scaled = p / g.w + g.pad_h - ki * g.dilation_h;
-  const int ow_scaled = p % g.w + g.pad_w - kj * g.dilation_w;
+  int o, ki, kj, ph, pw, oh, ow, rh, rw;
+  g.split_row(t, o, ki, kj);
+  g.by_w.divmod(p, ph, pw);
+  const int oh_scaled = ph + g.pad_h - ki * g.dilation_h;
+  const int ow_scaled = pw + g.pad_w - kj * g.dilation_w;
   if (oh_scaled < 0 || ow_scaled < 0) return 0.0f;
-  if (oh_scaled % g.stride_h != 0 || ow_scaled % g.stride_w != 0) return 0.0f;
-  const int oh = oh_scaled / g.stride_h, ow = ow_scaled / g.stride_w;
+  g.by_stride_h.divmod(oh_scaled, oh, rh);
+  g.by_stride_w.divmod(ow_scaled, ow, rw);
+  if (rh != 0 || rw != 0) return 0.0f;
   if (oh >= g.out_h || ow >= g.out_w) return 0.0f;
   return grad_out[((n * g.o + o) * g.out_h + oh) * g.out_w + ow];
 }
@@ -94,9 +119,11 @@ __device__ __forceinline__ float gather_grad_out(const ConvIndex& g, const float
 // gathers rather than under them, so that the register-staged kernels' code stays as it was.
 __device__ __forceinline__ bool input_at(const ConvIndex& g, const float* x, int n, int r, int q,
                                          const float*& p) {
-  const int kj = r % g.kernel_w, ki = (r / g.kernel_w) % g.kernel_h, c = r / g.taps;
-  const int h = (q / g.out_w) * g.stride_h - g.pad_h + ki * g.dilation_h;
-  const int w = (q % g.out_w) * g.stride_w - g.pad_w + kj * g.dilation_w;
+  int c, ki, kj, oh, ow;
+  g.split_row(r, c, ki, kj);
+  g.by_out_w.divmod(q, oh, ow);
+  const int h = oh * g.stride_h - g.pad_h + ki * g.dilation_h;
+  const int w = ow * g.stride_w - g.pad_w + kj * g.dilation_w;
   const bool inside = h >= 0 && h < g.h && w >= 0 && w < g.w;
   p = inside ? x + ((n * g.c + c) * g.h + h) * g.w + w : x;
   return inside;
@@ -104,12 +131,15 @@ __device__ __forceinline__ bool input_at(const ConvIndex& g, const float* x, int
 __device__ __forceinline__ bool grad_out_at(const ConvIndex& g, const float* grad_out, int n, int t,
                                             int p_in, const float*& p) {
   p = grad_out;
-  const int kj = t % g.kernel_w, ki = (t / g.kernel_w) % g.kernel_h, o = t / g.taps;
-  const int oh_scaled = p_in / g.w + g.pad_h - g.dilation_h * ki;
-  const int ow_scaled = p_in % g.w + g.pad_w - g.dilation_w * kj;
+  int o, ki, kj, ph, pw, oh, ow, rh, rw;
+  g.split_row(t, o, ki, kj);
+  g.by_w.divmod(p_in, ph, pw);
+  const int oh_scaled = ph + g.pad_h - g.dilation_h * ki;
+  const int ow_scaled = pw + g.pad_w - g.dilation_w * kj;
   if (oh_scaled < 0 || ow_scaled < 0) return false;
-  if (oh_scaled % g.stride_h || ow_scaled % g.stride_w) return false;
-  const int oh = oh_scaled / g.stride_h, ow = ow_scaled / g.stride_w;
+  g.by_stride_h.divmod(oh_scaled, oh, rh);
+  g.by_stride_w.divmod(ow_scaled, ow, rw);
+  if (rh != 0 || rw != 0) return false;
   if (oh >= g.out_h || ow >= g.out_w) return false;
   p = grad_out + ((n * g.o + o) * g.out_h + oh) * g.out_w + ow;
   return true;
@@ -171,13 +201,24 @@ struct ConvOperands {
     return false;
   }
   __device__ bool b_vector() const { return false; }
+  // The offsets of op(A)(m, k) where A is not w's plain rows: the grad weight's grad_out
+  // (n, m, q) for k = (n, q); the grad input's w (o, m, tap) for k = (o, tap).
+  __device__ __forceinline__ int grad_out_offset(int m, int k) const {
+    int image, q;
+    g.by_plane.divmod(k, image, q);
+    return (image * g.o + m) * g.plane + q;
+  }
+  __device__ __forceinline__ int weight_offset(int m, int k) const {
+    int o, tap;
+    g.by_taps.divmod(k, o, tap);
+    return (o * g.c + m) * g.taps + tap;
+  }
   // A run of 4 from (m, k); only for a_vector() passes, where k0 and K are multiples of 4.
   __device__ int a_span(int64_t m_wide, int64_t k_wide, const float*& p) const {
     p = a_src;
     if (m_wide >= g.M || k_wide >= g.K) return 0;
-    const int m = static_cast<int>(m_wide), k = static_cast<int>(k_wide), plane = g.plane;
-    p = P == ConvPass::Forward ? a_src + m * g.K + k
-                               : a_src + ((k / plane) * g.o + m) * plane + k % plane;
+    const int m = static_cast<int>(m_wide), k = static_cast<int>(k_wide);
+    p = a_src + (P == ConvPass::Forward ? m * g.K + k : grad_out_offset(m, k));
     return kVec;
   }
   __device__ int b_span(int64_t, int64_t, const float*& p) const {
@@ -189,10 +230,8 @@ struct ConvOperands {
     if (m_wide >= g.M || k_wide >= g.K) return 0.0f;
     const int m = static_cast<int>(m_wide), k = static_cast<int>(k_wide);
     if constexpr (P == ConvPass::Forward) return a_src[m * g.K + k];
-    const int taps = g.taps, plane = g.plane;
-    if constexpr (P == ConvPass::BackwardData)  // w (o, m, tap) for k = (o, tap)
-      return a_src[((k / taps) * g.c + m) * taps + k % taps];
-    return a_src[((k / plane) * g.o + m) * plane + k % plane];  // grad_out (n, m, q), k = (n, q)
+    if constexpr (P == ConvPass::BackwardData) return a_src[weight_offset(m, k)];
+    return a_src[grad_out_offset(m, k)];
   }
 
   __device__ float b(int64_t k_wide, int64_t n_wide) const {
@@ -207,11 +246,13 @@ struct ConvOperands {
     }
     if (k_wide >= g.K || n_wide >= g.N) return 0.0f;
     const int k = static_cast<int>(k_wide), n = static_cast<int>(n_wide);
-    if constexpr (P == ConvPass::BackwardData)
-      return gather_grad_out(g, b_src, n / g.pixels, k, n % g.pixels);
-    if constexpr (P == ConvPass::Forward)
-      return gather_input(g, b_src, n / g.plane, k, n % g.plane);
-    return gather_input(g, b_src, k / g.plane, n, k % g.plane);
+    int image, position;  // n = (image, pixel) (grad input) or (image, output position)
+    if constexpr (P == ConvPass::BackwardData) {
+      g.by_pixels.divmod(n, image, position);
+      return gather_grad_out(g, b_src, image, k, position);
+    }
+    g.by_plane.divmod(P == ConvPass::Forward ? n : k, image, position);
+    return gather_input(g, b_src, image, P == ConvPass::Forward ? k : n, position);
   }
 
   // a() and b() as addresses, for the gather tiles' 4-byte cp.async (gemm_tile.cuh,
@@ -222,10 +263,9 @@ struct ConvOperands {
     p = a_src;
     if (m_wide >= g.M || k_wide >= g.K) return false;
     const int m = static_cast<int>(m_wide), k = static_cast<int>(k_wide);
-    const int taps = g.taps, plane = g.plane;
-    p = P == ConvPass::Forward        ? a_src + m * g.K + k
-        : P == ConvPass::BackwardData ? a_src + ((k / taps) * g.c + m) * taps + k % taps
-                                      : a_src + ((k / plane) * g.o + m) * plane + k % plane;
+    p = a_src + (P == ConvPass::Forward        ? m * g.K + k
+                 : P == ConvPass::BackwardData ? weight_offset(m, k)
+                                               : grad_out_offset(m, k));
     return true;
   }
   __device__ bool b_at(int64_t k_wide, int64_t n_wide, const float*& p) const {
@@ -233,10 +273,13 @@ struct ConvOperands {
     p = b_src;
     if (k_wide >= g.K || n_wide >= g.N) return false;
     const int k = static_cast<int>(k_wide), n = static_cast<int>(n_wide);
-    if constexpr (P == ConvPass::BackwardData)
-      return grad_out_at(g, b_src, n / g.pixels, k, n % g.pixels, p);
-    if constexpr (P == ConvPass::Forward) return input_at(g, b_src, n / g.plane, k, n % g.plane, p);
-    return input_at(g, b_src, k / g.plane, n, k % g.plane, p);
+    int image, position;  // as in b()
+    if constexpr (P == ConvPass::BackwardData) {
+      g.by_pixels.divmod(n, image, position);
+      return grad_out_at(g, b_src, image, k, position, p);
+    }
+    g.by_plane.divmod(P == ConvPass::Forward ? n : k, image, position);
+    return input_at(g, b_src, image, P == ConvPass::Forward ? k : n, position, p);
   }
 
   // C(m, n) = v (+ bias[m], then ReLU'd with relu, in the forward); grad weight writes its
@@ -244,12 +287,15 @@ struct ConvOperands {
   __device__ void store(float* out, const float* bias, int64_t m_wide, int64_t n_wide,
                         float v) const {
     if (m_wide >= g.M || n_wide >= g.N) return;
-    const int m = static_cast<int>(m_wide), n = static_cast<int>(n_wide), plane = g.plane;
+    const int m = static_cast<int>(m_wide), n = static_cast<int>(n_wide);
+    int image, position;
     if constexpr (P == ConvPass::Forward) {
       const float r = v + (bias ? bias[m] : 0.0f);
-      out[((n / plane) * g.o + m) * plane + n % plane] = !relu || r > 0.0f ? r : 0.0f;
+      g.by_plane.divmod(n, image, position);
+      out[(image * g.o + m) * g.plane + position] = !relu || r > 0.0f ? r : 0.0f;
     } else if constexpr (P == ConvPass::BackwardData) {
-      out[((n / g.pixels) * g.c + m) * g.pixels + n % g.pixels] = v;
+      g.by_pixels.divmod(n, image, position);
+      out[(image * g.c + m) * g.pixels + position] = v;
     } else {  // the partials of all groups may pass 2^31 elements
       out[static_cast<int64_t>(blockIdx.z) * g.M * g.N + m * g.N + n] = v;
     }
@@ -265,7 +311,9 @@ __device__ void fill_table(const ConvIndex& g, TableEntry* table, int entries) {
       table[k] = {0, kNoTap};
       continue;
     }
-    const int t = k % g.taps, ki = t / g.kernel_w, kj = t % g.kernel_w, outer = k / g.taps;
+    int outer, ki, kj;
+    g.split_row(k, outer, ki, kj);
+    const int t = ki * g.kernel_w + kj;
     if constexpr (P == ConvPass::BackwardData)  // outer = o
       table[k] = {outer * g.plane - ki * (g.dilation_h / g.stride_h) * g.out_w -
                       kj * (g.dilation_w / g.stride_w),
