@@ -77,6 +77,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 #include <type_traits>
 
 #include <mma.h>
@@ -185,7 +186,8 @@ __device__ __forceinline__ void load_shared(Frag& frag, const E* p, unsigned ldm
   static_assert(kTf32 || std::is_same_v<E, __nv_bfloat16>);
   static_assert(kFragIs<matrix_a, row_major, Frag> || kFragIs<matrix_a, col_major, Frag> ||
                 kFragIs<matrix_b, row_major, Frag> || kFragIs<matrix_b, col_major, Frag>);
-  auto* r = reinterpret_cast<unsigned*>(&frag.x[0]);
+  unsigned r[4];  // memcpy'd into frag.x below: no type punning through pointers
+  static_assert(sizeof r == sizeof frag.x);
   const auto shared = static_cast<unsigned>(__cvta_generic_to_shared(p));
 #define ECH_LOAD_SHARED(op)                                     \
   asm volatile(op " {%0, %1, %2, %3}, [%4], %5;"                \
@@ -208,6 +210,7 @@ __device__ __forceinline__ void load_shared(Frag& frag, const E* p, unsigned ldm
   else
     ECH_LOAD_SHARED("wmma.load.b.sync.aligned.col.m16n16k16.shared.bf16");
 #undef ECH_LOAD_SHARED
+  std::memcpy(frag.x, r, sizeof r);
 #else
   wmma::load_matrix_sync(frag, p, ldm ECH_TILE_SITE_ARGS);
 #endif
