@@ -28,8 +28,8 @@
 //          operands only in the gather tiles (below), so the conv has the deep ring only with
 //          those. 64 accumulator registers
 //          a thread. The staging loop is specialized per staging (kConstantStaging, as the FMA
-//          warp-tiled tile's): ptxas gives these kernels 170-243 registers (178-255 with one
-//          loop for every staging), one block (8 warps) per SM; at 2 blocks (128 registers) all
+//          warp-tiled tile's): ptxas gives these kernels 164-245 registers (smem28; 178-255 with
+//          one loop for every staging), one block (8 warps) per SM; at 2 blocks (128 registers) all
 //          spill (bench/RESULTS.md, tc24 and tcreg24). GPU speed not yet measured.
 // Fragments are loaded, and accumulators stored to the epilogue scratch, by the .shared forms of
 // PTX's wmma.load / wmma.store with 32-bit shared addresses (load_shared, store_shared_row_major;
@@ -70,10 +70,11 @@
 // weights where they are not runs of 4) go by 4-byte cp.async too (Load::AsyncGather,
 // gemm_tile.cuh), each element into the [k][d] place a register store would give it, zero-filled
 // (src-size 0) in the padding and past the edges, as CUTLASS's Ampere conv iterators gather. No
-// operand waits in registers: ptxas gives the forward and grad input 124-128 registers (2 blocks
-// per SM; the register-staged tile: 178-189, one), the weight gradient 155-160 (its launch bound
+// operand waits in registers: ptxas gives the forward and grad input 118-128 registers (2 blocks
+// per SM; the register-staged tile: 169-179, one), the weight gradient 154-156 (its launch bound
 // asks for one block: left free, ptxas capped the 4-stage one at 128 and spilled), no spill
-// (bench/RESULTS.md, gather27). The async-K tiles' shared memory. GPU speed not yet measured.
+// (bench/RESULTS.md, gather27, smem28). The async-K tiles' shared memory. GPU speed not yet
+// measured.
 #pragma once
 
 #include <cstddef>
@@ -111,7 +112,7 @@ struct MmaLargeTile {
   static constexpr bool kConstantStaging = true;  // gemm_tile.cuh's staging, one loop per staging
 };
 using Tf32LargeTile = MmaLargeTile<float>;
-// The deep TF32 ring: 4 stages, not 3. Registers (170-243) already hold the 128x128 kernels to
+// The deep TF32 ring: 4 stages, not 3. Registers (164-245) already hold the 128x128 kernels to
 // one block per SM, so shared memory is not what limits residency: 4 x 17 KiB + 8 KiB = 76 KiB
 // (3 stages: 59 KiB) of the SM's 227 KiB would even fit 2 blocks, and the 4th stage puts 48 k in
 // flight instead of 32 (CUTLASS's sm80 TF32 128x128x32 at 3 stages: 64). One deep count only:
