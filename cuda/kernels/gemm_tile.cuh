@@ -55,6 +55,8 @@
 //           there it replaces Scalar; ConvConfig::async_gather, ECHELON_CONV_ASYNC_GATHER=1). The
 //           loader then also provides a_at(m, k, p) / b_at(k, n, p): whether the element is
 //           inside, p its address (else any 4-byte aligned address of the operand).
+// The copies go through cp_async (below): inline PTX cp.async, the 16-byte ones with the zero
+// fill's size in a register (one LDGSTS; __pipeline_memcpy_async branched over every size).
 // One barrier per slice: slice s's async copies are waited for (each thread its own:
 // __pipeline_wait_prior(kStages - 2) leaves the younger slices' groups in flight) and the
 // barrier makes every thread's copies and register stores of slice s visible and frees the
@@ -85,6 +87,44 @@ constexpr int64_t kFillBlocks = 2 * 132;  // two blocks per SM of an H200; to tu
 
 constexpr int ceil_div_int(int a, int b) {
   return (a + b - 1) / b;
+}
+
+// The caller's file and line, which the emulator's diagnostics name (cuda/sim): the wrappers below
+// (cp_async here, mma_tile.cuh's fragment loads) take them in the emulation build and pass them on.
+#if ECHELON_CUDA_SIM
+#define ECH_TILE_SITE , const char *file = __builtin_FILE(), int line = __builtin_LINE()
+#define ECH_TILE_SITE_ARGS , file, line
+#else
+#define ECH_TILE_SITE
+#define ECH_TILE_SITE_ARGS
+#endif
+
+// cp.async of Bytes (16 or 4) from global src to shared dst, of which the first src_bytes are
+// read and the rest zero-filled (16: src_bytes 0..16, the vector operands' tails and edges; 4: 0
+// or 4, the gathers). __pipeline_memcpy_async takes the zero fill as a constant: given a run-time
+// one, nvcc branched over every size (5 arms for 16 bytes, each recomputing the shared address,
+// and a trap). 16 bytes: the PTX's src-size in a register, one LDGSTS (.cg, L1 bypassed, as
+// __pipeline_memcpy_async's). 4 bytes (.ca, the only form for 4): a branch on src_bytes between
+// the two constant forms; src-size in a register there, or the ignore-src predicate, made the
+// 2-stage forward gather tile spill at its 128-register bound (40 bytes; bench/RESULTS.md,
+// smem28). The emulation build keeps __pipeline_memcpy_async, whose model checks the zero fill.
+template <unsigned Bytes>
+__device__ __forceinline__ void cp_async(void* dst, const void* src,
+                                         unsigned src_bytes ECH_TILE_SITE) {
+  static_assert(Bytes == 16 || Bytes == 4);
+#ifdef __CUDA_ARCH__
+  const auto shared = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  if constexpr (Bytes == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(shared), "l"(src),
+                 "r"(src_bytes)
+                 : "memory");
+  else if (src_bytes != 0)
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(shared), "l"(src) : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, 0;" ::"r"(shared), "l"(src) : "memory");
+#else
+  __pipeline_memcpy_async(dst, src, Bytes, Bytes - src_bytes ECH_TILE_SITE_ARGS);
+#endif
 }
 
 // E: what the shared tiles hold (float for FMA and TF32, __nv_bfloat16 for bf16). WarpTiled: the
@@ -297,7 +337,7 @@ struct Part {
       piece(c, false, d, k);
       const float* p;
       const int n = span(d0 + d, k0 + k, p);
-      __pipeline_memcpy_async(&tile[k][d], p, kVec * sizeof(float), (kVec - n) * sizeof(float));
+      cp_async<kVec * sizeof(float)>(&tile[k][d], p, n * sizeof(float));
     }
   }
 
@@ -315,7 +355,7 @@ struct Part {
       const int d = k_fast ? idx / K : idx % D, k = k_fast ? idx % K : idx / D;
       const float* p;
       const bool inside = at(d0 + d, k0 + k, p);
-      __pipeline_memcpy_async(&tile[k][d], p, sizeof(float), inside ? 0 : sizeof(float));
+      cp_async<sizeof(float)>(&tile[k][d], p, inside ? sizeof(float) : 0);
     }
   }
 
@@ -332,7 +372,7 @@ struct Part {
       piece(c, true, d, k);
       const float* p;
       const int n = span(d0 + d, k0 + k, p);
-      __pipeline_memcpy_async(&rows[d][k], p, kVec * sizeof(float), (kVec - n) * sizeof(float));
+      cp_async<kVec * sizeof(float)>(&rows[d][k], p, n * sizeof(float));
     }
   }
 };

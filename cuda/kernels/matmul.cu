@@ -121,8 +121,15 @@ __device__ __forceinline__ void for_each_group_slice(const GemmArgs& g, int64_t 
   const int64_t b_begin = group * g.per_block, b_end = min(g.batch, b_begin + g.per_block);
   const int64_t k_slices = (g.K + T::kK - 1) / T::kK;
   const int64_t slices = b_end > b_begin ? (b_end - b_begin) * k_slices : 0;
+  const bool batch_reduce = b_end - b_begin > 1;
   const auto locate = [&](int64_t s, auto&& f) {
-    const int64_t b = b_begin + s / k_slices, k0 = (s % k_slices) * T::kK;
+    // One batch in the group (the usual case): s is the k-slice, no 64-bit division per slice.
+    int64_t b = b_begin, slice = s;
+    if (batch_reduce) {
+      const int64_t batches_before = s / k_slices;
+      b += batches_before, slice = s - batches_before * k_slices;
+    }
+    const int64_t k0 = slice * T::kK;
     f(DenseOperands{g, g.A + b * g.stride_a, g.B + b * g.stride_b}, k0);
   };
   const Staging st = staging_of<T>(DenseOperands{g, g.A, g.B});

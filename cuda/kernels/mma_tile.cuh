@@ -28,9 +28,13 @@
 //          operands only in the gather tiles (below), so the conv has the deep ring only with
 //          those. 64 accumulator registers
 //          a thread. The staging loop is specialized per staging (kConstantStaging, as the FMA
-//          warp-tiled tile's): ptxas gives these kernels 170-243 registers (178-255 with one
-//          loop for every staging), one block (8 warps) per SM; at 2 blocks (128 registers) all
+//          warp-tiled tile's): ptxas gives these kernels 164-245 registers (smem28; 178-255 with
+//          one loop for every staging), one block (8 warps) per SM; at 2 blocks (128 registers) all
 //          spill (bench/RESULTS.md, tc24 and tcreg24). GPU speed not yet measured.
+// Fragments are loaded, and accumulators stored to the epilogue scratch, by the .shared forms of
+// PTX's wmma.load / wmma.store with 32-bit shared addresses (load_shared, store_shared_row_major;
+// wmma::load_matrix_sync's generic form became 64-bit generic LD.E, one address computation each):
+// LDS for TF32, LDSM (ldmatrix.trans) for bf16 (bench/RESULTS.md, smem28).
 // Shared rows of MmaLargeTile are padded by 8 elements (kPad). Both operands are stored k-major
 // ([k][m] for A, loaded col_major; [k][n] for B, loaded row_major), so a fragment load reads, per
 // lane, element (k, d) at k * ld + d with k and d from the lane's position in the fragment:
@@ -38,7 +42,7 @@
 //          d = g (+ 8): words t * ld + g. With ld = 136 = 8 (mod 32) the 32 lanes hit banks
 //          8 t + g, all different; the gemm_tile.cuh pad of 4 floats (ld = 4 mod 32) gives
 //          4 t + g: 2-way conflicts.
-//   bf16 (ldmatrix.trans-like 16-byte rows, eight per phase): row k at k * ld * 2 bytes; with
+//   bf16 (ldmatrix.trans: 16-byte rows, eight per phase): row k at k * ld * 2 bytes; with
 //          ld = 136, 272 bytes = 16 (mod 128), so the eight rows fill the 128 bytes of the banks
 //          once; a 16-element pad (288 = 32 mod 128) would put two rows on the same banks.
 // Rows of 136 elements keep every fragment pointer 32-byte aligned (k-steps of 8 rows of 544
@@ -66,13 +70,15 @@
 // weights where they are not runs of 4) go by 4-byte cp.async too (Load::AsyncGather,
 // gemm_tile.cuh), each element into the [k][d] place a register store would give it, zero-filled
 // (src-size 0) in the padding and past the edges, as CUTLASS's Ampere conv iterators gather. No
-// operand waits in registers: ptxas gives the forward and grad input 124-128 registers (2 blocks
-// per SM; the register-staged tile: 178-189, one), the weight gradient 155-160 (its launch bound
+// operand waits in registers: ptxas gives the forward and grad input 118-128 registers (2 blocks
+// per SM; the register-staged tile: 169-179, one), the weight gradient 154-156 (its launch bound
 // asks for one block: left free, ptxas capped the 4-stage one at 128 and spilled), no spill
-// (bench/RESULTS.md, gather27). The async-K tiles' shared memory. GPU speed not yet measured.
+// (bench/RESULTS.md, gather27, smem28). The async-K tiles' shared memory. GPU speed not yet
+// measured.
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 #include <type_traits>
 
 #include <mma.h>
@@ -106,7 +112,7 @@ struct MmaLargeTile {
   static constexpr bool kConstantStaging = true;  // gemm_tile.cuh's staging, one loop per staging
 };
 using Tf32LargeTile = MmaLargeTile<float>;
-// The deep TF32 ring: 4 stages, not 3. Registers (170-243) already hold the 128x128 kernels to
+// The deep TF32 ring: 4 stages, not 3. Registers (164-245) already hold the 128x128 kernels to
 // one block per SM, so shared memory is not what limits residency: 4 x 17 KiB + 8 KiB = 76 KiB
 // (3 stages: 59 KiB) of the SM's 227 KiB would even fit 2 blocks, and the 4th stage puts 48 k in
 // flight instead of 32 (CUTLASS's sm80 TF32 128x128x32 at 3 stages: 64). One deep count only:
@@ -161,6 +167,79 @@ static_assert(sizeof(MmaShared<Tf32GatherTile>) == sizeof(MmaShared<Tf32AsyncKTi
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800  // TF32 and bf16 tensor cores: sm_80 or newer
 
 namespace wmma = nvcuda::wmma;
+
+// Fragment loads from, and the accumulator store to, shared memory. wmma::load_matrix_sync takes
+// a generic pointer: nvcc emits the generic wmma.load, which ptxas lowers to 64-bit LD.E, each with
+// its own address arithmetic (__builtin_assume(__isShared(p)) does not help); the .shared form
+// with a 32-bit shared address gives LDS. The registers are the fragment's storage in order, as
+// crt/mma.hpp's builtins write it (TF32 and bf16 A / B: 4 words; the fp32 accumulator: 8). The
+// emulation build keeps wmma::load_matrix_sync / store_matrix_sync (cuda/sim/include/mma.h).
+template <typename Use, typename Layout, typename Frag>
+constexpr bool kFragIs =
+    std::is_same_v<Frag, wmma::fragment<Use, kFrag, kFrag, 8, wmma::precision::tf32, Layout>> ||
+    std::is_same_v<Frag, wmma::fragment<Use, kFrag, kFrag, 16, __nv_bfloat16, Layout>>;
+
+template <typename Frag, typename E>
+__device__ __forceinline__ void load_shared(Frag& frag, const E* p, unsigned ldm ECH_TILE_SITE) {
+#ifdef __CUDA_ARCH__
+  using wmma::col_major, wmma::matrix_a, wmma::matrix_b, wmma::row_major;
+  constexpr bool kTf32 = std::is_same_v<E, float>;
+  static_assert(kTf32 || std::is_same_v<E, __nv_bfloat16>);
+  static_assert(kFragIs<matrix_a, row_major, Frag> || kFragIs<matrix_a, col_major, Frag> ||
+                kFragIs<matrix_b, row_major, Frag> || kFragIs<matrix_b, col_major, Frag>);
+  unsigned r[4];  // memcpy'd into frag.x below: no type punning through pointers
+  static_assert(sizeof r == sizeof frag.x);
+  const auto shared = static_cast<unsigned>(__cvta_generic_to_shared(p));
+#define ECH_LOAD_SHARED(op)                                     \
+  asm volatile(op " {%0, %1, %2, %3}, [%4], %5;"                \
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) \
+               : "r"(shared), "r"(ldm))
+  if constexpr (kTf32 && kFragIs<matrix_a, row_major, Frag>)
+    ECH_LOAD_SHARED("wmma.load.a.sync.aligned.row.m16n16k8.shared.tf32");
+  else if constexpr (kTf32 && kFragIs<matrix_a, col_major, Frag>)
+    ECH_LOAD_SHARED("wmma.load.a.sync.aligned.col.m16n16k8.shared.tf32");
+  else if constexpr (kTf32 && kFragIs<matrix_b, row_major, Frag>)
+    ECH_LOAD_SHARED("wmma.load.b.sync.aligned.row.m16n16k8.shared.tf32");
+  else if constexpr (kTf32)
+    ECH_LOAD_SHARED("wmma.load.b.sync.aligned.col.m16n16k8.shared.tf32");
+  else if constexpr (kFragIs<matrix_a, row_major, Frag>)
+    ECH_LOAD_SHARED("wmma.load.a.sync.aligned.row.m16n16k16.shared.bf16");
+  else if constexpr (kFragIs<matrix_a, col_major, Frag>)
+    ECH_LOAD_SHARED("wmma.load.a.sync.aligned.col.m16n16k16.shared.bf16");
+  else if constexpr (kFragIs<matrix_b, row_major, Frag>)
+    ECH_LOAD_SHARED("wmma.load.b.sync.aligned.row.m16n16k16.shared.bf16");
+  else
+    ECH_LOAD_SHARED("wmma.load.b.sync.aligned.col.m16n16k16.shared.bf16");
+#undef ECH_LOAD_SHARED
+  std::memcpy(frag.x, r, sizeof r);
+#else
+  wmma::load_matrix_sync(frag, p, ldm ECH_TILE_SITE_ARGS);
+#endif
+}
+
+// The accumulator (16x16x8 for TF32, 16x16x16 for bf16) to shared p, row-major.
+template <int K>
+__device__ __forceinline__ void store_shared_row_major(
+    float* p, const wmma::fragment<wmma::accumulator, kFrag, kFrag, K, float>& acc,
+    unsigned ldm ECH_TILE_SITE) {
+#ifdef __CUDA_ARCH__
+  static_assert(K == 8 || K == 16);
+  const auto shared = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  const float* x = acc.x;
+#define ECH_STORE_SHARED(op)                                                                \
+  asm volatile(op " [%0], {%1, %2, %3, %4, %5, %6, %7, %8}, %9;" ::"r"(shared), "f"(x[0]),  \
+               "f"(x[1]), "f"(x[2]), "f"(x[3]), "f"(x[4]), "f"(x[5]), "f"(x[6]), "f"(x[7]), \
+               "r"(ldm)                                                                     \
+               : "memory")
+  if constexpr (K == 8)
+    ECH_STORE_SHARED("wmma.store.d.sync.aligned.row.m16n16k8.shared.f32");
+  else
+    ECH_STORE_SHARED("wmma.store.d.sync.aligned.row.m16n16k16.shared.f32");
+#undef ECH_STORE_SHARED
+#else
+  wmma::store_matrix_sync(p, acc, ldm, wmma::mem_row_major ECH_TILE_SITE_ARGS);
+#endif
+}
 
 // Warps along m: the tile's own choice, else one 16-row fragment each (the gemm_tile.cuh shapes).
 template <typename T>
@@ -245,10 +324,9 @@ struct MmaWarps {
 #pragma unroll
     for (int i = 0; i < kFragsM; ++i) {
       if constexpr (ARows)
-        wmma::load_matrix_sync(a[i], &k_rows<T::kM>(a_tile)[warp_m * kWarpM + i * kFrag][k],
-                               kRowLength);
+        load_shared(a[i], &k_rows<T::kM>(a_tile)[warp_m * kWarpM + i * kFrag][k], kRowLength);
       else
-        wmma::load_matrix_sync(a[i], &a_tile[k][warp_m * kWarpM + i * kFrag], T::kM + T::kPad);
+        load_shared(a[i], &a_tile[k][warp_m * kWarpM + i * kFrag], T::kM + T::kPad);
       if constexpr (kTf32) {
 #pragma unroll
         for (int e = 0; e < a[i].num_elements; ++e) a[i].x[e] = wmma::__float_to_tf32(a[i].x[e]);
@@ -258,10 +336,9 @@ struct MmaWarps {
     for (int f = 0; f < kFragsN; ++f) {
       wmma::fragment<wmma::matrix_b, kFrag, kFrag, kMmaK, FragPrecision, BLayout> b;
       if constexpr (BRows)
-        wmma::load_matrix_sync(b, &k_rows<T::kN>(b_tile)[warp_n * kWarpN + f * kFrag][k],
-                               kRowLength);
+        load_shared(b, &k_rows<T::kN>(b_tile)[warp_n * kWarpN + f * kFrag][k], kRowLength);
       else
-        wmma::load_matrix_sync(b, &b_tile[k][warp_n * kWarpN + f * kFrag], T::kN + T::kPad);
+        load_shared(b, &b_tile[k][warp_n * kWarpN + f * kFrag], T::kN + T::kPad);
       if constexpr (kTf32) {
 #pragma unroll
         for (int e = 0; e < b.num_elements; ++e) b.x[e] = wmma::__float_to_tf32(b.x[e]);
@@ -281,7 +358,7 @@ struct MmaWarps {
     for (int i = 0; i < kFragsM; ++i)
 #pragma unroll
       for (int f = 0; f < kFragsN; ++f) {
-        wmma::store_matrix_sync(out, acc[i * kFragsN + f], kFrag, wmma::mem_row_major);
+        store_shared_row_major(out, acc[i * kFragsN + f], kFrag);
         __syncwarp();  // the lanes read each other's stored elements
         for (int e = lane; e < kFrag * kFrag; e += 32)
           store(m0 + warp_m * kWarpM + i * kFrag + e / kFrag,
