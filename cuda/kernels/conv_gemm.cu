@@ -97,9 +97,7 @@ constexpr int conv_min_blocks() {
   else if constexpr (std::is_same_v<T, Bf16TinyTile>)
     return data ? 2 : 0;  // 176 -> 128
   else if constexpr (async_gather<T>())
-    // Left to ptxas, these took 128 registers and spilled: the 4-stage weight gradient (gather27)
-    // and, since the FastDiv gathers, the 2-stage forward (8 bytes); at 1 they take 150-178.
-    return weight || (fwd && T::kStages == 2) ? 1 : 0;
+    return weight ? 1 : 0;  // left to ptxas, the 4-stage one took 128 registers and spilled
   else
     return 0;
 }
