@@ -92,6 +92,7 @@ mutants=(
   "conv-implicit-store-channels|conv_operands.cuh|'out[(image * g.o + m) * g.plane + position]'|'out[(image * g.c + m) * g.plane + position]'"
   "conv-implicit-bias-epilogue|conv_operands.cuh|'v + (bias ? bias[m] : 0.0f)'|'v + (bias && m > 0 ? bias[m] : 0.0f)'"
   "conv-implicit-data-weight-index|conv_operands.cuh|'return (o * g.c + m) * g.taps + tap;'|'return (o * g.c + m) * g.taps;'"
+  "conv-bounds-32-bit|conv_operands.cuh|'return static_cast<uint32_t>(i) < static_cast<uint32_t>(bound);'|'return static_cast<uint32_t>(i) <= static_cast<uint32_t>(bound);'"
   "conv-fastdiv-row-split|conv_operands.cuh|'by_kernel_w.divmod(t, ki, kj);'|'by_kernel_w.divmod(t, kj, ki);'"
   "conv-gather-pad-bound|conv_operands.cuh|'const bool inside = h >= 0 && h < g.h && w >= 0 && w < g.w;'|'const bool inside = h >= 0 && h < g.h && w >= 0;'|-ts=conv_gpu -tc=*gather?tiles*"
   "conv-gather-no-zero-fill|gemm_tile.cuh|'p, inside ? sizeof(float) : 0);'|'p, sizeof(float));'|-ts=conv_gpu -tc=*gather?tiles*"

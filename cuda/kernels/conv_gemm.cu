@@ -98,6 +98,8 @@ constexpr int conv_min_blocks() {
     return data ? 2 : 0;  // 176 -> 128
   else if constexpr (async_gather<T>())
     return weight ? 1 : 0;  // left to ptxas, the 4-stage one took 128 registers and spilled
+  else if constexpr (std::is_same_v<T, Tf32LargeTile>)
+    return weight ? 1 : 0;  // likewise since the 32-bit bounds tests (session 28): 8 bytes
   else
     return 0;
 }

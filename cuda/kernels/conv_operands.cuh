@@ -190,6 +190,13 @@ struct ConvOperands {
   unsigned col_mask = 0;              // ... and its taps inside (0 past N)
   int64_t col = 0;                    // ... and its n (the emulation build's check)
 
+  // i < bound, for a tile's index i (below bound + one tile, so below 2^32), in 32-bit unsigned
+  // arithmetic: compared in 64 bits, the indices feeding it were computed in 64 bits too (twice
+  // the instructions in every slice; tools/sass-loops.py).
+  __device__ static bool below(int64_t i, int bound) {
+    return static_cast<uint32_t>(i) < static_cast<uint32_t>(bound);
+  }
+
   __device__ bool a_k_fastest() const { return true; }  // w rows; grad_out's (n, o) planes
   __device__ bool b_k_fastest() const { return P == ConvPass::BackwardWeight; }  // cols^T
   // 16-byte runs along k: w's rows (forward) when R is a multiple of 4; grad_out's planes (grad
@@ -216,7 +223,7 @@ struct ConvOperands {
   // A run of 4 from (m, k); only for a_vector() passes, where k0 and K are multiples of 4.
   __device__ int a_span(int64_t m_wide, int64_t k_wide, const float*& p) const {
     p = a_src;
-    if (m_wide >= g.M || k_wide >= g.K) return 0;
+    if (!below(m_wide, g.M) || !below(k_wide, g.K)) return 0;
     const int m = static_cast<int>(m_wide), k = static_cast<int>(k_wide);
     p = a_src + (P == ConvPass::Forward ? m * g.K + k : grad_out_offset(m, k));
     return kVec;
@@ -227,7 +234,7 @@ struct ConvOperands {
   }
 
   __device__ float a(int64_t m_wide, int64_t k_wide) const {
-    if (m_wide >= g.M || k_wide >= g.K) return 0.0f;
+    if (!below(m_wide, g.M) || !below(k_wide, g.K)) return 0.0f;
     const int m = static_cast<int>(m_wide), k = static_cast<int>(k_wide);
     if constexpr (P == ConvPass::Forward) return a_src[m * g.K + k];
     if constexpr (P == ConvPass::BackwardData) return a_src[weight_offset(m, k)];
@@ -244,7 +251,7 @@ struct ConvOperands {
         return (col_mask >> e.tap) & 1u ? b_src[col_base + static_cast<unsigned>(e.off)] : 0.0f;
       }
     }
-    if (k_wide >= g.K || n_wide >= g.N) return 0.0f;
+    if (!below(k_wide, g.K) || !below(n_wide, g.N)) return 0.0f;
     const int k = static_cast<int>(k_wide), n = static_cast<int>(n_wide);
     int image, position;  // n = (image, pixel) (grad input) or (image, output position)
     if constexpr (P == ConvPass::BackwardData) {
@@ -261,7 +268,7 @@ struct ConvOperands {
   // tile has no gather table.
   __device__ bool a_at(int64_t m_wide, int64_t k_wide, const float*& p) const {
     p = a_src;
-    if (m_wide >= g.M || k_wide >= g.K) return false;
+    if (!below(m_wide, g.M) || !below(k_wide, g.K)) return false;
     const int m = static_cast<int>(m_wide), k = static_cast<int>(k_wide);
     p = a_src + (P == ConvPass::Forward        ? m * g.K + k
                  : P == ConvPass::BackwardData ? weight_offset(m, k)
@@ -271,7 +278,7 @@ struct ConvOperands {
   __device__ bool b_at(int64_t k_wide, int64_t n_wide, const float*& p) const {
     static_assert(!kTable, "the gather tiles are 128x128: no table");
     p = b_src;
-    if (k_wide >= g.K || n_wide >= g.N) return false;
+    if (!below(k_wide, g.K) || !below(n_wide, g.N)) return false;
     const int k = static_cast<int>(k_wide), n = static_cast<int>(n_wide);
     int image, position;  // as in b()
     if constexpr (P == ConvPass::BackwardData) {
@@ -286,7 +293,7 @@ struct ConvOperands {
   // group's partial (or grad_w). The clamp is `r > 0 ? r : 0`, the ReLU twin's, NaN -> 0 included.
   __device__ void store(float* out, const float* bias, int64_t m_wide, int64_t n_wide,
                         float v) const {
-    if (m_wide >= g.M || n_wide >= g.N) return;
+    if (!below(m_wide, g.M) || !below(n_wide, g.N)) return;
     const int m = static_cast<int>(m_wide), n = static_cast<int>(n_wide);
     int image, position;
     if constexpr (P == ConvPass::Forward) {
