@@ -33,7 +33,6 @@ INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P[T0-9]\s+)?([A-Z][A-Z0-
 FUNCTION = re.compile(r"Function : (\S+)")
 TARGET = re.compile(r"0x([0-9a-f]+)")
 
-MATH = {"FFMA", "HMMA", "HFMA2", "IMMA", "DMMA", "HGMMA", "FMUL", "FADD"}
 CLASSES = [  # (column, opcodes)
     ("math", {"FFMA", "HMMA", "HFMA2", "IMMA", "DMMA", "HGMMA"}),
     ("LDS", {"LDS", "LDSM"}),
