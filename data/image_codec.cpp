@@ -68,9 +68,11 @@ namespace {
 // must not be trained on. Walks the chunks from the signature to IEND; names the chunk and its
 // offset. The image data (all IDAT chunks, one zlib stream) must inflate completely with a correct
 // Adler-32: stb_image does not check it, so a damaged stream under a recomputed chunk CRC was
-// decoded (found by the diff_png target against libpng). Returns the inflated size.
+// decoded (found by the diff_png target against libpng). Returns the inflated size; appends the
+// inflated bytes to `keep` when it is given.
 [[maybe_unused]] uint64_t check_png_zlib(const std::vector<uint8_t>& idat,
-                                         const std::string& source) {
+                                         const std::string& source,
+                                         std::vector<uint8_t>* keep = nullptr) {
   z_stream stream{};
   ECH_CHECK(inflateInit(&stream) == Z_OK, source, ": zlib: cannot start inflating");
   std::unique_ptr<z_stream, int (*)(z_streamp)> guard(&stream, &inflateEnd);
@@ -83,7 +85,9 @@ namespace {
     stream.next_out = sink.data();
     stream.avail_out = static_cast<uInt>(sink.size());
     status = inflate(&stream, Z_NO_FLUSH);
-    inflated += sink.size() - stream.avail_out;
+    const size_t produced = sink.size() - stream.avail_out;
+    if (keep != nullptr) keep->insert(keep->end(), sink.begin(), sink.begin() + produced);
+    inflated += produced;
   }
   ECH_CHECK(status == Z_STREAM_END, source, ": PNG image data (IDAT) is ",
             status == Z_BUF_ERROR ? "truncated" : "corrupt",
@@ -97,32 +101,89 @@ struct PngHeader {
   int depth = 0, color_type = 0, interlace = 0;
 };
 
+// One sub-image of a PNG: the whole image, or one of the seven Adam7 passes of an interlaced one.
+// Pixel (column, row) of the pass is pixel (x0 + column * dx, y0 + row * dy) of the image.
+struct PngPass {
+  uint64_t x0 = 0, y0 = 0, dx = 1, dy = 1, columns = 0, rows = 0;
+};
+
+[[maybe_unused]] std::vector<PngPass> png_passes(const PngHeader& h) {
+  if (h.interlace == 0) return {{0, 0, 1, 1, h.width, h.height}};
+  static const int kStart[7][2] = {{0, 0}, {4, 0}, {0, 4}, {2, 0}, {0, 2}, {1, 0}, {0, 1}};
+  static const int kStep[7][2] = {{8, 8}, {8, 8}, {4, 8}, {4, 4}, {2, 4}, {2, 2}, {1, 2}};
+  auto count = [](uint64_t size, int start, int step) {
+    return size > uint64_t(start) ? (size - start + step - 1) / step : 0;
+  };
+  std::vector<PngPass> passes;
+  for (int pass = 0; pass < 7; ++pass)
+    passes.push_back({uint64_t(kStart[pass][0]), uint64_t(kStart[pass][1]),
+                      uint64_t(kStep[pass][0]), uint64_t(kStep[pass][1]),
+                      count(h.width, kStart[pass][0], kStep[pass][0]),
+                      count(h.height, kStart[pass][1], kStep[pass][1])});
+  return passes;
+}
+
 // Bytes of filtered scanlines (a filter byte per row) the header needs, summed over the seven
 // Adam7 passes when interlaced; 0 for a colour type stb rejects anyway.
 [[maybe_unused]] uint64_t png_scanline_bytes(const PngHeader& h) {
   static const int kSamples[7] = {1, 0, 3, 1, 2, 0, 4};  // per pixel, by colour type
   if (h.color_type < 0 || h.color_type > 6 || kSamples[h.color_type] == 0) return 0;
   const uint64_t bits_per_pixel = uint64_t(kSamples[h.color_type]) * uint64_t(h.depth);
-  auto pass_bytes = [&](uint64_t columns, uint64_t rows) {
-    return columns == 0 || rows == 0 ? 0 : rows * ((columns * bits_per_pixel + 7) / 8 + 1);
-  };
-  if (h.interlace == 0) return pass_bytes(h.width, h.height);
-  static const int kStart[7][2] = {{0, 0}, {4, 0}, {0, 4}, {2, 0}, {0, 2}, {1, 0}, {0, 1}};
-  static const int kStep[7][2] = {{8, 8}, {8, 8}, {4, 8}, {4, 4}, {2, 4}, {2, 2}, {1, 2}};
   uint64_t total = 0;
-  for (int pass = 0; pass < 7; ++pass) {
-    auto count = [](uint64_t size, int start, int step) {
-      return size > uint64_t(start) ? (size - start + step - 1) / step : 0;
-    };
-    total += pass_bytes(count(h.width, kStart[pass][0], kStep[pass][0]),
-                        count(h.height, kStart[pass][1], kStep[pass][1]));
-  }
+  for (const PngPass& pass : png_passes(h))
+    if (pass.columns != 0 && pass.rows != 0)
+      total += pass.rows * ((pass.columns * bits_per_pixel + 7) / 8 + 1);
   return total;
+}
+
+// stb_image expands a palette image through a 256-entry table on its stack that holds only the
+// PLTE chunk's colours: a pixel whose index is past them decodes to whatever the stack held, which
+// differs from run to run (found by fuzz_diff_jpeg in CI, stop 37; libpng reports such a file).
+// So every index is read back from the inflated scanlines first: each row unfiltered (a palette
+// pixel has at most 8 bits, so a filter's left neighbour is simply the previous byte).
+[[maybe_unused]] void check_png_palette_indices(const std::vector<uint8_t>& scanlines,
+                                                const PngHeader& h, uint64_t colours,
+                                                const std::string& source) {
+  const int depth = h.depth;
+  // stb refuses other depths and a missing palette itself; a full palette holds every index.
+  if (h.color_type != 3 || !(depth == 1 || depth == 2 || depth == 4 || depth == 8) ||
+      colours == 0 || colours >= (uint64_t{1} << depth))
+    return;
+  std::vector<uint8_t> row, above;
+  size_t at = 0;
+  for (const PngPass& pass : png_passes(h)) {
+    if (pass.columns == 0 || pass.rows == 0) continue;
+    const size_t row_bytes = (pass.columns * depth + 7) / 8;
+    above.assign(row_bytes, 0);
+    row.resize(row_bytes);
+    for (uint64_t r = 0; r < pass.rows; ++r, at += 1 + row_bytes) {
+      const uint8_t filter = scanlines[at];
+      const uint8_t* in = scanlines.data() + at + 1;
+      ECH_CHECK(filter <= 4, source, ": PNG scanline at inflated offset ", at, " has filter type ",
+                int{filter}, " (damaged file)");
+      for (size_t i = 0; i < row_bytes; ++i) {
+        const int a = i > 0 ? row[i - 1] : 0, b = above[i], c = i > 0 ? above[i - 1] : 0;
+        const int p = a + b - c, pa = std::abs(p - a), pb = std::abs(p - b), pc = std::abs(p - c);
+        const int paeth = pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
+        const int predicted[5] = {0, a, b, (a + b) / 2, paeth};
+        row[i] = static_cast<uint8_t>(in[i] + predicted[filter]);
+      }
+      for (uint64_t column = 0; column < pass.columns; ++column) {
+        const uint64_t bit = column * depth;
+        const int index = (row[bit / 8] >> (8 - depth - bit % 8)) & ((1 << depth) - 1);
+        ECH_CHECK(uint64_t(index) < colours, source, ": PNG pixel (x ", pass.x0 + column * pass.dx,
+                  ", y ", pass.y0 + r * pass.dy, ") uses palette index ", index,
+                  ", but the PLTE chunk holds ", colours, " colours (damaged file)");
+      }
+      std::swap(row, above);
+    }
+  }
 }
 
 [[maybe_unused]] void check_png_crcs(const std::vector<uint8_t>& bytes, const std::string& source) {
   std::vector<uint8_t> idat;
   PngHeader header;
+  uint64_t palette_colours = 0;
   size_t offset = 8;
   while (offset + 12 <= bytes.size()) {
     const uint32_t length = read_be32(bytes.data() + offset);
@@ -140,18 +201,22 @@ struct PngHeader {
       detail::check_image_dimensions(read_be32(body), read_be32(body + 4), source, "PNG");
     if (type == "IHDR" && length == 13)
       header = {read_be32(body), read_be32(body + 4), body[8], body[9], body[12]};
+    if (type == "PLTE") palette_colours = length / 3;
     if (type == "IDAT") idat.insert(idat.end(), body, body + length);
     if (type == "IEND") {
       // stb sizes its buffers from the header before inflating: the 1 GB request diff_png found
       // (CI, stop 26) is 4x the scanline bytes of a 53214 x 601 16-bit RGBA header, from a file
       // of at most 64 KB. The data must hold the header's pixels first, which bounds what any
       // decoder allocates by what the file really holds (libpng also rejects short data).
-      const uint64_t inflated = check_png_zlib(idat, source);
+      std::vector<uint8_t> scanlines;  // kept for a palette image only
+      const uint64_t inflated =
+          check_png_zlib(idat, source, header.color_type == 3 ? &scanlines : nullptr);
       const uint64_t needed = png_scanline_bytes(header);
       ECH_CHECK(inflated >= needed, source, ": PNG image data inflates to ", inflated,
                 " bytes, but its ", header.width, "x", header.height, " header (", header.depth,
                 "-bit, colour type ", header.color_type, header.interlace ? ", interlaced" : "",
                 ") needs ", needed, " (truncated or corrupt file)");
+      check_png_palette_indices(scanlines, header, palette_colours, source);
       return;
     }
     offset += 12 + size_t{length};
@@ -259,10 +324,15 @@ struct PngHeader {
   return v;
 }
 
-// stb_image reads past the end of a file as zeros, so a BMP header claiming more rows than the
-// file holds would decode into an image of mostly invented pixels (a 60-byte file into megapixels).
-// The uncompressed pixel array must fit: offset + stride * |height| bytes.
-[[maybe_unused]] void check_bmp_size(const std::vector<uint8_t>& b, const std::string& source) {
+// Checks a BMP before stb_image decodes it.
+// - stb_image reads past the end of a file as zeros, so a BMP header claiming more rows than the
+//   file holds would decode into an image of mostly invented pixels (a 60-byte file into
+//   megapixels). The uncompressed pixel array must fit: offset + stride * |height| bytes.
+// - stb_image expands 1-, 4- and 8-bit pixels through a 256-entry palette on its stack that holds
+//   only the colours the file has between its header and its pixels: an index past them decodes
+//   to whatever the stack held, different from run to run (found by fuzz_diff_jpeg in CI, stop
+//   37). Every index is checked against the colours stb reads (its count, from the pixel offset).
+[[maybe_unused]] void check_bmp(const std::vector<uint8_t>& b, const std::string& source) {
   if (b.size() < 30) return;  // stb refuses a header this short itself
   const uint32_t header = little_endian(b, 14, 4);
   int64_t width = 0, height = 0;
@@ -278,7 +348,10 @@ struct PngHeader {
     bits = little_endian(b, 28, 2);
     compression = little_endian(b, 30, 4);
   }
-  if (compression != 0 && compression != 3) return;  // RLE and the rest: stb refuses them
+  // stb refuses RLE and the embedded JPEG/PNG kinds, but it compares the field as a signed int:
+  // a value of 2^31 or more would pass as uncompressed, unchecked here (fuzz_diff_jpeg).
+  ECH_CHECK(compression == 0 || compression == 3, source, ": BMP compression ", compression,
+            " is not supported (only uncompressed and bit-field BMPs are decoded)");
   // Row stride < 2^47 and rows < 2^32: compared by division, as their product can overflow.
   const int64_t stride = (std::abs(width) * bits + 31) / 32 * 4, rows = std::abs(height);
   const int64_t offset = little_endian(b, 10, 4);
@@ -286,6 +359,24 @@ struct PngHeader {
   ECH_CHECK(after_offset >= 0 && (stride == 0 || rows <= after_offset / stride), source,
             ": BMP of ", std::abs(width), "x", rows, " pixels at ", bits, " bits needs ", offset,
             " + ", stride, " x ", rows, " bytes, the file has ", b.size(), " (truncated file)");
+  if (!(bits == 1 || bits == 4 || bits == 8) || compression != 0 || width <= 0) return;
+  // The palette stb reads: what fits between the header (after the 14-byte file header) and the
+  // pixels, in 4-byte entries, or in 3-byte ones with 24 bytes less for an OS/2 header.
+  const int64_t colours = header == 12 ? (offset - 14 - 24) / 3 : (offset - 14 - header) >> 2;
+  if (colours > 256) return;  // stb refuses it
+  ECH_CHECK(colours > 0, source, ": BMP of ", bits, " bits per pixel has no palette: its pixels ",
+            "start at offset ", offset, ", inside its ", header, "-byte header (damaged file)");
+  if (colours >= (int64_t{1} << bits)) return;  // every index has a colour
+  for (int64_t row = 0; row < rows; ++row) {
+    const uint8_t* pixels = b.data() + offset + row * stride;
+    for (int64_t column = 0; column < width; ++column) {
+      const int64_t bit = column * bits;
+      const int index = (pixels[bit / 8] >> (8 - bits - bit % 8)) & ((1 << bits) - 1);
+      ECH_CHECK(index < colours, source, ": BMP pixel at offset ", offset + row * stride + bit / 8,
+                " (row ", row, " of the file, column ", column, ") uses palette index ", index,
+                ", but the palette holds ", colours, " colours (damaged file)");
+    }
+  }
 }
 
 Image decode_stb(const std::vector<uint8_t>& bytes, const std::string& source, int channels) {
@@ -298,7 +389,7 @@ Image decode_stb(const std::vector<uint8_t>& bytes, const std::string& source, i
   ECH_CHECK(is_png(bytes) || bmp || (bytes.size() >= 2 && bytes[0] == 0xFF && bytes[1] == 0xD8),
             source, ": cannot decode image: not a PNG, JPEG or BMP file (", bytes.size(),
             " bytes; none of their signatures at offset 0)");
-  if (bmp) check_bmp_size(bytes, source);
+  if (bmp) check_bmp(bytes, source);
   int width = 0, height = 0, stored = 0;
   if (is_png(bytes)) check_png_crcs(bytes, source);
   if (is_jpeg(bytes)) {

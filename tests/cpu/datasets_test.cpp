@@ -353,6 +353,73 @@ TEST_SUITE("datasets") {
         Error);
   }
 
+  TEST_CASE("a BMP pixel whose palette index is past the palette is refused, naming it") {
+    // stb_image would decode it from its uninitialised stack: different pixels on every run
+    // (fuzz_diff_jpeg in CI, stop 37).
+    if (!have_stb()) return;
+    const auto le = [](std::vector<uint8_t>& out, uint32_t v, int n) {
+      for (int k = 0; k < n; ++k) out.push_back(static_cast<uint8_t>(v >> (8 * k)));
+    };
+    // A 3 x 2 BMP of `bits` per pixel with `colours` palette entries (colour i = (i, 2i, 3i) as
+    // R, G, B) and the given pixel rows, each padded to 4 bytes; `offset` overrides the pixel
+    // data offset.
+    const auto bmp = [&](int bits, int colours, const std::vector<std::vector<uint8_t>>& rows,
+                         int64_t offset = -1) {
+      std::vector<uint8_t> out{'B', 'M'};
+      const uint32_t start = offset >= 0 ? uint32_t(offset) : uint32_t(54 + 4 * colours);
+      le(out, start + 8, 4);
+      le(out, 0, 4);
+      le(out, start, 4);
+      le(out, 40, 4);  // BITMAPINFOHEADER
+      le(out, 3, 4);   // width
+      le(out, 2, 4);   // height: rows bottom-up
+      le(out, 1, 2);
+      le(out, static_cast<uint32_t>(bits), 2);
+      for (int k = 0; k < 6; ++k) le(out, 0, 4);  // BI_RGB, then sizes and counts stb ignores
+      for (int i = 0; i < colours; ++i) le(out, uint32_t(3 * i | (2 * i) << 8 | i << 16), 4);
+      out.resize(start, 0);
+      for (const auto& row : rows) {
+        out.insert(out.end(), row.begin(), row.end());
+        out.resize(out.size() + (4 - row.size() % 4) % 4, 0);
+      }
+      return out;
+    };
+    // 8 bits, 3 colours: indices 0..2 decode to their colours; 3 is past the palette.
+    const Image good = decode_image(bmp(8, 3, {{0, 1, 2}, {2, 2, 0}}), "good.bmp", 3);
+    REQUIRE(good.pixels.size() == 18);
+    CHECK(good.pixels[0] == 2);       // red of the top-left pixel: the second stored row, index 2
+    CHECK(good.pixels[6 + 1] == 4);   // green of the top row's second pixel, index 2
+    CHECK(good.pixels[12 + 4] == 3);  // blue of the bottom row's second pixel, index 1
+    CHECK_THROWS_WITH_AS(decode_image(bmp(8, 3, {{0, 1, 2}, {2, 3, 0}}), "b8.bmp", 3),
+                         doctest::Contains("b8.bmp: BMP pixel at offset 71 (row 1 of the file, "
+                                           "column 1) uses palette index 3, but the palette "
+                                           "holds 3 colours (damaged file)"),
+                         Error);
+    // 4 bits: high nibble first; the third pixel of the first row is index 9.
+    CHECK_NOTHROW(decode_image(bmp(4, 5, {{0x01, 0x40}, {0x23, 0x10}}), "good4.bmp", 1));
+    CHECK_THROWS_WITH_AS(decode_image(bmp(4, 5, {{0x01, 0x90}, {0x23, 0x10}}), "b4.bmp", 1),
+                         doctest::Contains("b4.bmp: BMP pixel at offset 75 (row 0 of the file, "
+                                           "column 2) uses palette index 9"),
+                         Error);
+    // 1 bit, one colour: a set bit is past it.
+    CHECK_NOTHROW(decode_image(bmp(1, 1, {{0x00}, {0x1F}}), "good1.bmp", 3));
+    CHECK_THROWS_WITH_AS(decode_image(bmp(1, 1, {{0x00}, {0x20}}), "b1.bmp", 3),
+                         doctest::Contains("(row 1 of the file, column 2) uses palette index 1, "
+                                           "but the palette holds 1 colours"),
+                         Error);
+    // stb compares the compression field as a signed int: 0xFF000000 passed as uncompressed.
+    std::vector<uint8_t> negative = bmp(8, 3, {{0, 1, 2}, {2, 3, 0}});
+    negative[33] = 0xFF;
+    CHECK_THROWS_WITH_AS(decode_image(negative, "c.bmp", 3),
+                         doctest::Contains("c.bmp: BMP compression 4278190080 is not supported"),
+                         Error);
+    // Pixels starting inside the header leave stb no palette at all.
+    CHECK_THROWS_WITH_AS(decode_image(bmp(8, 0, {{0, 0, 0}, {0, 0, 0}}, 50), "none.bmp", 3),
+                         doctest::Contains("none.bmp: BMP of 8 bits per pixel has no palette: its "
+                                           "pixels start at offset 50, inside its 40-byte header"),
+                         Error);
+  }
+
   TEST_CASE("image codecs: decoded images are planar (C, H, W), encoders interleave") {
     if (!have_stb()) return;
     // Pure red, one plane per channel. Were a layout conversion missing on either side, the gray

@@ -1,14 +1,16 @@
 // PNG through decode_image for every layout the format has: bit depths 1/2/4/8/16, gray, RGB,
-// palette, gray+alpha, RGBA, plain and Adam7-interlaced, odd sizes (passes left empty). The files
-// are written here by a small encoder (stb_image_write writes only 8-bit, non-interlaced files),
-// so the expected pixels are known. Each file's image data inflates to exactly the bytes its
-// header needs, the boundary of the size check decode_image does before stb allocates; one
-// scanline byte fewer must be refused, naming the file.
+// palette, gray+alpha, RGBA, plain and Adam7-interlaced, odd sizes (passes left empty), rows under
+// each of the five filter types. The files are written here by a small encoder (stb_image_write
+// writes only 8-bit, non-interlaced files), so the expected pixels are known. Each file's image
+// data inflates to exactly the bytes its header needs, the boundary of the size check decode_image
+// does before stb allocates; one scanline byte fewer must be refused, naming the file.
 #include <doctest/doctest.h>
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -37,6 +39,7 @@ void put_chunk(Bytes& png, const char* type, const Bytes& body) {
 struct Layout {
   int depth, color_type;  // PNG's IHDR fields
   bool interlaced;
+  int bad_x = -1, bad_y = -1;  // a palette image's pixel given index 5, past the 5 colours
 };
 
 int samples_per_pixel(int color_type) {
@@ -45,18 +48,30 @@ int samples_per_pixel(int color_type) {
 
 // The stored sample (channel s of pixel (y, x)) the test image holds: varied, within the depth.
 uint32_t sample(const Layout& l, int y, int x, int s) {
+  if (x == l.bad_x && y == l.bad_y) return 5;
   const uint32_t max = l.depth == 16 ? 65535u : (1u << l.depth) - 1;
   const uint32_t v = static_cast<uint32_t>(y * 7919 + x * 104729 + s * 31337) * 2654435761u;
   return (v >> 8) % (l.color_type == 3 && max > 4 ? 5 : max + 1);  // a palette of 5 entries
 }
 
-// Filter-type-0 scanlines of the pixels in one pass (every pixel when not interlaced).
+// The predictor of PNG filter `type` from the bytes left (a), above (b) and above-left (c).
+int predictor(int type, int a, int b, int c) {
+  const int p = a + b - c, pa = std::abs(p - a), pb = std::abs(p - b), pc = std::abs(p - c);
+  const int paeth = pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
+  const int by_type[5] = {0, a, b, (a + b) / 2, paeth};
+  return by_type[type];
+}
+
+// The scanlines of the pixels in one pass (every pixel when not interlaced), row r of the pass
+// with filter type r % 5, so each of the five filters is undone by the decoders.
 void append_pass(Bytes& raw, const Layout& l, int width, int height, int x0, int y0, int dx,
                  int dy) {
   const int spp = samples_per_pixel(l.color_type);
-  for (int y = y0; y < height; y += dy) {
+  const size_t left = static_cast<size_t>(std::max(1, spp * l.depth / 8));  // bytes per pixel
+  Bytes row, above;
+  for (int y = y0, r = 0; y < height; y += dy, ++r) {
     if (x0 >= width) return;
-    raw.push_back(0);
+    row.clear();
     uint32_t acc = 0;
     int bits = 0;
     for (int x = x0; x < width; x += dx)
@@ -65,10 +80,18 @@ void append_pass(Bytes& raw, const Layout& l, int width, int height, int x0, int
         bits += l.depth;
         while (bits >= 8) {
           bits -= 8;
-          raw.push_back(static_cast<uint8_t>(acc >> bits));
+          row.push_back(static_cast<uint8_t>(acc >> bits));
         }
       }
-    if (bits > 0) raw.push_back(static_cast<uint8_t>(acc << (8 - bits)));
+    if (bits > 0) row.push_back(static_cast<uint8_t>(acc << (8 - bits)));
+    above.resize(row.size(), 0);
+    const int type = r % 5;
+    raw.push_back(static_cast<uint8_t>(type));
+    for (size_t i = 0; i < row.size(); ++i) {
+      const int a = i >= left ? row[i - left] : 0, c = i >= left ? above[i - left] : 0;
+      raw.push_back(static_cast<uint8_t>(row[i] - predictor(type, a, above[i], c)));
+    }
+    above = row;
   }
 }
 
@@ -180,6 +203,25 @@ TEST_CASE("a PNG whose image data is one byte short of its header is refused bef
       CHECK(message.find("short.png") != std::string::npos);
       CHECK(message.find("PNG image data inflates to") != std::string::npos);
       CHECK(message.find("9x7 header") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("a PNG pixel whose palette index is past the PLTE chunk is refused, naming the pixel") {
+  // stb_image would decode it from its uninitialised stack: different pixels on every run.
+  if (!echelon::data::have_stb()) return;
+  for (const Layout& palette : {Layout{4, 3, false}, Layout{8, 3, true}, Layout{4, 3, true}}) {
+    for (const auto& at : {std::pair{6, 4}, std::pair{0, 0}, std::pair{8, 6}}) {
+      Layout bad = palette;
+      bad.bad_x = at.first;
+      bad.bad_y = at.second;
+      CAPTURE(describe(bad, 9, 7, 3));
+      const std::string message = "bad.png: PNG pixel (x " + std::to_string(at.first) + ", y " +
+                                  std::to_string(at.second) +
+                                  ") uses palette index 5, but the PLTE chunk holds 5 colours "
+                                  "(damaged file)";
+      CHECK_THROWS_WITH_AS(decode_image(encode(bad, 9, 7), "bad.png", 3),
+                           doctest::Contains(message.c_str()), echelon::Error);
     }
   }
 }
