@@ -333,8 +333,15 @@ struct PngPass {
 //   to whatever the stack held, different from run to run (found by fuzz_diff_jpeg in CI, stop
 //   37). Every index is checked against the colours stb reads (its count, from the pixel offset).
 [[maybe_unused]] void check_bmp(const std::vector<uint8_t>& b, const std::string& source) {
-  if (b.size() < 30) return;  // stb refuses a header this short itself
+  // The header must be whole too: stb would read the missing fields as zeros (fuzz_diff_jpeg).
+  ECH_CHECK(b.size() >= 18, source, ": BMP of ", b.size(), " bytes ends inside its file header",
+            " (truncated file)");
   const uint32_t header = little_endian(b, 14, 4);
+  ECH_CHECK(b.size() >= 14 + uint64_t{header}, source, ": BMP header of ", header,
+            " bytes ends past the end of the ", b.size(), "-byte file (truncated file)");
+  ECH_CHECK(header == 12 || header == 40 || header == 56 || header == 108 || header == 124, source,
+            ": BMP header of ", header, " bytes is none of the kinds decoded (12, 40, 56, 108 or ",
+            "124 bytes)");
   int64_t width = 0, height = 0;
   uint32_t bits = 0, compression = 0;
   if (header == 12) {  // OS/2 BITMAPCOREHEADER: 16-bit sizes
@@ -342,7 +349,6 @@ struct PngPass {
     height = little_endian(b, 20, 2);
     bits = little_endian(b, 24, 2);
   } else {
-    if (b.size() < 34) return;
     width = static_cast<int32_t>(little_endian(b, 18, 4));
     height = static_cast<int32_t>(little_endian(b, 22, 4));
     bits = little_endian(b, 28, 2);

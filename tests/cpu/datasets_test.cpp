@@ -413,6 +413,17 @@ TEST_SUITE("datasets") {
     CHECK_THROWS_WITH_AS(decode_image(negative, "c.bmp", 3),
                          doctest::Contains("c.bmp: BMP compression 4278190080 is not supported"),
                          Error);
+    // stb reads the fields of a header cut short as zeros.
+    const std::vector<uint8_t> whole = bmp(8, 3, {{0, 1, 2}, {2, 1, 0}});
+    CHECK_THROWS_WITH_AS(decode_image({whole.begin(), whole.begin() + 32}, "cut.bmp", 3),
+                         doctest::Contains("cut.bmp: BMP header of 40 bytes ends past the end of "
+                                           "the 32-byte file (truncated file)"),
+                         Error);
+    std::vector<uint8_t> odd_header = whole;
+    odd_header[14] = 41;
+    CHECK_THROWS_WITH_AS(decode_image(odd_header, "h.bmp", 3),
+                         doctest::Contains("h.bmp: BMP header of 41 bytes is none of the kinds"),
+                         Error);
     // Pixels starting inside the header leave stb no palette at all.
     CHECK_THROWS_WITH_AS(decode_image(bmp(8, 0, {{0, 0, 0}, {0, 0, 0}}, 50), "none.bmp", 3),
                          doctest::Contains("none.bmp: BMP of 8 bits per pixel has no palette: its "
