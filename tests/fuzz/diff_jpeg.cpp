@@ -150,6 +150,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     stb_ok = true;
   });
   if (!stb_ok) return 0;
+  fuzz::branch_on_pixels(turbo.pixels);  // for valgrind (label valgrind): no pixel left unset
+  fuzz::branch_on_pixels(stb.pixels);
   if (turbo.height != stb.height || turbo.width != stb.width || turbo.channels != stb.channels)
     fuzz::finding("libjpeg-turbo and stb disagree on the dimensions");
   if (std::getenv("ECHELON_FUZZ_JPEG_PIXELS") != nullptr && huffman_tables_valid(bytes)) {

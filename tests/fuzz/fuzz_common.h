@@ -124,6 +124,17 @@ ECHELON_FUZZ_UNTRACED inline int64_t first_planar_mismatch(const std::vector<uin
   return -1;
 }
 
+// Branches on every decoded pixel, so that valgrind's memcheck (ctest label valgrind) reports a
+// decoder that left any of them uninitialised: memcheck stays silent until an undefined value
+// decides a branch, and a target that only checks sizes never looks at a pixel. The count
+// reaches a branch too, in case the compiler turned the loop's into arithmetic.
+ECHELON_FUZZ_UNTRACED inline void branch_on_pixels(const std::vector<uint8_t>& pixels) {
+  size_t odd = 0;
+  for (const uint8_t p : pixels)
+    if (p & 1) ++odd;
+  if (odd > pixels.size()) finding("more odd pixels than pixels");
+}
+
 inline std::vector<uint8_t> as_bytes(std::string_view text) {
   return {text.begin(), text.end()};
 }

@@ -31,6 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (image.channels != channels || image.height < 1 || image.width < 1 ||
         static_cast<int64_t>(image.pixels.size()) != image.numel())
       fuzz::finding("decoded image is inconsistent");
+    fuzz::branch_on_pixels(image.pixels);
   });
   return 0;
 }
