@@ -32,11 +32,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   });
 
   // libpng allocates what a chunk header claims (1 GB seen): only hand it files whose chunks fit
-  // in the input; one that does not is malformed, and our decoder must reject it too.
+  // in the input; one that does not is malformed, and our decoder must reject it too. That holds
+  // for the last chunk as well, whose 8-byte header may be all the file has left of it (a
+  // 1 GB tEXt claimed by the last 10 bytes: oom-libpng-chunk-cut-after-header).
   bool chunks_fit = true;
-  for (size_t at = 8; at + 12 <= bytes.size();) {
+  for (size_t at = 8; at + 8 <= bytes.size();) {
     const uint64_t length = echelon::data::read_be32(bytes.data() + at);
-    if (length > bytes.size() - at - 12) {
+    if (at + 12 + length > bytes.size()) {
       chunks_fit = false;
       break;
     }
