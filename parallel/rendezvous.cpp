@@ -123,9 +123,16 @@ std::string read_file(const std::string& path) {
 std::optional<RendezvousEnvironment> rendezvous_environment() {
   const char* rank_text = std::getenv("RANK");
   const char* world_text = std::getenv("WORLD_SIZE");
-  if (rank_text == nullptr || world_text == nullptr) return std::nullopt;
+  if (rank_text == nullptr && world_text == nullptr) return std::nullopt;
+  // One without the other is a launch mistake (torchrun sets both): this process would
+  // otherwise train alone, silently, while its peers wait for it.
+  ECH_CHECK(world_text != nullptr, "rendezvous: RANK=", rank_text,
+            " is set but WORLD_SIZE is not; set both (as torchrun does) or neither");
   RendezvousEnvironment env;
   env.world_size = parse_variable("WORLD_SIZE", world_text, 1);
+  ECH_CHECK(rank_text != nullptr || env.world_size == 1, "rendezvous: WORLD_SIZE=", env.world_size,
+            " is set but RANK is not; set both (as torchrun does) or neither");
+  if (rank_text == nullptr) return std::nullopt;  // WORLD_SIZE=1 alone: one process
   env.rank = parse_variable("RANK", rank_text, 0);
   if (env.world_size == 1) return std::nullopt;  // one process: nothing to join
   ECH_CHECK(env.rank < env.world_size, "rendezvous: RANK=", env.rank,

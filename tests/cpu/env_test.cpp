@@ -153,6 +153,21 @@ TEST_SUITE("env") {
     REQUIRE(env.has_value());
     CHECK(env->world_size == 2);
     CHECK(env->master_port == 29500);
+    // One of RANK and WORLD_SIZE without the other would train alone, silently.
+    {
+      EnvScope no_world("WORLD_SIZE", std::nullopt);
+      CHECK(error_of(parallel::rendezvous_environment) ==
+            "rendezvous: RANK=0 is set but WORLD_SIZE is not; set both (as torchrun does) or "
+            "neither");
+    }
+    {
+      EnvScope no_rank("RANK", std::nullopt);
+      CHECK(error_of(parallel::rendezvous_environment) ==
+            "rendezvous: WORLD_SIZE=2 is set but RANK is not; set both (as torchrun does) or "
+            "neither");
+      EnvScope one("WORLD_SIZE", "1");
+      CHECK_FALSE(parallel::rendezvous_environment().has_value());
+    }
   }
 
   TEST_CASE("the CLI reports a bad ECHELON_CPU_CACHE_MB as one error line, exit 2") {
