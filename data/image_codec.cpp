@@ -247,10 +247,16 @@ struct PngPass {
   return b.size();
 }
 
+// Also, every component of the frame must be decoded by some scan (a progressive one: by a DC scan,
+// Ss = 0, Ah = 0): stb_image does not clear a component's buffers, so one that no scan reaches
+// (a file cut after its first scan) decoded from uninitialised memory (valgrind, session 29).
 [[maybe_unused]] void check_jpeg_huffman_for_stb(const std::vector<uint8_t>& b,
                                                  const std::string& source) {
   bool defined[2][4] = {};
   bool progressive = false, scanned = false;
+  int components = 0;  // of the frame (stb refuses more than 4)
+  uint8_t component_ids[4] = {};
+  bool decoded[4] = {};
   size_t i = 2;
   while (i + 4 <= b.size() && b[i] == 0xFF) {
     const uint8_t marker = b[i + 1];
@@ -265,6 +271,10 @@ struct PngPass {
     }
     const size_t length = size_t{b[i + 2]} << 8 | b[i + 3];
     if (length < 2 || i + 2 + length > b.size() || marker == 0xD9) break;
+    if (components == 0 && detail::is_sof(marker) && length >= 8) {
+      components = static_cast<int>(std::min<size_t>({b[i + 9], 4, (length - 8) / 3}));
+      for (int c = 0; c < components; ++c) component_ids[c] = b[i + 10 + 3 * c];
+    }
     if (marker == 0xDA) {
       ECH_CHECK(length >= 3, source, ": JPEG scan header at offset ", i,
                 " is too short (damaged file)");
@@ -277,6 +287,8 @@ struct PngPass {
       const bool needs_dc = !progressive || (dc_scan && !refinement),
                  needs_ac = !progressive || !dc_scan;
       for (size_t k = 0; k < count; ++k) {
+        for (int c = 0; c < components; ++c)
+          decoded[c] |= component_ids[c] == b[i + 5 + 2 * k] && (!progressive || needs_dc);
         const int dc = b[i + 6 + 2 * k] >> 4, ac = b[i + 6 + 2 * k] & 15;
         ECH_CHECK((!needs_dc || (dc <= 3 && defined[0][dc])) &&
                       (!needs_ac || (ac <= 3 && defined[1][ac])),
@@ -314,8 +326,12 @@ struct PngPass {
   }
   // Only a header that walks cleanly from SOI to a scan is handed to stb; what follows the last
   // scan (a truncated file, junk) stb reports as an error itself.
-  if (scanned) return;
-  ECH_FAIL(source, ": JPEG markers before offset ", i, " do not lead to a scan (damaged file)");
+  ECH_CHECK(scanned, source, ": JPEG markers before offset ", i,
+            " do not lead to a scan (damaged file)");
+  for (int c = 0; c < components; ++c)
+    ECH_CHECK(decoded[c], source, ": JPEG component ", int{component_ids[c]}, " has no ",
+              progressive ? "DC scan" : "scan", " before offset ", i,
+              ": stb_image would leave its pixels unset (truncated or damaged file)");
 }
 
 [[maybe_unused]] uint32_t little_endian(const std::vector<uint8_t>& b, size_t at, int bytes) {

@@ -24,11 +24,9 @@
 namespace echelon::data {
 namespace detail {
 
-namespace {
-bool is_sof(uint8_t marker) {  // SOF0..SOF15 minus DHT (C4), JPG (C8) and DAC (CC)
+bool is_sof(uint8_t marker) {
   return marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC;
 }
-}  // namespace
 
 JpegFrame read_jpeg_frame(const std::vector<uint8_t>& bytes) {
   JpegFrame frame;

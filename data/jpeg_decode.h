@@ -12,6 +12,9 @@ namespace echelon::data::detail {
 void check_image_dimensions(int64_t width, int64_t height, const std::string& source,
                             const char* format);
 
+// Whether a marker starts a frame header: SOF0..SOF15 minus DHT (C4), JPG (C8) and DAC (CC).
+bool is_sof(uint8_t marker);
+
 // What a JPEG's frame header (SOFn) says, read by our own bounds-checked marker walk.
 struct JpegFrame {
   uint8_t marker = 0;  // C0 baseline, C1 extended, C2 progressive, C3 lossless, ... (SOF0..SOF15)

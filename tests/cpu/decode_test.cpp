@@ -306,6 +306,57 @@ TEST_SUITE("decode") {
     CHECK(decode_image(refinement, "p.jpg", 3, ImageDecoder::Stb).pixels == reference.pixels);
   }
 
+  TEST_CASE("JPEG through stb: a frame component that no scan decodes is refused") {
+    if (!have_stb()) return;
+    // 16 x 16, baseline, all-ones quantizer, one-symbol Huffman tables (DC category 0, AC EOB:
+    // a zero bit each), then one scan of component 1 only: four blocks of 2 bits in one byte.
+    const auto baseline = [](int components) {
+      const auto segment = [](uint8_t marker, std::vector<uint8_t> body) {
+        std::vector<uint8_t> out{0xFF, marker, 0, static_cast<uint8_t>(body.size() + 2)};
+        out.insert(out.end(), body.begin(), body.end());
+        return out;
+      };
+      std::vector<uint8_t> quant(65, 1), frame{8, 0, 16, 0, 16, static_cast<uint8_t>(components)};
+      quant[0] = 0;
+      for (int c = 1; c <= components; ++c)
+        frame.insert(frame.end(), {static_cast<uint8_t>(c), 0x11, 0});
+      std::vector<uint8_t> huffman;
+      for (uint8_t table : {0x00, 0x10}) {  // DC table 0, AC table 0
+        // The table id, 16 code counts (one code of length 1), its symbol: DC category 0 or EOB.
+        std::vector<uint8_t> one_code(18, 0);
+        one_code[0] = table;
+        one_code[1] = 1;
+        huffman.insert(huffman.end(), one_code.begin(), one_code.end());
+      }
+      std::vector<uint8_t> jpeg{0xFF, 0xD8};
+      for (const auto& part : {segment(0xDB, quant), segment(0xC0, frame), segment(0xC4, huffman),
+                               segment(0xDA, {1, 1, 0x00, 0, 63, 0})})
+        jpeg.insert(jpeg.end(), part.begin(), part.end());
+      jpeg.insert(jpeg.end(), {0x00, 0xFF, 0xD9});
+      return jpeg;
+    };
+    const Image gray = decode_image(baseline(1), "gray.jpg", 1, ImageDecoder::Stb);
+    CHECK(gray.pixels == std::vector<uint8_t>(256, 128));  // DC 0: mid-gray
+    const std::vector<uint8_t> colour = baseline(3);
+    const std::string unset = "cut.jpg: JPEG component 2 has no scan before offset " +
+                              std::to_string(colour.size() - 2) +
+                              ": stb_image would leave its pixels unset";
+    CHECK_THROWS_WITH_AS(decode_image(colour, "cut.jpg", 3, ImageDecoder::Stb),
+                         doctest::Contains(unset.c_str()), echelon::Error);
+    // A progressive file cut after its DC scans decodes (blurred); its AC scans are optional.
+    const std::vector<uint8_t> seed =
+        read_file(ECHELON_SOURCE_DIR "/tests/fuzz/corpus/diff_jpeg/seed-jpeg-progressive");
+    std::vector<uint8_t> dc_only(seed.begin() + 1, seed.end());
+    size_t second_scan = 0;
+    for (size_t i = 0, seen = 0; i + 1 < dc_only.size() && second_scan == 0; ++i)
+      if (dc_only[i] == 0xFF && dc_only[i + 1] == 0xDA && ++seen == 2) second_scan = i;
+    REQUIRE(second_scan > 0);
+    REQUIRE(dc_only[dc_only.size() - 2] == 0xFF);
+    dc_only.resize(second_scan);
+    dc_only.insert(dc_only.end(), {0xFF, 0xD9});
+    CHECK(decode_image(dc_only, "dc.jpg", 3, ImageDecoder::Stb).pixels.size() > 0);
+  }
+
   // Run by tests/pillow_cmyk.sh (ctest pillow_cmyk), which has Pillow write the files first.
   TEST_CASE("CMYK JPEG written by Pillow decodes exactly as Pillow's convert()" * doctest::skip()) {
     const char* dir = std::getenv("ECHELON_PILLOW_CMYK_DIR");
