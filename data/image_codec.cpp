@@ -115,6 +115,7 @@ struct PngPass {
     return size > uint64_t(start) ? (size - start + step - 1) / step : 0;
   };
   std::vector<PngPass> passes;
+  passes.reserve(7);
   for (int pass = 0; pass < 7; ++pass)
     passes.push_back({uint64_t(kStart[pass][0]), uint64_t(kStart[pass][1]),
                       uint64_t(kStep[pass][0]), uint64_t(kStep[pass][1]),
@@ -288,7 +289,7 @@ struct PngPass {
     if (length < 2 || i + 2 + length > b.size() || marker == 0xD9) break;
     if (components == 0 && detail::is_sof(marker) && length >= 8) {
       components = static_cast<int>(std::min<size_t>({b[i + 9], 4, (length - 8) / 3}));
-      for (int c = 0; c < components; ++c) component_ids[c] = b[i + 10 + 3 * c];
+      for (int c = 0; c < components; ++c) component_ids[c] = b[i + 10 + 3 * size_t(c)];
     }
     if (marker == 0xDA) {
       ECH_CHECK(length >= 3, source, ": JPEG scan header at offset ", i,
