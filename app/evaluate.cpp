@@ -10,6 +10,7 @@
 #include <echelon/autograd/grad_mode.h>
 #include <echelon/base/error.h>
 #include <echelon/layers/loss.h>
+#include <echelon/layers/optim.h>
 #include <echelon/tensor/ops.h>
 
 namespace echelon::app {
@@ -142,13 +143,16 @@ EvalResult evaluate_checkpoint(const EvalOptions& options, std::ostream& out) {
             checkpoint.info.num_classes, " classes, dataset ", data.name, " has ", data.channels,
             " and ", data.num_classes);
 
+  const bool averaged =
+      !options.live_weights && load_averages(*model, checkpoint.optimizer_state) > 0;
   auto engine = parallel::make_single_device_engine(model, SGDOptions{}, device);
   const WorkersChoice workers = resolve_workers(options.workers, data.test.get(), "1", device);
   const EvalResult r =
       evaluate(*engine, data.test, data.test_augment, options.batch_size, workers.workers, device);
-  out << "eval " << checkpoint.info.model << " (epoch " << checkpoint.info.epoch << ") on "
-      << data.name << " test (" << r.samples << " images): loss " << r.loss << ", accuracy "
-      << format_percent(r.accuracy) << "\n";
+  out << "eval " << checkpoint.info.model << " (epoch " << checkpoint.info.epoch
+      << (averaged ? ", moving average of the weights" : "") << ") on " << data.name << " test ("
+      << r.samples << " images): loss " << r.loss << ", accuracy " << format_percent(r.accuracy)
+      << "\n";
   return r;
 }
 

@@ -28,6 +28,7 @@ json::Value TrainOptions::to_json() const {
       .set("momentum", momentum)
       .set("nesterov", nesterov)
       .set("wd", wd)
+      .set("ema", ema)
       .set("schedule", schedule)
       .set("warmup-epochs", warmup_epochs)
       .set("step-size", step_size)
@@ -77,6 +78,7 @@ TrainOptions TrainOptions::from_json(const json::Value& v) {
   with("momentum", [&](const json::Value& f) { o.momentum = f.as_double(); });
   with("nesterov", [&](const json::Value& f) { o.nesterov = f.as_bool(); });
   with("wd", [&](const json::Value& f) { o.wd = f.as_double(); });
+  with("ema", [&](const json::Value& f) { o.ema = f.as_double(); });
   with("schedule", [&](const json::Value& f) { o.schedule = f.as_string(); });
   with("warmup-epochs", [&](const json::Value& f) { o.warmup_epochs = f.as_double(); });
   with("step-size", [&](const json::Value& f) { o.step_size = f.as_int(); });
@@ -219,6 +221,8 @@ void validate(const TrainOptions& o) {
             "--momentum must be in [0, 1) (got ", o.momentum, ")");
   ECH_CHECK(!o.nesterov || o.momentum > 0, "--nesterov needs --momentum > 0");
   ECH_CHECK(std::isfinite(o.wd) && o.wd >= 0, "--wd must be >= 0 (got ", o.wd, ")");
+  ECH_CHECK(o.ema == 0 || (o.ema > 0 && o.ema < 1),
+            "--ema must be 0 (no average) or a decay in (0, 1), e.g. 0.99 (got ", o.ema, ")");
   ECH_CHECK(one_of(o.schedule, kSchedules), "--schedule: unknown schedule \"", o.schedule,
             "\" (LR: ", join(kSchedules), "; pipeline: ", parallel::schedule_names(), ")");
   ECH_CHECK(std::isfinite(o.warmup_epochs) && o.warmup_epochs >= 0,

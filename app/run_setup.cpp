@@ -104,6 +104,7 @@ SGDOptions sgd_config(const TrainOptions& o) {
   sgd.momentum = o.momentum;
   sgd.weight_decay = o.wd;
   sgd.nesterov = o.nesterov;
+  sgd.ema_decay = o.ema;
   return sgd;
 }
 

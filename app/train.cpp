@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <future>
 #include <iostream>
+#include <optional>
 
 #include <echelon/app/checkpoint.h>
 #include <echelon/app/report.h>
@@ -23,6 +24,7 @@
 #include <echelon/data/resident.h>
 #include <echelon/layers/lr_schedule.h>
 #include <echelon/layers/models/registry.h>
+#include <echelon/layers/optim.h>
 #include <echelon/parallel/trace.h>
 #include <echelon/tensor/ops.h>
 #include <echelon/tensor/safetensors.h>
@@ -250,6 +252,8 @@ void TrainingRun::announce() const {
   if (data_.train)
     out_ << " (" << data_.train->size() << " train / " << data_.test->size() << " test)";
   out_ << ", device " << device_ << ", engine " << engine_->name() << "\n";
+  if (options_.ema > 0)
+    out_ << "evaluating the moving average of the weights (--ema " << options_.ema << ")\n";
   if (loader_)
     out_ << "loader: workers " << workers_.workers << " (" << workers_.reason << "), echo "
          << options_.echo << "\n";
@@ -404,6 +408,9 @@ EpochRecord TrainingRun::evaluate_epoch(int64_t epoch, const EpochTotals& totals
   EvalResult test;
   // Multi-process: rank 0 evaluates (it holds every partition's weights) and shares the numbers.
   if (engine_->evaluates()) {
+    // --ema: the test numbers are the averaged weights' (the training numbers the live ones').
+    std::optional<AveragedWeights> averaged;
+    if (options_.ema > 0) averaged.emplace(*model_, engine_->optimizer_state());
     test = resident_test_ ? evaluate(*engine_, *resident_test_)
                           : evaluate(*engine_, data_.test, data_.test_augment, eval_batch_size(),
                                      workers_.workers, device_);

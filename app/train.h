@@ -71,6 +71,7 @@ struct TrainOptions {
   double momentum = 0.9;
   bool nesterov = false;
   double wd = 0.0;
+  double ema = 0.0;  // --ema: decay of the weights' moving average, which is evaluated; 0: none
   std::string schedule = "constant";  // constant | step | multistep | cosine
   double warmup_epochs = 0;
   int64_t step_size = 30;           // schedule=step
@@ -185,6 +186,9 @@ struct EvalOptions {
   // resolve_workers() on the test split.
   int workers = kAutoWorkers;
   int threads = 0;  // CPU threads of the ops' pool, as train's --threads (0: leave it as it is)
+  // A --ema run's checkpoint is evaluated with its moving average of the weights (what its test
+  // accuracy measured) unless this is set.
+  bool live_weights = false;
 };
 // Loads the checkpoint's model and evaluates it on the test split; prints one summary line.
 EvalResult evaluate_checkpoint(const EvalOptions& options, std::ostream& out);

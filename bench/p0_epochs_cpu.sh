@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # How many epochs LeNet-5 needs to reach 90% Fashion-MNIST test accuracy under a few cosine
 # recipes (issue #10 P0), on the CPU: one line per recipe, test accuracy per epoch.
+#   bash bench/p0_epochs_cpu.sh          the batch size / LR / cosine length recipes (seed 0)
+#   bash bench/p0_epochs_cpu.sh --ema    with and without a moving average of the weights
+#                                        (--ema 0.99), seeds 0-4, on resident data
 cd "$(dirname "$0")/.." || exit 1
 run() {
   local label=$1; shift
@@ -9,6 +12,16 @@ run() {
     --overwrite --out /tmp/p0s "$@" 2>&1)
   echo "$label: $(grep -o 'reached .*at epoch [0-9]*' <<<"$out" | head -1) | $(grep '^epoch' <<<"$out" | grep -o 'test loss [0-9.]* acc [0-9.]*%' | tr '\n' ';')"
 }
+if [[ ${1:-} == --ema ]]; then
+  for seed in 0 1 2 3 4; do
+    for recipe in "0 8" "0.99 8" "0.99 6" "0.99 5"; do
+      read -r ema epochs <<<"$recipe"
+      run "seed $seed ema $ema cosine over $epochs" --resident-data --batch-size 128 --lr 0.05 \
+        --warmup-epochs 0.5 --seed "$seed" --ema "$ema" --epochs "$epochs"
+    done
+  done
+  exit 0
+fi
 run "A b128 lr.05 e8 w.5" --batch-size 128 --lr 0.05 --epochs 8 --warmup-epochs 0.5
 run "B b128 lr.05 e4 w.5" --batch-size 128 --lr 0.05 --epochs 4 --warmup-epochs 0.5
 run "C b128 lr.1 e4 w.5" --batch-size 128 --lr 0.1 --epochs 4 --warmup-epochs 0.5

@@ -1,6 +1,7 @@
 #include <echelon/layers/optim.h>
 
 #include <cmath>
+#include <cstring>
 
 #include <echelon/autograd/grad_mode.h>
 #include <echelon/base/error.h>
@@ -16,6 +17,8 @@ void check_options(const SGDOptions& o) {
   ECH_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0),
             "SGD: nesterov needs momentum > 0 and dampening 0, got momentum ", o.momentum,
             " dampening ", o.dampening);
+  ECH_CHECK(o.ema_decay == 0 || (o.ema_decay > 0 && o.ema_decay < 1),
+            "SGD: ema_decay must be 0 (no average) or in (0, 1), got ", o.ema_decay);
 }
 
 NamedTensors number(const std::vector<Tensor>& params) {
@@ -27,8 +30,16 @@ NamedTensors number(const std::vector<Tensor>& params) {
 const std::string kBufferPrefix = "momentum_buffer.";
 }  // namespace
 
+const std::vector<std::string>& SGD::parameter_state_prefixes() {
+  static const std::vector<std::string> prefixes = {kBufferPrefix, kAveragePrefix};
+  return prefixes;
+}
+
 SGD::SGD(NamedTensors params, SGDOptions options)
-    : params_(std::move(params)), buffers_(params_.size()), options_(options) {
+    : params_(std::move(params)),
+      buffers_(params_.size()),
+      averages_(params_.size()),
+      options_(options) {
   check_options(options_);
   for (const auto& [name, p] : params_) {
     ECH_CHECK(p.defined() && is_floating(p.dtype()), "SGD: parameter '", name,
@@ -49,7 +60,13 @@ void SGD::step() {
     if (first && options_.momentum > 0) {
       buffers_[i] = Tensor::empty(param.shape(), param.dtype(), param.device());
     }
-    ops::sgd_step_(param, grad, buffers_[i], options_, first, guard_, device_lr_);
+    // The average starts at the weights before the first update (a captured step never creates
+    // it: CUDA graphs capture after eager steps, parallel/cuda_graph.h).
+    if (options_.ema_decay > 0 && !averages_[i].defined()) {
+      averages_[i] = Tensor::empty(param.shape(), param.dtype(), param.device());
+      ops::copy_(averages_[i], param);
+    }
+    ops::sgd_step_(param, grad, buffers_[i], options_, first, guard_, device_lr_, averages_[i]);
   }
   ++steps_;
 }
@@ -78,9 +95,8 @@ void SGD::keep_lr_on_device(Device device) {
 StateDict SGD::state_dict() const {
   StateDict state;
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (buffers_[i].defined()) {
-      state.insert(kBufferPrefix + params_[i].first, buffers_[i]);
-    }
+    if (buffers_[i].defined()) state.insert(kBufferPrefix + params_[i].first, buffers_[i]);
+    if (averages_[i].defined()) state.insert(kAveragePrefix + params_[i].first, averages_[i]);
   }
   state.insert("step", Tensor::scalar(static_cast<double>(steps_), kInt64));
   return state;
@@ -89,8 +105,14 @@ StateDict SGD::state_dict() const {
 void SGD::load_state_dict(const StateDict& state) {
   for (const auto& [key, value] : state) {
     if (key == "step") continue;
-    ECH_CHECK(key.rfind(kBufferPrefix, 0) == 0, "SGD::load_state_dict: unexpected key '", key, "'");
-    const std::string name = key.substr(kBufferPrefix.size());
+    const bool average = key.rfind(kAveragePrefix, 0) == 0;
+    ECH_CHECK(average || key.rfind(kBufferPrefix, 0) == 0, "SGD::load_state_dict: unexpected key '",
+              key, "'");
+    // An average without --ema would silently stop being updated (and evaluated).
+    ECH_CHECK(!average || options_.ema_decay > 0, "SGD::load_state_dict: '", key,
+              "' is a moving average, but this optimizer keeps none (ema_decay 0; pass --ema)");
+    const std::string name =
+        key.substr(average ? std::strlen(kAveragePrefix) : kBufferPrefix.size());
     size_t i = 0;
     while (i < params_.size() && params_[i].first != name) ++i;
     ECH_CHECK(i < params_.size(), "SGD::load_state_dict: '", key,
@@ -98,10 +120,50 @@ void SGD::load_state_dict(const StateDict& state) {
     const Tensor& param = params_[i].second;
     ECH_CHECK(value.shape() == param.shape(), "SGD::load_state_dict: '", key, "' has shape ",
               value.shape(), " but the parameter has shape ", param.shape());
-    buffers_[i] = Tensor::empty(param.shape(), param.dtype(), param.device());
-    ops::copy_(buffers_[i], value);
+    Tensor& slot = average ? averages_[i] : buffers_[i];
+    slot = Tensor::empty(param.shape(), param.dtype(), param.device());
+    ops::copy_(slot, value);
   }
   if (const Tensor* step = state.find("step")) steps_ = step->cpu().to(kInt64).item<int64_t>();
+}
+
+namespace {
+// The parameters of `model` that have a moving average in `optimizer_state`, with it; every shape
+// is checked before the caller changes anything.
+std::vector<std::pair<Tensor, const Tensor*>> averaged_parameters(
+    const Module& model, const StateDict& optimizer_state) {
+  std::vector<std::pair<Tensor, const Tensor*>> pairs;
+  for (const auto& [name, param] : model.named_parameters()) {
+    const Tensor* average = optimizer_state.find(SGD::kAveragePrefix + name);
+    if (average == nullptr) continue;
+    ECH_CHECK(average->shape() == param.shape(), "moving average '", SGD::kAveragePrefix, name,
+              "' has shape ", average->shape(), " but the parameter has shape ", param.shape());
+    pairs.emplace_back(param, average);
+  }
+  return pairs;
+}
+}  // namespace
+
+int64_t load_averages(Module& model, const StateDict& optimizer_state) {
+  NoGradGuard no_grad;
+  auto pairs = averaged_parameters(model, optimizer_state);
+  for (auto& [param, average] : pairs) ops::copy_(param, *average);
+  return static_cast<int64_t>(pairs.size());
+}
+
+AveragedWeights::AveragedWeights(Module& model, const StateDict& optimizer_state) {
+  NoGradGuard no_grad;
+  for (auto& [param, average] : averaged_parameters(model, optimizer_state)) {
+    saved_.push_back(Tensor::empty(param.shape(), param.dtype(), param.device()));
+    ops::copy_(saved_.back(), param);
+    ops::copy_(param, *average);
+    params_.push_back(param);
+  }
+}
+
+AveragedWeights::~AveragedWeights() {
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) ops::copy_(params_[i], saved_[i]);
 }
 
 }  // namespace echelon

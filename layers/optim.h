@@ -1,6 +1,8 @@
 // SGD with momentum, dampening, weight decay and Nesterov (PyTorch semantics; the options are
 // SGDOptions in kernels/sgd.h, passed unchanged down to ops::sgd_step_ and the kernels), plus the
-// learning-rate schedules in layers/lr_schedule.h.
+// learning-rate schedules in layers/lr_schedule.h. With SGDOptions::ema_decay > 0 it also keeps
+// an exponential moving average of every parameter (Polyak averaging), updated by the same kernel
+// pass as the parameter; the trainer evaluates those averaged weights (`--ema`).
 #pragma once
 
 #include <cstdint>
@@ -44,19 +46,49 @@ class SGD {
   // Momentum buffers, parallel to params(); undefined before a parameter's first update (and
   // always with momentum 0). Read-only use: weight prediction in parallel/stage.cpp.
   const std::vector<Tensor>& momentum_buffers() const { return buffers_; }
+  // Moving averages (ema_decay > 0), parallel to params(); undefined before a parameter's first
+  // update, where its average starts as the parameter's value before that update.
+  const std::vector<Tensor>& averages() const { return averages_; }
 
-  // Momentum buffers as "momentum_buffer.<param name>" (only those already created) and
-  // "step" (int64 scalar); load_state_dict restores them, checking names and shapes.
+  // Momentum buffers as "momentum_buffer.<param name>", averages as "ema.<param name>" (only
+  // those already created) and "step" (int64 scalar); load_state_dict restores them, checking
+  // names and shapes.
   StateDict state_dict() const;
   void load_state_dict(const StateDict& state);
+  // The per-parameter key prefixes of state_dict(), for engines that route a merged state to the
+  // optimizers owning each parameter.
+  static const std::vector<std::string>& parameter_state_prefixes();
+  static constexpr const char* kAveragePrefix = "ema.";
 
  private:
   NamedTensors params_;
-  std::vector<Tensor> buffers_;  // parallel to params_; undefined until the first update
+  std::vector<Tensor> buffers_;   // parallel to params_; undefined until the first update
+  std::vector<Tensor> averages_;  // likewise; only with ema_decay > 0
   SGDOptions options_;
   Tensor guard_;
   Tensor device_lr_;  // float64 scalar; undefined unless keep_lr_on_device
   int64_t steps_ = 0;
+};
+
+// Copies each parameter's moving average (its "ema.<name>" entry of an SGD state) into it, for
+// good (`echelon eval` of a --ema checkpoint); returns how many parameters had one. Every shape is
+// checked first: on an error no parameter has changed.
+int64_t load_averages(Module& model, const StateDict& optimizer_state);
+
+// The moving averages (SGD "ema.<name>" entries of an optimizer state) in place of the model's
+// parameters while it lives: evaluation of a --ema run. The parameters keep their tensors (a
+// captured CUDA graph names them); their values are copied aside and restored by the destructor,
+// also when the evaluation throws. Parameters without an average keep their values (buffers
+// such as batch-norm running statistics are the live model's).
+class AveragedWeights {
+ public:
+  AveragedWeights(Module& model, const StateDict& optimizer_state);
+  ~AveragedWeights();
+  AveragedWeights(const AveragedWeights&) = delete;
+  AveragedWeights& operator=(const AveragedWeights&) = delete;
+
+ private:
+  std::vector<Tensor> params_, saved_;  // the replaced parameters, and their own values
 };
 
 }  // namespace echelon

@@ -52,11 +52,12 @@ BenchCase cross_entropy_case(const OpBenchOptions& o, const Shape& in) {
 }
 
 // One SGD step with momentum 0.9 and weight decay: reads param, grad and the momentum buffer,
-// writes param and buffer.
+// writes param and buffer; "step_ema" also updates a moving average of param (--ema) in the same
+// pass: one more read and write.
 BenchCase sgd_case(const OpBenchOptions& o, const Shape& in) {
   Generator gen(o.seed);
   const Tensor param = random_values(o, gen, in), grad = random_values(o, gen, in);
-  const Tensor buffer = random_values(o, gen, in);
+  const Tensor buffer = random_values(o, gen, in), average = random_values(o, gen, in);
   SGDOptions sgd;
   sgd.momentum = 0.9;
   sgd.weight_decay = 5e-4;
@@ -67,6 +68,14 @@ BenchCase sgd_case(const OpBenchOptions& o, const Shape& in) {
                         ops::sgd_step_(p, grad, b, sgd, false);
                       },
                       0, bytes_of({&param, &param, &grad, &buffer, &buffer})});
+  SGDOptions averaged = sgd;
+  averaged.ema_decay = 0.99;
+  c.passes.push_back({"step_ema",
+                      [=]() mutable {
+                        Tensor p = param, b = buffer;
+                        ops::sgd_step_(p, grad, b, averaged, false, Tensor(), Tensor(), average);
+                      },
+                      0, bytes_of({&param, &param, &grad, &buffer, &buffer, &average, &average})});
   return c;
 }
 

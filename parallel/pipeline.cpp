@@ -460,10 +460,11 @@ void PipelineEngine::load_optimizer_state(const StateDict& state) {
     StateDict part;
     if (const Tensor* step = state.find("step")) part.insert("step", *step);
     for (const auto& [name, param] : stage->optimizer().params()) {
-      const std::string key = "momentum_buffer." + name;
-      if (const Tensor* buffer = state.find(key)) {
-        part.insert(key, *buffer);
-        ++used;
+      for (const std::string& prefix : SGD::parameter_state_prefixes()) {
+        if (const Tensor* buffer = state.find(prefix + name)) {
+          part.insert(prefix + name, *buffer);
+          ++used;
+        }
       }
     }
     stage->optimizer().load_state_dict(part);
@@ -473,7 +474,8 @@ void PipelineEngine::load_optimizer_state(const StateDict& state) {
     bool known = key == "step";
     for (auto& stage : stages_) {
       for (const auto& [name, param] : stage->optimizer().params()) {
-        known = known || key == "momentum_buffer." + name;
+        for (const std::string& prefix : SGD::parameter_state_prefixes())
+          known = known || key == prefix + name;
       }
     }
     ECH_CHECK(known, "optimizer state: '", key, "' matches no parameter of the model");

@@ -354,16 +354,21 @@ void PipelineEngine::sync_partitions() {
   synced_ = true;
 }
 
-// Partition k's momentum buffers and step, from its owner to every process.
+// Partition k's momentum buffers, moving averages and step, from its owner to every process.
 StateDict PipelineEngine::sync_optimizer(int k, int owner) {
   const NamedTensors params = parts_[k]->named_parameters();
-  const size_t n = params.size();
+  const std::vector<std::string>& prefixes = SGD::parameter_state_prefixes();
+  // Key i: prefix i / params.size() of parameter i % params.size(); the last flag holds the step.
+  const size_t n = params.size() * prefixes.size();
+  const auto key_of = [&](size_t i) {
+    return prefixes[i / params.size()] + params[i % params.size()].first;
+  };
   Tensor flags = Tensor::zeros({static_cast<int64_t>(n) + 1}, kInt64);
   StateDict owned;
   if (group_->rank() == owner) {
     owned = stages_[0]->optimizer().state_dict();
     auto* data = static_cast<int64_t*>(flags.raw_data());
-    for (size_t i = 0; i < n; ++i) data[i] = owned.contains("momentum_buffer." + params[i].first);
+    for (size_t i = 0; i < n; ++i) data[i] = owned.contains(key_of(i));
     if (const Tensor* step = owned.find("step")) data[n] = step->to(kInt64).item<int64_t>();
   }
   group_->broadcast(flags, owner);
@@ -371,8 +376,8 @@ StateDict PipelineEngine::sync_optimizer(int k, int owner) {
   StateDict state;
   for (size_t i = 0; i < n; ++i) {
     if (!data[i]) continue;
-    const std::string key = "momentum_buffer." + params[i].first;
-    const Tensor& param = params[i].second;
+    const std::string key = key_of(i);
+    const Tensor& param = params[i % params.size()].second;
     Tensor buffer = group_->rank() == owner
                         ? owned.at(key)
                         : Tensor::empty(param.shape(), param.dtype(), param.device());
@@ -401,9 +406,11 @@ void PipelineEngine::load_distributed_optimizer_state(const StateDict& state) {
     StateDict part;
     if (const Tensor* step = state.find("step")) part.insert("step", *step);
     for (const auto& [name, param] : parts_[k]->named_parameters()) {
-      if (const Tensor* buffer = state.find("momentum_buffer." + name)) {
-        part.insert("momentum_buffer." + name, *buffer);
-        ++used;
+      for (const std::string& prefix : SGD::parameter_state_prefixes()) {
+        if (const Tensor* buffer = state.find(prefix + name)) {
+          part.insert(prefix + name, *buffer);
+          ++used;
+        }
       }
     }
     if (k == partition_) stages_[0]->optimizer().load_state_dict(part);
@@ -414,8 +421,10 @@ void PipelineEngine::load_distributed_optimizer_state(const StateDict& state) {
   for (const std::string& key : state.keys()) {
     bool known = key == "step";
     for (const auto& part : parts_) {
-      for (const auto& [name, param] : part->named_parameters())
-        known = known || key == "momentum_buffer." + name;
+      for (const auto& [name, param] : part->named_parameters()) {
+        for (const std::string& prefix : SGD::parameter_state_prefixes())
+          known = known || key == prefix + name;
+      }
     }
     ECH_CHECK(known, "optimizer state: '", key, "' matches no parameter of the model");
   }

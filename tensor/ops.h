@@ -272,7 +272,10 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& log_probs,
 // float32 scalar on param's device; while it is not finite nothing is updated, decided where the
 // update runs (on a GPU without reading the guard back). lr: undefined (options.lr), or a float64
 // scalar on param's device holding the rate, read where the update runs (CUDA graph replays).
+// ema: undefined, or (options.ema_decay > 0) the parameter's moving average, param's shape, dtype
+// and device, contiguous; its elements are updated in the same pass from the new parameter.
 void sgd_step_(Tensor& param, const Tensor& grad, Tensor& momentum_buf, const SGDOptions& options,
-               bool first_step, const Tensor& guard = Tensor(), const Tensor& lr = Tensor());
+               bool first_step, const Tensor& guard = Tensor(), const Tensor& lr = Tensor(),
+               const Tensor& ema = Tensor());
 
 }  // namespace echelon::ops

@@ -411,7 +411,7 @@ Tensor cross_entropy_backward(const Tensor& grad_loss_in, const Tensor& log_prob
 // ---- optim ------------------------------------------------------------------------------------
 
 void sgd_step_(Tensor& param, const Tensor& grad_in, Tensor& momentum_buf, const SGDOptions& o,
-               bool first_step, const Tensor& guard, const Tensor& lr) {
+               bool first_step, const Tensor& guard, const Tensor& lr, const Tensor& ema) {
   const char* op = "sgd_step_";
   check_float_like(op, param, param, "param");
   check_float_like(op, grad_in, param, "grad");
@@ -437,6 +437,13 @@ void sgd_step_(Tensor& param, const Tensor& grad_in, Tensor& momentum_buf, const
     ECH_CHECK(lr.dtype() == kFloat64 && lr.numel() == 1 && lr.device() == param.device(), op,
               ": lr ", lr.describe(), " must be a float64 scalar on ", param.device());
   }
+  if (ema.defined()) {
+    ECH_CHECK(o.ema_decay > 0 && o.ema_decay < 1, op, ": ema_decay must be in (0, 1) with an ema ",
+              "tensor, got ", o.ema_decay);
+    check_float_like(op, ema, param, "ema");
+    check_shape(op, ema, param.shape(), "ema");
+    ECH_CHECK(ema.is_contiguous(), op, ": ema must be contiguous");
+  }
   const float* guard_ptr = guard.defined() ? guard.data<float>() : nullptr;
   const double* lr_ptr = lr.defined() ? lr.data<double>() : nullptr;
   const Tensor grad = grad_in.contiguous();
@@ -447,7 +454,7 @@ void sgd_step_(Tensor& param, const Tensor& grad_in, Tensor& momentum_buf, const
       cuda::DeviceGuard guard(param.device().index);
       cuda::sgd_step(count, o, first_step, param.data<float>(), grad.data<float>(),
                      has_buffer ? momentum_buf.data<float>() : nullptr, stream_of(param), guard_ptr,
-                     lr_ptr);
+                     lr_ptr, ema.defined() ? ema.data<float>() : nullptr);
 #else
       fail_not_cuda_build(op);
 #endif
@@ -458,7 +465,8 @@ void sgd_step_(Tensor& param, const Tensor& grad_in, Tensor& momentum_buf, const
               : cpu::sgd_step<scalar_t>)(count, o, first_step, param.data<scalar_t>(),
                                          grad.data<scalar_t>(),
                                          has_buffer ? momentum_buf.data<scalar_t>() : nullptr,
-                                         guard_ptr, lr_ptr);
+                                         guard_ptr, lr_ptr,
+                                         ema.defined() ? ema.data<scalar_t>() : nullptr);
       });
     }
   }

@@ -411,7 +411,7 @@ fi
 # From the start of the run (CUDA start-up, data loading and every evaluation included), Echelon
 # (--resident-data --cuda-graph) and PyTorch eager and compiled (bench/torch_time_to_accuracy.py)
 # with the same recipe (docs/data.md, "Resident data and time to accuracy"). Real data only.
-p0_recipe=(--batch-size 128 --lr 0.05 --momentum 0.9 --nesterov --epochs 8 --warmup-epochs 0.5)
+p0_recipe=(--batch-size 128 --lr 0.05 --momentum 0.9 --nesterov --epochs 5 --warmup-epochs 0.5 --ema 0.99)
 if [[ -x $cli && -d $data_dir ]]; then
   step p0_echelon "$T_TRAIN" "$cli" train --model lenet5 --data fashion-mnist --data-dir "$data_dir" \
     --device cuda:0 --resident-data --cuda-graph --lr-schedule cosine --target-accuracy 0.9 \

@@ -83,6 +83,9 @@ void add_train_options(CLI::App& cmd, TrainOptions& o, ScheduleFlag& schedule) {
   cmd.add_option("--momentum", o.momentum, "SGD momentum");
   cmd.add_flag("--nesterov", o.nesterov, "Nesterov momentum");
   cmd.add_option("--wd", o.wd, "Weight decay");
+  cmd.add_option("--ema", o.ema,
+                 "Keep a moving average of the weights with this decay per step (e.g. 0.99) and "
+                 "evaluate it (test accuracy, checkpoints' eval); 0: none");
   cmd.add_option("--schedule", schedule.value,
                  "LR schedule (constant | step | multistep | cosine) or pipeline schedule"
                  " (sequential | stale | stash | gpipe | hybrid)");
@@ -195,6 +198,8 @@ void add_eval_options(CLI::App& cmd, EvalOptions& o) {
   cmd.add_option("--device", o.device, "auto | cpu | cuda | cuda:N");
   cmd.add_option("--batch-size", o.batch_size, "Evaluation batch size");
   cmd.add_option("--threads", o.threads, "CPU threads for the ops (as train's); 0: leave as is");
+  cmd.add_flag("--live-weights", o.live_weights,
+               "A --ema run's checkpoint: evaluate the trained weights, not their moving average");
   cmd.add_option("--limit-test", o.limit_test, "Use only the first N examples");
   add_workers_option(cmd, o.workers,
                      "Worker threads per pipeline stage: auto (0 for an in-memory data set on the "

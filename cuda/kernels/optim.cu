@@ -12,7 +12,7 @@ namespace {
 
 __global__ void sgd_step_kernel(int64_t count, SGDOptions a, bool first_step, float* param,
                                 const float* grad, float* momentum_buf, const float* guard,
-                                const double* lr) {
+                                const double* lr, float* ema) {
   if (guard && !isfinite(*guard)) return;
   const double rate = lr ? *lr : a.lr;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
@@ -26,6 +26,9 @@ __global__ void sgd_step_kernel(int64_t count, SGDOptions a, bool first_step, fl
       g = a.nesterov ? g + a.momentum * buf : buf;
     }
     param[i] = static_cast<float>(static_cast<double>(param[i]) - rate * g);
+    if (ema)
+      ema[i] = static_cast<float>(a.ema_decay * static_cast<double>(ema[i]) +
+                                  (1.0 - a.ema_decay) * static_cast<double>(param[i]));
   }
 }
 
@@ -35,9 +38,10 @@ __global__ void sgd_step_kernel(int64_t count, SGDOptions a, bool first_step, fl
 // ------------------------------------------------------------------------------------
 
 void sgd_step(int64_t count, const SGDOptions& o, bool first_step, float* param, const float* grad,
-              float* momentum_buf, cudaStream_t stream, const float* guard, const double* lr) {
+              float* momentum_buf, cudaStream_t stream, const float* guard, const double* lr,
+              float* ema) {
   launch_1d("sgd_step", count, stream, sgd_step_kernel, count, o, first_step, param, grad,
-            momentum_buf, guard, lr);
+            momentum_buf, guard, lr, ema);
 }
 
 }  // namespace echelon::cuda

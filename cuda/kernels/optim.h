@@ -13,8 +13,9 @@ namespace echelon::cuda {
 // guard: a device scalar or null; while it is not finite the kernel updates nothing (decided on
 // the device, so a training step need not read its loss back first). lr: a device scalar or null
 // (then o.lr): a CUDA graph's replays read the rate of the moment instead of the captured one.
+// ema: the parameter's moving average (o.ema_decay), or null.
 void sgd_step(int64_t count, const SGDOptions& o, bool first_step, float* param, const float* grad,
               float* momentum_buf, cudaStream_t stream, const float* guard = nullptr,
-              const double* lr = nullptr);
+              const double* lr = nullptr, float* ema = nullptr);
 
 }  // namespace echelon::cuda

@@ -1,10 +1,11 @@
 // The fast SGD update (tensor/cpu/fast/optim.h) against the naive twin (tensor/cpu/optim.h) bit
 // for bit: every variant (plain, momentum, dampening, Nesterov, weight decay; a first step and a
 // later one), float and double, the AVX-512 and portable builds, lengths around the vector widths
-// and across thread-pool chunks, 1 and 2 threads; the guard and the device-side rate; NaN and Inf
-// gradients; and ops::sgd_step_ taking it under CpuKernels::Fast.
+// and across thread-pool chunks, 1 and 2 threads; the moving average (--ema); the guard and the
+// device-side rate; NaN and Inf gradients; and ops::sgd_step_ taking it under CpuKernels::Fast.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -45,7 +46,7 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
 }
 
 // One update by the twin and by the fast path from the same state; both results compared bit for
-// bit (parameters and momentum buffers).
+// bit (parameters, momentum buffers and, with o.ema_decay, moving averages).
 template <typename T>
 void check_update(int64_t n, const SGDOptions& o, bool first_step, const float* guard = nullptr,
                   const double* lr = nullptr, bool special_grads = false) {
@@ -57,22 +58,32 @@ void check_update(int64_t n, const SGDOptions& o, bool first_step, const float* 
   }
   std::vector<T> param_twin = values<T>(n, 11, 1.0), param_fast = param_twin;
   std::vector<T> buf_twin = values<T>(n, 13, 0.5), buf_fast = buf_twin;
-  const bool has_buffer = o.momentum != 0;
+  std::vector<T> ema_twin = values<T>(n, 17, 1.0), ema_fast = ema_twin;
+  const std::vector<T> ema_before = ema_twin;
+  const bool has_buffer = o.momentum != 0, has_ema = o.ema_decay > 0;
   cpu::sgd_step<T>(n, o, first_step, param_twin.data(), grad.data(),
-                   has_buffer ? buf_twin.data() : nullptr, guard, lr);
+                   has_buffer ? buf_twin.data() : nullptr, guard, lr,
+                   has_ema ? ema_twin.data() : nullptr);
   cpu::fast::sgd_step<T>(n, o, first_step, param_fast.data(), grad.data(),
-                         has_buffer ? buf_fast.data() : nullptr, guard, lr);
+                         has_buffer ? buf_fast.data() : nullptr, guard, lr,
+                         has_ema ? ema_fast.data() : nullptr);
   CHECK(same_bits(param_twin, param_fast));
   CHECK(same_bits(buf_twin, buf_fast));
+  CHECK(same_bits(ema_twin, ema_fast));
+  // Moved exactly when averaging and not stopped by the guard (the comparison alone would also
+  // pass if both paths ignored the average).
+  CHECK(same_bits(ema_twin, ema_before) == (!has_ema || (guard && !std::isfinite(*guard))));
 }
 
 std::vector<SGDOptions> all_variants() {
   std::vector<SGDOptions> out;
-  out.push_back({0.1, 0.0, 0.0, 0.0, false});    // plain
-  out.push_back({0.1, 0.0, 0.0, 5e-4, false});   // plain, weight decay
-  out.push_back({0.05, 0.9, 0.0, 0.0, false});   // momentum
-  out.push_back({0.05, 0.9, 0.1, 1e-4, false});  // momentum, dampening, weight decay
-  out.push_back({0.05, 0.9, 0.0, 5e-4, true});   // Nesterov
+  out.push_back({0.1, 0.0, 0.0, 0.0, false});         // plain
+  out.push_back({0.1, 0.0, 0.0, 5e-4, false});        // plain, weight decay
+  out.push_back({0.05, 0.9, 0.0, 0.0, false});        // momentum
+  out.push_back({0.05, 0.9, 0.1, 1e-4, false});       // momentum, dampening, weight decay
+  out.push_back({0.05, 0.9, 0.0, 5e-4, true});        // Nesterov
+  out.push_back({0.1, 0.0, 0.0, 0.0, false, 0.9});    // plain, moving average
+  out.push_back({0.05, 0.9, 0.0, 5e-4, true, 0.99});  // Nesterov, moving average
   return out;
 }
 
@@ -93,6 +104,7 @@ TEST_SUITE("fast_optim") {
               CAPTURE(n);
               CAPTURE(o.momentum);
               CAPTURE(o.nesterov);
+              CAPTURE(o.ema_decay);
               CAPTURE(first);
               check_update<float>(n, o, first);
               check_update<double>(n, o, first);
@@ -101,7 +113,7 @@ TEST_SUITE("fast_optim") {
   }
 
   TEST_CASE("SGD: the guard skips the update, the device-side rate replaces o.lr, NaN/Inf kept") {
-    const SGDOptions o{0.05, 0.9, 0.0, 5e-4, false};
+    const SGDOptions o{0.05, 0.9, 0.0, 5e-4, false, 0.9};
     const float inf_guard = std::numeric_limits<float>::infinity(), finite_guard = 2.0f;
     const double rate = 0.003;
     for (const bool first : {true, false}) {

@@ -385,6 +385,13 @@ TEST_SUITE("nn_ops") {
     const Vec gq = {2.0};
     cpu::sgd_step<double>(1, plain, true, q.data(), gq.data(), nullptr);
     CHECK(q[0] == doctest::Approx(2.0));
+    // The moving average follows the new parameter: 0.75 * 4 + 0.25 * (2 - 0.5 * 2).
+    plain.ema_decay = 0.75;
+    Vec ema = {4.0};
+    cpu::sgd_step<double>(1, plain, false, q.data(), gq.data(), nullptr, nullptr, nullptr,
+                          ema.data());
+    CHECK(q[0] == doctest::Approx(1.0));
+    CHECK(ema[0] == doctest::Approx(3.25));
   }
   // ---- the Tensor-level dispatch (tensor/ops_nn*.cpp) -------------------------------------------
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numbers>
 
+#include <echelon/layers/linear.h>
 #include <echelon/layers/optim.h>
 #include <echelon/tensor/ops.h>
 
@@ -93,6 +94,69 @@ TEST_SUITE("optim") {
     StateDict unknown;
     unknown.insert("momentum_buffer.conv.weight", Tensor::zeros({3, 5}));
     CHECK_THROWS_WITH_AS(second.load_state_dict(unknown), doctest::Contains("conv.weight"), Error);
+  }
+
+  TEST_CASE("SGD keeps a moving average of the weights (ema_decay), through state_dict") {
+    // p0 = [1, -2], constant gradient [0.5, 0.25], lr 0.1, no momentum: p1 = 0.95, p2 = 0.9 (first
+    // element). The average starts at p0: 0.5 * 1 + 0.5 * 0.95 = 0.975, then 0.5 * 0.975 + 0.5 *
+    // 0.9.
+    Tensor p = Tensor::from_vector<float>({1.0f, -2.0f}, {2});
+    p.set_requires_grad(true);
+    const SGDOptions options{.lr = 0.1, .ema_decay = 0.5};
+    SGD sgd({{"w", p}}, options);
+    CHECK_FALSE(sgd.averages()[0].defined());
+    for (int i = 0; i < 2; ++i) {
+      p.set_grad(Tensor::from_vector<float>({0.5f, 0.25f}, {2}));
+      sgd.step();
+    }
+    CHECK(p.to_vector<float>()[0] == doctest::Approx(0.9));
+    CHECK(sgd.averages()[0].to_vector<float>()[0] == doctest::Approx(0.9375));
+    const StateDict state = sgd.state_dict();
+    REQUIRE(state.contains("ema.w"));
+    CHECK_FALSE(state.contains("momentum_buffer.w"));  // momentum 0: no buffer
+
+    // Restored into another optimizer, the average goes on from the same value.
+    Tensor q = p.clone();
+    q.set_requires_grad(true);
+    SGD resumed({{"w", q}}, options);
+    resumed.load_state_dict(state);
+    p.set_grad(Tensor::from_vector<float>({0.5f, 0.25f}, {2}));
+    q.set_grad(Tensor::from_vector<float>({0.5f, 0.25f}, {2}));
+    sgd.step();
+    resumed.step();
+    CHECK(ops::amax(ops::abs(ops::sub(sgd.averages()[0], resumed.averages()[0]))).item<float>() ==
+          0.0f);
+
+    // An average where none is kept is refused, naming the flag; so is a decay outside (0, 1).
+    SGD plain({{"w", q}}, {.lr = 0.1});
+    CHECK_THROWS_WITH_AS(plain.load_state_dict(state), doctest::Contains("--ema"), Error);
+    CHECK_THROWS_AS(SGD({q}, {.lr = 0.1, .ema_decay = 1.0}), Error);
+    CHECK_THROWS_AS(SGD({q}, {.lr = 0.1, .ema_decay = -0.5}), Error);
+  }
+
+  TEST_CASE(
+      "AveragedWeights swaps the averages in and the weights back; load_averages keeps them") {
+    Generator gen(1);
+    Linear layer(2, 1, gen);
+    layer.weight.copy_(Tensor::from_vector<float>({1.0f, 2.0f}, {1, 2}));
+    layer.bias.copy_(Tensor::from_vector<float>({3.0f}, {1}));
+    const Tensor weight = layer.weight;  // the same tensor: the swap keeps the handles
+    StateDict state;
+    state.insert("ema.weight", Tensor::from_vector<float>({5.0f, 6.0f}, {1, 2}));
+    {
+      const AveragedWeights averaged(layer, state);
+      CHECK(weight.to_vector<float>() == std::vector<float>{5, 6});
+      CHECK(layer.bias.to_vector<float>() == std::vector<float>{3});  // no average: kept
+    }
+    CHECK(weight.to_vector<float>() == std::vector<float>{1, 2});
+    // A wrong shape (the bias's, checked after the weight's) is refused before anything changes.
+    StateDict wrong;
+    wrong.insert("ema.weight", Tensor::zeros({1, 2}));
+    wrong.insert("ema.bias", Tensor::zeros({2}));
+    CHECK_THROWS_WITH_AS(AveragedWeights(layer, wrong), doctest::Contains("ema.bias"), Error);
+    CHECK(weight.to_vector<float>() == std::vector<float>{1, 2});
+    CHECK(load_averages(layer, state) == 1);
+    CHECK(weight.to_vector<float>() == std::vector<float>{5, 6});
   }
 
   TEST_CASE("LR schedules") {

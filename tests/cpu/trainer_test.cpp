@@ -105,6 +105,8 @@ TEST_SUITE("trainer") {
     CHECK(with([](auto& o) { o.data = "imagenet"; }).find("--data") == 0);
     CHECK(with([](auto& o) { o.momentum = 1.5; }).find("--momentum") == 0);
     CHECK(with([](auto& o) { o.wd = -1; }).find("--wd") == 0);
+    CHECK(with([](auto& o) { o.ema = 1; }).find("--ema must be 0 (no average) or a decay") == 0);
+    CHECK(with([](auto& o) { o.ema = 0.99; }) == "<no error>");
     CHECK(with([](auto& o) { o.schedule = "exp"; }).find("--schedule") == 0);
     CHECK(with([](auto& o) { o.schedule = "multistep"; }).find("--schedule multistep") == 0);
     CHECK(with([](auto& o) { o.milestones = {5, 3}; }).find("--milestones") == 0);
@@ -421,6 +423,50 @@ TEST_SUITE("trainer") {
 
     // Resuming a finished run asks for more epochs.
     CHECK_THROWS_WITH_AS(app::train(o, log), doctest::Contains("already finished 3"), Error);
+  }
+
+  TEST_CASE("--ema: evaluated on the averaged weights, training unchanged, exact resume, eval") {
+    if (!have_fashion_mnist()) return;
+    app::TrainOptions o = small_run(512, 128, 3);
+    std::ostringstream log;
+    const auto live = app::train(o, log);
+    o.ema = 0.9;
+    const fs::path whole = temp_dir("ema-whole"), parts = temp_dir("ema-parts");
+    o.out = whole.string();
+    const auto averaged = app::train(o, log);
+    REQUIRE(averaged.completed);
+    // The average does not feed back into training; only the evaluated weights differ.
+    CHECK(averaged.step_losses == live.step_losses);
+    CHECK(averaged.epochs.back().train_loss == live.epochs.back().train_loss);
+    CHECK(averaged.epochs.back().test_loss != live.epochs.back().test_loss);
+    CHECK(log.str().find("evaluating the moving average of the weights (--ema 0.9)") !=
+          std::string::npos);
+
+    // Interrupted after epoch 1 and resumed: the same averages, so the same test numbers.
+    o.out = parts.string();
+    o.stop_after_epoch = 1;
+    app::train(o, log);
+    o.stop_after_epoch = 0;
+    o.resume = parts.string();
+    const auto resumed = app::train(o, log);
+    REQUIRE(resumed.epochs.size() == 3);
+    for (size_t e = 0; e < 3; ++e) {
+      CAPTURE(e);
+      CHECK(resumed.epochs[e].test_loss == averaged.epochs[e].test_loss);
+    }
+
+    // `echelon eval` of the checkpoint: the averaged weights by default, the live ones on request.
+    app::EvalOptions eval;
+    eval.checkpoint = whole.string();
+    eval.device = "cpu";
+    eval.limit_test = 128;
+    std::ostringstream eval_log;
+    CHECK(app::evaluate_checkpoint(eval, eval_log).loss ==
+          doctest::Approx(averaged.epochs.back().test_loss).epsilon(1e-9));
+    CHECK(eval_log.str().find("moving average of the weights") != std::string::npos);
+    eval.live_weights = true;
+    CHECK(app::evaluate_checkpoint(eval, eval_log).loss ==
+          doctest::Approx(live.epochs.back().test_loss).epsilon(1e-9));
   }
 
   TEST_CASE("damaged or foreign checkpoints are refused with the file name") {

@@ -51,7 +51,8 @@ std::unique_ptr<GraphRun> make_graph_run(bool cuda_graph, Device device = Device
   PipelineOptions options = PipelineOptions::single();
   options.cuda_graph = cuda_graph;
   options.on_result = [r = run.get()](const BatchResult& result) { r->results.push_back(result); };
-  const SGDOptions sgd{.lr = 0.05, .momentum = 0.9, .weight_decay = 1e-4};
+  // With a moving average (--ema): the captured SGD kernels update it too.
+  const SGDOptions sgd{.lr = 0.05, .momentum = 0.9, .weight_decay = 1e-4, .ema_decay = 0.9};
   run->engine = std::make_unique<PipelineEngine>(run->model, sgd, device, options);
   run->engine->defer_step_stats(3);
   return run;
@@ -88,7 +89,19 @@ TEST_SUITE("cuda_graph_step_gpu") {
     CHECK(eager->results.front().loss != eager->results[steps - 1].loss);
     CHECK(test::flat_parameters(*graph->model) == test::flat_parameters(*eager->model));
     // Replays count as optimizer steps (checkpoints record them).
-    CHECK(graph->engine->optimizer_state().find("step")->item<int64_t>() == steps + 1);
+    const StateDict graph_state = graph->engine->optimizer_state();
+    const StateDict eager_state = eager->engine->optimizer_state();
+    CHECK(graph_state.find("step")->item<int64_t>() == steps + 1);
+    // Every replay updated the moving averages as an eager step does, bit for bit.
+    for (const auto& entry : eager->model->named_parameters()) {
+      const std::string& name = entry.first;  // a structured binding: no lambda capture (CAPTURE)
+      const Tensor& param = entry.second;
+      CAPTURE(name);
+      REQUIRE(graph_state.contains("ema." + name));
+      const std::vector<float> average = graph_state.at("ema." + name).cpu().to_vector<float>();
+      CHECK(average == eager_state.at("ema." + name).cpu().to_vector<float>());
+      CHECK(average != param.cpu().to_vector<float>());
+    }
     // Evaluation after the graph ran sees the final weights.
     const Tensor images = graph_batch(full, 99).images;
     CHECK(graph->engine->predict(images).cpu().to_vector<float>() ==

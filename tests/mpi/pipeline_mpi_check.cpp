@@ -2,8 +2,9 @@
 //   pipeline_mpi_check --partitions K [--data-parallel R] --schedules stale,stash,gpipe,hybrid
 // Every process first trains the THREADED K-partition pipeline (one process, the reference), then
 // the same model, seed and batches with one process per partition (and R replicas). With R = 1
-// the per-mini-batch losses and every weight and momentum buffer must be bit-identical; with
-// R > 1 (each replica gets half of each global batch) equal within float tolerance.
+// the per-mini-batch losses and every weight, momentum buffer and moving average must be
+// bit-identical; with R > 1 (each replica gets half of each global batch) equal within float
+// tolerance.
 //   pipeline_mpi_check ... --buckets MB   the reference is instead the same multi-process run with
 //                                      one gradient sum after each backward (--bucket-mb 0); the
 //                                      run with MB-sized buckets must be bit-identical to it and
@@ -172,6 +173,7 @@ Outcome train(const Args& a, const std::string& schedule,
   SGDOptions sgd;
   sgd.lr = 0.05;
   sgd.momentum = 0.9;
+  sgd.ema_decay = 0.9;  // moving averages (--ema): synced between processes as momentum buffers are
   PipelineEngine engine(make_model(a.model, 1, 10, 3, 28), sgd, a.device, options);
   const std::vector<data::Batch> batches = make_batches(a);
   // Without --follow a later partition's process calls train_step with every batch too (it

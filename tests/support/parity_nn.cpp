@@ -399,6 +399,20 @@ void loss_and_optim_cases() {
          },
          Tolerance{1e-6, 1e-5}});
   }
+  // The moving average (--ema) after two Nesterov steps, beside the parameter it follows.
+  add({"sgd_step/nesterov_ema",
+       "optim",
+       {f32({1031}), f32({1031}), f32({1031}), f32({1031})},
+       [](const auto& in) {
+         const SGDOptions options{
+             .lr = 0.05, .momentum = 0.9, .weight_decay = 1e-3, .nesterov = true, .ema_decay = 0.9};
+         Tensor param = in[0].clone(), ema = in[3].clone(),
+                buf = Tensor::empty(param.shape(), param.dtype(), param.device());
+         ops::sgd_step_(param, in[1], buf, options, /*first_step=*/true, Tensor(), Tensor(), ema);
+         ops::sgd_step_(param, in[2], buf, options, /*first_step=*/false, Tensor(), Tensor(), ema);
+         return ops::concat({param, ema}, 0);
+       },
+       Tolerance{1e-6, 1e-5}});
 }
 
 }  // namespace

@@ -21,6 +21,7 @@ enum class Update { Plain, FirstMomentum, Momentum, FirstNesterov, Nesterov };
 struct Step {
   Update update;
   double rate, weight_decay, momentum, keep;  // keep = 1 - dampening
+  double ema_decay;                           // used where the call has an average
 };
 
 // Elements [begin, end) of the update, in the twin's operation order. Inlined into each ISA's
@@ -67,16 +68,30 @@ inline __attribute__((always_inline)) void update_range(const Step& s, T* param,
   }
 }
 
+// The moving average of the elements [begin, end) just updated (still in cache).
 template <typename T>
-void update_portable(const Step& s, T* param, const T* grad, T* buf, int64_t begin, int64_t end) {
+inline __attribute__((always_inline)) void average_range(const Step& s, const T* param, T* ema,
+                                                         int64_t begin, int64_t end) {
+  const double fresh = 1.0 - s.ema_decay;
+#pragma omp simd
+  for (int64_t i = begin; i < end; ++i)
+    ema[i] = static_cast<T>(s.ema_decay * static_cast<double>(ema[i]) +
+                            fresh * static_cast<double>(param[i]));
+}
+
+template <typename T>
+void update_portable(const Step& s, T* param, const T* grad, T* buf, T* ema, int64_t begin,
+                     int64_t end) {
   update_range(s, param, grad, buf, begin, end);
+  if (ema) average_range(s, param, ema, begin, end);
 }
 
 #ifdef ECH_SGD_AVX512
 template <typename T>
-ECH_SGD_AVX512 void update_avx512(const Step& s, T* param, const T* grad, T* buf, int64_t begin,
-                                  int64_t end) {
+ECH_SGD_AVX512 void update_avx512(const Step& s, T* param, const T* grad, T* buf, T* ema,
+                                  int64_t begin, int64_t end) {
   update_range(s, param, grad, buf, begin, end);
+  if (ema) average_range(s, param, ema, begin, end);
 }
 #endif
 
@@ -113,22 +128,22 @@ bool sgd_avx512() {
 
 template <typename T>
 void sgd_step(int64_t count, const SGDOptions& o, bool first_step, T* param, const T* grad,
-              T* momentum_buf, const float* guard, const double* lr) {
+              T* momentum_buf, const float* guard, const double* lr, T* ema) {
   if (guard && !std::isfinite(*guard)) return;
   const Step s{update_of(o, first_step), lr ? *lr : o.lr, o.weight_decay, o.momentum,
-               1.0 - o.dampening};
+               1.0 - o.dampening,        o.ema_decay};
   auto* update = &update_portable<T>;
 #ifdef ECH_SGD_AVX512
   if (sgd_avx512()) update = &update_avx512<T>;
 #endif
   parallel_for(count, kGrain, [&](int64_t begin, int64_t end) {
-    update(s, param, grad, momentum_buf, begin, end);
+    update(s, param, grad, momentum_buf, ema, begin, end);
   });
 }
 
 template void sgd_step<float>(int64_t, const SGDOptions&, bool, float*, const float*, float*,
-                              const float*, const double*);
+                              const float*, const double*, float*);
 template void sgd_step<double>(int64_t, const SGDOptions&, bool, double*, const double*, double*,
-                               const float*, const double*);
+                               const float*, const double*, double*);
 
 }  // namespace echelon::cpu::fast

@@ -19,9 +19,10 @@ bool sgd_avx512();
 
 // As cpu::sgd_step: param, grad, momentum_buf (count); momentum_buf may be null when
 // o.momentum == 0; nothing is updated while *guard (when not null) is not finite; *lr (when not
-// null) replaces o.lr.
+// null) replaces o.lr; ema (when not null) is the parameter's moving average (o.ema_decay).
 template <typename T>
 void sgd_step(int64_t count, const SGDOptions& o, bool first_step, T* param, const T* grad,
-              T* momentum_buf, const float* guard = nullptr, const double* lr = nullptr);
+              T* momentum_buf, const float* guard = nullptr, const double* lr = nullptr,
+              T* ema = nullptr);
 
 }  // namespace echelon::cpu::fast
