@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 
 #include <echelon/autograd/grad_mode.h>
@@ -156,6 +157,27 @@ ScopedRunSettings::~ScopedRunSettings() {
     ops::set_cpu_threads(cpu_threads_);
   else
     ops::reset_cpu_threads();
+}
+
+json::Value StartupTimes::to_json() const {
+  return json::Value::object()
+      .set("data_s", data_s)
+      .set("device_s", device_s)
+      .set("device_wait_s", device_wait_s)
+      .set("model_s", model_s)
+      .set("resident_s", resident_s)
+      .set("first_step_s", first_step_s)
+      .set("until_first_step_s", until_first_step_s);
+}
+
+std::string StartupTimes::line() const {
+  char text[256];
+  std::snprintf(text, sizeof(text),
+                "start-up %.3f s: data %.3f s, device %.3f s (waited %.3f s), model %.3f s, "
+                "resident data %.3f s; first step %.3f s",
+                until_first_step_s, data_s, device_s, device_wait_s, model_s, resident_s,
+                first_step_s);
+  return text;
 }
 
 }  // namespace echelon::app::run_setup

@@ -21,6 +21,21 @@
 
 namespace echelon::app::run_setup {
 
+// Where a run's time went before its first step (summary.json "startup"; printed with
+// --target-accuracy, where it counts). The device's context is created on another thread while
+// the data loads: device_s is that thread's time, device_wait_s what the run then still waited.
+struct StartupTimes {
+  double data_s = 0;         // reading and decoding the data set (both splits)
+  double device_s = 0;       // creating the device's context (cuda::create_context; 0 on the CPU)
+  double device_wait_s = 0;  // waiting for it after the data had loaded
+  double model_s = 0;        // building the model (or restoring the checkpoint) and the engine
+  double resident_s = 0;     // --resident-data: both splits to the device
+  double first_step_s = 0;   // the first train_step call (host time; lazy kernel loading)
+  double until_first_step_s = 0;  // from the start of the run to the first train_step call
+  json::Value to_json() const;
+  std::string line() const;  // "start-up: data 0.210 s, device 0.350 s (waited 0.140 s), ..."
+};
+
 // Dropout masks become a function of (seed, epoch, layer), so a resumed run draws the same ones.
 // `counter` numbers the modules in visiting order (start it at 0).
 void reseed_dropout(Module& module, uint64_t seed, int64_t epoch, uint64_t& counter);

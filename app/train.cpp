@@ -50,6 +50,24 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// The device's context, created on another thread (while the data loads); the seconds it took.
+std::future<double> warm_up_timed(Device device) {
+  return std::async(std::launch::async, [device] {
+    const auto start = Clock::now();
+    warm_up_device(device).get();
+    return seconds_since(start);
+  });
+}
+
+// f()'s result; the seconds it took go to `seconds`.
+template <typename F>
+auto timed(double& seconds, F f) {
+  const auto start = Clock::now();
+  auto result = f();
+  seconds = seconds_since(start);
+  return result;
+}
+
 // What one epoch of training produced (before evaluation).
 struct EpochTotals {
   parallel::StepStats stats;
@@ -91,8 +109,9 @@ class TrainingRun {
   std::ostream& out_;
   ScopedRunSettings settings_;
   const Clock::time_point wall_start_ = Clock::now();
+  run_setup::StartupTimes startup_;
   const Device device_;
-  std::future<void> device_warm_;  // the device's context, created while the data loads
+  std::future<double> device_warm_;  // the device's context, created while the data loads
   const std::string dir_;
   const DataBundle data_;
   const WorkersChoice workers_;  // --workers resolved (auto: by the training split)
@@ -121,14 +140,18 @@ TrainingRun::TrainingRun(const TrainOptions& options, std::ostream& out,
       out_(out),
       settings_(options),
       device_(resolve_device(options.device)),
-      device_warm_(warm_up_device(device_)),
+      device_warm_(warm_up_timed(device_)),
       dir_(!options.primary      ? ""
            : options.out.empty() ? options.resume
                                  : options.out),
-      data_(load_data(options)),
+      data_(timed(startup_.data_s, [&] { return load_data(options); })),
       workers_(resolve_workers(options.workers, data_.train.get(), options.echo, device_)) {
-  device_warm_.get();
+  const auto wait_start = Clock::now();
+  startup_.device_s = device_warm_.get();
+  startup_.device_wait_s = seconds_since(wait_start);
+  const auto model_start = Clock::now();
   build_model(factory);
+  startup_.model_s = seconds_since(model_start);
   schedule_ = make_schedule(options_);
   trace_ = engine_->trace_recorder();
   // A later partition's process follows the epochs partition 0's process feeds (follow_epoch).
@@ -137,6 +160,7 @@ TrainingRun::TrainingRun(const TrainOptions& options, std::ostream& out,
   if (!engine_->takes_batches()) {
     loader_stats_ = json::Value::object().set("source", "partition 0's process");
   } else if (options_.resident_data) {
+    const auto resident_start = Clock::now();
     resident_ = std::make_unique<data::ResidentData>(
         *data_.train, data::ResidentOptions{.batch_size = options_.batch_size,
                                             .seed = options_.seed,
@@ -150,6 +174,7 @@ TrainingRun::TrainingRun(const TrainOptions& options, std::ostream& out,
                                              .device = device_});
     steps_per_epoch_ = resident_->batches_per_epoch();
     loader_stats_ = json::Value::object().set("source", "resident");
+    startup_.resident_s = seconds_since(resident_start);
   } else {
     data::LoaderOptions loader_settings =
         loader_options(options_, data_.train_augment, device_, workers_.workers);
@@ -335,7 +360,14 @@ bool TrainingRun::train_epoch(int64_t epoch, EpochTotals& totals) {
     totals.fresh += batch->fresh;
     recent_.push_back(*batch);
     if (recent_.size() > recent_capacity_) recent_.pop_front();
+    const bool first_step = startup_.until_first_step_s == 0;
+    if (first_step) startup_.until_first_step_s = seconds_since(wall_start_);
+    const auto step_start = Clock::now();
     const parallel::StepStats stats = engine_->train_step(*batch);
+    if (first_step) {
+      startup_.first_step_s = seconds_since(step_start);
+      if (options_.target_accuracy > 0) out_ << startup_.line() << "\n";
+    }
     ++step;
     account(stats, epoch, step, totals, since_log, epoch_start);
     const double elapsed = seconds_since(epoch_start);
@@ -499,7 +531,8 @@ void TrainingRun::write_outputs(bool final_run) {
   }
   summary.set("train_images_per_s", train_s > 0 ? static_cast<double>(images) / train_s : 0.0)
       .set("wall_s", previous_wall_s_ + seconds_since(wall_start_))
-      .set("echo", loader_stats_);
+      .set("echo", loader_stats_)
+      .set("startup", startup_.to_json());
   if (options_.target_accuracy > 0)
     summary.set("target_accuracy", options_.target_accuracy)
         .set("time_to_target_s", result_.time_to_target_s)

@@ -175,6 +175,10 @@ TEST_SUITE("resident") {
     CHECK(r.summary.at("target_epoch").as_int() == 1);
     CHECK(r.summary.at("time_to_target_s").as_double() == r.time_to_target_s);
     CHECK(out.str().find("at epoch 1: ") != std::string::npos);
+    // Time to accuracy says where the start-up went (the resident upload included).
+    CHECK(out.str().find("start-up ") != std::string::npos);
+    CHECK(out.str().find(", resident data ") != std::string::npos);
+    CHECK(r.summary.at("startup").at("resident_s").as_double() > 0);
 
     std::ostringstream out2;
     o.target_accuracy = 1.0;  // a 10-class synthetic set is not learnt perfectly in 2 epochs

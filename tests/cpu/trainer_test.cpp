@@ -287,9 +287,15 @@ TEST_SUITE("trainer") {
       CHECK(fs::exists(dir / file));
     const json::Value summary = json::parse_file((dir / "summary.json").string());
     for (const char* key : {"model", "dataset", "device", "epochs", "params", "final_test_acc",
-                            "best_test_acc", "train_images_per_s", "wall_s", "echo"})
+                            "best_test_acc", "train_images_per_s", "wall_s", "echo", "startup"})
       CHECK(summary.contains(key));
     CHECK(summary.at("params").as_int() == 61706);
+    // Where the time before the first step went: loading the data set is most of it on the CPU.
+    const json::Value& startup = summary.at("startup");
+    CHECK(startup.at("data_s").as_double() > 0);
+    CHECK(startup.at("first_step_s").as_double() > 0);
+    CHECK(startup.at("until_first_step_s").as_double() >= startup.at("data_s").as_double());
+    CHECK(startup.at("until_first_step_s").as_double() <= summary.at("wall_s").as_double());
     CHECK(summary.at("echo").at("fresh").as_int() == 4096);
 
     // `echelon eval` on the checkpoint reproduces the final test accuracy.
