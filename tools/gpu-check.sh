@@ -417,6 +417,8 @@ if [[ -x $cli && -d $data_dir ]]; then
     --device cuda:0 --resident-data --cuda-graph --lr-schedule cosine --target-accuracy 0.9 \
     "${p0_recipe[@]}" --progress none --log-every 0
   p0_note=$(grep -a '^reached' "$(log_name p0_echelon)" | sed 's/ from the start.*//')
+  # Where Echelon's start-up went (summary.json "startup"): data, device context, first step.
+  p0_note+=" ($(grep -a '^start-up' "$(log_name p0_echelon)" | head -1))"
   for mode in eager compiled; do
     step "p0_torch_$mode" "$T_TRAIN" python3 bench/torch_time_to_accuracy.py --data-dir "$data_dir" \
       --device cuda --target 0.9 "${p0_recipe[@]}" $([[ $mode == compiled ]] && echo --compile)
