@@ -1,4 +1,6 @@
 // IDX and CIFAR-10 loaders, the in-memory Dataset and the synthetic Dataset.
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -250,6 +252,19 @@ int64_t Dataset::read_into(int64_t index, const AugmentOptions& augment, const A
   return record.label;
 }
 
+Tensor empty_on_small_pages(const Shape& shape, DType dtype) {
+  Tensor t = Tensor::empty(shape, dtype, Device::cpu());
+#ifdef MADV_NOHUGEPAGE
+  // Whole pages inside the block only (advice: a failure leaves the pages as they were).
+  constexpr size_t kPage = 4096;
+  auto* data = static_cast<char*>(t.raw_data());
+  const size_t lead = (kPage - reinterpret_cast<uintptr_t>(data) % kPage) % kPage;
+  if (t.nbytes() >= lead + kPage)
+    madvise(data + lead, (t.nbytes() - lead) / kPage * kPage, MADV_NOHUGEPAGE);
+#endif
+  return t;
+}
+
 LabeledImages load_idx(const std::string& images_path, const std::string& labels_path) {
   const std::vector<uint8_t> image_bytes = read_file(images_path);
   const std::vector<int64_t> dims =
@@ -261,7 +276,7 @@ LabeledImages load_idx(const std::string& images_path, const std::string& labels
             dims[0], " images, '", labels_path, "' has ", label_dims[0], " labels (offset 4)");
   const int64_t n = dims[0], h = dims[1], w = dims[2];
   LabeledImages set;
-  set.images = Tensor::empty({n, 1, h, w}, kUInt8);
+  set.images = empty_on_small_pages({n, 1, h, w}, kUInt8);
   std::copy(image_bytes.begin() + 16, image_bytes.end(), set.images.data<uint8_t>());
   set.labels = Tensor::empty({n}, kInt64);
   int64_t* labels = set.labels.data<int64_t>();
@@ -309,7 +324,7 @@ LabeledImages load_cifar10_files(const std::vector<std::string>& paths) {
     records += size / kCifarRecordBytes;
   }
   LabeledImages set;
-  set.images = Tensor::empty({records, 3, kCifarSide, kCifarSide}, kUInt8);
+  set.images = empty_on_small_pages({records, 3, kCifarSide, kCifarSide}, kUInt8);
   set.labels = Tensor::empty({records}, kInt64);
   set.num_classes = kCifarClasses;
   uint8_t* images = set.images.data<uint8_t>();

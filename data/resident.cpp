@@ -27,7 +27,7 @@ ResidentData::ResidentData(const Dataset& dataset, ResidentOptions options)
   ECH_CHECK(dataset.size() <= INT32_MAX, "--resident-data: ", dataset.name(), " has ",
             dataset.size(), " examples; the plan's int32 indices hold at most ", INT32_MAX);
   const int64_t n = dataset.size(), image_bytes = shape[0] * shape[1] * shape[2];
-  Tensor host = Tensor::empty({n, shape[0], shape[1], shape[2]}, kUInt8, Device::cpu());
+  Tensor host = empty_on_small_pages({n, shape[0], shape[1], shape[2]}, kUInt8);
   labels_.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     const RawRecord record = dataset.read(i);
