@@ -86,9 +86,9 @@ class Dataset {
 
 // An empty CPU tensor for a data set's pixels held in memory, on small (4 KiB) pages. The host
 // allocator asks for 2 MiB pages on large blocks (tensor/cpu_cache.cpp: activations, reused every
-// step), and a 2 MiB page's first touch can stall on the kernel's memory compaction: 0.3-0.5 s
-// more start-up in 3 of 10 Fashion-MNIST runs on the AMD EPYC VM (bench/RESULTS.md, session 30),
-// for pixels written once and gathered a few times an epoch.
+// step), and a 2 MiB page's first touch can stall on the kernel's memory compaction: Fashion-MNIST
+// start-up took 0.80-1.55 s instead of 0.29-0.31 s on the AMD EPYC VM (bench/RESULTS.md, session
+// 30), for pixels written once and gathered a few times an epoch.
 Tensor empty_on_small_pages(const Shape& shape, DType dtype);
 
 // A whole labelled set in memory: the training loop's simple path.

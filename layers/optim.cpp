@@ -62,10 +62,7 @@ void SGD::step() {
     }
     // The average starts at the weights before the first update (a captured step never creates
     // it: CUDA graphs capture after eager steps, parallel/cuda_graph.h).
-    if (options_.ema_decay > 0 && !averages_[i].defined()) {
-      averages_[i] = Tensor::empty(param.shape(), param.dtype(), param.device());
-      ops::copy_(averages_[i], param);
-    }
+    if (options_.ema_decay > 0 && !averages_[i].defined()) averages_[i] = param.clone();
     ops::sgd_step_(param, grad, buffers_[i], options_, first, guard_, device_lr_, averages_[i]);
   }
   ++steps_;
@@ -154,8 +151,7 @@ int64_t load_averages(Module& model, const StateDict& optimizer_state) {
 AveragedWeights::AveragedWeights(Module& model, const StateDict& optimizer_state) {
   NoGradGuard no_grad;
   for (auto& [param, average] : averaged_parameters(model, optimizer_state)) {
-    saved_.push_back(Tensor::empty(param.shape(), param.dtype(), param.device()));
-    ops::copy_(saved_.back(), param);
+    saved_.push_back(param.clone());
     ops::copy_(param, *average);
     params_.push_back(param);
   }
