@@ -2,8 +2,8 @@
 // same process: bandwidth kernels (elementwise, batch norm, pooling, reductions) in GB/s against
 // a device-to-device copy, our SGEMM against cuBLAS at 1k-4k, our convolution (forward,
 // backward-data, backward-weight; implicit GEMM and im2col + GEMM) against cuDNN on the conv
-// shapes of LeNet-5, ResNet-20, AlexNet and VGG-16 (CIFAR-sized inputs, batch 128; fp32 and
-// TF32). No Google Benchmark needed, so it builds on
+// shapes of LeNet-5, ResNet-20, AlexNet and VGG-16 (CIFAR-sized inputs, batch 128; fp32, TF32
+// and bf16). No Google Benchmark needed, so it builds on
 // the GPU machine; tools/gpu-check.sh runs it. Each row is the median of `--repeats` timings
 // (CUDA events on the current stream, after one warm-up call); a conv row times a CUDA graph of
 // many calls (per_call_ms), so launch latency does not set a floor under small layers.

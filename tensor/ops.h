@@ -144,7 +144,8 @@ Tensor bernoulli(const Shape& shape, double p, Generator& gen, DType dtype = kFl
 Tensor randperm(int64_t n, Generator& gen);  // int64, CPU
 
 // ---- neural-network ops (families: conv, pool, norm, loss, optim) ----------------------------
-// Which convolution runs on CUDA: Ours (im2col + our GEMM, or a direct kernel) or Cudnn.
+// Which convolution runs on CUDA: Ours (implicit GEMM, cuda/kernels/conv_gemm.cu; or im2col + our
+// GEMM under cuda::set_conv_algorithm) or Cudnn.
 // On CPU: im2col + BLAS when built, unless set_matmul_impl(MatmulImpl::Naive) asks for the naive
 // direct twin (the op benchmark of parallel/op_bench.h compares the two).
 enum class ConvImpl : uint8_t { Ours, Cudnn };

@@ -285,7 +285,8 @@ Conv2dGrads conv2d_backward(const Tensor& grad_out_in, const Tensor& x_in, const
     const cudaStream_t stream = stream_of(x);
     if (conv_impl() == ConvImpl::Cudnn) {
 #if ECHELON_WITH_CUDNN
-      const cudnn::AlgoPolicy policy{deterministic()};
+      // The forward's precision: under tf32 / bf16 tensor-op math first, as our kernels do.
+      const cudnn::AlgoPolicy policy{deterministic(), float32_precision()};
       if (need_weight)
         cudnn::conv2d_backward_weight(a, grad_out.data<float>(), x.data<float>(),
                                       grads.weight.data<float>(), device, stream, policy);

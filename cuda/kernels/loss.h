@@ -16,8 +16,9 @@ namespace echelon::cuda {
 int64_t cross_entropy_forward(int64_t n, int64_t classes, const float* logits,
                               const int64_t* target, float* log_probs, float* loss, int device,
                               cudaStream_t stream);
-// Deferred target checks (off by default; process-wide). The trainer turns them on when the
-// labels were range-checked on the host already, and calls check_deferred_target_errors where it
+// Deferred target checks (off by default; process-wide). A step engine with device-side stats
+// (parallel::DeferredStats) turns them on around each training step
+// (parallel::ScopedDeferredTargetChecks), and calls check_deferred_target_errors where it
 // synchronises anyway (when it reads the loss, once per log interval).
 void set_deferred_target_checks(bool on);
 bool deferred_target_checks();

@@ -9,8 +9,8 @@
 //          footprint. Global memory, accumulators and outputs stay fp32.
 // Two families of block tiles:
 //   the gemm_tile.cuh shapes (64x64, 32x128, 16x256; k-slices of one MMA's k: 8 TF32, 16 bf16):
-//          the 8 warps each own a 16-row piece of C, so one A fragment and kN / 128 B fragments
-//          are loaded from shared per kN / 128 MMAs, and a barrier every 8 (16) k;
+//          the 8 warps each own a 16 x 32 piece of C (kM / 16 warps along m), so one A fragment
+//          and two B fragments are loaded from shared per two MMAs, and a barrier every 8 (16) k;
 //   MmaLargeTile, 128x128 (the brief of issue #10: the small tiles starve the tensor cores on
 //          shared loads and barriers): the warps tile C as 4 (m) x 2 (n), each a 32x64 piece of
 //          2 x 4 accumulators, so each A fragment feeds 4 MMAs and each B fragment 2 (6 fragment
