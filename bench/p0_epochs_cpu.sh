@@ -4,6 +4,10 @@
 #   bash bench/p0_epochs_cpu.sh          the batch size / LR / cosine length recipes (seed 0)
 #   bash bench/p0_epochs_cpu.sh --ema    with and without a moving average of the weights
 #                                        (--ema 0.99), seeds 0-4, on resident data
+#   bash bench/p0_epochs_cpu.sh --batch256   gpu-check's batch-128 P0 recipe against its
+#                                        batch-256 one, seeds 0-7, on resident data
+#   bash bench/p0_epochs_cpu.sh --lr     the batch-128 recipe with --ema at other learning
+#                                        rates, decays and warm-ups, seeds 0-5
 cd "$(dirname "$0")/.." || exit 1
 run() {
   local label=$1; shift
@@ -18,6 +22,26 @@ if [[ ${1:-} == --ema ]]; then
       read -r ema epochs <<<"$recipe"
       run "seed $seed ema $ema cosine over $epochs" --resident-data --batch-size 128 --lr 0.05 \
         --warmup-epochs 0.5 --seed "$seed" --ema "$ema" --epochs "$epochs"
+    done
+  done
+  exit 0
+fi
+if [[ ${1:-} == --batch256 ]]; then
+  for seed in 0 1 2 3 4 5 6 7; do
+    run "seed $seed b128 lr 0.05 ema 0.99 cosine over 5, warm-up 0.5" --resident-data \
+      --batch-size 128 --lr 0.05 --warmup-epochs 0.5 --seed "$seed" --ema 0.99 --epochs 5
+    run "seed $seed b256 lr 0.1 ema 0.98 cosine over 6, warm-up 1" --resident-data \
+      --batch-size 256 --lr 0.1 --warmup-epochs 1 --seed "$seed" --ema 0.98 --epochs 6
+  done
+  exit 0
+fi
+if [[ ${1:-} == --lr ]]; then
+  for seed in 0 1 2 3 4 5; do
+    for recipe in "0.03 0.99 0.5" "0.07 0.99 0.5" "0.1 0.99 0.5" "0.05 0.98 0.5" "0.05 0.99 0.25" \
+                  "0.05 0.99 0" "0.07 0.98 0.25"; do
+      read -r lr ema warmup <<<"$recipe"
+      run "seed $seed lr $lr ema $ema warm-up $warmup" --resident-data --batch-size 128 \
+        --lr "$lr" --warmup-epochs "$warmup" --seed "$seed" --ema "$ema" --epochs 5
     done
   done
   exit 0

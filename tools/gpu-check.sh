@@ -411,20 +411,43 @@ fi
 # From the start of the run (CUDA start-up, data loading and every evaluation included), Echelon
 # (--resident-data --cuda-graph) and PyTorch eager and compiled (bench/torch_time_to_accuracy.py)
 # with the same recipe (docs/data.md, "Resident data and time to accuracy"). Real data only.
+# The p0_time_to_90_b256 row runs a batch-256 recipe, Echelon and PyTorch eager. On the CPU, seeds
+# 0-7 reached 90% at epoch 4.25 on average with it and at 4.0 with batch 128 (bench/RESULTS.md,
+# session 31: `bash bench/p0_epochs_cpu.sh --batch256`), so it is the faster recipe on the GPU
+# if a step of 256 images costs under ~1.9 steps of 128 (LeNet-5's is launch-bound); this row
+# measures that.
 p0_recipe=(--batch-size 128 --lr 0.05 --momentum 0.9 --nesterov --epochs 5 --warmup-epochs 0.5 --ema 0.99)
-if [[ -x $cli && -d $data_dir ]]; then
-  step p0_echelon "$T_TRAIN" "$cli" train --model lenet5 --data fashion-mnist --data-dir "$data_dir" \
+p0_recipe_b256=(--batch-size 256 --lr 0.1 --momentum 0.9 --nesterov --epochs 6 --warmup-epochs 1 --ema 0.98)
+# step() records its row in this shell, so the runs are not inside $(...); the notes are read after.
+p0_echelon() {  # p0_echelon STEP RECIPE...
+  local name=$1
+  shift
+  step "$name" "$T_TRAIN" "$cli" train --model lenet5 --data fashion-mnist --data-dir "$data_dir" \
     --device cuda:0 --resident-data --cuda-graph --lr-schedule cosine --target-accuracy 0.9 \
-    "${p0_recipe[@]}" --progress none --log-every 0
-  p0_note=$(grep -a '^reached' "$(log_name p0_echelon)" | sed 's/ from the start.*//')
-  # Where Echelon's start-up went (summary.json "startup"): data, device context, first step.
-  p0_note+=" ($(grep -a '^start-up' "$(log_name p0_echelon)" | head -1))"
-  for mode in eager compiled; do
-    step "p0_torch_$mode" "$T_TRAIN" python3 bench/torch_time_to_accuracy.py --data-dir "$data_dir" \
-      --device cuda --target 0.9 "${p0_recipe[@]}" $([[ $mode == compiled ]] && echo --compile)
-    p0_note+=" | $(grep -a '^RESULT' "$(log_name "p0_torch_$mode")" | cut -c8-)"
-  done
-  row p0_time_to_90 - - "${p0_note:-no result}"
+    "$@" --progress none --log-every 0
+}
+p0_echelon_note() {  # "reached ...", the last epoch's rate, where the start-up went ("startup")
+  local log
+  log=$(log_name "$1")
+  echo "$(grep -a '^reached' "$log" | sed 's/ from the start.*//')," \
+    "$(grep -a '^epoch' "$log" | tail -1 | grep -o '[0-9]* img/s')" \
+    "($(grep -a '^start-up' "$log" | head -1))"
+}
+p0_torch() {  # p0_torch STEP RECIPE...
+  local name=$1
+  shift
+  step "$name" "$T_TRAIN" python3 bench/torch_time_to_accuracy.py --data-dir "$data_dir" \
+    --device cuda --target 0.9 "$@"
+}
+p0_torch_note() { grep -a '^RESULT' "$(log_name "$1")" | cut -c8-; }
+if [[ -x $cli && -d $data_dir ]]; then
+  p0_echelon p0_echelon "${p0_recipe[@]}"
+  p0_torch p0_torch_eager "${p0_recipe[@]}"
+  p0_torch p0_torch_compiled "${p0_recipe[@]}" --compile
+  row p0_time_to_90 - - "$(p0_echelon_note p0_echelon) | $(p0_torch_note p0_torch_eager) | $(p0_torch_note p0_torch_compiled)"
+  p0_echelon p0_echelon_b256 "${p0_recipe_b256[@]}"
+  p0_torch p0_torch_eager_b256 "${p0_recipe_b256[@]}"
+  row p0_time_to_90_b256 - - "$(p0_echelon_note p0_echelon_b256) | $(p0_torch_note p0_torch_eager_b256)"
 else
   row p0_time_to_90 skipped - "needs the echelon CLI and Fashion-MNIST (tools/fill-deps.sh)"
 fi
