@@ -332,24 +332,31 @@ PerCall per_call_ms(const std::function<void()>& body) {
 namespace {
 
 // One row per shape and direction: microseconds per call of our implicit GEMM (the default), our
-// im2col + GEMM and cuDNN (when built with it), the TFLOP/s of implicit and cuDNN (2*N*O*OH*OW*
-// C*KH*KW each direction), and the time ratios implicit/cuDNN and implicit/im2col (> 1:
-// implicit slower); last, the calls per replay of each column and g (graph) or e (eager).
+// im2col + GEMM, cuDNN (when built with it) with its heuristic's algorithm and with the fastest of
+// its algorithms ("cuDNN bm": timed first, as PyTorch's cudnn.benchmark does), the TFLOP/s of
+// implicit and cuDNN (2*N*O*OH*OW*C*KH*KW each direction), and the time ratios implicit/cuDNN,
+// implicit/cuDNN bm and implicit/im2col (> 1: implicit slower); last, the calls per replay of each
+// column and g (graph) or e (eager).
 void conv_rows(const std::vector<ConvShape>& shapes, Precision precision) {
   struct Impl {
     const char* name;
     ops::ConvImpl impl;
     cuda::ConvAlgorithm algorithm;
+    bool tuned;  // cuDNN's benchmark policy (ops::set_conv_autotune); ours keep the caller's
   };
-  std::vector<Impl> impls = {{"implicit", ops::ConvImpl::Ours, cuda::ConvAlgorithm::ImplicitGemm},
-                             {"im2col", ops::ConvImpl::Ours, cuda::ConvAlgorithm::Im2colGemm}};
+  const bool autotune = ops::conv_autotune();  // ECHELON_AUTOTUNE=1 tunes our columns
+  std::vector<Impl> impls = {
+      {"implicit", ops::ConvImpl::Ours, cuda::ConvAlgorithm::ImplicitGemm, false},
+      {"im2col", ops::ConvImpl::Ours, cuda::ConvAlgorithm::Im2colGemm, false}};
 #if ECHELON_WITH_CUDNN
-  impls.push_back({"cuDNN", ops::ConvImpl::Cudnn, cuda::ConvAlgorithm::ImplicitGemm});
+  impls.push_back({"cuDNN", ops::ConvImpl::Cudnn, cuda::ConvAlgorithm::ImplicitGemm, false});
+  impls.push_back({"cuDNN bm", ops::ConvImpl::Cudnn, cuda::ConvAlgorithm::ImplicitGemm, true});
 #endif
   ops::set_float32_precision(precision);
-  std::printf("%-8s %-16s %-12s %-8s %9s %9s %9s %9s %10s %10s %11s  %s   (%s; us per call)\n",
-              "net", "x", "w", "dir", "implicit", "im2col", "cuDNN", "impl TF/s", "cuDNN TF/s",
-              "impl/cuDNN", "impl/im2col", "calls", name(precision));
+  std::printf(
+      "%-8s %-16s %-12s %-8s %9s %9s %9s %9s %9s %10s %10s %9s %11s  %s   (%s; us per call)\n",
+      "net", "x", "w", "dir", "implicit", "im2col", "cuDNN", "cuDNN bm", "impl TF/s", "cuDNN TF/s",
+      "impl/cuDNN", "impl/bm", "impl/im2col", "calls", name(precision));
   const auto dims = [](const Shape& sh) {
     std::string out;
     for (const int64_t d : sh) out += (out.empty() ? "" : "x") + std::to_string(d);
@@ -364,26 +371,29 @@ void conv_rows(const std::vector<ConvShape>& shapes, Precision precision) {
     const Tensor gy = random_cuda(ops::conv2d(x, w, bias, g).shape(), 13);
     // (N, O, OH, OW) x C*KH*KW multiply-adds, the same in each direction
     const double flop = 2.0 * static_cast<double>(gy.numel()) * s.w[1] * s.w[2] * s.w[3];
-    PerCall t[3][3] = {};  // [impl][direction]
+    PerCall t[4][3] = {};  // [impl][direction]
     for (size_t i = 0; i < impls.size(); ++i) {
       ops::set_conv_impl(impls[i].impl);
       cuda::set_conv_algorithm(impls[i].algorithm);
+      ops::set_conv_autotune(impls[i].impl == ops::ConvImpl::Cudnn ? impls[i].tuned : autotune);
       t[i][0] = per_call_ms([&] { ops::conv2d(x, w, bias, g); });
       t[i][1] = per_call_ms([&] { ops::conv2d_backward(gy, x, w, false, true, g, false); });
       t[i][2] = per_call_ms([&] { ops::conv2d_backward(gy, x, w, false, false, g, true); });
     }
     ops::set_conv_impl(ops::ConvImpl::Ours);
     cuda::set_conv_algorithm(cuda::ConvAlgorithm::ImplicitGemm);
+    ops::set_conv_autotune(autotune);
     const auto tflops = [&](const PerCall& p) { return flop / (p.ms * 1e9); };
     for (int d = 0; d < 3; ++d) {
-      const bool cudnn = impls.size() == 3;
+      const bool cudnn = impls.size() == 4;
       std::printf("%-8s %-16s %-12s %-8s %9.1f %9.1f ", s.net, dims(s.x).c_str(), dims(s.w).c_str(),
                   directions[d], t[0][d].ms * 1e3, t[1][d].ms * 1e3);
       if (cudnn)
-        std::printf("%9.1f %9.2f %10.2f %10.2f ", t[2][d].ms * 1e3, tflops(t[0][d]),
-                    tflops(t[2][d]), t[0][d].ms / t[2][d].ms);
+        std::printf("%9.1f %9.1f %9.2f %10.2f %10.2f %9.2f ", t[2][d].ms * 1e3, t[3][d].ms * 1e3,
+                    tflops(t[0][d]), tflops(t[2][d]), t[0][d].ms / t[2][d].ms,
+                    t[0][d].ms / t[3][d].ms);
       else
-        std::printf("%9s %9.2f %10s %10s ", "-", tflops(t[0][d]), "-", "-");
+        std::printf("%9s %9s %9.2f %10s %10s %9s ", "-", "-", tflops(t[0][d]), "-", "-", "-");
       std::printf("%11.2f  ", t[0][d].ms / t[1][d].ms);
       for (size_t i = 0; i < impls.size(); ++i)
         std::printf("%s%d%c", i ? "/" : "", t[i][d].calls, t[i][d].graph ? 'g' : 'e');

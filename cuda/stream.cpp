@@ -3,6 +3,8 @@
 // launches to its own stream without passing streams through the op interface.
 #include <echelon/cuda/stream.h>
 
+#include <algorithm>
+#include <limits>
 #include <unordered_map>
 #include <utility>
 
@@ -141,6 +143,31 @@ float Event::elapsed_ms(const Event& end) const {
   float ms = 0.0f;
   ECH_CUDA_CHECK(cudaEventElapsedTime(&ms, event_, end.event_));
   return ms;
+}
+
+bool stream_capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return true;
+  }
+  return status != cudaStreamCaptureStatusNone;
+}
+
+double fastest_run_ms(cudaStream_t stream, int runs, double give_up_ms,
+                      const std::function<void()>& run) {
+  Event start(/*timing=*/true), stop(/*timing=*/true);
+  run();
+  double fastest = std::numeric_limits<double>::infinity();
+  for (int i = 0; i < runs; ++i) {
+    start.record(stream);
+    run();
+    stop.record(stream);
+    stop.synchronize();
+    fastest = std::min(fastest, static_cast<double>(start.elapsed_ms(stop)));
+    if (fastest > give_up_ms) break;
+  }
+  return fastest;
 }
 
 namespace {

@@ -5,6 +5,8 @@
 
 #include <cuda_runtime.h>
 
+#include <functional>
+
 #include <echelon/cuda/check.h>
 
 namespace echelon::cuda {
@@ -68,6 +70,18 @@ class Event {
  private:
   cudaEvent_t event_ = nullptr;
 };
+
+// Whether work queued on `stream` is being captured into a CUDA graph (then nothing may time or
+// synchronise it); a query the runtime refuses (the legacy stream beside a capture) counts as
+// capturing.
+bool stream_capturing(cudaStream_t stream);
+
+// How the autotuners time a candidate (conv_tune.cu, cudnn/conv.cpp): one warm-up run of `run` on
+// `stream`, then up to `runs` runs timed by CUDA events (the host waits for each), stopping early
+// once the fastest so far is above `give_up_ms`. Returns the fastest timed run, in ms. Never during
+// capture (stream_capturing).
+double fastest_run_ms(cudaStream_t stream, int runs, double give_up_ms,
+                      const std::function<void()>& run);
 
 // The calling thread's current stream on `device` (-1: current device).
 cudaStream_t current_stream(int device = -1);

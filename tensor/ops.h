@@ -171,13 +171,14 @@ void set_float32_precision(Precision precision);
 Precision float32_precision();
 // Our CUDA convolution's autotuner (cuda/kernels/conv_tune.h; `echelon train --autotune`): the
 // first call of each (device, pass, shape, precision) times every kernel configuration and keeps
-// the fastest, like cudnn.benchmark. Process-wide, off by default (ECHELON_AUTOTUNE=1 turns it
+// the fastest, like cudnn.benchmark; under ConvImpl::Cudnn it times cuDNN's algorithms the same
+// way (cudnn::AlgoPolicy::benchmark). Process-wide, off by default (ECHELON_AUTOTUNE=1 turns it
 // on); a no-op without CUDA. The picks depend on timings, so the app refuses it with
 // --deterministic.
 void set_conv_autotune(bool on);
 bool conv_autotune();
-// What tuning picked, in the order tuned: the layer's shape, the pass, the pick and the
-// heuristic's configuration with their times (ms).
+// What tuning picked, in the order tuned (our kernels' picks, then cuDNN's, named "cuDNN ..."):
+// the layer's shape, the pass, the pick and the heuristic's configuration with their times (ms).
 struct ConvTuneRow {
   std::string shape, pass, precision, pick, heuristic;
   double tuned_ms = 0, heuristic_ms = 0;

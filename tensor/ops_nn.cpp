@@ -174,6 +174,11 @@ std::vector<ConvTuneRow> conv_tune_picks() {
   for (const cuda::ConvTunePick& p : cuda::conv_tune_picks())
     rows.push_back({cuda::describe(p.geometry), cuda::name(p.pass), name(p.precision), p.pick,
                     p.heuristic, p.tuned_ms, p.heuristic_ms, p.candidates});
+#if ECHELON_WITH_CUDNN
+  for (const cudnn::BenchmarkPick& p : cudnn::benchmark_picks())
+    rows.push_back({cuda::describe(p.geometry), p.direction, name(p.precision), "cuDNN " + p.pick,
+                    "cuDNN " + p.heuristic, p.ms, p.heuristic_ms, p.candidates});
+#endif
 #endif
   return rows;
 }
@@ -195,9 +200,10 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
     cuda::DeviceGuard guard(x.device().index);
     if (conv_impl() == ConvImpl::Cudnn) {
 #if ECHELON_WITH_CUDNN
-      cudnn::conv2d_forward(a, x.data<float>(), weight.data<float>(), ptr_or_null<float>(bias),
-                            y.data<float>(), x.device().index, stream_of(x),
-                            cudnn::AlgoPolicy{deterministic(), float32_precision()});
+      cudnn::conv2d_forward(
+          a, x.data<float>(), weight.data<float>(), ptr_or_null<float>(bias), y.data<float>(),
+          x.device().index, stream_of(x),
+          cudnn::AlgoPolicy{deterministic(), float32_precision(), conv_autotune()});
       if (relu) cuda::relu_inplace(y.data<float>(), y.numel(), stream_of(x));
 #else
       ECH_FAIL(op, ": ConvImpl::Cudnn requested but Echelon was built without cuDNN");
@@ -285,8 +291,8 @@ Conv2dGrads conv2d_backward(const Tensor& grad_out_in, const Tensor& x_in, const
     const cudaStream_t stream = stream_of(x);
     if (conv_impl() == ConvImpl::Cudnn) {
 #if ECHELON_WITH_CUDNN
-      // The forward's precision: under tf32 / bf16 tensor-op math first, as our kernels do.
-      const cudnn::AlgoPolicy policy{deterministic(), float32_precision()};
+      // As the forward: under tf32 / bf16 tensor-op math first, as our kernels do.
+      const cudnn::AlgoPolicy policy{deterministic(), float32_precision(), conv_autotune()};
       if (need_weight)
         cudnn::conv2d_backward_weight(a, grad_out.data<float>(), x.data<float>(),
                                       grads.weight.data<float>(), device, stream, policy);

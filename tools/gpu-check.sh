@@ -39,8 +39,9 @@
 #   p12        issue #10's P1/P2: train-step img/s at batch 128 of the four nets, ours and cuDNN
 #              (echelon train --resident-data --cuda-graph) beside PyTorch eager (compiled for
 #              LeNet-5 and ResNet-20), bench/torch_gpu_step.py; each row gives the ratios.
-#              ResNet-20 and VGG-16 also run ours with --autotune (the conv autotuner; its
-#              picks in that run's summary.json): a row gives tuned / heuristic img/s.
+#              ResNet-20 and VGG-16 also run ours and cuDNN with --autotune (our conv autotuner;
+#              for cuDNN, its algorithms timed like PyTorch's cudnn.benchmark; the picks in each
+#              run's summary.json): a row gives tuned / heuristic img/s.
 #   pipeline   a 2-partition pipeline on one GPU with --balance auto, stale and sequential
 #              schedules, with Chrome traces; and --devices cuda:0,cuda:0 (per-partition placement).
 #   bench      bench_ops' GPU cases, when Google Benchmark was found.
@@ -476,15 +477,18 @@ if [[ -x $cli ]]; then
     ours=$(p12_rate "p12_${model}_ours") cudnn=$(p12_rate "p12_${model}_cudnn")
     eager=$(p12_torch "p12_${model}_torch_eager")
     row "p12_$model" - - "img/s: ours ${ours:-?}, cudnn ${cudnn:-?}, torch eager ${eager:-?}; ours/eager $(p12_ratio "$ours" "$eager"), cudnn/eager $(p12_ratio "$cudnn" "$eager")"
-    # Ours with --autotune (the first eager step tunes each conv shape, the graph replays the
-    # picks); its summary.json lists them (conv_autotune) in logs.tar.gz.
+    # Ours and cuDNN with --autotune (the first eager step tunes each conv shape, the graph replays
+    # the picks; for cuDNN the algorithms are timed as PyTorch's cudnn.benchmark does); their
+    # summary.json files list the picks (conv_autotune) in logs.tar.gz.
     if [[ $model == resnet20 || $model == vgg16 ]]; then
-      step "p12_${model}_ours_autotune" "$T_TRAIN" "$cli" train --model "$model" --data synthetic \
-        --limit-train "$images" --limit-test 128 --batch-size 128 --epochs 2 --device cuda:0 \
-        --resident-data --cuda-graph --conv-impl ours --autotune --progress none --log-every 0 \
-        --overwrite --out "$LOGS/run-p12-autotune-$model"
-      tuned=$(p12_rate "p12_${model}_ours_autotune")
-      row "p12_${model}_autotune" - - "img/s: ours autotuned ${tuned:-?}, heuristic ${ours:-?}; tuned/heuristic $(p12_ratio "$tuned" "$ours"), tuned/cudnn $(p12_ratio "$tuned" "$cudnn")"
+      for impl in ours cudnn; do
+        step "p12_${model}_${impl}_autotune" "$T_TRAIN" "$cli" train --model "$model" \
+          --data synthetic --limit-train "$images" --limit-test 128 --batch-size 128 --epochs 2 \
+          --device cuda:0 --resident-data --cuda-graph --conv-impl "$impl" --autotune \
+          --progress none --log-every 0 --overwrite --out "$LOGS/run-p12-autotune-$impl-$model"
+      done
+      tuned=$(p12_rate "p12_${model}_ours_autotune") cudnn_tuned=$(p12_rate "p12_${model}_cudnn_autotune")
+      row "p12_${model}_autotune" - - "img/s: ours autotuned ${tuned:-?} (heuristic ${ours:-?}), cudnn benchmark ${cudnn_tuned:-?} (heuristic ${cudnn:-?}); ours tuned/heuristic $(p12_ratio "$tuned" "$ours"), ours tuned/cudnn benchmark $(p12_ratio "$tuned" "$cudnn_tuned"), cudnn benchmark/eager $(p12_ratio "$cudnn_tuned" "$eager")"
     fi
   done
   for model in lenet5 resnet20; do

@@ -6,15 +6,19 @@
 // directly. The first call of a key tries cuDNN's heuristic candidates in order until one runs
 // (FP32 FMA math first, tensor-op math first under TF32; deterministic ones only under a
 // deterministic policy); if the cached
-// algorithm later fails (its workspace no longer fits), the candidates are tried again.
+// algorithm later fails (its workspace no longer fits), the candidates are tried again. A
+// benchmark policy (AlgoPolicy::benchmark) times the eligible candidates on the first call instead
+// and keeps the fastest (benchmark_picks() lists them).
 // Workspace comes from the caching allocator: the block freed after one call returns to its
 // stream's bin and the next call of that plan gets it back without a cudaMalloc. Freeing right
 // after the enqueue is safe: the allocator reuses a block only on the same stream.
 #if ECHELON_WITH_CUDNN
 #include <echelon/cuda/cudnn/conv.h>
 
+#include <algorithm>
 #include <array>
 #include <compare>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -24,6 +28,7 @@
 
 #include <echelon/cuda/allocator.h>
 #include <echelon/cuda/cudnn/handle.h>
+#include <echelon/cuda/kernels/conv_gemm.h>
 #include <echelon/cuda/stream.h>
 
 namespace echelon::cudnn {
@@ -50,6 +55,12 @@ int math_rank(cudnnMathType_t math) {
     if (kMathTypes[rank] == math) return rank;
   return -1;
 }
+constexpr const char* kMathNames[kMathRanks] = {"FMA", "default", "tensor-op"};
+
+// Benchmark policies: timed runs per candidate (after a warm-up), and how much slower than the
+// best so far a candidate's first timed run may be before it is not run again (as conv_tune.cu).
+constexpr int kTimedRuns = 3;
+constexpr double kClearlySlower = 2.0;
 
 // The descriptors of one convolution: x, y, w, the bias (1, O, 1, 1), and one convolution
 // descriptor per math type. Immutable once built, so cached plans are shared between threads.
@@ -94,11 +105,46 @@ struct Descriptors {
 
 enum class Direction : int { Forward, BackwardData, BackwardFilter, BackwardBias };
 
+// The algorithm's enumerator in cudnn_ops.h, without its prefix.
+std::string algo_name(Direction direction, int algo) {
+  static constexpr const char* kForward[] = {
+      "IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING",
+      "WINOGRAD",      "WINOGRAD_NONFUSED"};
+  static constexpr const char* kData[] = {"ALGO_0",     "ALGO_1",   "FFT",
+                                          "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+  static constexpr const char* kFilter[] = {
+      "ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED", "FFT_TILING"};
+  const auto pick = [&](const auto& names) -> std::string {
+    return algo >= 0 && algo < static_cast<int>(std::size(names)) ? names[algo]
+                                                                  : "algo " + std::to_string(algo);
+  };
+  switch (direction) {
+    case Direction::Forward:
+      return pick(kForward);
+    case Direction::BackwardData:
+      return pick(kData);
+    default:
+      return pick(kFilter);
+  }
+}
+
+cuda::ConvPass pass_of(Direction direction) {
+  switch (direction) {
+    case Direction::Forward:
+      return cuda::ConvPass::Forward;
+    case Direction::BackwardData:
+      return cuda::ConvPass::BackwardData;
+    default:
+      return cuda::ConvPass::BackwardWeight;
+  }
+}
+
 // Everything a convolution's result depends on, besides the data.
 struct PlanKey {
   int device;
   Direction direction;
   bool deterministic;
+  bool benchmark;  // in effect: AlgoPolicy::benchmark and not deterministic
   Precision precision;
   cudnnDataType_t dtype;
   std::array<int64_t, 15> geometry;
@@ -109,6 +155,7 @@ PlanKey make_key(int device, Direction direction, const Conv2dGeometry& a, AlgoP
   return PlanKey{device,
                  direction,
                  policy.deterministic,
+                 policy.benchmark && !policy.deterministic,
                  policy.precision,
                  CUDNN_DATA_FLOAT,
                  {a.n, a.c, a.h, a.w, a.o, a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.pad_h,
@@ -125,7 +172,9 @@ struct Choice {
 // A cached plan: the descriptors and the algorithm that ran. Plans live until the process
 // exits (a training run has a few dozen shapes).
 struct Plan {
-  explicit Plan(const Conv2dGeometry& a) : d(a) {}
+  Plan(const PlanKey& k, const Conv2dGeometry& a) : key(k), geometry(a), d(a) {}
+  PlanKey key;
+  Conv2dGeometry geometry;
   Descriptors d;
   std::mutex choosing;  // guards `choice`; held while one thread runs the candidate loop
   Choice choice;        // the algorithm that ran (valid once one did)
@@ -136,7 +185,7 @@ Plan& plan_for(const PlanKey& key, const Conv2dGeometry& a) {
   static std::map<PlanKey, std::unique_ptr<Plan>> plans;
   std::lock_guard lock(mutex);
   std::unique_ptr<Plan>& plan = plans[key];
-  if (!plan) plan = std::make_unique<Plan>(a);
+  if (!plan) plan = std::make_unique<Plan>(key, a);
   return *plan;
 }
 
@@ -180,6 +229,68 @@ bool run_choice(const Plan& plan, const Choice& c, int device, cudaStream_t stre
   return run(c.algo, plan.d.conv[c.rank], ws->get(), c.memory) == CUDNN_STATUS_SUCCESS;
 }
 
+struct BenchmarkLog {
+  std::mutex mutex;
+  std::vector<BenchmarkPick> picks;
+};
+
+BenchmarkLog& benchmark_log() {
+  static auto* log = new BenchmarkLog;
+  return *log;
+}
+
+std::string describe(const Plan& plan, const Choice& c) {
+  return str(algo_name(plan.key.direction, c.algo), ", ", kMathNames[c.rank], " math");
+}
+
+// The benchmark policy's choice: every eligible candidate (AlgoPolicy::benchmark), in the order
+// run_plan would try them, timed on the call's buffers; the fastest (the first of equal times, so
+// the heuristic's choice, timed first, wins ties), recorded in benchmark_log(). Nothing when no
+// candidate ran (the caller then walks the heuristic's list as without the policy).
+template <typename Perf, typename Run>
+std::optional<Choice> fastest_candidate(const Plan& plan, const std::vector<Perf>& results,
+                                        int device, cudaStream_t stream, Run run) {
+  struct Refused {};  // its workspace does not fit, or cuDNN does not take it
+  // One timing at a time: partitions tuning side by side would disturb each other's timings.
+  static std::mutex timing;
+  std::lock_guard one_at_a_time(timing);
+  const bool fp32 = plan.key.precision == Precision::Fp32;
+  std::vector<Choice> timed;
+  std::vector<double> ms;
+  for (int i = 0; i < (fp32 ? 1 : kMathRanks); ++i) {
+    const int rank = fp32 ? 0 : kMathRanks - 1 - i;
+    for (const auto& perf : results) {
+      if (perf.status != CUDNN_STATUS_SUCCESS || math_rank(perf.mathType) != rank) continue;
+      const Choice candidate{true, static_cast<int>(perf.algo), perf.memory, rank};
+      const double best = ms.empty() ? std::numeric_limits<double>::infinity()
+                                     : *std::min_element(ms.begin(), ms.end());
+      try {
+        ms.push_back(cuda::fastest_run_ms(stream, kTimedRuns, kClearlySlower * best, [&] {
+          if (!run_choice(plan, candidate, device, stream, run)) throw Refused{};
+        }));
+        timed.push_back(candidate);
+      } catch (const Refused&) {
+      }
+    }
+  }
+  if (timed.empty()) return std::nullopt;
+  const size_t fastest = static_cast<size_t>(std::min_element(ms.begin(), ms.end()) - ms.begin());
+  BenchmarkPick pick;
+  pick.device = device;
+  pick.direction = cuda::name(pass_of(plan.key.direction));
+  pick.precision = plan.key.precision;
+  pick.geometry = plan.geometry;
+  pick.pick = describe(plan, timed[fastest]);
+  pick.heuristic = describe(plan, timed.front());
+  pick.ms = ms[fastest];
+  pick.heuristic_ms = ms.front();
+  pick.candidates = static_cast<int>(timed.size());
+  BenchmarkLog& log = benchmark_log();
+  std::lock_guard lock(log.mutex);
+  log.picks.push_back(std::move(pick));
+  return timed[fastest];
+}
+
 // Runs the plan's algorithm when one was chosen; otherwise tries cuDNN's heuristic candidates
 // (`query(conv)`, already in predicted-speed order) by math rank: the first whose workspace the
 // allocator can provide and whose call cuDNN accepts wins and is remembered. Under a
@@ -194,6 +305,13 @@ void run_plan(Plan& plan, AlgoPolicy policy, int device, cudaStream_t stream, co
   std::lock_guard lock(plan.choosing);
   const bool tf32 = policy.precision != Precision::Fp32;  // Tf32 or Bf16: tensor-op math first
   const auto results = query(plan.d.conv[tf32 ? kMathRanks - 1 : 0]);
+  // A benchmark policy times the candidates, outside capture (nothing may synchronise there).
+  if (plan.key.benchmark && !cuda::stream_capturing(stream))
+    if (const std::optional<Choice> pick = fastest_candidate(plan, results, device, stream, run))
+      if (run_choice(plan, *pick, device, stream, run)) {  // the output by the pick itself
+        plan.choice = *pick;
+        return after_success(kind);
+      }
   std::string tried;
   int eligible = 0;
   for (int i = 0; i < kMathRanks; ++i) {
@@ -230,6 +348,12 @@ std::vector<Perf> candidates(MaxCount max_count_fn, Get get) {
 }
 
 }  // namespace
+
+std::vector<BenchmarkPick> benchmark_picks() {
+  BenchmarkLog& log = benchmark_log();
+  std::lock_guard lock(log.mutex);
+  return log.picks;
+}
 
 void conv2d_forward(const Conv2dGeometry& a, const float* x, const float* w, const float* bias,
                     float* y, int device, cudaStream_t stream, AlgoPolicy policy) {

@@ -16,6 +16,7 @@
 #include <echelon/base/error.h>
 #include <echelon/cuda/check.h>
 #include <echelon/cuda/kernels/matmul.h>
+#include <echelon/cuda/stream.h>
 #include <echelon/cuda/switches.h>
 
 namespace echelon::cuda {
@@ -80,58 +81,10 @@ bool empty_problem(const ConvCall& c) {
   }
 }
 
-// Whether work on the stream is being captured (then nothing may time or synchronise); a query
-// the runtime refuses (the legacy stream beside a capture) counts as capturing.
-bool capturing(cudaStream_t stream) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return true;
-  }
-  return status != cudaStreamCaptureStatusNone;
-}
-
-class EventPair {
- public:
-  EventPair() {
-    ECH_CUDA_CHECK(cudaEventCreate(&start_));
-    if (cudaEventCreate(&stop_) != cudaSuccess) {
-      cudaEventDestroy(start_);
-      ECH_FAIL("conv autotune: cudaEventCreate failed");
-    }
-  }
-  ~EventPair() {
-    cudaEventDestroy(start_);
-    cudaEventDestroy(stop_);
-  }
-  EventPair(const EventPair&) = delete;
-  EventPair& operator=(const EventPair&) = delete;
-  // ms of one run of f on the stream.
-  template <typename F>
-  double time(cudaStream_t stream, F&& f) {
-    ECH_CUDA_CHECK(cudaEventRecord(start_, stream));
-    f();
-    ECH_CUDA_CHECK(cudaEventRecord(stop_, stream));
-    ECH_CUDA_CHECK(cudaEventSynchronize(stop_));
-    float ms = 0;
-    ECH_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
-    return ms;
-  }
-
- private:
-  cudaEvent_t start_ = nullptr, stop_ = nullptr;
-};
-
 // A warm-up run, then up to kTimedRuns timed ones: the fastest.
 double time_on_device(const ConvCall& call, const ConvConfig& config, double best_so_far) {
-  EventPair events;
-  run_conv(call, config);
-  double fastest = std::numeric_limits<double>::infinity();
-  for (int i = 0; i < kTimedRuns; ++i) {
-    fastest = std::min(fastest, events.time(call.stream, [&] { run_conv(call, config); }));
-    if (fastest > kClearlySlower * best_so_far) break;
-  }
-  return fastest;
+  return fastest_run_ms(call.stream, kTimedRuns, kClearlySlower * best_so_far,
+                        [&] { run_conv(call, config); });
 }
 
 // Index of the fastest time; the first of equal ones (the heuristic comes first).
@@ -198,7 +151,7 @@ ConvConfig conv_config_for(const ConvCall& call) {
     return it == t.picks.end() ? std::nullopt : std::optional<ConvConfig>(it->second);
   };
   if (const std::optional<ConvConfig> pick = cached()) return *pick;
-  if (capturing(call.stream)) return conv_heuristic(call.pass, call.geometry);
+  if (stream_capturing(call.stream)) return conv_heuristic(call.pass, call.geometry);
   std::lock_guard tuning(t.tune_mutex);
   if (const std::optional<ConvConfig> pick = cached()) return *pick;  // tuned meanwhile
   ConvTunePick p = tune(call, precision, t.timer);

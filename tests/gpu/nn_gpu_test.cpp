@@ -4,12 +4,15 @@
 // chunked columns path, and cuDNN vs ours on a training-sized layer.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <echelon/autograd/engine.h>
 #include <echelon/autograd/functions.h>
+#include <echelon/cuda/cudnn/conv.h>
 #include <echelon/cuda/kernels/conv.h>
 #include <echelon/cuda/kernels/loss.h>
 #include <echelon/tensor/ops.h>
@@ -267,6 +270,59 @@ TEST_SUITE("nn_gpu") {
     const auto ours = ops::conv2d_backward(g, x, w, true, true, p);
     CHECK(max_abs_diff(runs[0].weight, ours.weight) <= sum_tolerance(32 * 28 * 28, 1.0));
     CHECK(max_abs_diff(runs[0].input, ours.input) <= sum_tolerance(64 * 9, 1.0));
+  }
+
+  TEST_CASE("conv2d cuDNN, benchmark policy (--autotune): times the candidates once per shape") {
+    // A shape no other case uses, so its plans are new whatever ran before.
+    const Device cuda = Device::cuda(0);
+    const Tensor x = signed_on({8, 24, 20, 18}, 21, cuda), w = signed_on({40, 24, 3, 3}, 22, cuda);
+    const Tensor b = signed_on({40}, 23, cuda), g = signed_on({8, 40, 20, 18}, 24, cuda);
+    Conv2dGeometry p;
+    p.kernel_h = p.kernel_w = 3;
+    p.pad_h = p.pad_w = 1;
+    const auto run = [&] {
+      return std::pair(ops::conv2d(x, w, b, p), ops::conv2d_backward(g, x, w, true, true, p));
+    };
+    const size_t before = cudnn::benchmark_picks().size();
+    std::pair<Tensor, ops::Conv2dGrads> tuned, again;
+    {
+      const test::SettingScope impl(ops::conv_impl, ops::set_conv_impl, ops::ConvImpl::Cudnn);
+      const test::SettingScope tune(ops::conv_autotune, ops::set_conv_autotune, true);
+      tuned = run();
+      const std::vector<cudnn::BenchmarkPick> picks = cudnn::benchmark_picks();
+      REQUIRE(picks.size() == before + 3);  // forward, grad input, grad weight
+      for (size_t i = before; i < picks.size(); ++i) {
+        const cudnn::BenchmarkPick& pick = picks[i];
+        CAPTURE(pick.direction);
+        CHECK(pick.geometry.c == 24);
+        CHECK(pick.geometry.o == 40);
+        CHECK(pick.candidates >= 1);
+        CHECK(pick.ms > 0);
+        CHECK(pick.ms <= pick.heuristic_ms);  // the heuristic's choice was among those timed
+        CHECK(pick.pick.find("FMA math") != std::string::npos);  // fp32: FMA candidates only
+      }
+      again = run();  // the plans remember their picks: nothing is timed again
+      CHECK(cudnn::benchmark_picks().size() == before + 3);
+      const std::vector<ops::ConvTuneRow> rows = ops::conv_tune_picks();
+      CHECK(std::count_if(rows.begin(), rows.end(), [](const ops::ConvTuneRow& r) {
+              return r.pick.rfind("cuDNN ", 0) == 0;
+            }) >= 3);
+    }
+    {
+      // Deterministic calls ignore the policy: a pick by timing need not repeat.
+      const DeterministicCudnn scope;
+      const test::SettingScope tune(ops::conv_autotune, ops::set_conv_autotune, true);
+      run();
+      CHECK(cudnn::benchmark_picks().size() == before + 3);
+    }
+    // The same forward algorithm twice gives the same bits (the backward ones the policy may pick
+    // include cuDNN's atomic ones); and the picks compute the convolution.
+    CHECK(max_abs_diff(tuned.first, again.first) == 0.0);
+    const auto ours = run();
+    CHECK(max_abs_diff(tuned.first, ours.first) <= sum_tolerance(24 * 9 + 1, 1.0));
+    CHECK(max_abs_diff(tuned.second.input, ours.second.input) <= sum_tolerance(40 * 9, 1.0));
+    CHECK(max_abs_diff(tuned.second.weight, ours.second.weight) <=
+          sum_tolerance(8 * 20 * 18, 1.0));  // N*OH*OW
   }
 #endif
 }
