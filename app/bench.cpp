@@ -41,8 +41,8 @@ Device prepare(const BenchCommon& common) {
   check_writable(common.html_path, "--html");
   const Device device = resolve_device(common.device);
   ECH_CHECK(!common.autotune || device.is_cuda(),
-            "--autotune tunes our CUDA convolution kernels and this bench runs on ",
-            device.to_string(), ": drop --autotune or use --device cuda");
+            "--autotune tunes the CUDA convolutions and this bench runs on ", device.to_string(),
+            ": drop --autotune or use --device cuda");
   if (common.autotune) ops::set_conv_autotune(true);
   return device;
 }

@@ -287,10 +287,10 @@ void validate(const TrainOptions& o) {
   ECH_CHECK(!(o.deterministic && o.autotune),
             "--deterministic cannot be combined with --autotune: the tuned kernels depend on "
             "timings, and their weight gradients sum in a different order; drop one of them");
-  ECH_CHECK(!o.autotune || (device.is_cuda() && o.conv_impl == "ours"),
-            "--autotune tunes our CUDA convolution kernels (--conv-impl ours on a CUDA device); "
-            "this run has --device ",
-            o.device, " and --conv-impl ", o.conv_impl, ": drop --autotune");
+  ECH_CHECK(!o.autotune || device.is_cuda(),
+            "--autotune tunes the CUDA convolutions (our kernels, or cuDNN's algorithms with "
+            "--conv-impl cudnn); this run has --device ",
+            o.device, ": drop --autotune");
   ECH_CHECK(!(o.deterministic && o.workers > 1), "--deterministic needs --workers 1 (got ",
             o.workers, "): several workers per stage may reorder examples");
   if (o.resident_data) {

@@ -17,7 +17,8 @@ void add_common(CLI::App& cmd, BenchCommon& common) {
   cmd.add_option("--html", common.html_path, "Also write a report page: the table, bar charts");
   cmd.add_flag(
       "--autotune", common.autotune,
-      "Tune our CUDA convolution per layer shape (in the warm-up rounds; picks in --json)");
+      "Tune the CUDA convolution per layer shape, ours or cuDNN's (in the warm-up rounds; picks "
+      "in --json)");
 }
 
 void add_op(CLI::App& bench, BenchCommand& c) {

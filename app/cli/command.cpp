@@ -124,7 +124,8 @@ void add_train_options(CLI::App& cmd, TrainOptions& o, ScheduleFlag& schedule) {
       "Run those pairs as separate ops: the same values, to measure what fusing gains");
   cmd.add_flag("--autotune", o.autotune,
                "Time our CUDA convolution's kernel configurations per layer shape in the first "
-               "step and keep the fastest (like cudnn.benchmark; listed in summary.json)");
+               "step and keep the fastest (like cudnn.benchmark; listed in summary.json); with "
+               "--conv-impl cudnn, cuDNN's algorithms");
   cmd.add_flag("--deterministic", o.deterministic,
                "Refuse settings that break bit-identical reruns (echo auto, workers > 1)");
   cmd.add_option("--limit-train", o.limit_train, "Use only the first N training examples");

@@ -155,7 +155,7 @@ TEST_SUITE("cli_bench") {
     check_usage_error("bench op max_pool2d --pad -2 --device cpu", "--pad must be >= -1 (got -2)");
     check_usage_error("bench model lenet7 --device cpu", "lenet7");
     check_usage_error("bench op conv2d --device cpu --autotune",
-                      "--autotune tunes our CUDA convolution kernels");
+                      "--autotune tunes the CUDA convolutions");
     check_usage_error("bench model lenet5 --batch-size 0", "--batch-size");
     check_usage_error("bench pipeline --model lenet5 --steps 0", "--steps");
     check_usage_error("bench pipeline --model lenet5 --schedule frob", "frob");
