@@ -96,7 +96,7 @@ T_SANITIZER=${T_SANITIZER:-75}  # one compute-sanitizer tool, all families
 T_FAMILY=${T_FAMILY:-60}  # one family under a sanitizer
 T_PIPELINE=${T_PIPELINE:-45}
 T_BENCH=${T_BENCH:-40}
-T_KERNELS=${T_KERNELS:-345}  # exp_gpu_kernels: every kernel family against its peer (conv: 3 impls x fp32/tf32/bf16, A/B rows; +60 s for --autotune-ab, +10 for --mma-stages-ab, +12 for --mma-async-k-ab)
+T_KERNELS=${T_KERNELS:-360}  # exp_gpu_kernels: every kernel family against its peer (conv: 4 impls x fp32/tf32/bf16, A/B rows; +60 s for --autotune-ab, +10 for --mma-stages-ab, +12 for --mma-async-k-ab, +15 for the cuDNN bm column)
 # Families whose kernels use shared memory or warp shuffles come first under the sanitizers.
 FAMILY_ORDER=(reduce matmul norm loss conv pool im2col shape elementwise optim random)
 
