@@ -65,14 +65,16 @@ EvalResult evaluate(StepEngine& engine, data::ResidentData& test) {
 }
 
 namespace {
-// eval --threads N: the pool resized for this evaluation, then put back as it was.
+// The CPU threads of this evaluation, put back as they were afterwards. As in train()
+// (run_setup::ScopedRunSettings): --threads N sizes the pool, and --threads 0 keeps its size;
+// either way OpenBLAS runs single-threaded, as during the run's own evaluations, so eval reproduces
+// a run's test loss bit for bit (a threaded OpenBLAS GEMM can round its last bit differently).
 class ScopedCpuThreads {
  public:
-  explicit ScopedCpuThreads(int threads) : previous_(ops::cpu_threads()), set_(threads > 0) {
-    if (set_) ops::set_cpu_threads(threads);
+  explicit ScopedCpuThreads(int threads) : previous_(ops::cpu_threads()) {
+    ops::set_cpu_threads(threads > 0 ? threads : std::max(1, previous_));
   }
   ~ScopedCpuThreads() {
-    if (!set_) return;
     if (previous_ > 0)
       ops::set_cpu_threads(previous_);
     else
@@ -83,7 +85,6 @@ class ScopedCpuThreads {
 
  private:
   int previous_;
-  bool set_;
 };
 
 // --checkpoint names a file, or a run folder (what `train --out` wrote): its last epoch's

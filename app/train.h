@@ -185,7 +185,7 @@ struct EvalOptions {
   // 0: inline; > 1 may reorder examples and change the loss in its last bits; kAutoWorkers:
   // resolve_workers() on the test split.
   int workers = kAutoWorkers;
-  int threads = 0;  // CPU threads of the ops' pool, as train's --threads (0: leave it as it is)
+  int threads = 0;  // CPU threads of the ops' pool, as train's --threads (0: its size as it is)
   // A --ema run's checkpoint is evaluated with its moving average of the weights (what its test
   // accuracy measured) unless this is set.
   bool live_weights = false;

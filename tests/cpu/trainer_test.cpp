@@ -303,7 +303,9 @@ TEST_SUITE("trainer") {
     eval.device = "cpu";
     eval.limit_test = 1000;
     std::ostringstream eval_log;
+    const int threads_before = echelon::ops::cpu_threads();
     const app::EvalResult e = app::evaluate_checkpoint(eval, eval_log);
+    CHECK(echelon::ops::cpu_threads() == threads_before);  // eval puts the pool back as it was
     CHECK(e.samples == 1000);
     CHECK(e.accuracy == doctest::Approx(r.epochs[0].test_acc).epsilon(1e-9));
   }
@@ -460,7 +462,8 @@ TEST_SUITE("trainer") {
       CHECK(resumed.epochs[e].test_loss == averaged.epochs[e].test_loss);
     }
 
-    // `echelon eval` of the checkpoint: the averaged weights by default, the live ones on request.
+    // `echelon eval` of the checkpoint: the averaged weights by default, the live ones on request,
+    // bit for bit as the runs evaluated them (eval's OpenBLAS is single-threaded as in train()).
     app::EvalOptions eval;
     eval.checkpoint = whole.string();
     eval.device = "cpu";
