@@ -1,6 +1,7 @@
 // The A/B rows of exp_gpu_kernels (bench/exp_gpu_kernels.cpp): each of our kernels' switches
 // (gather table, FMA core, tensor-core tile, ring depth, cp.async of k-contiguous operands, the
-// autotuner) timed off then on in the same run, and the weight gradient's split-K sweep.
+// autotuner, the direct weight gradient) timed off then on in the same run, and the weight
+// gradient's split-K sweep.
 #if ECHELON_WITH_CUDA
 #include <cstdio>
 #include <string>
@@ -8,6 +9,7 @@
 #include "bench/gpu_kernels_common.h"
 
 #include <echelon/cuda/kernels/conv.h>
+#include <echelon/cuda/kernels/conv_direct.h>
 #include <echelon/cuda/kernels/conv_gemm.h>
 #include <echelon/cuda/kernels/conv_tune.h>
 #include <echelon/cuda/kernels/matmul.h>
@@ -87,6 +89,44 @@ void wgrad_sweep_rows(const std::vector<ConvShape>& shapes) {
     cuda::set_conv_wgrad_split(0, 0);
     std::printf("\n");
   }
+}
+
+// The weight gradient of the layers the direct kernel takes (cuda/kernels/conv_direct.h): the
+// implicit GEMM's split-K (cuda::set_conv_wgrad_direct(false)), then the direct reduction (the
+// default), per call, under `precision`; the other layers are skipped.
+void wgrad_direct_rows(const std::vector<ConvShape>& shapes, Precision precision) {
+  const bool direct = cuda::conv_wgrad_direct();  // false under ECHELON_CONV_WGRAD_DIRECT=0
+  ops::set_conv_impl(ops::ConvImpl::Ours);
+  cuda::set_conv_algorithm(cuda::ConvAlgorithm::ImplicitGemm);
+  ops::set_float32_precision(precision);
+  std::printf(
+      "== weight gradient: implicit GEMM / direct (%s; us per call; ratio > 1: direct "
+      "faster)\n",
+      name(precision));
+  for (const ConvShape& s : shapes) {
+    Conv2dGeometry g;
+    g.kernel_h = s.w[2], g.kernel_w = s.w[3], g.pad_h = g.pad_w = s.pad;
+    const Conv2dGeometry full = g.for_input(s.x[0], s.x[1], s.x[2], s.x[3], s.w[0]);
+    if (!cuda::wgrad_direct_fits(full)) continue;
+    const Tensor x = random_cuda(s.x, 10), w = random_cuda(s.w, 11);
+    const Tensor gy = random_cuda(ops::conv2d(x, w, Tensor(), g).shape(), 13);
+    double t[2];
+    for (const bool on : {false, true}) {
+      cuda::set_conv_wgrad_direct(on);
+      t[on] = per_call_ms([&] { ops::conv2d_backward(gy, x, w, false, false, g, true); }).ms;
+    }
+    std::printf(
+        "%-8s C=%-4lld O=%-4lld %lldx%lld %lldx%lld  GEMM (%s) %8.1f / direct (%lld blocks) "
+        "%8.1f (%.2f)\n",
+        s.net, static_cast<long long>(s.x[1]), static_cast<long long>(s.w[0]),
+        static_cast<long long>(s.x[2]), static_cast<long long>(s.x[3]),
+        static_cast<long long>(s.w[2]), static_cast<long long>(s.w[3]),
+        cuda::to_string(cuda::conv_gemm_heuristic(cuda::ConvPass::BackwardWeight, full)).c_str(),
+        t[0] * 1e3, static_cast<long long>(cuda::wgrad_direct_groups(full)), t[1] * 1e3,
+        t[0] / t[1]);
+  }
+  cuda::set_conv_wgrad_direct(direct);
+  ops::set_float32_precision(Precision::Fp32);
 }
 
 // The gather table of the tiny and narrow tiles (cuda::set_conv_gather_table), off then on.

@@ -46,6 +46,10 @@ int64_t conv_wgrad_groups() {
   return env::integer("ECHELON_CONV_WGRAD_GROUPS", 0, 0, kMostGroups);
 }
 
+bool conv_wgrad_direct() {
+  return env::flag("ECHELON_CONV_WGRAD_DIRECT", true);
+}
+
 bool conv_autotune() {
   return env::flag("ECHELON_AUTOTUNE", false);
 }
@@ -60,6 +64,7 @@ void check_all() {
   conv_async_gather();
   conv_wgrad_fill();
   conv_wgrad_groups();
+  conv_wgrad_direct();
   conv_autotune();
 }
 

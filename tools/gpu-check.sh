@@ -96,7 +96,7 @@ T_SANITIZER=${T_SANITIZER:-75}  # one compute-sanitizer tool, all families
 T_FAMILY=${T_FAMILY:-60}  # one family under a sanitizer
 T_PIPELINE=${T_PIPELINE:-45}
 T_BENCH=${T_BENCH:-40}
-T_KERNELS=${T_KERNELS:-360}  # exp_gpu_kernels: every kernel family against its peer (conv: 4 impls x fp32/tf32/bf16, A/B rows; +60 s for --autotune-ab, +10 for --mma-stages-ab, +12 for --mma-async-k-ab, +15 for the cuDNN bm column)
+T_KERNELS=${T_KERNELS:-370}  # exp_gpu_kernels: every kernel family against its peer (conv: 4 impls x fp32/tf32/bf16, A/B rows; +60 s for --autotune-ab, +10 for --mma-stages-ab, +12 for --mma-async-k-ab, +15 for the cuDNN bm column, +10 for --direct-ab)
 # Families whose kernels use shared memory or warp shuffles come first under the sanitizers.
 FAMILY_ORDER=(reduce matmul norm loss conv pool im2col shape elementwise optim random)
 
@@ -283,8 +283,11 @@ if [[ -x $BUILD/bench/exp_gpu_kernels ]]; then
   # at 4) of 2 timings, ~12 s estimated from the line above (not measured). The conv's side
   # (--conv-async-k-ab: every TF32 layer x 3 passes x 2 depths x 2) is too long for this step; the
   # autotuner above times its async-K candidates (ConvConfig::async_k) anyway.
+  # --direct-ab: the weight gradient of the layers cuda/kernels/conv_direct.cu takes (LeNet-5's
+  # two, ResNet-20's 16-channel one, the 3-channel first layers of AlexNet and VGG-16), implicit
+  # GEMM vs direct, fp32/TF32/bf16: 5 layers x 3 x 2 timings, a few seconds.
   step kernels "$T_KERNELS" "$BUILD/bench/exp_gpu_kernels" --repeats 7 --fma-ab --mma-tile-ab \
-    --mma-stages-ab --mma-async-k-ab --autotune-ab
+    --mma-stages-ab --mma-async-k-ab --autotune-ab --direct-ab
   # The timings with each kernel's registers and occupancy below them, in one file.
   cat "$(log_name kernels)" "$(log_name resources)" >"$OUT/kernels.txt" 2>/dev/null
 else

@@ -4,7 +4,9 @@
 // - ImplicitGemm (the default): cuda/kernels/conv_gemm.cu, our GEMM tiles gathering straight from
 //   x and grad_out; no columns buffer. Except the input gradient of layers with fewer than
 //   kImplicitMinInputChannels input channels, and convolutions with an operand of 2^31 elements
-//   or more (conv_gemm_fits), which keep the columns path.
+//   or more (conv_gemm_fits), which keep the columns path; and the weight gradient of filters too
+//   small for a GEMM tile, which takes the direct reduction of cuda/kernels/conv_direct.cu
+//   (wgrad_direct_fits; set_conv_wgrad_direct(false) keeps the GEMM).
 // - Im2colGemm: im2col (cuda/kernels/im2col.cu) into a columns buffer + our tiled SGEMM
 //   (cuda/kernels/matmul.cu), kept as the baseline the parity tests and exp_gpu_kernels compare.
 //   Images are processed in chunks so the columns buffer stays under kColumnsBudget bytes:
@@ -28,6 +30,7 @@
 #include <cub/block/block_reduce.cuh>
 
 #include <echelon/cuda/allocator.h>
+#include <echelon/cuda/kernels/conv_direct.h>
 #include <echelon/cuda/kernels/conv_gemm.h>
 #include <echelon/cuda/kernels/conv_tune.h>
 #include <echelon/cuda/kernels/im2col.h>
@@ -248,12 +251,23 @@ ConvConfig conv_heuristic(ConvPass pass, const Conv2dGeometry& a) {
   const bool implicit =
       use_implicit(a) && (pass != ConvPass::BackwardData || a.c >= kImplicitMinInputChannels);
   if (!implicit) return ConvConfig{.im2col = true};
+  if (pass == ConvPass::BackwardWeight && conv_wgrad_direct() && wgrad_direct_fits(a))
+    return ConvConfig{.groups = wgrad_direct_groups(a), .direct = true};
   return conv_gemm_heuristic(pass, a);
 }
 
 std::vector<ConvConfig> conv_candidates(ConvPass pass, const Conv2dGeometry& a) {
   std::vector<ConvConfig> out;
   if (use_implicit(a)) out = conv_gemm_candidates(pass, a);
+  if (use_implicit(a) && pass == ConvPass::BackwardWeight && wgrad_direct_fits(a)) {
+    // The heuristic's block count, a quarter of it, and one block per chunk (one block: the
+    // gradient written without partials).
+    const int64_t groups = wgrad_direct_groups(a), most = wgrad_direct_most_groups(a);
+    std::vector<int64_t> counts{1, std::max<int64_t>(groups / 4, 1), groups, most};
+    std::sort(counts.begin(), counts.end());
+    counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
+    for (const int64_t g : counts) out.push_back(ConvConfig{.groups = g, .direct = true});
+  }
   out.push_back(ConvConfig{.im2col = true});
   return out;
 }
@@ -279,6 +293,8 @@ void run_conv(const ConvCall& c, const ConvConfig& config) {
             c.stream));
         return;
       }
+      if (config.direct)
+        return conv2d_backward_weight_direct(a, config.groups, c.grad_out, c.x, c.out, c.stream);
       if (!config.im2col)
         return conv2d_backward_weight_implicit(config, a, c.grad_out, c.x, c.out, c.stream);
       return backward_weight_columns(c);

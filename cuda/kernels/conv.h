@@ -38,9 +38,13 @@ struct ConvCall {
   cudaStream_t stream = nullptr;
 };
 // What the call runs with tuning off: the columns path under Im2colGemm, for operands of 2^31+
-// elements and for the input gradient of < 8 input channels; else conv_gemm_heuristic.
+// elements and for the input gradient of < 8 input channels; the direct kernel for the weight
+// gradient where wgrad_direct_fits (conv_direct.h; unless set_conv_wgrad_direct(false)); else
+// conv_gemm_heuristic.
 ConvConfig conv_heuristic(ConvPass pass, const Conv2dGeometry& a);
-// The tuner's candidates: conv_gemm_candidates and the columns path (alone under Im2colGemm).
+// The tuner's candidates: conv_gemm_candidates, the direct weight gradient where it fits (1 block,
+// a quarter of the heuristic's blocks, the heuristic's, one per chunk), and the columns path
+// (alone under Im2colGemm).
 std::vector<ConvConfig> conv_candidates(ConvPass pass, const Conv2dGeometry& a);
 // Runs the call with `config` (any of conv_candidates; the results match the CPU twin).
 void run_conv(const ConvCall& call, const ConvConfig& config);

@@ -37,10 +37,13 @@ struct ConvConfig {
   // cp.async, zero-filled in the padding; the k-contiguous ones as the async-K tiles'; `stages`
   // deep; async_k stays false)
   bool async_gather = false;
+  // Grad weight: conv_direct.cu's direct reduction instead of a GEMM tile (conv_direct.h); groups
+  // is then its block count, and the other fields are unused.
+  bool direct = false;
   bool operator==(const ConvConfig&) const = default;
 };
-// "im2col", "implicit 64x64", "implicit 16x256 table", "implicit 128x128 warp groups=8",
-// "implicit 128x128 async-k stages=4", "implicit 128x128 async-gather stages=2", ...
+// "im2col", "direct groups=3", "implicit 64x64", "implicit 16x256 table", "implicit 128x128 warp
+// groups=8", "implicit 128x128 async-k stages=4", "implicit 128x128 async-gather stages=2", ...
 std::string to_string(const ConvConfig& config);
 
 // What pass `pass` of `a` runs on the implicit GEMM with tuning off (the process-wide switches
@@ -102,8 +105,9 @@ void conv2d_backward_weight_implicit(const ConvConfig& config, const Conv2dGeome
                                      const float* grad_out, const float* x, float* grad_w,
                                      cudaStream_t stream);
 
-// out (count) = [out +] sum over g of partial (groups, count), added in group order (the
-// deterministic second pass of the split-K weight gradients, both algorithms).
+// out (count) = [out +] sum over g of partial (groups, count), in an order fixed by `groups`
+// (groups g = w, w + 8, ... in order, then those 8 sums in order: conv_gemm.cu): the deterministic
+// second pass of the split-K weight gradients (both GEMM algorithms) and of the direct one.
 void sum_groups(const float* partial, int64_t groups, int64_t count, bool accumulate, float* out,
                 cudaStream_t stream);
 

@@ -4,7 +4,8 @@
 // float4 operand loads (weights' rows, grad_out's planes), the split-K weight gradient, the
 // columns fallback of the input gradient (< 8 input channels), stride,
 // padding, dilation, rectangular kernels, batch 1, C = 1 and sizes that are no tile multiple;
-// the small tiles' gather table (and its fallbacks), also against the plain gathers bit for bit.
+// the small tiles' gather table (and its fallbacks), also against the plain gathers bit for bit;
+// the direct weight gradient (cuda/kernels/conv_direct.cu) on every case it takes.
 // Under TF32 (bf16) the reference is the fp32 twin on TF32- (bf16-) rounded inputs (as
 // tests/gpu/tf32_gpu_test: the kernels' operands are the tensors' own values or padding zeros,
 // rounded in the fragments, or for bf16 when staged in shared memory).
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include <echelon/cuda/kernels/conv.h>
+#include <echelon/cuda/kernels/conv_direct.h>
 #include <echelon/cuda/kernels/conv_gemm.h>
 #include <echelon/cuda/kernels/matmul.h>
 #include <echelon/cuda/stream.h>
@@ -28,17 +30,23 @@ using namespace echelon;
 
 namespace {
 
-// Our convolution with one algorithm and precision for a scope; restores the defaults.
+// Our convolution with one algorithm and precision for a scope; restores the defaults. The
+// direct weight gradient (conv_direct.cu) is off unless asked for, so that the implicit GEMM's
+// tiles keep their weight-gradient cases; its own test case below turns it on.
 struct ConvScope {
-  ConvScope(cuda::ConvAlgorithm algorithm, Precision precision) {
+  ConvScope(cuda::ConvAlgorithm algorithm, Precision precision, bool direct = false)
+      : direct_before(cuda::conv_wgrad_direct()) {
     ops::set_conv_impl(ops::ConvImpl::Ours);
     cuda::set_conv_algorithm(algorithm);
     ops::set_float32_precision(precision);
+    cuda::set_conv_wgrad_direct(direct);
   }
   ~ConvScope() {
     cuda::set_conv_algorithm(cuda::ConvAlgorithm::ImplicitGemm);
     ops::set_float32_precision(Precision::Fp32);
+    cuda::set_conv_wgrad_direct(direct_before);
   }
+  bool direct_before;
   ConvScope(const ConvScope&) = delete;
   ConvScope& operator=(const ConvScope&) = delete;
 };
@@ -107,19 +115,55 @@ struct Results {
   Tensor y_relu;  // conv2d(..., relu = true): every tile's store with the clamp (ops::conv2d)
 };
 
-Results run(const Case& c, Device device, Precision round_as) {
+Conv2dGeometry window_of(const Case& c) {
   Conv2dGeometry g = c.window;
   g.kernel_h = c.w[2], g.kernel_w = c.w[3];
-  Tensor x = parity::random_cpu(c.x, 1), w = parity::random_cpu(c.w, 2),
-         bias = parity::random_cpu({c.w[0]}, 3);
-  const Conv2dGeometry full = g.for_input(c.x[0], c.x[1], c.x[2], c.x[3], c.w[0]);
-  Tensor gy = parity::random_cpu({full.n, full.o, full.out_h, full.out_w}, 4);
-  x = parity::rounded_as(x, round_as), w = parity::rounded_as(w, round_as),
-  gy = parity::rounded_as(gy, round_as);
-  x = x.to(device), w = w.to(device), bias = bias.to(device), gy = gy.to(device);
-  const ops::Conv2dGrads grads = ops::conv2d_backward(gy, x, w, true, true, g);
-  return {ops::conv2d(x, w, bias, g).cpu(), grads.input.cpu(), grads.weight.cpu(), grads.bias.cpu(),
-          ops::conv2d(x, w, bias, g, /*relu=*/true).cpu()};
+  return g;
+}
+
+Conv2dGeometry full_geometry(const Case& c) {
+  return window_of(c).for_input(c.x[0], c.x[1], c.x[2], c.x[3], c.w[0]);
+}
+
+// A case's operands (the same draws for every device), rounded as `round_as` rounds.
+struct Operands {
+  Conv2dGeometry full;
+  Tensor x, w, bias, gy;
+};
+
+Operands operands(const Case& c, Precision round_as, Device device) {
+  const Conv2dGeometry full = full_geometry(c);
+  const auto draw = [&](const Shape& shape, uint64_t seed) {
+    return parity::rounded_as(parity::random_cpu(shape, seed), round_as).to(device);
+  };
+  return {full, draw(c.x, 1), draw(c.w, 2), parity::random_cpu({c.w[0]}, 3).to(device),
+          draw({full.n, full.o, full.out_h, full.out_w}, 4)};
+}
+
+Results run(const Case& c, Device device, Precision round_as) {
+  const Conv2dGeometry g = window_of(c);
+  const Operands on = operands(c, round_as, device);
+  const ops::Conv2dGrads grads = ops::conv2d_backward(on.gy, on.x, on.w, true, true, g);
+  return {ops::conv2d(on.x, on.w, on.bias, g).cpu(), grads.input.cpu(), grads.weight.cpu(),
+          grads.bias.cpu(), ops::conv2d(on.x, on.w, on.bias, g, /*relu=*/true).cpu()};
+}
+
+// One pass on device operands with `config` (cuda::run_conv), its output as floats.
+std::vector<float> run_pass(const Operands& on, cuda::ConvPass pass,
+                            const cuda::ConvConfig& config) {
+  const Conv2dGeometry& a = on.full;
+  const Shape shape = pass == cuda::ConvPass::Forward ? Shape{a.n, a.o, a.out_h, a.out_w}
+                      : pass == cuda::ConvPass::BackwardData
+                          ? Shape{a.n, a.c, a.h, a.w}
+                          : Shape{a.o, a.c, a.kernel_h, a.kernel_w};
+  Tensor out = Tensor::full(shape, std::nanf(""), kFloat32, on.x.device());
+  cuda::ConvCall call;
+  call.pass = pass, call.geometry = a;
+  call.x = on.x.data<float>(), call.w = on.w.data<float>(), call.grad_out = on.gy.data<float>();
+  call.bias = on.bias.data<float>();
+  call.out = out.data<float>(), call.stream = cuda::current_stream(on.x.device().index);
+  cuda::run_conv(call, config);
+  return out.to_vector<float>();
 }
 
 void check_against_cpu(cuda::ConvAlgorithm algorithm, Precision precision) {
@@ -297,6 +341,7 @@ TEST_SUITE("conv_gpu") {
     const Conv2dGeometry full = g.for_input(c.x[0], c.x[1], c.x[2], c.x[3], c.w[0]);
     const int64_t heuristic = cuda::conv_wgrad_groups(full);
     const Results want = run(c, Device::cpu(), Precision::Fp32);
+    ConvScope scope(cuda::ConvAlgorithm::ImplicitGemm, Precision::Fp32);
     // Not a structured binding: clang 14 cannot capture one in CHECK_MESSAGE.
     for (const auto& ask :
          std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {2, 2}, {3, 3}, {6, 6}, {100, 6}}) {
@@ -356,6 +401,7 @@ TEST_SUITE("conv_gpu") {
     // 3 images of 9x11x9, 7 filters: the weight gradient splits K = 3*6*5 over several groups
     // (all 12 k-slices in the emulation, a GPU's fill target on a device), summed in order.
     const Case& c = cases()[0];
+    ConvScope scope(cuda::ConvAlgorithm::ImplicitGemm, Precision::Fp32);
     const Results first = run(c, Device::cuda(0), Precision::Fp32);
     for (int i = 0; i < 2; ++i) {
       const Results again = run(c, Device::cuda(0), Precision::Fp32);
@@ -364,6 +410,62 @@ TEST_SUITE("conv_gpu") {
       REQUIRE(a.size() == b.size());
       CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
       CHECK(again.grad_input.to_vector<float>() == first.grad_input.to_vector<float>());
+    }
+  }
+
+  TEST_CASE("the direct weight gradient: taken where it fits; any block count equals the twin") {
+    // conv_direct.cu takes the weight gradient of 16 cases: kernel widths 3, 5 and 7, 5x3,
+    // stride 2 and 3x1, padding, dilation 2 and 3, batch 1, C = 1, O = 6 to 130 (o33_same: 255
+    // work items, one short of the limit). The heuristic picks it there, and not with the switch
+    // off. With 1 block (no partials), a quarter of the heuristic's blocks, the heuristic's and one
+    // per chunk, under fp32, TF32 and bf16, its gradient matches the twin on rounded inputs, and
+    // a second run gives the same bits.
+    int taken = 0;
+    for (const Case& c : cases()) {
+      const Conv2dGeometry full = full_geometry(c);
+      if (!cuda::wgrad_direct_fits(full)) continue;
+      ++taken;
+      for (const Precision precision : {Precision::Fp32, Precision::Tf32, Precision::Bf16}) {
+        const Tensor want = run(c, Device::cpu(), precision).grad_weight;
+        ConvScope scope(cuda::ConvAlgorithm::ImplicitGemm, precision, /*direct=*/true);
+        const cuda::ConvConfig heuristic =
+            cuda::conv_heuristic(cuda::ConvPass::BackwardWeight, full);
+        CHECK_MESSAGE(heuristic.direct, c.name);
+        const Operands on = operands(c, precision, Device::cuda(0));
+        const int64_t most = cuda::wgrad_direct_most_groups(full);
+        for (const int64_t groups :
+             {int64_t{1}, std::max<int64_t>(heuristic.groups / 4, 1), heuristic.groups, most}) {
+          const cuda::ConvConfig config{.groups = groups, .direct = true};
+          const std::vector<float> got = run_pass(on, cuda::ConvPass::BackwardWeight, config);
+          const std::vector<float> again = run_pass(on, cuda::ConvPass::BackwardWeight, config);
+          CHECK_MESSAGE(got == again, c.name, " ", name(precision), " ", cuda::to_string(config));
+          const parity::Comparison cmp =
+              parity::compare(Tensor::from_vector(got, want.shape()), want, {5e-4, 1e-4});
+          CHECK_MESSAGE(cmp.ok, c.name, " ", name(precision), " ", cuda::to_string(config), ": ",
+                        cmp.summary());
+        }
+      }
+      ConvScope off(cuda::ConvAlgorithm::ImplicitGemm, Precision::Fp32, /*direct=*/false);
+      CHECK_FALSE(cuda::conv_heuristic(cuda::ConvPass::BackwardWeight, full).direct);
+    }
+    CHECK(taken == 16);
+  }
+
+  TEST_CASE("the direct weight gradient rounds its operands under TF32 and bf16") {
+    // Unrounded inputs: the kernel's result is the twin's on rounded inputs, not the fp32 one.
+    const Case& c = cases()[9];
+    REQUIRE(std::string(c.name) == "c16_o16_vector (ResNet-20)");
+    const Tensor exact = run(c, Device::cpu(), Precision::Fp32).grad_weight;
+    for (const Precision precision : {Precision::Tf32, Precision::Bf16}) {
+      const Tensor want = run(c, Device::cpu(), precision).grad_weight;
+      ConvScope scope(cuda::ConvAlgorithm::ImplicitGemm, precision, /*direct=*/true);
+      const Operands raw = operands(c, Precision::Fp32, Device::cuda(0));
+      const cuda::ConvConfig direct{.groups = 2, .direct = true};
+      const Tensor got =
+          Tensor::from_vector(run_pass(raw, cuda::ConvPass::BackwardWeight, direct), want.shape());
+      const parity::Comparison rounded = parity::compare(got, want, {5e-4, 1e-4});
+      CHECK_MESSAGE(rounded.ok, name(precision), ": ", rounded.summary());
+      CHECK_MESSAGE(!parity::compare(got, exact, {1e-6, 0.0}).ok, name(precision));
     }
   }
 

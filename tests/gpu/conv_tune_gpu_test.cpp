@@ -12,6 +12,7 @@
 
 #include <echelon/base/error.h>
 #include <echelon/cuda/kernels/conv.h>
+#include <echelon/cuda/kernels/conv_direct.h>
 #include <echelon/cuda/kernels/conv_tune.h>
 #include <echelon/cuda/kernels/matmul.h>
 #include <echelon/cuda/stream.h>
@@ -176,10 +177,19 @@ TEST_SUITE("conv_tune_gpu") {
     deep = deep.for_input(1, 8, 17, 15, 16);
     const std::vector<cuda::ConvConfig> wgrad =
         cuda::conv_candidates(cuda::ConvPass::BackwardWeight, deep);
-    std::vector<int64_t> groups;
-    for (const cuda::ConvConfig& c : wgrad)
-      if (c.tile == cuda::ConvTile::Small && !c.im2col) groups.push_back(c.groups);
+    std::vector<int64_t> groups, direct;
+    for (const cuda::ConvConfig& c : wgrad) {
+      if (c.direct) direct.push_back(c.groups);
+      if (c.tile == cuda::ConvTile::Small && !c.im2col && !c.direct) groups.push_back(c.groups);
+    }
     CHECK(groups == std::vector<int64_t>{1, 2, 4, 7});  // 7 groups of 4 slices (the last 1)
+    // 16 filters 3x3 over 8 channels: the direct weight gradient too (48 work items), at 1 block
+    // and up to one block per chunk (conv_direct.h), before the columns path.
+    REQUIRE(cuda::wgrad_direct_fits(deep));
+    REQUIRE(direct.size() >= 2);
+    CHECK(direct.front() == 1);
+    CHECK(direct.back() == cuda::wgrad_direct_most_groups(deep));
+    CHECK(wgrad.back().im2col);
     // TF32: the 128x128 tile's forward and weight gradient also on the async-K tiles at 2 and 4
     // stages (weights rows of R = 128, grad_out planes of 144: runs of 4); grad input, fp32 and
     // bf16 never. The heuristic's: off unless set_mma_async_k (ECHELON_MMA_ASYNC_K=1), then

@@ -1,0 +1,315 @@
+// The weight gradient by direct reduction (conv_direct.h), for filters too small for a GEMM tile.
+// Why: as a GEMM, grad_w (O, R) = grad_out (O, N*L) x cols^T (N*L, R) with R = C*KH*KW; LeNet-5's
+// conv1 is 6 x 25 on a 16x256 tile, 4% of its multiply-adds useful, and the H200 took 88 us for
+// its 15 M multiply-adds (bench/RESULTS.md, session 23, call 3), 30% of the whole LeNet-5 step
+// with conv2's 42 us. Here no multiply-add is wasted beyond rounding O up to 8, and every operand
+// is read from global memory once per chunk, then from shared memory:
+// - a chunk is one image and a band of output rows; a block stages its grad_out rows (all O) and
+//   the x rows they see (all C, zero in the padding) in shared memory, then reduces over them;
+//   a block takes a contiguous range of chunks and keeps its sums in registers across them;
+// - a work item is (8 output channels, input channel c, kernel row ki): 8 x KW accumulators, and
+//   per output position 8 + KW shared loads for 8 x KW multiply-adds;
+// - `splits` adjacent lanes (a power of two) share a work item and walk every splits-th position
+//   of the band; a shuffle tree adds them in a fixed order; the blocks' partial gradients are
+//   added in block order by sum_groups (conv_gemm.cu). Deterministic for a given block count.
+// Under TF32 / bf16 the operands are rounded as they are staged, as mma_tile.cuh's fragments
+// round them, and multiplied in fp32 (exact for TF32 / bf16 values). CPU twin: the naive
+// convolution's weight gradient in tensor/cpu/conv.cpp (on rounded inputs under TF32 / bf16);
+// tests/gpu/conv_gpu_test.cpp and conv_tune_gpu_test.cpp compare it with the twin and with the
+// implicit GEMM.
+#include <echelon/cuda/kernels/conv_direct.h>
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+
+#include <cuda_bf16.h>
+#include <mma.h>
+
+#include <echelon/base/error.h>
+#include <echelon/cuda/kernels/conv_gemm.h>
+#include <echelon/cuda/kernels/matmul.h>
+#include <echelon/cuda/launch.h>
+#include <echelon/cuda/switches.h>
+
+// Quoted: tools/cudasim-mutants.sh plants bugs in a copy of the kernels folder, this included.
+#include "channels.cuh"
+
+namespace echelon::cuda {
+namespace {
+
+constexpr int kOutPerItem = 8;  // output channels per work item
+constexpr int kMaxThreads = 256;
+constexpr int kWarp = 32;
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr size_t kBandBytes = size_t{32} << 10;  // under the 48 KiB that needs no opt-in
+// A block stages a chunk, waits, then reduces it: latency-bound on small problems (LeNet-5's
+// conv1: ~9 positions a thread per chunk), so more blocks rather than more chunks per block.
+#if ECHELON_CUDA_SIM
+// Test-sized problems then get several bands, several blocks and several chunks per block.
+constexpr int64_t kDirectBlocks = 3;
+#else
+constexpr int64_t kDirectBlocks = 2 * 132;  // two blocks per SM of an H200
+#endif
+
+enum class Rounding : int { None, Tf32, Bf16 };
+
+// Everything the kernel needs, in 32 bits (conv_gemm_fits bounds every operand below 2^31).
+struct DirectPlan {
+  int c, h, w, o, out_h, out_w, kernel_h, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
+  int items;      // ceil(O / kOutPerItem) * C * KH
+  int splits;     // lanes per work item, a power of two <= 32
+  int threads;    // items * splits rounded up to a warp
+  int rows;       // output rows per band
+  int bands;      // ceil(OH / rows)
+  int chunks;     // N * bands
+  int per_block;  // chunks per block
+  int blocks;
+  int out_pad;  // O rounded up to kOutPerItem: zero rows in the staged grad_out
+  int x_rows;   // input rows a band reads: (rows - 1) * sh + (KH - 1) * dh + 1
+  int x_width;  // input columns it reads: (OW - 1) * sw + (KW - 1) * dw + 1
+  Rounding rounding;
+
+  __host__ __device__ int g_plane() const { return rows * out_w; }  // one output channel's band
+  __host__ __device__ int x_plane() const { return x_rows * x_width; }
+  size_t shared_bytes() const {
+    return (static_cast<size_t>(out_pad) * g_plane() + static_cast<size_t>(c) * x_plane()) *
+           sizeof(float);
+  }
+};
+
+#if defined(__CUDACC__) || ECHELON_CUDA_SIM
+__device__ __forceinline__ float staged(float v, Rounding rounding) {
+  if (rounding == Rounding::Bf16) return __bfloat162float(__float2bfloat16_rn(v));
+  if (rounding == Rounding::Tf32) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+    __trap();  // TF32 needs sm_80 or newer
+#else
+    return nvcuda::wmma::__float_to_tf32(v);
+#endif
+  }
+  return v;
+}
+
+// Stages chunk (image n, output rows [oh0, oh0 + rows)) in shared memory, a warp per row:
+// g_band (out_pad, p.rows, OW) = grad_out's rows, zero past O and past the band's last row;
+// x_band (C, x_rows, x_width) = x from row oh0 * sh - ph and column -pw, zero outside the image.
+__device__ void stage_band(const DirectPlan& p, int n, int oh0, int rows,
+                           const float* __restrict__ grad_out, const float* __restrict__ x,
+                           float* g_band, float* x_band) {
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const int warps = blockDim.x / kWarp;
+  for (int row = warp; row < p.out_pad * p.rows; row += warps) {
+    const int o = row / p.rows, r = row - o * p.rows;
+    float* dst = g_band + row * p.out_w;
+    if (o < p.o && r < rows) {
+      const float* src =
+          grad_out + ((static_cast<int64_t>(n) * p.o + o) * p.out_h + oh0 + r) * p.out_w;
+      for (int col = lane; col < p.out_w; col += kWarp) dst[col] = staged(src[col], p.rounding);
+    } else {
+      for (int col = lane; col < p.out_w; col += kWarp) dst[col] = 0.0f;
+    }
+  }
+  for (int row = warp; row < p.c * p.x_rows; row += warps) {
+    const int c = row / p.x_rows, i = row - c * p.x_rows;
+    const int ih = oh0 * p.stride_h - p.pad_h + i;
+    float* dst = x_band + row * p.x_width;
+    if (ih >= 0 && ih < p.h) {
+      const float* src = x + ((static_cast<int64_t>(n) * p.c + c) * p.h + ih) * p.w;
+      for (int j = lane; j < p.x_width; j += kWarp) {
+        const int iw = j - p.pad_w;
+        dst[j] = iw >= 0 && iw < p.w ? staged(src[iw], p.rounding) : 0.0f;
+      }
+    } else {
+      for (int j = lane; j < p.x_width; j += kWarp) dst[j] = 0.0f;
+    }
+  }
+}
+
+// Block b sums chunks [b * per_block, ...) into out + b * O*C*KH*KW (grad_w's layout).
+template <int KW>
+__global__ void __launch_bounds__(kMaxThreads)
+    wgrad_direct_kernel(DirectPlan p, const float* __restrict__ grad_out,
+                        const float* __restrict__ x, float* __restrict__ out) {
+  ECH_DYNAMIC_SHARED(float, smem);  // p.shared_bytes()
+  float* const g_band = smem;
+  float* const x_band = smem + p.out_pad * p.g_plane();
+  const int item = threadIdx.x / p.splits, split = threadIdx.x % p.splits;
+  const bool active = item < p.items;
+  const int ki = item % p.kernel_h, c = item / p.kernel_h % p.c;
+  const int ob = item / (p.kernel_h * p.c);
+  const float* const g_item = g_band + ob * kOutPerItem * p.g_plane();
+  const float* const x_item = x_band + c * p.x_plane() + ki * p.dilation_h * p.x_width;
+  // From (band row r, column OW) to (r + 1, 0) in x_band: sh rows down, OW * sw columns back.
+  const int row_carry = p.stride_h * p.x_width - p.out_w * p.stride_w;
+  float acc[kOutPerItem][KW] = {};
+  const int first = static_cast<int>(blockIdx.x) * p.per_block;
+  const int last = min(first + p.per_block, p.chunks);
+  for (int chunk = first; chunk < last; ++chunk) {
+    const int n = chunk / p.bands, oh0 = chunk % p.bands * p.rows;
+    const int rows = min(p.rows, p.out_h - oh0);
+    __syncthreads();  // every thread is done with the previous chunk's band
+    stage_band(p, n, oh0, rows, grad_out, x, g_band, x_band);
+    __syncthreads();
+    if (!active) continue;
+    // Positions q = split, split + splits, ... of the band's rows * OW, as (row, col) and their
+    // offsets in g_band (q) and x_band, stepped without a division.
+    const int positions = rows * p.out_w;
+    int col = split % p.out_w;
+    int x_at = split / p.out_w * p.stride_h * p.x_width + col * p.stride_w;
+    for (int q = split; q < positions; q += p.splits) {
+      float g[kOutPerItem];
+#pragma unroll
+      for (int k = 0; k < kOutPerItem; ++k) g[k] = g_item[k * p.g_plane() + q];
+      float v[KW];
+#pragma unroll
+      for (int j = 0; j < KW; ++j) v[j] = x_item[x_at + j * p.dilation_w];
+#pragma unroll
+      for (int k = 0; k < kOutPerItem; ++k)
+#pragma unroll
+        for (int j = 0; j < KW; ++j) acc[k][j] = fmaf(g[k], v[j], acc[k][j]);
+      col += p.splits;
+      x_at += p.splits * p.stride_w;
+      while (col >= p.out_w) {
+        col -= p.out_w;
+        x_at += row_carry;
+      }
+    }
+  }
+  // Every lane takes part (inactive ones hold zeros): a split group is `splits` aligned lanes.
+#pragma unroll
+  for (int k = 0; k < kOutPerItem; ++k)
+#pragma unroll
+    for (int j = 0; j < KW; ++j)
+      for (int offset = p.splits / 2; offset > 0; offset /= 2)
+        acc[k][j] += __shfl_down_sync(kFullMask, acc[k][j], offset);
+  if (!active || split != 0) return;
+  const int64_t weights = static_cast<int64_t>(p.o) * p.c * p.kernel_h * KW;
+  float* const block_out = out + blockIdx.x * weights;
+#pragma unroll
+  for (int k = 0; k < kOutPerItem; ++k) {
+    const int o = ob * kOutPerItem + k;
+    if (o >= p.o) break;
+#pragma unroll
+    for (int j = 0; j < KW; ++j) block_out[((o * p.c + c) * p.kernel_h + ki) * KW + j] = acc[k][j];
+  }
+}
+#endif
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+int64_t items_of(const Conv2dGeometry& a) {
+  return ceil_div(a.o, kOutPerItem) * a.c * a.kernel_h;
+}
+
+size_t band_bytes(const Conv2dGeometry& a, int64_t rows) {
+  const int64_t x_rows = (rows - 1) * a.stride_h + (a.kernel_h - 1) * a.dilation_h + 1;
+  const int64_t x_width = (a.out_w - 1) * a.stride_w + (a.kernel_w - 1) * a.dilation_w + 1;
+  const int64_t floats =
+      ceil_div(a.o, kOutPerItem) * kOutPerItem * rows * a.out_w + a.c * x_rows * x_width;
+  return static_cast<size_t>(floats) * sizeof(float);
+}
+
+// Rows per band: enough bands for kDirectBlocks chunks over the images, as many rows as fit.
+int64_t band_rows(const Conv2dGeometry& a) {
+  const int64_t wanted = ceil_div(a.out_h, std::max<int64_t>(ceil_div(kDirectBlocks, a.n), 1));
+  int64_t rows = std::max<int64_t>(std::min(wanted, a.out_h), 1);
+  while (rows > 1 && band_bytes(a, rows) > kBandBytes) --rows;
+  return rows;
+}
+
+int64_t chunks_of(const Conv2dGeometry& a) {
+  return a.n * ceil_div(a.out_h, band_rows(a));
+}
+
+DirectPlan plan_for(const Conv2dGeometry& a, int64_t groups) {
+  DirectPlan p{};
+  const auto narrow = [](int64_t v) { return static_cast<int>(v); };
+  p.c = narrow(a.c), p.h = narrow(a.h), p.w = narrow(a.w), p.o = narrow(a.o);
+  p.out_h = narrow(a.out_h), p.out_w = narrow(a.out_w), p.kernel_h = narrow(a.kernel_h);
+  p.stride_h = narrow(a.stride_h), p.stride_w = narrow(a.stride_w);
+  p.pad_h = narrow(a.pad_h), p.pad_w = narrow(a.pad_w);
+  p.dilation_h = narrow(a.dilation_h), p.dilation_w = narrow(a.dilation_w);
+  p.items = narrow(items_of(a));
+  p.splits = 1;
+  while (p.splits < kWarp && p.items * p.splits * 2 <= kMaxThreads) p.splits *= 2;
+  p.threads = narrow(ceil_div(int64_t{p.items} * p.splits, kWarp) * kWarp);
+  p.rows = narrow(band_rows(a));
+  p.bands = narrow(ceil_div(a.out_h, p.rows));
+  p.chunks = narrow(a.n * p.bands);
+  p.per_block = narrow(ceil_div(p.chunks, std::clamp<int64_t>(groups, 1, p.chunks)));
+  p.blocks = narrow(ceil_div(p.chunks, p.per_block));
+  p.out_pad = narrow(ceil_div(a.o, kOutPerItem) * kOutPerItem);
+  p.x_rows = narrow((p.rows - 1) * a.stride_h + (a.kernel_h - 1) * a.dilation_h + 1);
+  p.x_width = narrow((a.out_w - 1) * a.stride_w + (a.kernel_w - 1) * a.dilation_w + 1);
+  const Precision precision = float32_precision();
+  p.rounding = precision == Precision::Tf32   ? Rounding::Tf32
+               : precision == Precision::Bf16 ? Rounding::Bf16
+                                              : Rounding::None;
+  return p;
+}
+
+std::atomic<bool>& direct_flag() {
+  static std::atomic<bool> flag = switches::conv_wgrad_direct();
+  return flag;
+}
+
+}  // namespace
+
+bool wgrad_direct_fits(const Conv2dGeometry& a) {
+  const bool width = a.kernel_w == 3 || a.kernel_w == 5 || a.kernel_w == 7;
+  return width && a.n > 0 && a.o > 0 && a.c > 0 && a.out_h > 0 && a.out_w > 0 &&
+         items_of(a) <= kMaxThreads && band_bytes(a, 1) <= kBandBytes && conv_gemm_fits(a) &&
+         a.n * a.out_h <= INT_MAX;
+}
+
+int64_t wgrad_direct_most_groups(const Conv2dGeometry& a) {
+  return chunks_of(a);
+}
+
+int64_t wgrad_direct_groups(const Conv2dGeometry& a) {
+  return std::min(kDirectBlocks, chunks_of(a));
+}
+
+void conv2d_backward_weight_direct(const Conv2dGeometry& a, int64_t groups, const float* grad_out,
+                                   const float* x, float* grad_w, cudaStream_t stream) {
+  const char* op = "conv2d_backward_weight (direct)";
+  ECH_CHECK(wgrad_direct_fits(a), op, ": the direct kernel does not take this convolution (O=", a.o,
+            ", C=", a.c, ", kernel ", a.kernel_h, "x", a.kernel_w, ", output ", a.out_h, "x",
+            a.out_w, ")");
+  const DirectPlan p = plan_for(a, groups);
+  const int64_t weights = a.o * a.c * a.kernel_h * a.kernel_w;
+  const auto launch = [&](float* out) {
+    const size_t bytes = p.shared_bytes();
+    switch (a.kernel_w) {
+      case 3:
+        ECH_LAUNCH(p.blocks, p.threads, bytes, stream, wgrad_direct_kernel<3>)(p, grad_out, x, out);
+        break;
+      case 5:
+        ECH_LAUNCH(p.blocks, p.threads, bytes, stream, wgrad_direct_kernel<5>)(p, grad_out, x, out);
+        break;
+      default:
+        ECH_LAUNCH(p.blocks, p.threads, bytes, stream, wgrad_direct_kernel<7>)(p, grad_out, x, out);
+        break;
+    }
+    ECH_CUDA_CHECK_LAUNCH(op);
+  };
+  if (p.blocks == 1) return launch(grad_w);
+  Scratch partial(static_cast<size_t>(p.blocks * weights) * sizeof(float),
+                  stream);  // (blocks,
+                            // O, C, KH, KW)
+  launch(partial.as<float>());
+  sum_groups(partial.as<const float>(), p.blocks, weights, false, grad_w, stream);
+}
+
+void set_conv_wgrad_direct(bool on) {
+  direct_flag().store(on, std::memory_order_relaxed);
+}
+
+bool conv_wgrad_direct() {
+  return direct_flag().load(std::memory_order_relaxed);
+}
+
+}  // namespace echelon::cuda

@@ -1,0 +1,44 @@
+// Launcher of cuda/kernels/conv_direct.cu: the weight gradient of a convolution whose filter is
+// too small to fill a GEMM tile (LeNet-5's 6x1x5x5 and 16x6x5x5, ResNet-20's 16-channel 3x3
+// layers, the first layer of every net), by a direct reduction over the output positions
+// instead of the implicit GEMM's split-K (conv_gemm.h). ConvConfig::direct selects it; the
+// heuristic (conv.cu, conv_heuristic) picks it wherever it applies, unless
+// set_conv_wgrad_direct(false). Float only, device pointers.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include <echelon/kernels/conv.h>
+
+namespace echelon::cuda {
+
+// Whether the direct kernel takes this weight gradient: a kernel width of 3, 5 or 7 (one
+// instantiation each), at most 256 work items (ceil(O / 8) x C x KH: a thread's 8 output
+// channels of one input channel and kernel row), one output row's band of grad_out and x within
+// its 32 KiB of shared memory, and 32-bit indices (conv_gemm_fits).
+bool wgrad_direct_fits(const Conv2dGeometry& a);
+
+// The heuristic's block count (each block sums a contiguous range of (image, band of output rows)
+// chunks; the blocks' partial gradients are then added in block order by sum_groups): two per SM
+// of an H200 (264), at most one per chunk.
+int64_t wgrad_direct_groups(const Conv2dGeometry& a);
+// The most blocks it can take: one per chunk.
+int64_t wgrad_direct_most_groups(const Conv2dGeometry& a);
+
+// grad_w (O, C, KH, KW) = sum over (n, oh, ow) of grad_out (N, O, OH, OW) at (n, o, oh, ow) times
+// x (N, C, H, W) at (n, c, oh*sh - ph + ki*dh, ow*sw - pw + kj*dw) (zero in the padding), on
+// `groups` blocks (clamped to [1, wgrad_direct_most_groups], none empty). Under TF32 / bf16
+// (float32_precision) the operands are rounded as they are staged, like the tensor-core tiles'.
+// Deterministic for a given group count. Overwrites grad_w.
+void conv2d_backward_weight_direct(const Conv2dGeometry& a, int64_t groups, const float* grad_out,
+                                   const float* x, float* grad_w, cudaStream_t stream);
+
+// The heuristic's choice of the direct kernel where it applies: on by default, off when the
+// environment sets ECHELON_CONV_WGRAD_DIRECT=0 (an A/B switch for timing; the autotuner lists
+// both either way). Process-wide.
+void set_conv_wgrad_direct(bool on);
+bool conv_wgrad_direct();
+
+}  // namespace echelon::cuda
