@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include <echelon/autograd/grad_mode.h>
 #include <echelon/base/error.h>
@@ -51,11 +52,17 @@ SGD::SGD(const std::vector<Tensor>& params, SGDOptions options) : SGD(number(par
 
 void SGD::step() {
   NoGradGuard no_grad;
+  // The parameters as two lists, by whether this is their first update (one that had no gradient
+  // before starts its buffer later): on a GPU each list is one launch per 48 parameters
+  // (ops::sgd_steps_).
+  struct Lists {
+    std::vector<Tensor> params, grads, buffers, averages;
+  } lists[2];
   for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor& param = params_[i].second;
+    const Tensor& param = params_[i].second;
     const Tensor grad = param.grad();
     if (!grad.defined()) continue;
-    // Plain SGD (momentum 0) needs no buffer; sgd_step_ then ignores the undefined one.
+    // Plain SGD (momentum 0) needs no buffer; sgd_steps_ then ignores the undefined one.
     const bool first = !buffers_[i].defined();
     if (first && options_.momentum > 0) {
       buffers_[i] = Tensor::empty(param.shape(), param.dtype(), param.device());
@@ -63,8 +70,16 @@ void SGD::step() {
     // The average starts at the weights before the first update (a captured step never creates
     // it: CUDA graphs capture after eager steps, parallel/cuda_graph.h).
     if (options_.ema_decay > 0 && !averages_[i].defined()) averages_[i] = param.clone();
-    ops::sgd_step_(param, grad, buffers_[i], options_, first, guard_, device_lr_, averages_[i]);
+    Lists& l = lists[first ? 1 : 0];
+    l.params.push_back(param);
+    l.grads.push_back(grad);
+    l.buffers.push_back(buffers_[i]);
+    l.averages.push_back(averages_[i]);
   }
+  for (const int first : {0, 1})
+    if (!lists[first].params.empty())
+      ops::sgd_steps_(lists[first].params, lists[first].grads, lists[first].buffers, options_,
+                      first == 1, guard_, device_lr_, lists[first].averages);
   ++steps_;
 }
 

@@ -279,5 +279,14 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& log_probs,
 void sgd_step_(Tensor& param, const Tensor& grad, Tensor& momentum_buf, const SGDOptions& options,
                bool first_step, const Tensor& guard = Tensor(), const Tensor& lr = Tensor(),
                const Tensor& ema = Tensor());
+// sgd_step_ on every parameter of a list: params[i] with grads[i], momentum_bufs[i] (undefined
+// when momentum is 0) and emas[i] (empty list: no averages), with the same options, first_step,
+// guard and lr. Parameters all on one GPU take one launch per 48 (cuda::sgd_steps; a training
+// step's parameters are many small tensors: LeNet-5 10, ResNet-20 65), with the same bits as
+// sgd_step_ on each; otherwise sgd_step_ runs on each.
+void sgd_steps_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                const std::vector<Tensor>& momentum_bufs, const SGDOptions& options,
+                bool first_step, const Tensor& guard = Tensor(), const Tensor& lr = Tensor(),
+                const std::vector<Tensor>& emas = {});
 
 }  // namespace echelon::ops

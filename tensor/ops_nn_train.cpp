@@ -1,6 +1,9 @@
 // Dispatch of the neural-network ops, part 2: batch norm, LRN, dropout mask, cross-entropy and
 // SGD (tensor/ops.h, last section). Same pattern as tensor/ops_nn.cpp: check, make contiguous,
 // call the naive CPU twin (tensor/cpu/{norm,loss,optim}) or the CUDA launcher of the same name.
+#include <algorithm>
+#include <vector>
+
 #include <echelon/tensor/cpu/elementwise.h>
 #include <echelon/tensor/cpu/fast/nn.h>
 #include <echelon/tensor/cpu/fast/optim.h>
@@ -410,9 +413,12 @@ Tensor cross_entropy_backward(const Tensor& grad_loss_in, const Tensor& log_prob
 
 // ---- optim ------------------------------------------------------------------------------------
 
-void sgd_step_(Tensor& param, const Tensor& grad_in, Tensor& momentum_buf, const SGDOptions& o,
-               bool first_step, const Tensor& guard, const Tensor& lr, const Tensor& ema) {
-  const char* op = "sgd_step_";
+namespace {
+
+// sgd_step_'s arguments, checked (a bad one is named with its shape).
+void check_sgd(const char* op, const Tensor& param, const Tensor& grad_in,
+               const Tensor& momentum_buf, const SGDOptions& o, const Tensor& guard,
+               const Tensor& lr, const Tensor& ema) {
   check_float_like(op, param, param, "param");
   check_float_like(op, grad_in, param, "grad");
   check_shape(op, grad_in, param.shape(), "grad");
@@ -444,6 +450,15 @@ void sgd_step_(Tensor& param, const Tensor& grad_in, Tensor& momentum_buf, const
     check_shape(op, ema, param.shape(), "ema");
     ECH_CHECK(ema.is_contiguous(), op, ": ema must be contiguous");
   }
+}
+
+}  // namespace
+
+void sgd_step_(Tensor& param, const Tensor& grad_in, Tensor& momentum_buf, const SGDOptions& o,
+               bool first_step, const Tensor& guard, const Tensor& lr, const Tensor& ema) {
+  const char* op = "sgd_step_";
+  check_sgd(op, param, grad_in, momentum_buf, o, guard, lr, ema);
+  const bool has_buffer = o.momentum != 0;
   const float* guard_ptr = guard.defined() ? guard.data<float>() : nullptr;
   const double* lr_ptr = lr.defined() ? lr.data<double>() : nullptr;
   const Tensor grad = grad_in.contiguous();
@@ -470,6 +485,49 @@ void sgd_step_(Tensor& param, const Tensor& grad_in, Tensor& momentum_buf, const
       });
     }
   }
+}
+
+void sgd_steps_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                const std::vector<Tensor>& momentum_bufs, const SGDOptions& o, bool first_step,
+                const Tensor& guard, const Tensor& lr, const std::vector<Tensor>& emas) {
+  const char* op = "sgd_steps_";
+  ECH_CHECK(grads.size() == params.size() && momentum_bufs.size() == params.size() &&
+                (emas.empty() || emas.size() == params.size()),
+            op, ": ", params.size(), " parameters but ", grads.size(), " gradients, ",
+            momentum_bufs.size(), " momentum buffers and ", emas.size(), " averages");
+  const auto ema_of = [&](size_t i) { return emas.empty() ? Tensor() : emas[i]; };
+  for (size_t i = 0; i < params.size(); ++i)
+    check_sgd(op, params[i], grads[i], momentum_bufs[i], o, guard, lr, ema_of(i));
+  const bool one_gpu = !params.empty() && params[0].is_cuda() &&
+                       std::all_of(params.begin(), params.end(), [&](const Tensor& p) {
+                         return p.device() == params[0].device();
+                       });
+  if (!one_gpu) {
+    for (size_t i = 0; i < params.size(); ++i) {
+      Tensor param = params[i], buffer = momentum_bufs[i];
+      sgd_step_(param, grads[i], buffer, o, first_step, guard, lr, ema_of(i));
+    }
+    return;
+  }
+#if ECHELON_WITH_CUDA
+  const bool has_buffer = o.momentum != 0;
+  std::vector<Tensor> contiguous;  // the gradients' copies, alive until the launch is enqueued
+  std::vector<cuda::SgdTensor> list;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (params[i].numel() == 0) continue;
+    contiguous.push_back(grads[i].contiguous());
+    const Tensor ema = ema_of(i);
+    list.push_back({params[i].data<float>(), contiguous.back().data<float>(),
+                    has_buffer ? momentum_bufs[i].data<float>() : nullptr,
+                    ema.defined() ? ema.data<float>() : nullptr, params[i].numel()});
+  }
+  cuda::DeviceGuard device(params[0].device().index);
+  cuda::sgd_steps(list, o, first_step, stream_of(params[0]),
+                  guard.defined() ? guard.data<float>() : nullptr,
+                  lr.defined() ? lr.data<double>() : nullptr);
+#else
+  fail_not_cuda_build(op);
+#endif
 }
 
 }  // namespace echelon::ops

@@ -46,6 +46,8 @@ mutants=(
   "conv-direct-row-carry|conv_direct.cu|'p.stride_h * p.x_width - p.out_w * p.stride_w;'|'p.stride_h * p.x_width - p.out_w;'|-ts=conv_gpu -tc=the?direct*"
   "conv-direct-split-sum|conv_direct.cu|'for (int offset = p.splits / 2; offset > 0;'|'for (int offset = p.splits / 4; offset > 0;'|-ts=conv_gpu -tc=the?direct*"
   "conv-direct-left-padding|conv_direct.cu|'dst[j] = iw >= 0 && iw < p.w ?'|'dst[j] = iw < p.w ?'|-ts=conv_gpu -tc=the?direct*"
+  "optim-list-block-offset|optim.cu|'const int64_t begin = (b - list.first_block[t]) * kListChunk;'|'const int64_t begin = b * kListChunk;'|-ts=nn_gpu -tc=sgd_steps*"
+  "optim-list-search|optim.cu|'while (list.first_block[t + 1] <= b) ++t;'|'while (list.first_block[t + 1] < b) ++t;'|-ts=nn_gpu -tc=sgd_steps*"
   "matmul-epilogue-bias|matmul.cu|'const float bias = g.row_bias ? g.row_bias[m] : 0.0f;'|'const float bias = g.row_bias && m > 0 ? g.row_bias[m] : 0.0f;'"
   "matmul-shared-race|gemm_tile.cuh|'    __syncthreads();  // everyone\'s slice s is in stage cur; nobody reads slice s - 1\'s stage\n'|''"
   "gemm-async-missing-wait|gemm_tile.cuh|'    if (async) __pipeline_wait_prior(kStages - 2);  // this thread\'s copies of slice s landed\n'|''"

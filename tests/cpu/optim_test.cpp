@@ -61,6 +61,27 @@ TEST_SUITE("optim") {
     CHECK(a.item<float>() == doctest::Approx(0.5));
   }
 
+  TEST_CASE("a parameter whose first gradient comes later starts its momentum buffer then") {
+    // a has gradients in steps 1 and 2, b in step 2 only: SGD::step updates them as two lists
+    // there (ops::sgd_steps_: first step or not). a: buf 1, p 0.9; buf 1.9, p 0.71. b: buf 1
+    // (started at step 2, not an empty buffer's garbage), p 1.9.
+    Tensor a = Tensor::from_vector<float>({1.0f}, {1}), b = Tensor::from_vector<float>({2.0f}, {1});
+    a.set_requires_grad(true);
+    b.set_requires_grad(true);
+    SGD sgd({a, b}, {.lr = 0.1, .momentum = 0.9});
+    a.set_grad(Tensor::from_vector<float>({1.0f}, {1}));
+    sgd.step();
+    sgd.zero_grad();
+    a.set_grad(Tensor::from_vector<float>({1.0f}, {1}));
+    b.set_grad(Tensor::from_vector<float>({1.0f}, {1}));
+    sgd.step();
+    CHECK(a.item<float>() == doctest::Approx(0.71).epsilon(1e-6));
+    CHECK(b.item<float>() == doctest::Approx(1.9).epsilon(1e-6));
+    CHECK_THROWS_WITH_AS(
+        ops::sgd_steps_({a, b}, {a.grad()}, {Tensor(), Tensor()}, {.lr = 0.1}, false),
+        doctest::Contains("2 parameters but 1 gradients"), Error);
+  }
+
   TEST_CASE("momentum buffers round-trip through state_dict") {
     Generator gen(3);
     Tensor p1 = ops::randn({3, 5}, gen);

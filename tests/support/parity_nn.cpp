@@ -399,6 +399,24 @@ void loss_and_optim_cases() {
          },
          Tolerance{1e-6, 1e-5}});
   }
+  // A list of parameters in one call (on a GPU, one sgd_steps launch): three sizes, two steps.
+  add({"sgd_steps/list",
+       "optim",
+       {f32({1031}), f32({1031}), f32({1031}), f32({2049}), f32({2049}), f32({2049}), f32({5}),
+        f32({5}), f32({5})},
+       [](const auto& in) {
+         const SGDOptions options{.lr = 0.05, .momentum = 0.9, .weight_decay = 1e-3};
+         std::vector<Tensor> params, buffers, first, second;
+         for (size_t k = 0; k < in.size(); k += 3) {
+           params.push_back(in[k].clone());
+           buffers.push_back(Tensor::empty(in[k].shape(), in[k].dtype(), in[k].device()));
+           first.push_back(in[k + 1]), second.push_back(in[k + 2]);
+         }
+         ops::sgd_steps_(params, first, buffers, options, /*first_step=*/true);
+         ops::sgd_steps_(params, second, buffers, options, /*first_step=*/false);
+         return ops::concat(params, 0);
+       },
+       Tolerance{1e-6, 1e-5}});
   // The moving average (--ema) after two Nesterov steps, beside the parameter it follows.
   add({"sgd_step/nesterov_ema",
        "optim",
