@@ -288,6 +288,13 @@ if [[ -x $BUILD/bench/exp_gpu_kernels ]]; then
   # GEMM vs direct, fp32/TF32/bf16: 5 layers x 3 x 2 timings, a few seconds.
   step kernels "$T_KERNELS" "$BUILD/bench/exp_gpu_kernels" --repeats 7 --fma-ab --mma-tile-ab \
     --mma-stages-ab --mma-async-k-ab --autotune-ab --direct-ab
+  # The direct weight gradient's first timing, in the table: GEMM time / direct time per layer
+  # (> 1: the direct kernel, the heuristic's choice there, is faster), fp32.
+  direct_ab=$(awk '/^== weight gradient: implicit GEMM \/ direct \(fp32/ { on = 1; next }
+                   /^==/ { on = 0 }
+                   on && NF > 3 { printf "%s%s %s %s %s", sep, $1, $2, $3, $NF; sep = "; " }' \
+                "$(log_name kernels)" 2>/dev/null)
+  [[ -z $direct_ab ]] || row direct_wgrad_fp32 - - "GEMM / direct: $direct_ab"
   # The timings with each kernel's registers and occupancy below them, in one file.
   cat "$(log_name kernels)" "$(log_name resources)" >"$OUT/kernels.txt" 2>/dev/null
 else
