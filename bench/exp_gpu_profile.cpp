@@ -3,15 +3,18 @@
 // (fp32; TF32 with the 2- and 4-stage rings and async-K; bf16) beside cuBLAS at one size, and
 // our implicit-GEMM convolution (TF32 also with the 4-stage gather tiles) beside cuDNN on a few
 // conv layers of the four nets, each direction, fp32 and TF32. exp_gpu_kernels says how fast each
-// is; this says why.
+// is; this says why. The step group profiles one training step of a model (forward, loss,
+// backward, SGD; batch 128, synthetic data, the sync-free step of a --cuda-graph run, eager): every
+// kernel of the step with its time, which says where a launch-bound step (LeNet-5's) goes.
 //
 // Every subject runs once as a warm-up (plans, handles, allocations, opt-ins), then once more
 // between cudaProfilerStart and cudaProfilerStop right after a marker kernel (exp of one float,
 // which no subject launches; the subject's inputs are made before), so `ncu --profile-from-start
 // off` records exactly the subjects' kernels and the markers split them by subject. --subjects-out
 // writes the subjects' names, one a line, in that order.
-//   exp_gpu_profile [--groups sgemm,conv] [--size N] [--layers I,J,...]
-//                   [--conv-precisions fp32,tf32,bf16] [--subjects-out FILE] [--list] [--quick]
+//   exp_gpu_profile [--groups sgemm,conv,step] [--size N] [--layers I,J,...]
+//                   [--conv-precisions fp32,tf32,bf16] [--step-models lenet5,resnet20]
+//                   [--subjects-out FILE] [--list] [--quick]
 // --list prints the subjects (and the layer indices) and runs nothing: it works without a GPU.
 // Without a GPU (or a CUDA build) and without --list it says so and exits 0.
 #include <algorithm>
@@ -21,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include <echelon/parallel/engine.h>
+#include <echelon/parallel/model_bench.h>
 #include <echelon/tensor/ops.h>
 
 #include "bench/driver_args.h"
@@ -41,9 +46,10 @@ using gpu_kernels::ConvShape;
 
 namespace {
 
-enum class Kind { Sgemm, Conv };
+enum class Kind { Sgemm, Conv, Step };
 enum class Peer { Ours, Library };  // Library: cuBLAS / cuDNN
 const char* const kDirections[] = {"fwd", "bwd-data", "bwd-w"};
+constexpr int64_t kStepBatch = 128;  // the step group's batch (issue #10's P1 batch); --quick: 2
 
 #if ECHELON_WITH_CUDNN
 constexpr bool kWithCudnn = true;
@@ -56,11 +62,13 @@ struct Subject {
   Kind kind;
   Precision precision;
   Peer peer;
-  int stages = 2;        // SGEMM TF32 only: cuda::set_mma_stages
-  bool async_k = false;  // SGEMM TF32 only: cuda::set_mma_async_k
-  bool gather = false;   // conv TF32 only: cuda::set_conv_async_gather, at `stages`
-  size_t layer = 0;      // conv: index into gpu_kernels::net_conv_shapes
-  int direction = 0;     // conv: kDirections
+  int stages = 2;          // SGEMM TF32 only: cuda::set_mma_stages
+  bool async_k = false;    // SGEMM TF32 only: cuda::set_mma_async_k
+  bool gather = false;     // conv TF32 only: cuda::set_conv_async_gather, at `stages`
+  size_t layer = 0;        // conv: index into gpu_kernels::net_conv_shapes
+  int direction = 0;       // conv: kDirections
+  std::string model = {};  // step: the model zoo's name
+  int64_t batch = 0;       // step: images per step
   std::string name = {};
 };
 
@@ -82,7 +90,9 @@ std::string layer_name(const ConvShape& c) {
 std::vector<Subject> make_subjects(const std::vector<std::string>& groups, int64_t size,
                                    const std::vector<size_t>& layers,
                                    const std::vector<Precision>& conv_precisions,
-                                   const std::vector<ConvShape>& shapes) {
+                                   const std::vector<ConvShape>& shapes,
+                                   const std::vector<std::string>& step_models,
+                                   int64_t step_batch) {
   std::vector<Subject> subjects;
   const auto wants = [&](const char* group) {
     return std::find(groups.begin(), groups.end(), group) != groups.end();
@@ -120,6 +130,18 @@ std::vector<Subject> make_subjects(const std::vector<std::string>& groups, int64
           if (p == Precision::Tf32) conv(Peer::Ours, true, "ours (gather, 4 stages)");
           if (kWithCudnn) conv(Peer::Library, false, "cuDNN");
         }
+  if (wants("step"))
+    for (const std::string& model : step_models)
+      for (const Peer peer : {Peer::Ours, Peer::Library}) {
+        // cuDNN's step for LeNet-5 only: a deep model's step is hundreds of kernels a profile.
+        if (peer == Peer::Library && (!kWithCudnn || model != "lenet5")) continue;
+        Subject s{Kind::Step, Precision::Fp32, peer};
+        s.model = model;
+        s.batch = step_batch;
+        s.name = "step " + model + " b" + std::to_string(step_batch) + " fp32 " +
+                 (peer == Peer::Ours ? "ours" : "cuDNN conv");
+        subjects.push_back(s);
+      }
   return subjects;
 }
 
@@ -132,7 +154,9 @@ class SubjectSwitches {
   explicit SubjectSwitches(const Subject& s) {
     ops::set_float32_precision(s.precision);
     const bool ours = s.peer == Peer::Ours;
-    if (s.kind == Kind::Sgemm) {
+    if (s.kind == Kind::Step) {
+      ops::set_conv_impl(ours ? ops::ConvImpl::Ours : ops::ConvImpl::Cudnn);
+    } else if (s.kind == Kind::Sgemm) {
       ops::set_matmul_impl(ours ? ops::MatmulImpl::Ours : ops::MatmulImpl::Blas);
       cuda::set_mma_stages(s.stages);
       cuda::set_mma_async_k(s.async_k);
@@ -159,6 +183,19 @@ class SubjectSwitches {
 std::function<void()> prepare(const Subject& s, const Tensor& a, const Tensor& b,
                               const std::vector<ConvShape>& shapes) {
   if (s.kind == Kind::Sgemm) return [a, b] { ops::matmul(a, b, false, false); };
+  if (s.kind == Kind::Step) {
+    parallel::ModelInput input;
+    input.model = s.model;
+    input.batch_size = s.batch;
+    input.validate();
+    std::shared_ptr<parallel::StepEngine> engine = parallel::make_single_device_engine(
+        input.make_model(), parallel::bench_sgd_options(), Device::cuda(0));
+    engine->defer_step_stats(1 << 20);  // no loss read per step, as a --cuda-graph run
+    const data::Batch batch = input.make_batches(Device::cuda(0), 1)[0];
+    // Past the first steps' one-off work (the momentum buffers, the SGD lists by first step).
+    for (int i = 0; i < 2; ++i) engine->train_step(batch);
+    return [engine, batch] { engine->train_step(batch); };
+  }
   const ConvShape& shape = shapes[s.layer];
   Conv2dGeometry g;
   g.kernel_h = shape.w[2], g.kernel_w = shape.w[3], g.pad_h = g.pad_w = shape.pad;
@@ -204,6 +241,7 @@ void profile(const std::vector<Subject>& subjects, int64_t size,
 
 int main(int argc, char** argv) {
   std::vector<std::string> groups = {"sgemm", "conv"}, precisions = {"fp32", "tf32"};
+  std::vector<std::string> step_models = {"lenet5", "resnet20"};
   std::vector<size_t> layers = {2, 4, 8, 10, 12};
   int64_t size = 4096;
   std::string subjects_out;
@@ -213,7 +251,7 @@ int main(int argc, char** argv) {
   app.option_defaults()->always_capture_default();
   app.add_option("--groups", groups, "Which kernels")
       ->delimiter(',')
-      ->check(CLI::IsMember({"sgemm", "conv"}));
+      ->check(CLI::IsMember({"sgemm", "conv", "step"}));
   app.add_option("--size", size, "SGEMM M = N = K")->check(CLI::Range(16, 16384));
   app.add_option("--layers", layers, "Conv layers by index (--list shows them)")
       ->delimiter(',')
@@ -221,6 +259,9 @@ int main(int argc, char** argv) {
   app.add_option("--conv-precisions", precisions, "Conv precisions")
       ->delimiter(',')
       ->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
+  app.add_option("--step-models", step_models, "The step group's models")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"lenet5", "resnet20", "resnet56", "alexnet", "vgg16"}));
   app.add_option("--subjects-out", subjects_out, "Write the subjects' names here, one a line");
   app.add_flag("--list", list, "Print the subjects and the layer table; run nothing");
   app.add_flag("--quick", quick, "Batch 2 and SGEMM size 128: a smoke test");
@@ -232,8 +273,8 @@ int main(int argc, char** argv) {
     conv_precisions.push_back(p == "fp32"   ? Precision::Fp32
                               : p == "tf32" ? Precision::Tf32
                                             : Precision::Bf16);
-  const std::vector<Subject> subjects =
-      make_subjects(groups, size, layers, conv_precisions, shapes);
+  const std::vector<Subject> subjects = make_subjects(groups, size, layers, conv_precisions, shapes,
+                                                      step_models, quick ? 2 : kStepBatch);
   if (list) {
     for (size_t i = 0; i < shapes.size(); ++i)
       std::printf("layer %2zu: %s\n", i, layer_name(shapes[i]).c_str());

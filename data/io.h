@@ -5,12 +5,24 @@
 #include <string>
 #include <vector>
 
+#include <echelon/tensor/tensor.h>
+
 namespace echelon::data {
+
+// Which library inflates gzip: Fastest is libdeflate where the build has it (about twice zlib's
+// speed), else zlib; Zlib forces zlib (tests compare the two).
+enum class Inflater { Fastest, Zlib };
+// Whether this build has libdeflate (CMake found libdeflate-dev).
+bool libdeflate_available();
 
 // The bytes of `path`. When the file starts with the gzip magic (1f 8b) it is decompressed (every
 // member of a multi-member file); a truncated or corrupt gzip member, or bytes after the last
-// member that are not another member, throw echelon::Error naming the file, member and offset.
-std::vector<uint8_t> read_file(const std::string& path);
+// member that are not another member, throw echelon::Error naming the file, member and offset
+// (zlib's diagnosis: a member libdeflate rejects is inflated again by zlib to name the error).
+std::vector<uint8_t> read_file(const std::string& path, Inflater inflater = Inflater::Fastest);
+// read_file's bytes in a 1-D uint8 CPU tensor on small pages (empty_on_small_pages): a data set
+// keeps a view of it as its pixels, without a copy of tens of MB (Fashion-MNIST's start-up).
+Tensor read_file_tensor(const std::string& path, Inflater inflater = Inflater::Fastest);
 // The bytes of `path`, never decompressed.
 std::vector<uint8_t> read_file_raw(const std::string& path);
 

@@ -8,15 +8,17 @@
 # script builds the driver there if it is missing), in the same call so the build is warm:
 #   device tool: run(command="BUDGET_S=420 bash tools/gpu-check.sh; bash tools/gpu-profile.sh",
 #                    carry=[".deps"], timeout_s=600)
-# One ncu process per group (the SGEMMs, the fp32 convs, the TF32 convs), each time-boxed, so a
+# One ncu process per group (a step, the SGEMMs, the fp32 convs, the TF32 convs), each time-boxed, so a
 # slow group costs only itself. Metrics come from a list (METRICS below); should this ncu refuse
 # one by name, the group is profiled again with the core list.
 # What comes back in $OUT: profile.txt (the tables) and profile.tar.gz (the .ncu-rep reports,
 # raw CSVs, subject lists and logs).
 # Env: BUDGET_S (default 150), BUILD (default build-gpu), OUT (default $BUILD/out), NCU (the ncu
 #      to use; default: PATH, the CUDA toolkit, /opt/nvidia/nsight-compute), PROFILE_GROUPS
-#      (default "sgemm conv-fp32 conv-tf32"), ECHELON_FAKE_GPU=1 (run without a GPU: what ctest's
-#      gpu_profile_fake does with a stand-in ncu, tests/gpu_profile/fake-ncu.sh).
+#      (default "step sgemm conv-fp32 conv-tf32"; step: every kernel of one training step of
+#      LeNet-5 (ours and with cuDNN's convolutions) and ResNet-20, batch 128, with the core
+#      metrics only, and the step's kernels summed by name), ECHELON_FAKE_GPU=1 (run without a
+#      GPU: what ctest's gpu_profile_fake does with a stand-in ncu, tests/gpu_profile/fake-ncu.sh).
 # Without a GPU (and without ECHELON_FAKE_GPU=1) it prints "no GPU: skipping" and exits 0.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,7 +26,7 @@ cd "$repo" || exit 1
 BUILD=${BUILD:-build-gpu}
 OUT=${OUT:-$BUILD/out}
 BUDGET_S=${BUDGET_S:-150}
-PROFILE_GROUPS=${PROFILE_GROUPS:-sgemm conv-fp32 conv-tf32}
+PROFILE_GROUPS=${PROFILE_GROUPS:-step sgemm conv-fp32 conv-tf32}
 start=$SECONDS
 
 if [[ ${ECHELON_FAKE_GPU:-0} != 1 ]] && ! nvidia-smi -L 2>/dev/null | grep '^GPU ' >/dev/null; then
@@ -72,6 +74,7 @@ done
 profile() {
   local group=$1 limit=$2 metrics=$3 args=()
   case $group in
+    step) args=(--groups step) ;;
     sgemm) args=(--groups sgemm) ;;
     conv-fp32) args=(--groups conv --conv-precisions fp32) ;;
     conv-tf32) args=(--groups conv --conv-precisions tf32) ;;
@@ -97,7 +100,10 @@ while (($#)); do
     continue
   fi
   t0=$SECONDS
-  profile "$group" "$limit" "$METRICS"
+  # A step is dozens to hundreds of kernels: the core list (fewer replay passes each).
+  metrics=$METRICS
+  [[ $group == step ]] && metrics=$core
+  profile "$group" "$limit" "$metrics"
   rc=$?
   if ((rc != 0 && rc != 124 && rc != 137)) && grep -qi 'metric' "$work/$group.log"; then
     note="refused a metric; profiled again with the core metrics"

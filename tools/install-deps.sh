@@ -5,7 +5,7 @@
 # The CUDA toolkit is not installed here: when /usr/local/cuda/bin/nvcc exists the build uses it,
 # otherwise Echelon builds CPU-only.
 set -euo pipefail
-packages=(cmake ninja-build g++ make pkg-config ccache zlib1g-dev doctest-dev libcli11-dev
+packages=(cmake ninja-build g++ make pkg-config ccache zlib1g-dev libdeflate-dev doctest-dev libcli11-dev
           nlohmann-json3-dev libopenblas-dev libstb-dev libturbojpeg0-dev libbenchmark-dev
           dataset-fashion-mnist libboost-context-dev openmpi-bin libopenmpi-dev
           python3-pil valgrind)

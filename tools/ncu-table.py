@@ -13,6 +13,8 @@ One line per kernel: time, grid and block, registers, shared memory, waves, SM /
 tensor-pipe utilisation, achieved occupancy, shared-memory wavefronts per request (1.0 = no bank
 conflict), global load bytes used per 32-byte sector (32 = coalesced), and the two largest warp
 stall reasons (cycles per issued instruction). A metric ncu did not collect prints '-'.
+A training step's subject ("step ...", many kernels) is followed by its kernels summed by name,
+largest first: calls, total time and share of the step's kernel time.
 Exit status 1 when the markers do not split the rows into as many parts as there are subjects
 (the table is printed anyway, parts numbered instead of named).
 """
@@ -158,6 +160,25 @@ HEADERS = (["kernel", "grid", "block"] + [h for h, _, _ in COLUMNS] +
            ["smem", "shm ld", "shm st", "top stalls (cycles/issue)"])
 
 
+def by_name(part, total_us):
+    """Lines of a step's kernels summed by short name, largest first (at most 15)."""
+    sums = {}
+    for row in part:
+        name = short_name(row.get("Kernel Name", ""))
+        calls, us = sums.get(name, (0, 0.0))
+        sums[name] = (calls + 1, us + (number(row.get(TIME)) or 0) / 1e3)
+    ranked = sorted(sums.items(), key=lambda item: -item[1][1])
+    width = max(len(name) for name, _ in ranked)
+    lines = [f"  by kernel ({len(ranked)} names): calls, us, share of {total_us:.1f} us"]
+    for name, (calls, us) in ranked[:15]:
+        share = 100 * us / total_us if total_us > 0 else 0
+        lines.append(f"    {name.ljust(width)}  x{calls:<3d} {us:9.1f}  {share:5.1f}%")
+    if len(ranked) > 15:
+        rest = sum(us for _, (_, us) in ranked[15:])
+        lines.append(f"    ({len(ranked) - 15} more names: {rest:.1f} us)")
+    return lines
+
+
 def split_by_marker(rows):
     """The rows between consecutive marker rows (the first row's kernel), in order."""
     parts, current = [], None
@@ -186,6 +207,8 @@ def main(argv):
         table.append((f"{title}: {len(part)} kernel(s), {total:.1f} us", None))
         for row in part:
             table.append((None, kernel_line(row)))
+        if title.startswith("step ") and part:
+            table.extend((line, None) for line in by_name(part, total))
     widths = [max([len(h)] + [len(c[i]) for _, c in table if c]) for i, h in enumerate(HEADERS)]
     print("  " + "  ".join(h.ljust(w) for h, w in zip(HEADERS, widths)).rstrip())
     for title, cells in table:

@@ -14,6 +14,7 @@
 #include <echelon/base/error.h>
 #include <echelon/data/dataset.h>
 #include <echelon/data/image_codec.h>
+#include <echelon/data/io.h>
 #include <echelon/data/registry.h>
 
 namespace fs = std::filesystem;
@@ -174,6 +175,65 @@ TEST_SUITE("datasets") {
     const LabeledImages set = load_idx((dir / "img.gz").string(), (dir / "lab").string());
     const auto pixels = set.images.to_vector<uint8_t>();
     CHECK(std::equal(pixels.begin(), pixels.end(), images.begin() + 16, images.end()));
+  }
+
+  TEST_CASE("libdeflate and zlib inflate the same bytes, into a vector or a tensor") {
+    // The first member is 40x the last, whose size is the trailer's hint: libdeflate's buffer
+    // grows twice over it for member 0.
+    std::mt19937 rng(5);
+    const fs::path dir = temp_dir("inflaters");
+    std::vector<uint8_t> first(40000), last(1000);
+    for (auto& b : first) b = static_cast<uint8_t>(rng() % 7);  // compressible
+    for (auto& b : last) b = static_cast<uint8_t>(rng());
+    write_gzip(dir / "a.gz", first);
+    write_gzip(dir / "b.gz", last);
+    std::vector<uint8_t> both = read_file_for_test(dir / "a.gz");
+    const std::vector<uint8_t> second = read_file_for_test(dir / "b.gz");
+    both.insert(both.end(), second.begin(), second.end());
+    const std::string multi = (dir / "multi.gz").string(), plain = (dir / "plain").string();
+    write_file(multi, both);
+    write_file(plain, last);
+    std::vector<uint8_t> expected = first;
+    expected.insert(expected.end(), last.begin(), last.end());
+    for (const Inflater inflater : {Inflater::Fastest, Inflater::Zlib}) {
+      CAPTURE(static_cast<int>(inflater));
+      CHECK(read_file(multi, inflater) == expected);
+      CHECK(read_file_tensor(multi, inflater).to_vector<uint8_t>() == expected);
+      CHECK(read_file((dir / "a.gz").string(), inflater) == first);
+      CHECK(read_file_tensor(plain, inflater).to_vector<uint8_t>() == last);
+    }
+    CHECK(read_file(plain) == last);
+    write_file(plain, {});
+    CHECK(read_file(plain).empty());
+    CHECK(read_file_tensor(plain).numel() == 0);
+    MESSAGE("libdeflate in this build: ", libdeflate_available());
+  }
+
+  TEST_CASE("a corrupt member after a good one: the same error from both inflaters") {
+    std::mt19937 rng(9);
+    const fs::path dir = temp_dir("inflater_errors");
+    std::vector<uint8_t> data(5000);
+    for (auto& b : data) b = static_cast<uint8_t>(rng() % 5);
+    write_gzip(dir / "a.gz", data);
+    std::vector<uint8_t> bytes = read_file_for_test(dir / "a.gz");
+    const size_t member = bytes.size();
+    bytes.insert(bytes.end(), bytes.begin(), bytes.end());
+    bytes[member + bytes.size() / 4] ^= 0x55;  // inside the second member's deflate data
+    const std::string path = (dir / "bad.gz").string();
+    write_file(path, bytes);
+    std::string messages[2];
+    int i = 0;
+    for (const Inflater inflater : {Inflater::Fastest, Inflater::Zlib}) {
+      try {
+        read_file_tensor(path, inflater);
+      } catch (const Error& e) {
+        messages[i] = e.what();
+      }
+      ++i;
+    }
+    CHECK(messages[0].find("in member 1 at offset " + std::to_string(member)) != std::string::npos);
+    CHECK(messages[0].find(path) != std::string::npos);
+    CHECK(messages[0] == messages[1]);
   }
 
   TEST_CASE("Fashion-MNIST from the Debian package, when installed") {

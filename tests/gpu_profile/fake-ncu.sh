@@ -47,6 +47,9 @@ def kernel(name, grid, k):
 for k, s in enumerate(subjects):
     kernel(marker, "(1, 1, 1)", 0)
     kernel(f"void echelon::cuda::sgemm_mma_kernel<float, {k}>(echelon::cuda::Gemm)", f"({k + 1}, 32, 1)", k)
+    if s.startswith("step "):  # a training step: repeated kernels, summed by name in the table
+        for j in range(3):
+            kernel("void echelon::cuda::relu_kernel(const float *, float *, long)", "(8, 1, 1)", k + j)
     if "bwd-w" in s:
         kernel("void echelon::cuda::split_k_reduce_kernel(const float *, float *, long, int)", "(64, 1, 1)", k)
 if drop != "1":
