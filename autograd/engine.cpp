@@ -26,10 +26,19 @@ void check_grad_matches(const Tensor& grad, const Shape& shape, const std::strin
             grad.shape(), " for a tensor of shape ", shape);
 }
 
-// Sums into the tensor's .grad. The first gradient is cloned: it may alias a tensor the caller
-// still holds (e.g. the grad passed to backward flows unchanged through add), and later
-// accumulation writes in place.
-void accumulate_into(TensorImpl& impl, const Tensor& grad) {
+// True when nothing but `grad` itself can see its memory: its Tensor object, impl and storage
+// each referenced once, and it spans its whole storage (no view keeps a larger block alive).
+bool owned_alone(const Tensor& grad) {
+  return grad.impl_ptr().use_count() == 1 && grad.storage().use_count() == 1 &&
+         grad.is_contiguous() && grad.offset() == 0 && !grad.requires_grad() &&
+         grad.storage()->nbytes() == grad.nbytes();
+}
+
+// Sums into the tensor's .grad. The first gradient becomes .grad as it is when nothing else holds
+// it (a parameter's gradient, fresh from its node: one copy kernel less per parameter and step);
+// otherwise it is cloned, since it may alias a tensor the caller still holds (e.g. the grad passed
+// to backward flows unchanged through add) and later accumulation writes in place.
+void accumulate_into(TensorImpl& impl, Tensor grad) {
   AutogradMeta& meta = *impl.autograd;
   if (meta.grad && meta.grad->defined()) {
     Tensor& existing = *meta.grad;
@@ -40,7 +49,7 @@ void accumulate_into(TensorImpl& impl, const Tensor& grad) {
       existing = ops::add(existing, grad);
     }
   } else {
-    meta.grad = std::make_shared<Tensor>(grad.clone());
+    meta.grad = std::make_shared<Tensor>(owned_alone(grad) ? std::move(grad) : grad.clone());
   }
 }
 
@@ -81,7 +90,7 @@ std::vector<Tensor> take_sums(const Node& node, std::unordered_map<Node*, Tensor
 void deliver_to_leaf(const std::shared_ptr<TensorImpl>& leaf, Tensor grad, const Node* from) {
   check_grad_matches(grad, leaf->shape, from ? from->name() : std::string("root"));
   grad = run_hooks(*leaf->autograd, grad);
-  accumulate_into(*leaf, grad);
+  accumulate_into(*leaf, std::move(grad));
 }
 
 // Counts, for each node reachable from root, how many edges point at it; with `leaf_edges`, also
@@ -158,9 +167,10 @@ void backward(const Tensor& root, const Tensor& grad, bool retain_graph,
     const std::vector<Edge>& edges = node->next_edges();
     for (size_t i = 0; i < edges.size(); ++i) {
       const Edge& edge = edges[i];
-      const Tensor& g = input_grads[i];
+      Tensor& g = input_grads[i];
       if (edge.leaf) {
-        if (g.defined()) deliver_to_leaf(edge.leaf, g, node.get());
+        // Moved: a gradient held only here may then become the leaf's .grad without a copy.
+        if (g.defined()) deliver_to_leaf(edge.leaf, std::move(g), node.get());
         if (on_leaf_ready && --leaf_edges[edge.leaf.get()] == 0) on_leaf_ready(*edge.leaf);
         continue;
       }

@@ -26,13 +26,14 @@ void DeferredStats::record(const BatchResult& meta, const Tensor& loss, const Te
   Pending p;
   p.meta = meta;
   p.loss = loss.detach();  // the value only: the autograd graph is freed by the backward
-  // As correct_count (layers/loss.h) computes it, left on the device.
+  // The correct count as correct_count (layers/loss.h) computes it, left on the device, and the
+  // guard += 0 * loss (0 for a finite loss, NaN otherwise: the guard stays NaN once it turned),
+  // in one kernel.
   const Tensor targets = labels.dtype() == kInt64 ? labels : ops::cast(labels, kInt64);
-  p.correct = ops::sum(ops::eq(ops::argmax(logits.detach(), 1), targets));
+  p.correct = Tensor::empty({}, kFloat32, logits.device());
+  ops::step_statistics(logits.detach(), targets, p.loss, guard_, p.correct);
   p.labels = labels;
   p.classes = logits.size(1);
-  // 0 * loss is 0 for a finite loss and NaN otherwise, so the guard stays NaN once it turned.
-  ops::copy_(guard_, ops::add(guard_, ops::mul(p.loss, 0.0)));
   pending_.push_back(std::move(p));
 }
 

@@ -74,6 +74,12 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim 
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor amax(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);  // int64
+// A training step's statistics, left on the device (parallel::DeferredStats), in one pass (one
+// kernel on CUDA): correct (a scalar of logits' dtype) = the number of rows of logits (N, C) whose
+// argmax (argmax's: the first index wins a tie, NaN counts as largest) equals targets (N, int64);
+// guard (a scalar) += 0 * loss (a scalar): NaN from the first non-finite loss on.
+void step_statistics(const Tensor& logits, const Tensor& targets, const Tensor& loss, Tensor& guard,
+                     Tensor& correct);
 // Sums a broadcast result back down to `shape` (the gradient of broadcasting).
 Tensor sum_to(const Tensor& x, const Shape& shape);
 Tensor softmax(const Tensor& x, int64_t dim);

@@ -221,6 +221,41 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
   return out;
 }
 
+void step_statistics(const Tensor& logits, const Tensor& targets, const Tensor& loss, Tensor& guard,
+                     Tensor& correct) {
+  constexpr const char* op = "step_statistics";
+  detail::check_floating(op, logits);
+  ECH_CHECK(logits.dim() == 2 && logits.size(1) >= 1 && targets.dim() == 1 &&
+                targets.size(0) == logits.size(0) && targets.dtype() == kInt64,
+            "step_statistics: expected logits (N, C >= 1) and int64 targets (N), got ",
+            logits.shape(), " and ", targets.shape(), " ", dtype_name(targets.dtype()));
+  for (const Tensor* scalar : std::initializer_list<const Tensor*>{&loss, &guard, &correct}) {
+    ECH_CHECK(scalar->numel() == 1 && scalar->dtype() == logits.dtype() && scalar->is_contiguous(),
+              "step_statistics: loss, guard and correct must be one-element tensors of the "
+              "logits' dtype, got ",
+              scalar->shape(), " ", dtype_name(scalar->dtype()));
+    detail::check_same_device(op, logits, *scalar);
+  }
+  detail::check_same_device(op, logits, targets);
+  const Tensor x = logits.contiguous(), t = targets.contiguous();
+  const int64_t n = x.size(0), classes = x.size(1);
+#if ECHELON_WITH_CUDA
+  if (x.is_cuda()) {
+    detail::check_cuda_float(op, x);
+    cuda::DeviceGuard guard_device(x.device().index);
+    cuda::step_statistics(x.data<float>(), t.data<int64_t>(), n, classes, loss.data<float>(),
+                          guard.data<float>(), correct.data<float>(),
+                          cuda::current_stream(x.device().index));
+    return;
+  }
+#endif
+  ECH_DISPATCH_FLOATING(
+      x.dtype(), op,
+      cpu::step_statistics<scalar_t>(x.data<scalar_t>(), t.data<int64_t>(), n, classes,
+                                     loss.data<scalar_t>(), guard.data<scalar_t>(),
+                                     correct.data<scalar_t>()));
+}
+
 Tensor sum_to(const Tensor& x, const Shape& shape) {
   detail::check_defined("sum_to", x);
   if (x.shape() == shape) return x;

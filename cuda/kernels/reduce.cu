@@ -18,6 +18,9 @@
 // elements take a warp each (float4s when inner % 4 == 0 and x is aligned): no block barrier per
 // row, 8 rows per block. Both read each element once, the bytes the bench counts: ~0.9 of a
 // copy is reachable; the column kernel's chunk partials add < 1% (row chunks of >= 256 rows).
+// Why one kernel for a step's statistics: the sync-free step (parallel/deferred_stats.h) records
+// each step's correct count and non-finite guard on the device; as argmax, eq, sum, mul, add and a
+// copy that was six launches of a few threads' work in every step of a launch-bound model.
 // Why a warp per softmax row: rows are class scores (tens to thousands of entries); a warp's
 // shuffles give the max and the sum without shared memory or block barriers.
 #include <echelon/cuda/kernels/reduce.h>
@@ -280,6 +283,35 @@ __global__ void __launch_bounds__(kRowBlock, kMinBlocks)
   }
 }
 
+// One block: warp w takes rows w, w + 8, ...; a row's argmax as argmax_kernel's (better() picks
+// the same element in any order), lane 0 counts a hit; the counts are added exactly (integers),
+// and thread 0 writes *correct and *guard += 0 * *loss.
+__global__ void __launch_bounds__(kRowBlock)
+    step_statistics_kernel(const float* logits, const int64_t* targets, int64_t n, int64_t classes,
+                           const float* loss, float* guard, float* correct) {
+  __shared__ int64_t warp_hits[kRowBlock / kWarp];
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  int64_t hits = 0;
+  for (int64_t row = warp; row < n; row += kRowBlock / kWarp) {
+    ArgBest best{-INFINITY, INT64_MAX};
+    for (int64_t c = lane; c < classes; c += kWarp)
+      best = better(best, ArgBest{logits[row * classes + c], c});
+    for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+      const ArgBest other{__shfl_down_sync(kFullMask, best.value, offset),
+                          __shfl_down_sync(kFullMask, best.index, offset)};
+      best = better(best, other);
+    }
+    if (lane == 0 && best.index == targets[row]) ++hits;
+  }
+  if (lane == 0) warp_hits[warp] = hits;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kRowBlock / kWarp; ++w) hits += warp_hits[w];
+    *correct = static_cast<float>(hits);
+    *guard = *guard + 0.0f * *loss;
+  }
+}
+
 __device__ __forceinline__ float warp_max(float v) {
   for (int offset = kWarp / 2; offset > 0; offset /= 2)
     v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
@@ -468,6 +500,14 @@ void argmax(const T* x, StridedIndexer x_ix, int64_t* out, int64_t outer, int64_
   ECH_LAUNCH(grid_for_rows(outer, 1), kRowBlock, 0, stream, argmax_kernel<T>)
   (x, x_ix, out, outer, inner);
   ECH_CUDA_CHECK_LAUNCH("argmax");
+}
+
+void step_statistics(const float* logits, const int64_t* targets, int64_t n, int64_t classes,
+                     const float* loss, float* guard, float* correct, cudaStream_t stream) {
+  ECH_CHECK(classes >= 1, "step_statistics: logits (", n, ", ", classes, ") have no class");
+  ECH_LAUNCH(1, kRowBlock, 0, stream, step_statistics_kernel)
+  (logits, targets, n, classes, loss, guard, correct);
+  ECH_CUDA_CHECK_LAUNCH("step_statistics");
 }
 
 template <typename T>

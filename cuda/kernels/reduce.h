@@ -19,6 +19,10 @@ template <typename T>
 void argmax(const T* x, StridedIndexer x_ix, int64_t* out, int64_t outer, int64_t inner,
             cudaStream_t stream);
 
+// One block (a step's batch of rows): see tensor/cpu/reduce.h.
+void step_statistics(const float* logits, const int64_t* targets, int64_t n, int64_t classes,
+                     const float* loss, float* guard, float* correct, cudaStream_t stream);
+
 template <typename T>
 void softmax(const T* x, T* y, int64_t outer, int64_t dim_size, int64_t inner, cudaStream_t stream);
 template <typename T>

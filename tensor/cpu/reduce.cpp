@@ -52,6 +52,23 @@ void argmax(const T* x, StridedIndexer x_ix, int64_t* out, int64_t outer, int64_
   }
 }
 
+template <typename T>
+void step_statistics(const T* logits, const int64_t* targets, int64_t n, int64_t classes,
+                     const T* loss, T* guard, T* correct) {
+  StridedIndexer row_ix;  // one contiguous row
+  row_ix.rank = 1;
+  row_ix.sizes[0] = classes;
+  row_ix.strides[0] = 1;
+  int64_t hits = 0;
+  for (int64_t row = 0; row < n; ++row) {
+    int64_t best = 0;
+    argmax(logits + row * classes, row_ix, &best, 1, classes);
+    hits += best == targets[row] ? 1 : 0;
+  }
+  *correct = static_cast<T>(hits);
+  *guard = *guard + T(0) * *loss;
+}
+
 namespace {
 // Index of element (o, d, i) in a contiguous (outer, dim_size, inner) buffer.
 inline int64_t at(int64_t o, int64_t d, int64_t i, int64_t dim_size, int64_t inner) {
@@ -124,12 +141,13 @@ void log_softmax_backward(const T* grad_out, const T* y, T* grad_in, int64_t out
 
 // T names a type below, and a type cannot be parenthesised.
 // NOLINTBEGIN(bugprone-macro-parentheses)
-#define ECH_REDUCE_TWINS(T)                                                             \
-  template void reduce<T>(ReduceOp, const T*, StridedIndexer, T*, int64_t, int64_t);    \
-  template void argmax<T>(const T*, StridedIndexer, int64_t*, int64_t, int64_t);        \
-  template void softmax<T>(const T*, T*, int64_t, int64_t, int64_t);                    \
-  template void log_softmax<T>(const T*, T*, int64_t, int64_t, int64_t);                \
-  template void softmax_backward<T>(const T*, const T*, T*, int64_t, int64_t, int64_t); \
+#define ECH_REDUCE_TWINS(T)                                                                       \
+  template void reduce<T>(ReduceOp, const T*, StridedIndexer, T*, int64_t, int64_t);              \
+  template void argmax<T>(const T*, StridedIndexer, int64_t*, int64_t, int64_t);                  \
+  template void step_statistics<T>(const T*, const int64_t*, int64_t, int64_t, const T*, T*, T*); \
+  template void softmax<T>(const T*, T*, int64_t, int64_t, int64_t);                              \
+  template void log_softmax<T>(const T*, T*, int64_t, int64_t, int64_t);                          \
+  template void softmax_backward<T>(const T*, const T*, T*, int64_t, int64_t, int64_t);           \
   template void log_softmax_backward<T>(const T*, const T*, T*, int64_t, int64_t, int64_t);
 ECH_REDUCE_TWINS(float)
 ECH_REDUCE_TWINS(double)

@@ -20,6 +20,13 @@ void reduce(ReduceOp op, const T* x, StridedIndexer x_ix, T* out, int64_t outer,
 template <typename T>
 void argmax(const T* x, StridedIndexer x_ix, int64_t* out, int64_t outer, int64_t inner);
 
+// A training step's device-side statistics (ops::step_statistics): *correct = the number of rows
+// of logits (n, classes), contiguous, whose argmax (as above) equals targets[row]; *guard +=
+// 0 * *loss (NaN from the first non-finite loss on).
+template <typename T>
+void step_statistics(const T* logits, const int64_t* targets, int64_t n, int64_t classes,
+                     const T* loss, T* guard, T* correct);
+
 // Softmax family: contiguous x, y, grads viewed as (outer, dim_size, inner), normalised over the
 // middle axis. Numerically stable (subtracts the max).
 template <typename T>

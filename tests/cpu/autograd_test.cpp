@@ -108,6 +108,43 @@ TEST_SUITE("autograd") {
     CHECK_FALSE(run(true));
   }
 
+  TEST_CASE(
+      "a leaf's first gradient becomes .grad without a copy only when nothing else holds it") {
+    // probe(x) = x, whose backward returns 2 g fresh (remembering where its data is), or also kept
+    // by the backward, or as a view of a larger tensor.
+    enum class Grad { Fresh, Held, View };
+    auto run = [](Grad kind) {
+      Tensor x = leaf({0.5f, -1.5f, 2.0f}, {3});
+      const void* made = nullptr;
+      Tensor kept;
+      auto probe = [&] {
+        return autograd::record(
+            "probe", x.detach(), {x},
+            [&](const Tensor& g, const std::vector<bool>&) -> std::vector<Tensor> {
+              Tensor grad = kind == Grad::View
+                                ? ops::mul(ops::concat({g, g}, 0), 2.0).slice(0, 0, 3)
+                                : ops::mul(g, 2.0);
+              made = grad.raw_data();
+              if (kind == Grad::Held) kept = grad;
+              return {grad};
+            });
+      };
+      backward(sum(probe() * 3.0));  // dL/dx = 6
+      check_close(x.grad(), {6.0f, 6.0f, 6.0f});
+      const bool adopted = x.grad().raw_data() == made;
+      if (kind == Grad::Held) {
+        ops::fill_(kept, 0.0);  // the holder's tensor is not x.grad
+        check_close(x.grad(), {6.0f, 6.0f, 6.0f});
+      }
+      backward(sum(probe()));  // accumulates into x.grad
+      check_close(x.grad(), {8.0f, 8.0f, 8.0f});
+      return adopted;
+    };
+    CHECK(run(Grad::Fresh));
+    CHECK_FALSE(run(Grad::Held));
+    CHECK_FALSE(run(Grad::View));  // a view would keep its whole storage alive
+  }
+
   TEST_CASE("a convolution's input gradient added into the shortcut's, as the separate sum") {
     // ResNet's shapes on the fast path (F(4x4) backward data; the AVX-512 direct kernel at stride
     // 2), LeNet's 5x5 (direct) and every shape on the naive twins (computed, then added): the
