@@ -79,6 +79,11 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim);
 // ---- neural-network functions ----
 // x (N, in), weight (out, in), bias (out) or undefined -> (N, out).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
+// relu(linear(x, weight, bias)) with the same result and gradient bit for bit; where
+// fused_kernels_for(x) and there is a bias, one node: the bias and the ReLU in one pass after the
+// matmul (ops::add_row_bias_), the ReLU's backward and the bias gradient in one
+// (ops::relu_backward_column_sums): one kernel each on CUDA instead of two. Else the composition.
+Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias);
 // x (N, C, H, W), weight (O, C, KH, KW), bias (O) or undefined -> (N, O, OH, OW).
 // window: kernel (equal to the weight's KH, KW), stride, padding, dilation.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,

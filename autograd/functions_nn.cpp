@@ -22,21 +22,40 @@ Tensor saved_output(const Tensor& y) {
 bool fused_kernels_for(const Tensor& x) {
   return ops::fused_ops() && (x.is_cuda() || ops::cpu_kernels() == ops::CpuKernels::Fast);
 }
-}  // namespace
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+// linear's checks, and its forward without the autograd record: x (N, in) -> (N, out).
+Tensor linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, bool relu) {
   ECH_CHECK(x.dim() == 2 && weight.dim() == 2 && x.size(1) == weight.size(1), "linear: input ",
             x.shape(), " does not match weight ", weight.shape(), " (expected input (N, ",
             weight.dim() == 2 ? weight.size(1) : -1, "))");
   ECH_CHECK(!bias.defined() || bias.shape() == Shape{weight.size(0)}, "linear: bias ", bias.shape(),
             " does not match weight ", weight.shape());
-  Tensor y = ops::matmul(x, weight, false, true);  // (N, out)
-  if (bias.defined()) y = ops::add(y, bias);
+  Tensor y = ops::matmul(x, weight, false, true);  // (N, out), fresh: the bias goes in in place
+  if (bias.defined()) ops::add_row_bias_(y, bias, relu);
+  return y;
+}
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  Tensor y = linear_forward(x, weight, bias, /*relu=*/false);
   return record("linear", y, {x, weight, bias},
                 [x, weight](const Tensor& g, const Needs& n) -> Grads {
                   return {n[0] ? ops::matmul(g, weight) : Tensor(),          // (N, in)
                           n[1] ? ops::matmul(g, x, true, false) : Tensor(),  // (out, in)
                           n[2] ? ops::sum(g, {0}) : Tensor()};               // (out)
+                });
+}
+
+Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (!fused_kernels_for(x) || !bias.defined()) return relu(linear(x, weight, bias));
+  Tensor y = linear_forward(x, weight, bias, /*relu=*/true);
+  Tensor y_saved = saved_output(y);
+  return record("linear_relu", y, {x, weight, bias},
+                [x, weight, y_saved](const Tensor& g, const Needs& n) -> Grads {
+                  ops::MaskedColumnSums r = ops::relu_backward_column_sums(g, y_saved);
+                  return {n[0] ? ops::matmul(r.masked, weight) : Tensor(),          // (N, in)
+                          n[1] ? ops::matmul(r.masked, x, true, false) : Tensor(),  // (out, in)
+                          n[2] ? std::move(r.sums) : Tensor()};                     // (out)
                 });
 }
 

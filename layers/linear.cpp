@@ -16,10 +16,19 @@ Linear::Linear(int64_t in_features, int64_t out_features, Generator& gen, bool h
     bias = register_parameter("bias", init::default_bias(out_features, in_features, gen));
 }
 
-Tensor Linear::forward(const Tensor& x) {
+void Linear::check_input(const Tensor& x) const {
   ECH_CHECK(x.dim() == 2 && x.size(1) == in_features_, describe(), ": expected input (N, ",
             in_features_, "), got ", x.shape());
+}
+
+Tensor Linear::forward(const Tensor& x) {
+  check_input(x);
   return linear(x, weight, bias);
+}
+
+Tensor Linear::forward_relu(const Tensor& x) {
+  check_input(x);
+  return linear_relu(x, weight, bias);
 }
 
 std::string Linear::describe() const {

@@ -14,12 +14,17 @@ class Linear : public Module {
   Linear(int64_t in_features, int64_t out_features, Generator& gen, bool bias = true);
   // x (N, in) -> (N, out); throws naming the layer when `in` differs.
   Tensor forward(const Tensor& x) override;
+  // relu(forward(x)), fused (autograd's linear_relu): Sequential runs a Linear and the ReLU after
+  // it through this.
+  Tensor forward_relu(const Tensor& x);
   std::string name() const override { return "Linear"; }
   std::string describe() const override;
 
   Tensor weight, bias;
 
  private:
+  void check_input(const Tensor& x) const;
+
   int64_t in_features_, out_features_;
 };
 

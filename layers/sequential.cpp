@@ -4,6 +4,7 @@
 #include <echelon/layers/basic_block.h>
 #include <echelon/layers/batch_norm.h>
 #include <echelon/layers/conv2d.h>
+#include <echelon/layers/linear.h>
 #include <echelon/layers/pooling.h>
 #include <echelon/layers/relu.h>
 
@@ -42,6 +43,9 @@ bool Sequential::fuses_with_next(size_t index, const Tensor& x) const {
                               x.dim() == 4;
     return !pooling_next;
   }
+  // A linear layer followed by a ReLU (the classifiers of LeNet-5, AlexNet, VGG): the bias and the
+  // ReLU in one pass, the ReLU's backward in the bias gradient's (linear_relu).
+  if (dynamic_cast<const Linear*>(layer) && dynamic_cast<const ReLU*>(next)) return true;
   // A ReLU followed by a max pooling (LeNet-5, AlexNet, VGG): the pooling reads its input through
   // the ReLU, and the ReLU's activation is never stored (relu_max_pool2d).
   return dynamic_cast<const ReLU*>(layer) && dynamic_cast<const MaxPool2d*>(next) && x.dim() == 4;
@@ -53,6 +57,7 @@ Tensor Sequential::forward_from(size_t index, const Tensor& x, size_t* ran) {
   *ran = 2;
   if (auto* bn = dynamic_cast<BatchNorm*>(layers_[index].get())) return bn->forward_relu(x);
   if (auto* conv = dynamic_cast<Conv2d*>(layers_[index].get())) return conv->forward_relu(x);
+  if (auto* linear = dynamic_cast<Linear*>(layers_[index].get())) return linear->forward_relu(x);
   return static_cast<MaxPool2d&>(*layers_[index + 1]).forward_relu(x);
 }
 

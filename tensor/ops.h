@@ -61,6 +61,9 @@ Tensor cast(const Tensor& x, DType dtype);
 void copy_(Tensor& dst, const Tensor& src);
 // dst += alpha * src (same shape, dtype, device; dst contiguous). Gradient accumulation.
 void axpy_(Tensor& dst, const Tensor& src, double alpha = 1.0);
+// A linear layer's bias in place: y (N, F) += bias (F) broadcast over the rows, then with relu
+// y = ReLU(y); the same values as add then relu, in one pass (one kernel on CUDA). y contiguous.
+void add_row_bias_(Tensor& y, const Tensor& bias, bool relu = false);
 // Condition-free clamp used by losses and checks.
 Tensor clamp(const Tensor& x, double lo, double hi);
 // True when every element is finite (no NaN/Inf).
@@ -74,6 +77,13 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim 
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor amax(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);  // int64
+// A linear layer's ReLU backward and bias gradient: masked (N, F) = grad_out * (relu_out > 0), as
+// unary_backward(Relu) gives it, and sums (F) = sum(masked, {0}), bit for bit. One kernel on CUDA
+// (the column kernel with the mask applied as it loads); on the CPU those two ops.
+struct MaskedColumnSums {
+  Tensor masked, sums;
+};
+MaskedColumnSums relu_backward_column_sums(const Tensor& grad_out, const Tensor& relu_out);
 // A training step's statistics, left on the device (parallel::DeferredStats), in one pass (one
 // kernel on CUDA): correct (a scalar of logits' dtype) = the number of rows of logits (N, C) whose
 // argmax (argmax's: the first index wins a tie, NaN counts as largest) equals targets (N, int64);

@@ -499,6 +499,32 @@ void copy_(Tensor& dst, const Tensor& src) {
   copy_same_device(dst, moved);
 }
 
+void add_row_bias_(Tensor& y, const Tensor& bias, bool relu) {
+  constexpr const char* op = "add_row_bias_";
+  detail::check_defined(op, y, "output");
+  detail::check_defined(op, bias, "bias");
+  detail::check_same_dtype(op, y, bias);
+  detail::check_same_device(op, y, bias);
+  detail::check_floating(op, y);
+  ECH_CHECK(y.dim() == 2 && bias.shape() == Shape{y.size(1)} && y.is_contiguous(),
+            "add_row_bias_: expected a contiguous y (N, F) and a bias (F), got ", y.describe(),
+            " and ", bias.shape());
+  const Tensor b = bias.contiguous();
+  const int64_t rows = y.size(0), features = y.size(1);
+#if ECHELON_WITH_CUDA
+  if (y.is_cuda()) {
+    detail::check_cuda_float(op, y);
+    cuda::DeviceGuard guard(y.device().index);
+    cuda::add_row_bias(y.data<float>(), b.data<float>(), rows, features, relu,
+                       cuda::current_stream(y.device().index));
+    return;
+  }
+#endif
+  ECH_DISPATCH_FLOATING(
+      y.dtype(), op,
+      cpu::add_row_bias<scalar_t>(y.data<scalar_t>(), b.data<scalar_t>(), rows, features, relu));
+}
+
 void axpy_(Tensor& dst, const Tensor& src, double alpha) {
   detail::check_defined("axpy_", dst, "destination");
   detail::check_defined("axpy_", src, "source");

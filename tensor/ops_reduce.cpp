@@ -221,6 +221,34 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
   return out;
 }
 
+MaskedColumnSums relu_backward_column_sums(const Tensor& grad_out, const Tensor& relu_out) {
+  constexpr const char* op = "relu_backward_column_sums";
+  detail::check_defined(op, grad_out, "gradient");
+  detail::check_defined(op, relu_out, "ReLU output");
+  detail::check_same_shape(op, grad_out, relu_out);
+  detail::check_same_dtype(op, grad_out, relu_out);
+  detail::check_same_device(op, grad_out, relu_out);
+  detail::check_floating(op, grad_out);
+  ECH_CHECK(grad_out.dim() == 2, "relu_backward_column_sums: expected (N, F), got ",
+            grad_out.shape());
+#if ECHELON_WITH_CUDA
+  if (grad_out.is_cuda()) {
+    detail::check_cuda_float(op, grad_out);
+    const Tensor g = grad_out.contiguous(), y = relu_out.contiguous();
+    MaskedColumnSums out{Tensor::empty(g.shape(), g.dtype(), g.device()),
+                         Tensor::empty({g.size(1)}, g.dtype(), g.device())};
+    cuda::DeviceGuard guard(g.device().index);
+    cuda::relu_backward_column_sums(g.data<float>(), y.data<float>(), out.masked.data<float>(),
+                                    out.sums.data<float>(), g.size(0), g.size(1),
+                                    cuda::current_stream(g.device().index));
+    return out;
+  }
+#endif
+  Tensor masked = unary_backward(UnaryOp::Relu, grad_out, relu_out, relu_out);
+  Tensor sums = sum(masked, {0});
+  return {std::move(masked), std::move(sums)};
+}
+
 void step_statistics(const Tensor& logits, const Tensor& targets, const Tensor& loss, Tensor& guard,
                      Tensor& correct) {
   constexpr const char* op = "step_statistics";

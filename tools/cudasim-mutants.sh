@@ -87,6 +87,8 @@ mutants=(
   "reduce-columns-vec-lane|reduce.cu|'acc[l] = combine(op, acc[l], lane_of(v[k], l));'|'acc[l] = combine(op, acc[l], lane_of(v[k], 0));'"
   "reduce-columns-unroll-step|reduce.cu|'r += kColumnRows * kUnroll) {'|'r += kColumnRows * (kUnroll + 1)) {'"
   "reduce-row-warp-step|reduce.cu|'u += kWarp * kUnroll) {'|'u += kWarp * (kUnroll - 1)) {'"
+  "columns-mask-select|reduce.cu|'set_lane(v[k], l, lane_of(m, l) > 0.0f ? lane_of(v[k], l) : 0.0f);'|'set_lane(v[k], l, lane_of(m, l) >= 0.0f ? lane_of(v[k], l) : 0.0f);'"
+  "row-bias-always-relu|elementwise.cu|'y[i] = !relu || v > 0.0f ? v : 0.0f;'|'y[i] = v > 0.0f ? v : 0.0f;'"
   "stats-warp-row-step|reduce.cu|'for (int64_t row = warp; row < n; row += kRowBlock / kWarp) {'|'for (int64_t row = warp; row < n; row += kRowBlock / kWarp + 1) {'"
   "stats-every-lane-counts|reduce.cu|'if (lane == 0 && best.index == targets[row]) ++hits;'|'if (best.index == targets[row]) ++hits;'"
   "stats-guard-reset|reduce.cu|'*guard = *guard + 0.0f * *loss;'|'*guard = 0.0f * *loss;'"

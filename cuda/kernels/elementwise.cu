@@ -230,6 +230,17 @@ struct ClampMap {
   }
 };
 
+// y (rows, features) += bias broadcast over the rows, ReLU'd with relu; in place. A thread per
+// element (a linear layer's output: thousands to a few hundred thousand elements), the column
+// by one division: a launch, not the arithmetic, is what a small layer costs.
+__global__ void add_row_bias_kernel(float* y, const float* bias, int64_t n, int64_t features,
+                                    bool relu) {
+  for (int64_t i = grid_start(); i < n; i += grid_step()) {
+    const float v = y[i] + bias[i % features];
+    y[i] = !relu || v > 0.0f ? v : 0.0f;
+  }
+}
+
 template <typename T>
 __global__ void count_nonfinite_kernel(const T* x, int64_t n, unsigned long long* count) {
   // Non-finite values are rare, so a per-element atomic costs nothing in the common case.
@@ -327,6 +338,12 @@ template <typename T>
 void axpy(T* dst, const T* src, T alpha, int64_t n, cudaStream_t stream) {
   static_assert(std::is_same_v<T, float>);
   launch_map("axpy", AxpyMap{alpha}, Operands<2>{{dst, src}}, dst, n, stream);
+}
+
+void add_row_bias(float* y, const float* bias, int64_t rows, int64_t features, bool relu,
+                  cudaStream_t stream) {
+  launch_1d("add_row_bias", rows * features, stream, add_row_bias_kernel, y, bias, rows * features,
+            features, relu);
 }
 
 template <typename T>

@@ -50,6 +50,9 @@ void copy_cast(const Src* src, StridedIndexer src_ix, Dst* dst, StridedIndexer d
 template <typename T>
 void axpy(T* dst, const T* src, T alpha, int64_t n, cudaStream_t stream);
 
+void add_row_bias(float* y, const float* bias, int64_t rows, int64_t features, bool relu,
+                  cudaStream_t stream);
+
 template <typename T>
 void clamp(const T* x, T* y, T lo, T hi, int64_t n, cudaStream_t stream);
 

@@ -148,11 +148,18 @@ __device__ __forceinline__ VecOf<W> load_vec(const float* p, int64_t at) {
 // partials are combined in warp order. With several row chunks (few outputs, many rows: a
 // column sum over a large batch) each chunk's result goes to partial (chunks, outer) and
 // reduce_column_chunks_kernel combines them in chunk order.
-template <typename T, int W>
-__global__ void __launch_bounds__(kColumnBlock, W == 1 ? kMinBlocks : kMinVectorColumnBlocks)
+// kMasked (a linear layer's ReLU backward and bias gradient, relu_backward_column_sums): each
+// element read is first x * (mask > 0) as the ReLU twin selects it (mask: the ReLU's output, laid
+// out as x), written to `masked` (likewise), then summed: the same sums as the two ops, in one
+// pass.
+// The masked form holds a mask vector beside each load: it gets the vector form's register budget
+// (at kMinBlocks' 40 registers the scalar one spilled).
+template <typename T, int W, bool kMasked = false>
+__global__ void __launch_bounds__(kColumnBlock,
+                                  W == 1 && !kMasked ? kMinBlocks : kMinVectorColumnBlocks)
     reduce_columns_kernel(ReduceOp op, const T* x, StridedIndexer outer_ix, StridedIndexer inner_ix,
-                          T* out, float* partial, int64_t outer, int64_t inner,
-                          int64_t chunk_rows) {
+                          T* out, float* partial, int64_t outer, int64_t inner, int64_t chunk_rows,
+                          const T* mask, T* masked) {
   static_assert(W == 1 || std::is_same_v<T, float>, "float4 loads read floats");
   __shared__ float shared[kColumnRows][kColumns * W + 1];
   const int64_t span = kColumns * W, tiles = (outer + span - 1) / span;
@@ -163,13 +170,26 @@ __global__ void __launch_bounds__(kColumnBlock, W == 1 ? kMinBlocks : kMinVector
 #pragma unroll
     for (int l = 0; l < W; ++l) acc[l] = reduce_identity(op);
     if (o < outer) {
-      const T* column = x + (W == 1 ? strided_offset(outer_ix, o) : o);
+      const int64_t column_at = W == 1 ? strided_offset(outer_ix, o) : o;
+      const T* column = x + column_at;
       for (int64_t r = r_begin + threadIdx.y; r < r_end; r += kColumnRows * kUnroll) {
         VecOf<W> v[kUnroll];
 #pragma unroll
         for (int k = 0; k < kUnroll; ++k)
           if (r + k * kColumnRows < r_end)
             v[k] = load_vec<W>(column, inner_offset(inner_ix, r + k * kColumnRows));
+        if constexpr (kMasked) {
+#pragma unroll
+          for (int k = 0; k < kUnroll; ++k)
+            if (r + k * kColumnRows < r_end) {
+              const int64_t at = column_at + inner_offset(inner_ix, r + k * kColumnRows);
+              const VecOf<W> m = load_vec<W>(mask, at);
+#pragma unroll
+              for (int l = 0; l < W; ++l)
+                set_lane(v[k], l, lane_of(m, l) > 0.0f ? lane_of(v[k], l) : 0.0f);
+              ChannelVec<W>::store(masked + at, 0, v[k]);
+            }
+        }
 #pragma unroll
         for (int k = 0; k < kUnroll; ++k)
           if (r + k * kColumnRows < r_end)
@@ -429,13 +449,17 @@ constexpr int64_t kColumnTargetBlocks = 4, kMinChunkRows = 16;  // tests reach b
 constexpr int64_t kColumnTargetBlocks = 8 * 132, kMinChunkRows = 256;  // ~8 blocks per SM
 #endif
 
+// mask, masked (null: a plain reduction): see reduce_columns_kernel's kMasked; laid out as x.
 template <typename T>
 void reduce_columns(ReduceOp op, const T* x, const StridedIndexer& outer_ix,
                     const StridedIndexer& inner_ix, T* out, int64_t outer, int64_t inner,
-                    cudaStream_t stream) {
+                    cudaStream_t stream, const T* mask = nullptr, T* masked = nullptr) {
+  const auto aligned = [](const T* p) {
+    return reinterpret_cast<uintptr_t>(p) % (kVec * sizeof(float)) == 0;
+  };
   const bool vec = std::is_same_v<T, float> && outer % kVec == 0 && outer_ix.rank == 1 &&
-                   inner_ix.rank == 1 && inner_ix.strides[0] % kVec == 0 &&
-                   reinterpret_cast<uintptr_t>(x) % (kVec * sizeof(float)) == 0;
+                   inner_ix.rank == 1 && inner_ix.strides[0] % kVec == 0 && aligned(x) &&
+                   (!mask || (aligned(mask) && aligned(masked)));
   const int64_t span = vec ? kColumns * kVec : kColumns;
   const int64_t tiles = (outer + span - 1) / span;
   // Row chunks: enough blocks to fill the GPU when there are few outputs; one otherwise.
@@ -445,15 +469,17 @@ void reduce_columns(ReduceOp op, const T* x, const StridedIndexer& outer_ix,
   const int64_t chunk_rows = (inner + chunks - 1) / chunks;
   const dim3 grid(grid_for_rows(outer, span), static_cast<unsigned>(chunks));
   const dim3 block(kColumns, kColumnRows);
-  const auto kernel = vec ? reduce_columns_kernel<T, kVec> : reduce_columns_kernel<T, 1>;
+  const auto kernel =
+      mask ? (vec ? reduce_columns_kernel<T, kVec, true> : reduce_columns_kernel<T, 1, true>)
+           : (vec ? reduce_columns_kernel<T, kVec> : reduce_columns_kernel<T, 1>);
   if (chunks == 1) {
     ECH_LAUNCH(grid, block, 0, stream, kernel)
-    (op, x, outer_ix, inner_ix, out, nullptr, outer, inner, chunk_rows);
+    (op, x, outer_ix, inner_ix, out, nullptr, outer, inner, chunk_rows, mask, masked);
     return;
   }
   Scratch partial(static_cast<size_t>(chunks * outer) * sizeof(float), stream);
   ECH_LAUNCH(grid, block, 0, stream, kernel)
-  (op, x, outer_ix, inner_ix, out, partial.as<float>(), outer, inner, chunk_rows);
+  (op, x, outer_ix, inner_ix, out, partial.as<float>(), outer, inner, chunk_rows, mask, masked);
   ECH_CUDA_CHECK_LAUNCH("reduce (column chunks)");
   launch_1d("reduce (combine column chunks)", outer, stream, reduce_column_chunks_kernel<T>, op,
             partial.as<const float>(), chunks, out, outer, inner);
@@ -500,6 +526,25 @@ void argmax(const T* x, StridedIndexer x_ix, int64_t* out, int64_t outer, int64_
   ECH_LAUNCH(grid_for_rows(outer, 1), kRowBlock, 0, stream, argmax_kernel<T>)
   (x, x_ix, out, outer, inner);
   ECH_CUDA_CHECK_LAUNCH("argmax");
+}
+
+void relu_backward_column_sums(const float* grad_out, const float* relu_out, float* masked,
+                               float* column_sums, int64_t rows, int64_t columns,
+                               cudaStream_t stream) {
+  if (columns <= 0) return;
+  if (rows <= 0) {  // an empty sum is 0
+    ECH_CUDA_CHECK(
+        cudaMemsetAsync(column_sums, 0, static_cast<size_t>(columns) * sizeof(float), stream));
+    return;
+  }
+  StridedIndexer across,
+      down;  // (rows, columns) contiguous: columns adjacent, rows `columns` apart
+  across.rank = down.rank = 1;
+  across.sizes[0] = columns, across.strides[0] = 1;
+  down.sizes[0] = rows, down.strides[0] = columns;
+  reduce_columns(ReduceOp::Sum, grad_out, across, down, column_sums, columns, rows, stream,
+                 relu_out, masked);
+  ECH_CUDA_CHECK_LAUNCH("relu_backward_column_sums");
 }
 
 void step_statistics(const float* logits, const int64_t* targets, int64_t n, int64_t classes,

@@ -19,6 +19,14 @@ template <typename T>
 void argmax(const T* x, StridedIndexer x_ix, int64_t* out, int64_t outer, int64_t inner,
             cudaStream_t stream);
 
+// A linear layer's ReLU backward and bias gradient in one pass: masked (rows, columns) =
+// grad_out * (relu_out > 0), column_sums (columns) = masked summed over the rows, each bit for bit
+// what unary_backward(Relu) and reduce(Sum) over dim 0 give (the column kernel, same order). All
+// contiguous. Its CPU twin is that composition (ops::relu_backward_column_sums).
+void relu_backward_column_sums(const float* grad_out, const float* relu_out, float* masked,
+                               float* column_sums, int64_t rows, int64_t columns,
+                               cudaStream_t stream);
+
 // One block (a step's batch of rows): see tensor/cpu/reduce.h.
 void step_statistics(const float* logits, const int64_t* targets, int64_t n, int64_t classes,
                      const float* loss, float* guard, float* correct, cudaStream_t stream);

@@ -156,6 +156,17 @@ void axpy(T* dst, const T* src, T alpha, int64_t n) {
 }
 
 template <typename T>
+void add_row_bias(T* y, const T* bias, int64_t rows, int64_t features, bool relu) {
+  for (int64_t r = 0; r < rows; ++r) {
+    T* row = y + r * features;
+    for (int64_t j = 0; j < features; ++j) {
+      const T v = row[j] + bias[j];
+      row[j] = !relu || v > T(0) ? v : T(0);
+    }
+  }
+}
+
+template <typename T>
 void clamp(const T* x, T* y, T lo, T hi, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(x[i], lo), hi);
 }
@@ -176,6 +187,7 @@ void count_nonfinite(const T* x, int64_t n, int64_t* count) {
                           int64_t);                                                         \
   template void binary_scalar<T>(BinaryOp, const T*, StridedIndexer, T, bool, T*, int64_t); \
   template void axpy<T>(T*, const T*, T, int64_t);                                          \
+  template void add_row_bias<T>(T*, const T*, int64_t, int64_t, bool);                      \
   template void clamp<T>(const T*, T*, T, T, int64_t);                                      \
   template void count_nonfinite<T>(const T*, int64_t, int64_t*);
 ECH_FLOAT_TWINS(float)

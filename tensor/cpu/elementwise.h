@@ -53,6 +53,11 @@ void copy_cast(const Src* src, StridedIndexer src_ix, Dst* dst, StridedIndexer d
 template <typename T>
 void axpy(T* dst, const T* src, T alpha, int64_t n);
 
+// A linear layer's bias, in place: y (rows, features) += bias (features) broadcast over the rows,
+// then, with relu, y = y > 0 ? y : 0 (the ReLU twin's). Contiguous.
+template <typename T>
+void add_row_bias(T* y, const T* bias, int64_t rows, int64_t features, bool relu);
+
 // y[i] = min(max(x[i], lo), hi). Contiguous (n).
 template <typename T>
 void clamp(const T* x, T* y, T lo, T hi, int64_t n);

@@ -160,6 +160,20 @@ TEST_SUITE("gradcheck") {
     ops::set_cpu_kernels(before);
   }
 
+  TEST_CASE("linear_relu, fused (fast CPU kernels) and composed (naive), with and without bias") {
+    const ops::CpuKernels before = ops::cpu_kernels();
+    Generator gen(19);
+    for (ops::CpuKernels kernels : {ops::CpuKernels::Fast, ops::CpuKernels::Naive}) {
+      ops::set_cpu_kernels(kernels);
+      CAPTURE(kernels == ops::CpuKernels::Fast);
+      check([](const Inputs& x) { return linear_relu(x[0], x[1], x[2]); },
+            {randn64({5, 4}, gen), randn64({3, 4}, gen), randn64({3}, gen)});
+      check([](const Inputs& x) { return linear_relu(x[0], x[1], Tensor()); },
+            {randn64({2, 3}, gen), randn64({4, 3}, gen)});
+    }
+    ops::set_cpu_kernels(before);
+  }
+
   TEST_CASE("pooling") {
     Generator gen(9);
     Pool2dGeometry p;  // 2x2 stride 2

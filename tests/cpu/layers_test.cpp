@@ -10,6 +10,8 @@
 #include <echelon/layers/models/registry.h>
 #include <echelon/tensor/ops.h>
 
+#include "tests/support/setting_scope.h"
+
 using namespace echelon;
 
 namespace {
@@ -177,6 +179,38 @@ TEST_SUITE("layers") {
                            conv2->weight.grad(),
                            conv2->bias.grad()};
     }
+    for (size_t i = 0; i < got[0].size(); ++i) {
+      CAPTURE(i);
+      CHECK(max_abs_diff(got[0][i], got[1][i]) == 0.0);
+    }
+  }
+
+  TEST_CASE("Sequential fuses Linear + ReLU (linear_relu); --no-fuse gives the same bits") {
+    Generator gen(12);
+    auto fc1 = std::make_shared<Linear>(7, 9, gen), fc2 = std::make_shared<Linear>(9, 5, gen);
+    auto no_bias = std::make_shared<Linear>(5, 4, gen, /*bias=*/false);
+    Sequential seq({fc1, std::make_shared<ReLU>(), fc2, std::make_shared<ReLU>(), no_bias,
+                    std::make_shared<ReLU>()});
+    const Tensor x0 = ops::randn({6, 7}, gen), gy = ops::randn({6, 4}, gen);
+    std::vector<std::vector<Tensor>> got;
+    for (const bool fuse : {true, false}) {
+      CAPTURE(fuse);
+      const test::SettingScope<bool> fused(ops::fused_ops, ops::set_fused_ops, fuse);
+      seq.zero_grad();
+      Tensor x = x0.clone();
+      x.set_requires_grad(true);
+      size_t ran = 0;
+      const Tensor h = seq.forward_from(0, x, &ran);
+      REQUIRE(h.grad_fn());
+      CHECK(h.grad_fn()->name() == (fuse ? "linear_relu" : "relu"));
+      CHECK(ran == 2);
+      CHECK(seq.fuses_with_next(4, ops::randn({6, 5}, gen)));  // without a bias: composed inside
+      const Tensor y = seq.forward(x);
+      backward(y, gy);
+      got.push_back({y, x.grad(), fc1->weight.grad(), fc1->bias.grad(), fc2->weight.grad(),
+                     fc2->bias.grad(), no_bias->weight.grad()});
+    }
+    CHECK(max_abs_diff(got[0][0], ops::relu(got[0][0])) == 0.0);  // clamped
     for (size_t i = 0; i < got[0].size(); ++i) {
       CAPTURE(i);
       CHECK(max_abs_diff(got[0][i], got[1][i]) == 0.0);

@@ -262,6 +262,34 @@ TEST_SUITE("nn_gpu") {
     }
   }
 
+  TEST_CASE("linear_relu on CUDA: the fused node equals --no-fuse bit for bit") {
+    // LeNet-5's 400 -> 120 (the column kernel's float4 path: 120 % 4 == 0) and 84 -> 10 (the
+    // scalar path), at batches that take one row chunk and several.
+    const Device cuda = Device::cuda(0);
+    for (const auto& [rows, in, out] :
+         {std::tuple<int64_t, int64_t, int64_t>{128, 400, 120}, {3, 84, 10}, {1000, 37, 12}}) {
+      CAPTURE(rows);
+      const Tensor x0 = signed_on({rows, in}, 5, cuda), w0 = signed_on({out, in}, 6, cuda);
+      const Tensor b0 = signed_on({out}, 7, cuda), gy = signed_on({rows, out}, 8, cuda);
+      std::vector<std::vector<Tensor>> got;
+      for (const bool fuse : {true, false}) {
+        const test::SettingScope<bool> fused(ops::fused_ops, ops::set_fused_ops, fuse);
+        Tensor x = x0.clone(), w = w0.clone(), b = b0.clone();
+        for (Tensor* t : {&x, &w, &b}) t->set_requires_grad(true);
+        const Tensor y = linear_relu(x, w, b);
+        REQUIRE(y.grad_fn());
+        CHECK(y.grad_fn()->name() == (fuse ? "linear_relu" : "relu"));
+        backward(y, gy);
+        got.push_back({y, x.grad(), w.grad(), b.grad()});
+      }
+      CHECK(max_abs_diff(got[0][0], ops::relu(got[0][0])) == 0.0);  // clamped
+      for (size_t i = 0; i < got[0].size(); ++i) {
+        CAPTURE(i);
+        CHECK(max_abs_diff(got[0][i], got[1][i]) == 0.0);
+      }
+    }
+  }
+
 #if ECHELON_WITH_CUDNN
   TEST_CASE("conv2d: cuDNN and ours agree on a VGG-sized layer, forward and backward") {
     const Device cuda = Device::cuda(0);

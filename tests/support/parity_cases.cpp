@@ -83,6 +83,16 @@ void elementwise_cases() {
   add({"mul/contiguous_long", "elementwise", {f32({1031, 7}), f32({1031, 7})}, [](const auto& in) {
          return ops::mul(in[0], in[1]);
        }});
+  // A linear layer's bias (and ReLU) in place; the bias a strided view.
+  for (const bool relu : {false, true})
+    add({std::string("add_row_bias/") + (relu ? "relu_" : "") + "37x13",
+         "elementwise",
+         {f32({37, 13}), f32({13}, L::Strided)},
+         [relu](const auto& in) {
+           Tensor y = in[0].clone();
+           ops::add_row_bias_(y, in[1], relu);
+           return y;
+         }});
   add({"clamp/contiguous_tail",
        "elementwise",
        {f32({3, 67}, L::Contiguous, -2.0, 2.0)},
@@ -287,6 +297,18 @@ void reduce_cases() {
        {f32({31, 7}, L::Transposed)},
        [](const auto& in) { return ops::argmax(in[0], 0, true); },
        Tolerance{0, 0}});
+  // A linear layer's ReLU backward and bias gradient in one pass: the column kernel's float4 path
+  // (120 columns) and scalar path (10, 37), one row chunk and several; masked and sums compared.
+  for (const auto& [rows, columns] : {std::pair<int64_t, int64_t>{128, 120}, {3, 10}, {1000, 37}}) {
+    add({"relu_backward_column_sums/" + std::to_string(rows) + "x" + std::to_string(columns),
+         "reduce",
+         {f32({rows, columns}), f32({rows, columns})},
+         [](const auto& in) {
+           const ops::MaskedColumnSums r = ops::relu_backward_column_sums(in[0], ops::relu(in[1]));
+           return ops::concat({r.masked.flatten(), r.sums}, 0);
+         },
+         Tolerance{1e-4, 1e-4}});
+  }
   // step_statistics: ties (relu makes rows of zeros, x in [-4, 1)), NaNs (sqrt of x < 0), targets
   // one past each end of [0, C), 300 rows (past the 8 warps' first pass), a non-finite loss, a
   // guard already NaN.
