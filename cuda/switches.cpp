@@ -50,6 +50,10 @@ bool conv_wgrad_direct() {
   return env::flag("ECHELON_CONV_WGRAD_DIRECT", true);
 }
 
+bool conv_dgrad_phases() {
+  return env::flag("ECHELON_CONV_DGRAD_PHASES", true);
+}
+
 bool conv_autotune() {
   return env::flag("ECHELON_AUTOTUNE", false);
 }
@@ -65,6 +69,7 @@ void check_all() {
   conv_wgrad_fill();
   conv_wgrad_groups();
   conv_wgrad_direct();
+  conv_dgrad_phases();
   conv_autotune();
 }
 

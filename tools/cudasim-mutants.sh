@@ -105,6 +105,8 @@ mutants=(
   "conv-implicit-bias-epilogue|conv_operands.cuh|'v + (bias ? bias[m] : 0.0f)'|'v + (bias && m > 0 ? bias[m] : 0.0f)'"
   "conv-implicit-data-weight-index|conv_operands.cuh|'return (o * g.c + m) * g.taps + tap;'|'return (o * g.c + m) * g.taps;'"
   "conv-bounds-32-bit|conv_operands.cuh|'return static_cast<uint32_t>(i) < static_cast<uint32_t>(bound);'|'return static_cast<uint32_t>(i) <= static_cast<uint32_t>(bound);'"
+  "conv-phase-store-col-stride|conv_operands.cuh|'j * g.col_stride] = v;'|'j] = v;'|-ts=conv_gpu -tc=phases*"
+  "conv-phase-tap-class|conv_phases.cu|'p.k0h = static_cast<int>((rh + a.pad_h) % a.stride_h);'|'p.k0h = static_cast<int>(rh % a.stride_h);'|-ts=conv_gpu -tc=phases*"
   "conv-fastdiv-row-split|conv_operands.cuh|'by_kernel_w.divmod(t, ki, kj);'|'by_kernel_w.divmod(t, kj, ki);'"
   "conv-gather-pad-bound|conv_operands.cuh|'const bool inside = h >= 0 && h < g.h && w >= 0 && w < g.w;'|'const bool inside = h >= 0 && h < g.h && w >= 0;'|-ts=conv_gpu -tc=*gather?tiles*"
   "conv-gather-no-zero-fill|gemm_tile.cuh|'p, inside ? sizeof(float) : 0);'|'p, sizeof(float));'|-ts=conv_gpu -tc=*gather?tiles*"

@@ -6,7 +6,9 @@
 //   kImplicitMinInputChannels input channels, and convolutions with an operand of 2^31 elements
 //   or more (conv_gemm_fits), which keep the columns path; and the weight gradient of filters too
 //   small for a GEMM tile, which takes the direct reduction of cuda/kernels/conv_direct.cu
-//   (wgrad_direct_fits; set_conv_wgrad_direct(false) keeps the GEMM).
+//   (wgrad_direct_fits; set_conv_wgrad_direct(false) keeps the GEMM); and the input gradient of
+//   strided convolutions without dilation, which runs one stride-1 GEMM per phase of the input
+//   pixels (cuda/kernels/conv_phases.cu; set_conv_dgrad_phases(false) keeps the single GEMM).
 // - Im2colGemm: im2col (cuda/kernels/im2col.cu) into a columns buffer + our tiled SGEMM
 //   (cuda/kernels/matmul.cu), kept as the baseline the parity tests and exp_gpu_kernels compare.
 //   Images are processed in chunks so the columns buffer stays under kColumnsBudget bytes:
@@ -32,6 +34,7 @@
 #include <echelon/cuda/allocator.h>
 #include <echelon/cuda/kernels/conv_direct.h>
 #include <echelon/cuda/kernels/conv_gemm.h>
+#include <echelon/cuda/kernels/conv_phases.h>
 #include <echelon/cuda/kernels/conv_tune.h>
 #include <echelon/cuda/kernels/im2col.h>
 #include <echelon/cuda/kernels/matmul.h>
@@ -253,12 +256,31 @@ ConvConfig conv_heuristic(ConvPass pass, const Conv2dGeometry& a) {
   if (!implicit) return ConvConfig{.im2col = true};
   if (pass == ConvPass::BackwardWeight && conv_wgrad_direct() && wgrad_direct_fits(a))
     return ConvConfig{.groups = wgrad_direct_groups(a), .direct = true};
+  if (pass == ConvPass::BackwardData && conv_dgrad_phases() && dgrad_phases_fit(a)) {
+    // One config for every phase (one ConvConfig is what the tuner times and caches per call),
+    // chosen on the largest phase's stride-1 sub-problem: the GEMM each launch really runs.
+    ConvConfig c = conv_gemm_heuristic(pass, dgrad_phase_bound(a));
+    c.phases = true;
+    return c;
+  }
   return conv_gemm_heuristic(pass, a);
 }
 
 std::vector<ConvConfig> conv_candidates(ConvPass pass, const Conv2dGeometry& a) {
   std::vector<ConvConfig> out;
-  if (use_implicit(a)) out = conv_gemm_candidates(pass, a);
+  if (use_implicit(a) && pass == ConvPass::BackwardData && conv_dgrad_phases() &&
+      dgrad_phases_fit(a))
+    // The phased configs (the tiles of the largest phase's GEMM, as the heuristic), then the
+    // single GEMM's below: the tuner times whole calls through run_conv, so each is one
+    // cached, repeatable choice for the call.
+    for (ConvConfig c : conv_gemm_candidates(pass, dgrad_phase_bound(a))) {
+      c.phases = true;
+      out.push_back(c);
+    }
+  if (use_implicit(a)) {
+    const std::vector<ConvConfig> single = conv_gemm_candidates(pass, a);
+    out.insert(out.end(), single.begin(), single.end());
+  }
   if (use_implicit(a) && pass == ConvPass::BackwardWeight && wgrad_direct_fits(a)) {
     // The heuristic's block count, a quarter of it, and one block per chunk (one block: the
     // gradient written without partials).
@@ -283,6 +305,8 @@ void run_conv(const ConvCall& c, const ConvConfig& config) {
       return forward_columns(c);
     case ConvPass::BackwardData:
       if (a.n * a.c * a.h * a.w == 0) return;
+      if (!config.im2col && config.phases && dgrad_phases_fit(a))
+        return conv2d_backward_input_phases(config, a, c.grad_out, c.w, c.out, c.stream);
       if (!config.im2col)
         return conv2d_backward_input_implicit(config, a, c.grad_out, c.w, c.out, c.stream);
       return backward_input_columns(c);

@@ -39,10 +39,13 @@ struct ConvCall {
 };
 // What the call runs with tuning off: the columns path under Im2colGemm, for operands of 2^31+
 // elements and for the input gradient of < 8 input channels; the direct kernel for the weight
-// gradient where wgrad_direct_fits (conv_direct.h; unless set_conv_wgrad_direct(false)); else
+// gradient where wgrad_direct_fits (conv_direct.h; unless set_conv_wgrad_direct(false)); the
+// input gradient by phases where dgrad_phases_fit (conv_phases.h; unless
+// set_conv_dgrad_phases(false)), with conv_gemm_heuristic of the largest phase; else
 // conv_gemm_heuristic.
 ConvConfig conv_heuristic(ConvPass pass, const Conv2dGeometry& a);
-// The tuner's candidates: conv_gemm_candidates, the direct weight gradient where it fits (1 block,
+// The tuner's candidates: conv_gemm_candidates, preceded for a phased input gradient by those of
+// the largest phase with ConvConfig::phases, the direct weight gradient where it fits (1 block,
 // a quarter of the heuristic's blocks, the heuristic's, one per chunk), and the columns path
 // (alone under Im2colGemm).
 std::vector<ConvConfig> conv_candidates(ConvPass pass, const Conv2dGeometry& a);

@@ -326,7 +326,8 @@ bool warp_core_fits(ConvPass pass, const GemmShape& s, const float* a_src) {
 template <typename T, ConvPass P, bool kMma>
 void launch_on(const char* op, const Conv2dGeometry& g, const GemmShape& s, bool table,
                const float* a_src, const float* b_src, const float* bias, float* out,
-               int64_t groups, int64_t per_group, bool relu, cudaStream_t stream) {
+               int64_t groups, int64_t per_group, bool relu, cudaStream_t stream,
+               const GradInPhase* phase) {
   const int64_t tiles_m = ceil_div(s.M, T::kM), tiles_n = ceil_div(s.N, T::kN);
   ECH_CHECK(tiles_m <= kMaxGridY && tiles_n <= INT_MAX && groups <= kMaxGridZ, op,
             ": convolution too large for the implicit-GEMM grid (M=", s.M, ", N=", s.N,
@@ -342,7 +343,7 @@ void launch_on(const char* op, const Conv2dGeometry& g, const GemmShape& s, bool
   if constexpr (dynamic_shared > 0)
     opt_in_dynamic_shared<conv_gemm_kernel<T, P, kMma>>(dynamic_shared);
   ECH_LAUNCH_NAMED(name, grid, kThreads, dynamic_shared, stream, conv_gemm_kernel<T, P, kMma>)
-  (ConvIndex(g, s), a_src, b_src, bias, out, per_group, relu, use_table);
+  (ConvIndex(g, s, phase), a_src, b_src, bias, out, per_group, relu, use_table);
   ECH_CUDA_CHECK_LAUNCH(op);
 }
 
@@ -350,12 +351,13 @@ void launch_on(const char* op, const Conv2dGeometry& g, const GemmShape& s, bool
 template <ConvPass P>
 void launch_conv_gemm(const char* op, const ConvConfig& c, const Conv2dGeometry& g,
                       const float* a_src, const float* b_src, const float* bias, float* out,
-                      int64_t groups, int64_t per_group, bool relu, cudaStream_t stream) {
+                      int64_t groups, int64_t per_group, bool relu, cudaStream_t stream,
+                      const GradInPhase* phase = nullptr) {
   const GemmShape s = gemm_shape(P, g);
   const Precision precision = float32_precision();
   const auto on = [&](auto tile, auto mma) {
     launch_on<decltype(tile), P, decltype(mma)::value>(op, g, s, c.table, a_src, b_src, bias, out,
-                                                       groups, per_group, relu, stream);
+                                                       groups, per_group, relu, stream, phase);
   };
   using Fma = std::false_type;
   using Mma = std::true_type;
@@ -477,6 +479,7 @@ std::string to_string(const ConvConfig& c) {
   if (c.async_k) out += " async-k stages=" + std::to_string(c.stages);
   if (c.async_gather) out += " async-gather stages=" + std::to_string(c.stages);
   if (c.groups > 1) out += " groups=" + std::to_string(c.groups);
+  if (c.phases) out += " phases";
   return out;
 }
 
@@ -577,12 +580,12 @@ void conv2d_forward_implicit(const ConvConfig& config, const Conv2dGeometry& a, 
 
 void conv2d_backward_input_implicit(const ConvConfig& config, const Conv2dGeometry& a,
                                     const float* grad_out, const float* w, float* grad_in,
-                                    cudaStream_t stream) {
+                                    cudaStream_t stream, const GradInPhase* phase) {
   const GemmShape s = gemm_shape(ConvPass::BackwardData, a);
   if (s.M * s.N == 0) return;
   launch_conv_gemm<ConvPass::BackwardData>(
       "conv2d_backward_input (implicit GEMM)", config, a, w, grad_out, nullptr, grad_in, 1,
-      ceil_div(s.K, slice_depth(config.tile, float32_precision())), false, stream);
+      ceil_div(s.K, slice_depth(config.tile, float32_precision())), false, stream, phase);
 }
 
 void set_conv_wgrad_split(int64_t fill_blocks, int64_t groups) {

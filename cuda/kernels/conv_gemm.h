@@ -40,6 +40,9 @@ struct ConvConfig {
   // Grad weight: conv_direct.cu's direct reduction instead of a GEMM tile (conv_direct.h); groups
   // is then its block count, and the other fields are unused.
   bool direct = false;
+  // Grad input with stride > 1 and dilation 1: one stride-1 GEMM per phase of the input pixels
+  // (conv_phases.h), the fields above applying to each; elsewhere unused.
+  bool phases = false;
   bool operator==(const ConvConfig&) const = default;
 };
 // "im2col", "direct groups=3", "implicit 64x64", "implicit 16x256 table", "implicit 128x128 warp
@@ -96,10 +99,19 @@ int64_t conv_wgrad_groups(const Conv2dGeometry& a);
 void conv2d_forward_implicit(const ConvConfig& config, const Conv2dGeometry& a, const float* x,
                              const float* w, const float* bias, float* y, cudaStream_t stream,
                              bool relu = false);
-// Overwrites grad_in (N, C, H, W).
+// Where a grad-input GEMM writes when it computes one phase of a strided convolution
+// (conv_phases.h): pixel (i, j) of its geometry's (h, w) image is pixel (row0 + i*row_step,
+// col0 + j*col_step) of the full (height, width) image of grad_in.
+struct GradInPhase {
+  int64_t height = 0, width = 0;
+  int64_t row0 = 0, col0 = 0;
+  int64_t row_step = 1, col_step = 1;
+};
+// Overwrites grad_in (N, C, H, W); with `phase`, only that phase's pixels of the full grad_in
+// (N, C, phase->height, phase->width).
 void conv2d_backward_input_implicit(const ConvConfig& config, const Conv2dGeometry& a,
                                     const float* grad_out, const float* w, float* grad_in,
-                                    cudaStream_t stream);
+                                    cudaStream_t stream, const GradInPhase* phase = nullptr);
 // Overwrites grad_w (O, C, KH, KW).
 void conv2d_backward_weight_implicit(const ConvConfig& config, const Conv2dGeometry& a,
                                      const float* grad_out, const float* x, float* grad_w,

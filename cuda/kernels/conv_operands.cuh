@@ -37,14 +37,19 @@ __host__ __device__ inline GemmShape gemm_shape(ConvPass pass, const Conv2dGeome
 // Every index the gathers split is non-negative, so they divide by the sizes through FastDiv
 // (kernels/fast_div.h: a multiply-high, an add and a shift instead of ~15 instructions a
 // division; the same quotients). Built on the host by the launcher, passed by value.
+// Grad input's store: pixel (i, j) of an image lands at grad_in offset
+// image_base + row0_offset + i*row_stride + j*col_stride (image_base = (image*C + c)*
+// image_pixels): the geometry's own (h, w) image unless a phase of a strided convolution
+// (GradInPhase, conv_phases.cu) places it in the full image.
 struct ConvIndex {
   int n, c, h, w, o, out_h, out_w;
   int kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
-  int taps, plane, pixels;  // kernel_h*kernel_w, out_h*out_w, h*w
-  int M, N, K;              // the pass's GEMM shape
+  int taps, plane, pixels;                                // kernel_h*kernel_w, out_h*out_w, h*w
+  int M, N, K;                                            // the pass's GEMM shape
+  int image_pixels, row0_offset, row_stride, col_stride;  // grad input's store (above)
   FastDiv by_kernel_w, by_taps, by_out_w, by_plane, by_pixels, by_w, by_stride_h, by_stride_w;
 
-  ConvIndex(const Conv2dGeometry& a, const GemmShape& s)
+  ConvIndex(const Conv2dGeometry& a, const GemmShape& s, const GradInPhase* phase = nullptr)
       : n(static_cast<int>(a.n)),
         c(static_cast<int>(a.c)),
         h(static_cast<int>(a.h)),
@@ -66,6 +71,10 @@ struct ConvIndex {
         M(static_cast<int>(s.M)),
         N(static_cast<int>(s.N)),
         K(static_cast<int>(s.K)),
+        image_pixels(phase ? static_cast<int>(phase->height * phase->width) : pixels),
+        row0_offset(phase ? static_cast<int>(phase->row0 * phase->width + phase->col0) : 0),
+        row_stride(phase ? static_cast<int>(phase->row_step * phase->width) : w),
+        col_stride(phase ? static_cast<int>(phase->col_step) : 1),
         by_kernel_w(kernel_w),
         by_taps(taps),
         by_out_w(out_w),
@@ -301,8 +310,11 @@ struct ConvOperands {
       g.by_plane.divmod(n, image, position);
       out[(image * g.o + m) * g.plane + position] = !relu || r > 0.0f ? r : 0.0f;
     } else if constexpr (P == ConvPass::BackwardData) {
+      int i, j;  // the pixel's row and column in the geometry's image
       g.by_pixels.divmod(n, image, position);
-      out[(image * g.c + m) * g.pixels + position] = v;
+      g.by_w.divmod(position, i, j);
+      out[(image * g.c + m) * g.image_pixels + g.row0_offset + i * g.row_stride +
+          j * g.col_stride] = v;
     } else {  // the partials of all groups may pass 2^31 elements
       out[static_cast<int64_t>(blockIdx.z) * g.M * g.N + m * g.N + n] = v;
     }
