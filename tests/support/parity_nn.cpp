@@ -52,12 +52,17 @@ void conv_cases() {
   s3_d3.kernel_h = s3_d3.kernel_w = 3;
   s3_d3.stride_h = s3_d3.stride_w = s3_d3.dilation_h = s3_d3.dilation_w = 3;
   s3_d3.pad_h = 2, s3_d3.pad_w = 1;
+  Conv2dGeometry down;  // ResNet's downsampling 3x3 at stride 2: the grad input by phases
+  down.kernel_h = down.kernel_w = 3;
+  down.stride_h = down.stride_w = 2;
+  down.pad_h = down.pad_w = 1;
   const ConvCase geometries[] = {
       {"s2_p1_d2", {3, 5, 11, 9}, {7, 5, 3, 3}, dilated},
       {"3x3_same", {2, 17, 13, 15}, {33, 17, 3, 3}, same},  // 33 output channels: no tile multiple
       {"5x3_rect", {3, 3, 19, 10}, {6, 3, 5, 3}, rect},
       {"1x1_c6", {5, 6, 13, 11}, {6, 6, 1, 1}, Conv2dGeometry{}},  // LeNet-like channel count
       {"s3_p2_d3_c16", {2, 16, 14, 13}, {17, 16, 3, 3}, s3_d3},    // 16 / 17 rows: tile edges
+      {"s2_p1_c9", {3, 9, 13, 11}, {10, 9, 3, 3}, down},           // odd sizes: uneven phases
   };
   std::vector<std::pair<std::string, ops::ConvImpl>> impls = {{"ours", ops::ConvImpl::Ours}};
 #if ECHELON_WITH_CUDNN
