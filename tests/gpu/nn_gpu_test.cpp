@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -74,6 +75,29 @@ struct DeterministicCudnn {
 };
 #endif
 
+// A fused layer + ReLU node (`name`, as fused(x, w, b)) against --no-fuse's composition: the
+// output (clamped) and the three gradients for gy, bit for bit.
+void check_fused_equals_composed(
+    const std::string& name,
+    const std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>& fused_fn,
+    const Tensor& x0, const Tensor& w0, const Tensor& b0, const Tensor& gy) {
+  std::vector<std::vector<Tensor>> got;
+  for (const bool fuse : {true, false}) {
+    const test::SettingScope<bool> fused(ops::fused_ops, ops::set_fused_ops, fuse);
+    Tensor x = x0.clone(), w = w0.clone(), b = b0.clone();
+    for (Tensor* t : {&x, &w, &b}) t->set_requires_grad(true);
+    const Tensor y = fused_fn(x, w, b);
+    REQUIRE(y.grad_fn());
+    CHECK(y.grad_fn()->name() == (fuse ? name : "relu"));
+    backward(y, gy);
+    got.push_back({y, x.grad(), w.grad(), b.grad()});
+  }
+  CHECK(max_abs_diff(got[0][0], ops::relu(got[0][0])) == 0.0);  // clamped
+  for (size_t i = 0; i < got[0].size(); ++i) {
+    CAPTURE(i);
+    CHECK(max_abs_diff(got[0][i], got[1][i]) == 0.0);
+  }
+}
 }  // namespace
 
 TEST_SUITE("nn_gpu") {
@@ -243,22 +267,12 @@ TEST_SUITE("nn_gpu") {
       CAPTURE(algorithm == cuda::ConvAlgorithm::ImplicitGemm);
       const test::SettingScope<cuda::ConvAlgorithm> scope(cuda::conv_algorithm,
                                                           cuda::set_conv_algorithm, algorithm);
-      std::vector<std::vector<Tensor>> got;
-      for (const bool fuse : {true, false}) {
-        const test::SettingScope<bool> fused(ops::fused_ops, ops::set_fused_ops, fuse);
-        Tensor x = x0.clone(), w = w0.clone(), b = b0.clone();
-        for (Tensor* t : {&x, &w, &b}) t->set_requires_grad(true);
-        const Tensor y = conv2d_relu(x, w, b, g);
-        REQUIRE(y.grad_fn());
-        CHECK(y.grad_fn()->name() == (fuse ? "conv2d_relu" : "relu"));
-        backward(y, gy);
-        got.push_back({y, x.grad(), w.grad(), b.grad()});
-      }
-      CHECK(max_abs_diff(got[0][0], ops::relu(got[0][0])) == 0.0);  // clamped
-      for (size_t i = 0; i < got[0].size(); ++i) {
-        CAPTURE(i);
-        CHECK(max_abs_diff(got[0][i], got[1][i]) == 0.0);
-      }
+      check_fused_equals_composed(
+          "conv2d_relu",
+          [&g](const Tensor& x, const Tensor& w, const Tensor& b) {
+            return conv2d_relu(x, w, b, g);
+          },
+          x0, w0, b0, gy);
     }
   }
 
@@ -271,22 +285,7 @@ TEST_SUITE("nn_gpu") {
       CAPTURE(rows);
       const Tensor x0 = signed_on({rows, in}, 5, cuda), w0 = signed_on({out, in}, 6, cuda);
       const Tensor b0 = signed_on({out}, 7, cuda), gy = signed_on({rows, out}, 8, cuda);
-      std::vector<std::vector<Tensor>> got;
-      for (const bool fuse : {true, false}) {
-        const test::SettingScope<bool> fused(ops::fused_ops, ops::set_fused_ops, fuse);
-        Tensor x = x0.clone(), w = w0.clone(), b = b0.clone();
-        for (Tensor* t : {&x, &w, &b}) t->set_requires_grad(true);
-        const Tensor y = linear_relu(x, w, b);
-        REQUIRE(y.grad_fn());
-        CHECK(y.grad_fn()->name() == (fuse ? "linear_relu" : "relu"));
-        backward(y, gy);
-        got.push_back({y, x.grad(), w.grad(), b.grad()});
-      }
-      CHECK(max_abs_diff(got[0][0], ops::relu(got[0][0])) == 0.0);  // clamped
-      for (size_t i = 0; i < got[0].size(); ++i) {
-        CAPTURE(i);
-        CHECK(max_abs_diff(got[0][i], got[1][i]) == 0.0);
-      }
+      check_fused_equals_composed("linear_relu", linear_relu, x0, w0, b0, gy);
     }
   }
 
