@@ -1,7 +1,7 @@
 // The A/B rows of exp_gpu_kernels (bench/exp_gpu_kernels.cpp): each of our kernels' switches
 // (gather table, FMA core, tensor-core tile, ring depth, cp.async of k-contiguous operands, the
-// autotuner, the direct weight gradient) timed off then on in the same run, and the weight
-// gradient's split-K sweep.
+// autotuner, the direct weight gradient, the strided input gradient by phases) timed off then on
+// in the same run, and the weight gradient's split-K sweep.
 #if ECHELON_WITH_CUDA
 #include <cstdio>
 #include <string>
@@ -11,6 +11,7 @@
 #include <echelon/cuda/kernels/conv.h>
 #include <echelon/cuda/kernels/conv_direct.h>
 #include <echelon/cuda/kernels/conv_gemm.h>
+#include <echelon/cuda/kernels/conv_phases.h>
 #include <echelon/cuda/kernels/conv_tune.h>
 #include <echelon/cuda/kernels/matmul.h>
 #include <echelon/tensor/ops.h>
@@ -126,6 +127,39 @@ void wgrad_direct_rows(const std::vector<ConvShape>& shapes, Precision precision
         t[0] / t[1]);
   }
   cuda::set_conv_wgrad_direct(direct);
+  ops::set_float32_precision(Precision::Fp32);
+}
+
+// The input gradient of ResNet's two 3x3 stride-2 layers (net_conv_shapes lists stride-1 layers
+// only): the single implicit GEMM (cuda::set_conv_dgrad_phases(false)), then one GEMM per phase
+// (the default, cuda/kernels/conv_phases.h), per call, under `precision`.
+void dgrad_phases_rows(int64_t batch, Precision precision) {
+  const bool phases = cuda::conv_dgrad_phases();  // false under ECHELON_CONV_DGRAD_PHASES=0
+  ops::set_conv_impl(ops::ConvImpl::Ours);
+  cuda::set_conv_algorithm(cuda::ConvAlgorithm::ImplicitGemm);
+  ops::set_float32_precision(precision);
+  std::printf(
+      "== strided input gradient: single GEMM / phases (%s; us per call; ratio > 1: phases "
+      "faster)\n",
+      name(precision));
+  Conv2dGeometry g;
+  g.kernel_h = g.kernel_w = 3, g.stride_h = g.stride_w = 2, g.pad_h = g.pad_w = 1;
+  const Shape layers[][2] = {{{batch, 16, 32, 32}, {32, 16, 3, 3}},
+                             {{batch, 32, 16, 16}, {64, 32, 3, 3}}};
+  for (const auto& [x_shape, w_shape] : layers) {
+    const Tensor x = random_cuda(x_shape, 10), w = random_cuda(w_shape, 11);
+    const Tensor gy = random_cuda(ops::conv2d(x, w, Tensor(), g).shape(), 13);
+    double t[2];
+    for (const bool on : {false, true}) {
+      cuda::set_conv_dgrad_phases(on);
+      t[on] = per_call_ms([&] { ops::conv2d_backward(gy, x, w, false, true, g, false); }).ms;
+    }
+    std::printf("resnet20 C=%-4lld O=%-4lld %lldx%lld s2  single %8.1f / phases %8.1f (%.2f)\n",
+                static_cast<long long>(x_shape[1]), static_cast<long long>(w_shape[0]),
+                static_cast<long long>(x_shape[2]), static_cast<long long>(x_shape[3]), t[0] * 1e3,
+                t[1] * 1e3, t[0] / t[1]);
+  }
+  cuda::set_conv_dgrad_phases(phases);
   ops::set_float32_precision(Precision::Fp32);
 }
 

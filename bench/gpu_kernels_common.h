@@ -54,6 +54,7 @@ PerCall per_call_ms(const std::function<void()>& body);
 // ---- gpu_kernels_ab.cpp: each prints its rows ----
 void wgrad_sweep_rows(const std::vector<ConvShape>& shapes);
 void wgrad_direct_rows(const std::vector<ConvShape>& shapes, Precision precision);
+void dgrad_phases_rows(int64_t batch, Precision precision);
 void gather_table_rows(const std::vector<ConvShape>& shapes, Precision precision);
 void fma_core_rows(const std::vector<ConvShape>& shapes);
 void mma_tile_rows(const std::vector<ConvShape>& shapes, Precision precision);
