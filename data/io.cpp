@@ -174,7 +174,10 @@ void read_into(const std::string& path, Inflater inflater, Bytes& out) {
               offset, " are not another gzip member (trailing garbage)");
     std::optional<size_t> next;
 #ifdef ECHELON_WITH_LIBDEFLATE
-    if (inflater == Inflater::Fastest)
+    // libdeflate skips a header CRC (flag FHCRC, byte 3 bit 1) unchecked; zlib checks it. Such
+    // members are rare (gzip never writes one), so zlib takes them.
+    const bool header_crc = raw.size() - offset > 3 && (raw[offset + 3] & 0x02) != 0;
+    if (inflater == Inflater::Fastest && !header_crc)
       next = inflate_member_libdeflate(raw, offset,
                                        expected > out.size() ? expected - out.size() : 0, out);
 #else

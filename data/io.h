@@ -10,7 +10,10 @@
 namespace echelon::data {
 
 // Which library inflates gzip: Fastest is libdeflate where the build has it (about twice zlib's
-// speed), else zlib; Zlib forces zlib (tests compare the two).
+// speed), else zlib; Zlib forces zlib (tests compare the two). Both verify each member's CRC-32
+// and length; a member with a header CRC goes to zlib either way. libdeflate may accept a few
+// malformations zlib rejects in the deflate data itself, bytes that still pass the CRC-32 and the
+// length (tests/fuzz/diff_gzip.cpp holds Zlib to zlib's exact verdicts, Fastest to zlib's bytes).
 enum class Inflater { Fastest, Zlib };
 // Whether this build has libdeflate (CMake found libdeflate-dev).
 bool libdeflate_available();
