@@ -148,9 +148,8 @@ void open_splits(DatasetSplits& d, const std::string& name, const std::string& d
       normalize(d, {0.2860f}, {0.3530f});
     if (limits.shape_only) return shape_only(d, {1, 28, 28}, 10);
     require_folder(name, d.dir);
-    load_splits(d, name, train, [&](const std::string& split) {
-      return load_fashion_mnist(d.dir, split == "test" ? "t10k" : split);
-    });
+    load_splits(d, name, train,
+                [&](const std::string& split) { return load_fashion_mnist(d.dir, split); });
   } else if (name == "cifar10") {
     d.dir = !dir.empty() ? dir : kDefaultCifar10Dir;
     d.class_names = kCifar10Classes;
