@@ -1,10 +1,15 @@
 #include <echelon/autograd/engine.h>
 
+#include <map>
+#include <mutex>
 #include <unordered_map>
 #include <vector>
 
 #include <echelon/base/error.h>
 #include <echelon/tensor/ops.h>
+#if ECHELON_WITH_CUDA
+#include <echelon/cuda/stream.h>
+#endif
 
 namespace echelon {
 
@@ -114,6 +119,34 @@ std::unordered_map<Node*, int> count_dependencies(
   return deps;
 }
 
+// The seed of a scalar root's backward. On a GPU, one shared 1 per (device, dtype), filled once,
+// so that a training step's backward launches no fill kernel. It stays 1: the engine writes in
+// place only into tensors nothing else holds (addable_in_place, owned_alone) and a node's function
+// never writes its incoming gradient. A root with hooks gets its own (a hook might write it).
+Tensor unit_seed(const Tensor& root) {
+  const bool hooked = root.impl().autograd && !root.impl().autograd->hooks.empty();
+  if (!root.is_cuda() || hooked) return Tensor::ones(root.shape(), root.dtype(), root.device());
+#if ECHELON_WITH_CUDA
+  const Device device = root.device();
+  const cudaStream_t stream = cuda::current_stream(device.index);
+  static std::mutex mutex;
+  // Never destroyed: freeing device memory during exit could outlive the CUDA runtime.
+  static auto* seeds = new std::map<std::pair<int, DType>, Tensor>();
+  std::lock_guard lock(mutex);
+  const auto it = seeds->find({device.index, root.dtype()});
+  if (it != seeds->end()) return it->second.reshape(root.shape());
+  Tensor seed = Tensor::ones({}, root.dtype(), device);
+  // Filled on this stream; every stream may read it later, so wait for the fill, once. Not
+  // while capturing: filled only inside a graph, it would hold garbage for an eager step.
+  if (cuda::stream_capturing(stream)) return seed.reshape(root.shape());
+  ECH_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return seeds->emplace(std::pair{device.index, root.dtype()}, seed)
+      .first->second.reshape(root.shape());
+#else
+  return Tensor::ones(root.shape(), root.dtype(), root.device());
+#endif
+}
+
 }  // namespace
 
 void backward(const Tensor& root, const Tensor& grad, bool retain_graph,
@@ -125,7 +158,7 @@ void backward(const Tensor& root, const Tensor& grad, bool retain_graph,
   if (!root_grad.defined()) {
     ECH_CHECK(root.numel() == 1, "backward: a gradient must be given for non-scalar root ",
               root.describe());
-    root_grad = Tensor::ones(root.shape(), root.dtype(), root.device());
+    root_grad = unit_seed(root);
   }
   check_grad_matches(root_grad, root.shape(), "the gradient passed to backward");
   // Backward never records: gradients are plain tensors.

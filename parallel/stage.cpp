@@ -378,9 +378,14 @@ Message Stage::backward(InFlight& state, const Message* grad) {
       buckets->gradient_ready(leaf);
     };
   }
-  const Tensor root_grad = grad ? grad->tensor
-                                : Tensor::full(state.root.shape(), state.message.loss_weight,
-                                               state.root.dtype(), state.root.device());
+  // The loss's seed: the engine's shared 1 (no fill kernel on a GPU) unless a micro-batch weighs
+  // its loss (gpipe).
+  Tensor root_grad;
+  if (grad)
+    root_grad = grad->tensor;
+  else if (state.message.loss_weight != 1.0 || state.root.numel() != 1)
+    root_grad = Tensor::full(state.root.shape(), state.message.loss_weight, state.root.dtype(),
+                             state.root.device());
   ::echelon::backward(state.root, root_grad, /*retain_graph=*/false, gradient_ready);
   if (!current.empty()) assign_all(params_, current);
   if (partition_ > 0) upstream.tensor = state.input.grad();

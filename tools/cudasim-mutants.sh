@@ -112,6 +112,9 @@ mutants=(
   "conv-gather-no-zero-fill|gemm_tile.cuh|'p, inside ? sizeof(float) : 0);'|'p, sizeof(float));'|-ts=conv_gpu -tc=*gather?tiles*"
   "conv-gather-wait-too-few|gemm_tile.cuh|'if (async) __pipeline_wait_prior(kStages - 2);'|'if (async) __pipeline_wait_prior(async_gather<T>() ? kStages - 1 : kStages - 2);'|-ts=conv_gpu -tc=*gather?tiles*"
   "conv-tune-slowest-pick|conv_tune.cu|'if (times[i] < times[best]) best = i;'|'if (times[i] > times[best]) best = i;'|-ts=conv_tune_gpu -tc=scripted*"
+  "loss-one-block-row-sum|loss.cu|'offset > 0; offset /= 2)\n      sum +='|'offset > 1; offset /= 2)\n      sum +='|-ts=nn_gpu -tc=cross_entropy*"
+  "loss-one-block-warp-total|loss.cu|'total += warp_loss[w];'|'total = warp_loss[w];'|-ts=nn_gpu -tc=cross_entropy*"
+  "loss-rows-first-bad-bound|loss.cu|'target[i] >= classes) && first_bad'|'target[i] > classes) && first_bad'|-ts=nn_gpu -tc=cross_entropy*"
 )
 # The orders and grid caps of the ctest entries (tests/cudasim/CMakeLists.txt). Reverse with a
 # grid cap first: it catches the races and grid-stride bugs that forward misses, and every
@@ -161,7 +164,7 @@ run_orders() {
 # the kernel file); none for the GEMM files, whose mutants the whole binary catches in seconds.
 family_of() {
   case $1 in
-    reduce.cu | norm.cu | pool.cu | conv.cu | elementwise.cu) echo "${1%.cu}" ;;
+    reduce.cu | norm.cu | pool.cu | conv.cu | elementwise.cu | loss.cu) echo "${1%.cu}" ;;
     channels.cuh) echo norm ;;
   esac
 }

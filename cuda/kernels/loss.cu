@@ -1,11 +1,18 @@
-// Cross-entropy fused with log-softmax. Why: one block per row finds the row max and the sum of
-// exponentials (CUB block reductions, in double like the CPU twin), so no exp overflows and the
-// log-probabilities are written once; a second one-block kernel averages the row losses in a
-// fixed order (deterministic). A bad target is reported through a device word holding the first
-// offending row, read back by the launcher; with deferred target checks a one-thread kernel
-// publishes it instead into a per-device record in pinned host memory (with unified addressing
-// a kernel writes cudaHostAlloc memory directly), read later by check_deferred_target_errors:
-// no synchronisation in the step, like a CUDA device-side assert.
+// Cross-entropy fused with log-softmax, in double like the CPU twin (tensor/cpu/loss.cpp,
+// cpu::cross_entropy_forward / cpu::cross_entropy_backward): each row's max and sum of
+// exponentials, so no exp overflows and the log-probabilities are written once; the mean of the
+// row losses in a fixed order (deterministic for a given shape). Two paths:
+// - a batch small enough for one block (LeNet-5's 128 x 10: cross_entropy_one_block_fits) is one
+//   kernel: `lanes` adjacent lanes (a power of two up to a warp) take a row, the block adds the
+//   rows' losses and finds the first bad target itself. A training step's loss is then one launch
+//   where it was a memset and three kernels;
+// - otherwise one block per row (CUB block reductions), then a one-block kernel that averages the
+//   row losses and finds the first bad target by scanning the targets.
+// A bad target is reported through a device word holding the first offending row, read back by
+// the launcher; with deferred target checks the last kernel publishes it instead into a
+// per-device record in pinned host memory (with unified addressing a kernel writes
+// cudaHostAlloc memory directly), read later by check_deferred_target_errors: no synchronisation
+// in the step, like a CUDA device-side assert.
 #include <echelon/cuda/kernels/loss.h>
 
 #include <array>
@@ -24,14 +31,109 @@ namespace {
 // ---- kernels ------------------------------------------------------------------------------------
 
 using BlockReduce = cub::BlockReduce<double, kBlock>;
+using BlockReduceRow = cub::BlockReduce<unsigned long long, kBlock>;
+constexpr unsigned long long kNoBadRow = ~0ull;
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kOneBlockThreads = 512;         // 1024 would cap a thread at 64 registers: it spilled
+constexpr int64_t kOneBlockMostPerLane = 16;  // logits a lane reads, at most
 
 struct MaxOp {
   __device__ double operator()(double a, double b) const { return fmax(a, b); }
 };
+struct MinRowOp {
+  __device__ unsigned long long operator()(unsigned long long a, unsigned long long b) const {
+    return a < b ? a : b;
+  }
+};
 
+// The first bad target a deferred check saw on a device; row -1: none.
+struct TargetErrorRecord {
+  int64_t row, value, classes;
+};
+
+// Copies a launch's first bad row (kNoBadRow: none) into the record unless it holds one already.
+// Plain stores: no atomics on host memory over the bus.
+__device__ void publish_bad_target(unsigned long long row, const int64_t* target, int64_t classes,
+                                   TargetErrorRecord* record_in) {
+  volatile TargetErrorRecord* record = record_in;  // host memory the host polls
+  if (row == kNoBadRow || record->row >= 0) return;
+  record->value = target[row];
+  record->classes = classes;
+  __threadfence_system();  // value and classes land before the row that marks them valid
+  record->row = static_cast<int64_t>(row);
+}
+
+// Lanes per row of the one-block kernel: the classes rounded up to a power of two, at most a warp.
+int lanes_per_row(int64_t classes) {
+  int lanes = 1;
+  while (lanes < classes && lanes < 32) lanes *= 2;
+  return lanes;
+}
+
+// logits (n, classes) -> log_probs (n, classes), loss[0] = the mean row loss (NaN if a target is
+// bad), bad_row[0] = the first bad row or kNoBadRow (when bad_row is given), and the first bad
+// row published into `record` (when given). One block of kOneBlockThreads; the rows go by passes
+// of blockDim / lanes so that every lane of a warp takes part in every shuffle.
+__global__ void __launch_bounds__(kOneBlockThreads)
+    cross_entropy_one_block_kernel(int n, int classes, int lanes, const float* logits,
+                                   const int64_t* target, float* log_probs, float* loss,
+                                   unsigned long long* bad_row, TargetErrorRecord* record) {
+  __shared__ double warp_loss[kOneBlockThreads / 32];
+  __shared__ unsigned long long warp_bad[kOneBlockThreads / 32];
+  const int lane = static_cast<int>(threadIdx.x) % lanes, group = threadIdx.x / lanes;
+  const int groups = blockDim.x / lanes;
+  double loss_sum = 0.0;  // this group's rows, in row order
+  unsigned long long first_bad = kNoBadRow;
+  for (int base = 0; base < n; base += groups) {
+    const int row = base + group;
+    const bool valid = row < n;
+    const float* in = logits + static_cast<int64_t>(valid ? row : 0) * classes;
+    double row_max = -INFINITY;
+    if (valid)
+      for (int j = lane; j < classes; j += lanes) row_max = fmax(row_max, in[j]);
+    for (int offset = lanes / 2; offset > 0; offset /= 2)
+      row_max = fmax(row_max, __shfl_xor_sync(kFullMask, row_max, offset));
+    double sum = 0.0;
+    if (valid)
+      for (int j = lane; j < classes; j += lanes) sum += exp(in[j] - row_max);
+    for (int offset = lanes / 2; offset > 0; offset /= 2)
+      sum += __shfl_xor_sync(kFullMask, sum, offset);
+    if (!valid) continue;
+    const double log_sum = row_max + log(sum);
+    float* out = log_probs + static_cast<int64_t>(row) * classes;
+    for (int j = lane; j < classes; j += lanes) out[j] = static_cast<float>(in[j] - log_sum);
+    if (lane != 0) continue;
+    const int64_t t = target[row];
+    if (t < 0 || t >= classes) {
+      first_bad = min(first_bad, static_cast<unsigned long long>(row));
+      loss_sum += NAN;  // with deferred checks the NaN loss stops sgd_step's update
+    } else {
+      loss_sum += log_sum - in[t];
+    }
+  }
+  // The block's sums in a fixed order: a shuffle tree per warp, then the warps in order.
+  for (int offset = 16; offset > 0; offset /= 2) {
+    loss_sum += __shfl_down_sync(kFullMask, loss_sum, offset);
+    first_bad = min(first_bad, __shfl_down_sync(kFullMask, first_bad, offset));
+  }
+  const int warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  if (threadIdx.x % 32 == 0) warp_loss[warp] = loss_sum, warp_bad[warp] = first_bad;
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  double total = 0.0;
+  for (int w = 0; w < warps; ++w) {
+    total += warp_loss[w];
+    first_bad = min(first_bad, warp_bad[w]);
+  }
+  loss[0] = static_cast<float>(total / static_cast<double>(n));
+  if (bad_row) *bad_row = first_bad;
+  if (record) publish_bad_target(first_bad, target, classes, record);
+}
+
+// One block per row: log_probs of the row and its loss (NaN for a bad target).
 __global__ void cross_entropy_rows_kernel(int64_t classes, const float* logits,
-                                          const int64_t* target, float* log_probs, double* row_loss,
-                                          unsigned long long* bad_row) {
+                                          const int64_t* target, float* log_probs,
+                                          double* row_loss) {
   __shared__ BlockReduce::TempStorage temp;
   __shared__ double shared;
   const int64_t row = blockIdx.x;
@@ -53,40 +155,29 @@ __global__ void cross_entropy_rows_kernel(int64_t classes, const float* logits,
     log_probs[row * classes + j] = static_cast<float>(in[j] - log_sum);
   if (threadIdx.x == 0) {
     const int64_t t = target[row];
-    if (t < 0 || t >= classes) {
-      atomicMin(bad_row, static_cast<unsigned long long>(row));
-      // NaN: with deferred checks the step's loss then stops its SGD update (sgd_step's guard).
-      row_loss[row] = NAN;
-    } else {
-      row_loss[row] = log_sum - in[t];
-    }
+    row_loss[row] = t < 0 || t >= classes ? NAN : log_sum - in[t];
   }
 }
 
-// The first bad target a deferred check saw on a device; row -1: none.
-struct TargetErrorRecord {
-  int64_t row, value, classes;
-};
-
-// Copies this launch's first bad row (if any) into the record unless it holds one already.
-// Plain stores: no atomics on host memory over the bus.
-__global__ void publish_bad_target_kernel(const unsigned long long* bad_row, const int64_t* target,
-                                          int64_t classes, TargetErrorRecord* record_in) {
-  volatile TargetErrorRecord* record = record_in;  // host memory the host polls
-  const unsigned long long row = *bad_row;
-  if (row == ~0ull || record->row >= 0) return;
-  record->value = target[row];
-  record->classes = classes;
-  __threadfence_system();  // value and classes land before the row that marks them valid
-  record->row = static_cast<int64_t>(row);
-}
-
-__global__ void mean_kernel(int64_t n, const double* row_loss, float* loss) {
+// loss[0] = the mean of the row losses; the first bad target's row into bad_row / the record.
+__global__ void mean_and_first_bad_kernel(int64_t n, int64_t classes, const double* row_loss,
+                                          const int64_t* target, float* loss,
+                                          unsigned long long* bad_row, TargetErrorRecord* record) {
   __shared__ BlockReduce::TempStorage temp;
+  __shared__ BlockReduceRow::TempStorage temp_row;
   double acc = 0.0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) acc += row_loss[i];
+  unsigned long long first_bad = kNoBadRow;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    acc += row_loss[i];
+    if ((target[i] < 0 || target[i] >= classes) && first_bad == kNoBadRow)
+      first_bad = static_cast<unsigned long long>(i);  // a thread's rows ascend: its first
+  }
   const double total = BlockReduce(temp).Sum(acc);
-  if (threadIdx.x == 0) loss[0] = static_cast<float>(total / static_cast<double>(n));
+  first_bad = BlockReduceRow(temp_row).Reduce(first_bad, MinRowOp());
+  if (threadIdx.x != 0) return;
+  loss[0] = static_cast<float>(total / static_cast<double>(n));
+  if (bad_row) *bad_row = first_bad;
+  if (record) publish_bad_target(first_bad, target, classes, record);
 }
 
 __global__ void cross_entropy_backward_kernel(int64_t n, int64_t classes, const float* grad_loss,
@@ -120,42 +211,52 @@ TargetErrorRecord* target_error_record(int device) {
 
 }  // namespace
 
-// ---- launchers
-// ------------------------------------------------------------------------------------
+// ---- launchers ---------------------------------------------------------------------------------
+
+bool cross_entropy_one_block_fits(int64_t n, int64_t classes) {
+  const int64_t lanes = lanes_per_row(classes);
+  const int64_t passes = (n * lanes + kOneBlockThreads - 1) / kOneBlockThreads;
+  return n > 0 && classes > 0 && passes * ((classes + lanes - 1) / lanes) <= kOneBlockMostPerLane;
+}
 
 int64_t cross_entropy_forward(int64_t n, int64_t classes, const float* logits,
                               const int64_t* target, float* log_probs, float* loss, int device,
                               cudaStream_t stream) {
   if (n == 0) return -1;
-  // One scratch block: the bad-row word, then the per-row losses.
-  const size_t bytes = sizeof(unsigned long long) + static_cast<size_t>(n) * sizeof(double);
-  void* scratch = device_malloc(device, bytes, stream);
-  auto* bad = static_cast<unsigned long long*>(scratch);
-  auto* row_loss = reinterpret_cast<double*>(bad + 1);
-  unsigned long long bad_host = ~0ull;
+  const bool deferred = deferred_target_checks();
+  TargetErrorRecord* record = deferred ? target_error_record(device) : nullptr;
+  const bool one_block = cross_entropy_one_block_fits(n, classes);
+  // Scratch: the bad-row word (unless deferred), then the per-row losses (the per-row path).
+  const size_t words = (deferred ? 0 : 1) + (one_block ? 0 : static_cast<size_t>(n));
+  void* scratch = words ? device_malloc(device, words * sizeof(double), stream) : nullptr;
+  auto* bad = deferred ? nullptr : static_cast<unsigned long long*>(scratch);
+  auto* row_loss = static_cast<double*>(scratch) + (deferred ? 0 : 1);
+  unsigned long long bad_host = kNoBadRow;
   try {
-    ECH_CUDA_CHECK(cudaMemsetAsync(bad, 0xFF, sizeof(unsigned long long), stream));
-    ECH_LAUNCH(static_cast<unsigned>(n), kBlock, 0, stream, cross_entropy_rows_kernel)
-    (classes, logits, target, log_probs, row_loss, bad);
-    ECH_CUDA_CHECK_LAUNCH("cross_entropy_forward");
-    ECH_LAUNCH(1, kBlock, 0, stream, mean_kernel)(n, row_loss, loss);
-    ECH_CUDA_CHECK_LAUNCH("cross_entropy_forward (mean)");
-    if (deferred_target_checks()) {
-      ECH_LAUNCH(1, 1, 0, stream, publish_bad_target_kernel)
-      (bad, target, classes, target_error_record(device));
-      ECH_CUDA_CHECK_LAUNCH("cross_entropy_forward (deferred target check)");
-      device_free(device, scratch);  // stream-ordered: reused only after these kernels
-      return -1;
+    if (one_block) {
+      ECH_LAUNCH(1, kOneBlockThreads, 0, stream, cross_entropy_one_block_kernel)
+      (static_cast<int>(n), static_cast<int>(classes), lanes_per_row(classes), logits, target,
+       log_probs, loss, bad, record);
+      ECH_CUDA_CHECK_LAUNCH("cross_entropy_forward (one block)");
+    } else {
+      ECH_LAUNCH(static_cast<unsigned>(n), kBlock, 0, stream, cross_entropy_rows_kernel)
+      (classes, logits, target, log_probs, row_loss);
+      ECH_CUDA_CHECK_LAUNCH("cross_entropy_forward (rows)");
+      ECH_LAUNCH(1, kBlock, 0, stream, mean_and_first_bad_kernel)
+      (n, classes, row_loss, target, loss, bad, record);
+      ECH_CUDA_CHECK_LAUNCH("cross_entropy_forward (mean)");
     }
-    ECH_CUDA_CHECK(
-        cudaMemcpyAsync(&bad_host, bad, sizeof(bad_host), cudaMemcpyDeviceToHost, stream));
-    ECH_CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (!deferred) {
+      ECH_CUDA_CHECK(
+          cudaMemcpyAsync(&bad_host, bad, sizeof(bad_host), cudaMemcpyDeviceToHost, stream));
+      ECH_CUDA_CHECK(cudaStreamSynchronize(stream));
+    }
   } catch (...) {
-    device_free(device, scratch);
+    if (scratch) device_free(device, scratch);
     throw;
   }
-  device_free(device, scratch);
-  return bad_host == ~0ull ? -1 : static_cast<int64_t>(bad_host);
+  if (scratch) device_free(device, scratch);  // stream-ordered: reused only after these kernels
+  return bad_host == kNoBadRow ? -1 : static_cast<int64_t>(bad_host);
 }
 
 void set_deferred_target_checks(bool on) {

@@ -16,6 +16,9 @@ namespace echelon::cuda {
 int64_t cross_entropy_forward(int64_t n, int64_t classes, const float* logits,
                               const int64_t* target, float* log_probs, float* loss, int device,
                               cudaStream_t stream);
+// Whether cross_entropy_forward runs as one kernel of one block (LeNet-5's 128 x 10 does); else a
+// kernel of a block per row and a one-block kernel for the mean.
+bool cross_entropy_one_block_fits(int64_t n, int64_t classes);
 // Deferred target checks (off by default; process-wide). A step engine with device-side stats
 // (parallel::DeferredStats) turns them on around each training step
 // (parallel::ScopedDeferredTargetChecks), and calls check_deferred_target_errors where it

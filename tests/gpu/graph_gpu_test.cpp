@@ -19,6 +19,9 @@
 #include <echelon/tensor/ops.h>
 
 #include "tests/support/flat_parameters.h"
+#if ECHELON_CUDA_SIM
+#include <echelon/cuda/sim/sim.h>
+#endif
 
 using namespace echelon;
 
@@ -176,5 +179,57 @@ TEST_SUITE("graph_gpu") {
     ECH_CUDA_CHECK(cudaGraphExecDestroy(exec));
     ECH_CUDA_CHECK(cudaGraphDestroy(graph));
     cuda::release_capture_pool(0, pool, stream.get());
+  }
+}
+
+TEST_SUITE("graph_gpu") {
+  TEST_CASE("a scalar root's seed on a GPU: filled once, shared read-only, never written") {
+    const Device gpu = Device::cuda(0);
+    Tensor x = Tensor::from_vector<float>({1.0f, -2.0f, 3.0f}, {3}, gpu);
+    x.set_requires_grad(true);
+    const std::vector<float> want = {2.0f, -4.0f, 6.0f};
+    // The kernels of a forward and backward of sum(x * x); the hook, if any, on the loss.
+    const auto run = [&](const TensorHook& hook) {
+#if ECHELON_CUDA_SIM
+      ECH_CUDA_CHECK(cudaDeviceSynchronize());  // the emulator counts a kernel when it runs
+      const uint64_t before = cudasim::stats().kernels;
+#endif
+      x.zero_grad();
+      Tensor loss = sum(x * x);
+      if (hook) loss.register_hook(hook);
+      backward(loss);
+#if ECHELON_CUDA_SIM
+      ECH_CUDA_CHECK(cudaDeviceSynchronize());
+      return cudasim::stats().kernels - before;
+#else
+      return uint64_t{0};
+#endif
+    };
+    run({});  // the first backward on this device fills the shared seed
+    const uint64_t shared_seed = run({});
+    CHECK(x.grad().cpu().to_vector<float>() == want);
+    // A root with a hook gets a seed of its own: one fill kernel more.
+    const uint64_t own_seed = run([](const Tensor&) { return Tensor(); });
+    CHECK(x.grad().cpu().to_vector<float>() == want);
+#if ECHELON_CUDA_SIM
+    CHECK(own_seed == shared_seed + 1);
+#endif
+    // Written in place by a hook, that seed changes this backward only.
+    run([](const Tensor& g) {
+      Tensor written = g;
+      ops::fill_(written, 7.0);
+      return Tensor();
+    });
+    CHECK(x.grad().cpu().to_vector<float>() == std::vector<float>{14.0f, -28.0f, 42.0f});
+    run({});
+    CHECK(x.grad().cpu().to_vector<float>() == want);
+    // A retained root gradient is a copy: writing it leaves the shared seed at 1.
+    Tensor loss = sum(x * x);
+    loss.retain_grad();
+    backward(loss);
+    Tensor retained = loss.grad();
+    ops::fill_(retained, 5.0);
+    run({});
+    CHECK(x.grad().cpu().to_vector<float>() == want);
   }
 }

@@ -169,6 +169,61 @@ TEST_SUITE("nn_gpu") {
     cuda::check_deferred_target_errors();  // cleared
   }
 
+  TEST_CASE("cross_entropy's two CUDA paths: the CPU twin's values, the first bad row of several") {
+    // One block (LeNet-5's batch; 33 classes: lanes of 32 read two logits each) and a block per
+    // row (5 x 1001; 2000 rows): log-probabilities and loss against the CPU twin, then two bad
+    // targets, the later one first in the data, synchronous and deferred: both name the first.
+    struct Shape2 {
+      int64_t n, classes;
+      bool one_block;
+    };
+    for (const Shape2 s : {Shape2{128, 10, true}, Shape2{100, 33, true}, Shape2{5, 1001, false},
+                           Shape2{2000, 10, false}}) {
+      CAPTURE(s.n);
+      CAPTURE(s.classes);
+      CHECK(cuda::cross_entropy_one_block_fits(s.n, s.classes) == s.one_block);
+      const Device gpu = Device::cuda(0);
+      const Tensor logits = signed_on({s.n, s.classes}, 5, Device::cpu()),
+                   gpu_logits = logits.to(gpu);
+      std::vector<int64_t> labels(static_cast<size_t>(s.n));
+      for (int64_t i = 0; i < s.n; ++i) labels[static_cast<size_t>(i)] = (7 * i + 3) % s.classes;
+      const Tensor target = Tensor::from_vector<int64_t>(labels, {s.n});
+      Tensor cpu_log_probs, gpu_log_probs;
+      const float cpu_loss = ops::cross_entropy(logits, target, &cpu_log_probs).item<float>();
+      const float gpu_loss =
+          ops::cross_entropy(gpu_logits, target.to(gpu), &gpu_log_probs).item<float>();
+      CHECK(gpu_loss == doctest::Approx(cpu_loss).epsilon(1e-6));
+      const std::vector<float> want = cpu_log_probs.to_vector<float>(),
+                               got = gpu_log_probs.cpu().to_vector<float>();
+      for (size_t i = 0; i < want.size(); ++i)
+        REQUIRE(got[i] == doctest::Approx(want[i]).epsilon(1e-6));
+
+      const int64_t first = s.n / 3, later = s.n - 2;
+      labels[static_cast<size_t>(later)] = -1;
+      labels[static_cast<size_t>(first)] = s.classes;
+      const Tensor bad = Tensor::from_vector<int64_t>(labels, {s.n}, gpu);
+      const std::string named = "target[" + std::to_string(first) +
+                                "] = " + std::to_string(s.classes) +
+                                " is not a class index in [0, " + std::to_string(s.classes) + ")";
+      try {
+        ops::cross_entropy(gpu_logits, bad, nullptr);
+        FAIL("expected an echelon::Error");
+      } catch (const Error& e) {
+        CHECK(std::string(e.what()).find(named) != std::string::npos);
+      }
+      cuda::set_deferred_target_checks(true);
+      const Tensor nan_loss = ops::cross_entropy(gpu_logits, bad, nullptr);
+      cuda::set_deferred_target_checks(false);
+      CHECK(std::isnan(nan_loss.item<float>()));  // synchronises: the record is written
+      try {
+        cuda::check_deferred_target_errors();
+        FAIL("expected an echelon::Error");
+      } catch (const Error& e) {
+        CHECK(std::string(e.what()).find(named) != std::string::npos);
+      }
+    }
+  }
+
   TEST_CASE("dropout mask: CUDA equals CPU bitwise for the same generator state") {
     Generator a(99), b(99);
     const Tensor cpu_mask = ops::dropout_mask({7, 13, 31}, 0.4, a, Device::cpu());
