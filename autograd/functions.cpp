@@ -253,7 +253,13 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   const double scale = 1.0 / static_cast<double>(reduced_count(in_shape, dims));
   return record("mean", ops::mean(x, dims, keepdim), {x},
                 [in_shape, dims, scale](const Tensor& g, const Needs&) -> Grads {
-                  return {ops::mul(expand_reduced(g, in_shape, dims), scale)};
+                  // On a GPU the scaling kernel reads the broadcast view itself: one launch, not
+                  // a copy and a scaling (ResNet's global average pooling). The CPU's fast path
+                  // takes contiguous input.
+                  const Tensor expanded =
+                      g.is_cuda() ? g.reshape(keepdim_shape(in_shape, dims)).expand(in_shape)
+                                  : expand_reduced(g, in_shape, dims);
+                  return {ops::mul(expanded, scale)};
                 });
 }
 

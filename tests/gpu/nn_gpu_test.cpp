@@ -224,6 +224,22 @@ TEST_SUITE("nn_gpu") {
     }
   }
 
+  TEST_CASE("mean's backward on CUDA (the broadcast gradient read in place) equals the CPU's") {
+    // ResNet's global average pooling, and a mean over dims 0 and 2 without keepdim.
+    for (const auto& [dims, keepdim] : {std::pair<std::vector<int64_t>, bool>{{2, 3}, true},
+                                        std::pair<std::vector<int64_t>, bool>{{0, 2}, false}}) {
+      std::vector<std::vector<float>> grads;
+      for (const Device device : {Device::cpu(), Device::cuda(0)}) {
+        Tensor x = signed_on({3, 5, 4, 6}, 11, device);
+        x.set_requires_grad(true);
+        const Tensor y = mean(x, dims, keepdim);
+        backward(sum(y * signed_on(y.shape(), 12, device)));
+        grads.push_back(x.grad().cpu().to_vector<float>());
+      }
+      CHECK(grads[0] == grads[1]);
+    }
+  }
+
   TEST_CASE("dropout mask: CUDA equals CPU bitwise for the same generator state") {
     Generator a(99), b(99);
     const Tensor cpu_mask = ops::dropout_mask({7, 13, 31}, 0.4, a, Device::cpu());
