@@ -36,6 +36,7 @@ constexpr unsigned long long kNoBadRow = ~0ull;
 constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kOneBlockThreads = 512;         // 1024 would cap a thread at 64 registers: it spilled
 constexpr int64_t kOneBlockMostPerLane = 16;  // logits a lane reads, at most
+constexpr int64_t kRowPerLane = 4;            // of a row's, where 32 lanes suffice
 
 struct MaxOp {
   __device__ double operator()(double a, double b) const { return fmax(a, b); }
@@ -63,10 +64,13 @@ __device__ void publish_bad_target(unsigned long long row, const int64_t* target
   record->row = static_cast<int64_t>(row);
 }
 
-// Lanes per row of the one-block kernel: the classes rounded up to a power of two, at most a warp.
+// Lanes per row of the one-block kernel: a power of two up to a warp, so that a lane reads at
+// most kRowPerLane logits of a row. Few lanes per row, many rows per pass: a pass is a chain of
+// load, shuffle and exp latencies, and a lane's few logits load and exponentiate side by side
+// (LeNet-5's 128 x 10: 4 lanes of 3 logits, all 128 rows in one pass).
 int lanes_per_row(int64_t classes) {
   int lanes = 1;
-  while (lanes < classes && lanes < 32) lanes *= 2;
+  while (lanes * kRowPerLane < classes && lanes < 32) lanes *= 2;
   return lanes;
 }
 

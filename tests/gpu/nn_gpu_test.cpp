@@ -170,15 +170,16 @@ TEST_SUITE("nn_gpu") {
   }
 
   TEST_CASE("cross_entropy's two CUDA paths: the CPU twin's values, the first bad row of several") {
-    // One block (LeNet-5's batch; 33 classes: lanes of 32 read two logits each) and a block per
-    // row (5 x 1001; 2000 rows): log-probabilities and loss against the CPU twin, then two bad
-    // targets, the later one first in the data, synchronous and deferred: both name the first.
+    // One block (LeNet-5's batch: 4 lanes a row; 33 classes: 16 lanes, 4 passes; 120 classes: a
+    // warp a row) and a block per row (5 x 1001; 2000 rows): log-probabilities and loss against
+    // the CPU twin, then two bad targets, the later one first in the data, synchronous and
+    // deferred: both name the first.
     struct Shape2 {
       int64_t n, classes;
       bool one_block;
     };
-    for (const Shape2 s : {Shape2{128, 10, true}, Shape2{100, 33, true}, Shape2{5, 1001, false},
-                           Shape2{2000, 10, false}}) {
+    for (const Shape2 s : {Shape2{128, 10, true}, Shape2{100, 33, true}, Shape2{16, 120, true},
+                           Shape2{5, 1001, false}, Shape2{2000, 10, false}}) {
       CAPTURE(s.n);
       CAPTURE(s.classes);
       CHECK(cuda::cross_entropy_one_block_fits(s.n, s.classes) == s.one_block);
