@@ -112,6 +112,8 @@ mutants=(
   "conv-gather-no-zero-fill|gemm_tile.cuh|'p, inside ? sizeof(float) : 0);'|'p, sizeof(float));'|-ts=conv_gpu -tc=*gather?tiles*"
   "conv-gather-wait-too-few|gemm_tile.cuh|'if (async) __pipeline_wait_prior(kStages - 2);'|'if (async) __pipeline_wait_prior(async_gather<T>() ? kStages - 1 : kStages - 2);'|-ts=conv_gpu -tc=*gather?tiles*"
   "conv-tune-slowest-pick|conv_tune.cu|'if (times[i] < times[best]) best = i;'|'if (times[i] > times[best]) best = i;'|-ts=conv_tune_gpu -tc=scripted*"
+  "pool-gather-relu-mask|pool.cu|'relu_out[o] > 0.0f)) acc'|'relu_out[o] >= 0.0f)) acc'"
+  "pool-gather-covering-bound|pool.cu|'o <= out_row + ow1; ++o)'|'o < out_row + ow1; ++o)'"
 )
 # The orders and grid caps of the ctest entries (tests/cudasim/CMakeLists.txt). Reverse with a
 # grid cap first: it catches the races and grid-stride bugs that forward misses, and every
