@@ -96,9 +96,10 @@ Tensor max_pool2d(const Tensor& x, const Pool2dGeometry& window) {
   Tensor argmax;
   Tensor y = ops::max_pool2d(x, window, &argmax);
   const Shape& in_shape = x.shape();
-  return record("max_pool2d", y, {x}, [argmax, in_shape](const Tensor& g, const Needs&) -> Grads {
-    return {ops::max_pool2d_backward(g, argmax, in_shape)};
-  });
+  return record("max_pool2d", y, {x},
+                [argmax, in_shape, window](const Tensor& g, const Needs&) -> Grads {
+                  return {ops::max_pool2d_backward(g, argmax, in_shape, window)};
+                });
 }
 
 Tensor relu_max_pool2d(const Tensor& x, const Pool2dGeometry& window) {
@@ -108,12 +109,11 @@ Tensor relu_max_pool2d(const Tensor& x, const Pool2dGeometry& window) {
   Tensor y_saved = saved_output(y);
   const Shape& in_shape = x.shape();
   return record("relu_max_pool2d", y, {x},
-                [argmax, y_saved, in_shape](const Tensor& g, const Needs&) -> Grads {
-                  // relu(x) at an argmax is the pooled y there, so the ReLU's mask at the
-                  // scattered positions is y > 0: masked on the pooled gradient, the scatter
-                  // gives the composition's gradient (0 + the same terms, in the same order).
-                  const Tensor masked = ops::unary_backward(UnaryOp::Relu, g, y_saved, y_saved);
-                  return {ops::max_pool2d_backward(masked, argmax, in_shape)};
+                [argmax, y_saved, in_shape, window](const Tensor& g, const Needs&) -> Grads {
+                  // relu(x) at an argmax is the pooled y there, so the ReLU's mask at the routed
+                  // positions is y > 0: applied to the pooled gradient in the pooling's backward,
+                  // it gives the composition's gradient (0 + the same terms, in the same order).
+                  return {ops::max_pool2d_backward(g, argmax, in_shape, window, y_saved)};
                 });
 }
 

@@ -32,6 +32,15 @@ struct Pool2dGeometry {
     return out;
   }
 
+  // Whether flat index `at` (ih * w + iw) of an input plane lies in window (oh, ow), clipped to
+  // the image: where max_pool2d puts every argmax (its backward's gather relies on it).
+  constexpr bool window_holds(int64_t oh, int64_t ow, int64_t at) const {
+    if (at < 0 || at >= h * w) return false;
+    const int64_t ih = at / w, iw = at % w;
+    const int64_t h0 = oh * stride_h - pad_h, w0 = ow * stride_w - pad_w;
+    return ih >= h0 && ih < h0 + kernel_h && iw >= w0 && iw < w0 + kernel_w;
+  }
+
   // This window over input (images, channels, height, width).
   constexpr Pool2dGeometry for_input(int64_t images, int64_t channels, int64_t height,
                                      int64_t width) const {

@@ -231,7 +231,20 @@ Conv2dGrads conv2d_backward(const Tensor& grad_out, const Tensor& x, const Tenso
 // read each element through the ReLU and never store relu(x) (the naive twins compose the ops).
 Tensor max_pool2d(const Tensor& x, const Pool2dGeometry& g, Tensor* argmax,
                   bool relu_first = false);
+// grad_in of input_shape (N, C, H, W) = grad_out (N, C, OH, OW) summed through argmax (the
+// forward's) in output order. Needs no window; on CUDA a zero fill and an atomicAdd scatter, whose
+// float sums run in any order where windows share an input.
 Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& argmax, const Shape& input_shape);
+// The same gradient knowing the forward's window `g`. Precondition: each argmax index lies in its
+// own window (clipped to the image), as max_pool2d produces it. CUDA then gathers per input over
+// the windows covering it: one kernel, no zero fill, deterministic and bit-identical to the CPU
+// twin even where windows overlap; it does not check the precondition: an index outside its
+// window contributes nothing. The CPU paths check it and throw naming the op, the index, its
+// output and the window. relu_out (N, C, OH, OW; may be undefined): the y of max_pool2d(x, g,
+// &argmax, relu_first = true); grad_out then passes only where y > 0, the gradient of x through
+// ReLU and pooling, bit-identical to unary_backward(Relu, grad_out, y, y) then this op.
+Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& argmax, const Shape& input_shape,
+                           const Pool2dGeometry& g, const Tensor& relu_out = Tensor());
 Tensor avg_pool2d(const Tensor& x, const Pool2dGeometry& g);
 Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& input_shape,
                            const Pool2dGeometry& g);

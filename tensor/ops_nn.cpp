@@ -348,9 +348,15 @@ Pool2dGeometry pool_geometry_of(const char* op, const Tensor& x, const Pool2dGeo
   return pool_geometry(op, x.shape(), window);
 }
 
-// The shapes for max pooling's backward, which routes through argmax and needs no window.
+// The checks of both max_pool2d_backward overloads: grad_out float, argmax int64 (N, C, OH, OW) on
+// its device, input_shape (N, C, H, W). The shapes of the result (the window is the default).
 Pool2dGeometry max_pool_backward_geometry(const char* op, const Tensor& grad_out,
-                                          const Shape& input_shape) {
+                                          const Tensor& argmax, const Shape& input_shape) {
+  check_float_like(op, grad_out, grad_out, "grad_out");
+  check_defined(op, argmax, "argmax");
+  ECH_CHECK(argmax.dtype() == kInt64 && argmax.device() == grad_out.device(), op,
+            ": argmax must be int64 on ", grad_out.device(), ", got ", argmax.describe());
+  check_shape(op, argmax, grad_out.shape(), "argmax");
   ECH_CHECK(input_shape.size() == 4, op, ": input_shape must be (N, C, H, W), got ", input_shape);
   ECH_CHECK(grad_out.dim() == 4 && grad_out.size(0) == input_shape[0] &&
                 grad_out.size(1) == input_shape[1],
@@ -363,6 +369,20 @@ Pool2dGeometry max_pool_backward_geometry(const char* op, const Tensor& grad_out
   a.out_h = grad_out.size(2);
   a.out_w = grad_out.size(3);
   return a;
+}
+
+// The window overload's precondition (ops.h) for the naive twin, which indexes with argmax
+// (N, C, OH, OW): each index lies in its own window of a.
+void check_argmax_in_windows(const char* op, const Pool2dGeometry& a, const Tensor& argmax) {
+  const std::vector<int64_t> indices = argmax.to_vector<int64_t>();
+  for (int64_t p = 0, q = 0; p < a.n * a.c; ++p)
+    for (int64_t oh = 0; oh < a.out_h; ++oh)
+      for (int64_t ow = 0; ow < a.out_w; ++ow, ++q)
+        ECH_CHECK(a.window_holds(oh, ow, indices[static_cast<size_t>(q)]), op, ": argmax index ",
+                  indices[static_cast<size_t>(q)], " of output (", p / a.c, ", ", p % a.c, ", ", oh,
+                  ", ", ow, ") is outside its ", a.kernel_h, "x", a.kernel_w, " window at row ",
+                  oh * a.stride_h - a.pad_h, ", column ", ow * a.stride_w - a.pad_w, " of the ",
+                  a.h, "x", a.w, " input plane");
 }
 
 }  // namespace
@@ -401,12 +421,7 @@ Tensor max_pool2d(const Tensor& x_in, const Pool2dGeometry& window, Tensor* argm
 Tensor max_pool2d_backward(const Tensor& grad_out_in, const Tensor& argmax_in,
                            const Shape& input_shape) {
   const char* op = "max_pool2d_backward";
-  check_float_like(op, grad_out_in, grad_out_in, "grad_out");
-  check_defined(op, argmax_in, "argmax");
-  ECH_CHECK(argmax_in.dtype() == kInt64 && argmax_in.device() == grad_out_in.device(), op,
-            ": argmax must be int64 on ", grad_out_in.device(), ", got ", argmax_in.describe());
-  check_shape(op, argmax_in, grad_out_in.shape(), "argmax");
-  const Pool2dGeometry a = max_pool_backward_geometry(op, grad_out_in, input_shape);
+  const Pool2dGeometry a = max_pool_backward_geometry(op, grad_out_in, argmax_in, input_shape);
   const Tensor grad_out = grad_out_in.contiguous(), argmax = argmax_in.contiguous();
   Tensor grad_in = Tensor::empty(input_shape, grad_out.dtype(), grad_out.device());
   if (grad_in.numel() == 0) return grad_in;
@@ -434,6 +449,47 @@ Tensor max_pool2d_backward(const Tensor& grad_out_in, const Tensor& argmax_in,
   ECH_DISPATCH_FLOATING(grad_out.dtype(), op, {
     cpu::max_pool2d_backward(a, grad_out.data<scalar_t>(), argmax.data<int64_t>(),
                              grad_in.data<scalar_t>());
+  });
+  return grad_in;
+}
+
+Tensor max_pool2d_backward(const Tensor& grad_out_in, const Tensor& argmax_in,
+                           const Shape& input_shape, const Pool2dGeometry& window,
+                           const Tensor& relu_out_in) {
+  const char* op = "max_pool2d_backward";
+  max_pool_backward_geometry(op, grad_out_in, argmax_in, input_shape);
+  const Pool2dGeometry a = pool_geometry(op, input_shape, window);
+  check_shape(op, grad_out_in, {a.n, a.c, a.out_h, a.out_w}, "grad_out");
+  const bool masked = relu_out_in.defined();
+  if (masked) {
+    check_float_like(op, relu_out_in, grad_out_in, "relu_out");
+    check_shape(op, relu_out_in, grad_out_in.shape(), "relu_out");
+  }
+  const Tensor grad_out = grad_out_in.contiguous(), argmax = argmax_in.contiguous();
+  const Tensor relu_out = masked ? relu_out_in.contiguous() : Tensor();
+  Tensor grad_in = Tensor::empty(input_shape, grad_out.dtype(), grad_out.device());
+  if (grad_in.numel() == 0) return grad_in;
+  if (grad_out.is_cuda()) {
+#if ECHELON_WITH_CUDA
+    cuda::DeviceGuard guard(grad_out.device().index);
+    cuda::max_pool2d_backward_gather(
+        a, grad_out.data<float>(), argmax.data<int64_t>(), grad_in.data<float>(),
+        masked ? relu_out.data<float>() : nullptr, stream_of(grad_out));
+    return grad_in;
+#else
+    fail_not_cuda_build(op);
+#endif
+  }
+  const bool fast = cpu_kernels() == CpuKernels::Fast;  // checks each index as it scatters
+  if (!fast) check_argmax_in_windows(op, a, argmax);
+  ECH_DISPATCH_FLOATING(grad_out.dtype(), op, {
+    const scalar_t* y = masked ? relu_out.data<scalar_t>() : nullptr;
+    if (fast)
+      cpu::fast::max_pool2d_backward_in_windows(
+          a, grad_out.data<scalar_t>(), argmax.data<int64_t>(), grad_in.data<scalar_t>(), y);
+    else
+      cpu::max_pool2d_backward(a, grad_out.data<scalar_t>(), argmax.data<int64_t>(),
+                               grad_in.data<scalar_t>(), y);
   });
   return grad_in;
 }

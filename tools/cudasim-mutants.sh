@@ -115,6 +115,8 @@ mutants=(
   "loss-one-block-row-sum|loss.cu|'offset > 0; offset /= 2)\n      sum +='|'offset > 1; offset /= 2)\n      sum +='|-ts=nn_gpu -tc=cross_entropy*"
   "loss-one-block-warp-total|loss.cu|'total += warp_loss[w];'|'total = warp_loss[w];'|-ts=nn_gpu -tc=cross_entropy*"
   "loss-rows-first-bad-bound|loss.cu|'target[i] >= classes) && first_bad'|'target[i] > classes) && first_bad'|-ts=nn_gpu -tc=cross_entropy*"
+  "pool-gather-relu-mask|pool.cu|'relu_out[o] > 0.0f)) acc'|'relu_out[o] >= 0.0f)) acc'"
+  "pool-gather-covering-bound|pool.cu|'o <= out_row + ow1; ++o)'|'o < out_row + ow1; ++o)'"
 )
 # The orders and grid caps of the ctest entries (tests/cudasim/CMakeLists.txt). Reverse with a
 # grid cap first: it catches the races and grid-stride bugs that forward misses, and every

@@ -1,7 +1,13 @@
-// Pooling kernels. Why: one thread per output element for the forwards (each window is small);
-// average backward gathers per input pixel over the windows that cover it (deterministic, no
-// atomics); max backward scatters through argmax with atomicAdd because only argmax, not the
-// window geometry, reaches it (overlapping windows may pick the same pixel).
+// Pooling kernels. Why: one thread per output element for the forwards (each window is small).
+// The backwards gather per input pixel over the windows that cover it: each thread writes its own
+// grad_in element (no atomics, no zero fill), deterministic. Max backward's gather
+// (max_pool2d_backward_gather) takes the window's geometry and argmax and adds grad_out where
+// argmax names the pixel, in ascending (oh, ow) from 0: the order in which its CPU twin
+// (cpu::max_pool2d_backward, tensor/cpu/pool.cpp) scatters, so the two agree bit for bit even
+// where windows overlap (AlexNet's 3x3 / stride 2). Given the pooled output of
+// max_pool2d(relu(x)), it also applies ReLU's mask (y > 0 at the argmax), so relu_max_pool2d's
+// backward is this one kernel. Callers with argmax but no window use the scatter
+// (max_pool2d_backward: zero fill, then atomicAdd through argmax; float sums in any order).
 // Max pooling 2x2 / stride 2 (LeNet, VGG, AlexNet-style nets), W % 4 == 0, x 16-byte aligned:
 // each thread reads a float4 of both input rows (two independent 16-byte loads) and writes two
 // outputs and their argmax. The generic kernel spent ~3 64-bit divisions and a clipped-window
@@ -132,8 +138,40 @@ __global__ void avg_pool2d_forward_kernel(Pool2dGeometry a, const float* x, floa
 __device__ void covering(int64_t in, int64_t kernel, int64_t stride, int64_t pad, int64_t out,
                          int64_t* first, int64_t* last) {
   const int64_t lo = in + pad - kernel + 1;  // oh*stride >= lo
-  *first = lo <= 0 ? 0 : (lo + stride - 1) / stride;
-  *last = min((in + pad) / stride, out - 1);
+  *first = lo <= 0 ? 0 : quotient(lo + stride - 1, stride);
+  *last = min(quotient(in + pad, stride), out - 1);
+}
+
+// Thread per input pixel: the sum, from 0 in ascending (oh, ow), of grad_out over the covering
+// windows whose argmax is this pixel and, with relu_out (the pooled relu(x)), whose relu_out > 0.
+// An argmax outside its own window matches no covering window there: its term is dropped.
+__global__ void max_pool2d_backward_gather_kernel(Pool2dGeometry a, const float* grad_out,
+                                                  const int64_t* argmax, const float* relu_out,
+                                                  float* grad_in) {
+  const int64_t total = a.n * a.c * a.h * a.w;
+  // stride == kernel, no padding (2x2 / stride 2): the one covering window is a division away.
+  const bool disjoint =
+      a.stride_h == a.kernel_h && a.stride_w == a.kernel_w && a.pad_h == 0 && a.pad_w == 0;
+  ECH_GRID_STRIDE(i, total) {
+    const int64_t row = quotient(i, a.w), iw = i - row * a.w;  // row = plane * h + ih
+    const int64_t plane = quotient(row, a.h), ih = row - plane * a.h;
+    int64_t oh0, oh1, ow0, ow1;
+    if (disjoint) {
+      oh0 = quotient(ih, a.kernel_h), ow0 = quotient(iw, a.kernel_w);
+      oh1 = min(oh0, a.out_h - 1), ow1 = min(ow0, a.out_w - 1);  // past them: no window
+    } else {
+      covering(ih, a.kernel_h, a.stride_h, a.pad_h, a.out_h, &oh0, &oh1);
+      covering(iw, a.kernel_w, a.stride_w, a.pad_w, a.out_w, &ow0, &ow1);
+    }
+    const int64_t at = ih * a.w + iw;
+    float acc = 0.0f;
+    for (int64_t oh = oh0; oh <= oh1; ++oh) {
+      const int64_t out_row = (plane * a.out_h + oh) * a.out_w;
+      for (int64_t o = out_row + ow0; o <= out_row + ow1; ++o)
+        if (argmax[o] == at && (relu_out == nullptr || relu_out[o] > 0.0f)) acc += grad_out[o];
+    }
+    grad_in[i] = acc;
+  }
 }
 
 __global__ void avg_pool2d_backward_kernel(Pool2dGeometry a, const float* grad_out,
@@ -181,6 +219,13 @@ void max_pool2d_backward(const Pool2dGeometry& a, const float* grad_out, const i
       grad_in, 0, static_cast<size_t>(a.n * a.c * a.h * a.w) * sizeof(float), stream));
   launch_1d("max_pool2d_backward", a.n * a.c * a.out_h * a.out_w, stream,
             max_pool2d_backward_kernel, a, grad_out, argmax, grad_in);
+}
+
+void max_pool2d_backward_gather(const Pool2dGeometry& a, const float* grad_out,
+                                const int64_t* argmax, float* grad_in, const float* relu_out,
+                                cudaStream_t stream) {
+  launch_1d("max_pool2d_backward_gather", a.n * a.c * a.h * a.w, stream,
+            max_pool2d_backward_gather_kernel, a, grad_out, argmax, relu_out, grad_in);
 }
 
 void avg_pool2d_forward(const Pool2dGeometry& a, const float* x, float* y, cudaStream_t stream) {

@@ -49,12 +49,15 @@ void max_pool2d_forward(const Pool2dGeometry& a, const T* x, T* y, int64_t* argm
 
 template <typename T>
 void max_pool2d_backward(const Pool2dGeometry& a, const T* grad_out, const int64_t* argmax,
-                         T* grad_in) {
+                         T* grad_in, const T* relu_out) {
   std::fill(grad_in, grad_in + a.n * a.c * a.h * a.w, T(0));
   const int64_t out_plane = a.out_h * a.out_w;
   for (int64_t p = 0; p < a.n * a.c; ++p)
-    for (int64_t q = 0; q < out_plane; ++q)
-      grad_in[p * a.h * a.w + argmax[p * out_plane + q]] += grad_out[p * out_plane + q];
+    for (int64_t q = 0; q < out_plane; ++q) {
+      const int64_t o = p * out_plane + q;
+      if (relu_out && !(relu_out[o] > T(0))) continue;
+      grad_in[p * a.h * a.w + argmax[o]] += grad_out[o];
+    }
 }
 
 template <typename T>
@@ -92,9 +95,9 @@ void avg_pool2d_backward(const Pool2dGeometry& a, const T* grad_out, T* grad_in)
 template void max_pool2d_forward<float>(const Pool2dGeometry&, const float*, float*, int64_t*);
 template void max_pool2d_forward<double>(const Pool2dGeometry&, const double*, double*, int64_t*);
 template void max_pool2d_backward<float>(const Pool2dGeometry&, const float*, const int64_t*,
-                                         float*);
+                                         float*, const float*);
 template void max_pool2d_backward<double>(const Pool2dGeometry&, const double*, const int64_t*,
-                                          double*);
+                                          double*, const double*);
 template void avg_pool2d_forward<float>(const Pool2dGeometry&, const float*, float*);
 template void avg_pool2d_forward<double>(const Pool2dGeometry&, const double*, double*);
 template void avg_pool2d_backward<float>(const Pool2dGeometry&, const float*, float*);

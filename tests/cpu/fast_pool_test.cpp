@@ -6,6 +6,7 @@
 // (global average pooling) and ReLU's backward from its output.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -137,6 +138,42 @@ void compare_with_twin(const Tensor& x, const Pool2dGeometry& window) {
   }
 }
 
+// The backward with the window (with relu: of the fused forward, masked by its y) on the twin,
+// bit for bit what it replaces (ReLU's backward, then the scatter without the window), and on
+// every fast setting, bit for bit the twin.
+void compare_windowed_with_twin(const Tensor& x, const Pool2dGeometry& window) {
+  Generator gen(98);
+  const Pool2dGeometry a = window.for_input(x.size(0), x.size(1), x.size(2), x.size(3));
+  Tensor grad = ops::randn({a.n, a.c, a.out_h, a.out_w}, gen, kFloat64);
+  auto* g = grad.data<double>();
+  for (int64_t i = 0; i < grad.numel(); i += 7) g[i] = -0.0;
+  for (int64_t i = 4; i < grad.numel(); i += 19) g[i] = std::numeric_limits<double>::quiet_NaN();
+  grad = grad.to(x.dtype());
+  const auto windowed = [&](bool relu) {
+    Tensor argmax;
+    const Tensor y = ops::max_pool2d(x, window, &argmax, relu);
+    return ops::max_pool2d_backward(grad, argmax, x.shape(), window, relu ? y : Tensor());
+  };
+  for (const bool relu : {false, true}) {
+    CAPTURE(relu);
+    Tensor naive;
+    {
+      PoolScope scope(1, ops::CpuKernels::Naive, false);
+      naive = windowed(relu);
+      Tensor argmax;
+      const Tensor y = ops::max_pool2d(x, window, &argmax, relu);
+      const Tensor masked = relu ? ops::unary_backward(UnaryOp::Relu, grad, y, y) : grad;
+      check_same_bits(naive, ops::max_pool2d_backward(masked, argmax, x.shape()));
+    }
+    for (const FastSetting& s : fast_settings()) {
+      CAPTURE(s.threads);
+      CAPTURE(s.avx512);
+      PoolScope scope(s.threads, ops::CpuKernels::Fast, s.avx512);
+      check_same_bits(windowed(relu), naive);
+    }
+  }
+}
+
 // relu then max pooling through autograd: the output and the input's gradient. Fused: the one
 // relu_max_pool2d node; else the two ops.
 std::pair<Tensor, Tensor> relu_pool_with_grad(const Tensor& x, const Pool2dGeometry& window,
@@ -225,6 +262,60 @@ TEST_SUITE("fast_pool") {
             doctest::Contains(("argmax index " + std::to_string(bad)).c_str()), Error);
       }
     }
+  }
+
+  TEST_CASE("max_pool2d_backward with the window and relu_out: the twin's bits on every path") {
+    Pool2dGeometry overlapping;  // 3x3 stride 2: each cell in its window, the fast path's cells
+    overlapping.kernel_h = overlapping.kernel_w = 3;
+    Pool2dGeometry padded = overlapping;  // no cells: the checked scatter
+    padded.pad_h = padded.pad_w = 1;
+    padded.ceil_mode = true;
+    Pool2dGeometry dense = overlapping;
+    dense.stride_h = dense.stride_w = 1;
+    for (const Pool2dGeometry& window : {Pool2dGeometry{}, overlapping, padded, dense})
+      for (const DType dtype : {kFloat32, kFloat64}) {
+        CAPTURE(window.kernel_h);
+        CAPTURE(window.stride_h);
+        CAPTURE(window.pad_h);
+        CAPTURE(dtype);
+        // 40 columns: rows of 8 windows or more, the one-pass cells with AVX-512.
+        compare_windowed_with_twin(tricky_input({2, 3, 9, 21}, dtype, 5), window);
+        compare_windowed_with_twin(tricky_input({1, 2, 11, 40}, dtype, 6), window);
+      }
+    const Tensor ramp =  // every argmax at its window's top left: the cells succeed
+        ops::mul(ops::arange(int64_t{2} * 3 * 9 * 40, kFloat32).reshape({2, 3, 9, 40}), -1.0);
+    compare_windowed_with_twin(ramp, overlapping);
+  }
+
+  TEST_CASE("max_pool2d_backward with the window refuses an argmax outside its window") {
+    // (1, 1, 4, 16) -> (1, 1, 2, 8), 2x2 stride 2, every index at its window's top left but
+    // output (0, 1)'s, which names input 0: in the plane (the scatter takes it), in output
+    // (0, 0)'s window. Refused with and without relu_out, by the twin and every fast setting.
+    std::vector<int64_t> indices;
+    for (int64_t q = 0; q < 16; ++q) indices.push_back(2 * (q / 8) * 16 + 2 * (q % 8));
+    indices[1] = 0;
+    const Tensor argmax = Tensor::from_vector<int64_t>(indices, {1, 1, 2, 8});
+    Generator gen(7);
+    const Tensor grad = ops::randn({1, 1, 2, 8}, gen), y = ops::rand({1, 1, 2, 8}, gen);
+    std::vector<FastSetting> settings = fast_settings();
+    settings.push_back({0, false});  // 0 threads: the naive twin
+    for (const FastSetting& s : settings) {
+      CAPTURE(s.threads);
+      CAPTURE(s.avx512);
+      PoolScope scope(std::max(s.threads, 1),
+                      s.threads == 0 ? ops::CpuKernels::Naive : ops::CpuKernels::Fast, s.avx512);
+      CHECK_NOTHROW(ops::max_pool2d_backward(grad, argmax, {1, 1, 4, 16}));
+      for (const Tensor& relu_out : {Tensor(), y})
+        CHECK_THROWS_WITH_AS(
+            ops::max_pool2d_backward(grad, argmax, {1, 1, 4, 16}, Pool2dGeometry{}, relu_out),
+            doctest::Contains("max_pool2d_backward: argmax index 0 of output (0, 0, 0, 1) is "
+                              "outside its 2x2 window at row 0, column 2 of the 4x16 input plane"),
+            Error);
+    }
+    Pool2dGeometry wider;  // a window that does not give grad_out's shape
+    wider.kernel_w = wider.stride_w = 4;
+    CHECK_THROWS_WITH_AS(ops::max_pool2d_backward(grad, argmax, {1, 1, 4, 16}, wider),
+                         doctest::Contains("grad_out has shape"), Error);
   }
 
   TEST_CASE("sum and mean over leading dims: fast path bit-identical to the twin") {

@@ -178,17 +178,24 @@ TEST_SUITE("gradcheck") {
     Generator gen(9);
     Pool2dGeometry p;  // 2x2 stride 2
     Inputs in = {randn64({2, 3, 5, 7}, gen)};
-    check([p](const Inputs& x) { return max_pool2d(x[0], p); }, in);
     check([p](const Inputs& x) { return avg_pool2d(x[0], p); }, in);
     Pool2dGeometry q;
     q.kernel_h = q.kernel_w = 3, q.stride_h = q.stride_w = 2, q.pad_h = q.pad_w = 1;
-    check([q](const Inputs& x) { return max_pool2d(x[0], q); }, in);
     check([q](const Inputs& x) { return avg_pool2d(x[0], q); }, in);
     check([](const Inputs& x) { return global_avg_pool2d(x[0]); }, in);
-    // ReLU folded into the max pooling (fast CPU path: one node), away from the ReLU's kink.
+    // Max pooling's backward with its window on both CPU paths; ReLU folded into it (the fast
+    // path: one node, ReLU's mask in the backward), away from the ReLU's kink.
     Inputs kinked = {away_from_zero({2, 3, 5, 7}, gen)};
-    check([p](const Inputs& x) { return relu_max_pool2d(x[0], p); }, kinked);
-    check([q](const Inputs& x) { return relu_max_pool2d(x[0], q); }, kinked);
+    const ops::CpuKernels before = ops::cpu_kernels();
+    for (ops::CpuKernels kernels : {ops::CpuKernels::Fast, ops::CpuKernels::Naive}) {
+      ops::set_cpu_kernels(kernels);
+      CAPTURE(kernels == ops::CpuKernels::Fast);
+      check([p](const Inputs& x) { return max_pool2d(x[0], p); }, in);
+      check([q](const Inputs& x) { return max_pool2d(x[0], q); }, in);
+      check([p](const Inputs& x) { return relu_max_pool2d(x[0], p); }, kinked);
+      check([q](const Inputs& x) { return relu_max_pool2d(x[0], q); }, kinked);
+    }
+    ops::set_cpu_kernels(before);
   }
 
   TEST_CASE("batch_norm train and eval, 2-D and 4-D") {

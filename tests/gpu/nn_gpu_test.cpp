@@ -5,7 +5,9 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <utility>
@@ -98,6 +100,14 @@ void check_fused_equals_composed(
     CHECK(max_abs_diff(got[0][i], got[1][i]) == 0.0);
   }
 }
+// a and b (float32) hold the same bits: +0 and -0 differ.
+bool same_bits(const Tensor& a, const Tensor& b) {
+  const std::vector<float> x = a.cpu().contiguous().to_vector<float>();
+  const std::vector<float> y = b.cpu().contiguous().to_vector<float>();
+  return x.size() == y.size() && std::equal(x.begin(), x.end(), y.begin(), [](float u, float v) {
+           return std::bit_cast<uint32_t>(u) == std::bit_cast<uint32_t>(v);
+         });
+}
 }  // namespace
 
 TEST_SUITE("nn_gpu") {
@@ -111,7 +121,63 @@ TEST_SUITE("nn_gpu") {
         CHECK_MESSAGE(r.ok, r.name, " [", r.variant, "]: ", r.detail);
       }
     }
-    CHECK(ran >= 54);  // 54 nn cases, plus the cuDNN variants when built with cuDNN
+    CHECK(ran >= 60);  // 60 nn cases, plus the cuDNN variants when built with cuDNN
+  }
+
+  TEST_CASE(
+      "max_pool2d_backward with the window on CUDA: the twin's bits; the scatter's if disjoint") {
+    // The gather adds each input's terms from 0 in ascending (oh, ow), the order of the twin's
+    // scatter: bit for bit, overlapping windows included. Where no two windows share an input,
+    // the atomic scatter adds one term to 0 as well. Every 7th gradient is -0 (0 + -0 is +0).
+    const Device cuda = Device::cuda(0);
+    Pool2dGeometry floor2, by3, ceil3, dense;  // 2x2 stride 2: the disjoint kernel's path
+    by3.kernel_h = by3.kernel_w = by3.stride_h = by3.stride_w = 3;  // disjoint, rows left over
+    ceil3.kernel_h = ceil3.kernel_w = 3, ceil3.stride_h = ceil3.stride_w = 2;
+    ceil3.pad_h = ceil3.pad_w = 1, ceil3.ceil_mode = true;  // AlexNet-like, overlapping
+    dense.kernel_h = dense.kernel_w = 3, dense.stride_h = dense.stride_w = 1;  // 9 windows a pixel
+    const std::pair<Pool2dGeometry, bool> windows[] = {
+        {floor2, true}, {by3, true}, {ceil3, false}, {dense, false}};
+    const Tensor x = signed_on({3, 5, 11, 9}, 5, cuda);
+    for (const auto& named : windows) {  // no structured binding: clang 14 cannot capture one
+      const Pool2dGeometry& window = named.first;
+      const bool disjoint = named.second;
+      CAPTURE(window.kernel_h);
+      CAPTURE(window.stride_h);
+      Tensor argmax, relu_argmax;
+      ops::max_pool2d(x, window, &argmax);
+      const Tensor y = ops::max_pool2d(x, window, &relu_argmax, /*relu_first=*/true);
+      std::vector<float> g = signed_on(y.shape(), 6, Device::cpu()).to_vector<float>();
+      for (size_t i = 0; i < g.size(); i += 7) g[i] = -0.0f;
+      const Tensor grad = Tensor::from_vector<float>(g, y.shape()).to(cuda);
+      for (const bool relu : {false, true}) {
+        CAPTURE(relu);
+        const Tensor& indices = relu ? relu_argmax : argmax;
+        const Tensor gathered =
+            ops::max_pool2d_backward(grad, indices, x.shape(), window, relu ? y : Tensor());
+        Tensor twin;
+        {
+          const test::SettingScope<ops::CpuKernels> naive(ops::cpu_kernels, ops::set_cpu_kernels,
+                                                          ops::CpuKernels::Naive);
+          twin = ops::max_pool2d_backward(grad.cpu(), indices.cpu(), x.shape(), window,
+                                          relu ? y.cpu() : Tensor());
+        }
+        CHECK(same_bits(gathered, twin));
+        if (disjoint) {
+          const Tensor masked = relu ? ops::unary_backward(UnaryOp::Relu, grad, y, y) : grad;
+          CHECK(same_bits(gathered, ops::max_pool2d_backward(masked, indices, x.shape())));
+        }
+      }
+      // The fused node (one kernel) against --no-fuse (ReLU's backward, then the gather).
+      std::vector<Tensor> grads;
+      for (const bool fuse : {true, false}) {
+        const test::SettingScope<bool> fused(ops::fused_ops, ops::set_fused_ops, fuse);
+        Tensor leaf = x.clone();
+        leaf.set_requires_grad(true);
+        backward(relu_max_pool2d(leaf, window), grad);
+        grads.push_back(leaf.grad());
+      }
+      CHECK(same_bits(grads[0], grads[1]));
+    }
   }
 
   TEST_CASE("cross_entropy on CUDA: a bad target throws naming the index and class count") {

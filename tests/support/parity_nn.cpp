@@ -215,6 +215,29 @@ void pool_cases() {
            return ops::max_pool2d_backward(in[0], argmax, in[1].shape());
          },
          tol});
+    // With the window: CUDA's gather. The tolerance is the CPU mode's (float32 vs the float64
+    // twin); CUDA equals the twin bit for bit (tests/gpu/nn_gpu_test.cpp).
+    add({"max_pool2d_backward_gather/" + name,
+         "pool",
+         {f32(y), f32(x)},
+         [p](const auto& in) {
+           Tensor argmax;
+           ops::max_pool2d(in[1], p, &argmax);
+           return ops::max_pool2d_backward(in[0], argmax, in[1].shape(), p);
+         },
+         tol});
+    // And ReLU's mask: argmax of the fused forward, its y (zeros where a window is <= 0) times a
+    // sign in [-1, 1), so that the mask sees positives, zeros (+0 and -0) and negatives.
+    add({"max_pool2d_backward_gather_relu/" + name,
+         "pool",
+         {f32(y), f32(x), f32(y)},
+         [p](const auto& in) {
+           Tensor argmax;
+           const Tensor pooled = ops::max_pool2d(in[1], p, &argmax, /*relu_first=*/true);
+           return ops::max_pool2d_backward(in[0], argmax, in[1].shape(), p,
+                                           ops::mul(pooled, in[2]));
+         },
+         tol});
     // The fused ReLU + max pooling (CUDA; the CPU reference composes them): ties at 0 pick the
     // window's first, like the composition.
     add({"max_pool2d_relu_first/" + name,
@@ -230,7 +253,7 @@ void pool_cases() {
            ops::max_pool2d(in[0], p, &argmax, /*relu_first=*/true);
            return argmax;
          },
-         Tolerance{0, 0}});
+         tol});
     add({"avg_pool2d/" + name,
          "pool",
          {f32(x)},

@@ -72,5 +72,12 @@ void max_pool2d_forward(const Pool2dGeometry& a, const T* x, T* y, int64_t* argm
 template <typename T>
 void max_pool2d_backward(const Pool2dGeometry& a, const T* grad_out, const int64_t* argmax,
                          T* grad_in);
+// As cpu::max_pool2d_backward with relu_out (may be null), a's window being the forward's: each
+// argmax index is checked against its own window (throws naming the index, its output and the
+// window), the precondition of ops::max_pool2d_backward with a window. ReLU's mask is applied in
+// the same pass (the one-pass cells too, where each cell lies in its window).
+template <typename T>
+void max_pool2d_backward_in_windows(const Pool2dGeometry& a, const T* grad_out,
+                                    const int64_t* argmax, T* grad_in, const T* relu_out);
 
 }  // namespace echelon::cpu::fast

@@ -232,43 +232,75 @@ void max_pool2d_forward(const Pool2dGeometry& a, const T* x, T* y, int64_t* argm
     max_pool_planes<false>(a, x, y, argmax);
 }
 
+namespace {
+
+// Both backwards: the one-pass 2x2 cells where they apply, else the twin's scatter, each index
+// checked against its plane, or with in_windows against its own window of a.
 template <typename T>
-void max_pool2d_backward(const Pool2dGeometry& a, const T* grad_out, const int64_t* argmax,
-                         T* grad_in) {
+void max_pool_backward_planes(const Pool2dGeometry& a, const T* grad_out, const int64_t* argmax,
+                              T* grad_in, const T* relu_out, bool in_windows) {
   const int64_t h = a.h, w = a.w, out_h = a.out_h, out_w = a.out_w;
   const int64_t in_plane = h * w, out_plane = out_h * out_w;
   // One pass per plane over disjoint 2x2 cells (pool_avx512.h) where they fit the plane, with
   // rows of 8 windows or more, so that a 16-lane step is half used at least: below that (LeNet-5's
-  // second pooling, 4 windows a row) the scatter over an L1-resident plane is as fast.
+  // second pooling, 4 windows a row) the scatter over an L1-resident plane is as fast. With
+  // in_windows, only where each cell lies in its window (stride 2, no padding), so that an index
+  // in its cell is in its window.
   [[maybe_unused]] const bool cells =
-      2 * out_h <= h && 2 * out_w <= w && out_w >= 8 && use_avx512<T>(w);
+      2 * out_h <= h && 2 * out_w <= w && out_w >= 8 && use_avx512<T>(w) &&
+      (!in_windows || (a.stride_h == 2 && a.stride_w == 2 && a.pad_h == 0 && a.pad_w == 0 &&
+                       a.kernel_h >= 2 && a.kernel_w >= 2));
   parallel_for(a.n * a.c, 16, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       const T* g = grad_out + p * out_plane;
+      const T* y = relu_out ? relu_out + p * out_plane : nullptr;
       const int64_t* arg = argmax + p * out_plane;
       T* plane = grad_in + p * in_plane;
 #ifdef ECHELON_POOL_AVX512
       if constexpr (std::is_same_v<T, float>)
-        if (cells && pool_avx512::max_pool_2x2_backward(g, arg, h, w, out_h, out_w, plane))
+        if (cells && pool_avx512::max_pool_2x2_backward(g, arg, h, w, out_h, out_w, plane, y))
           continue;  // else an index left its cell: the scatter below rewrites the plane
 #endif
       std::fill(plane, plane + in_plane, T(0));
-      for (int64_t q = 0; q < out_plane; ++q) {
-        const int64_t idx = arg[q];
-        ECH_CHECK(idx >= 0 && idx < in_plane, "max_pool2d_backward: argmax index ", idx,
-                  " is outside the ", h, "x", w, " plane of input (", a.n, ", ", a.c, ", ", h, ", ",
-                  w, ")");
-        plane[idx] += g[q];
-      }
+      for (int64_t oh = 0, q = 0; oh < out_h; ++oh)
+        for (int64_t ow = 0; ow < out_w; ++ow, ++q) {
+          const int64_t idx = arg[q];
+          ECH_CHECK(idx >= 0 && idx < in_plane, "max_pool2d_backward: argmax index ", idx,
+                    " is outside the ", h, "x", w, " plane of input (", a.n, ", ", a.c, ", ", h,
+                    ", ", w, ")");
+          ECH_CHECK(!in_windows || a.window_holds(oh, ow, idx),
+                    "max_pool2d_backward: argmax index ", idx, " of output (", p / a.c, ", ",
+                    p % a.c, ", ", oh, ", ", ow, ") is outside its ", a.kernel_h, "x", a.kernel_w,
+                    " window at row ", oh * a.stride_h - a.pad_h, ", column ",
+                    ow * a.stride_w - a.pad_w, " of the ", h, "x", w, " input plane");
+          if (y && !(y[q] > T(0))) continue;  // ReLU's backward: a zero term
+          plane[idx] += g[q];
+        }
     }
   });
 }
 
+}  // namespace
+
+template <typename T>
+void max_pool2d_backward(const Pool2dGeometry& a, const T* grad_out, const int64_t* argmax,
+                         T* grad_in) {
+  max_pool_backward_planes(a, grad_out, argmax, grad_in, static_cast<const T*>(nullptr), false);
+}
+
+template <typename T>
+void max_pool2d_backward_in_windows(const Pool2dGeometry& a, const T* grad_out,
+                                    const int64_t* argmax, T* grad_in, const T* relu_out) {
+  max_pool_backward_planes(a, grad_out, argmax, grad_in, relu_out, true);
+}
+
 // T names a type below, and a type cannot be parenthesised.
 // NOLINTBEGIN(bugprone-macro-parentheses)
-#define ECH_INSTANTIATE_FAST_POOL(T)                                                        \
-  template void max_pool2d_forward<T>(const Pool2dGeometry&, const T*, T*, int64_t*, bool); \
-  template void max_pool2d_backward<T>(const Pool2dGeometry&, const T*, const int64_t*, T*);
+#define ECH_INSTANTIATE_FAST_POOL(T)                                                               \
+  template void max_pool2d_forward<T>(const Pool2dGeometry&, const T*, T*, int64_t*, bool);        \
+  template void max_pool2d_backward<T>(const Pool2dGeometry&, const T*, const int64_t*, T*);       \
+  template void max_pool2d_backward_in_windows<T>(const Pool2dGeometry&, const T*, const int64_t*, \
+                                                  T*, const T*);
 ECH_INSTANTIATE_FAST_POOL(float)
 ECH_INSTANTIATE_FAST_POOL(double)
 #undef ECH_INSTANTIATE_FAST_POOL

@@ -101,7 +101,8 @@ ECH_AVX512 void max_pool_2x2_forward(const float* plane, int64_t w, int64_t out_
 }
 
 ECH_AVX512 bool max_pool_2x2_backward(const float* grad_out, const int64_t* arg, int64_t h,
-                                      int64_t w, int64_t out_h, int64_t out_w, float* grad_in) {
+                                      int64_t w, int64_t out_h, int64_t out_w, float* grad_in,
+                                      const float* relu_out) {
   const __m512i twice_lane_low = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
   const __m512i twice_lane_high = _mm512_add_epi64(twice_lane_low, _mm512_set1_epi64(16));
   const __m512i top_right = _mm512_set1_epi64(1), bottom_left = _mm512_set1_epi64(w),
@@ -128,8 +129,13 @@ ECH_AVX512 bool max_pool_2x2_backward(const float* grad_out, const int64_t* arg,
                       at_bl = lanes_at(lanes, low, high, bottom_left),
                       at_br = lanes_at(lanes, low, high, bottom_right);
       if (static_cast<__mmask16>(at_tl | at_tr | at_bl | at_br) != lanes) return false;
-      // 0 + g, as the twin's zero fill and add (a -0 gradient becomes +0).
-      const __m512 g = _mm512_maskz_loadu_ps(lanes, grad_out + at);
+      // 0 + g, as the twin's zero fill and add (a -0 gradient becomes +0); a masked g is 0.
+      const __mmask16 passed =
+          relu_out == nullptr
+              ? lanes
+              : _mm512_mask_cmp_ps_mask(lanes, _mm512_maskz_loadu_ps(lanes, relu_out + at), zero,
+                                        _CMP_GT_OQ);
+      const __m512 g = _mm512_maskz_loadu_ps(passed, grad_out + at);
       store_pairs(r0 + 2 * ow, count, _mm512_maskz_add_ps(at_tl, zero, g),
                   _mm512_maskz_add_ps(at_tr, zero, g));
       store_pairs(r1 + 2 * ow, count, _mm512_maskz_add_ps(at_bl, zero, g),

@@ -24,9 +24,11 @@ void max_pool_2x2_forward(const float* plane, int64_t w, int64_t out_h, int64_t 
 // One plane's gradient when every argmax lies in its own 2x2 cell: grad_in (h, w) = 0 + grad_out
 // (out_h, out_w) at arg's index, 0 elsewhere; 2 out_h <= h, 2 out_w <= w < 2^30. Returns false,
 // with grad_in partly written, as soon as some index lies outside its cell (rows 2 oh, 2 oh + 1,
-// columns 2 ow, 2 ow + 1): the caller then scatters the plane instead.
+// columns 2 ow, 2 ow + 1): the caller then scatters the plane instead. relu_out (out_h, out_w;
+// may be null): grad_out passes only where relu_out > 0 (ReLU's backward first).
 bool max_pool_2x2_backward(const float* grad_out, const int64_t* arg, int64_t h, int64_t w,
-                           int64_t out_h, int64_t out_w, float* grad_in);
+                           int64_t out_h, int64_t out_w, float* grad_in,
+                           const float* relu_out = nullptr);
 
 }  // namespace echelon::cpu::fast::pool_avx512
 
