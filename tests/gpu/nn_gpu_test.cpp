@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -418,8 +419,11 @@ TEST_SUITE("nn_gpu") {
     // LeNet-5's 400 -> 120 (the column kernel's float4 path: 120 % 4 == 0) and 84 -> 10 (the
     // scalar path), at batches that take one row chunk and several.
     const Device cuda = Device::cuda(0);
-    for (const auto& [rows, in, out] :
-         {std::tuple<int64_t, int64_t, int64_t>{128, 400, 120}, {3, 84, 10}, {1000, 37, 12}}) {
+    // Not a structured binding: clang 14's CAPTURE cannot take one.
+    for (const std::array<int64_t, 3>& shape :
+         {std::array<int64_t, 3>{128, 400, 120}, std::array<int64_t, 3>{3, 84, 10},
+          std::array<int64_t, 3>{1000, 37, 12}}) {
+      const int64_t rows = shape[0], in = shape[1], out = shape[2];
       CAPTURE(rows);
       const Tensor x0 = signed_on({rows, in}, 5, cuda), w0 = signed_on({out, in}, 6, cuda);
       const Tensor b0 = signed_on({out}, 7, cuda), gy = signed_on({rows, out}, 8, cuda);
