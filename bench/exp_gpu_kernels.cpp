@@ -185,6 +185,24 @@ void bandwidth_rows(int64_t n, int64_t image) {
         Tensor argmax;
         ops::max_pool2d(ops::relu(x), pool, &argmax);
       });
+  // The max pooling's backward as the autograd nodes run it, given the window: a gather over the
+  // covering windows, every pixel written once. Its "composition" here is the geometry-less
+  // scatter (a memset, then atomics through argmax); with relu_max_pool2d's mask in the same
+  // pass, the ReLU's backward and then the scatter.
+  Tensor pool_argmax;
+  const Tensor pooled = ops::max_pool2d(x, pool, &pool_argmax, /*relu_first=*/true);
+  const Tensor g_pooled = random_cuda(pooled.shape(), 10);
+  fused_row(
+      "max_pool2d backward 2x2, gather", n * f + n / 4 * (f + 8),
+      [&] { ops::max_pool2d_backward(g_pooled, pool_argmax, x.shape(), pool); },
+      [&] { ops::max_pool2d_backward(g_pooled, pool_argmax, x.shape()); });
+  fused_row(
+      "max_pool2d(ReLU) backward 2x2, mask fused", n * f + n / 4 * (2 * f + 8),
+      [&] { ops::max_pool2d_backward(g_pooled, pool_argmax, x.shape(), pool, pooled); },
+      [&] {
+        const Tensor masked = ops::unary_backward(UnaryOp::Relu, g_pooled, pooled, pooled);
+        ops::max_pool2d_backward(masked, pool_argmax, x.shape());
+      });
   Conv2dGeometry one;  // conv bias gradient: a per-channel reduction over (N, H, W)
   const Tensor w1 = random_cuda({c, c, 1, 1}, 7);
   row("conv bias gradient (16 channels)", n * f,

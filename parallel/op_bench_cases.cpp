@@ -90,7 +90,8 @@ BenchCase max_pool_case(const OpBenchOptions& o, const Shape& in) {
                         ops::max_pool2d(x, g, &index);
                       },
                       0, bytes_of({&x, &y, &argmax})});
-  c.passes.push_back({"backward-data", [=] { ops::max_pool2d_backward(gy, argmax, in); }, 0,
+  // Given the window, as the autograd nodes call it (on the GPU: the gather, no memset).
+  c.passes.push_back({"backward-data", [=] { ops::max_pool2d_backward(gy, argmax, in, g); }, 0,
                       bytes_of({&gy, &argmax, &x})});
   return c;
 }
