@@ -303,6 +303,12 @@ if [[ -x $BUILD/bench/exp_gpu_kernels ]]; then
                    on && NF > 3 { printf "%s%s %s %s %s", sep, $2, $3, $4, $NF; sep = "; " }' \
                 "$(log_name kernels)" 2>/dev/null)
   [[ -z $phases_ab ]] || row dgrad_phases_fp32 - - "single GEMM / phases: $phases_ab"
+  # The max pooling's backward by gather (plain, and with the ReLU mask fused): of copy, and the
+  # speed-up over the scatter (plain) / the ReLU backward + scatter (masked).
+  pool_bwd=$(awk '/^max_pool2d.* backward 2x2/ {
+                    printf "%s%s %s of copy, %s", sep, ($1 ~ /ReLU/ ? "masked" : "plain"),
+                           $(NF - 5), $(NF - 2); sep = "; " }' "$(log_name kernels)" 2>/dev/null)
+  [[ -z $pool_bwd ]] || row pool_backward_gather - - "$pool_bwd"
   # The timings with each kernel's registers and occupancy below them, in one file.
   cat "$(log_name kernels)" "$(log_name resources)" >"$OUT/kernels.txt" 2>/dev/null
 else
