@@ -214,8 +214,8 @@ struct Conv2dGrads {
 };
 // input_sum (with need_input; may be undefined): a contiguous tensor of x's shape, dtype and device
 // that the input's gradient is added to (input_sum + value, in place); .input is then input_sum.
-// The fast CPU path adds in its store pass where it can (conv2d_backward_input_adds), else the
-// gradient is computed, then added: the autograd engine's sum of a tensor's gradients.
+// CUDA (ours in their store, the old add's bits; cuDNN by beta = 1) and the fast CPU path where it
+// can (conv2d_backward_input_adds) add in a store pass, else the gradient is computed, then added.
 // relu_out (may be undefined): the output of conv2d(..., relu = true); grad_out is then the
 // gradient of that output, and the ReLU's backward (grad_out * (relu_out > 0)) runs first, in
 // the bias gradient's pass where there is a bias (conv2d_relu_backward_bias: CUDA ours, both CPU

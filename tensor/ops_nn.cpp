@@ -123,6 +123,30 @@ Tensor relu_mask_and_bias(const Conv2dGeometry& a, const Tensor& grad_out, const
   return masked;
 }
 
+#if ECHELON_WITH_CUDA
+// The CUDA input gradient (cuDNN's or ours, as conv_impl says) into grad_in: overwritten, or with
+// accumulate added to (autograd's gradient sum; ours add in the store, bit for bit the gradient
+// then axpy_, cuDNN by its beta = 1; no separate pass either way).
+void cuda_conv2d_backward_input(const char* op, const Conv2dGeometry& a, const Tensor& grad_out,
+                                const Tensor& weight, const Tensor& grad_in, bool accumulate) {
+  cuda::DeviceGuard guard(grad_in.device().index);
+  const int device = grad_in.device().index;
+  const cudaStream_t stream = stream_of(grad_in);
+  if (conv_impl() == ConvImpl::Cudnn) {
+#if ECHELON_WITH_CUDNN
+    const cudnn::AlgoPolicy policy{deterministic(), float32_precision(), conv_autotune()};
+    cudnn::conv2d_backward_input(a, grad_out.data<float>(), weight.data<float>(),
+                                 grad_in.data<float>(), device, stream, policy, accumulate);
+#else
+    ECH_FAIL(op, ": ConvImpl::Cudnn requested but Echelon was built without cuDNN");
+#endif
+  } else {
+    cuda::conv2d_backward_input(a, grad_out.data<float>(), weight.data<float>(),
+                                grad_in.data<float>(), device, stream, accumulate);
+  }
+}
+#endif
+
 }  // namespace
 
 void set_conv_impl(ConvImpl impl) {
@@ -261,13 +285,22 @@ Conv2dGrads conv2d_backward(const Tensor& grad_out_in, const Tensor& x_in, const
     check_shape(op, input_sum, x_in.shape(), "input_sum");
     ECH_CHECK(input_sum.is_contiguous(), op, ": input_sum ", input_sum.describe(),
               " is added to in place and must be contiguous");
-    if (!x_in.is_cuda() && x_in.dtype() == kFloat32 && cpu_conv_is_fast() &&
-        cpu::fast::conv2d_backward_input_adds(a)) {
+    const bool fast_cpu_adds = !x_in.is_cuda() && x_in.dtype() == kFloat32 && cpu_conv_is_fast() &&
+                               cpu::fast::conv2d_backward_input_adds(a);
+    if (x_in.is_cuda() || fast_cpu_adds) {  // added in the store: no separate pass
       Conv2dGrads grads =
           conv2d_backward(grad_out_in, x_in, weight_in, has_bias, false, window, need_weight);
       const Tensor grad_out = grad_out_in.contiguous(), weight = weight_in.contiguous();
-      cpu::fast::conv2d_backward_input_add(a, grad_out.data<float>(), weight.data<float>(),
-                                           input_sum.data<float>());
+      if (x_in.is_cuda()) {
+#if ECHELON_WITH_CUDA
+        cuda_conv2d_backward_input(op, a, grad_out, weight, input_sum, true);
+#else
+        fail_not_cuda_build(op);
+#endif
+      } else {
+        cpu::fast::conv2d_backward_input_add(a, grad_out.data<float>(), weight.data<float>(),
+                                             input_sum.data<float>());
+      }
       grads.input = input_sum;
       return grads;
     }
@@ -299,9 +332,6 @@ Conv2dGrads conv2d_backward(const Tensor& grad_out_in, const Tensor& x_in, const
       if (has_bias)
         cudnn::conv2d_backward_bias(a, grad_out.data<float>(), grads.bias.data<float>(), device,
                                     stream);
-      if (need_input)
-        cudnn::conv2d_backward_input(a, grad_out.data<float>(), weight.data<float>(),
-                                     grads.input.data<float>(), device, stream, policy);
 #else
       ECH_FAIL(op, ": ConvImpl::Cudnn requested but Echelon was built without cuDNN");
 #endif
@@ -311,10 +341,8 @@ Conv2dGrads conv2d_backward(const Tensor& grad_out_in, const Tensor& x_in, const
                                      grads.weight.data<float>(), device, stream);
       if (has_bias)
         cuda::conv2d_backward_bias(a, grad_out.data<float>(), grads.bias.data<float>(), stream);
-      if (need_input)
-        cuda::conv2d_backward_input(a, grad_out.data<float>(), weight.data<float>(),
-                                    grads.input.data<float>(), device, stream);
     }
+    if (need_input) cuda_conv2d_backward_input(op, a, grad_out, weight, grads.input, false);
     return grads;
 #else
     fail_not_cuda_build(op);

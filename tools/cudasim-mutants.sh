@@ -105,7 +105,7 @@ mutants=(
   "conv-implicit-bias-epilogue|conv_operands.cuh|'v + (bias ? bias[m] : 0.0f)'|'v + (bias && m > 0 ? bias[m] : 0.0f)'"
   "conv-implicit-data-weight-index|conv_operands.cuh|'return (o * g.c + m) * g.taps + tap;'|'return (o * g.c + m) * g.taps;'"
   "conv-bounds-32-bit|conv_operands.cuh|'return static_cast<uint32_t>(i) < static_cast<uint32_t>(bound);'|'return static_cast<uint32_t>(i) <= static_cast<uint32_t>(bound);'"
-  "conv-phase-store-col-stride|conv_operands.cuh|'j * g.col_stride] = v;'|'j] = v;'|-ts=conv_gpu -tc=phases*"
+  "conv-phase-store-col-stride|conv_operands.cuh|'j * g.col_stride];'|'j];'|-ts=conv_gpu -tc=phases*"
   "conv-phase-tap-class|conv_phases.cu|'p.k0h = static_cast<int>((rh + a.pad_h) % a.stride_h);'|'p.k0h = static_cast<int>(rh % a.stride_h);'|-ts=conv_gpu -tc=phases*"
   "conv-fastdiv-row-split|conv_operands.cuh|'by_kernel_w.divmod(t, ki, kj);'|'by_kernel_w.divmod(t, kj, ki);'"
   "conv-gather-pad-bound|conv_operands.cuh|'const bool inside = h >= 0 && h < g.h && w >= 0 && w < g.w;'|'const bool inside = h >= 0 && h < g.h && w >= 0;'|-ts=conv_gpu -tc=*gather?tiles*"
@@ -117,6 +117,9 @@ mutants=(
   "loss-rows-first-bad-bound|loss.cu|'target[i] >= classes) && first_bad'|'target[i] > classes) && first_bad'|-ts=nn_gpu -tc=cross_entropy*"
   "pool-gather-relu-mask|pool.cu|'relu_out[o] > 0.0f)) acc'|'relu_out[o] >= 0.0f)) acc'"
   "pool-gather-covering-bound|pool.cu|'o <= out_row + ow1; ++o)'|'o < out_row + ow1; ++o)'"
+  "conv-accumulate-store-overwrites|conv_operands.cuh|'dst = mode == StoreMode::Add ? dst + v : v;'|'dst = v;'|-ts=conv_gpu -tc=accumulate*"
+  "conv-phases-accumulate-zeroes|conv_phases.cu|'if (tapless && !accumulate)'|'if (tapless)'|-ts=conv_gpu -tc=accumulate*"
+  "col2im-accumulate-overwrites|im2col.cu|'x[i] = accumulate ? x[i] + sum : sum;'|'x[i] = sum;'|-ts=conv_gpu -tc=accumulate*"
 )
 # The orders and grid caps of the ctest entries (tests/cudasim/CMakeLists.txt). Reverse with a
 # grid cap first: it catches the races and grid-stride bugs that forward misses, and every

@@ -8,7 +8,8 @@
 // deterministic policy); if the cached
 // algorithm later fails (its workspace no longer fits), the candidates are tried again. A
 // benchmark policy (AlgoPolicy::benchmark) times the eligible candidates on the first call instead
-// and keeps the fastest (benchmark_picks() lists them).
+// and keeps the fastest (benchmark_picks() lists them). The input gradient can accumulate into
+// autograd's gradient sum (beta = 1; timed on a scratch gradient, so the sum is added to once).
 // Workspace comes from the caching allocator: the block freed after one call returns to its
 // stream's bin and the next call of that plan gets it back without a cudaMalloc. Freeing right
 // after the enqueue is safe: the allocator reuses a block only on the same stream.
@@ -296,10 +297,11 @@ std::optional<Choice> fastest_candidate(const Plan& plan, const std::vector<Perf
 // allocator can provide and whose call cuDNN accepts wins and is remembered. Under a
 // deterministic policy only CUDNN_DETERMINISTIC candidates are eligible (the policy is part of
 // the key, so a remembered choice obeys it). `run(algo, conv, workspace, bytes)` enqueues the
-// convolution and returns cuDNN's status.
-template <typename Query, typename Run>
+// convolution and returns cuDNN's status; the benchmark policy times `time_run` (the same
+// convolution, on outputs it may overwrite again and again).
+template <typename Query, typename Run, typename TimeRun>
 void run_plan(Plan& plan, AlgoPolicy policy, int device, cudaStream_t stream, const char* kind,
-              Query query, Run run) {
+              Query query, Run run, TimeRun time_run) {
   const Choice known = current_choice(plan);
   if (known.valid && run_choice(plan, known, device, stream, run)) return after_success(kind);
   std::lock_guard lock(plan.choosing);
@@ -307,7 +309,8 @@ void run_plan(Plan& plan, AlgoPolicy policy, int device, cudaStream_t stream, co
   const auto results = query(plan.d.conv[tf32 ? kMathRanks - 1 : 0]);
   // A benchmark policy times the candidates, outside capture (nothing may synchronise there).
   if (plan.key.benchmark && !cuda::stream_capturing(stream))
-    if (const std::optional<Choice> pick = fastest_candidate(plan, results, device, stream, run))
+    if (const std::optional<Choice> pick =
+            fastest_candidate(plan, results, device, stream, time_run))
       if (run_choice(plan, *pick, device, stream, run)) {  // the output by the pick itself
         plan.choice = *pick;
         return after_success(kind);
@@ -333,6 +336,13 @@ void run_plan(Plan& plan, AlgoPolicy policy, int device, cudaStream_t stream, co
            policy.deterministic ? ", deterministic only" : "", ")",
            tried.empty() ? std::string() : str(": refused or out of memory:", tried),
            policy.deterministic ? "; our kernels (ConvImpl::Ours) are deterministic" : "");
+}
+
+// Those that overwrite their output: timed as they run.
+template <typename Query, typename Run>
+void run_plan(Plan& plan, AlgoPolicy policy, int device, cudaStream_t stream, const char* kind,
+              Query query, Run run) {
+  run_plan(plan, policy, device, stream, kind, query, run, run);
 }
 
 // cuDNN's candidates for one direction: cudnnGet*AlgorithmMaxCount then the *_v7 query.
@@ -380,12 +390,30 @@ void conv2d_forward(const Conv2dGeometry& a, const float* x, const float* w, con
 }
 
 void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const float* w,
-                           float* grad_in, int device, cudaStream_t stream, AlgoPolicy policy) {
+                           float* grad_in, int device, cudaStream_t stream, AlgoPolicy policy,
+                           bool accumulate) {
   cuda::DeviceGuard guard(device);
   cudnnHandle_t handle = cuda::cudnn_handle(device, stream);
   Plan& plan = plan_for(make_key(device, Direction::BackwardData, a, policy), a);
   const Descriptors& d = plan.d;
   const float one = 1.0f, zero = 0.0f;
+  // grad_in = 1 * the gradient + beta * grad_in: beta 1 accumulates (cuDNN's blend).
+  const auto data = [&](float* out, const float* beta) {
+    return [&, out, beta](int algo, cudnnConvolutionDescriptor_t conv, void* ws, size_t bytes) {
+      return cudnnConvolutionBackwardData(handle, &one, d.w, w, d.y, grad_out, conv,
+                                          static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), ws,
+                                          bytes, beta, d.x, out);
+    };
+  };
+  // The benchmark policy runs each candidate several times: accumulating, they would add into
+  // the sum again and again, so they are timed overwriting a scratch gradient instead.
+  std::optional<Workspace> scratch;
+  const auto time_run = [&](int algo, cudnnConvolutionDescriptor_t conv, void* ws, size_t bytes) {
+    if (accumulate && !scratch)
+      scratch.emplace(device, static_cast<size_t>(a.n * a.c * a.h * a.w) * sizeof(float), stream);
+    float* out = accumulate ? static_cast<float*>(scratch->get()) : grad_in;
+    return data(out, &zero)(algo, conv, ws, bytes);
+  };
   run_plan(
       plan, policy, device, stream, "backward-data",
       [&](cudnnConvolutionDescriptor_t conv) {
@@ -396,11 +424,7 @@ void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const
                                                                  n, p);
             });
       },
-      [&](int algo, cudnnConvolutionDescriptor_t conv, void* ws, size_t bytes) {
-        return cudnnConvolutionBackwardData(handle, &one, d.w, w, d.y, grad_out, conv,
-                                            static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), ws,
-                                            bytes, &zero, d.x, grad_in);
-      });
+      data(grad_in, accumulate ? &one : &zero), time_run);
 }
 
 void conv2d_backward_weight(const Conv2dGeometry& a, const float* grad_out, const float* x,

@@ -54,8 +54,12 @@ std::vector<BenchmarkPick> benchmark_picks();
 
 void conv2d_forward(const Conv2dGeometry& a, const float* x, const float* w, const float* bias,
                     float* y, int device, cudaStream_t stream, AlgoPolicy policy = {});
+// accumulate: grad_in += the gradient (cudnnConvolutionBackwardData's beta = 1: cuDNN's blend, not
+// promised bit for bit the gradient then an add; the benchmark policy times the candidates on a
+// scratch gradient, so the sum is added to once).
 void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const float* w,
-                           float* grad_in, int device, cudaStream_t stream, AlgoPolicy policy = {});
+                           float* grad_in, int device, cudaStream_t stream, AlgoPolicy policy = {},
+                           bool accumulate = false);
 void conv2d_backward_weight(const Conv2dGeometry& a, const float* grad_out, const float* x,
                             float* grad_w, int device, cudaStream_t stream, AlgoPolicy policy = {});
 // A fixed reduction over (N, H, W): deterministic, no algorithm to choose.

@@ -14,7 +14,8 @@
 //   Images are processed in chunks so the columns buffer stays under kColumnsBudget bytes:
 //   forward      y_n (O, L)   = w (O, R) x cols_n (R, L) + bias      (batched, w shared; the
 //                bias added and conv2d_relu's ReLU applied in the GEMM epilogue)
-//   grad input   cols_n (R, L) = w^T (R, O) x grad_out_n (O, L), then col2im (batched)
+//   grad input   cols_n (R, L) = w^T (R, O) x grad_out_n (O, L), then col2im (batched; adding
+//                into grad_in when the call accumulates)
 //   grad weight  grad_w (O, R) = sum_n grad_out_n (O, L) x cols_n^T (L, R): split-K over the
 //                images (gemm_batch_reduce: each group of images summed in one block's
 //                registers), then the groups' partials added in group order (deterministic)
@@ -31,6 +32,7 @@
 
 #include <cub/block/block_reduce.cuh>
 
+#include <echelon/base/error.h>
 #include <echelon/cuda/allocator.h>
 #include <echelon/cuda/kernels/conv_direct.h>
 #include <echelon/cuda/kernels/conv_gemm.h>
@@ -213,7 +215,8 @@ void backward_input_columns(const ConvCall& c) {
     gemm_strided_batched(true, false, rows, plane, a.o, 1.0f, c.w, rows, 0,
                          c.grad_out + n0 * a.o * plane, plane, a.o * plane, 0.0f, cols.data(),
                          plane, cols.per_image(), images, c.stream);
-    col2im(cols.data(), c.out + n0 * a.c * a.h * a.w, a.with_images(images), c.stream);
+    col2im(cols.data(), c.out + n0 * a.c * a.h * a.w, a.with_images(images), c.stream,
+           c.accumulate);
   }
 }
 
@@ -296,6 +299,8 @@ std::vector<ConvConfig> conv_candidates(ConvPass pass, const Conv2dGeometry& a) 
 
 void run_conv(const ConvCall& c, const ConvConfig& config) {
   const Conv2dGeometry& a = c.geometry;
+  ECH_CHECK(!c.accumulate || c.pass == ConvPass::BackwardData, "conv2d ", name(c.pass),
+            ": only the input gradient can accumulate into its output");
   const int64_t plane = a.out_h * a.out_w;
   switch (c.pass) {
     case ConvPass::Forward:
@@ -306,9 +311,11 @@ void run_conv(const ConvCall& c, const ConvConfig& config) {
     case ConvPass::BackwardData:
       if (a.n * a.c * a.h * a.w == 0) return;
       if (!config.im2col && config.phases && dgrad_phases_fit(a))
-        return conv2d_backward_input_phases(config, a, c.grad_out, c.w, c.out, c.stream);
+        return conv2d_backward_input_phases(config, a, c.grad_out, c.w, c.out, c.stream,
+                                            c.accumulate);
       if (!config.im2col)
-        return conv2d_backward_input_implicit(config, a, c.grad_out, c.w, c.out, c.stream);
+        return conv2d_backward_input_implicit(config, a, c.grad_out, c.w, c.out, c.stream,
+                                              c.accumulate);
       return backward_input_columns(c);
     case ConvPass::BackwardWeight:
       if (a.n * plane == 0) {
@@ -344,12 +351,13 @@ void relu_inplace(float* y, int64_t count, cudaStream_t stream) {
 }
 
 void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const float* w,
-                           float* grad_in, int device, cudaStream_t stream) {
+                           float* grad_in, int device, cudaStream_t stream, bool accumulate) {
   const ConvCall call{.pass = ConvPass::BackwardData,
                       .geometry = a,
                       .w = w,
                       .grad_out = grad_out,
                       .out = grad_in,
+                      .accumulate = accumulate,
                       .device = device,
                       .stream = stream};
   run_conv(call, conv_config_for(call));

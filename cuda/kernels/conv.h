@@ -24,7 +24,7 @@ ConvAlgorithm conv_algorithm();
 // One pass of a convolution, its operands and where it runs: what the tuner
 // (cuda/kernels/conv_tune.h) times its candidates on. Forward: y = out from x, w, bias, relu;
 // grad input: grad_in = out from grad_out, w; grad weight: grad_w = out from grad_out, x. Every
-// pass overwrites out and reads nothing else of it.
+// pass overwrites out and reads nothing else of it, except an accumulating grad input.
 struct ConvCall {
   ConvPass pass = ConvPass::Forward;
   Conv2dGeometry geometry;
@@ -34,6 +34,10 @@ struct ConvCall {
   const float* bias = nullptr;
   bool relu = false;
   float* out = nullptr;
+  // Grad input only: out += the gradient (out + value, one float add per element, in the store of
+  // every path: implicit GEMM, phases, col2im; bit for bit the gradient then axpy_(out, it, 1)).
+  // The autograd engine's gradient sum of a tensor (ops::conv2d_backward's input_sum).
+  bool accumulate = false;
   int device = 0;
   cudaStream_t stream = nullptr;
 };
@@ -62,9 +66,11 @@ void conv2d_forward(const Conv2dGeometry& a, const float* x, const float* w, con
 // y (count) = ReLU(y) in place, `y > 0 ? y : 0` as the ReLU twin (cuDNN's composed conv2d_relu
 // forward).
 void relu_inplace(float* y, int64_t count, cudaStream_t stream);
-// Overwrites grad_in (N, C, H, W).
+// Overwrites grad_in (N, C, H, W), or with accumulate adds the gradient to it
+// (ConvCall::accumulate).
 void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const float* w,
-                           float* grad_in, int device, cudaStream_t stream);
+                           float* grad_in, int device, cudaStream_t stream,
+                           bool accumulate = false);
 // Overwrites grad_w (O, C, KH, KW).
 void conv2d_backward_weight(const Conv2dGeometry& a, const float* grad_out, const float* x,
                             float* grad_w, int device, cudaStream_t stream);

@@ -7,12 +7,14 @@
 //   forward      y (O, N*L)        = w (O, R) x cols (R, N*L) + bias   cols(r, (n, q)) gathered
 //                                    from x (zero in the padding); bias in the store, and
 //                                    with relu the ReLU clamp too (conv2d_relu's forward)
-//   grad input   grad_in (C, N*H*W) = w' (C, O*KH*KW) x g' (O*KH*KW, N*H*W)
+//   grad input   grad_in (C, N*H*W) [+]= w' (C, O*KH*KW) x g' (O*KH*KW, N*H*W)
 //                the gather formulation of col2im: input pixel (h, w) of image n receives tap
 //                (o, ki, kj) from grad_out (n, o, oh, ow) where oh*sh - ph + ki*dh = h (same for
 //                w), zero where no such output position exists. Each output element is owned by
 //                one thread (no atomics, deterministic); with stride s, about 1 - 1/s^2 of the
-//                gathered taps are zeros, the price of not having a scatter
+//                gathered taps are zeros, the price of not having a scatter. Accumulating
+//                (ConvCall::accumulate: autograd's gradient sum), the store adds its finished
+//                value to grad_in (StoreMode::Add): bit for bit the old axpy after the GEMM.
 //   grad weight  grad_w (O, R)     = grad_out (O, N*L) x cols^T (N*L, R): split-K over N*L,
 //                block z sums k-slices [z * per_group, (z + 1) * per_group) in registers, then
 //                the groups' partials are added in group order by sum_groups (deterministic)
@@ -110,8 +112,8 @@ template <typename T, ConvPass P, bool kMma>
 __global__ void __launch_bounds__(kThreads, (conv_min_blocks<T, P, kMma>()))
     conv_gemm_kernel(ConvIndex index, const float* __restrict__ a_src,
                      const float* __restrict__ b_src, const float* __restrict__ bias,
-                     float* __restrict__ out, int64_t per_group, bool relu, bool use_table) {
-  ConvOperands<P, has_table<T, P>()> ops{index, a_src, b_src, relu};
+                     float* __restrict__ out, int64_t per_group, StoreMode mode, bool use_table) {
+  ConvOperands<P, has_table<T, P>()> ops{index, a_src, b_src, mode};
   const int64_t m0 = static_cast<int64_t>(blockIdx.y) * T::kM;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::kN;
   const int64_t k_slices = (ops.g.K + T::kK - 1) / T::kK;
@@ -326,7 +328,7 @@ bool warp_core_fits(ConvPass pass, const GemmShape& s, const float* a_src) {
 template <typename T, ConvPass P, bool kMma>
 void launch_on(const char* op, const Conv2dGeometry& g, const GemmShape& s, bool table,
                const float* a_src, const float* b_src, const float* bias, float* out,
-               int64_t groups, int64_t per_group, bool relu, cudaStream_t stream,
+               int64_t groups, int64_t per_group, StoreMode mode, cudaStream_t stream,
                const GradInPhase* phase) {
   const int64_t tiles_m = ceil_div(s.M, T::kM), tiles_n = ceil_div(s.N, T::kN);
   ECH_CHECK(tiles_m <= kMaxGridY && tiles_n <= INT_MAX && groups <= kMaxGridZ, op,
@@ -343,7 +345,7 @@ void launch_on(const char* op, const Conv2dGeometry& g, const GemmShape& s, bool
   if constexpr (dynamic_shared > 0)
     opt_in_dynamic_shared<conv_gemm_kernel<T, P, kMma>>(dynamic_shared);
   ECH_LAUNCH_NAMED(name, grid, kThreads, dynamic_shared, stream, conv_gemm_kernel<T, P, kMma>)
-  (ConvIndex(g, s, phase), a_src, b_src, bias, out, per_group, relu, use_table);
+  (ConvIndex(g, s, phase), a_src, b_src, bias, out, per_group, mode, use_table);
   ECH_CUDA_CHECK_LAUNCH(op);
 }
 
@@ -351,13 +353,13 @@ void launch_on(const char* op, const Conv2dGeometry& g, const GemmShape& s, bool
 template <ConvPass P>
 void launch_conv_gemm(const char* op, const ConvConfig& c, const Conv2dGeometry& g,
                       const float* a_src, const float* b_src, const float* bias, float* out,
-                      int64_t groups, int64_t per_group, bool relu, cudaStream_t stream,
+                      int64_t groups, int64_t per_group, StoreMode mode, cudaStream_t stream,
                       const GradInPhase* phase = nullptr) {
   const GemmShape s = gemm_shape(P, g);
   const Precision precision = float32_precision();
   const auto on = [&](auto tile, auto mma) {
     launch_on<decltype(tile), P, decltype(mma)::value>(op, g, s, c.table, a_src, b_src, bias, out,
-                                                       groups, per_group, relu, stream, phase);
+                                                       groups, per_group, mode, stream, phase);
   };
   using Fma = std::false_type;
   using Mma = std::true_type;
@@ -575,17 +577,19 @@ void conv2d_forward_implicit(const ConvConfig& config, const Conv2dGeometry& a, 
   if (s.M * s.N == 0) return;
   launch_conv_gemm<ConvPass::Forward>("conv2d_forward (implicit GEMM)", config, a, w, x, bias, y, 1,
                                       ceil_div(s.K, slice_depth(config.tile, float32_precision())),
-                                      relu, stream);
+                                      relu ? StoreMode::Relu : StoreMode::Write, stream);
 }
 
 void conv2d_backward_input_implicit(const ConvConfig& config, const Conv2dGeometry& a,
                                     const float* grad_out, const float* w, float* grad_in,
-                                    cudaStream_t stream, const GradInPhase* phase) {
+                                    cudaStream_t stream, bool accumulate,
+                                    const GradInPhase* phase) {
   const GemmShape s = gemm_shape(ConvPass::BackwardData, a);
   if (s.M * s.N == 0) return;
   launch_conv_gemm<ConvPass::BackwardData>(
       "conv2d_backward_input (implicit GEMM)", config, a, w, grad_out, nullptr, grad_in, 1,
-      ceil_div(s.K, slice_depth(config.tile, float32_precision())), false, stream, phase);
+      ceil_div(s.K, slice_depth(config.tile, float32_precision())),
+      accumulate ? StoreMode::Add : StoreMode::Write, stream, phase);
 }
 
 void set_conv_wgrad_split(int64_t fill_blocks, int64_t groups) {
@@ -606,13 +610,14 @@ void conv2d_backward_weight_implicit(const ConvConfig& config, const Conv2dGeome
   const char* op = "conv2d_backward_weight (implicit GEMM)";
   if (groups == 1) {  // K = 0 too: the kernel then writes zeros
     launch_conv_gemm<ConvPass::BackwardWeight>(op, config, a, grad_out, x, nullptr, grad_w, 1,
-                                               per_group, false, stream);
+                                               per_group, StoreMode::Write, stream);
     return;
   }
   Scratch partial(static_cast<size_t>(groups * s.M * s.N) * sizeof(float), stream);  // (groups,
                                                                                      // O, R)
   launch_conv_gemm<ConvPass::BackwardWeight>(op, config, a, grad_out, x, nullptr,
-                                             partial.as<float>(), groups, per_group, false, stream);
+                                             partial.as<float>(), groups, per_group,
+                                             StoreMode::Write, stream);
   sum_groups(partial.as<const float>(), groups, s.M * s.N, false, grad_w, stream);
 }
 

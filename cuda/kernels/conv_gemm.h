@@ -107,11 +107,13 @@ struct GradInPhase {
   int64_t row0 = 0, col0 = 0;
   int64_t row_step = 1, col_step = 1;
 };
-// Overwrites grad_in (N, C, H, W); with `phase`, only that phase's pixels of the full grad_in
-// (N, C, phase->height, phase->width).
+// Overwrites grad_in (N, C, H, W), or with `accumulate` adds the gradient to it (grad_in + value,
+// one float add per element: bit for bit the gradient then axpy_(grad_in, it, 1)); with `phase`,
+// only that phase's pixels of the full grad_in (N, C, phase->height, phase->width).
 void conv2d_backward_input_implicit(const ConvConfig& config, const Conv2dGeometry& a,
                                     const float* grad_out, const float* w, float* grad_in,
-                                    cudaStream_t stream, const GradInPhase* phase = nullptr);
+                                    cudaStream_t stream, bool accumulate = false,
+                                    const GradInPhase* phase = nullptr);
 // Overwrites grad_w (O, C, KH, KW).
 void conv2d_backward_weight_implicit(const ConvConfig& config, const Conv2dGeometry& a,
                                      const float* grad_out, const float* x, float* grad_w,

@@ -184,6 +184,12 @@ constexpr bool has_table() {  // the Tiny and Narrow tiles (fp32 and bf16)
   return T::kM <= NarrowTile::kM && P != ConvPass::BackwardWeight;
 }
 
+// What the store does with a finished value v, a runtime argument of the kernels (no extra
+// instantiations): Write out = v; Relu (forward only) out = v clamped at zero; Add (grad input
+// only) out = out + v, one float add: bit for bit the old separate axpy_(sum, grad, 1) of the
+// autograd engine's gradient sum (grad input has no split-K, so each element is stored once).
+enum class StoreMode : uint8_t { Write, Relu, Add };
+
 // The operand loader (cuda/kernels/gemm_tile.cuh) and the store of one pass. a_src / b_src:
 // forward w / x, grad input w / grad_out, grad weight grad_out / x. The tile's int64 (m, n, k)
 // are bounds-checked first, then narrowed. kTable: the loader may gather through the table
@@ -193,7 +199,7 @@ struct ConvOperands {
   ConvIndex g;
   const float* a_src;
   const float* b_src;
-  bool relu;  // forward only: the store clamps at zero (a runtime flag: no extra instantiations)
+  StoreMode mode;
   const TableEntry* table = nullptr;  // shared; null: the plain gathers
   unsigned col_base = 0;              // forward, grad input: this thread's column's base offset
   unsigned col_mask = 0;              // ... and its taps inside (0 past N)
@@ -298,8 +304,9 @@ struct ConvOperands {
     return input_at(g, b_src, image, P == ConvPass::Forward ? k : n, position, p);
   }
 
-  // C(m, n) = v (+ bias[m], then ReLU'd with relu, in the forward); grad weight writes its
-  // group's partial (or grad_w). The clamp is `r > 0 ? r : 0`, the ReLU twin's, NaN -> 0 included.
+  // C(m, n) = v (+ bias[m], then ReLU'd under StoreMode::Relu, in the forward; grad input: + the
+  // old C(m, n) under StoreMode::Add); grad weight writes its group's partial (or grad_w). The
+  // clamp is `r > 0 ? r : 0`, the ReLU twin's, NaN -> 0 included.
   __device__ void store(float* out, const float* bias, int64_t m_wide, int64_t n_wide,
                         float v) const {
     if (!below(m_wide, g.M) || !below(n_wide, g.N)) return;
@@ -308,13 +315,14 @@ struct ConvOperands {
     if constexpr (P == ConvPass::Forward) {
       const float r = v + (bias ? bias[m] : 0.0f);
       g.by_plane.divmod(n, image, position);
-      out[(image * g.o + m) * g.plane + position] = !relu || r > 0.0f ? r : 0.0f;
+      out[(image * g.o + m) * g.plane + position] = mode != StoreMode::Relu || r > 0.0f ? r : 0.0f;
     } else if constexpr (P == ConvPass::BackwardData) {
       int i, j;  // the pixel's row and column in the geometry's image
       g.by_pixels.divmod(n, image, position);
       g.by_w.divmod(position, i, j);
-      out[(image * g.c + m) * g.image_pixels + g.row0_offset + i * g.row_stride +
-          j * g.col_stride] = v;
+      float& dst = out[(image * g.c + m) * g.image_pixels + g.row0_offset + i * g.row_stride +
+                       j * g.col_stride];
+      dst = mode == StoreMode::Add ? dst + v : v;
     } else {  // the partials of all groups may pass 2^31 elements
       out[static_cast<int64_t>(blockIdx.z) * g.M * g.N + m * g.N + n] = v;
     }

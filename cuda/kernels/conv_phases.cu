@@ -12,6 +12,10 @@
 // one launch packs them, class (k0h, k0w) after class, each block (O, C, KHp, KWp).
 // A phase with no tap (KH < sh: 1x1 stride 2, 3x3 stride 4) receives nothing: grad_in is zeroed
 // first when such a phase has pixels, and the GEMMs write the rest.
+// Accumulating (the autograd engine's gradient sum, ConvCall::accumulate), each phase's GEMM adds
+// its finished value in its store (bit for bit grad_in + value, as the old separate axpy) and
+// the zeroing is skipped: a tapless phase's pixels keep the sum (the axpy added 0 there, which
+// differs only by turning a -0 sum into +0).
 // CPU twin: the naive input gradient of tensor/cpu/conv.cpp. The packing kernel is internal to
 // this pass (like sum_groups in conv_gemm.cu): its check is the pass's result against the twin
 // (tests/gpu/conv_gpu_test.cpp, "phases").
@@ -134,7 +138,7 @@ Conv2dGeometry dgrad_phase_bound(const Conv2dGeometry& a) {
 
 void conv2d_backward_input_phases(const ConvConfig& config, const Conv2dGeometry& a,
                                   const float* grad_out, const float* w, float* grad_in,
-                                  cudaStream_t stream) {
+                                  cudaStream_t stream, bool accumulate) {
   const PackedWeights layout(a);
   const int64_t weights = a.o * a.c * a.kernel_h * a.kernel_w;
   Scratch packed(static_cast<size_t>(weights) * sizeof(float), stream);  // the classes' blocks
@@ -151,13 +155,13 @@ void conv2d_backward_input_phases(const ConvConfig& config, const Conv2dGeometry
       else
         phases.push_back(p);
     }
-  if (tapless)
+  if (tapless && !accumulate)
     ECH_CUDA_CHECK(cudaMemsetAsync(
         grad_in, 0, static_cast<size_t>(a.n * a.c * a.h * a.w) * sizeof(float), stream));
   for (const Phase& p : phases)
     conv2d_backward_input_implicit(config, p.sub, grad_out,
                                    packed.as<const float>() + layout.class_offset(p.k0h, p.k0w),
-                                   grad_in, stream, &p.place);
+                                   grad_in, stream, accumulate, &p.place);
 }
 
 void set_conv_dgrad_phases(bool on) {

@@ -21,10 +21,11 @@ bool dgrad_phases_fit(const Conv2dGeometry& a);
 Conv2dGeometry dgrad_phase_bound(const Conv2dGeometry& a);
 
 // grad_in (N, C, H, W) = the input gradient of grad_out (N, O, OH, OW) through w (O, C, KH, KW),
-// phase by phase with `config`'s tile (dgrad_phases_fit must hold). Overwrites grad_in.
+// phase by phase with `config`'s tile (dgrad_phases_fit must hold). Overwrites grad_in, or with
+// `accumulate` adds the gradient to it (as conv2d_backward_input_implicit).
 void conv2d_backward_input_phases(const ConvConfig& config, const Conv2dGeometry& a,
                                   const float* grad_out, const float* w, float* grad_in,
-                                  cudaStream_t stream);
+                                  cudaStream_t stream, bool accumulate = false);
 
 // The heuristic's choice of the phases where they apply: on by default, off when the environment
 // sets ECHELON_CONV_DGRAD_PHASES=0 (an A/B switch; off, the autotuner lists only the plain

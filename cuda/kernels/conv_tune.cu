@@ -19,6 +19,9 @@
 #include <echelon/cuda/stream.h>
 #include <echelon/cuda/switches.h>
 
+// Quoted: tools/cudasim-mutants.sh plants bugs in a copy of the kernels folder, this included.
+#include "channels.cuh"
+
 namespace echelon::cuda {
 namespace {
 
@@ -154,7 +157,20 @@ ConvConfig conv_config_for(const ConvCall& call) {
   if (stream_capturing(call.stream)) return conv_heuristic(call.pass, call.geometry);
   std::lock_guard tuning(t.tune_mutex);
   if (const std::optional<ConvConfig> pick = cached()) return *pick;  // tuned meanwhile
-  ConvTunePick p = tune(call, precision, t.timer);
+  ConvTunePick p;
+  if (call.accumulate) {
+    // Timing runs each candidate several times on call.out, which here holds the sum the call
+    // adds to: the candidates run the overwriting problem on scratch instead (the same kernels
+    // and config; only the store's read of out is not timed), and the sum stays untouched.
+    const Conv2dGeometry& a = call.geometry;
+    Scratch out(static_cast<size_t>(a.n * a.c * a.h * a.w) * sizeof(float), call.stream);
+    ConvCall plain = call;
+    plain.out = out.as<float>();
+    plain.accumulate = false;
+    p = tune(plain, precision, t.timer);
+  } else {
+    p = tune(call, precision, t.timer);
+  }
   const ConvConfig pick = p.pick_config;
   std::lock_guard lock(t.cache_mutex);
   t.picks.emplace(key, pick);

@@ -26,7 +26,9 @@ bool conv_autotune();
 // The configuration `call` runs: conv_heuristic with tuning off, for empty problems and under
 // Im2colGemm; else the cached pick, tuning on a miss (outside capture; during capture the
 // heuristic). Tuning runs the candidates on call.out, which the caller then overwrites with the
-// pick (every pass overwrites its output).
+// pick (every pass overwrites its output); an accumulating call (ConvCall::accumulate) is tuned
+// as the overwriting one on scratch of out's size, so the sum it adds to is left alone. The key
+// has no accumulate: both share one pick.
 ConvConfig conv_config_for(const ConvCall& call);
 
 // What tuning did, one entry per tuned key in the order tuned: the shape, the pick and its time,

@@ -4,7 +4,10 @@
 // im2col: one thread per column entry, so the (large) output is written coalesced and exactly
 // once. col2im is its adjoint; instead of scattering column entries into pixels with atomics
 // (order-dependent float sums, different from the CPU twin's), each thread owns one pixel and
-// gathers the few column entries that read it, so the result is deterministic.
+// gathers the few column entries that read it, so the result is deterministic. Accumulating,
+// the pixel's finished sum is added to x (the columns path of a convolution's input gradient
+// added into autograd's gradient sum, bit for bit the old col2im then axpy).
+// CPU twin: tensor/cpu/im2col.cpp (accumulate: that col2im's result, then an add).
 #include <echelon/cuda/kernels/im2col.h>
 
 #include <cstdint>
@@ -35,9 +38,11 @@ __global__ void im2col_kernel(const T* x, T* cols, Conv2dGeometry g, int64_t tot
 }
 
 // cols (n, C*KH*KW, OH*OW) -> x (n, C, H, W), x overwritten with the sum of the entries reading
-// each pixel: entry (ki, kj, oh, ow) reads pixel (h, w) iff h = oh*sh - ph + ki*dh (same for w).
+// each pixel (accumulate: that sum added to x, one add): entry (ki, kj, oh, ow) reads pixel
+// (h, w) iff h = oh*sh - ph + ki*dh (same for w).
 template <typename T>
-__global__ void col2im_kernel(const T* cols, T* x, Conv2dGeometry g, int64_t total) {
+__global__ void col2im_kernel(const T* cols, T* x, Conv2dGeometry g, int64_t total,
+                              bool accumulate) {
   const int64_t positions = g.out_h * g.out_w;
   for (int64_t i = grid_start(); i < total; i += grid_step()) {
     const int64_t w = i % g.w;
@@ -59,7 +64,7 @@ __global__ void col2im_kernel(const T* cols, T* x, Conv2dGeometry g, int64_t tot
         sum += col_base[(ki * g.kernel_w + kj) * positions + oh * g.out_w + ow];
       }
     }
-    x[i] = sum;
+    x[i] = accumulate ? x[i] + sum : sum;
   }
 }
 
@@ -74,12 +79,12 @@ void im2col(const T* x, T* cols, const Conv2dGeometry& g, cudaStream_t stream) {
 }
 
 template <typename T>
-void col2im(const T* cols, T* x, const Conv2dGeometry& g, cudaStream_t stream) {
+void col2im(const T* cols, T* x, const Conv2dGeometry& g, cudaStream_t stream, bool accumulate) {
   const int64_t total = g.n * g.c * g.h * g.w;
-  launch_1d("col2im", total, stream, col2im_kernel<T>, cols, x, g, total);
+  launch_1d("col2im", total, stream, col2im_kernel<T>, cols, x, g, total, accumulate);
 }
 
 template void im2col<float>(const float*, float*, const Conv2dGeometry&, cudaStream_t);
-template void col2im<float>(const float*, float*, const Conv2dGeometry&, cudaStream_t);
+template void col2im<float>(const float*, float*, const Conv2dGeometry&, cudaStream_t, bool);
 
 }  // namespace echelon::cuda

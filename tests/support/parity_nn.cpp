@@ -93,7 +93,8 @@ void conv_cases() {
            },
            tol});
       // The input gradient added into a running sum (input_sum, the autograd engine's sum at a
-      // ResNet block's input): on CUDA computed, then added; the reference composes the twins.
+      // ResNet block's input): on CUDA added by the convolution itself (ours: in the implicit
+      // GEMM's store, the phases' or col2im's; cuDNN: beta = 1); the reference composes the twins.
       std::vector<InputSpec> sum_inputs = backward_inputs;
       sum_inputs.push_back(f32(g.x));
       add({"conv2d_backward_input_sum" + suffix, "conv", sum_inputs,
@@ -148,10 +149,23 @@ void conv_cases() {
     }
 #if ECHELON_WITH_CUDA
   // Our columns path (cuda::ConvAlgorithm::Im2colGemm; the cases above take the default implicit
-  // GEMM): its SGEMM's epilogue adds the bias and, for conv2d_relu, clamps at zero.
-  for (const ConvCase& g : geometries)
+  // GEMM): its SGEMM's epilogue adds the bias and, for conv2d_relu, clamps at zero; its col2im
+  // adds the input gradient into input_sum.
+  for (const ConvCase& g : geometries) {
+    const auto p = g.p;
+    const Conv2dGeometry geo = p.for_input(g.x[0], g.x[1], g.x[2], g.x[3], g.w[0]);
+    add({"conv2d_backward_input_sum/ours_im2col/" + g.name,
+         "conv",
+         {f32({geo.n, geo.o, geo.out_h, geo.out_w}), f32(g.x), f32(g.w), f32(g.x)},
+         [p](const auto& in) {
+           ConvImplScope scope(ops::ConvImpl::Ours);
+           const test::SettingScope<cuda::ConvAlgorithm> columns(
+               cuda::conv_algorithm, cuda::set_conv_algorithm, cuda::ConvAlgorithm::Im2colGemm);
+           const Tensor sum = in[3].clone();
+           return ops::conv2d_backward(in[0], in[1], in[2], false, true, p, true, sum).input;
+         },
+         tol});
     for (const bool relu : {false, true}) {
-      const auto p = g.p;
       add({std::string(relu ? "conv2d_relu" : "conv2d") + "/ours_im2col/" + g.name,
            "conv",
            {f32(g.x), f32(g.w), f32({g.w[0]})},
@@ -163,6 +177,7 @@ void conv_cases() {
            },
            tol});
     }
+  }
 #endif
   // A non-contiguous input: the dispatch must materialise it before the kernels read it.
   add({"conv2d/ours/transposed_input",
