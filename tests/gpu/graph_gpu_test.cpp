@@ -206,10 +206,10 @@ TEST_SUITE("graph_gpu") {
 #endif
     };
     run({});  // the first backward on this device fills the shared seed
-    const uint64_t shared_seed = run({});
+    [[maybe_unused]] const uint64_t shared_seed = run({});
     CHECK(x.grad().cpu().to_vector<float>() == want);
     // A root with a hook gets a seed of its own: one fill kernel more.
-    const uint64_t own_seed = run([](const Tensor&) { return Tensor(); });
+    [[maybe_unused]] const uint64_t own_seed = run([](const Tensor&) { return Tensor(); });
     CHECK(x.grad().cpu().to_vector<float>() == want);
 #if ECHELON_CUDA_SIM
     CHECK(own_seed == shared_seed + 1);
