@@ -125,6 +125,20 @@ void wgrad_direct_rows(const std::vector<ConvShape>& shapes, Precision precision
         cuda::to_string(cuda::conv_gemm_heuristic(cuda::ConvPass::BackwardWeight, full)).c_str(),
         t[0] * 1e3, static_cast<long long>(cuda::wgrad_direct_groups(full)), t[1] * 1e3,
         t[0] / t[1]);
+    if (!cuda::wgrad_direct_sums_bias(full)) continue;  // fp32 only
+    // With the bias gradient: the direct kernel's own sums, against the weight gradient and then
+    // conv.cu's two bias kernels (what ran before session 35).
+    const double separate = per_call_ms([&] {
+                              ops::conv2d_backward(gy, x, w, false, false, g, true);
+                              ops::conv2d_backward(gy, x, w, true, false, g, false);
+                            }).ms,
+                 fused =
+                     per_call_ms([&] { ops::conv2d_backward(gy, x, w, true, false, g, true); }).ms;
+    std::printf(
+        "%-8s C=%-4lld O=%-4lld + bias: weight, then bias kernels %8.1f / direct with the bias "
+        "%8.1f (%.2f)\n",
+        s.net, static_cast<long long>(s.x[1]), static_cast<long long>(s.w[0]), separate * 1e3,
+        fused * 1e3, separate / fused);
   }
   cuda::set_conv_wgrad_direct(direct);
   ops::set_float32_precision(Precision::Fp32);

@@ -123,6 +123,15 @@ Tensor relu_mask_and_bias(const Conv2dGeometry& a, const Tensor& grad_out, const
   return masked;
 }
 
+// Whether our CUDA weight gradient of `a` also sums its bias gradient (cuda/kernels/conv.h).
+bool cuda_weight_gradient_sums_bias([[maybe_unused]] const Conv2dGeometry& a) {
+#if ECHELON_WITH_CUDA
+  return conv_impl() == ConvImpl::Ours && cuda::conv2d_backward_weight_sums_bias(a);
+#else
+  return false;
+#endif
+}
+
 #if ECHELON_WITH_CUDA
 // The CUDA input gradient (cuDNN's or ours, as conv_impl says) into grad_in: overwritten, or with
 // accumulate added to (autograd's gradient sum; ours add in the store, bit for bit the gradient
@@ -266,9 +275,10 @@ Conv2dGrads conv2d_backward(const Tensor& grad_out_in, const Tensor& x_in, const
     check_float_like(op, relu_out, x_in, "relu_out");
     check_shape(op, relu_out, {a.n, a.o, a.out_h, a.out_w}, "relu_out");
     // Without a bias there is no pass to share: the ReLU's backward, then the convolution's.
-    // cuDNN computes its own bias gradient (its order of sums): composed too, so the values stay
-    // those of --no-fuse bit for bit.
-    if (!has_bias || (x_in.is_cuda() && conv_impl() == ConvImpl::Cudnn))
+    // cuDNN computes its own bias gradient (its order of sums), and so does our direct weight
+    // gradient where it runs: composed too, so the values stay those of --no-fuse bit for bit.
+    if (!has_bias || (x_in.is_cuda() && conv_impl() == ConvImpl::Cudnn) ||
+        (x_in.is_cuda() && need_weight && cuda_weight_gradient_sums_bias(a)))
       return conv2d_backward(unary_backward(UnaryOp::Relu, grad_out_in, relu_out, relu_out), x_in,
                              weight_in, has_bias, need_input, window, need_weight, input_sum);
     Tensor grad_bias = Tensor::empty({a.o}, x_in.dtype(), x_in.device());
@@ -336,10 +346,12 @@ Conv2dGrads conv2d_backward(const Tensor& grad_out_in, const Tensor& x_in, const
       ECH_FAIL(op, ": ConvImpl::Cudnn requested but Echelon was built without cuDNN");
 #endif
     } else {
+      // The bias gradient comes with the weight's: the direct kernel sums it in the same pass.
       if (need_weight)
         cuda::conv2d_backward_weight(a, grad_out.data<float>(), x.data<float>(),
-                                     grads.weight.data<float>(), device, stream);
-      if (has_bias)
+                                     grads.weight.data<float>(), device, stream,
+                                     has_bias ? grads.bias.data<float>() : nullptr);
+      else if (has_bias)
         cuda::conv2d_backward_bias(a, grad_out.data<float>(), grads.bias.data<float>(), stream);
     }
     if (need_input) cuda_conv2d_backward_input(op, a, grad_out, weight, grads.input, false);

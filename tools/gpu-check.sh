@@ -294,9 +294,17 @@ if [[ -x $BUILD/bench/exp_gpu_kernels ]]; then
   # (> 1: the direct kernel, the heuristic's choice there, is faster), fp32.
   direct_ab=$(awk '/^== weight gradient: implicit GEMM \/ direct \(fp32/ { on = 1; next }
                    /^==/ { on = 0 }
-                   on && NF > 3 { printf "%s%s %s %s %s", sep, $1, $2, $3, $NF; sep = "; " }' \
+                   on && NF > 3 && !/\+ bias:/ {
+                     printf "%s%s %s %s %s", sep, $1, $2, $3, $NF; sep = "; " }' \
                 "$(log_name kernels)" 2>/dev/null)
   [[ -z $direct_ab ]] || row direct_wgrad_fp32 - - "GEMM / direct: $direct_ab"
+  # With the bias gradient (session 35): the weight gradient then conv.cu's two bias kernels,
+  # against the direct kernel summing the bias too (> 1: the fused one is faster), fp32.
+  direct_bias=$(awk '/^== weight gradient: implicit GEMM \/ direct \(fp32/ { on = 1; next }
+                     /^==/ { on = 0 }
+                     on && /\+ bias:/ { printf "%s%s %s %s", sep, $1, $3, $NF; sep = "; " }' \
+                  "$(log_name kernels)" 2>/dev/null)
+  [[ -z $direct_bias ]] || row direct_bias_fp32 - - "separate / with the bias: $direct_bias"
   # The phased input gradient's first timing: single GEMM time / phases time per layer, fp32.
   phases_ab=$(awk '/^== strided input gradient: single GEMM \/ phases \(fp32/ { on = 1; next }
                    /^==/ { on = 0 }

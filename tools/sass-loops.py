@@ -75,7 +75,11 @@ def sass_text(path, cuobjdump):
     if path.endswith(".sass"):
         with open(path, encoding="utf-8") as f:
             return f.read()
-    result = subprocess.run([cuobjdump, "-sass", path], capture_output=True, text=True)
+    try:
+        result = subprocess.run([cuobjdump, "-sass", path], capture_output=True, text=True)
+    except FileNotFoundError:
+        sys.exit(f"sass-loops: no cuobjdump at {cuobjdump} (the CUDA toolkit's cuobjdump package; "
+                 "name another with --cuobjdump or CUOBJDUMP, or pass a .sass text file)")
     if result.returncode != 0:
         sys.exit(f"sass-loops: {cuobjdump} -sass {path} failed: {result.stderr.strip()}")
     return result.stdout

@@ -251,6 +251,29 @@ void backward_weight_columns(const ConvCall& c) {
   if (partial) device_free(c.device, partial);
 }
 
+void backward_weight(const ConvCall& c, const ConvConfig& config) {
+  const Conv2dGeometry& a = c.geometry;
+  if (a.n * a.out_h * a.out_w == 0) {
+    ECH_CUDA_CHECK(cudaMemsetAsync(
+        c.out, 0, static_cast<size_t>(a.o * a.c * a.kernel_h * a.kernel_w) * sizeof(float),
+        c.stream));
+    if (c.grad_bias)
+      ECH_CUDA_CHECK(
+          cudaMemsetAsync(c.grad_bias, 0, static_cast<size_t>(a.o) * sizeof(float), c.stream));
+    return;
+  }
+  if (config.direct && c.grad_bias && wgrad_direct_sums_bias(a))
+    return conv2d_backward_weight_direct(a, config.groups, c.grad_out, c.x, c.out, c.stream,
+                                         c.grad_bias);
+  if (config.direct)
+    conv2d_backward_weight_direct(a, config.groups, c.grad_out, c.x, c.out, c.stream);
+  else if (!config.im2col)
+    conv2d_backward_weight_implicit(config, a, c.grad_out, c.x, c.out, c.stream);
+  else
+    backward_weight_columns(c);
+  if (c.grad_bias) conv2d_backward_bias(a, c.grad_out, c.grad_bias, c.stream);
+}
+
 }  // namespace
 
 ConvConfig conv_heuristic(ConvPass pass, const Conv2dGeometry& a) {
@@ -318,17 +341,7 @@ void run_conv(const ConvCall& c, const ConvConfig& config) {
                                               c.accumulate);
       return backward_input_columns(c);
     case ConvPass::BackwardWeight:
-      if (a.n * plane == 0) {
-        ECH_CUDA_CHECK(cudaMemsetAsync(
-            c.out, 0, static_cast<size_t>(a.o * a.c * a.kernel_h * a.kernel_w) * sizeof(float),
-            c.stream));
-        return;
-      }
-      if (config.direct)
-        return conv2d_backward_weight_direct(a, config.groups, c.grad_out, c.x, c.out, c.stream);
-      if (!config.im2col)
-        return conv2d_backward_weight_implicit(config, a, c.grad_out, c.x, c.out, c.stream);
-      return backward_weight_columns(c);
+      return backward_weight(c, config);
   }
 }
 
@@ -363,13 +376,18 @@ void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const
   run_conv(call, conv_config_for(call));
 }
 
+bool conv2d_backward_weight_sums_bias(const Conv2dGeometry& a) {
+  return conv_heuristic(ConvPass::BackwardWeight, a).direct && wgrad_direct_sums_bias(a);
+}
+
 void conv2d_backward_weight(const Conv2dGeometry& a, const float* grad_out, const float* x,
-                            float* grad_w, int device, cudaStream_t stream) {
+                            float* grad_w, int device, cudaStream_t stream, float* grad_bias) {
   const ConvCall call{.pass = ConvPass::BackwardWeight,
                       .geometry = a,
                       .x = x,
                       .grad_out = grad_out,
                       .out = grad_w,
+                      .grad_bias = grad_bias,
                       .device = device,
                       .stream = stream};
   run_conv(call, conv_config_for(call));

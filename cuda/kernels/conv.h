@@ -38,6 +38,10 @@ struct ConvCall {
   // every path: implicit GEMM, phases, col2im; bit for bit the gradient then axpy_(out, it, 1)).
   // The autograd engine's gradient sum of a tensor (ops::conv2d_backward's input_sum).
   bool accumulate = false;
+  // Grad weight only: where not null, the bias gradient (O) too: summed by the direct kernel in
+  // its own pass over grad_out where it runs (wgrad_direct_sums_bias), else conv2d_backward_bias
+  // after the weight gradient.
+  float* grad_bias = nullptr;
   int device = 0;
   cudaStream_t stream = nullptr;
 };
@@ -71,9 +75,14 @@ void relu_inplace(float* y, int64_t count, cudaStream_t stream);
 void conv2d_backward_input(const Conv2dGeometry& a, const float* grad_out, const float* w,
                            float* grad_in, int device, cudaStream_t stream,
                            bool accumulate = false);
-// Overwrites grad_w (O, C, KH, KW).
+// Overwrites grad_w (O, C, KH, KW), and grad_bias (O) when not null (ConvCall::grad_bias).
 void conv2d_backward_weight(const Conv2dGeometry& a, const float* grad_out, const float* x,
-                            float* grad_w, int device, cudaStream_t stream);
+                            float* grad_w, int device, cudaStream_t stream,
+                            float* grad_bias = nullptr);
+// Whether conv2d_backward_weight sums the bias gradient in the direct kernel with tuning off
+// (ConvCall::grad_bias): conv2d_relu's backward then applies the ReLU's mask on its own rather
+// than with the bias (conv2d_relu_backward_bias), so that it sums the bias as --no-fuse does.
+bool conv2d_backward_weight_sums_bias(const Conv2dGeometry& a);
 // Overwrites grad_bias (O).
 void conv2d_backward_bias(const Conv2dGeometry& a, const float* grad_out, float* grad_bias,
                           cudaStream_t stream);

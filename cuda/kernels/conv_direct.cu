@@ -11,7 +11,12 @@
 //   per output position 8 + KW shared loads for 8 x KW multiply-adds;
 // - `splits` adjacent lanes (a power of two) share a work item and walk every splits-th position
 //   of the band; a shuffle tree adds them in a fixed order; the blocks' partial gradients are
-//   added in block order by sum_groups (conv_gemm.cu). Deterministic for a given block count.
+//   added in block order by sum_groups (conv_gemm.cu). Deterministic for a given block count;
+// - with the bias gradient wanted under fp32 (LeNet-5's layers; VGG-16's first), `strands`
+//   threads per output channel also sum the staged band's grad_out (exact under fp32; under
+//   TF32 / bf16 it holds rounded values, and conv.cu's bias kernels run instead), and the
+//   block's O sums travel with its partial weights through sum_groups: the bias costs no launch
+//   of its own (it was two: conv.cu's chunks and finish).
 // Under TF32 / bf16 the operands are rounded as they are staged, as mma_tile.cuh's fragments
 // round them, and multiplied in fp32 (exact for TF32 / bf16 values). CPU twin: the naive
 // convolution's weight gradient in tensor/cpu/conv.cpp (on rounded inputs under TF32 / bf16);
@@ -66,16 +71,19 @@ struct DirectPlan {
   int chunks;     // N * bands
   int per_block;  // chunks per block
   int blocks;
-  int out_pad;  // O rounded up to kOutPerItem: zero rows in the staged grad_out
-  int x_rows;   // input rows a band reads: (rows - 1) * sh + (KH - 1) * dh + 1
-  int x_width;  // input columns it reads: (OW - 1) * sw + (KW - 1) * dw + 1
+  int out_pad;       // O rounded up to kOutPerItem: zero rows in the staged grad_out
+  int x_rows;        // input rows a band reads: (rows - 1) * sh + (KH - 1) * dh + 1
+  int x_width;       // input columns it reads: (OW - 1) * sw + (KW - 1) * dw + 1
+  int bias_strands;  // threads per output channel summing the bias gradient; 0: none wanted
   Rounding rounding;
 
   __host__ __device__ int g_plane() const { return rows * out_w; }  // one output channel's band
   __host__ __device__ int x_plane() const { return x_rows * x_width; }
   size_t shared_bytes() const {
-    return (static_cast<size_t>(out_pad) * g_plane() + static_cast<size_t>(c) * x_plane()) *
-           sizeof(float);
+    const size_t band =
+        static_cast<size_t>(out_pad) * g_plane() + static_cast<size_t>(c) * x_plane();
+    // The bias strands' sums reuse it at the end.
+    return std::max(band, bias_strands > 0 ? static_cast<size_t>(threads) : 0) * sizeof(float);
   }
 };
 
@@ -130,11 +138,25 @@ __device__ void stage_band(const DirectPlan& p, int n, int oh0, int rows,
   }
 }
 
-// Block b sums chunks [b * per_block, ...) into out + b * O*C*KH*KW (grad_w's layout).
+// acc += every strands-th staged grad_out value of this thread's output channel in the band:
+// thread t is strand t / O of channel t % O (neighbouring threads, neighbouring channels of a
+// position: few bank conflicts in g_band's [item][position][8] layout).
+__device__ void sum_band_bias(const DirectPlan& p, int rows, const float* g_band, float& acc) {
+  const int o = threadIdx.x % p.o, strand = threadIdx.x / p.o;
+  if (strand >= p.bias_strands) return;
+  const float* const staged =
+      g_band + o / kOutPerItem * p.g_plane() * kOutPerItem + o % kOutPerItem;
+#pragma unroll 4
+  for (int q = strand; q < rows * p.out_w; q += p.bias_strands) acc += staged[q * kOutPerItem];
+}
+
+// Block b sums chunks [b * per_block, ...) into out + b * block_stride (grad_w's layout) and,
+// with bias strands, grad_out's channel sums into out_bias + b * block_stride (O).
 template <int KW>
 __global__ void __launch_bounds__(kMaxThreads)
     wgrad_direct_kernel(DirectPlan p, const float* __restrict__ grad_out,
-                        const float* __restrict__ x, float* __restrict__ out) {
+                        const float* __restrict__ x, float* __restrict__ out,
+                        float* __restrict__ out_bias, int64_t block_stride) {
   ECH_DYNAMIC_SHARED(float, smem);  // p.shared_bytes()
   float* const g_band = smem;
   float* const x_band = smem + p.out_pad * p.g_plane();
@@ -147,6 +169,7 @@ __global__ void __launch_bounds__(kMaxThreads)
   // From (band row r, column OW) to (r + 1, 0) in x_band: sh rows down, OW * sw columns back.
   const int row_carry = p.stride_h * p.x_width - p.out_w * p.stride_w;
   float acc[kOutPerItem][KW] = {};
+  float bias_acc = 0.0f;
   const int first = static_cast<int>(blockIdx.x) * p.per_block;
   const int last = min(first + p.per_block, p.chunks);
   for (int chunk = first; chunk < last; ++chunk) {
@@ -155,6 +178,7 @@ __global__ void __launch_bounds__(kMaxThreads)
     __syncthreads();  // every thread is done with the previous chunk's band
     stage_band(p, n, oh0, rows, grad_out, x, g_band, x_band);
     __syncthreads();
+    if (p.bias_strands > 0) sum_band_bias(p, rows, g_band, bias_acc);
     if (!active) continue;
     // Positions q = split, split + splits, ... of the band's rows * OW, as (row, col) and their
     // addresses in g_band and x_band, stepped without a division. Loop-invariant values in
@@ -201,15 +225,28 @@ __global__ void __launch_bounds__(kMaxThreads)
     for (int j = 0; j < KW; ++j)
       for (int offset = p.splits / 2; offset > 0; offset /= 2)
         acc[k][j] += __shfl_down_sync(kFullMask, acc[k][j], offset);
-  if (!active || split != 0) return;
-  const int64_t weights = static_cast<int64_t>(p.o) * p.c * p.kernel_h * KW;
-  float* const block_out = out + blockIdx.x * weights;
+  if (active && split == 0) {
+    float* const block_out = out + blockIdx.x * block_stride;
 #pragma unroll
-  for (int k = 0; k < kOutPerItem; ++k) {
-    const int o = ob * kOutPerItem + k;
-    if (o >= p.o) break;
+    for (int k = 0; k < kOutPerItem; ++k) {
+      const int o = ob * kOutPerItem + k;
+      if (o >= p.o) break;
 #pragma unroll
-    for (int j = 0; j < KW; ++j) block_out[((o * p.c + c) * p.kernel_h + ki) * KW + j] = acc[k][j];
+      for (int j = 0; j < KW; ++j)
+        block_out[((o * p.c + c) * p.kernel_h + ki) * KW + j] = acc[k][j];
+    }
+  }
+  // Last, when the weights' accumulators are free: every thread gets here.
+  if (p.bias_strands > 0) {
+    __syncthreads();  // the last band is read: its shared memory takes the strands' sums
+    smem[threadIdx.x] = bias_acc;
+    __syncthreads();
+    if (static_cast<int>(threadIdx.x) < p.o) {
+      float total = 0.0f;
+      for (int strand = 0; strand < p.bias_strands; ++strand)
+        total += smem[strand * p.o + threadIdx.x];
+      out_bias[blockIdx.x * block_stride + threadIdx.x] = total;
+    }
   }
 }
 #endif
@@ -242,7 +279,7 @@ int64_t chunks_of(const Conv2dGeometry& a) {
   return a.n * ceil_div(a.out_h, band_rows(a));
 }
 
-DirectPlan plan_for(const Conv2dGeometry& a, int64_t groups) {
+DirectPlan plan_for(const Conv2dGeometry& a, int64_t groups, bool bias) {
   DirectPlan p{};
   const auto narrow = [](int64_t v) { return static_cast<int>(v); };
   p.c = narrow(a.c), p.h = narrow(a.h), p.w = narrow(a.w), p.o = narrow(a.o);
@@ -266,6 +303,7 @@ DirectPlan plan_for(const Conv2dGeometry& a, int64_t groups) {
   p.rounding = precision == Precision::Tf32   ? Rounding::Tf32
                : precision == Precision::Bf16 ? Rounding::Bf16
                                               : Rounding::None;
+  p.bias_strands = bias ? p.threads / p.o : 0;
   return p;
 }
 
@@ -291,35 +329,47 @@ int64_t wgrad_direct_groups(const Conv2dGeometry& a) {
   return std::min(kDirectBlocks, chunks_of(a));
 }
 
+bool wgrad_direct_sums_bias(const Conv2dGeometry& a) {
+  return float32_precision() == Precision::Fp32 && wgrad_direct_fits(a) &&
+         a.o <= plan_for(a, 1, false).threads;
+}
+
 void conv2d_backward_weight_direct(const Conv2dGeometry& a, int64_t groups, const float* grad_out,
-                                   const float* x, float* grad_w, cudaStream_t stream) {
+                                   const float* x, float* grad_w, cudaStream_t stream,
+                                   float* grad_bias) {
   const char* op = "conv2d_backward_weight (direct)";
   ECH_CHECK(wgrad_direct_fits(a), op, ": the direct kernel does not take this convolution (O=", a.o,
             ", C=", a.c, ", kernel ", a.kernel_h, "x", a.kernel_w, ", output ", a.out_h, "x",
             a.out_w, ")");
-  const DirectPlan p = plan_for(a, groups);
+  ECH_CHECK(!grad_bias || wgrad_direct_sums_bias(a), op, ": ", a.o,
+            " output channels are more than its threads can sum the bias gradient of");
+  const DirectPlan p = plan_for(a, groups, grad_bias != nullptr);
   const int64_t weights = a.o * a.c * a.kernel_h * a.kernel_w;
-  const auto launch = [&](float* out) {
+  const int64_t stride = weights + (grad_bias ? a.o : 0);  // a block's partial: weights, bias
+  const auto launch = [&](float* out, float* out_bias) {
     const size_t bytes = p.shared_bytes();
     switch (a.kernel_w) {
       case 3:
-        ECH_LAUNCH(p.blocks, p.threads, bytes, stream, wgrad_direct_kernel<3>)(p, grad_out, x, out);
+        ECH_LAUNCH(p.blocks, p.threads, bytes, stream, wgrad_direct_kernel<3>)
+        (p, grad_out, x, out, out_bias, stride);
         break;
       case 5:
-        ECH_LAUNCH(p.blocks, p.threads, bytes, stream, wgrad_direct_kernel<5>)(p, grad_out, x, out);
+        ECH_LAUNCH(p.blocks, p.threads, bytes, stream, wgrad_direct_kernel<5>)
+        (p, grad_out, x, out, out_bias, stride);
         break;
       default:
-        ECH_LAUNCH(p.blocks, p.threads, bytes, stream, wgrad_direct_kernel<7>)(p, grad_out, x, out);
+        ECH_LAUNCH(p.blocks, p.threads, bytes, stream, wgrad_direct_kernel<7>)
+        (p, grad_out, x, out, out_bias, stride);
         break;
     }
     ECH_CUDA_CHECK_LAUNCH(op);
   };
-  if (p.blocks == 1) return launch(grad_w);
-  Scratch partial(static_cast<size_t>(p.blocks * weights) * sizeof(float),
-                  stream);  // (blocks,
-                            // O, C, KH, KW)
-  launch(partial.as<float>());
-  sum_groups(partial.as<const float>(), p.blocks, weights, false, grad_w, stream);
+  if (p.blocks == 1) return launch(grad_w, grad_bias);
+  Scratch partial(static_cast<size_t>(p.blocks * stride) * sizeof(float), stream);  // (blocks,
+                                                                                    // stride)
+  launch(partial.as<float>(), partial.as<float>() + weights);
+  sum_groups(partial.as<const float>(), p.blocks, stride, false, grad_w, stream, grad_bias,
+             weights);
 }
 
 void set_conv_wgrad_direct(bool on) {

@@ -31,9 +31,15 @@ int64_t wgrad_direct_most_groups(const Conv2dGeometry& a);
 // x (N, C, H, W) at (n, c, oh*sh - ph + ki*dh, ow*sw - pw + kj*dw) (zero in the padding), on
 // `groups` blocks (clamped to [1, wgrad_direct_most_groups], none empty). Under TF32 / bf16
 // (float32_precision) the operands are rounded as they are staged, like the tensor-core tiles'.
-// Deterministic for a given group count. Overwrites grad_w.
+// Deterministic for a given group count. Overwrites grad_w; and grad_bias (O) when not null, with
+// the sums of grad_out over (n, oh, ow) (needs wgrad_direct_sums_bias).
 void conv2d_backward_weight_direct(const Conv2dGeometry& a, int64_t groups, const float* grad_out,
-                                   const float* x, float* grad_w, cudaStream_t stream);
+                                   const float* x, float* grad_w, cudaStream_t stream,
+                                   float* grad_bias = nullptr);
+// Whether it also takes the bias gradient: under fp32 (float32_precision; its staged grad_out is
+// rounded under TF32 / bf16), where it fits, with at most as many output channels as threads
+// (the layers of the four nets that fit; 256 at most).
+bool wgrad_direct_sums_bias(const Conv2dGeometry& a);
 
 // The heuristic's choice of the direct kernel where it applies: on by default, off when the
 // environment sets ECHELON_CONV_WGRAD_DIRECT=0 (an A/B switch for timing; the autotuner lists

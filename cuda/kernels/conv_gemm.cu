@@ -85,7 +85,9 @@ constexpr int conv_min_blocks() {
   if constexpr (std::is_same_v<T, LargeTile>)
     return weight ? 2 : 0;  // 155 -> 128 registers
   else if constexpr (std::is_same_v<T, LargeWarpTile>)
-    return data ? 0 : 2;  // 128, no spill (forward: vector weights only); grad input spills 104 B
+    // 128, no spill (forward: vector weights only). Grad input: 127 uncapped, so 2 blocks anyway
+    // (under the cap it no longer spills the 104 B it did when written: session 35).
+    return data ? 0 : 2;
   else if constexpr (std::is_same_v<T, SmallTile>)
     return data ? 4 : 0;  // 79-80 -> 64
   else if constexpr (std::is_same_v<T, NarrowTile>)
@@ -194,7 +196,7 @@ __global__ void __launch_bounds__(kThreads, (conv_min_blocks<T, P, kMma>()))
 constexpr int kSumWarps = 8;
 __global__ void __launch_bounds__(kSumWarps * 32)
     sum_groups_kernel(const float* partial, int64_t groups, int64_t count, bool accumulate,
-                      float* out) {
+                      float* out, int64_t head, float* tail) {
   __shared__ float sums[kSumWarps][32];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   for (int64_t base = blockIdx.x * int64_t{32}; base < count; base += gridDim.x * int64_t{32}) {
@@ -206,9 +208,10 @@ __global__ void __launch_bounds__(kSumWarps * 32)
     sums[warp][lane] = total;
     __syncthreads();
     if (warp == 0 && i < count) {
-      float sum = accumulate ? out[i] : 0.0f;
+      float* const dst = i < head ? out + i : tail + (i - head);
+      float sum = accumulate ? *dst : 0.0f;
       for (int w = 0; w < kSumWarps; ++w) sum += sums[w][lane];
-      out[i] = sum;
+      *dst = sum;
     }
     __syncthreads();  // sums[] is reused by the next 32 columns
   }
@@ -563,10 +566,10 @@ bool conv_gemm_fits(const Conv2dGeometry& a) {
 }
 
 void sum_groups(const float* partial, int64_t groups, int64_t count, bool accumulate, float* out,
-                cudaStream_t stream) {
+                cudaStream_t stream, float* tail, int64_t head) {
   if (count <= 0) return;
   ECH_LAUNCH(grid_for(count, 32), kSumWarps * 32, 0, stream, sum_groups_kernel)
-  (partial, groups, count, accumulate, out);
+  (partial, groups, count, accumulate, out, tail ? head : count, tail);
   ECH_CUDA_CHECK_LAUNCH("sum_groups");
 }
 

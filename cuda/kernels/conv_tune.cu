@@ -34,12 +34,13 @@ std::atomic<bool>& autotune_flag() {
   return flag;
 }
 
-using Key = std::array<int64_t, 18>;
+using Key = std::array<int64_t, 19>;
 
 Key key_of(const ConvCall& c, Precision precision) {
   const Conv2dGeometry& g = c.geometry;
   return {c.device,
           static_cast<int64_t>(c.pass),
+          c.grad_bias != nullptr,
           static_cast<int64_t>(precision),
           g.kernel_h,
           g.kernel_w,

@@ -28,7 +28,11 @@ bool conv_autotune();
 // heuristic). Tuning runs the candidates on call.out, which the caller then overwrites with the
 // pick (every pass overwrites its output); an accumulating call (ConvCall::accumulate) is tuned
 // as the overwriting one on scratch of out's size, so the sum it adds to is left alone. The key
-// has no accumulate: both share one pick.
+// has no accumulate: both share one pick. It has whether a weight gradient brings its bias's
+// (ConvCall::grad_bias: free in the direct kernel, a pass of its own after the others), timed in.
+// The tuned pick may then differ from the heuristic's, which conv2d_relu's backward goes by
+// (conv2d_backward_weight_sums_bias): its bias gradient stays right, but may differ from
+// --no-fuse's in the last bits.
 ConvConfig conv_config_for(const ConvCall& call);
 
 // What tuning did, one entry per tuned key in the order tuned: the shape, the pick and its time,

@@ -25,10 +25,7 @@
 #include "tests/support/float_bits.h"
 #include "tests/support/parity.h"
 #include "tests/support/setting_scope.h"
-
-#if ECHELON_CUDA_SIM
-#include <echelon/cuda/sim/sim.h>
-#endif
+#include "tests/support/sim_kernels.h"
 
 using namespace echelon;
 
@@ -153,18 +150,6 @@ ops::Conv2dGrads backward_of(const AccCase& c, const Operands& on, const Tensor&
   return ops::conv2d_backward(on.gy, on.x, on.w, true, true, window_of(c), true, sum, relu_out);
 }
 
-#if ECHELON_CUDA_SIM
-// The kernels `f` launches (the emulator counts a kernel when it runs: synchronise around it).
-template <typename F>
-uint64_t kernels_of(F f) {
-  ECH_CUDA_CHECK(cudaDeviceSynchronize());
-  const uint64_t before = cudasim::stats().kernels;
-  f();
-  ECH_CUDA_CHECK(cudaDeviceSynchronize());
-  return cudasim::stats().kernels - before;
-}
-#endif
-
 }  // namespace
 
 TEST_SUITE("conv_gpu") {
@@ -274,8 +259,8 @@ TEST_SUITE("conv_gpu") {
       for (const bool relu : {false, true}) {
         const Tensor sum = on.sum.clone(), relu_out = relu_out_of(c, on, relu);
         backward_of(c, on, sum, relu_out);  // first calls: any one-time work (none expected)
-        const uint64_t without = kernels_of([&] { backward_of(c, on, Tensor(), relu_out); });
-        const uint64_t with = kernels_of([&] { backward_of(c, on, sum, relu_out); });
+        const uint64_t without = test::kernels_of([&] { backward_of(c, on, Tensor(), relu_out); });
+        const uint64_t with = test::kernels_of([&] { backward_of(c, on, sum, relu_out); });
         CHECK_MESSAGE(with == without, std::string(c.name), relu ? " relu" : "", ": ", with,
                       " kernels with the sum, ", without, " without");
       }

@@ -25,6 +25,7 @@
 #include <echelon/tensor/ops.h>
 
 #include "tests/support/parity.h"
+#include "tests/support/sim_kernels.h"
 
 using namespace echelon;
 
@@ -148,9 +149,10 @@ Results run(const Case& c, Device device, Precision round_as) {
           grads.bias.cpu(), ops::conv2d(on.x, on.w, on.bias, g, /*relu=*/true).cpu()};
 }
 
-// One pass on device operands with `config` (cuda::run_conv), its output as floats.
-std::vector<float> run_pass(const Operands& on, cuda::ConvPass pass,
-                            const cuda::ConvConfig& config) {
+// One pass on device operands with `config` (cuda::run_conv), its output as floats; with
+// grad_bias, a weight gradient's call also asks for the bias gradient (ConvCall::grad_bias).
+std::vector<float> run_pass(const Operands& on, cuda::ConvPass pass, const cuda::ConvConfig& config,
+                            std::vector<float>* grad_bias = nullptr) {
   const Conv2dGeometry& a = on.full;
   const Shape shape = pass == cuda::ConvPass::Forward ? Shape{a.n, a.o, a.out_h, a.out_w}
                       : pass == cuda::ConvPass::BackwardData
@@ -162,7 +164,10 @@ std::vector<float> run_pass(const Operands& on, cuda::ConvPass pass,
   call.x = on.x.data<float>(), call.w = on.w.data<float>(), call.grad_out = on.gy.data<float>();
   call.bias = on.bias.data<float>();
   call.out = out.data<float>(), call.stream = cuda::current_stream(on.x.device().index);
+  Tensor bias = Tensor::full({a.o}, std::nanf(""), kFloat32, on.x.device());
+  if (grad_bias) call.grad_bias = bias.data<float>();
   cuda::run_conv(call, config);
+  if (grad_bias) *grad_bias = bias.to_vector<float>();
   return out.to_vector<float>();
 }
 
@@ -419,14 +424,17 @@ TEST_SUITE("conv_gpu") {
     // work items, one short of the limit). The heuristic picks it there, and not with the switch
     // off. With 1 block (no partials), a quarter of the heuristic's blocks, the heuristic's and one
     // per chunk, under fp32, TF32 and bf16, its gradient matches the twin on rounded inputs, and
-    // a second run gives the same bits.
+    // a second run gives the same bits. Asked for the bias gradient too (fp32), it sums it in the
+    // same launch (all 16 have few enough output channels), to the twin's; the weights' bits stay.
     int taken = 0;
     for (const Case& c : cases()) {
       const Conv2dGeometry full = full_geometry(c);
       if (!cuda::wgrad_direct_fits(full)) continue;
       ++taken;
+      CHECK_MESSAGE(cuda::wgrad_direct_sums_bias(full), c.name);
       for (const Precision precision : {Precision::Fp32, Precision::Tf32, Precision::Bf16}) {
-        const Tensor want = run(c, Device::cpu(), precision).grad_weight;
+        const Results twin = run(c, Device::cpu(), precision);
+        const Tensor& want = twin.grad_weight;
         ConvScope scope(cuda::ConvAlgorithm::ImplicitGemm, precision, /*direct=*/true);
         const cuda::ConvConfig heuristic =
             cuda::conv_heuristic(cuda::ConvPass::BackwardWeight, full);
@@ -443,6 +451,15 @@ TEST_SUITE("conv_gpu") {
               parity::compare(Tensor::from_vector(got, want.shape()), want, {5e-4, 1e-4});
           CHECK_MESSAGE(cmp.ok, c.name, " ", name(precision), " ", cuda::to_string(config), ": ",
                         cmp.summary());
+          if (precision != Precision::Fp32) continue;  // the bias: the rounding test below
+          std::vector<float> bias;
+          const std::vector<float> with_bias =
+              run_pass(on, cuda::ConvPass::BackwardWeight, config, &bias);
+          CHECK_MESSAGE(with_bias == got, c.name, " ", cuda::to_string(config));
+          const parity::Comparison bias_cmp = parity::compare(
+              Tensor::from_vector(bias, twin.grad_bias.shape()), twin.grad_bias, {5e-4, 1e-4});
+          CHECK_MESSAGE(bias_cmp.ok, c.name, " ", cuda::to_string(config),
+                        " bias: ", bias_cmp.summary());
         }
       }
       ConvScope off(cuda::ConvAlgorithm::ImplicitGemm, Precision::Fp32, /*direct=*/false);
@@ -466,6 +483,52 @@ TEST_SUITE("conv_gpu") {
       const parity::Comparison rounded = parity::compare(got, want, {5e-4, 1e-4});
       CHECK_MESSAGE(rounded.ok, name(precision), ": ", rounded.summary());
       CHECK_MESSAGE(!parity::compare(got, exact, {1e-6, 0.0}).ok, name(precision));
+      // The bias gradient is summed unrounded, the fp32 twin's: the direct kernel's staged band is
+      // rounded, so conv.cu's bias kernels take it.
+      CHECK_FALSE(cuda::wgrad_direct_sums_bias(raw.full));
+      std::vector<float> bias;
+      run_pass(raw, cuda::ConvPass::BackwardWeight, direct, &bias);
+      const Tensor exact_bias = run(c, Device::cpu(), Precision::Fp32).grad_bias;
+      const parity::Comparison bias_cmp =
+          parity::compare(Tensor::from_vector(bias, exact_bias.shape()), exact_bias, {1e-5, 1e-6});
+      CHECK_MESSAGE(bias_cmp.ok, name(precision), " bias: ", bias_cmp.summary());
+    }
+  }
+
+  TEST_CASE("the direct weight gradient brings the bias gradient: LeNet-5's layers in 2 kernels") {
+    // ops::conv2d_backward of a layer with a bias and no input gradient: the direct kernel and
+    // the blocks' sum (the bias in both; it was 2 more), the twin's values. Other paths and the
+    // switch off take conv2d_backward_bias after the weight gradient, to the same values; so
+    // does TF32, whose staged band is rounded.
+    for (const size_t index : {size_t{2}, size_t{3}}) {  // LeNet-5's conv1 and conv2
+      const Case& c = cases()[index];
+      const Conv2dGeometry g = window_of(c), full = full_geometry(c);
+      const Results want = run(c, Device::cpu(), Precision::Fp32);
+      const Operands on = operands(c, Precision::Fp32, Device::cuda(0));
+      for (const bool direct : {true, false}) {
+        ConvScope scope(cuda::ConvAlgorithm::ImplicitGemm, Precision::Fp32, direct);
+        CHECK(cuda::conv2d_backward_weight_sums_bias(full) == direct);
+        {
+          ConvScope tf32(cuda::ConvAlgorithm::ImplicitGemm, Precision::Tf32, direct);
+          CHECK_FALSE(cuda::conv2d_backward_weight_sums_bias(full));
+        }
+        ops::Conv2dGrads got;
+        [[maybe_unused]] const auto backward = [&] {
+          got = ops::conv2d_backward(on.gy, on.x, on.w, true, false, g);
+        };
+#if ECHELON_CUDA_SIM
+        const uint64_t kernels = test::kernels_of(backward);
+        CHECK_MESSAGE(direct ? kernels == 2 : kernels >= 3, c.name, " ", kernels);
+#else
+        backward();
+#endif
+        const parity::Comparison weight =
+            parity::compare(got.weight.cpu(), want.grad_weight, {5e-4, 1e-4});
+        const parity::Comparison bias =
+            parity::compare(got.bias.cpu(), want.grad_bias, {5e-4, 1e-4});
+        CHECK_MESSAGE(weight.ok, c.name, " ", direct, ": ", weight.summary());
+        CHECK_MESSAGE(bias.ok, c.name, " ", direct, ": ", bias.summary());
+      }
     }
   }
 
