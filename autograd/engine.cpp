@@ -123,16 +123,26 @@ std::unordered_map<Node*, int> count_dependencies(
 // so that a training step's backward launches no fill kernel. It stays 1: the engine writes in
 // place only into tensors nothing else holds (addable_in_place, owned_alone) and a node's function
 // never writes its incoming gradient. A root with hooks gets its own (a hook might write it).
+struct UnitSeeds {
+  std::mutex mutex;
+  std::map<std::pair<int, DType>, Tensor> by_device;
+};
+
+UnitSeeds& unit_seeds() {
+  // Never destroyed: freeing device memory during exit could outlive the CUDA runtime.
+  static auto* seeds = new UnitSeeds;
+  return *seeds;
+}
+
 Tensor unit_seed(const Tensor& root) {
   const bool hooked = root.impl().autograd && !root.impl().autograd->hooks.empty();
   if (!root.is_cuda() || hooked) return Tensor::ones(root.shape(), root.dtype(), root.device());
 #if ECHELON_WITH_CUDA
   const Device device = root.device();
   const cudaStream_t stream = cuda::current_stream(device.index);
-  static std::mutex mutex;
-  // Never destroyed: freeing device memory during exit could outlive the CUDA runtime.
-  static auto* seeds = new std::map<std::pair<int, DType>, Tensor>();
-  std::lock_guard lock(mutex);
+  UnitSeeds& shared = unit_seeds();
+  std::lock_guard lock(shared.mutex);
+  auto* const seeds = &shared.by_device;
   const auto it = seeds->find({device.index, root.dtype()});
   if (it != seeds->end()) return it->second.reshape(root.shape());
   Tensor seed = Tensor::ones({}, root.dtype(), device);
@@ -148,6 +158,18 @@ Tensor unit_seed(const Tensor& root) {
 }
 
 }  // namespace
+
+namespace autograd {
+
+bool is_unit_seed(const Tensor& grad) {
+  if (!grad.defined() || !grad.is_cuda() || grad.numel() != 1) return false;
+  UnitSeeds& shared = unit_seeds();
+  std::lock_guard lock(shared.mutex);
+  const auto it = shared.by_device.find({grad.device().index, grad.dtype()});
+  return it != shared.by_device.end() && it->second.raw_data() == grad.raw_data();
+}
+
+}  // namespace autograd
 
 void backward(const Tensor& root, const Tensor& grad, bool retain_graph,
               const LeafReadyFn& on_leaf_ready) {

@@ -24,4 +24,11 @@ using LeafReadyFn = std::function<void(const TensorImpl& leaf)>;
 void backward(const Tensor& root, const Tensor& grad = {}, bool retain_graph = false,
               const LeafReadyFn& on_leaf_ready = {});
 
+namespace autograd {
+// Whether grad is the 1 that backward seeds a one-element root on a GPU with (shared, never
+// written, one per device and dtype): a node whose forward already computed its input's gradient
+// for a unit output gradient may hand that on without a launch (cross_entropy).
+bool is_unit_seed(const Tensor& grad);
+}  // namespace autograd
+
 }  // namespace echelon

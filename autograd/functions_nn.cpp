@@ -1,6 +1,9 @@
 // Differentiable neural-network functions over the raw NN ops (conv, pool, norm, loss).
 #include <initializer_list>
+#include <memory>
+#include <utility>
 
+#include <echelon/autograd/engine.h>
 #include <echelon/autograd/functions.h>
 #include <echelon/autograd/node.h>
 #include <echelon/base/error.h>
@@ -240,9 +243,18 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
   Tensor log_probs;
-  Tensor loss = ops::cross_entropy(logits, target, &log_probs);
+  // A training step's backward starts here with the shared seed 1 (autograd::is_unit_seed): the
+  // forward's kernel then writes the logits' gradient too (on CUDA, where one block takes the
+  // batch), handed on once with no backward launch; any other upstream gradient, or a second
+  // backward (retain_graph), runs cross_entropy_backward.
+  auto unit_grad = std::make_shared<Tensor>();
+  const bool wants_grad = grad_enabled() && logits.requires_grad();
+  Tensor loss =
+      ops::cross_entropy(logits, target, &log_probs, wants_grad ? unit_grad.get() : nullptr);
   return record("cross_entropy", loss, {logits},
-                [log_probs, target](const Tensor& g, const Needs&) -> Grads {
+                [log_probs, target, unit_grad](const Tensor& g, const Needs&) -> Grads {
+                  if (unit_grad->defined() && autograd::is_unit_seed(g))
+                    return {std::exchange(*unit_grad, Tensor())};
                   return {ops::cross_entropy_backward(g, log_probs, target)};
                 });
 }

@@ -53,7 +53,7 @@ SGD::SGD(const std::vector<Tensor>& params, SGDOptions options) : SGD(number(par
 void SGD::step() {
   NoGradGuard no_grad;
   // The parameters as two lists, by whether this is their first update (one that had no gradient
-  // before starts its buffer later): on a GPU each list is one launch per 48 parameters
+  // before starts its buffer later): on a GPU each list is one launch for up to 384 parameters
   // (ops::sgd_steps_).
   struct Lists {
     std::vector<Tensor> params, grads, buffers, averages;

@@ -291,8 +291,13 @@ Tensor lrn_backward(const Tensor& grad_out, const Tensor& x, const Tensor& y, co
 Tensor dropout_mask(const Shape& shape, double p, Generator& gen, Device device);
 
 // Cross-entropy fused with log-softmax: logits (N, C), target int64 (N) -> mean loss (scalar);
-// *log_probs (N, C) is kept for backward. Targets outside [0, C) throw, naming the index.
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, Tensor* log_probs);
+// *log_probs (N, C) is kept for backward. Targets outside [0, C) throw, naming the index. With
+// unit_grad, on CUDA where one block takes the batch (cuda::cross_entropy_one_block_fits), the
+// same kernel also writes *unit_grad (N, C) = cross_entropy_backward(1, ...), bit for bit, for
+// autograd to hand on when the backward starts from this loss with the seed 1; elsewhere it is
+// left undefined.
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, Tensor* log_probs,
+                     Tensor* unit_grad = nullptr);
 // d(mean loss)/d logits = (softmax - one_hot) * grad_loss / N.
 Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& log_probs,
                               const Tensor& target);
@@ -310,9 +315,9 @@ void sgd_step_(Tensor& param, const Tensor& grad, Tensor& momentum_buf, const SG
                const Tensor& ema = Tensor());
 // sgd_step_ on every parameter of a list: params[i] with grads[i], momentum_bufs[i] (undefined
 // when momentum is 0) and emas[i] (empty list: no averages), with the same options, first_step,
-// guard and lr. Parameters all on one GPU take one launch per 48 (cuda::sgd_steps; a training
-// step's parameters are many small tensors: LeNet-5 10, ResNet-20 65), with the same bits as
-// sgd_step_ on each; otherwise sgd_step_ runs on each.
+// guard and lr. Parameters all on one GPU take one launch for up to 384 (cuda::sgd_steps; a
+// training step's parameters are many small tensors: LeNet-5 10, ResNet-110 329), with the same
+// bits as sgd_step_ on each; otherwise sgd_step_ runs on each.
 void sgd_steps_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                 const std::vector<Tensor>& momentum_bufs, const SGDOptions& options,
                 bool first_step, const Tensor& guard = Tensor(), const Tensor& lr = Tensor(),

@@ -336,7 +336,8 @@ Tensor dropout_mask(const Shape& shape, double p, Generator& gen, Device device)
 
 // ---- loss -------------------------------------------------------------------------------------
 
-Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, Tensor* log_probs_out) {
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, Tensor* log_probs_out,
+                     Tensor* unit_grad) {
   const char* op = "cross_entropy";
   check_float_like(op, logits_in, logits_in, "logits");
   check_defined(op, target_in, "target");
@@ -348,15 +349,21 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, Tensor* l
             ": target must be int64 on ", logits_in.device(), ", got ", target_in.describe());
   check_shape(op, target_in, {n}, "target");
   const Tensor logits = logits_in.contiguous(), target = target_in.contiguous();
+  if (unit_grad) *unit_grad = Tensor();  // the CUDA one-block path's alone
   Tensor log_probs = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
   Tensor loss = Tensor::empty({}, logits.dtype(), logits.device());
   int64_t bad_row = -1;
   if (logits.is_cuda()) {
 #if ECHELON_WITH_CUDA
     cuda::DeviceGuard guard(logits.device().index);
+    Tensor grad;
+    if (unit_grad && cuda::cross_entropy_one_block_fits(n, classes))
+      grad = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
     bad_row = cuda::cross_entropy_forward(n, classes, logits.data<float>(), target.data<int64_t>(),
                                           log_probs.data<float>(), loss.data<float>(),
-                                          logits.device().index, stream_of(logits));
+                                          logits.device().index, stream_of(logits),
+                                          grad.defined() ? grad.data<float>() : nullptr);
+    if (unit_grad) *unit_grad = grad;
 #else
     fail_not_cuda_build(op);
 #endif

@@ -45,7 +45,7 @@ mutants=(
   "conv-direct-stage-race|conv_direct.cu|'    __syncthreads();\n    if (p.bias_strands > 0)'|'    if (p.bias_strands > 0)'|-ts=conv_gpu -tc=the?direct*"
   "conv-direct-bias-strands|conv_direct.cu|'total += smem[strand * p.o + threadIdx.x];'|'total += smem[strand + threadIdx.x];'|-ts=conv_gpu -tc=the?direct*"
   "conv-direct-bias-stride|conv_direct.cu|'acc += staged[q * kOutPerItem];'|'acc += staged[q];'|-ts=conv_gpu -tc=the?direct*"
-  "sum-groups-tail|conv_gemm.cu|'float* const dst = i < head ? out + i : tail + (i - head);'|'float* const dst = i < head ? out + i : tail + (i - head) / 2;'|-ts=conv_gpu -tc=the?direct*"
+  "sum-groups-tail|sum_groups.cu|'float* const dst = i < head ? out + i : tail + (i - head);'|'float* const dst = i < head ? out + i : tail + (i - head) / 2;'|-ts=conv_gpu -tc=the?direct*"
   "conv-direct-row-carry|conv_direct.cu|'p.stride_h * p.x_width - p.out_w * p.stride_w;'|'p.stride_h * p.x_width - p.out_w;'|-ts=conv_gpu -tc=the?direct*"
   "conv-direct-split-sum|conv_direct.cu|'for (int offset = p.splits / 2; offset > 0;'|'for (int offset = p.splits / 4; offset > 0;'|-ts=conv_gpu -tc=the?direct*"
   "conv-direct-left-padding|conv_direct.cu|'dst[j] = iw >= 0 && iw < p.w ?'|'dst[j] = iw < p.w ?'|-ts=conv_gpu -tc=the?direct*"

@@ -120,7 +120,7 @@ void conv2d_backward_weight_implicit(const ConvConfig& config, const Conv2dGeome
                                      cudaStream_t stream);
 
 // out (count) = [out +] sum over g of partial (groups, count), in an order fixed by `groups`
-// (groups g = w, w + 8, ... in order, then those 8 sums in order: conv_gemm.cu): the deterministic
+// (groups g = w, w + 8, ... in order, then those 8 sums in order: sum_groups.cu): the deterministic
 // second pass of the split-K weight gradients (both GEMM algorithms) and of the direct one. With
 // `tail`, the sums of columns [head, count) go to tail (count - head) instead of out: the direct
 // weight gradient's partials carry the bias gradient's after the weights'.

@@ -5,7 +5,9 @@
 // - a batch small enough for one block (LeNet-5's 128 x 10: cross_entropy_one_block_fits) is one
 //   kernel: `lanes` adjacent lanes (a power of two up to a warp) take a row, the block adds the
 //   rows' losses and finds the first bad target itself. A training step's loss is then one launch
-//   where it was a memset and three kernels;
+//   where it was a memset and three kernels; asked for it, the kernel also writes the logits'
+//   gradient for a unit loss gradient, which autograd hands on when the backward starts from the
+//   loss with the shared seed 1: no backward launch;
 // - otherwise one block per row (CUB block reductions), then a one-block kernel that averages the
 //   row losses and finds the first bad target by scanning the targets.
 // A bad target is reported through a device word holding the first offending row, read back by
@@ -74,14 +76,22 @@ int lanes_per_row(int64_t classes) {
   return lanes;
 }
 
+// The gradient of a logit for a unit loss gradient: cross_entropy_backward_kernel's arithmetic
+// with grad_loss[0] = 1, so that both give the same bits.
+__device__ __forceinline__ float unit_gradient(float log_prob, bool is_target, float inv_n) {
+  return (expf(log_prob) - (is_target ? 1.0f : 0.0f)) * inv_n;
+}
+
 // logits (n, classes) -> log_probs (n, classes), loss[0] = the mean row loss (NaN if a target is
-// bad), bad_row[0] = the first bad row or kNoBadRow (when bad_row is given), and the first bad
-// row published into `record` (when given). One block of kOneBlockThreads; the rows go by passes
-// of blockDim / lanes so that every lane of a warp takes part in every shuffle.
+// bad), unit_grad (n, classes) = the logits' gradient for a unit loss gradient (when given),
+// bad_row[0] = the first bad row or kNoBadRow (when bad_row is given), and the first bad row
+// published into `record` (when given). One block of kOneBlockThreads; the rows go by passes of
+// blockDim / lanes so that every lane of a warp takes part in every shuffle.
 __global__ void __launch_bounds__(kOneBlockThreads)
     cross_entropy_one_block_kernel(int n, int classes, int lanes, const float* logits,
-                                   const int64_t* target, float* log_probs, float* loss,
-                                   unsigned long long* bad_row, TargetErrorRecord* record) {
+                                   const int64_t* target, float* log_probs, float* unit_grad,
+                                   float* loss, unsigned long long* bad_row,
+                                   TargetErrorRecord* record) {
   __shared__ double warp_loss[kOneBlockThreads / 32];
   __shared__ unsigned long long warp_bad[kOneBlockThreads / 32];
   const int lane = static_cast<int>(threadIdx.x) % lanes, group = threadIdx.x / lanes;
@@ -104,10 +114,15 @@ __global__ void __launch_bounds__(kOneBlockThreads)
       sum += __shfl_xor_sync(kFullMask, sum, offset);
     if (!valid) continue;
     const double log_sum = row_max + log(sum);
-    float* out = log_probs + static_cast<int64_t>(row) * classes;
-    for (int j = lane; j < classes; j += lanes) out[j] = static_cast<float>(in[j] - log_sum);
-    if (lane != 0) continue;
     const int64_t t = target[row];
+    const int64_t at = static_cast<int64_t>(row) * classes;
+    const float inv_n = 1.0f / static_cast<float>(n);
+    for (int j = lane; j < classes; j += lanes) {
+      const float log_prob = static_cast<float>(in[j] - log_sum);
+      log_probs[at + j] = log_prob;
+      if (unit_grad) unit_grad[at + j] = unit_gradient(log_prob, t == j, inv_n);
+    }
+    if (lane != 0) continue;
     if (t < 0 || t >= classes) {
       first_bad = min(first_bad, static_cast<unsigned long long>(row));
       loss_sum += NAN;  // with deferred checks the NaN loss stops sgd_step's update
@@ -189,10 +204,8 @@ __global__ void cross_entropy_backward_kernel(int64_t n, int64_t classes, const 
                                               float* grad_logits) {
   const float scale = grad_loss[0] / static_cast<float>(n);
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n * classes;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float one_hot = target[i / classes] == i % classes ? 1.0f : 0.0f;
-    grad_logits[i] = (expf(log_probs[i]) - one_hot) * scale;
-  }
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    grad_logits[i] = unit_gradient(log_probs[i], target[i / classes] == i % classes, scale);
 }
 
 std::atomic<bool> g_deferred_checks{false};
@@ -225,11 +238,13 @@ bool cross_entropy_one_block_fits(int64_t n, int64_t classes) {
 
 int64_t cross_entropy_forward(int64_t n, int64_t classes, const float* logits,
                               const int64_t* target, float* log_probs, float* loss, int device,
-                              cudaStream_t stream) {
+                              cudaStream_t stream, float* unit_grad) {
   if (n == 0) return -1;
   const bool deferred = deferred_target_checks();
   TargetErrorRecord* record = deferred ? target_error_record(device) : nullptr;
   const bool one_block = cross_entropy_one_block_fits(n, classes);
+  ECH_CHECK(!unit_grad || one_block, "cross_entropy_forward: only the one-block kernel writes the ",
+            "unit gradient; logits (", n, ", ", classes, ") take the per-row kernels");
   // Scratch: the bad-row word (unless deferred), then the per-row losses (the per-row path).
   const size_t words = (deferred ? 0 : 1) + (one_block ? 0 : static_cast<size_t>(n));
   void* scratch = words ? device_malloc(device, words * sizeof(double), stream) : nullptr;
@@ -240,7 +255,7 @@ int64_t cross_entropy_forward(int64_t n, int64_t classes, const float* logits,
     if (one_block) {
       ECH_LAUNCH(1, kOneBlockThreads, 0, stream, cross_entropy_one_block_kernel)
       (static_cast<int>(n), static_cast<int>(classes), lanes_per_row(classes), logits, target,
-       log_probs, loss, bad, record);
+       log_probs, unit_grad, loss, bad, record);
       ECH_CUDA_CHECK_LAUNCH("cross_entropy_forward (one block)");
     } else {
       ECH_LAUNCH(static_cast<unsigned>(n), kBlock, 0, stream, cross_entropy_rows_kernel)

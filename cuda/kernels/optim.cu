@@ -46,34 +46,70 @@ __global__ void sgd_step_kernel(int64_t count, SGDOptions a, bool first_step, fl
     update(a, first_step, rate, i, param, grad, momentum_buf, ema);
 }
 
-// Up to kListMax parameters by value in the kernel's arguments (2.2 KiB, under the 4 KiB every
-// CUDA version takes), so a captured CUDA graph replays the list without a copy. Block b updates
-// elements [(b - first_block[t]) * kListChunk, ...) of parameter t, the t with
-// first_block[t] <= b < first_block[t + 1].
-constexpr int kListMax = 48;
+// Up to kCapacity parameters by value in the kernel's arguments, so that a captured CUDA graph
+// replays the list without a copy: 48 (2.2 KiB, under the 4 KiB every CUDA version takes) for
+// the small nets (LeNet-5: 10), 384 (17 KiB: CUDA 12.1+ on Volta and newer take 32 KiB) so that
+// ResNet-110's 329 go in one launch (they were 7 of 48). Block b updates elements
+// [(b - first_block[t]) * kListChunk, ...) of parameter t, the t with
+// first_block[t] <= b < first_block[t + 1] (strictly increasing: no empty parameter is listed).
+constexpr int kSmallList = 48, kLargeList = 384;
 constexpr int64_t kListChunk = 8 * kBlock;
+template <int kCapacity>
 struct SgdList {
   int tensors = 0;
-  float* param[kListMax];
-  const float* grad[kListMax];
-  float* momentum_buf[kListMax];
-  float* ema[kListMax];
-  int64_t count[kListMax];
-  int first_block[kListMax + 1];
+  float* param[kCapacity];
+  const float* grad[kCapacity];
+  float* momentum_buf[kCapacity];
+  float* ema[kCapacity];
+  int64_t count[kCapacity];
+  int first_block[kCapacity + 1];
 };
 
+template <int kCapacity>
 __global__ void __launch_bounds__(kBlock)
-    sgd_steps_kernel(SgdList list, SGDOptions a, bool first_step, const float* guard,
+    sgd_steps_kernel(SgdList<kCapacity> list, SGDOptions a, bool first_step, const float* guard,
                      const double* lr) {
   if (guard && !isfinite(*guard)) return;
   const double rate = lr ? *lr : a.lr;
   const int b = static_cast<int>(blockIdx.x);
-  int t = 0;
-  while (list.first_block[t + 1] <= b) ++t;
+  int t = 0, last = list.tensors - 1;  // binary search: t is in [t, last]
+  while (t < last) {
+    const int mid = (t + last + 1) / 2;
+    if (list.first_block[mid] <= b)
+      t = mid;
+    else
+      last = mid - 1;
+  }
   const int64_t begin = (b - list.first_block[t]) * kListChunk;
   const int64_t end = min(begin + kListChunk, list.count[t]);
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
     update(a, first_step, rate, i, list.param[t], list.grad[t], list.momentum_buf[t], list.ema[t]);
+}
+
+// Launches sgd_steps_kernel on the nonempty tensors of [*next, tensors.size()), at most
+// kCapacity of them; *next moves past the tensors taken.
+template <int kCapacity>
+void launch_list(const std::vector<SgdTensor>& tensors, size_t* next, const SGDOptions& o,
+                 bool first_step, cudaStream_t stream, const float* guard, const double* lr) {
+  SgdList<kCapacity> list;
+  int blocks = 0;
+  size_t k = *next;
+  for (; k < tensors.size() && list.tensors < kCapacity; ++k) {
+    const SgdTensor& t = tensors[k];
+    if (t.count <= 0) continue;
+    const int64_t more = (t.count + kListChunk - 1) / kListChunk;
+    ECH_CHECK(blocks + more <= INT_MAX, "sgd_steps: ", t.count, " elements: too many blocks");
+    const int i = list.tensors++;
+    list.param[i] = t.param, list.grad[i] = t.grad, list.momentum_buf[i] = t.momentum_buf;
+    list.ema[i] = t.ema, list.count[i] = t.count, list.first_block[i] = blocks;
+    blocks += static_cast<int>(more);
+  }
+  *next = k;
+  if (list.tensors == 0) return;
+  list.first_block[list.tensors] = blocks;
+  ECH_LAUNCH(static_cast<unsigned>(blocks), kBlock, 0, stream, sgd_steps_kernel<kCapacity>)
+  (list, o, first_step, guard, lr);
+  ECH_CUDA_CHECK_LAUNCH("sgd_steps");
 }
 
 }  // namespace
@@ -90,25 +126,14 @@ void sgd_step(int64_t count, const SGDOptions& o, bool first_step, float* param,
 
 void sgd_steps(const std::vector<SgdTensor>& tensors, const SGDOptions& o, bool first_step,
                cudaStream_t stream, const float* guard, const double* lr) {
-  for (size_t start = 0; start < tensors.size(); start += kListMax) {
-    SgdList list;
-    int blocks = 0;
-    for (size_t k = start; k < tensors.size() && list.tensors < kListMax; ++k) {
-      const SgdTensor& t = tensors[k];
-      if (t.count <= 0) continue;
-      const int64_t more = (t.count + kListChunk - 1) / kListChunk;
-      ECH_CHECK(blocks + more <= INT_MAX, "sgd_steps: ", t.count, " elements: too many blocks");
-      const int i = list.tensors++;
-      list.param[i] = t.param, list.grad[i] = t.grad, list.momentum_buf[i] = t.momentum_buf;
-      list.ema[i] = t.ema, list.count[i] = t.count, list.first_block[i] = blocks;
-      blocks += static_cast<int>(more);
-    }
-    if (list.tensors == 0) continue;
-    list.first_block[list.tensors] = blocks;
-    ECH_LAUNCH(static_cast<unsigned>(blocks), kBlock, 0, stream, sgd_steps_kernel)
-    (list, o, first_step, guard, lr);
-    ECH_CUDA_CHECK_LAUNCH("sgd_steps");
-  }
+  size_t nonempty = 0;
+  for (const SgdTensor& t : tensors) nonempty += t.count > 0 ? 1 : 0;
+  // The small list's arguments where they hold every tensor: fewer bytes to each launch.
+  for (size_t next = 0; next < tensors.size();)
+    if (nonempty <= kSmallList)
+      launch_list<kSmallList>(tensors, &next, o, first_step, stream, guard, lr);
+    else
+      launch_list<kLargeList>(tensors, &next, o, first_step, stream, guard, lr);
 }
 
 }  // namespace echelon::cuda

@@ -232,4 +232,46 @@ TEST_SUITE("graph_gpu") {
     run({});
     CHECK(x.grad().cpu().to_vector<float>() == want);
   }
+
+  TEST_CASE("cross_entropy on CUDA: a backward from the loss hands on the forward's gradient") {
+    // LeNet-5's head (128 x 10, one block): the forward's kernel writes the logits' gradient for a
+    // unit loss gradient; the backward from the loss (the shared seed) then launches nothing of
+    // its own, bit for bit cross_entropy_backward(1). A retained graph's second backward and a
+    // weighted loss run the backward kernel, to its bits.
+    const Device gpu = Device::cuda(0);
+    Generator gen(5);
+    const Tensor logits0 = (ops::rand({128, 10}, gen) * 8.0 - 4.0).to(gpu);
+    std::vector<int64_t> labels(128);
+    for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<int64_t>(i * 7 % 10);
+    const Tensor target = Tensor::from_vector(labels, {128}).to(gpu);
+    Tensor log_probs;
+    ops::cross_entropy(logits0, target, &log_probs);
+    const auto backward_of = [&](double weight) {
+      return ops::cross_entropy_backward(Tensor::full({}, weight, kFloat32, gpu), log_probs, target)
+          .cpu()
+          .to_vector<float>();
+    };
+    Tensor logits = logits0.clone();
+    logits.set_requires_grad(true);
+    backward(cross_entropy(logits, target));  // the first backward on a device fills the seed
+    logits.zero_grad();
+    Tensor loss = cross_entropy(logits, target);
+    const auto run = [&] { backward(loss, Tensor(), /*retain_graph=*/true); };
+#if ECHELON_CUDA_SIM
+    ECH_CUDA_CHECK(cudaDeviceSynchronize());
+    const uint64_t before = cudasim::stats().kernels;
+    run();
+    ECH_CUDA_CHECK(cudaDeviceSynchronize());
+    CHECK(cudasim::stats().kernels == before);
+#else
+    run();
+#endif
+    CHECK(logits.grad().cpu().to_vector<float>() == backward_of(1.0));
+    logits.zero_grad();
+    run();  // the forward's gradient was handed on once: now the kernel
+    CHECK(logits.grad().cpu().to_vector<float>() == backward_of(1.0));
+    logits.zero_grad();
+    backward(cross_entropy(logits, target) * 2.0);
+    CHECK(logits.grad().cpu().to_vector<float>() == backward_of(2.0));
+  }
 }

@@ -22,6 +22,7 @@
 #include <echelon/tensor/ops.h>
 #include "tests/support/parity.h"
 #include "tests/support/setting_scope.h"
+#include "tests/support/sim_kernels.h"
 #if ECHELON_CUDA_SIM
 #include <echelon/cuda/sim/sim.h>
 #endif
@@ -316,41 +317,55 @@ TEST_SUITE("nn_gpu") {
     CHECK(a.offset() == b.offset());
   }
 
-  TEST_CASE("sgd_steps_ on CUDA: one launch per 48 parameters, sgd_step_'s bits on each") {
-    // 53 parameters (two launches: 48 + 5) of sizes 0 to 5000 (one and several 2048-element
-    // blocks), Nesterov with weight decay and an average, the rate from a device scalar, two
-    // steps (the first starts the buffers): every parameter, buffer and average equal to
-    // sgd_step_ run on each, bit for bit; a non-finite guard leaves everything unchanged.
+  TEST_CASE("sgd_steps_ on CUDA: one launch per 384 parameters, sgd_step_'s bits on each") {
+    // 53 parameters (44 nonempty: the small list, one launch) and 470 (391 nonempty: two launches
+    // of the large list, 384 + 7) of sizes 0 to 5000 (one and several 2048-element blocks),
+    // Nesterov with weight decay and an average, the rate from a device scalar, two steps (the
+    // first starts the buffers): every parameter, buffer and average equal to sgd_step_ run on
+    // each, bit for bit; a non-finite guard leaves everything unchanged.
     const Device gpu = Device::cuda(0);
     const SGDOptions o{
         .lr = 0.05, .momentum = 0.9, .weight_decay = 1e-3, .nesterov = true, .ema_decay = 0.9};
     const int64_t sizes[] = {0, 1, 7, 2048, 2049, 5000};
     const Tensor lr = Tensor::scalar(0.03, kFloat64).to(gpu);
-    std::vector<Tensor> list[3], single[3], grads;  // [param, buffer, average]
-    for (int i = 0; i < 53; ++i) {
-      const int64_t n = sizes[i % 6];
-      const Tensor p = signed_on({n}, 100 + i, gpu);
-      grads.push_back(signed_on({n}, 200 + i, gpu));
-      list[0].push_back(p.clone()), single[0].push_back(p.clone());
-      list[1].push_back(Tensor::empty({n}, kFloat32, gpu));
-      single[1].push_back(Tensor::empty({n}, kFloat32, gpu));
-      list[2].push_back(p.clone()), single[2].push_back(p.clone());
+    for (const int count : {53, 470}) {
+      CAPTURE(count);
+      std::vector<Tensor> list[3], single[3], grads;  // [param, buffer, average]
+      for (int i = 0; i < count; ++i) {
+        const int64_t n = sizes[i % 6];
+        const Tensor p = signed_on({n}, 100 + i, gpu);
+        grads.push_back(signed_on({n}, 200 + i, gpu));
+        list[0].push_back(p.clone()), single[0].push_back(p.clone());
+        list[1].push_back(Tensor::empty({n}, kFloat32, gpu));
+        single[1].push_back(Tensor::empty({n}, kFloat32, gpu));
+        list[2].push_back(p.clone()), single[2].push_back(p.clone());
+      }
+      for (const bool first : {true, false}) {
+        [[maybe_unused]] const auto steps = [&] {
+          ops::sgd_steps_(list[0], grads, list[1], o, first, Tensor(), lr, list[2]);
+        };
+#if ECHELON_CUDA_SIM
+        CHECK(test::kernels_of(steps) == (count == 53 ? 1u : 2u));
+#else
+        steps();
+#endif
+        for (size_t i = 0; i < grads.size(); ++i)
+          ops::sgd_step_(single[0][i], grads[i], single[1][i], o, first, Tensor(), lr,
+                         single[2][i]);
+      }
+      for (int k = 0; k < 3; ++k)
+        for (size_t i = 0; i < grads.size(); ++i)
+          CHECK_MESSAGE(
+              list[k][i].cpu().to_vector<float>() == single[k][i].cpu().to_vector<float>(),
+              "tensor ", k, " of parameter ", i);
+      const std::vector<float> before = list[0][4].cpu().to_vector<float>();
+      const Tensor nan_guard = Tensor::scalar(std::nanf(""), kFloat32).to(gpu);
+      ops::sgd_steps_(list[0], grads, list[1], o, false, nan_guard, lr, list[2]);
+      CHECK(list[0][4].cpu().to_vector<float>() == before);
     }
-    for (const bool first : {true, false}) {
-      ops::sgd_steps_(list[0], grads, list[1], o, first, Tensor(), lr, list[2]);
-      for (size_t i = 0; i < grads.size(); ++i)
-        ops::sgd_step_(single[0][i], grads[i], single[1][i], o, first, Tensor(), lr, single[2][i]);
-    }
-    for (int k = 0; k < 3; ++k)
-      for (size_t i = 0; i < grads.size(); ++i)
-        CHECK_MESSAGE(list[k][i].cpu().to_vector<float>() == single[k][i].cpu().to_vector<float>(),
-                      "tensor ", k, " of parameter ", i);
-    const std::vector<float> before = list[0][4].cpu().to_vector<float>();
-    const Tensor nan_guard = Tensor::scalar(std::nanf(""), kFloat32).to(gpu);
-    ops::sgd_steps_(list[0], grads, list[1], o, false, nan_guard, lr, list[2]);
-    CHECK(list[0][4].cpu().to_vector<float>() == before);
-    CHECK_THROWS_WITH_AS(ops::sgd_steps_(list[0], grads, {}, o, false),
-                         doctest::Contains("53 parameters but 53 gradients, 0 momentum buffers"),
+    std::vector<Tensor> params{signed_on({3}, 1, gpu)}, grads{signed_on({3}, 2, gpu)};
+    CHECK_THROWS_WITH_AS(ops::sgd_steps_(params, grads, {}, o, false),
+                         doctest::Contains("1 parameters but 1 gradients, 0 momentum buffers"),
                          Error);
   }
 

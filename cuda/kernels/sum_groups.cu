@@ -1,0 +1,52 @@
+// The split-K passes' deterministic second pass (conv_gemm.h's sum_groups): the weight
+// gradients of the implicit GEMM (conv_gemm.cu), of the columns path (conv.cu) and of the direct
+// kernel (conv_direct.cu, with the bias's partials as its tail) add their groups' partial sums
+// here. CPU twin: none of its own; it is internal to those passes, checked through their results
+// against the naive convolution's weight gradient (tensor/cpu/conv.cpp, cpu::conv2d_backward_weight
+// and cpu::conv2d_backward_bias) in tests/gpu/conv_gpu_test.cpp.
+#include <echelon/cuda/kernels/conv_gemm.h>
+#include <echelon/cuda/launch.h>
+
+namespace echelon::cuda {
+namespace {
+
+// out (count) = [out +] sum over g of partial (groups, count). A block takes 32 columns at a
+// time: warp w adds groups w, w + kSumWarps, ... in order (one 128-byte row per load, kSumWarps
+// rows in flight per block), then warp 0 adds the warps' sums in warp order. Why: one thread per
+// column adding all groups in a chain left LeNet-5's 150-weight gradient on one block walking 262
+// partials (bench/RESULTS.md, session 32). Deterministic: the order depends only on `groups`.
+constexpr int kSumWarps = 8;
+__global__ void __launch_bounds__(kSumWarps * 32)
+    sum_groups_kernel(const float* partial, int64_t groups, int64_t count, bool accumulate,
+                      float* out, int64_t head, float* tail) {
+  __shared__ float sums[kSumWarps][32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int64_t base = blockIdx.x * int64_t{32}; base < count; base += gridDim.x * int64_t{32}) {
+    const int64_t i = base + lane;
+    float total = 0.0f;
+    if (i < count)
+#pragma unroll 4
+      for (int64_t g = warp; g < groups; g += kSumWarps) total += partial[g * count + i];
+    sums[warp][lane] = total;
+    __syncthreads();
+    if (warp == 0 && i < count) {
+      float* const dst = i < head ? out + i : tail + (i - head);
+      float sum = accumulate ? *dst : 0.0f;
+      for (int w = 0; w < kSumWarps; ++w) sum += sums[w][lane];
+      *dst = sum;
+    }
+    __syncthreads();  // sums[] is reused by the next 32 columns
+  }
+}
+
+}  // namespace
+
+void sum_groups(const float* partial, int64_t groups, int64_t count, bool accumulate, float* out,
+                cudaStream_t stream, float* tail, int64_t head) {
+  if (count <= 0) return;
+  ECH_LAUNCH(grid_for(count, 32), kSumWarps * 32, 0, stream, sum_groups_kernel)
+  (partial, groups, count, accumulate, out, tail ? head : count, tail);
+  ECH_CUDA_CHECK_LAUNCH("sum_groups");
+}
+
+}  // namespace echelon::cuda
