@@ -42,6 +42,8 @@ mutants=(
   "matmul-batch-reduce-group|matmul.cu|'b += batches_before,'|'b += batches_before / 2,'"
   "conv-groups-order|conv_gemm.cu|'for (int w = 0; w < kSumWarps; ++w) sum'|'for (int w = 1; w < kSumWarps; ++w) sum'|-ts=conv_gpu"
   "conv-groups-reuse-race|conv_gemm.cu|'    __syncthreads();  // sums[] is reused by the next 32 columns\n'|''|-ts=conv_gpu"
+  "loss-unit-grad-target|loss.cu|'unit_grad[at + j] = unit_gradient(log_prob, t == j, inv_n);'|'unit_grad[at + j] = unit_gradient(log_prob, t == j + 1, inv_n);'|-ts=graph_gpu -tc=cross_entropy*"
+  "sgd-list-search|optim.cu|'if (list.first_block[mid] <= b)'|'if (list.first_block[mid] < b)'|-ts=nn_gpu -tc=sgd_steps*"
   "conv-direct-stage-race|conv_direct.cu|'    __syncthreads();\n    if (p.bias_strands > 0)'|'    if (p.bias_strands > 0)'|-ts=conv_gpu -tc=the?direct*"
   "conv-direct-bias-strands|conv_direct.cu|'total += smem[strand * p.o + threadIdx.x];'|'total += smem[strand + threadIdx.x];'|-ts=conv_gpu -tc=the?direct*"
   "conv-direct-bias-stride|conv_direct.cu|'acc += staged[q * kOutPerItem];'|'acc += staged[q];'|-ts=conv_gpu -tc=the?direct*"
