@@ -124,7 +124,9 @@ Tensor lrn(const Tensor& x, int64_t size, double alpha = 1e-4, double beta = 0.7
 // Zeroes each element with probability p and scales the rest by 1/(1-p) when training;
 // identity otherwise. The mask is drawn from gen (Philox: same mask on CPU and CUDA).
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
-// logits (N, C), target int64 (N) -> mean loss, a one-element tensor (shape []).
-Tensor cross_entropy(const Tensor& logits, const Tensor& target);
+// logits (N, C), target int64 (N) -> mean loss, a one-element tensor (shape []). With statistics,
+// also the step's (ops::step_statistics; in the loss's own kernel where ops::cross_entropy can).
+Tensor cross_entropy(const Tensor& logits, const Tensor& target,
+                     ops::StepStatistics* statistics = nullptr);
 
 }  // namespace echelon

@@ -241,7 +241,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
                 [mask](const Tensor& g, const Needs&) -> Grads { return {ops::mul(g, mask)}; });
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, ops::StepStatistics* statistics) {
   Tensor log_probs;
   // A training step's backward starts here with the shared seed 1 (autograd::is_unit_seed): the
   // forward's kernel then writes the logits' gradient too (on CUDA, where one block takes the
@@ -249,8 +249,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
   // backward (retain_graph), runs cross_entropy_backward.
   auto unit_grad = std::make_shared<Tensor>();
   const bool wants_grad = grad_enabled() && logits.requires_grad();
-  Tensor loss =
-      ops::cross_entropy(logits, target, &log_probs, wants_grad ? unit_grad.get() : nullptr);
+  Tensor loss = ops::cross_entropy(logits, target, &log_probs,
+                                   wants_grad ? unit_grad.get() : nullptr, statistics);
   return record("cross_entropy", loss, {logits},
                 [log_probs, target, unit_grad](const Tensor& g, const Needs&) -> Grads {
                   if (unit_grad->defined() && autograd::is_unit_seed(g))

@@ -17,23 +17,23 @@ namespace echelon::parallel {
 DeferredStats::DeferredStats(Device device)
     : device_(device), guard_(Tensor::zeros({}, kFloat32, device)) {}
 
-void DeferredStats::record(const BatchResult& meta, const Tensor& loss, const Tensor& logits,
-                           const Tensor& labels) {
-  ECH_CHECK(logits.dim() == 2 && labels.dim() == 1 && logits.size(0) == labels.size(0),
-            "deferred statistics: expected logits (N, classes) and labels (N), got ",
-            logits.shape(), " and ", labels.shape());
-  NoGradGuard no_grad;
+ops::StepStatistics DeferredStats::next_statistics(const Tensor& logits) const {
+  // The correct count as correct_count (layers/loss.h) computes it, left on the device, and the
+  // guard += 0 * loss (0 for a finite loss, NaN otherwise: the guard stays NaN once it turned).
+  return {guard_, Tensor::empty({}, kFloat32, logits.device())};
+}
+
+void DeferredStats::record(const BatchResult& meta, const Tensor& loss, const Tensor& correct,
+                           const Tensor& labels, int64_t classes) {
+  ECH_CHECK(labels.dim() == 1 && correct.numel() == 1 && classes > 0,
+            "deferred statistics: expected labels (N), a correct count and classes > 0, got ",
+            labels.shape(), ", ", correct.shape(), " and ", classes);
   Pending p;
   p.meta = meta;
   p.loss = loss.detach();  // the value only: the autograd graph is freed by the backward
-  // The correct count as correct_count (layers/loss.h) computes it, left on the device, and the
-  // guard += 0 * loss (0 for a finite loss, NaN otherwise: the guard stays NaN once it turned),
-  // in one kernel.
-  const Tensor targets = labels.dtype() == kInt64 ? labels : ops::cast(labels, kInt64);
-  p.correct = Tensor::empty({}, kFloat32, logits.device());
-  ops::step_statistics(logits.detach(), targets, p.loss, guard_, p.correct);
+  p.correct = correct;
   p.labels = labels;
-  p.classes = logits.size(1);
+  p.classes = classes;
   pending_.push_back(std::move(p));
 }
 

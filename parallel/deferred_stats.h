@@ -21,6 +21,7 @@
 
 #include <echelon/parallel/stage.h>
 #include <echelon/tensor/device.h>
+#include <echelon/tensor/ops.h>
 #include <echelon/tensor/tensor.h>
 
 namespace echelon::parallel {
@@ -29,10 +30,15 @@ class DeferredStats {
  public:
   explicit DeferredStats(Device device);
 
-  // Queues `meta`'s batch (id, index, samples; loss and correct are filled by read()):
-  // loss: the mean loss (scalar), logits (N, classes), labels (N), all on the device.
-  void record(const BatchResult& meta, const Tensor& loss, const Tensor& logits,
-              const Tensor& labels);
+  // What a step's cross_entropy counts for this object (ops::StepStatistics, ops.h): guard(), and
+  // a fresh correct count on the logits' device: the loss's own kernel counts them where it can,
+  // else step_statistics' (no host synchronisation either way).
+  ops::StepStatistics next_statistics(const Tensor& logits) const;
+  // Queues `meta`'s batch (id, index, samples; loss and correct are filled by read()): loss the
+  // mean loss (scalar) and correct its count from next_statistics(), both on the device; labels
+  // (N); classes, the logits' columns.
+  void record(const BatchResult& meta, const Tensor& loss, const Tensor& correct,
+              const Tensor& labels, int64_t classes);
   // float32 scalar on the device: NaN once a recorded loss was not finite (until the next read).
   const Tensor& guard() const { return guard_; }
   size_t pending() const { return pending_.size(); }

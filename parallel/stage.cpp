@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <exception>
+#include <optional>
 
 #include <echelon/autograd/engine.h>
 #include <echelon/autograd/functions.h>
@@ -317,14 +318,17 @@ Stage::InFlight Stage::forward(Message message) {
 void Stage::loss(InFlight& state, const Message& message, const Tensor& out) {
   ECH_CHECK(message.labels.defined(), "mini-batch ", message.id,
             " reached the last partition without labels");
-  Tensor loss = cross_entropy(out, message.labels);
+  // Deferred, the loss's kernel also counts the step's statistics where it can (one launch less).
+  std::optional<ops::StepStatistics> statistics;
+  if (context_.deferred_stats) statistics = context_.deferred_stats->next_statistics(out);
+  Tensor loss = cross_entropy(out, message.labels, statistics ? &*statistics : nullptr);
   BatchResult result;
   result.id = message.id;
   result.batch_index = message.batch_index;
   result.samples = out.size(0);
   state.root = loss;
   if (context_.deferred_stats) {  // read later, with the other steps' (no synchronisation here)
-    context_.deferred_stats->record(result, loss, out, message.labels);
+    context_.deferred_stats->record(result, loss, statistics->correct, message.labels, out.size(1));
     return;
   }
   result.loss = loss.item<float>();

@@ -290,14 +290,21 @@ Tensor lrn_backward(const Tensor& grad_out, const Tensor& x, const Tensor& y, co
 // Dropout mask: 0 with probability p, else 1/(1-p); the same mask on CPU and CUDA per state.
 Tensor dropout_mask(const Shape& shape, double p, Generator& gen, Device device);
 
+// step_statistics' outputs, which cross_entropy can count too (below).
+struct StepStatistics {
+  Tensor guard;    // one element of the logits' dtype: += 0 * loss
+  Tensor correct;  // one element of the logits' dtype: the rows whose argmax is the target
+};
 // Cross-entropy fused with log-softmax: logits (N, C), target int64 (N) -> mean loss (scalar);
-// *log_probs (N, C) is kept for backward. Targets outside [0, C) throw, naming the index. With
-// unit_grad, on CUDA where one block takes the batch (cuda::cross_entropy_one_block_fits), the
-// same kernel also writes *unit_grad (N, C) = cross_entropy_backward(1, ...), bit for bit, for
-// autograd to hand on when the backward starts from this loss with the seed 1; elsewhere it is
-// left undefined.
+// *log_probs (N, C) is kept for backward. Targets outside [0, C) throw, naming the index. On
+// CUDA where one block takes the batch (cuda::cross_entropy_one_block_fits) the same kernel may
+// do more: with unit_grad it also writes *unit_grad (N, C) = cross_entropy_backward(1, ...), bit
+// for bit, for autograd to hand on when the backward starts from this loss with the seed 1
+// (elsewhere left undefined); with statistics it runs step_statistics(logits, target, loss,
+// statistics->guard, statistics->correct) in that kernel (elsewhere by step_statistics: the same
+// values either way).
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Tensor* log_probs,
-                     Tensor* unit_grad = nullptr);
+                     Tensor* unit_grad = nullptr, StepStatistics* statistics = nullptr);
 // d(mean loss)/d logits = (softmax - one_hot) * grad_loss / N.
 Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& log_probs,
                               const Tensor& target);

@@ -104,6 +104,11 @@ const T* ptr_or_null(const Tensor& contiguous) {
   return contiguous.defined() ? contiguous.data<T>() : nullptr;
 }
 
+// ops::step_statistics' checks (ops_reduce.cpp), shared with cross_entropy, which can count the
+// statistics in its own kernel.
+void check_step_statistics(const Tensor& logits, const Tensor& targets, const Tensor& loss,
+                           const Tensor& guard, const Tensor& correct);
+
 #if ECHELON_WITH_CUDA
 inline cudaStream_t stream_of(const Tensor& t) {
   return cuda::current_stream(t.device().index);

@@ -24,6 +24,7 @@ namespace echelon::ops {
 using detail::check_defined;
 using detail::check_float_like;
 using detail::check_shape;
+using detail::check_step_statistics;
 using detail::fail_not_cuda_build;
 using detail::ptr_or_null;
 #if ECHELON_WITH_CUDA
@@ -337,7 +338,7 @@ Tensor dropout_mask(const Shape& shape, double p, Generator& gen, Device device)
 // ---- loss -------------------------------------------------------------------------------------
 
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, Tensor* log_probs_out,
-                     Tensor* unit_grad) {
+                     Tensor* unit_grad, StepStatistics* statistics) {
   const char* op = "cross_entropy";
   check_float_like(op, logits_in, logits_in, "logits");
   check_defined(op, target_in, "target");
@@ -352,17 +353,24 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, Tensor* l
   if (unit_grad) *unit_grad = Tensor();  // the CUDA one-block path's alone
   Tensor log_probs = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
   Tensor loss = Tensor::empty({}, logits.dtype(), logits.device());
+  if (statistics)
+    check_step_statistics(logits, target, loss, statistics->guard, statistics->correct);
+  bool counted = false;  // the statistics, by the loss's kernel
   int64_t bad_row = -1;
   if (logits.is_cuda()) {
 #if ECHELON_WITH_CUDA
     cuda::DeviceGuard guard(logits.device().index);
+    const bool one_block = cuda::cross_entropy_one_block_fits(n, classes);
     Tensor grad;
-    if (unit_grad && cuda::cross_entropy_one_block_fits(n, classes))
+    if (unit_grad && one_block)
       grad = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
+    counted = statistics && one_block;
     bad_row = cuda::cross_entropy_forward(n, classes, logits.data<float>(), target.data<int64_t>(),
                                           log_probs.data<float>(), loss.data<float>(),
                                           logits.device().index, stream_of(logits),
-                                          grad.defined() ? grad.data<float>() : nullptr);
+                                          grad.defined() ? grad.data<float>() : nullptr,
+                                          counted ? statistics->correct.data<float>() : nullptr,
+                                          counted ? statistics->guard.data<float>() : nullptr);
     if (unit_grad) *unit_grad = grad;
 #else
     fail_not_cuda_build(op);
@@ -379,6 +387,8 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, Tensor* l
     ECH_FAIL(op, ": target[", bad_row, "] = ", value, " is not a class index in [0, ", classes,
              ") (logits ", logits.shape(), ")");
   }
+  if (statistics && !counted)
+    step_statistics(logits, target, loss, statistics->guard, statistics->correct);
   if (log_probs_out) *log_probs_out = log_probs;
   return loss;
 }

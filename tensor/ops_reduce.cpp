@@ -249,8 +249,12 @@ MaskedColumnSums relu_backward_column_sums(const Tensor& grad_out, const Tensor&
   return {std::move(masked), std::move(sums)};
 }
 
-void step_statistics(const Tensor& logits, const Tensor& targets, const Tensor& loss, Tensor& guard,
-                     Tensor& correct) {
+}  // namespace echelon::ops
+
+namespace echelon::detail {
+
+void check_step_statistics(const Tensor& logits, const Tensor& targets, const Tensor& loss,
+                           const Tensor& guard, const Tensor& correct) {
   constexpr const char* op = "step_statistics";
   detail::check_floating(op, logits);
   ECH_CHECK(logits.dim() == 2 && logits.size(1) >= 1 && targets.dim() == 1 &&
@@ -265,6 +269,16 @@ void step_statistics(const Tensor& logits, const Tensor& targets, const Tensor& 
     detail::check_same_device(op, logits, *scalar);
   }
   detail::check_same_device(op, logits, targets);
+}
+
+}  // namespace echelon::detail
+
+namespace echelon::ops {
+
+void step_statistics(const Tensor& logits, const Tensor& targets, const Tensor& loss, Tensor& guard,
+                     Tensor& correct) {
+  constexpr const char* op = "step_statistics";
+  detail::check_step_statistics(logits, targets, loss, guard, correct);
   const Tensor x = logits.contiguous(), t = targets.contiguous();
   const int64_t n = x.size(0), classes = x.size(1);
 #if ECHELON_WITH_CUDA

@@ -44,6 +44,7 @@ mutants=(
   "conv-groups-reuse-race|conv_gemm.cu|'    __syncthreads();  // sums[] is reused by the next 32 columns\n'|''|-ts=conv_gpu"
   "loss-unit-grad-target|loss.cu|'unit_grad[at + j] = unit_gradient(log_prob, t == j, inv_n);'|'unit_grad[at + j] = unit_gradient(log_prob, t == j + 1, inv_n);'|-ts=graph_gpu -tc=cross_entropy*"
   "sgd-list-search|optim.cu|'if (list.first_block[mid] <= b)'|'if (list.first_block[mid] < b)'|-ts=nn_gpu -tc=sgd_steps*"
+  "loss-stats-warp-hits|loss.cu|'if (w > 0) hits += warp_hits[w];'|'if (w > 1) hits += warp_hits[w];'|-ts=nn_gpu -tc=cross_entropy?counts*"
   "conv-direct-stage-race|conv_direct.cu|'    __syncthreads();\n    if (p.bias_strands > 0)'|'    if (p.bias_strands > 0)'|-ts=conv_gpu -tc=the?direct*"
   "conv-direct-bias-strands|conv_direct.cu|'total += smem[strand * p.o + threadIdx.x];'|'total += smem[strand + threadIdx.x];'|-ts=conv_gpu -tc=the?direct*"
   "conv-direct-bias-stride|conv_direct.cu|'acc += staged[q * kOutPerItem];'|'acc += staged[q];'|-ts=conv_gpu -tc=the?direct*"

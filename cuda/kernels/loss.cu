@@ -26,6 +26,9 @@
 #include <echelon/cuda/allocator.h>
 #include <echelon/cuda/launch.h>
 
+// Quoted: tools/cudasim-mutants.sh plants bugs in a copy of the kernels folder, this included.
+#include "arg_best.cuh"
+
 namespace echelon::cuda {
 
 namespace {
@@ -82,31 +85,49 @@ __device__ __forceinline__ float unit_gradient(float log_prob, bool is_target, f
   return (expf(log_prob) - (is_target ? 1.0f : 0.0f)) * inv_n;
 }
 
+// The step's statistics a one-block loss may count too (ops::step_statistics'): correct[0] = the
+// rows whose argmax is their target, guard[0] += 0 * loss[0]; both null: not counted.
+struct Statistics {
+  float* correct;
+  float* guard;
+};
+
 // logits (n, classes) -> log_probs (n, classes), loss[0] = the mean row loss (NaN if a target is
-// bad), unit_grad (n, classes) = the logits' gradient for a unit loss gradient (when given),
-// bad_row[0] = the first bad row or kNoBadRow (when bad_row is given), and the first bad row
-// published into `record` (when given). One block of kOneBlockThreads; the rows go by passes of
-// blockDim / lanes so that every lane of a warp takes part in every shuffle.
+// bad), unit_grad (n, classes) = the logits' gradient for a unit loss gradient (when given), the
+// statistics (when given), bad_row[0] = the first bad row or kNoBadRow (when bad_row is given),
+// and the first bad row published into `record` (when given). One block of kOneBlockThreads; the
+// rows go by passes of blockDim / lanes so that every lane of a warp takes part in every shuffle.
 __global__ void __launch_bounds__(kOneBlockThreads)
     cross_entropy_one_block_kernel(int n, int classes, int lanes, const float* logits,
                                    const int64_t* target, float* log_probs, float* unit_grad,
-                                   float* loss, unsigned long long* bad_row,
+                                   Statistics statistics, float* loss, unsigned long long* bad_row,
                                    TargetErrorRecord* record) {
   __shared__ double warp_loss[kOneBlockThreads / 32];
   __shared__ unsigned long long warp_bad[kOneBlockThreads / 32];
+  __shared__ int warp_hits[kOneBlockThreads / 32];
   const int lane = static_cast<int>(threadIdx.x) % lanes, group = threadIdx.x / lanes;
   const int groups = blockDim.x / lanes;
+  const bool count = statistics.correct != nullptr;
   double loss_sum = 0.0;  // this group's rows, in row order
   unsigned long long first_bad = kNoBadRow;
+  int hits = 0;  // this group's rows whose argmax is the target (lane 0's count)
   for (int base = 0; base < n; base += groups) {
     const int row = base + group;
     const bool valid = row < n;
     const float* in = logits + static_cast<int64_t>(valid ? row : 0) * classes;
     double row_max = -INFINITY;
+    ArgBest best{-INFINITY, INT64_MAX};  // an idle lane's candidate loses every tie
     if (valid)
-      for (int j = lane; j < classes; j += lanes) row_max = fmax(row_max, in[j]);
-    for (int offset = lanes / 2; offset > 0; offset /= 2)
+      for (int j = lane; j < classes; j += lanes) {
+        row_max = fmax(row_max, in[j]);
+        if (count) best = better(best, ArgBest{in[j], j});
+      }
+    for (int offset = lanes / 2; offset > 0; offset /= 2) {
       row_max = fmax(row_max, __shfl_xor_sync(kFullMask, row_max, offset));
+      if (count)
+        best = better(best, ArgBest{__shfl_xor_sync(kFullMask, best.value, offset),
+                                    __shfl_xor_sync(kFullMask, best.index, offset)});
+    }
     double sum = 0.0;
     if (valid)
       for (int j = lane; j < classes; j += lanes) sum += exp(in[j] - row_max);
@@ -123,6 +144,7 @@ __global__ void __launch_bounds__(kOneBlockThreads)
       if (unit_grad) unit_grad[at + j] = unit_gradient(log_prob, t == j, inv_n);
     }
     if (lane != 0) continue;
+    hits += count && best.index == t ? 1 : 0;
     if (t < 0 || t >= classes) {
       first_bad = min(first_bad, static_cast<unsigned long long>(row));
       loss_sum += NAN;  // with deferred checks the NaN loss stops sgd_step's update
@@ -134,17 +156,24 @@ __global__ void __launch_bounds__(kOneBlockThreads)
   for (int offset = 16; offset > 0; offset /= 2) {
     loss_sum += __shfl_down_sync(kFullMask, loss_sum, offset);
     first_bad = min(first_bad, __shfl_down_sync(kFullMask, first_bad, offset));
+    hits += __shfl_down_sync(kFullMask, hits, offset);
   }
   const int warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  if (threadIdx.x % 32 == 0) warp_loss[warp] = loss_sum, warp_bad[warp] = first_bad;
+  if (threadIdx.x % 32 == 0)
+    warp_loss[warp] = loss_sum, warp_bad[warp] = first_bad, warp_hits[warp] = hits;
   __syncthreads();
   if (threadIdx.x != 0) return;
   double total = 0.0;
   for (int w = 0; w < warps; ++w) {
     total += warp_loss[w];
     first_bad = min(first_bad, warp_bad[w]);
+    if (w > 0) hits += warp_hits[w];
   }
   loss[0] = static_cast<float>(total / static_cast<double>(n));
+  if (count) {
+    *statistics.correct = static_cast<float>(hits);
+    *statistics.guard = *statistics.guard + 0.0f * loss[0];
+  }
   if (bad_row) *bad_row = first_bad;
   if (record) publish_bad_target(first_bad, target, classes, record);
 }
@@ -238,13 +267,17 @@ bool cross_entropy_one_block_fits(int64_t n, int64_t classes) {
 
 int64_t cross_entropy_forward(int64_t n, int64_t classes, const float* logits,
                               const int64_t* target, float* log_probs, float* loss, int device,
-                              cudaStream_t stream, float* unit_grad) {
+                              cudaStream_t stream, float* unit_grad, float* correct, float* guard) {
   if (n == 0) return -1;
   const bool deferred = deferred_target_checks();
   TargetErrorRecord* record = deferred ? target_error_record(device) : nullptr;
   const bool one_block = cross_entropy_one_block_fits(n, classes);
-  ECH_CHECK(!unit_grad || one_block, "cross_entropy_forward: only the one-block kernel writes the ",
-            "unit gradient; logits (", n, ", ", classes, ") take the per-row kernels");
+  ECH_CHECK((!unit_grad && !correct) || one_block,
+            "cross_entropy_forward: only the one-block kernel writes the unit gradient and the "
+            "statistics; logits (",
+            n, ", ", classes, ") take the per-row kernels");
+  ECH_CHECK(!correct == !guard,
+            "cross_entropy_forward: the statistics need both correct and guard");
   // Scratch: the bad-row word (unless deferred), then the per-row losses (the per-row path).
   const size_t words = (deferred ? 0 : 1) + (one_block ? 0 : static_cast<size_t>(n));
   void* scratch = words ? device_malloc(device, words * sizeof(double), stream) : nullptr;
@@ -255,7 +288,7 @@ int64_t cross_entropy_forward(int64_t n, int64_t classes, const float* logits,
     if (one_block) {
       ECH_LAUNCH(1, kOneBlockThreads, 0, stream, cross_entropy_one_block_kernel)
       (static_cast<int>(n), static_cast<int>(classes), lanes_per_row(classes), logits, target,
-       log_probs, unit_grad, loss, bad, record);
+       log_probs, unit_grad, Statistics{correct, guard}, loss, bad, record);
       ECH_CUDA_CHECK_LAUNCH("cross_entropy_forward (one block)");
     } else {
       ECH_LAUNCH(static_cast<unsigned>(n), kBlock, 0, stream, cross_entropy_rows_kernel)

@@ -12,12 +12,15 @@ namespace echelon::cuda {
 // that answer back, so it synchronizes `stream`, unless deferred target checks are on: then it
 // never waits (returns -1) and a bad target is recorded on the device for
 // check_deferred_target_errors, so that a training step runs without a host synchronisation; the
-// loss of a batch with a bad target is then NaN. unit_grad (n, classes), when given, receives the
-// logits' gradient for a unit loss gradient, cross_entropy_backward's bits with grad_loss 1 (by
-// the one-block kernel only: the caller asks where cross_entropy_one_block_fits).
+// loss of a batch with a bad target is then NaN. Where cross_entropy_one_block_fits, the kernel
+// may do more: unit_grad (n, classes), when given, receives the logits' gradient for a unit loss
+// gradient, cross_entropy_backward's bits with grad_loss 1; correct and guard, when given, the
+// step's statistics, step_statistics' values (correct[0] = the rows whose argmax is the target,
+// guard[0] += 0 * loss[0]).
 int64_t cross_entropy_forward(int64_t n, int64_t classes, const float* logits,
                               const int64_t* target, float* log_probs, float* loss, int device,
-                              cudaStream_t stream, float* unit_grad = nullptr);
+                              cudaStream_t stream, float* unit_grad = nullptr,
+                              float* correct = nullptr, float* guard = nullptr);
 // Whether cross_entropy_forward runs as one kernel of one block (LeNet-5's 128 x 10 does); else a
 // kernel of a block per row and a one-block kernel for the mean.
 bool cross_entropy_one_block_fits(int64_t n, int64_t classes);

@@ -31,7 +31,8 @@
 
 #include <echelon/cuda/launch.h>
 
-// Quoted: tools/cudasim-mutants.sh plants bugs in a copy of the kernels folder, this included.
+// Quoted: tools/cudasim-mutants.sh plants bugs in a copy of the kernels folder, these included.
+#include "arg_best.cuh"
 #include "channels.cuh"
 
 namespace echelon::cuda {
@@ -263,19 +264,6 @@ __global__ void reduce_column_chunks_kernel(ReduceOp op, const float* partial, i
     }
     out[o] = finish(op, acc, inner);
   }
-}
-
-// Argmax candidate; the first index wins ties and NaN counts as largest.
-struct ArgBest {
-  float value;
-  int64_t index;
-};
-
-__device__ __forceinline__ ArgBest better(ArgBest a, ArgBest b) {
-  const bool a_nan = isnan(a.value), b_nan = isnan(b.value);
-  if (a_nan != b_nan) return a_nan ? a : b;
-  if (a_nan || a.value == b.value) return a.index <= b.index ? a : b;
-  return a.value > b.value ? a : b;
 }
 
 template <typename T>

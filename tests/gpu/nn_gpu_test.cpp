@@ -237,6 +237,51 @@ TEST_SUITE("nn_gpu") {
     cuda::check_deferred_target_errors();  // cleared
   }
 
+  TEST_CASE("cross_entropy counts the step's statistics: step_statistics' values, in one kernel") {
+    // Logits with ties (rows of equal values: the first index wins), a NaN (it counts as the
+    // largest) and targets hitting about a third of the argmaxes; one block (128 x 10, 100 x 33,
+    // 16 x 120) and a block per row (2000 x 10, where step_statistics runs after the loss). Both
+    // the correct count and the guard equal step_statistics' on the same loss; a NaN loss turns
+    // the guard NaN. The one-block loss with its statistics is one launch.
+    const Device gpu = Device::cuda(0);
+    for (const std::array<int64_t, 2> shape :
+         {std::array<int64_t, 2>{128, 10}, std::array<int64_t, 2>{100, 33},
+          std::array<int64_t, 2>{16, 120}, std::array<int64_t, 2>{2000, 10}}) {
+      const int64_t n = shape[0], classes = shape[1];
+      CAPTURE(n);
+      std::vector<float> values = signed_on({n, classes}, 9, Device::cpu()).to_vector<float>();
+      for (int64_t c = 0; c < classes; ++c) values[static_cast<size_t>(2 * classes + c)] = 0.5f;
+      std::vector<int64_t> labels(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) labels[static_cast<size_t>(i)] = (5 * i + 1) % classes;
+      labels[2] = 0;  // the tied row's first index
+      for (const bool with_nan : {false, true}) {
+        CAPTURE(with_nan);
+        if (with_nan) values[static_cast<size_t>(classes + 3)] = std::nanf("");
+        const Tensor logits = Tensor::from_vector<float>(values, {n, classes}, gpu);
+        const Tensor target = Tensor::from_vector<int64_t>(labels, {n}, gpu);
+        ops::StepStatistics fused{Tensor::zeros({}, kFloat32, gpu),
+                                  Tensor::empty({}, kFloat32, gpu)};
+        Tensor loss;
+        [[maybe_unused]] const auto forward = [&] {
+          loss = ops::cross_entropy(logits, target, nullptr, nullptr, &fused);
+        };
+#if ECHELON_CUDA_SIM
+        const uint64_t kernels = test::kernels_of(forward);
+        if (cuda::cross_entropy_one_block_fits(n, classes)) CHECK(kernels == 1u);
+#else
+        forward();
+#endif
+        Tensor guard = Tensor::zeros({}, kFloat32, gpu), correct = Tensor::empty({}, kFloat32, gpu);
+        ops::step_statistics(logits, target, loss, guard, correct);
+        CHECK(fused.correct.item<float>() == correct.item<float>());
+        CHECK(correct.item<float>() >= 1.0f);
+        CHECK(std::isnan(fused.guard.item<float>()) == with_nan);
+        CHECK(std::isnan(guard.item<float>()) == with_nan);
+        if (!with_nan) CHECK(fused.guard.item<float>() == 0.0f);
+      }
+    }
+  }
+
   TEST_CASE("cross_entropy's two CUDA paths: the CPU twin's values, the first bad row of several") {
     // One block (LeNet-5's batch: 4 lanes a row; 33 classes: 16 lanes, 4 passes; 120 classes: a
     // warp a row) and a block per row (5 x 1001; 2000 rows): log-probabilities and loss against
