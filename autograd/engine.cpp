@@ -119,10 +119,7 @@ std::unordered_map<Node*, int> count_dependencies(
   return deps;
 }
 
-// The seed of a scalar root's backward. On a GPU, one shared 1 per (device, dtype), filled once,
-// so that a training step's backward launches no fill kernel. It stays 1: the engine writes in
-// place only into tensors nothing else holds (addable_in_place, owned_alone) and a node's function
-// never writes its incoming gradient. A root with hooks gets its own (a hook might write it).
+// The shared seeds of unit_seed, by (device, dtype).
 struct UnitSeeds {
   std::mutex mutex;
   std::map<std::pair<int, DType>, Tensor> by_device;
@@ -134,6 +131,10 @@ UnitSeeds& unit_seeds() {
   return *seeds;
 }
 
+// The seed of a scalar root's backward. On a GPU, one shared 1 per (device, dtype), filled once,
+// so that a training step's backward launches no fill kernel. It stays 1: the engine writes in
+// place only into tensors nothing else holds (addable_in_place, owned_alone) and a node's function
+// never writes its incoming gradient. A root with hooks gets its own (a hook might write it).
 Tensor unit_seed(const Tensor& root) {
   const bool hooked = root.impl().autograd && !root.impl().autograd->hooks.empty();
   if (!root.is_cuda() || hooked) return Tensor::ones(root.shape(), root.dtype(), root.device());

@@ -11,7 +11,7 @@
 //   per output position 8 + KW shared loads for 8 x KW multiply-adds;
 // - `splits` adjacent lanes (a power of two) share a work item and walk every splits-th position
 //   of the band; a shuffle tree adds them in a fixed order; the blocks' partial gradients are
-//   added in block order by sum_groups (conv_gemm.cu). Deterministic for a given block count;
+//   added in block order by sum_groups (sum_groups.cu). Deterministic for a given block count;
 // - with the bias gradient wanted under fp32 (LeNet-5's layers; VGG-16's first), `strands`
 //   threads per output channel also sum the staged band's grad_out (exact under fp32; under
 //   TF32 / bf16 it holds rounded values, and conv.cu's bias kernels run instead), and the
@@ -341,8 +341,10 @@ void conv2d_backward_weight_direct(const Conv2dGeometry& a, int64_t groups, cons
   ECH_CHECK(wgrad_direct_fits(a), op, ": the direct kernel does not take this convolution (O=", a.o,
             ", C=", a.c, ", kernel ", a.kernel_h, "x", a.kernel_w, ", output ", a.out_h, "x",
             a.out_w, ")");
-  ECH_CHECK(!grad_bias || wgrad_direct_sums_bias(a), op, ": ", a.o,
-            " output channels are more than its threads can sum the bias gradient of");
+  ECH_CHECK(!grad_bias || wgrad_direct_sums_bias(a), op,
+            ": the bias gradient comes along only under fp32 and for at most as many output "
+            "channels as the kernel's threads (O=",
+            a.o, ", ", name(float32_precision()), ")");
   const DirectPlan p = plan_for(a, groups, grad_bias != nullptr);
   const int64_t weights = a.o * a.c * a.kernel_h * a.kernel_w;
   const int64_t stride = weights + (grad_bias ? a.o : 0);  // a block's partial: weights, bias
@@ -365,8 +367,8 @@ void conv2d_backward_weight_direct(const Conv2dGeometry& a, int64_t groups, cons
     ECH_CUDA_CHECK_LAUNCH(op);
   };
   if (p.blocks == 1) return launch(grad_w, grad_bias);
-  Scratch partial(static_cast<size_t>(p.blocks * stride) * sizeof(float), stream);  // (blocks,
-                                                                                    // stride)
+  // (blocks, stride): each block's weights, then its bias sums.
+  Scratch partial(static_cast<size_t>(p.blocks * stride) * sizeof(float), stream);
   launch(partial.as<float>(), partial.as<float>() + weights);
   sum_groups(partial.as<const float>(), p.blocks, stride, false, grad_w, stream, grad_bias,
              weights);
