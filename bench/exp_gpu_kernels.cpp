@@ -11,7 +11,7 @@
 //                   [--nets lenet5,resnet20,...] [--conv-calls N] [--table-ab] [--fma-ab]
 //                   [--mma-tile-ab] [--mma-stages-ab] [--mma-async-k-ab] [--conv-async-k-ab]
 //                   [--conv-async-gather-ab] [--autotune-ab] [--direct-ab] [--phases-ab]
-//                   [--wgrad-sweep]
+//                   [--window-ab] [--wgrad-sweep]
 //   (--quick: small shapes, a smoke test)
 // Without a GPU (or a CUDA build) it says so and exits 0.
 #include <algorithm>
@@ -428,7 +428,8 @@ void conv_rows(const std::vector<ConvShape>& shapes, Precision precision) {
 int main(int argc, char** argv) {
   bool quick = false, conv_only = false, sgemm_only = false, wgrad_sweep = false, table_ab = false,
        fma_ab = false, tile_ab = false, stages_ab = false, autotune_ab = false, async_k_ab = false,
-       conv_async_k_ab = false, conv_async_gather_ab = false, direct_ab = false, phases_ab = false;
+       conv_async_k_ab = false, conv_async_gather_ab = false, direct_ab = false, phases_ab = false,
+       window_ab = false;
   int repeats = 10, conv_calls = 0;
   CLI::App app{"GPU kernels: bandwidth vs a D2D copy, SGEMM vs cuBLAS, conv vs cuDNN (ratios)",
                "exp_gpu_kernels"};
@@ -471,6 +472,9 @@ int main(int argc, char** argv) {
   app.add_flag("--phases-ab", phases_ab,
                "Also time the input gradient of ResNet's stride-2 layers, one GEMM vs one per "
                "phase (fp32, TF32, bf16)");
+  app.add_flag("--window-ab", window_ab,
+               "Also time the forward and input gradient of the layers the window kernel takes, "
+               "GEMM vs window (fp32)");
   app.add_flag("--wgrad-sweep", wgrad_sweep,
                "Also time the weight gradient (fp32, implicit) at split-K group counts 1, 2, 4...");
   echelon::bench::parse_args_or_exit(app, argc, argv);
@@ -526,6 +530,7 @@ int main(int argc, char** argv) {
     if (phases_ab)
       for (const Precision precision : {Precision::Fp32, Precision::Tf32, Precision::Bf16})
         dgrad_phases_rows(quick ? 2 : 128, precision);
+    if (window_ab) window_rows(shapes);
     if (wgrad_sweep) wgrad_sweep_rows(shapes);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "exp_gpu_kernels: %s\n", e.what());
@@ -535,7 +540,7 @@ int main(int argc, char** argv) {
   (void)quick, (void)repeats, (void)conv_only, (void)sgemm_only, (void)conv_calls,
       (void)wgrad_sweep, (void)table_ab, (void)fma_ab, (void)tile_ab, (void)stages_ab,
       (void)autotune_ab, (void)async_k_ab, (void)conv_async_k_ab, (void)conv_async_gather_ab,
-      (void)direct_ab, (void)phases_ab;
+      (void)direct_ab, (void)phases_ab, (void)window_ab;
   std::printf("exp_gpu_kernels: built without CUDA: nothing measured\n");
 #endif
   return 0;

@@ -1,7 +1,7 @@
 // The A/B rows of exp_gpu_kernels (bench/exp_gpu_kernels.cpp): each of our kernels' switches
 // (gather table, FMA core, tensor-core tile, ring depth, cp.async of k-contiguous operands, the
-// autotuner, the direct weight gradient, the strided input gradient by phases) timed off then on
-// in the same run, and the weight gradient's split-K sweep.
+// autotuner, the direct weight gradient, the strided input gradient by phases, the window
+// kernel) timed off then on in the same run, and the weight gradient's split-K sweep.
 #if ECHELON_WITH_CUDA
 #include <cstdio>
 #include <string>
@@ -13,6 +13,7 @@
 #include <echelon/cuda/kernels/conv_gemm.h>
 #include <echelon/cuda/kernels/conv_phases.h>
 #include <echelon/cuda/kernels/conv_tune.h>
+#include <echelon/cuda/kernels/conv_window.h>
 #include <echelon/cuda/kernels/matmul.h>
 #include <echelon/tensor/ops.h>
 
@@ -24,10 +25,13 @@ namespace {
 
 // Every direction of the implicit GEMM per call under the two settings of one switch (set(false)
 // then set(true)) in the same run; `title` names the two columns. Layers whose passes do not reach
-// the switched kernel time the same kernel twice.
+// the switched kernel time the same kernel twice. The window kernel is off meanwhile (it would
+// take the forward and input gradient of the layers it fits: window_rows times it).
 template <typename Set>
 void ab_rows(const std::vector<ConvShape>& shapes, Precision precision, const char* title,
              Set set) {
+  const bool window = cuda::conv_window();
+  cuda::set_conv_window(false);
   ops::set_conv_impl(ops::ConvImpl::Ours);
   cuda::set_conv_algorithm(cuda::ConvAlgorithm::ImplicitGemm);
   ops::set_float32_precision(precision);
@@ -56,6 +60,7 @@ void ab_rows(const std::vector<ConvShape>& shapes, Precision precision, const ch
     std::printf("\n");
   }
   ops::set_float32_precision(Precision::Fp32);
+  cuda::set_conv_window(window);
 }
 
 }  // namespace
@@ -90,6 +95,48 @@ void wgrad_sweep_rows(const std::vector<ConvShape>& shapes) {
     cuda::set_conv_wgrad_split(0, 0);
     std::printf("\n");
   }
+}
+
+// The forward (with the bias) and the input gradient of the layers the window kernel takes
+// (cuda/kernels/conv_window.h), fp32: the heuristic's implicit GEMM or columns path
+// (cuda::set_conv_window(false)), then the window kernel (the default), per call.
+void window_rows(const std::vector<ConvShape>& shapes) {
+  const bool window = cuda::conv_window();  // false under ECHELON_CONV_WINDOW=0
+  ops::set_conv_impl(ops::ConvImpl::Ours);
+  cuda::set_conv_algorithm(cuda::ConvAlgorithm::ImplicitGemm);
+  ops::set_float32_precision(Precision::Fp32);
+  std::printf(
+      "== forward and input gradient: GEMM / window (fp32; us per call; ratio > 1: window "
+      "faster)\n");
+  for (const ConvShape& s : shapes) {
+    Conv2dGeometry g;
+    g.kernel_h = s.w[2], g.kernel_w = s.w[3], g.pad_h = g.pad_w = s.pad;
+    const Conv2dGeometry full = g.for_input(s.x[0], s.x[1], s.x[2], s.x[3], s.w[0]);
+    const bool forward = cuda::conv_window_fits(cuda::ConvPass::Forward, full);
+    const bool input = cuda::conv_window_fits(cuda::ConvPass::BackwardData, full);
+    if (!forward && !input) continue;
+    const Tensor x = random_cuda(s.x, 10), w = random_cuda(s.w, 11),
+                 bias = random_cuda({s.w[0]}, 12);
+    const Tensor gy = random_cuda(ops::conv2d(x, w, bias, g).shape(), 13);
+    double t[2][2];  // [GEMM, window][fwd, bwd-data]
+    for (const bool on : {false, true}) {
+      cuda::set_conv_window(on);
+      t[on][0] = per_call_ms([&] { ops::conv2d(x, w, bias, g); }).ms;
+      t[on][1] = per_call_ms([&] { ops::conv2d_backward(gy, x, w, false, true, g, false); }).ms;
+    }
+    std::printf("%-8s C=%-4lld O=%-4lld %lldx%lld %lldx%lld", s.net, static_cast<long long>(s.x[1]),
+                static_cast<long long>(s.w[0]), static_cast<long long>(s.x[2]),
+                static_cast<long long>(s.x[3]), static_cast<long long>(s.w[2]),
+                static_cast<long long>(s.w[3]));
+    const char* directions[2] = {"fwd", "bwd-data"};
+    const bool fits[2] = {forward, input};
+    for (int d = 0; d < 2; ++d)
+      if (fits[d])
+        std::printf("  %s %8.1f / %8.1f (%.2f)", directions[d], t[0][d] * 1e3, t[1][d] * 1e3,
+                    t[0][d] / t[1][d]);
+    std::printf("\n");
+  }
+  cuda::set_conv_window(window);
 }
 
 // The weight gradient of the layers the direct kernel takes (cuda/kernels/conv_direct.h): the

@@ -55,6 +55,7 @@ PerCall per_call_ms(const std::function<void()>& body);
 void wgrad_sweep_rows(const std::vector<ConvShape>& shapes);
 void wgrad_direct_rows(const std::vector<ConvShape>& shapes, Precision precision);
 void dgrad_phases_rows(int64_t batch, Precision precision);
+void window_rows(const std::vector<ConvShape>& shapes);
 void gather_table_rows(const std::vector<ConvShape>& shapes, Precision precision);
 void fma_core_rows(const std::vector<ConvShape>& shapes);
 void mma_tile_rows(const std::vector<ConvShape>& shapes, Precision precision);

@@ -54,6 +54,10 @@ bool conv_dgrad_phases() {
   return env::flag("ECHELON_CONV_DGRAD_PHASES", true);
 }
 
+bool conv_window() {
+  return env::flag("ECHELON_CONV_WINDOW", true);
+}
+
 bool conv_autotune() {
   return env::flag("ECHELON_AUTOTUNE", false);
 }
@@ -70,6 +74,7 @@ void check_all() {
   conv_wgrad_groups();
   conv_wgrad_direct();
   conv_dgrad_phases();
+  conv_window();
   conv_autotune();
 }
 

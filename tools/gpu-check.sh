@@ -96,7 +96,7 @@ T_SANITIZER=${T_SANITIZER:-75}  # one compute-sanitizer tool, all families
 T_FAMILY=${T_FAMILY:-60}  # one family under a sanitizer
 T_PIPELINE=${T_PIPELINE:-45}
 T_BENCH=${T_BENCH:-40}
-T_KERNELS=${T_KERNELS:-375}  # exp_gpu_kernels: every kernel family against its peer (conv: 4 impls x fp32/tf32/bf16, A/B rows; +60 s for --autotune-ab, +10 for --mma-stages-ab, +12 for --mma-async-k-ab, +15 for the cuDNN bm column, +10 for --direct-ab, +5 for --phases-ab)
+T_KERNELS=${T_KERNELS:-375}  # exp_gpu_kernels: every kernel family against its peer (conv: 4 impls x fp32/tf32/bf16, A/B rows; +60 s for --autotune-ab, +10 for --mma-stages-ab, +12 for --mma-async-k-ab, +15 for the cuDNN bm column, +10 for --direct-ab, +5 for --phases-ab, +5 for --window-ab)
 # Families whose kernels use shared memory or warp shuffles come first under the sanitizers.
 FAMILY_ORDER=(reduce matmul norm loss conv pool im2col shape elementwise optim random)
 
@@ -288,8 +288,10 @@ if [[ -x $BUILD/bench/exp_gpu_kernels ]]; then
   # GEMM vs direct, fp32/TF32/bf16: 5 layers x 3 x 2 timings, a few seconds.
   # --phases-ab: the input gradient of ResNet's two 3x3 stride-2 layers, one implicit GEMM vs one
   # per phase (cuda/kernels/conv_phases.cu), fp32/TF32/bf16: 2 layers x 3 x 2 timings.
+  # --window-ab: the forward and input gradient of the layers cuda/kernels/conv_window.cu takes
+  # (LeNet-5's, ResNet-20's stride-1 layers, VGG-16's first two), GEMM vs window, fp32.
   step kernels "$T_KERNELS" "$BUILD/bench/exp_gpu_kernels" --repeats 7 --fma-ab --mma-tile-ab \
-    --mma-stages-ab --mma-async-k-ab --autotune-ab --direct-ab --phases-ab
+    --mma-stages-ab --mma-async-k-ab --autotune-ab --direct-ab --phases-ab --window-ab
   # The direct weight gradient's first timing, in the table: GEMM time / direct time per layer
   # (> 1: the direct kernel, the heuristic's choice there, is faster), fp32.
   direct_ab=$(awk '/^== weight gradient: implicit GEMM \/ direct \(fp32/ { on = 1; next }
@@ -311,6 +313,15 @@ if [[ -x $BUILD/bench/exp_gpu_kernels ]]; then
                    on && NF > 3 { printf "%s%s %s %s %s", sep, $2, $3, $4, $NF; sep = "; " }' \
                 "$(log_name kernels)" 2>/dev/null)
   [[ -z $phases_ab ]] || row dgrad_phases_fp32 - - "single GEMM / phases: $phases_ab"
+  # The window kernel (session 36): GEMM time / window time per layer and direction (> 1: the
+  # window kernel, the heuristic's choice there, is faster), fp32.
+  window_ab=$(awk '/^== forward and input gradient: GEMM \/ window/ { on = 1; next }
+                   /^==/ { on = 0 }
+                   on && NF > 3 { printf "%s%s %s %s", sep, $1, $2, $3; sep = "; "
+                                  for (i = 5; i <= NF; ++i)
+                                    if ($i ~ /^\(/) printf " %s %s", $(i - 4), $i }' \
+                "$(log_name kernels)" 2>/dev/null)
+  [[ -z $window_ab ]] || row window_fp32 - - "GEMM / window: $window_ab"
   # The max pooling's backward by gather (plain, and with the ReLU mask fused): of copy, and the
   # speed-up over the scatter (plain) / the ReLU backward + scatter (masked).
   pool_bwd=$(awk '/^max_pool2d.* backward 2x2/ {

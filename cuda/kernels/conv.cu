@@ -9,6 +9,9 @@
 //   (wgrad_direct_fits; set_conv_wgrad_direct(false) keeps the GEMM); and the input gradient of
 //   strided convolutions without dilation, which runs one stride-1 GEMM per phase of the input
 //   pixels (cuda/kernels/conv_phases.cu; set_conv_dgrad_phases(false) keeps the single GEMM).
+//   Before all these, the forward and the stride-1 input gradient of layers with at most 64
+//   output channels take the sliding-window kernel of cuda/kernels/conv_window.cu where it fits
+//   (conv_window_fits; set_conv_window(false) keeps the rules above).
 // - Im2colGemm: im2col (cuda/kernels/im2col.cu) into a columns buffer + our tiled SGEMM
 //   (cuda/kernels/matmul.cu), kept as the baseline the parity tests and exp_gpu_kernels compare.
 //   Images are processed in chunks so the columns buffer stays under kColumnsBudget bytes:
@@ -38,6 +41,7 @@
 #include <echelon/cuda/kernels/conv_gemm.h>
 #include <echelon/cuda/kernels/conv_phases.h>
 #include <echelon/cuda/kernels/conv_tune.h>
+#include <echelon/cuda/kernels/conv_window.h>
 #include <echelon/cuda/kernels/im2col.h>
 #include <echelon/cuda/kernels/matmul.h>
 #include <echelon/cuda/launch.h>
@@ -277,6 +281,10 @@ void backward_weight(const ConvCall& c, const ConvConfig& config) {
 }  // namespace
 
 ConvConfig conv_heuristic(ConvPass pass, const Conv2dGeometry& a) {
+  // The window kernel wherever it fits, even the input gradient of layers with few input
+  // channels (LeNet-5's conv2: one launch, where the columns path is a GEMM and col2im).
+  if (use_implicit(a) && conv_window() && conv_window_fits(pass, a))
+    return ConvConfig{.window = true};
   const bool implicit =
       use_implicit(a) && (pass != ConvPass::BackwardData || a.c >= kImplicitMinInputChannels);
   if (!implicit) return ConvConfig{.im2col = true};
@@ -316,6 +324,7 @@ std::vector<ConvConfig> conv_candidates(ConvPass pass, const Conv2dGeometry& a) 
     counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
     for (const int64_t g : counts) out.push_back(ConvConfig{.groups = g, .direct = true});
   }
+  if (use_implicit(a) && conv_window_fits(pass, a)) out.push_back(ConvConfig{.window = true});
   out.push_back(ConvConfig{.im2col = true});
   return out;
 }
@@ -328,11 +337,14 @@ void run_conv(const ConvCall& c, const ConvConfig& config) {
   switch (c.pass) {
     case ConvPass::Forward:
       if (a.n * a.o * plane == 0) return;
+      if (config.window) return conv2d_forward_window(a, c.x, c.w, c.bias, c.out, c.stream, c.relu);
       if (!config.im2col)
         return conv2d_forward_implicit(config, a, c.x, c.w, c.bias, c.out, c.stream, c.relu);
       return forward_columns(c);
     case ConvPass::BackwardData:
       if (a.n * a.c * a.h * a.w == 0) return;
+      if (config.window)
+        return conv2d_backward_input_window(a, c.grad_out, c.w, c.out, c.stream, c.accumulate);
       if (!config.im2col && config.phases && dgrad_phases_fit(a))
         return conv2d_backward_input_phases(config, a, c.grad_out, c.w, c.out, c.stream,
                                             c.accumulate);

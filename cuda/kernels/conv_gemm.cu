@@ -446,6 +446,7 @@ const char* name(ConvPass pass) {
 
 std::string to_string(const ConvConfig& c) {
   if (c.im2col) return "im2col";
+  if (c.window) return "window";
   if (c.direct) return c.groups > 1 ? "direct groups=" + std::to_string(c.groups) : "direct";
   const auto [m, n] = tile_shape(c.tile);
   std::string out = "implicit " + std::to_string(m) + "x" + std::to_string(n);

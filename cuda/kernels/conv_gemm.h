@@ -43,10 +43,14 @@ struct ConvConfig {
   // Grad input with stride > 1 and dilation 1: one stride-1 GEMM per phase of the input pixels
   // (conv_phases.h), the fields above applying to each; elsewhere unused.
   bool phases = false;
+  // Forward and stride-1 grad input: conv_window.cu's sliding windows over staged rows instead
+  // of a GEMM tile (conv_window.h); the other fields are then unused.
+  bool window = false;
   bool operator==(const ConvConfig&) const = default;
 };
-// "im2col", "direct groups=3", "implicit 64x64", "implicit 16x256 table", "implicit 128x128 warp
-// groups=8", "implicit 128x128 async-k stages=4", "implicit 128x128 async-gather stages=2", ...
+// "im2col", "window", "direct groups=3", "implicit 64x64", "implicit 16x256 table", "implicit
+// 128x128 warp groups=8", "implicit 128x128 async-k stages=4", "implicit 128x128 async-gather
+// stages=2", ...
 std::string to_string(const ConvConfig& config);
 
 // What pass `pass` of `a` runs on the implicit GEMM with tuning off (the process-wide switches

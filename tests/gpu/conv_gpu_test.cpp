@@ -20,6 +20,7 @@
 #include <echelon/cuda/kernels/conv.h>
 #include <echelon/cuda/kernels/conv_direct.h>
 #include <echelon/cuda/kernels/conv_gemm.h>
+#include <echelon/cuda/kernels/conv_window.h>
 #include <echelon/cuda/kernels/matmul.h>
 #include <echelon/cuda/stream.h>
 #include <echelon/tensor/ops.h>
@@ -32,22 +33,25 @@ using namespace echelon;
 namespace {
 
 // Our convolution with one algorithm and precision for a scope; restores the defaults. The
-// direct weight gradient (conv_direct.cu) is off unless asked for, so that the implicit GEMM's
-// tiles keep their weight-gradient cases; its own test case below turns it on.
+// direct weight gradient (conv_direct.cu) is off unless asked for, and so is the window kernel
+// (conv_window.cu, tested in conv_window_gpu_test.cpp), so that the implicit GEMM's tiles keep
+// their cases; the direct kernel's own test case below turns it on.
 struct ConvScope {
   ConvScope(cuda::ConvAlgorithm algorithm, Precision precision, bool direct = false)
-      : direct_before(cuda::conv_wgrad_direct()) {
+      : direct_before(cuda::conv_wgrad_direct()), window_before(cuda::conv_window()) {
     ops::set_conv_impl(ops::ConvImpl::Ours);
     cuda::set_conv_algorithm(algorithm);
     ops::set_float32_precision(precision);
     cuda::set_conv_wgrad_direct(direct);
+    cuda::set_conv_window(false);
   }
   ~ConvScope() {
     cuda::set_conv_algorithm(cuda::ConvAlgorithm::ImplicitGemm);
     ops::set_float32_precision(Precision::Fp32);
     cuda::set_conv_wgrad_direct(direct_before);
+    cuda::set_conv_window(window_before);
   }
-  bool direct_before;
+  bool direct_before, window_before;
   ConvScope(const ConvScope&) = delete;
   ConvScope& operator=(const ConvScope&) = delete;
 };

@@ -14,6 +14,7 @@
 #include <echelon/cuda/kernels/conv.h>
 #include <echelon/cuda/kernels/conv_direct.h>
 #include <echelon/cuda/kernels/conv_tune.h>
+#include <echelon/cuda/kernels/conv_window.h>
 #include <echelon/cuda/kernels/matmul.h>
 #include <echelon/cuda/stream.h>
 #include <echelon/tensor/ops.h>
@@ -420,13 +421,20 @@ TEST_SUITE("conv_tune_gpu") {
     cuda::set_conv_tune_timer({});
     CHECK(calls == 0);
     CHECK(cuda::conv_tune_picks().empty());
-    // Today's heuristic, spot checks: <= 16 rows take the 16x256 tile with its table, the grad
-    // input of < 8 channels the columns path, the weight gradient split_k's count.
+    // Today's heuristic, spot checks: the stride-1 3x3 layers with few channels take the window
+    // kernel forward and for the input gradient; without it, <= 16 rows take the 16x256 tile with
+    // its table, the grad input of < 8 channels the columns path; the weight gradient split_k's
+    // count.
     const Conv2dGeometry g0 = full_geometry(geometries()[0]), g3 = full_geometry(geometries()[3]);
+    CHECK(cuda::conv_heuristic(cuda::ConvPass::Forward, g0).window);
+    CHECK(cuda::conv_heuristic(cuda::ConvPass::BackwardData, g3).window);
+    const bool window = cuda::conv_window();
+    cuda::set_conv_window(false);
     const cuda::ConvConfig fwd = cuda::conv_heuristic(cuda::ConvPass::Forward, g0);
     CHECK((!fwd.im2col && fwd.tile == cuda::ConvTile::Tiny && fwd.table && fwd.groups == 1));
     CHECK(cuda::conv_heuristic(cuda::ConvPass::BackwardData, g3).im2col);
     CHECK_FALSE(cuda::conv_heuristic(cuda::ConvPass::Forward, g3).im2col);
+    cuda::set_conv_window(window);
     CHECK(cuda::conv_heuristic(cuda::ConvPass::BackwardWeight, g0).groups ==
           cuda::conv_wgrad_groups(g0));
     cuda::set_conv_algorithm(cuda::ConvAlgorithm::Im2colGemm);

@@ -1,0 +1,346 @@
+// The sliding-window convolution (conv_window.h): forward and stride-1 input gradient of layers
+// with at most 64 output channels. Why: on the implicit GEMM's 16x256 tile (LeNet-5, ResNet's
+// first stage) a k-slice's SASS loop is 714 instructions for 140 FFMA (sm_90, tools/sass-loops.py,
+// session 36); each multiply-add needs an element gathered through index arithmetic, because a
+// GEMM column sees each input pixel once per tap. Here a block stages the input rows its outputs
+// see once, in shared memory, and every thread slides its window over them:
+// - a thread owns 8 output channels x 4 neighbouring pixels of one output row: 32 accumulators;
+// - per (input channel c, kernel row ki) it loads 8 staged values of its row (two 16-byte shared
+//   loads: 4 pixels + KW - 1 <= 8), then per tap kj the 8 channels' weights (two 16-byte loads,
+//   the same address for the whole warp: a broadcast) and 32 fmaf: 96 of 104 instructions FFMA
+//   for a 3x3 kernel, before loop overhead;
+// - a block covers `rows` consecutive output rows of the N * OH rows (several images, or a band of
+//   one) for `groups` groups of 8 output channels; the input is staged in chunks of channels.
+// The input gradient is the same loop over grad_out with the kernel flipped (rows and columns
+// taken from the far end: grad_in(h, w) sums grad_out(h + p - ki, w + p - kj) w(o, c, ki, kj)),
+// the roles of C and O exchanged. Each output is one thread's fmaf chain over (input channel, ki,
+// kj) in order, from 0, with the padding's zeros multiplied in: the implicit GEMM's FMA cores
+// compute the same chain (k = (c, ki, kj) in order, zeros outside the image), so under fp32 the
+// results are theirs bit for bit. The store is theirs too: forward v + bias (or + 0) then the
+// ReLU's `r > 0 ? r : 0`; the input gradient overwrites or adds once. CPU twin: the naive
+// convolution in tensor/cpu/conv.cpp (cpu::conv2d_forward, cpu::conv2d_backward_input);
+// tests/gpu/conv_window_gpu_test.cpp compares the kernel with it and with the implicit GEMM.
+#include <echelon/cuda/kernels/conv_window.h>
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+
+#include <echelon/base/error.h>
+#include <echelon/cuda/kernels/matmul.h>
+#include <echelon/cuda/launch.h>
+#include <echelon/cuda/switches.h>
+
+namespace echelon::cuda {
+namespace {
+
+constexpr int kOutPerThread = 8;  // output channels a thread owns: two float4s of weights
+constexpr int kPixels = 4;        // neighbouring output pixels a thread owns: one float4
+constexpr int kWindow = 8;        // staged values a thread loads per kernel row: two float4s
+constexpr int kMaxThreads = 256;  // a block's threads: groups x pixel threads
+constexpr int kMaxGroups = 8;     // groups of 8 output channels a block may own (64 channels)
+constexpr int kMaxKernelH = 7;
+constexpr int kMaxRowThreads = 256;               // pixel threads of one output row: OW <= 1024
+constexpr size_t kStageBytes = size_t{48} << 10;  // no opt-in needed
+#if ECHELON_CUDA_SIM
+// Test-sized problems then get several blocks, and blocks of several images or of a band.
+constexpr int64_t kWindowBlocks = 4;
+#else
+constexpr int64_t kWindowBlocks = 2 * 132;  // two blocks per SM of an H200; to tune on the GPU
+#endif
+
+// Everything the kernel needs, in 32 bits (conv_gemm_fits bounds every operand below 2^31).
+// "in" is what the window slides over (x forward, grad_out for the input gradient), "out" what
+// it writes (y, grad_in).
+struct WindowPlan {
+  int in_ch, in_h, in_w;     // the staged tensor's channels and image size
+  int out_ch, out_h, out_w;  // the written tensor's
+  int kernel_h;
+  int pad_top, pad_left;  // staged row 0 / column 0 is in row -pad_top / column -pad_left
+  int w_out, w_in;        // weight strides between output channels and between input channels
+  int groups;             // groups of 8 output channels per block (a power of two)
+  int pixel_threads;      // threads per group: a multiple of 32, >= row_threads
+  int row_threads;        // threads per output row: ceil(out_w / 4)
+  int rows;               // output rows per block: pixel_threads / row_threads
+  int total_rows;         // N * out_h
+  int pitch;              // floats per staged row: 4 * row_threads + 4 (each thread reads 8)
+  int x_rows;             // staged rows a block may need: rows + segments * (kernel_h - 1)
+  int chunk;              // input channels staged at a time
+  int kernel_w;           // the template's, for the weights' layout
+  int blocks_x, blocks_y;
+
+  __host__ __device__ int image_rows() const { return out_h + kernel_h - 1; }  // one segment
+  __host__ __device__ int x_plane() const { return x_rows * pitch; }
+  __host__ __device__ int taps() const { return kernel_h * kernel_w; }
+  __host__ __device__ int w_plane() const { return taps() * groups * kOutPerThread; }
+  size_t shared_bytes() const {
+    return static_cast<size_t>(chunk) * (x_plane() + w_plane()) * sizeof(float);
+  }
+};
+
+#if defined(__CUDACC__) || ECHELON_CUDA_SIM
+// Stages input channels [c0, c0 + channels) of the block's first `needed` staged rows and
+// their weights:
+// x_stage (chunk, x_rows, pitch): staged row s of the block is row (s + a0) % image_rows -
+// pad_top of image n0 + (s + a0) / image_rows (each image's segment carries its own kernel_h - 1
+// rows of halo), columns from -pad_left; zero outside the image.
+// w_stage (chunk, KH, KW, groups * 8): the block's output channels side by side, zero past out_ch.
+__device__ void stage_chunk(const WindowPlan& p, int c0, int channels, int needed, int n0, int a0,
+                            const float* __restrict__ in, const float* __restrict__ w,
+                            float* x_stage, float* w_stage) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  for (int row = warp; row < channels * needed; row += warps) {
+    const int cl = row / needed, s = row - cl * needed, c = c0 + cl;
+    const int segment = (s + a0) / p.image_rows();
+    const int ih = s + a0 - segment * p.image_rows() - p.pad_top;
+    const int n = n0 + segment;
+    float* const dst = x_stage + cl * p.x_plane() + s * p.pitch;
+    if (ih >= 0 && ih < p.in_h) {
+      const float* const src =
+          in + ((static_cast<int64_t>(n) * p.in_ch + c) * p.in_h + ih) * p.in_w;
+      for (int j = lane; j < p.pitch; j += 32) {
+        const int iw = j - p.pad_left;
+        dst[j] = iw >= 0 && iw < p.in_w ? src[iw] : 0.0f;
+      }
+    } else {
+      for (int j = lane; j < p.pitch; j += 32) dst[j] = 0.0f;
+    }
+  }
+  const int outs = p.groups * kOutPerThread, per_channel = p.taps() * outs;
+  const int o0 = static_cast<int>(blockIdx.y) * outs;
+  for (int i = threadIdx.x; i < channels * per_channel; i += blockDim.x) {
+    const int cl = i / per_channel, rest = i - cl * per_channel;
+    const int tap = rest / outs, o = o0 + rest - tap * outs, c = c0 + cl;
+    w_stage[i] = o < p.out_ch ? w[o * p.w_out + c * p.w_in + tap] : 0.0f;
+  }
+}
+
+// Flip: the input gradient (the kernel's rows and columns from the far end).
+template <int KW, bool Flip>
+__global__ void __launch_bounds__(kMaxThreads)
+    conv_window_kernel(WindowPlan p, const float* __restrict__ in, const float* __restrict__ w,
+                       const float* __restrict__ bias, float* __restrict__ out, bool relu,
+                       bool accumulate) {
+  static_assert(kPixels + KW - 1 <= kWindow);
+  ECH_DYNAMIC_SHARED(float, smem);  // p.shared_bytes()
+  float* const x_stage = smem;
+  float* const w_stage = smem + p.chunk * p.x_plane();
+  const int r0 = static_cast<int>(blockIdx.x) * p.rows;
+  const int n0 = r0 / p.out_h, a0 = r0 - n0 * p.out_h;
+  // The staged rows the block's last output row reaches (the plan's x_rows bounds them).
+  const int last = min(r0 + p.rows, p.total_rows) - 1, last_n = last / p.out_h;
+  const int needed = (last_n - n0) * p.image_rows() + last - last_n * p.out_h - a0 + p.kernel_h;
+  // This thread: group g's 8 channels (warp-uniform: pixel_threads is a multiple of 32), output
+  // row r0 + row, pixels 4 * col4 .. + 3.
+  const int g = threadIdx.x / p.pixel_threads, t = threadIdx.x - g * p.pixel_threads;
+  const int row = t / p.row_threads, col4 = t - row * p.row_threads;
+  const int q = r0 + row;
+  const bool active = row < p.rows && q < p.total_rows;
+  const int n = q / p.out_h, oh = q - n * p.out_h;
+  // Its staged row for the kernel's first row: its image's segment, then its row in it.
+  const int base = (n - n0) * p.image_rows() + oh - a0;
+  float acc[kPixels][kOutPerThread] = {};
+  for (int c0 = 0; c0 < p.in_ch; c0 += p.chunk) {
+    const int channels = min(p.chunk, p.in_ch - c0);
+    __syncthreads();  // every thread is done with the previous chunk
+    stage_chunk(p, c0, channels, needed, n0, a0, in, w, x_stage, w_stage);
+    __syncthreads();
+    if (!active) continue;
+    const float* xs = x_stage + base * p.pitch + kPixels * col4;
+    const float* ws = w_stage + g * kOutPerThread;
+    for (int c = 0; c < channels; ++c, xs += p.x_plane(), ws += p.w_plane()) {
+      for (int ki = 0; ki < p.kernel_h; ++ki) {
+        const float* const xr = xs + (Flip ? p.kernel_h - 1 - ki : ki) * p.pitch;
+        const float4 lo = *reinterpret_cast<const float4*>(xr);
+        const float4 hi = *reinterpret_cast<const float4*>(xr + 4);
+        const float v[kWindow] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+        const float* const wk = ws + ki * KW * p.groups * kOutPerThread;
+#pragma unroll
+        for (int kj = 0; kj < KW; ++kj) {
+          const float4 w_lo = *reinterpret_cast<const float4*>(wk + kj * p.groups * kOutPerThread);
+          const float4 w_hi =
+              *reinterpret_cast<const float4*>(wk + kj * p.groups * kOutPerThread + 4);
+          const float wv[kOutPerThread] = {w_lo.x, w_lo.y, w_lo.z, w_lo.w,
+                                           w_hi.x, w_hi.y, w_hi.z, w_hi.w};
+          const int shift = Flip ? KW - 1 - kj : kj;
+#pragma unroll
+          for (int px = 0; px < kPixels; ++px)
+#pragma unroll
+            for (int o = 0; o < kOutPerThread; ++o)
+              acc[px][o] = fmaf(wv[o], v[px + shift], acc[px][o]);
+        }
+      }
+    }
+  }
+  if (!active) return;
+  const int o0 = (static_cast<int>(blockIdx.y) * p.groups + g) * kOutPerThread;
+#pragma unroll
+  for (int o = 0; o < kOutPerThread; ++o) {
+    if (o0 + o >= p.out_ch) break;
+    float* const dst =
+        out + ((static_cast<int64_t>(n) * p.out_ch + o0 + o) * p.out_h + oh) * p.out_w;
+    const float b = !Flip && bias ? bias[o0 + o] : 0.0f;
+#pragma unroll
+    for (int px = 0; px < kPixels; ++px) {
+      const int ow = kPixels * col4 + px;
+      if (ow >= p.out_w) break;
+      if constexpr (Flip) {
+        dst[ow] = accumulate ? dst[ow] + acc[px][o] : acc[px][o];
+      } else {
+        const float r = acc[px][o] + b;
+        dst[ow] = !relu || r > 0.0f ? r : 0.0f;
+      }
+    }
+  }
+}
+#endif
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+// The pass as a window: forward slides over x with w as it is; the input gradient slides over
+// grad_out with the kernel flipped and padding KH - 1 - ph (stride 1: grad_in's size).
+struct Sides {
+  int64_t in_ch, in_h, in_w, out_ch, out_h, out_w, pad_top, pad_left, w_out, w_in;
+};
+
+Sides sides_of(ConvPass pass, const Conv2dGeometry& a) {
+  const int64_t taps = a.kernel_h * a.kernel_w;
+  if (pass == ConvPass::Forward)
+    return {a.c, a.h, a.w, a.o, a.out_h, a.out_w, a.pad_h, a.pad_w, a.c * taps, taps};
+  return {
+      a.o,  a.out_h,   a.out_w, a.c, a.h, a.w, a.kernel_h - 1 - a.pad_h, a.kernel_w - 1 - a.pad_w,
+      taps, a.c * taps};
+}
+
+// Stage rows a block of `rows` output rows may need: each image it touches adds KH - 1 rows of
+// halo, and it touches at most (rows - 1) / out_h + 2 images.
+int64_t staged_rows(int64_t rows, int64_t out_h, int64_t kernel_h) {
+  return rows + ((rows - 1) / out_h + 2) * (kernel_h - 1);
+}
+
+size_t chunk_bytes(const Sides& s, int64_t groups, int64_t pixel_threads, int64_t kernel_h,
+                   int64_t kernel_w) {
+  const int64_t row_threads = ceil_div(s.out_w, kPixels);
+  const int64_t rows = pixel_threads / row_threads;
+  const int64_t pitch = kPixels * row_threads + kPixels;
+  const int64_t floats =
+      staged_rows(rows, s.out_h, kernel_h) * pitch + kernel_h * kernel_w * groups * kOutPerThread;
+  return static_cast<size_t>(floats) * sizeof(float);
+}
+
+// The fewest pixel threads a block needs for one output row: a power of two, at least a warp.
+int64_t least_threads(int64_t row_threads) {
+  int64_t threads = 32;
+  while (threads < row_threads) threads *= 2;
+  return threads;
+}
+
+// The block shape: the most channel groups (a power of two covering all of them, at most 8) and
+// then the most pixel threads (256 / groups down to a warp, at least one output row) whose grid
+// still has kWindowBlocks blocks; failing that, the shape with the most blocks.
+WindowPlan plan_for(ConvPass pass, const Conv2dGeometry& a) {
+  const Sides s = sides_of(pass, a);
+  const int64_t row_threads = ceil_div(s.out_w, kPixels);
+  const int64_t needed_groups = ceil_div(s.out_ch, kOutPerThread);
+  int64_t top_groups = 1;
+  while (top_groups < needed_groups) top_groups *= 2;
+  const int64_t total_rows = a.n * s.out_h;
+  int64_t best_groups = 0, best_threads = 0, best_blocks = 0;
+  for (int64_t groups = top_groups; groups >= 1 && best_blocks < kWindowBlocks; groups /= 2)
+    for (int64_t threads = kMaxThreads / groups;
+         threads >= least_threads(row_threads) && best_blocks < kWindowBlocks; threads /= 2) {
+      if (chunk_bytes(s, groups, threads, a.kernel_h, a.kernel_w) > kStageBytes) continue;
+      const int64_t blocks =
+          ceil_div(total_rows, threads / row_threads) * ceil_div(needed_groups, groups);
+      if (blocks > best_blocks) best_groups = groups, best_threads = threads, best_blocks = blocks;
+    }
+  WindowPlan p{};
+  const auto narrow = [](int64_t v) { return static_cast<int>(v); };
+  p.in_ch = narrow(s.in_ch), p.in_h = narrow(s.in_h), p.in_w = narrow(s.in_w);
+  p.out_ch = narrow(s.out_ch), p.out_h = narrow(s.out_h), p.out_w = narrow(s.out_w);
+  p.kernel_h = narrow(a.kernel_h), p.kernel_w = narrow(a.kernel_w);
+  p.pad_top = narrow(s.pad_top), p.pad_left = narrow(s.pad_left);
+  p.w_out = narrow(s.w_out), p.w_in = narrow(s.w_in);
+  p.groups = narrow(best_groups), p.pixel_threads = narrow(best_threads);
+  p.row_threads = narrow(row_threads);
+  p.rows = narrow(best_threads / row_threads);
+  p.total_rows = narrow(total_rows);
+  p.pitch = narrow(kPixels * row_threads + kPixels);
+  p.x_rows = narrow(staged_rows(p.rows, s.out_h, a.kernel_h));
+  const size_t per_channel = chunk_bytes(s, best_groups, best_threads, a.kernel_h, a.kernel_w);
+  p.chunk =
+      narrow(std::clamp<int64_t>(static_cast<int64_t>(kStageBytes / per_channel), 1, s.in_ch));
+  p.blocks_x = narrow(ceil_div(total_rows, p.rows));
+  p.blocks_y = narrow(ceil_div(needed_groups, best_groups));
+  return p;
+}
+
+std::atomic<bool>& window_flag() {
+  static std::atomic<bool> flag = switches::conv_window();
+  return flag;
+}
+
+void launch(ConvPass pass, const Conv2dGeometry& a, const float* in, const float* w,
+            const float* bias, float* out, cudaStream_t stream, bool relu, bool accumulate) {
+  const char* op =
+      pass == ConvPass::Forward ? "conv2d_forward (window)" : "conv2d_backward_input (window)";
+  ECH_CHECK(conv_window_fits(pass, a), op, ": the window kernel does not take this convolution (",
+            a.c, " -> ", a.o, " channels, kernel ", a.kernel_h, "x", a.kernel_w, ", stride ",
+            a.stride_h, "x", a.stride_w, ", dilation ", a.dilation_h, "x", a.dilation_w,
+            ", output ", a.out_h, "x", a.out_w, ", ", name(float32_precision()), ")");
+  const WindowPlan p = plan_for(pass, a);
+  const dim3 grid(static_cast<unsigned>(p.blocks_x), static_cast<unsigned>(p.blocks_y));
+  const unsigned threads = static_cast<unsigned>(p.groups * p.pixel_threads);
+  const size_t bytes = p.shared_bytes();
+  const bool flip = pass == ConvPass::BackwardData;
+  if (a.kernel_w == 3 && !flip)
+    ECH_LAUNCH(grid, threads, bytes, stream, conv_window_kernel<3, false>)
+  (p, in, w, bias, out, relu, accumulate);
+  else if (a.kernel_w == 3) ECH_LAUNCH(grid, threads, bytes, stream, conv_window_kernel<3, true>)(
+      p, in, w, bias, out, relu, accumulate);
+  else if (!flip) ECH_LAUNCH(grid, threads, bytes, stream, conv_window_kernel<5, false>)(
+      p, in, w, bias, out, relu, accumulate);
+  else ECH_LAUNCH(grid, threads, bytes, stream, conv_window_kernel<5, true>)(p, in, w, bias, out,
+                                                                             relu, accumulate);
+  ECH_CUDA_CHECK_LAUNCH(op);
+}
+
+}  // namespace
+
+bool conv_window_fits(ConvPass pass, const Conv2dGeometry& a) {
+  if (pass == ConvPass::BackwardWeight || float32_precision() != Precision::Fp32) return false;
+  const bool window = (a.kernel_w == 3 || a.kernel_w == 5) && a.kernel_h >= 1 &&
+                      a.kernel_h <= kMaxKernelH && a.stride_h == 1 && a.stride_w == 1 &&
+                      a.dilation_h == 1 && a.dilation_w == 1;
+  if (!window || a.n <= 0 || a.c <= 0 || a.o <= 0 || a.out_h <= 0 || a.out_w <= 0) return false;
+  // The input gradient's padding KH - 1 - p must not be negative.
+  if (pass == ConvPass::BackwardData && (a.pad_h >= a.kernel_h || a.pad_w >= a.kernel_w))
+    return false;
+  const Sides s = sides_of(pass, a);
+  const int64_t row_threads = ceil_div(s.out_w, kPixels);
+  return s.out_ch <= kMaxGroups * kOutPerThread && row_threads <= kMaxRowThreads &&
+         chunk_bytes(s, 1, least_threads(row_threads), a.kernel_h, a.kernel_w) <= kStageBytes &&
+         conv_gemm_fits(a) && a.n * s.out_h <= INT_MAX;
+}
+
+void conv2d_forward_window(const Conv2dGeometry& a, const float* x, const float* w,
+                           const float* bias, float* y, cudaStream_t stream, bool relu) {
+  launch(ConvPass::Forward, a, x, w, bias, y, stream, relu, false);
+}
+
+void conv2d_backward_input_window(const Conv2dGeometry& a, const float* grad_out, const float* w,
+                                  float* grad_in, cudaStream_t stream, bool accumulate) {
+  launch(ConvPass::BackwardData, a, grad_out, w, nullptr, grad_in, stream, false, accumulate);
+}
+
+void set_conv_window(bool on) {
+  window_flag().store(on, std::memory_order_relaxed);
+}
+
+bool conv_window() {
+  return window_flag().load(std::memory_order_relaxed);
+}
+
+}  // namespace echelon::cuda
