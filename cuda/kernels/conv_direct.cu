@@ -29,9 +29,6 @@
 #include <climits>
 #include <type_traits>
 
-#include <cuda_bf16.h>
-#include <mma.h>
-
 #include <echelon/base/error.h>
 #include <echelon/cuda/kernels/conv_gemm.h>
 #include <echelon/cuda/kernels/matmul.h>
@@ -40,12 +37,18 @@
 
 // Quoted: tools/cudasim-mutants.sh plants bugs in a copy of the kernels folder, this included.
 #include "channels.cuh"
+#include "staged_rounding.cuh"
 
 namespace echelon::cuda {
 namespace {
 
 constexpr int kOutPerItem = 8;  // output channels per work item: two float4s of the staged band
+constexpr int kQuad = 4;        // positions of a row the quad walk takes at once
+constexpr int kQuadSplits = 2;  // the most lanes per item that take the quad walk
 constexpr int kMaxThreads = 256;
+// Work items up to 8 blocks' worth (ResNet's 64-channel 3x3 layers: 8 x 64 x 3 = 1536): each
+// block of a chunk range stages the whole band, so more item groups would multiply that work.
+constexpr int kMaxItemGroups = 8;
 constexpr int kWarp = 32;
 constexpr unsigned kFullMask = 0xffffffffu;
 constexpr size_t kBandBytes = size_t{32} << 10;  // under the 48 KiB that needs no opt-in
@@ -58,26 +61,28 @@ constexpr int64_t kDirectBlocks = 3;
 constexpr int64_t kDirectBlocks = 2 * 132;  // two blocks per SM of an H200
 #endif
 
-enum class Rounding : int { None, Tf32, Bf16 };
-
 // Everything the kernel needs, in 32 bits (conv_gemm_fits bounds every operand below 2^31).
 struct DirectPlan {
   int c, h, w, o, out_h, out_w, kernel_h, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
-  int items;      // ceil(O / kOutPerItem) * C * KH
-  int splits;     // lanes per work item, a power of two <= 32
-  int threads;    // items * splits rounded up to a warp
-  int rows;       // output rows per band
-  int bands;      // ceil(OH / rows)
-  int chunks;     // N * bands
-  int per_block;  // chunks per block
+  int all_items;    // ceil(O / kOutPerItem) * C * KH
+  int item_groups;  // blockIdx.y takes items [y * items, (y + 1) * items)
+  int items;        // work items per block: all_items over item_groups, <= kMaxThreads
+  int splits;       // lanes per work item, a power of two <= 32
+  int threads;      // items * splits rounded up to a warp
+  int rows;         // output rows per band
+  int bands;        // ceil(OH / rows)
+  int chunks;       // N * bands
+  int per_block;    // chunks per block
   int blocks;
   int out_pad;       // O rounded up to kOutPerItem: zero rows in the staged grad_out
   int x_rows;        // input rows a band reads: (rows - 1) * sh + (KH - 1) * dh + 1
-  int x_width;       // input columns it reads: (OW - 1) * sw + (KW - 1) * dw + 1
+  int x_width;       // input columns it reads: (g_width - 1) * sw + (KW - 1) * dw + 1
+  int g_width;       // staged grad_out columns: OW, or for the quad walk OW rounded up to 4
+  bool quads;        // the quad walk (see the kernel)
   int bias_strands;  // threads per output channel summing the bias gradient; 0: none wanted
   Rounding rounding;
 
-  __host__ __device__ int g_plane() const { return rows * out_w; }  // one output channel's band
+  __host__ __device__ int g_plane() const { return rows * g_width; }  // an output channel's band
   __host__ __device__ int x_plane() const { return x_rows * x_width; }
   size_t shared_bytes() const {
     const size_t band =
@@ -88,21 +93,9 @@ struct DirectPlan {
 };
 
 #if defined(__CUDACC__) || ECHELON_CUDA_SIM
-__device__ __forceinline__ float staged(float v, Rounding rounding) {
-  if (rounding == Rounding::Bf16) return __bfloat162float(__float2bfloat16_rn(v));
-  if (rounding == Rounding::Tf32) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-    __trap();  // TF32 needs sm_80 or newer
-#else
-    return nvcuda::wmma::__float_to_tf32(v);
-#endif
-  }
-  return v;
-}
-
 // Stages chunk (image n, output rows [oh0, oh0 + rows)) in shared memory, a warp per row:
-// g_band (out_pad / 8, p.rows * OW, 8) = grad_out's rows, a work item's 8 output channels side by
-// side at each position (two 16-byte loads), zero past O and past the band's last row;
+// g_band (out_pad / 8, p.rows * g_width, 8) = grad_out's rows, a work item's 8 output channels side
+// by side at each position (two 16-byte loads), zero past O, past OW and past the band's last row;
 // x_band (C, x_rows, x_width) = x from row oh0 * sh - ph and column -pw, zero outside the image.
 __device__ void stage_band(const DirectPlan& p, int n, int oh0, int rows,
                            const float* __restrict__ grad_out, const float* __restrict__ x,
@@ -112,14 +105,14 @@ __device__ void stage_band(const DirectPlan& p, int n, int oh0, int rows,
   for (int row = warp; row < p.out_pad * p.rows; row += warps) {
     const int o = row / p.rows, r = row - o * p.rows;
     float* dst =
-        g_band + (o / kOutPerItem * p.g_plane() + r * p.out_w) * kOutPerItem + o % kOutPerItem;
+        g_band + (o / kOutPerItem * p.g_plane() + r * p.g_width) * kOutPerItem + o % kOutPerItem;
     if (o < p.o && r < rows) {
       const float* src =
           grad_out + ((static_cast<int64_t>(n) * p.o + o) * p.out_h + oh0 + r) * p.out_w;
-      for (int col = lane; col < p.out_w; col += kWarp)
-        dst[col * kOutPerItem] = staged(src[col], p.rounding);
+      for (int col = lane; col < p.g_width; col += kWarp)
+        dst[col * kOutPerItem] = col < p.out_w ? staged(src[col], p.rounding) : 0.0f;
     } else {
-      for (int col = lane; col < p.out_w; col += kWarp) dst[col * kOutPerItem] = 0.0f;
+      for (int col = lane; col < p.g_width; col += kWarp) dst[col * kOutPerItem] = 0.0f;
     }
   }
   for (int row = warp; row < p.c * p.x_rows; row += warps) {
@@ -147,21 +140,25 @@ __device__ void sum_band_bias(const DirectPlan& p, int rows, const float* g_band
   const float* const staged =
       g_band + o / kOutPerItem * p.g_plane() * kOutPerItem + o % kOutPerItem;
 #pragma unroll 4
-  for (int q = strand; q < rows * p.out_w; q += p.bias_strands) acc += staged[q * kOutPerItem];
+  for (int q = strand; q < rows * p.g_width; q += p.bias_strands) acc += staged[q * kOutPerItem];
 }
 
-// Block b sums chunks [b * per_block, ...) into out + b * block_stride (grad_w's layout) and,
-// with bias strands, grad_out's channel sums into out_bias + b * block_stride (O).
+// Block (b, y) sums chunks [b * per_block, ...) for item group y into out + b * block_stride
+// (grad_w's layout) and, with bias strands, grad_out's channel sums into out_bias + b *
+// block_stride (O). Register bounds: three blocks per SM (80 registers) for KW = 3, two for 5 and
+// 7 (the heuristic's 264 blocks are two per SM anyway); left free, ptxas gave the 3x3 kernel 64
+// registers and spilled once it took item groups, and at 80 the 5x5 one spilled 4 bytes.
 template <int KW>
-__global__ void __launch_bounds__(kMaxThreads)
+__global__ void __launch_bounds__(kMaxThreads, KW == 3 ? 3 : 2)
     wgrad_direct_kernel(DirectPlan p, const float* __restrict__ grad_out,
                         const float* __restrict__ x, float* __restrict__ out,
                         float* __restrict__ out_bias, int64_t block_stride) {
   ECH_DYNAMIC_SHARED(float, smem);  // p.shared_bytes()
   float* const g_band = smem;
   float* const x_band = smem + p.out_pad * p.g_plane();
-  const int item = threadIdx.x / p.splits, split = threadIdx.x % p.splits;
-  const bool active = item < p.items;
+  const int local = threadIdx.x / p.splits, split = threadIdx.x % p.splits;
+  const int item = static_cast<int>(blockIdx.y) * p.items + local;
+  const bool active = local < p.items && item < p.all_items;
   const int ki = item % p.kernel_h, c = item / p.kernel_h % p.c;
   const int ob = item / (p.kernel_h * p.c);
   const float4* const g_item = reinterpret_cast<const float4*>(g_band) + ob * 2 * p.g_plane();
@@ -213,7 +210,42 @@ __global__ void __launch_bounds__(kMaxThreads)
         }
       }
     };
-    if (dilation_w == 1)
+    // The quad walk (stride and dilation 1 along rows, few splits): quads Q = split, split +
+    // splits, ... of 4 neighbouring positions of one row (g_width is a multiple of 4, zeros past
+    // OW). The KW + 3 values of x they see are loaded once, then each position's 8 grad_out
+    // values feed 8 x KW multiply-adds: per 4 positions 8 + KW + 3 shared loads and one step of
+    // the walk, where the position walk takes 4 x (2 + KW) loads and 4 steps. With many splits
+    // the lanes of an item would read quads 128 bytes apart, one bank group: not taken there.
+    const auto walk_quads = [&] {
+      const int row_quads = p.g_width / kQuad, quads = rows * row_quads;
+      const int quad_carry = p.stride_h * p.x_width - p.g_width;
+      int qc = split % row_quads;
+      const float* xq = x_item + split / row_quads * p.stride_h * p.x_width + qc * kQuad;
+      const float4* gq = g_item + 2 * kQuad * split;
+      for (int quad = split; quad < quads; quad += splits, gq += 2 * kQuad * splits) {
+        float v[kQuad + KW - 1];
+#pragma unroll
+        for (int j = 0; j < kQuad + KW - 1; ++j) v[j] = xq[j];
+#pragma unroll
+        for (int px = 0; px < kQuad; ++px) {
+          const float4 lo = gq[2 * px], hi = gq[2 * px + 1];
+          const float g[kOutPerItem] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+          for (int k = 0; k < kOutPerItem; ++k)
+#pragma unroll
+            for (int j = 0; j < KW; ++j) acc[k][j] = fmaf(g[k], v[px + j], acc[k][j]);
+        }
+        qc += splits;
+        xq += kQuad * splits;
+        while (qc >= row_quads) {
+          qc -= row_quads;
+          xq += quad_carry;
+        }
+      }
+    };
+    if (p.quads)
+      walk_quads();
+    else if (dilation_w == 1)
       walk(std::true_type{});
     else
       walk(std::false_type{});
@@ -259,17 +291,49 @@ int64_t items_of(const Conv2dGeometry& a) {
   return ceil_div(a.o, kOutPerItem) * a.c * a.kernel_h;
 }
 
+// Blocks along y, each a share of the work items: at most kMaxThreads items a block.
+int64_t item_groups_of(const Conv2dGeometry& a) {
+  return ceil_div(items_of(a), kMaxThreads);
+}
+
+// The blocks along x (groups of chunks) that, with the item groups, reach kDirectBlocks.
+int64_t wanted_groups(const Conv2dGeometry& a) {
+  return ceil_div(kDirectBlocks, item_groups_of(a));
+}
+
+int64_t items_per_block(const Conv2dGeometry& a) {
+  return ceil_div(items_of(a), item_groups_of(a));
+}
+
+// Lanes per work item: a power of two, as many as fit the block's threads, at most a warp.
+int64_t splits_of(const Conv2dGeometry& a) {
+  int64_t splits = 1;
+  while (splits < kWarp && items_per_block(a) * splits * 2 <= kMaxThreads) splits *= 2;
+  return splits;
+}
+
+bool quad_walk(const Conv2dGeometry& a) {
+  return a.stride_w == 1 && a.dilation_w == 1 && splits_of(a) <= kQuadSplits;
+}
+
+// Staged columns: grad_out's (OW, rounded up to 4 for the quad walk), and the x columns they see.
+int64_t g_width_of(const Conv2dGeometry& a) {
+  return quad_walk(a) ? ceil_div(a.out_w, kQuad) * kQuad : a.out_w;
+}
+int64_t x_width_of(const Conv2dGeometry& a) {
+  return (g_width_of(a) - 1) * a.stride_w + (a.kernel_w - 1) * a.dilation_w + 1;
+}
+
 size_t band_bytes(const Conv2dGeometry& a, int64_t rows) {
   const int64_t x_rows = (rows - 1) * a.stride_h + (a.kernel_h - 1) * a.dilation_h + 1;
-  const int64_t x_width = (a.out_w - 1) * a.stride_w + (a.kernel_w - 1) * a.dilation_w + 1;
-  const int64_t floats =
-      ceil_div(a.o, kOutPerItem) * kOutPerItem * rows * a.out_w + a.c * x_rows * x_width;
+  const int64_t floats = ceil_div(a.o, kOutPerItem) * kOutPerItem * rows * g_width_of(a) +
+                         a.c * x_rows * x_width_of(a);
   return static_cast<size_t>(floats) * sizeof(float);
 }
 
-// Rows per band: enough bands for kDirectBlocks chunks over the images, as many rows as fit.
+// Rows per band: enough bands for wanted_groups chunks over the images, as many rows as fit.
 int64_t band_rows(const Conv2dGeometry& a) {
-  const int64_t wanted = ceil_div(a.out_h, std::max<int64_t>(ceil_div(kDirectBlocks, a.n), 1));
+  const int64_t wanted = ceil_div(a.out_h, std::max<int64_t>(ceil_div(wanted_groups(a), a.n), 1));
   int64_t rows = std::max<int64_t>(std::min(wanted, a.out_h), 1);
   while (rows > 1 && band_bytes(a, rows) > kBandBytes) --rows;
   return rows;
@@ -287,9 +351,10 @@ DirectPlan plan_for(const Conv2dGeometry& a, int64_t groups, bool bias) {
   p.stride_h = narrow(a.stride_h), p.stride_w = narrow(a.stride_w);
   p.pad_h = narrow(a.pad_h), p.pad_w = narrow(a.pad_w);
   p.dilation_h = narrow(a.dilation_h), p.dilation_w = narrow(a.dilation_w);
-  p.items = narrow(items_of(a));
-  p.splits = 1;
-  while (p.splits < kWarp && p.items * p.splits * 2 <= kMaxThreads) p.splits *= 2;
+  p.all_items = narrow(items_of(a));
+  p.item_groups = narrow(item_groups_of(a));
+  p.items = narrow(items_per_block(a));
+  p.splits = narrow(splits_of(a));
   p.threads = narrow(ceil_div(int64_t{p.items} * p.splits, kWarp) * kWarp);
   p.rows = narrow(band_rows(a));
   p.bands = narrow(ceil_div(a.out_h, p.rows));
@@ -298,11 +363,10 @@ DirectPlan plan_for(const Conv2dGeometry& a, int64_t groups, bool bias) {
   p.blocks = narrow(ceil_div(p.chunks, p.per_block));
   p.out_pad = narrow(ceil_div(a.o, kOutPerItem) * kOutPerItem);
   p.x_rows = narrow((p.rows - 1) * a.stride_h + (a.kernel_h - 1) * a.dilation_h + 1);
-  p.x_width = narrow((a.out_w - 1) * a.stride_w + (a.kernel_w - 1) * a.dilation_w + 1);
-  const Precision precision = float32_precision();
-  p.rounding = precision == Precision::Tf32   ? Rounding::Tf32
-               : precision == Precision::Bf16 ? Rounding::Bf16
-                                              : Rounding::None;
+  p.x_width = narrow(x_width_of(a));
+  p.g_width = narrow(g_width_of(a));
+  p.quads = quad_walk(a);
+  p.rounding = staged_rounding();
   p.bias_strands = bias ? p.threads / p.o : 0;
   return p;
 }
@@ -317,8 +381,8 @@ std::atomic<bool>& direct_flag() {
 bool wgrad_direct_fits(const Conv2dGeometry& a) {
   const bool width = a.kernel_w == 3 || a.kernel_w == 5 || a.kernel_w == 7;
   return width && a.n > 0 && a.o > 0 && a.c > 0 && a.out_h > 0 && a.out_w > 0 &&
-         items_of(a) <= kMaxThreads && band_bytes(a, 1) <= kBandBytes && conv_gemm_fits(a) &&
-         a.n * a.out_h <= INT_MAX;
+         item_groups_of(a) <= kMaxItemGroups && band_bytes(a, 1) <= kBandBytes &&
+         conv_gemm_fits(a) && a.n * a.out_h <= INT_MAX;
 }
 
 int64_t wgrad_direct_most_groups(const Conv2dGeometry& a) {
@@ -326,11 +390,11 @@ int64_t wgrad_direct_most_groups(const Conv2dGeometry& a) {
 }
 
 int64_t wgrad_direct_groups(const Conv2dGeometry& a) {
-  return std::min(kDirectBlocks, chunks_of(a));
+  return std::min(wanted_groups(a), chunks_of(a));
 }
 
 bool wgrad_direct_sums_bias(const Conv2dGeometry& a) {
-  return float32_precision() == Precision::Fp32 && wgrad_direct_fits(a) &&
+  return float32_precision() == Precision::Fp32 && wgrad_direct_fits(a) && item_groups_of(a) == 1 &&
          a.o <= plan_for(a, 1, false).threads;
 }
 
@@ -350,17 +414,18 @@ void conv2d_backward_weight_direct(const Conv2dGeometry& a, int64_t groups, cons
   const int64_t stride = weights + (grad_bias ? a.o : 0);  // a block's partial: weights, bias
   const auto launch = [&](float* out, float* out_bias) {
     const size_t bytes = p.shared_bytes();
+    const dim3 grid(static_cast<unsigned>(p.blocks), static_cast<unsigned>(p.item_groups));
     switch (a.kernel_w) {
       case 3:
-        ECH_LAUNCH(p.blocks, p.threads, bytes, stream, wgrad_direct_kernel<3>)
+        ECH_LAUNCH(grid, p.threads, bytes, stream, wgrad_direct_kernel<3>)
         (p, grad_out, x, out, out_bias, stride);
         break;
       case 5:
-        ECH_LAUNCH(p.blocks, p.threads, bytes, stream, wgrad_direct_kernel<5>)
+        ECH_LAUNCH(grid, p.threads, bytes, stream, wgrad_direct_kernel<5>)
         (p, grad_out, x, out, out_bias, stride);
         break;
       default:
-        ECH_LAUNCH(p.blocks, p.threads, bytes, stream, wgrad_direct_kernel<7>)
+        ECH_LAUNCH(grid, p.threads, bytes, stream, wgrad_direct_kernel<7>)
         (p, grad_out, x, out, out_bias, stride);
         break;
     }

@@ -15,14 +15,15 @@
 namespace echelon::cuda {
 
 // Whether the direct kernel takes this weight gradient: a kernel width of 3, 5 or 7 (one
-// instantiation each), at most 256 work items (ceil(O / 8) x C x KH: a thread's 8 output
-// channels of one input channel and kernel row), one output row's band of grad_out and x within
-// its 32 KiB of shared memory, and 32-bit indices (conv_gemm_fits).
+// instantiation each), at most 2048 work items (ceil(O / 8) x C x KH: a thread's 8 output
+// channels of one input channel and kernel row; up to 256 a block, blocks along y taking a share
+// each: ResNet's 32- and 64-channel 3x3 layers, 384 and 1536), one output row's band of grad_out
+// and x within its 32 KiB of shared memory, and 32-bit indices (conv_gemm_fits).
 bool wgrad_direct_fits(const Conv2dGeometry& a);
 
 // The heuristic's block count (each block sums a contiguous range of (image, band of output rows)
-// chunks; the blocks' partial gradients are then added in block order by sum_groups): two per SM
-// of an H200 (264), at most one per chunk.
+// chunks; the blocks' partial gradients are then added in block order by sum_groups): with the
+// item groups along y, two per SM of an H200 (264), at most one per chunk.
 int64_t wgrad_direct_groups(const Conv2dGeometry& a);
 // The most blocks it can take: one per chunk.
 int64_t wgrad_direct_most_groups(const Conv2dGeometry& a);
@@ -37,8 +38,9 @@ void conv2d_backward_weight_direct(const Conv2dGeometry& a, int64_t groups, cons
                                    const float* x, float* grad_w, cudaStream_t stream,
                                    float* grad_bias = nullptr);
 // Whether it also takes the bias gradient: under fp32 (float32_precision; its staged grad_out is
-// rounded under TF32 / bf16), where it fits, with at most as many output channels as threads
-// (the layers of the four nets that fit; 256 at most).
+// rounded under TF32 / bf16), where it fits in one item group, with at most as many output
+// channels as threads (LeNet-5's layers, ResNet's 16-channel ones, the first layers of AlexNet
+// and VGG-16; 256 at most).
 bool wgrad_direct_sums_bias(const Conv2dGeometry& a);
 
 // The heuristic's choice of the direct kernel where it applies: on by default, off when the

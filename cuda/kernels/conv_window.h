@@ -4,8 +4,9 @@
 // in shared memory, instead of the implicit GEMM's gathered tiles (conv_gemm.h), whose 16- and
 // 32-row tiles spend most of a k-slice on the gathers (bench/RESULTS.md, session 28).
 // ConvConfig::window selects it; the heuristic (conv.cu, conv_heuristic) picks it wherever it
-// fits, unless set_conv_window(false). fp32 only (under TF32 / bf16 the GEMM tiles round the
-// operands; this kernel would not). Float, device pointers.
+// fits, unless set_conv_window(false). Under TF32 / bf16 it rounds both operands as it stages
+// them, as the tensor-core tiles' fragments do, and multiplies them in fp32 (exact for rounded
+// values). Float, device pointers.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -15,7 +16,7 @@
 
 namespace echelon::cuda {
 
-// Whether the window kernel takes pass `pass` (Forward or BackwardData) of `a`: fp32, stride 1
+// Whether the window kernel takes pass `pass` (Forward or BackwardData) of `a`: stride 1
 // and dilation 1, a kernel width of 3 or 5 (one instantiation each) and height up to 7, at most
 // 64 output channels of the pass (O forward, C for the input gradient), output rows of at most
 // 1024 pixels, one input channel's staged rows within the kernel's 48 KiB, and 32-bit indices
@@ -23,12 +24,13 @@ namespace echelon::cuda {
 bool conv_window_fits(ConvPass pass, const Conv2dGeometry& a);
 
 // y (N, O, OH, OW) = conv(x (N, C, H, W), w (O, C, KH, KW)) + bias (O; null: none), ReLU'd at the
-// store with `relu`. Each output is one thread's fmaf chain over (c, ki, kj) in order: the
-// implicit GEMM's fp32 bits (its FMA cores sum in the same order).
+// store with `relu`. Each output is one thread's fmaf chain over (c, ki, kj) in order: under fp32
+// the implicit GEMM's bits (its FMA cores sum in the same order).
 void conv2d_forward_window(const Conv2dGeometry& a, const float* x, const float* w,
                            const float* bias, float* y, cudaStream_t stream, bool relu = false);
 // grad_in (N, C, H, W) = the input gradient of grad_out (N, O, OH, OW) through w, summed over
-// (o, ki, kj) in order (the implicit GEMM's bits); with `accumulate`, added to grad_in (one add).
+// (o, ki, kj) in order (under fp32 the implicit GEMM's bits); with `accumulate`, added to grad_in
+// (one add).
 void conv2d_backward_input_window(const Conv2dGeometry& a, const float* grad_out, const float* w,
                                   float* grad_in, cudaStream_t stream, bool accumulate = false);
 

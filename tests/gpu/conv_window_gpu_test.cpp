@@ -5,8 +5,9 @@
 // and odd ones: a ragged last channel group and last pixel quad, rectangular 5x3 kernels, uneven
 // padding, rows wider than a warp's pixels, more input channels than one staged chunk (in the
 // emulation's plan, 20 a chunk there: 3 chunks forward, 4 for the input gradient), batch 1.
-// Also which convolutions it takes, and that the heuristic picks it (and not with the switch
-// off or under TF32 / bf16).
+// Under TF32 and bf16, unrounded inputs: the twin's values on rounded inputs. Also which
+// convolutions it takes, and that the heuristic picks it (under every precision; not with the
+// switch off).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -181,6 +182,39 @@ TEST_SUITE("conv_window_gpu") {
     }
   }
 
+  TEST_CASE("under TF32 and bf16 it rounds both operands as it stages them") {
+    const cuda::ConvConfig window{.window = true};
+    for (const WindowCase& c : window_cases()) {
+      const Operands on = operands_of(c);
+      const Conv2dGeometry& a = on.a;
+      for (const Precision precision : {Precision::Tf32, Precision::Bf16}) {
+        const auto rounded = [&](const std::vector<float>& v) {
+          const Shape shape{static_cast<int64_t>(v.size())};
+          return parity::rounded_as(Tensor::from_vector(v, shape), precision).to_vector<float>();
+        };
+        const std::vector<float> x = rounded(on.x), w = rounded(on.w), gy = rounded(on.gy);
+        std::vector<float> y(static_cast<size_t>(a.n * a.o * a.out_h * a.out_w)), exact(y.size());
+        cpu::conv2d_forward(a, x.data(), w.data(), on.bias.data(), y.data());
+        cpu::conv2d_forward(a, on.x.data(), on.w.data(), on.bias.data(), exact.data());
+        std::vector<float> gx(on.sum.size());
+        cpu::conv2d_backward_input(a, gy.data(), w.data(), gx.data());
+        WindowScope scope(true);
+        ops::set_float32_precision(precision);
+        const std::vector<float> got_y = run_pass(on, cuda::ConvPass::Forward, window);
+        const std::vector<float> got_gx = run_pass(on, cuda::ConvPass::BackwardData, window);
+        ops::set_float32_precision(Precision::Fp32);
+        const std::string what = std::string(c.name) + " " + name(precision);
+        expect_near(got_y, y, what + " forward");
+        expect_near(got_gx, gx, what + " grad input");
+        const Shape shape{static_cast<int64_t>(y.size())};
+        CHECK_MESSAGE(!parity::compare(Tensor::from_vector(got_y, shape),
+                                       Tensor::from_vector(exact, shape), {1e-6, 0.0})
+                           .ok,
+                      what);
+      }
+    }
+  }
+
   TEST_CASE("which convolutions it takes, and the heuristic's pick") {
     for (const WindowCase& c : window_cases()) {
       const Conv2dGeometry a = geometry_of(c);
@@ -199,8 +233,8 @@ TEST_SUITE("conv_window_gpu") {
       }
       for (const Precision precision : {Precision::Tf32, Precision::Bf16}) {
         ops::set_float32_precision(precision);
-        CHECK_FALSE(cuda::conv_window_fits(cuda::ConvPass::Forward, a));
-        CHECK_FALSE(cuda::conv_heuristic(cuda::ConvPass::Forward, a).window);
+        CHECK(cuda::conv_heuristic(cuda::ConvPass::Forward, a).window);
+        CHECK(cuda::conv_heuristic(cuda::ConvPass::BackwardData, a).window);
         ops::set_float32_precision(Precision::Fp32);
       }
     }
