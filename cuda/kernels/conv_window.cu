@@ -7,8 +7,8 @@
 // - a thread owns 8 output channels x 4 neighbouring pixels of one output row: 32 accumulators;
 // - per (input channel c, kernel row ki) it loads 8 staged values of its row (two 16-byte shared
 //   loads: 4 pixels + KW - 1 <= 8), then per tap kj the 8 channels' weights (two 16-byte loads,
-//   the same address for the whole warp: a broadcast) and 32 fmaf: 96 of 104 instructions FFMA
-//   for a 3x3 kernel, before loop overhead;
+//   the same address for the whole warp: a broadcast) and 32 fmaf: in sm_90 SASS the 3x3 loop is
+//   115 instructions, 96 of them FFMA (5x5: 185, 160);
 // - a block covers `rows` consecutive output rows of the N * OH rows (several images, or a band of
 //   one) for `groups` groups of 8 output channels; the input is staged in chunks of channels.
 // The input gradient is the same loop over grad_out with the kernel flipped (rows and columns
@@ -44,8 +44,11 @@ constexpr int kWindow = 8;        // staged values a thread loads per kernel row
 constexpr int kMaxThreads = 256;  // a block's threads: groups x pixel threads
 constexpr int kMaxGroups = 8;     // groups of 8 output channels a block may own (64 channels)
 constexpr int kMaxKernelH = 7;
-constexpr int kMaxRowThreads = 256;               // pixel threads of one output row: OW <= 1024
-constexpr size_t kStageBytes = size_t{48} << 10;  // no opt-in needed
+constexpr int kMaxRowThreads = 256;  // pixel threads of one output row: OW <= 1024
+// Shared memory a block stages into: 192 bytes a thread, 48 KiB (no opt-in needed) at 256. Scaled
+// by the block's threads, so that small blocks (ResNet's 8x8 and 16x16 layers take blocks of one
+// or two warps) stage fewer channels at a time and fit many to an SM, rather than 4 of any size.
+constexpr size_t kStageBytesPerThread = 192;
 #if ECHELON_CUDA_SIM
 // Test-sized problems then get several blocks, and blocks of several images or of a band.
 constexpr int64_t kWindowBlocks = 4;
@@ -233,14 +236,20 @@ int64_t staged_rows(int64_t rows, int64_t out_h, int64_t kernel_h) {
   return rows + ((rows - 1) / out_h + 2) * (kernel_h - 1);
 }
 
-size_t chunk_bytes(const Sides& s, int64_t groups, int64_t pixel_threads, int64_t kernel_h,
-                   int64_t kernel_w) {
+// The shared memory one input channel takes in a block of `groups` x `pixel_threads`: its staged
+// rows and its weights.
+size_t channel_bytes(const Sides& s, int64_t groups, int64_t pixel_threads, int64_t kernel_h,
+                     int64_t kernel_w) {
   const int64_t row_threads = ceil_div(s.out_w, kPixels);
   const int64_t rows = pixel_threads / row_threads;
   const int64_t pitch = kPixels * row_threads + kPixels;
   const int64_t floats =
       staged_rows(rows, s.out_h, kernel_h) * pitch + kernel_h * kernel_w * groups * kOutPerThread;
   return static_cast<size_t>(floats) * sizeof(float);
+}
+
+size_t stage_budget(int64_t block_threads) {
+  return kStageBytesPerThread * static_cast<size_t>(block_threads);
 }
 
 // The fewest pixel threads a block needs for one output row: a power of two, at least a warp.
@@ -264,7 +273,9 @@ WindowPlan plan_for(ConvPass pass, const Conv2dGeometry& a) {
   for (int64_t groups = top_groups; groups >= 1 && best_blocks < kWindowBlocks; groups /= 2)
     for (int64_t threads = kMaxThreads / groups;
          threads >= least_threads(row_threads) && best_blocks < kWindowBlocks; threads /= 2) {
-      if (chunk_bytes(s, groups, threads, a.kernel_h, a.kernel_w) > kStageBytes) continue;
+      if (channel_bytes(s, groups, threads, a.kernel_h, a.kernel_w) >
+          stage_budget(groups * threads))
+        continue;
       const int64_t blocks =
           ceil_div(total_rows, threads / row_threads) * ceil_div(needed_groups, groups);
       if (blocks > best_blocks) best_groups = groups, best_threads = threads, best_blocks = blocks;
@@ -282,9 +293,9 @@ WindowPlan plan_for(ConvPass pass, const Conv2dGeometry& a) {
   p.total_rows = narrow(total_rows);
   p.pitch = narrow(kPixels * row_threads + kPixels);
   p.x_rows = narrow(staged_rows(p.rows, s.out_h, a.kernel_h));
-  const size_t per_channel = chunk_bytes(s, best_groups, best_threads, a.kernel_h, a.kernel_w);
-  p.chunk =
-      narrow(std::clamp<int64_t>(static_cast<int64_t>(kStageBytes / per_channel), 1, s.in_ch));
+  const size_t per_channel = channel_bytes(s, best_groups, best_threads, a.kernel_h, a.kernel_w);
+  const size_t budget = stage_budget(best_groups * best_threads);
+  p.chunk = narrow(std::clamp<int64_t>(static_cast<int64_t>(budget / per_channel), 1, s.in_ch));
   p.blocks_x = narrow(ceil_div(total_rows, p.rows));
   p.blocks_y = narrow(ceil_div(needed_groups, best_groups));
   p.rounding = staged_rounding();
@@ -335,7 +346,8 @@ bool conv_window_fits(ConvPass pass, const Conv2dGeometry& a) {
   const Sides s = sides_of(pass, a);
   const int64_t row_threads = ceil_div(s.out_w, kPixels);
   return s.out_ch <= kMaxGroups * kOutPerThread && row_threads <= kMaxRowThreads &&
-         chunk_bytes(s, 1, least_threads(row_threads), a.kernel_h, a.kernel_w) <= kStageBytes &&
+         channel_bytes(s, 1, least_threads(row_threads), a.kernel_h, a.kernel_w) <=
+             stage_budget(least_threads(row_threads)) &&
          conv_gemm_fits(a) && a.n * s.out_h <= INT_MAX;
 }
 

@@ -19,7 +19,8 @@ namespace echelon::cuda {
 // Whether the window kernel takes pass `pass` (Forward or BackwardData) of `a`: stride 1
 // and dilation 1, a kernel width of 3 or 5 (one instantiation each) and height up to 7, at most
 // 64 output channels of the pass (O forward, C for the input gradient), output rows of at most
-// 1024 pixels, one input channel's staged rows within the kernel's 48 KiB, and 32-bit indices
+// 1024 pixels, one input channel's staged rows within the smallest block's
+// staging budget (192 bytes a thread), and 32-bit indices
 // (conv_gemm_fits).
 bool conv_window_fits(ConvPass pass, const Conv2dGeometry& a);
 

@@ -4,7 +4,7 @@
 // the four nets' layer kinds (LeNet-5's 5x5 layers, ResNet's 16-, 32- and 64-channel 3x3 layers)
 // and odd ones: a ragged last channel group and last pixel quad, rectangular 5x3 kernels, uneven
 // padding, rows wider than a warp's pixels, more input channels than one staged chunk (in the
-// emulation's plan, 20 a chunk there: 3 chunks forward, 4 for the input gradient), batch 1.
+// emulation's plan, 10 a chunk there: 6 chunks forward, 7 for the input gradient), batch 1.
 // Under TF32 and bf16, unrounded inputs: the twin's values on rounded inputs. Also which
 // convolutions it takes, and that the heuristic picks it (under every precision; not with the
 // switch off).
