@@ -129,7 +129,8 @@ mutants=(
   "conv-phases-accumulate-zeroes|conv_phases.cu|'if (tapless && !accumulate)'|'if (tapless)'|-ts=conv_gpu -tc=accumulate*"
   "col2im-accumulate-overwrites|im2col.cu|'x[i] = accumulate ? x[i] + sum : sum;'|'x[i] = sum;'|-ts=conv_gpu -tc=accumulate*"
   "window-flip-columns|conv_window.cu|'const int shift = Flip ? KW - 1 - kj : kj;'|'const int shift = kj;'|-ts=conv_window_gpu"
-  "window-segment-halo|conv_window.cu|'const int base = (n - n0) * p.image_rows() + oh - a0;'|'const int base = (n - n0) * p.out_h + oh - a0;'|-ts=conv_window_gpu"
+  "window-segment-halo|conv_window.cu|'const int base = (n - n0) * p.image_rows() + (oh - a0) * S;'|'const int base = (n - n0) * p.out_h + (oh - a0) * S;'|-ts=conv_window_gpu"
+  "window-stride-pixels|conv_window.cu|'v[px * S + shift]'|'v[px + shift]'|-ts=conv_window_gpu"
   "window-chunk-race|conv_window.cu|'    __syncthreads();  // every thread is done with the previous chunk\n'|''|-ts=conv_window_gpu"
   "window-accumulate-overwrites|conv_window.cu|'dst[ow] = accumulate ? dst[ow] + acc[px][o] : acc[px][o];'|'dst[ow] = acc[px][o];'|-ts=conv_window_gpu"
 )

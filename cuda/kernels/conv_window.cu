@@ -1,16 +1,18 @@
-// The sliding-window convolution (conv_window.h): forward and stride-1 input gradient of layers
-// with at most 64 output channels. Why: on the implicit GEMM's 16x256 tile (LeNet-5, ResNet's
-// first stage) a k-slice's SASS loop is 714 instructions for 140 FFMA (sm_90, tools/sass-loops.py,
-// session 36); each multiply-add needs an element gathered through index arithmetic, because a
-// GEMM column sees each input pixel once per tap. Here a block stages the input rows its outputs
-// see once, in shared memory, and every thread slides its window over them:
+// The sliding-window convolution (conv_window.h): forward (stride 1 or 2) and stride-1 input
+// gradient of layers with at most 64 output channels. Why: on the implicit GEMM's 16x256 tile
+// (LeNet-5, ResNet's first stage) a k-slice's SASS loop is 714 instructions for 140 FFMA (sm_90,
+// tools/sass-loops.py, session 36); each multiply-add needs an element gathered through index
+// arithmetic, because a GEMM column sees each input pixel once per tap. Here a block stages the
+// input rows its outputs see once, in shared memory, and every thread slides its window over them:
 // - a thread owns 8 output channels x 4 neighbouring pixels of one output row: 32 accumulators;
 // - per (input channel c, kernel row ki) it loads 8 staged values of its row (two 16-byte shared
 //   loads: 4 pixels + KW - 1 <= 8), then per tap kj the 8 channels' weights (two 16-byte loads,
 //   the same address for the whole warp: a broadcast) and 32 fmaf: in sm_90 SASS the 3x3 loop is
 //   115 instructions, 96 of them FFMA (5x5: 185, 160);
 // - a block covers `rows` consecutive output rows of the N * OH rows (several images, or a band of
-//   one) for `groups` groups of 8 output channels; the input is staged in chunks of channels.
+//   one) for `groups` groups of 8 output channels; the input is staged in chunks of channels;
+// - at stride 2 (ResNet's downsampling 3x3 layers) a thread's 4 pixels see 9 staged values of a
+//   row, three 16-byte loads, every other one per pixel.
 // The input gradient is the same loop over grad_out with the kernel flipped (rows and columns
 // taken from the far end: grad_in(h, w) sums grad_out(h + p - ki, w + p - kj) w(o, c, ki, kj)),
 // the roles of C and O exchanged. Each output is one thread's fmaf chain over (input channel, ki,
@@ -39,8 +41,12 @@ namespace echelon::cuda {
 namespace {
 
 constexpr int kOutPerThread = 8;  // output channels a thread owns: two float4s of weights
-constexpr int kPixels = 4;        // neighbouring output pixels a thread owns: one float4
-constexpr int kWindow = 8;        // staged values a thread loads per kernel row: two float4s
+constexpr int kPixels = 4;        // neighbouring output pixels a thread owns
+// Staged values a thread loads per kernel row: its 4 pixels' (4 - 1) * stride + KW, in float4s
+// (stride 1: two; stride 2, 3x3: three).
+constexpr int window_of(int stride, int kernel_w) {
+  return ((kPixels - 1) * stride + kernel_w + 3) / 4 * 4;
+}
 constexpr int kMaxThreads = 256;  // a block's threads: groups x pixel threads
 constexpr int kMaxGroups = 8;     // groups of 8 output channels a block may own (64 channels)
 constexpr int kMaxKernelH = 7;
@@ -63,6 +69,7 @@ struct WindowPlan {
   int in_ch, in_h, in_w;     // the staged tensor's channels and image size
   int out_ch, out_h, out_w;  // the written tensor's
   int kernel_h;
+  int stride;             // the forward's (1 or 2; the input gradient's is 1)
   int pad_top, pad_left;  // staged row 0 / column 0 is in row -pad_top / column -pad_left
   int w_out, w_in;        // weight strides between output channels and between input channels
   int groups;             // groups of 8 output channels per block (a power of two)
@@ -70,14 +77,16 @@ struct WindowPlan {
   int row_threads;        // threads per output row: ceil(out_w / 4)
   int rows;               // output rows per block: pixel_threads / row_threads
   int total_rows;         // N * out_h
-  int pitch;              // floats per staged row: 4 * row_threads + 4 (each thread reads 8)
-  int x_rows;             // staged rows a block may need: rows + segments * (kernel_h - 1)
-  int chunk;              // input channels staged at a time
-  int kernel_w;           // the template's, for the weights' layout
+  int pitch;              // floats per staged row: 4 * stride * row_threads + 4
+
+  int x_rows;    // staged rows a block may need: rows + segments * (kernel_h - 1)
+  int chunk;     // input channels staged at a time
+  int kernel_w;  // the template's, for the weights' layout
   int blocks_x, blocks_y;
   Rounding rounding;  // of both operands as they are staged (TF32 / bf16)
 
-  __host__ __device__ int image_rows() const { return out_h + kernel_h - 1; }  // one segment
+  // The staged rows of a whole image's segment: the input rows its out_h output rows see.
+  __host__ __device__ int image_rows() const { return (out_h - 1) * stride + kernel_h; }
   __host__ __device__ int x_plane() const { return x_rows * pitch; }
   __host__ __device__ int taps() const { return kernel_h * kernel_w; }
   __host__ __device__ int w_plane() const { return taps() * groups * kOutPerThread; }
@@ -89,9 +98,9 @@ struct WindowPlan {
 #if defined(__CUDACC__) || ECHELON_CUDA_SIM
 // Stages input channels [c0, c0 + channels) of the block's first `needed` staged rows and
 // their weights:
-// x_stage (chunk, x_rows, pitch): staged row s of the block is row (s + a0) % image_rows -
-// pad_top of image n0 + (s + a0) / image_rows (each image's segment carries its own kernel_h - 1
-// rows of halo), columns from -pad_left; zero outside the image.
+// x_stage (chunk, x_rows, pitch): with s' = s + a0 * stride, staged row s of the block is row
+// s' % image_rows - pad_top of image n0 + s' / image_rows (each image's segment carries its own
+// halo rows), columns from -pad_left; zero outside the image.
 // w_stage (chunk, KH, KW, groups * 8): the block's output channels side by side, zero past out_ch.
 // R: p.rounding, one copy per rounding (with the choice inside the loops, the 5x5 kernels spilled
 // at 80 registers).
@@ -102,8 +111,8 @@ __device__ void stage_chunk(const WindowPlan& p, int c0, int channels, int neede
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   for (int row = warp; row < channels * needed; row += warps) {
     const int cl = row / needed, s = row - cl * needed, c = c0 + cl;
-    const int segment = (s + a0) / p.image_rows();
-    const int ih = s + a0 - segment * p.image_rows() - p.pad_top;
+    const int from_a0 = s + a0 * p.stride, segment = from_a0 / p.image_rows();
+    const int ih = from_a0 - segment * p.image_rows() - p.pad_top;
     const int n = n0 + segment;
     float* const dst = x_stage + cl * p.x_plane() + s * p.pitch;
     if (ih >= 0 && ih < p.in_h) {
@@ -126,13 +135,15 @@ __device__ void stage_chunk(const WindowPlan& p, int c0, int channels, int neede
   }
 }
 
-// Flip: the input gradient (the kernel's rows and columns from the far end).
-template <int KW, bool Flip>
+// Flip: the input gradient (the kernel's rows and columns from the far end). S: the stride (2:
+// the forward of ResNet's downsampling 3x3 layers).
+template <int KW, bool Flip, int S>
 __global__ void __launch_bounds__(kMaxThreads)
     conv_window_kernel(WindowPlan p, const float* __restrict__ in, const float* __restrict__ w,
                        const float* __restrict__ bias, float* __restrict__ out, bool relu,
                        bool accumulate) {
-  static_assert(kPixels + KW - 1 <= kWindow);
+  static_assert(!Flip || S == 1, "the input gradient is the stride-1 window");
+  constexpr int kWindow = window_of(S, KW);
   ECH_DYNAMIC_SHARED(float, smem);  // p.shared_bytes()
   float* const x_stage = smem;
   float* const w_stage = smem + p.chunk * p.x_plane();
@@ -140,7 +151,8 @@ __global__ void __launch_bounds__(kMaxThreads)
   const int n0 = r0 / p.out_h, a0 = r0 - n0 * p.out_h;
   // The staged rows the block's last output row reaches (the plan's x_rows bounds them).
   const int last = min(r0 + p.rows, p.total_rows) - 1, last_n = last / p.out_h;
-  const int needed = (last_n - n0) * p.image_rows() + last - last_n * p.out_h - a0 + p.kernel_h;
+  const int needed =
+      (last_n - n0) * p.image_rows() + (last - last_n * p.out_h - a0) * S + p.kernel_h;
   // This thread: group g's 8 channels (warp-uniform: pixel_threads is a multiple of 32), output
   // row r0 + row, pixels 4 * col4 .. + 3.
   const int g = threadIdx.x / p.pixel_threads, t = threadIdx.x - g * p.pixel_threads;
@@ -149,7 +161,7 @@ __global__ void __launch_bounds__(kMaxThreads)
   const bool active = row < p.rows && q < p.total_rows;
   const int n = q / p.out_h, oh = q - n * p.out_h;
   // Its staged row for the kernel's first row: its image's segment, then its row in it.
-  const int base = (n - n0) * p.image_rows() + oh - a0;
+  const int base = (n - n0) * p.image_rows() + (oh - a0) * S;
   float acc[kPixels][kOutPerThread] = {};
   for (int c0 = 0; c0 < p.in_ch; c0 += p.chunk) {
     const int channels = min(p.chunk, p.in_ch - c0);
@@ -162,14 +174,17 @@ __global__ void __launch_bounds__(kMaxThreads)
       stage_chunk<Rounding::Bf16>(p, c0, channels, needed, n0, a0, in, w, x_stage, w_stage);
     __syncthreads();
     if (!active) continue;
-    const float* xs = x_stage + base * p.pitch + kPixels * col4;
+    const float* xs = x_stage + base * p.pitch + kPixels * S * col4;
     const float* ws = w_stage + g * kOutPerThread;
     for (int c = 0; c < channels; ++c, xs += p.x_plane(), ws += p.w_plane()) {
       for (int ki = 0; ki < p.kernel_h; ++ki) {
         const float* const xr = xs + (Flip ? p.kernel_h - 1 - ki : ki) * p.pitch;
-        const float4 lo = *reinterpret_cast<const float4*>(xr);
-        const float4 hi = *reinterpret_cast<const float4*>(xr + 4);
-        const float v[kWindow] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+        float v[kWindow];
+#pragma unroll
+        for (int j = 0; j < kWindow; j += 4) {
+          const float4 four = *reinterpret_cast<const float4*>(xr + j);
+          v[j] = four.x, v[j + 1] = four.y, v[j + 2] = four.z, v[j + 3] = four.w;
+        }
         const float* const wk = ws + ki * KW * p.groups * kOutPerThread;
 #pragma unroll
         for (int kj = 0; kj < KW; ++kj) {
@@ -183,7 +198,7 @@ __global__ void __launch_bounds__(kMaxThreads)
           for (int px = 0; px < kPixels; ++px)
 #pragma unroll
             for (int o = 0; o < kOutPerThread; ++o)
-              acc[px][o] = fmaf(wv[o], v[px + shift], acc[px][o]);
+              acc[px][o] = fmaf(wv[o], v[px * S + shift], acc[px][o]);
         }
       }
     }
@@ -215,36 +230,41 @@ int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
-// The pass as a window: forward slides over x with w as it is; the input gradient slides over
-// grad_out with the kernel flipped and padding KH - 1 - ph (stride 1: grad_in's size).
+// The pass as a window: forward slides over x with w as it is, at the convolution's stride; the
+// input gradient slides over grad_out with the kernel flipped and padding KH - 1 - ph (stride 1:
+// grad_in's size).
 struct Sides {
-  int64_t in_ch, in_h, in_w, out_ch, out_h, out_w, pad_top, pad_left, w_out, w_in;
+  int64_t in_ch, in_h, in_w, out_ch, out_h, out_w, pad_top, pad_left, w_out, w_in, stride;
 };
 
 Sides sides_of(ConvPass pass, const Conv2dGeometry& a) {
   const int64_t taps = a.kernel_h * a.kernel_w;
   if (pass == ConvPass::Forward)
-    return {a.c, a.h, a.w, a.o, a.out_h, a.out_w, a.pad_h, a.pad_w, a.c * taps, taps};
+    return {a.c, a.h, a.w, a.o, a.out_h, a.out_w, a.pad_h, a.pad_w, a.c * taps, taps, a.stride_h};
   return {
-      a.o,  a.out_h,   a.out_w, a.c, a.h, a.w, a.kernel_h - 1 - a.pad_h, a.kernel_w - 1 - a.pad_w,
-      taps, a.c * taps};
+      a.o,  a.out_h,    a.out_w, a.c, a.h, a.w, a.kernel_h - 1 - a.pad_h, a.kernel_w - 1 - a.pad_w,
+      taps, a.c * taps, 1};
 }
 
-// Stage rows a block of `rows` output rows may need: each image it touches adds KH - 1 rows of
-// halo, and it touches at most (rows - 1) / out_h + 2 images.
-int64_t staged_rows(int64_t rows, int64_t out_h, int64_t kernel_h) {
-  return rows + ((rows - 1) / out_h + 2) * (kernel_h - 1);
+// Staged rows a block of `rows` output rows may need: an image's segment of r of them takes
+// (r - 1) * stride + KH input rows (kernel_h >= stride), and a block touches at most
+// (rows - 1) / out_h + 2 images.
+int64_t staged_rows(int64_t rows, const Sides& s, int64_t kernel_h) {
+  return rows * s.stride + ((rows - 1) / s.out_h + 2) * (kernel_h - s.stride);
+}
+
+// Floats per staged row: every thread's window (4 pixels at the stride) stays in the row.
+int64_t pitch_of(const Sides& s) {
+  return kPixels * s.stride * ceil_div(s.out_w, kPixels) + kPixels;
 }
 
 // The shared memory one input channel takes in a block of `groups` x `pixel_threads`: its staged
 // rows and its weights.
 size_t channel_bytes(const Sides& s, int64_t groups, int64_t pixel_threads, int64_t kernel_h,
                      int64_t kernel_w) {
-  const int64_t row_threads = ceil_div(s.out_w, kPixels);
-  const int64_t rows = pixel_threads / row_threads;
-  const int64_t pitch = kPixels * row_threads + kPixels;
+  const int64_t rows = pixel_threads / ceil_div(s.out_w, kPixels);
   const int64_t floats =
-      staged_rows(rows, s.out_h, kernel_h) * pitch + kernel_h * kernel_w * groups * kOutPerThread;
+      staged_rows(rows, s, kernel_h) * pitch_of(s) + kernel_h * kernel_w * groups * kOutPerThread;
   return static_cast<size_t>(floats) * sizeof(float);
 }
 
@@ -284,15 +304,15 @@ WindowPlan plan_for(ConvPass pass, const Conv2dGeometry& a) {
   const auto narrow = [](int64_t v) { return static_cast<int>(v); };
   p.in_ch = narrow(s.in_ch), p.in_h = narrow(s.in_h), p.in_w = narrow(s.in_w);
   p.out_ch = narrow(s.out_ch), p.out_h = narrow(s.out_h), p.out_w = narrow(s.out_w);
-  p.kernel_h = narrow(a.kernel_h), p.kernel_w = narrow(a.kernel_w);
+  p.kernel_h = narrow(a.kernel_h), p.kernel_w = narrow(a.kernel_w), p.stride = narrow(s.stride);
   p.pad_top = narrow(s.pad_top), p.pad_left = narrow(s.pad_left);
   p.w_out = narrow(s.w_out), p.w_in = narrow(s.w_in);
   p.groups = narrow(best_groups), p.pixel_threads = narrow(best_threads);
   p.row_threads = narrow(row_threads);
   p.rows = narrow(best_threads / row_threads);
   p.total_rows = narrow(total_rows);
-  p.pitch = narrow(kPixels * row_threads + kPixels);
-  p.x_rows = narrow(staged_rows(p.rows, s.out_h, a.kernel_h));
+  p.pitch = narrow(pitch_of(s));
+  p.x_rows = narrow(staged_rows(p.rows, s, a.kernel_h));
   const size_t per_channel = channel_bytes(s, best_groups, best_threads, a.kernel_h, a.kernel_w);
   const size_t budget = stage_budget(best_groups * best_threads);
   p.chunk = narrow(std::clamp<int64_t>(static_cast<int64_t>(budget / per_channel), 1, s.in_ch));
@@ -319,16 +339,20 @@ void launch(ConvPass pass, const Conv2dGeometry& a, const float* in, const float
   const dim3 grid(static_cast<unsigned>(p.blocks_x), static_cast<unsigned>(p.blocks_y));
   const unsigned threads = static_cast<unsigned>(p.groups * p.pixel_threads);
   const size_t bytes = p.shared_bytes();
-  const bool flip = pass == ConvPass::BackwardData;
-  if (a.kernel_w == 3 && !flip)
-    ECH_LAUNCH(grid, threads, bytes, stream, conv_window_kernel<3, false>)
-  (p, in, w, bias, out, relu, accumulate);
-  else if (a.kernel_w == 3) ECH_LAUNCH(grid, threads, bytes, stream, conv_window_kernel<3, true>)(
-      p, in, w, bias, out, relu, accumulate);
-  else if (!flip) ECH_LAUNCH(grid, threads, bytes, stream, conv_window_kernel<5, false>)(
-      p, in, w, bias, out, relu, accumulate);
-  else ECH_LAUNCH(grid, threads, bytes, stream, conv_window_kernel<5, true>)(p, in, w, bias, out,
-                                                                             relu, accumulate);
+  const auto run = [&](const char* name, auto kernel) {
+    ECH_LAUNCH_NAMED(name, grid, threads, bytes, stream, kernel)
+    (p, in, w, bias, out, relu, accumulate);
+  };
+  if (pass == ConvPass::BackwardData && a.kernel_w == 3)
+    run("conv_window_kernel<3, true, 1>", conv_window_kernel<3, true, 1>);
+  else if (pass == ConvPass::BackwardData)
+    run("conv_window_kernel<5, true, 1>", conv_window_kernel<5, true, 1>);
+  else if (p.stride == 2)
+    run("conv_window_kernel<3, false, 2>", conv_window_kernel<3, false, 2>);
+  else if (a.kernel_w == 3)
+    run("conv_window_kernel<3, false, 1>", conv_window_kernel<3, false, 1>);
+  else
+    run("conv_window_kernel<5, false, 1>", conv_window_kernel<5, false, 1>);
   ECH_CUDA_CHECK_LAUNCH(op);
 }
 
@@ -336,9 +360,12 @@ void launch(ConvPass pass, const Conv2dGeometry& a, const float* in, const float
 
 bool conv_window_fits(ConvPass pass, const Conv2dGeometry& a) {
   if (pass == ConvPass::BackwardWeight) return false;
-  const bool window = (a.kernel_w == 3 || a.kernel_w == 5) && a.kernel_h >= 1 &&
-                      a.kernel_h <= kMaxKernelH && a.stride_h == 1 && a.stride_w == 1 &&
-                      a.dilation_h == 1 && a.dilation_w == 1;
+  // Stride 1, or 2 for the forward of a 3-wide kernel at least 2 high (ResNet's downsampling).
+  const bool strided = pass == ConvPass::Forward && a.stride_h == 2 && a.stride_w == 2 &&
+                       a.kernel_w == 3 && a.kernel_h >= 2;
+  const bool window =
+      (a.kernel_w == 3 || a.kernel_w == 5) && a.kernel_h >= 1 && a.kernel_h <= kMaxKernelH &&
+      ((a.stride_h == 1 && a.stride_w == 1) || strided) && a.dilation_h == 1 && a.dilation_w == 1;
   if (!window || a.n <= 0 || a.c <= 0 || a.o <= 0 || a.out_h <= 0 || a.out_w <= 0) return false;
   // The input gradient's padding KH - 1 - p must not be negative.
   if (pass == ConvPass::BackwardData && (a.pad_h >= a.kernel_h || a.pad_w >= a.kernel_w))

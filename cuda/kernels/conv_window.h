@@ -1,8 +1,9 @@
-// Launchers of cuda/kernels/conv_window.cu: the forward and the stride-1 input gradient of a
-// convolution with few output channels (at most 64: LeNet-5, ResNet's three stages, the first
-// layers of AlexNet and VGG-16 that fit) as a direct sliding-window convolution over rows staged
-// in shared memory, instead of the implicit GEMM's gathered tiles (conv_gemm.h), whose 16- and
-// 32-row tiles spend most of a k-slice on the gathers (bench/RESULTS.md, session 28).
+// Launchers of cuda/kernels/conv_window.cu: the forward (stride 1, or 2 for 3-wide kernels) and
+// the stride-1 input gradient of a convolution with few output channels (at most 64: LeNet-5,
+// ResNet's three stages, the first layers of AlexNet and VGG-16 that fit) as a direct
+// sliding-window convolution over rows staged in shared memory, instead of the implicit GEMM's
+// gathered tiles (conv_gemm.h), whose 16- and 32-row tiles spend most of a k-slice on the gathers
+// (bench/RESULTS.md, session 36).
 // ConvConfig::window selects it; the heuristic (conv.cu, conv_heuristic) picks it wherever it
 // fits, unless set_conv_window(false). Under TF32 / bf16 it rounds both operands as it stages
 // them, as the tensor-core tiles' fragments do, and multiplies them in fp32 (exact for rounded
@@ -16,12 +17,11 @@
 
 namespace echelon::cuda {
 
-// Whether the window kernel takes pass `pass` (Forward or BackwardData) of `a`: stride 1
-// and dilation 1, a kernel width of 3 or 5 (one instantiation each) and height up to 7, at most
-// 64 output channels of the pass (O forward, C for the input gradient), output rows of at most
-// 1024 pixels, one input channel's staged rows within the smallest block's
-// staging budget (192 bytes a thread), and 32-bit indices
-// (conv_gemm_fits).
+// Whether the window kernel takes pass `pass` (Forward or BackwardData) of `a`: dilation 1,
+// stride 1 (or, forward only, 2 with a kernel 3 wide and at least 2 high), a kernel width of 3 or
+// 5 and height up to 7, at most 64 output channels of the pass (O forward, C for the input
+// gradient), output rows of at most 1024 pixels, one input channel's staged rows within the
+// smallest block's staging budget (192 bytes a thread), and 32-bit indices (conv_gemm_fits).
 bool conv_window_fits(ConvPass pass, const Conv2dGeometry& a);
 
 // y (N, O, OH, OW) = conv(x (N, C, H, W), w (O, C, KH, KW)) + bias (O; null: none), ReLU'd at the

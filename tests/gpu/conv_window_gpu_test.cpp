@@ -4,7 +4,8 @@
 // the four nets' layer kinds (LeNet-5's 5x5 layers, ResNet's 16-, 32- and 64-channel 3x3 layers)
 // and odd ones: a ragged last channel group and last pixel quad, rectangular 5x3 kernels, uneven
 // padding, rows wider than a warp's pixels, more input channels than one staged chunk (in the
-// emulation's plan, 10 a chunk there: 6 chunks forward, 7 for the input gradient), batch 1.
+// emulation's plan, 10 a chunk there: 6 chunks forward, 7 for the input gradient), batch 1; and
+// the forward at stride 2 (ResNet's downsampling, odd sizes, a 2x3 kernel).
 // Under TF32 and bf16, unrounded inputs: the twin's values on rounded inputs. Also which
 // convolutions it takes, and that the heuristic picks it (under every precision; not with the
 // switch off).
@@ -36,6 +37,7 @@ struct WindowCase {
   const char* name;
   Shape x, w;
   int64_t pad_h, pad_w;
+  int64_t stride = 1;  // 2: the forward only (the input gradient's window is stride 1)
 };
 
 const std::vector<WindowCase>& window_cases() {
@@ -50,6 +52,9 @@ const std::vector<WindowCase>& window_cases() {
       {"70-pixel rows, batch 1", {1, 2, 3, 70}, {4, 2, 3, 3}, 1, 1},
       {"60 -> 64 channels: staged in chunks", {1, 60, 5, 40}, {64, 60, 3, 3}, 1, 1},
       {"3x3 without padding", {2, 4, 6, 9}, {40, 4, 3, 3}, 0, 0},
+      {"ResNet downsampling 16 -> 32, stride 2", {3, 16, 8, 8}, {32, 16, 3, 3}, 1, 1, 2},
+      {"stride 2, odd sizes, no padding", {2, 5, 9, 11}, {12, 5, 3, 3}, 0, 0, 2},
+      {"stride 2, a 2x3 kernel, uneven padding", {2, 3, 7, 10}, {8, 3, 2, 3}, 0, 1, 2},
   };
   return all;
 }
@@ -58,6 +63,7 @@ Conv2dGeometry geometry_of(const WindowCase& c) {
   Conv2dGeometry g;
   g.kernel_h = c.w[2], g.kernel_w = c.w[3];
   g.pad_h = c.pad_h, g.pad_w = c.pad_w;
+  g.stride_h = g.stride_w = c.stride;
   return g.for_input(c.x[0], c.x[1], c.x[2], c.x[3], c.w[0]);
 }
 
@@ -138,7 +144,8 @@ TEST_SUITE("conv_window_gpu") {
       const Operands on = operands_of(c);
       const Conv2dGeometry& a = on.a;
       REQUIRE_MESSAGE(cuda::conv_window_fits(cuda::ConvPass::Forward, a), std::string(c.name));
-      REQUIRE_MESSAGE(cuda::conv_window_fits(cuda::ConvPass::BackwardData, a), std::string(c.name));
+      REQUIRE_MESSAGE(cuda::conv_window_fits(cuda::ConvPass::BackwardData, a) == (c.stride == 1),
+                      std::string(c.name));
       WindowScope scope(false);
       const cuda::ConvConfig gemm_fwd = cuda::conv_gemm_heuristic(cuda::ConvPass::Forward, a);
       const cuda::ConvConfig gemm_bwd = cuda::conv_gemm_heuristic(cuda::ConvPass::BackwardData, a);
@@ -165,6 +172,7 @@ TEST_SUITE("conv_window_gpu") {
       CHECK_MESSAGE(
           same_bits(got_plain, run_pass(on, cuda::ConvPass::Forward, gemm_fwd, false, true)),
           std::string(c.name));
+      if (c.stride != 1) continue;
 
       std::vector<float> gx(on.sum.size());
       cpu::conv2d_backward_input(a, on.gy.data(), on.w.data(), gx.data());
@@ -201,7 +209,8 @@ TEST_SUITE("conv_window_gpu") {
         WindowScope scope(true);
         ops::set_float32_precision(precision);
         const std::vector<float> got_y = run_pass(on, cuda::ConvPass::Forward, window);
-        const std::vector<float> got_gx = run_pass(on, cuda::ConvPass::BackwardData, window);
+        const std::vector<float> got_gx =
+            c.stride == 1 ? run_pass(on, cuda::ConvPass::BackwardData, window) : gx;
         ops::set_float32_precision(Precision::Fp32);
         const std::string what = std::string(c.name) + " " + name(precision);
         expect_near(got_y, y, what + " forward");
@@ -220,7 +229,7 @@ TEST_SUITE("conv_window_gpu") {
       const Conv2dGeometry a = geometry_of(c);
       WindowScope on(true);
       CHECK_MESSAGE(cuda::conv_heuristic(cuda::ConvPass::Forward, a).window, std::string(c.name));
-      CHECK_MESSAGE(cuda::conv_heuristic(cuda::ConvPass::BackwardData, a).window,
+      CHECK_MESSAGE(cuda::conv_heuristic(cuda::ConvPass::BackwardData, a).window == (c.stride == 1),
                     std::string(c.name));
       CHECK_FALSE(cuda::conv_heuristic(cuda::ConvPass::BackwardWeight, a).window);
       const std::vector<cuda::ConvConfig> listed =
@@ -234,7 +243,7 @@ TEST_SUITE("conv_window_gpu") {
       for (const Precision precision : {Precision::Tf32, Precision::Bf16}) {
         ops::set_float32_precision(precision);
         CHECK(cuda::conv_heuristic(cuda::ConvPass::Forward, a).window);
-        CHECK(cuda::conv_heuristic(cuda::ConvPass::BackwardData, a).window);
+        CHECK(cuda::conv_heuristic(cuda::ConvPass::BackwardData, a).window == (c.stride == 1));
         ops::set_float32_precision(Precision::Fp32);
       }
     }
@@ -247,8 +256,12 @@ TEST_SUITE("conv_window_gpu") {
     };
     WindowScope on(true);
     const cuda::ConvPass fwd = cuda::ConvPass::Forward, bwd = cuda::ConvPass::BackwardData;
-    // Stride 2 (ResNet's downsampling), dilation, 7-wide and 1-wide kernels, 65 output channels.
-    CHECK_FALSE(cuda::conv_window_fits(fwd, geometry({2, 16, 8, 8}, {32, 16, 3, 3}, 2, 1, 1)));
+    // Stride 2 (ResNet's downsampling) forward only and 3-wide only, not stride 3; dilation, 7-wide
+    // and 1-wide kernels, 65 output channels.
+    CHECK(cuda::conv_window_fits(fwd, geometry({2, 16, 8, 8}, {32, 16, 3, 3}, 2, 1, 1)));
+    CHECK_FALSE(cuda::conv_window_fits(bwd, geometry({2, 16, 8, 8}, {32, 16, 3, 3}, 2, 1, 1)));
+    CHECK_FALSE(cuda::conv_window_fits(fwd, geometry({2, 16, 9, 9}, {32, 16, 5, 5}, 2, 2, 1)));
+    CHECK_FALSE(cuda::conv_window_fits(fwd, geometry({2, 16, 9, 9}, {32, 16, 3, 3}, 3, 1, 1)));
     CHECK_FALSE(cuda::conv_window_fits(fwd, geometry({2, 16, 9, 9}, {16, 16, 3, 3}, 1, 2, 2)));
     CHECK_FALSE(cuda::conv_window_fits(fwd, geometry({2, 3, 16, 16}, {8, 3, 7, 7}, 1, 3, 1)));
     CHECK_FALSE(cuda::conv_window_fits(fwd, geometry({2, 16, 8, 8}, {16, 16, 1, 1}, 1, 0, 1)));
@@ -264,10 +277,10 @@ TEST_SUITE("conv_window_gpu") {
     Tensor x = Tensor::zeros({2, 16, 8, 8}, kFloat32, Device::cuda(0));
     Tensor w = Tensor::zeros({16, 16, 3, 3}, kFloat32, Device::cuda(0));
     Tensor y = Tensor::zeros({2, 16, 4, 4}, kFloat32, Device::cuda(0));
-    CHECK_THROWS_WITH(cuda::conv2d_forward_window(geometry({2, 16, 8, 8}, {16, 16, 3, 3}, 2, 1, 1),
+    CHECK_THROWS_WITH(cuda::conv2d_forward_window(geometry({2, 16, 8, 8}, {16, 16, 3, 3}, 3, 1, 1),
                                                   x.data<float>(), w.data<float>(), nullptr,
                                                   y.data<float>(), cuda::current_stream(0)),
-                      doctest::Contains("stride 2x2"));
+                      doctest::Contains("stride 3x3"));
   }
 
 #if ECHELON_CUDA_SIM
