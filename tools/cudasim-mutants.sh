@@ -128,11 +128,14 @@ mutants=(
   "conv-accumulate-store-overwrites|conv_operands.cuh|'dst = mode == StoreMode::Add ? dst + v : v;'|'dst = v;'|-ts=conv_gpu -tc=accumulate*"
   "conv-phases-accumulate-zeroes|conv_phases.cu|'if (tapless && !accumulate)'|'if (tapless)'|-ts=conv_gpu -tc=accumulate*"
   "col2im-accumulate-overwrites|im2col.cu|'x[i] = accumulate ? x[i] + sum : sum;'|'x[i] = sum;'|-ts=conv_gpu -tc=accumulate*"
-  "window-flip-columns|conv_window.cu|'const int shift = Flip ? KW - 1 - kj : kj;'|'const int shift = kj;'|-ts=conv_window_gpu"
-  "window-segment-halo|conv_window.cu|'const int base = (n - n0) * p.image_rows() + (oh - a0) * S;'|'const int base = (n - n0) * p.out_h + (oh - a0) * S;'|-ts=conv_window_gpu"
-  "window-stride-pixels|conv_window.cu|'v[px * S + shift]'|'v[px + shift]'|-ts=conv_window_gpu"
+"window-flip-columns|conv_window.cu|'x = v[px * S + (Flip ? KW - 1 - kj : kj)];'|'x = v[px * S + kj];'|-ts=conv_window_gpu"
+  "window-segment-halo|conv_window.cu|'const int base = (n - n0) * image_rows + (a - a0) * kRowStride;'|'const int base = (n - n0) * r.rows + (a - a0) * kRowStride;'|-ts=conv_window_gpu"
+  "window-stride-pixels|conv_window.cu|'x = v[px * S + (Flip ? KW - 1 - kj : kj)];'|'x = v[px + (Flip ? KW - 1 - kj : kj)];'|-ts=conv_window_gpu"
   "window-chunk-race|conv_window.cu|'    __syncthreads();  // every thread is done with the previous chunk\n'|''|-ts=conv_window_gpu"
   "window-accumulate-overwrites|conv_window.cu|'dst[ow] = accumulate ? dst[ow] + acc[px][o] : acc[px][o];'|'dst[ow] = acc[px][o];'|-ts=conv_window_gpu"
+  "window-half-parity|conv_window.cu|'if ((px + P - kj) % 2 != 0) continue;'|'if ((px - kj) % 2 != 0) continue;'|-ts=conv_window_gpu"
+  "window-phase-taps|conv_window.cu|'const int ki = r.first_ki + p.ki_step * tap;'|'const int ki = p.ki_step * tap;'|-ts=conv_window_gpu"
+  "window-phase-rows|conv_window.cu|'const int oh = r.first_row + p.row_step * a;'|'const int oh = r.first_row + a;'|-ts=conv_window_gpu"
 )
 # The orders and grid caps of the ctest entries (tests/cudasim/CMakeLists.txt). Reverse with a
 # grid cap first: it catches the races and grid-stride bugs that forward misses, and every

@@ -9,8 +9,8 @@
 //   (wgrad_direct_fits; set_conv_wgrad_direct(false) keeps the GEMM); and the input gradient of
 //   strided convolutions without dilation, which runs one stride-1 GEMM per phase of the input
 //   pixels (cuda/kernels/conv_phases.cu; set_conv_dgrad_phases(false) keeps the single GEMM).
-//   Before all these, the forward (stride 1, or 2 with a 3-wide kernel) and the stride-1 input
-//   gradient of layers with at most 64 output channels take the sliding-window kernel of
+//   Before all these, the forward and the input gradient (stride 1, or 2 with a 3-wide kernel)
+//   of layers with at most 64 output channels of the pass take the sliding-window kernel of
 //   cuda/kernels/conv_window.cu where it fits (conv_window_fits; set_conv_window(false) keeps the
 //   rules above).
 // - Im2colGemm: im2col (cuda/kernels/im2col.cu) into a columns buffer + our tiled SGEMM

@@ -1,5 +1,5 @@
-// Launchers of cuda/kernels/conv_window.cu: the forward (stride 1, or 2 for 3-wide kernels) and
-// the stride-1 input gradient of a convolution with few output channels (at most 64: LeNet-5,
+// Launchers of cuda/kernels/conv_window.cu: the forward and the input gradient (stride 1, or 2
+// for 3-wide kernels) of a convolution with few output channels (at most 64: LeNet-5,
 // ResNet's three stages, the first layers of AlexNet and VGG-16 that fit) as a direct
 // sliding-window convolution over rows staged in shared memory, instead of the implicit GEMM's
 // gathered tiles (conv_gemm.h), whose 16- and 32-row tiles spend most of a k-slice on the gathers
@@ -18,7 +18,7 @@
 namespace echelon::cuda {
 
 // Whether the window kernel takes pass `pass` (Forward or BackwardData) of `a`: dilation 1,
-// stride 1 (or, forward only, 2 with a kernel 3 wide and at least 2 high), a kernel width of 3 or
+// stride 1 (or 2 with a kernel 3 wide and at least 2 high), a kernel width of 3 or
 // 5 and height up to 7, at most 64 output channels of the pass (O forward, C for the input
 // gradient), output rows of at most 1024 pixels, one input channel's staged rows within the
 // smallest block's staging budget (192 bytes a thread), and 32-bit indices (conv_gemm_fits).
@@ -30,8 +30,8 @@ bool conv_window_fits(ConvPass pass, const Conv2dGeometry& a);
 void conv2d_forward_window(const Conv2dGeometry& a, const float* x, const float* w,
                            const float* bias, float* y, cudaStream_t stream, bool relu = false);
 // grad_in (N, C, H, W) = the input gradient of grad_out (N, O, OH, OW) through w, summed over
-// (o, ki, kj) in order (under fp32 the implicit GEMM's bits); with `accumulate`, added to grad_in
-// (one add).
+// (o, ki, kj) in order (under fp32 the implicit GEMM's bits, at stride 2 its phase GEMMs'); with
+// `accumulate`, added to grad_in (one add).
 void conv2d_backward_input_window(const Conv2dGeometry& a, const float* grad_out, const float* w,
                                   float* grad_in, cudaStream_t stream, bool accumulate = false);
 

@@ -15,7 +15,10 @@ struct dim3 {
 struct uint3 {
   unsigned x, y, z;
 };
-// The 16-byte vector type of vector_types.h (kernels' 128-bit loads and stores).
+// The 8- and 16-byte vector types of vector_types.h (kernels' 64- and 128-bit loads and stores).
+struct alignas(8) float2 {
+  float x, y;
+};
 struct alignas(16) float4 {
   float x, y, z, w;
 };

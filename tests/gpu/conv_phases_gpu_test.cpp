@@ -5,7 +5,8 @@
 // 5x3 and 2x2, padding 0-2 (also above the kernel), and the phases without taps (KH < stride:
 // 1x1 stride 2, 3x3 stride 4); every tile (16x256 and 32x128 with and without the gather table,
 // 64x64, 128x128) under fp32, TF32 and bf16; phases on and off alike; what the heuristic and the
-// tuner's candidate list choose.
+// tuner's candidate list choose (with the sliding-window kernel, which takes the 3-wide stride-2
+// cases first, switched off: conv_window_gpu_test.cpp compares the two).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -16,6 +17,7 @@
 #include <echelon/cuda/kernels/conv_direct.h>
 #include <echelon/cuda/kernels/conv_gemm.h>
 #include <echelon/cuda/kernels/conv_phases.h>
+#include <echelon/cuda/kernels/conv_window.h>
 #include <echelon/cuda/kernels/matmul.h>
 #include <echelon/cuda/stream.h>
 #include <echelon/tensor/ops.h>
@@ -94,16 +96,19 @@ Tensor run_grad_input(const PhaseCase& c, const cuda::ConvConfig& config) {
   return out.cpu();
 }
 
-// The precision and the phase switch for a scope; restores the defaults.
+// The precision and the phase switch for a scope, the window kernel off; restores the defaults.
 struct PhaseScope {
-  explicit PhaseScope(Precision precision) {
+  explicit PhaseScope(Precision precision) : window_before(cuda::conv_window()) {
     ops::set_conv_impl(ops::ConvImpl::Ours);
     ops::set_float32_precision(precision);
+    cuda::set_conv_window(false);
   }
   ~PhaseScope() {
     ops::set_float32_precision(Precision::Fp32);
     cuda::set_conv_dgrad_phases(true);
+    cuda::set_conv_window(window_before);
   }
+  bool window_before;
   PhaseScope(const PhaseScope&) = delete;
   PhaseScope& operator=(const PhaseScope&) = delete;
 };
@@ -159,6 +164,7 @@ TEST_SUITE("conv_gpu") {
   }
 
   TEST_CASE("phases: taken for stride > 1 without dilation only; the switch turns them off") {
+    PhaseScope window_off(Precision::Fp32);
     const auto phased = [](const Conv2dGeometry& g) {
       return cuda::conv_heuristic(cuda::ConvPass::BackwardData, g).phases;
     };
