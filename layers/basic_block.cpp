@@ -8,11 +8,6 @@
 namespace echelon {
 
 namespace {
-// The strided, channel-offset window of a (N, planes, OH, OW) tensor that x's pixels occupy, and
-// the matching window of x: both (N, C, OH, OW).
-Tensor subsampled(const Tensor& x, int64_t stride) {
-  return x.slice(2, 0, x.size(2), stride).slice(3, 0, x.size(3), stride);
-}
 
 // Channels [begin, begin + count) of y (N, C, H, W) as a new (N, count, H, W) tensor,
 // differentiable (the gradient lands in that window, zeros elsewhere).
@@ -35,22 +30,15 @@ Tensor option_a_shortcut(const Tensor& x, int64_t planes, int64_t stride) {
   ECH_CHECK(x.dim() == 4 && planes >= x.size(1) && (planes - x.size(1)) % 2 == 0 && stride >= 1,
             "option_a_shortcut: cannot map ", x.shape(), " to ", planes, " channels at stride ",
             stride);
-  const int64_t channels = x.size(1);
-  const int64_t pad = (planes - channels) / 2;
-  Tensor window = subsampled(x, stride);
-  Tensor y =
-      Tensor::zeros({x.size(0), planes, window.size(2), window.size(3)}, x.dtype(), x.device());
-  Tensor target = y.narrow(1, pad, channels);
-  ops::copy_(target, window);
+  // One pass each way (ops::pad_channels_subsample): the zeros and the strided copy are one
+  // kernel on a GPU.
+  const int64_t pad = (planes - x.size(1)) / 2;
   const Shape& in_shape = x.shape();
-  return autograd::record("option_a_shortcut", y, {x},
-                          [in_shape, pad, channels, stride](
-                              const Tensor& g, const std::vector<bool>&) -> std::vector<Tensor> {
-                            Tensor gx = Tensor::zeros(in_shape, g.dtype(), g.device());
-                            Tensor gx_window = subsampled(gx, stride);
-                            ops::copy_(gx_window, g.narrow(1, pad, channels));
-                            return {gx};
-                          });
+  return autograd::record(
+      "option_a_shortcut", ops::pad_channels_subsample(x, pad, stride), {x},
+      [in_shape, pad, stride](const Tensor& g, const std::vector<bool>&) -> std::vector<Tensor> {
+        return {ops::pad_channels_subsample_backward(g, pad, stride, in_shape)};
+      });
 }
 
 BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, Generator& gen)

@@ -132,6 +132,14 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);  // index int64 (K)
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);        // index int64, x's rank
 Tensor one_hot(const Tensor& labels, int64_t num_classes, DType dtype = kFloat32);
+// ResNet's option-A shortcut in one pass: x (N, C, H, W) -> (N, C + 2 pad, ceil(H / stride),
+// ceil(W / stride)), x's pixels (stride * a, stride * b) in channels [pad, pad + C), zeros in the
+// pad channels. float32 / float64 (CUDA: float32).
+Tensor pad_channels_subsample(const Tensor& x, int64_t pad, int64_t stride);
+// Its adjoint: g (N, C + 2 pad, ceil(H / stride), ceil(W / stride)) -> (N, C, H, W) = x_shape,
+// g's channels [pad, pad + C) at the strided pixels, zeros elsewhere.
+Tensor pad_channels_subsample_backward(const Tensor& g, int64_t pad, int64_t stride,
+                                       const Shape& x_shape);
 // Batch assembly from a resident data set (kernels/augment.h): images uint8 (N, C, H, W), plan
 // int32 (B, 4) of rows (index, dy, dx, flip) -> float32 (B, C, H, W): each image padded by `pad`,
 // cropped at (dy, dx), flipped when flip is 1, then times scale[c] plus shift[c] (one value per

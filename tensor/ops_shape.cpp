@@ -1,7 +1,9 @@
-// Dispatch for the shape family: materialised permutes, concat, and the index ops. Index values
+// Dispatch for the shape family: materialised permutes, concat, the index ops and the option-A
+// shortcut. Index values
 // are checked before any kernel runs, so a bad label throws naming it instead of reading
 // out of bounds.
 #include <algorithm>
+#include <climits>
 
 #include <echelon/tensor/cpu/shape.h>
 #include <echelon/tensor/ops.h>
@@ -172,6 +174,78 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
       cpu::gather<scalar_t>(xc.data<scalar_t>(), idx.data<int64_t>(), out.data<scalar_t>(), outer,
                             x.shape()[d], inner, index.shape()[d]));
   return out;
+}
+
+namespace {
+
+// Checks the option-A shortcut's arguments: x_shape (N, C, H, W), pad >= 0, stride >= 1, and the
+// kernels' 32-bit plane and channel indices.
+void check_pad_subsample(const char* op, const Shape& x_shape, int64_t pad, int64_t stride) {
+  ECH_CHECK(x_shape.size() == 4, op, ": expected an (N, C, H, W) input, got shape ", x_shape);
+  ECH_CHECK(pad >= 0 && stride >= 1, op, ": pad must be >= 0 and stride >= 1, got pad ", pad,
+            ", stride ", stride);
+  ECH_CHECK(pad <= INT_MAX && x_shape[1] + 2 * pad <= INT_MAX &&
+                x_shape[2] * x_shape[3] <= INT_MAX && stride <= INT_MAX,
+            op, ": ", x_shape, " with pad ", pad, " is too large (32-bit planes and channels)");
+}
+
+Shape padded_subsampled(const Shape& x_shape, int64_t pad, int64_t stride) {
+  return {x_shape[0], x_shape[1] + 2 * pad, (x_shape[2] + stride - 1) / stride,
+          (x_shape[3] + stride - 1) / stride};
+}
+
+}  // namespace
+
+Tensor pad_channels_subsample(const Tensor& x, int64_t pad, int64_t stride) {
+  detail::check_defined("pad_channels_subsample", x);
+  detail::check_floating("pad_channels_subsample", x);
+  check_pad_subsample("pad_channels_subsample", x.shape(), pad, stride);
+  const Shape& s = x.shape();
+  const Tensor xc = x.contiguous();
+  Tensor y = Tensor::empty(padded_subsampled(s, pad, stride), x.dtype(), x.device());
+#if ECHELON_WITH_CUDA
+  if (x.is_cuda()) {
+    detail::check_cuda_float("pad_channels_subsample", x);
+    cuda::DeviceGuard guard(x.device().index);
+    cuda::pad_channels_subsample(xc.data<float>(), y.data<float>(), s[0], s[1], s[2], s[3], pad,
+                                 stride, cuda::current_stream(x.device().index));
+    return y;
+  }
+#endif
+  ECH_DISPATCH_FLOATING(
+      x.dtype(), "pad_channels_subsample",
+      cpu::pad_channels_subsample<scalar_t>(xc.data<scalar_t>(), y.data<scalar_t>(), s[0], s[1],
+                                            s[2], s[3], pad, stride));
+  return y;
+}
+
+Tensor pad_channels_subsample_backward(const Tensor& g, int64_t pad, int64_t stride,
+                                       const Shape& x_shape) {
+  detail::check_defined("pad_channels_subsample_backward", g, "grad");
+  detail::check_floating("pad_channels_subsample_backward", g);
+  check_pad_subsample("pad_channels_subsample_backward", x_shape, pad, stride);
+  ECH_CHECK(g.shape() == padded_subsampled(x_shape, pad, stride),
+            "pad_channels_subsample_backward: grad shape ", g.shape(), " does not match input ",
+            x_shape, " with pad ", pad, " and stride ", stride, " (expected ",
+            padded_subsampled(x_shape, pad, stride), ")");
+  const Shape& s = x_shape;
+  const Tensor gc = g.contiguous();
+  Tensor gx = Tensor::empty(x_shape, g.dtype(), g.device());
+#if ECHELON_WITH_CUDA
+  if (g.is_cuda()) {
+    detail::check_cuda_float("pad_channels_subsample_backward", g);
+    cuda::DeviceGuard guard(g.device().index);
+    cuda::pad_channels_subsample_backward(gc.data<float>(), gx.data<float>(), s[0], s[1], s[2],
+                                          s[3], pad, stride,
+                                          cuda::current_stream(g.device().index));
+    return gx;
+  }
+#endif
+  ECH_DISPATCH_FLOATING(
+      g.dtype(), "pad_channels_subsample_backward",
+      cpu::pad_channels_subsample_backward<scalar_t>(gc.data<scalar_t>(), gx.data<scalar_t>(), s[0],
+                                                     s[1], s[2], s[3], pad, stride));
+  return gx;
 }
 
 Tensor one_hot(const Tensor& labels, int64_t num_classes, DType dtype) {

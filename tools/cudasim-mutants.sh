@@ -136,6 +136,8 @@ mutants=(
   "window-half-parity|conv_window.cu|'if ((px + P - kj) % 2 != 0) continue;'|'if ((px - kj) % 2 != 0) continue;'|-ts=conv_window_gpu"
   "window-phase-taps|conv_window.cu|'const int ki = r.first_ki + p.ki_step * tap;'|'const int ki = p.ki_step * tap;'|-ts=conv_window_gpu"
   "window-phase-rows|conv_window.cu|'const int oh = r.first_row + p.row_step * a;'|'const int oh = r.first_row + a;'|-ts=conv_window_gpu"
+  "shortcut-pad-channel-offset|shape.cu|'const int k = static_cast<int>(at - image * out_c) - pad;'|'const int k = static_cast<int>(at - image * out_c);'"
+  "shortcut-backward-stride-columns|shape.cu|'p % stride == 0 && q % stride == 0 ?'|'p % stride == 0 ?'"
 )
 # The orders and grid caps of the ctest entries (tests/cudasim/CMakeLists.txt). Reverse with a
 # grid cap first: it catches the races and grid-stride bugs that forward misses, and every
@@ -185,7 +187,7 @@ run_orders() {
 # the kernel file); none for the GEMM files, whose mutants the whole binary catches in seconds.
 family_of() {
   case $1 in
-    reduce.cu | norm.cu | pool.cu | conv.cu | elementwise.cu | loss.cu) echo "${1%.cu}" ;;
+    reduce.cu | norm.cu | pool.cu | conv.cu | elementwise.cu | loss.cu | shape.cu) echo "${1%.cu}" ;;
     channels.cuh) echo norm ;;
   esac
 }

@@ -1,5 +1,7 @@
-// Indexing kernels: index_select, gather, one_hot, the index range check, and the resident-data
-// batch assembly (augment_gather).
+// Indexing kernels: index_select, gather, one_hot, the index range check, the resident-data
+// batch assembly (augment_gather), and ResNet's option-A shortcut (pad_channels_subsample and
+// its adjoint: one pass each way, where zeros and a strided copy were two launches and wrote
+// the output one and a half times).
 //
 // One thread per OUTPUT element in every kernel: each output is written exactly once (no
 // atomics, no races) and consecutive threads write consecutive addresses. Index values are
@@ -7,9 +9,11 @@
 // assume 0 <= index < size.
 #include <echelon/cuda/kernels/shape.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include <echelon/cuda/launch.h>
+#include <echelon/kernels/fast_div.h>
 
 namespace echelon::cuda {
 namespace {
@@ -77,6 +81,52 @@ __global__ void count_out_of_range_kernel(const int64_t* index, int64_t n, int64
   }
 }
 
+// The option-A shortcut, one block per output plane (grid-stride over planes), its threads over
+// the plane's pixels: one 32-bit FastDiv per element instead of 64-bit divisions. x (n, c, h, w)
+// -> y (n, c + 2 pad, oh, ow); pad channels are zeros.
+__global__ void pad_channels_subsample_kernel(const float* x, float* y, int64_t planes, int c,
+                                              int pad, int h, int w, int stride, FastDiv by_ow,
+                                              int plane) {
+  const int out_c = c + 2 * pad;
+  for (int64_t at = blockIdx.x; at < planes; at += gridDim.x) {
+    const int64_t image = at / out_c;
+    const int k = static_cast<int>(at - image * out_c) - pad;
+    float* const dst = y + at * plane;
+    if (k < 0 || k >= c) {
+      for (int i = threadIdx.x; i < plane; i += blockDim.x) dst[i] = 0.0f;
+      continue;
+    }
+    const float* const src = x + (image * c + k) * static_cast<int64_t>(h) * w;
+    for (int i = threadIdx.x; i < plane; i += blockDim.x) {
+      int a, b;
+      by_ow.divmod(i, a, b);
+      dst[i] = src[static_cast<int64_t>(stride) * a * w + stride * b];
+    }
+  }
+}
+
+// Its adjoint, one block per grad_in plane: g (n, c + 2 pad, oh, ow) -> gx (n, c, h, w).
+__global__ void pad_channels_subsample_backward_kernel(const float* g, float* gx, int64_t planes,
+                                                       int c, int pad, int oh, int ow, int stride,
+                                                       FastDiv by_w, int plane) {
+  for (int64_t at = blockIdx.x; at < planes; at += gridDim.x) {
+    const int64_t image = at / c;
+    const int k = static_cast<int>(at - image * c);
+    const float* const src = g + (image * (c + 2 * pad) + pad + k) * static_cast<int64_t>(oh) * ow;
+    float* const dst = gx + at * plane;
+    for (int i = threadIdx.x; i < plane; i += blockDim.x) {
+      int p, q;
+      by_w.divmod(i, p, q);
+      dst[i] = p % stride == 0 && q % stride == 0 ? src[p / stride * ow + q / stride] : 0.0f;
+    }
+  }
+}
+
+// Threads for planes of `pixels`: a whole number of warps, at most kBlock.
+unsigned plane_threads(int64_t pixels) {
+  return static_cast<unsigned>(std::clamp<int64_t>((pixels + 31) / 32 * 32, 32, kBlock));
+}
+
 }  // namespace
 
 // ---- launchers ---------------------------------------------------------------------------------
@@ -109,6 +159,34 @@ void count_out_of_range(const int64_t* index, int64_t n, int64_t size, int64_t* 
   ECH_CUDA_CHECK(cudaMemsetAsync(count, 0, sizeof(int64_t), stream));
   launch_1d("count_out_of_range", n, stream, count_out_of_range_kernel, index, n, size,
             reinterpret_cast<unsigned long long*>(count), first_bad);
+}
+
+void pad_channels_subsample(const float* x, float* y, int64_t n, int64_t c, int64_t h, int64_t w,
+                            int64_t pad, int64_t stride, cudaStream_t stream) {
+  const int64_t oh = (h + stride - 1) / stride, ow = (w + stride - 1) / stride;
+  const int64_t planes = n * (c + 2 * pad), plane = oh * ow;
+  if (planes <= 0 || plane <= 0) return;
+  const auto narrow = [](int64_t v) { return static_cast<int>(v); };
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(planes, max_grid_blocks()));
+  ECH_LAUNCH_NAMED("pad_channels_subsample", blocks, plane_threads(plane), 0, stream,
+                   pad_channels_subsample_kernel)
+  (x, y, planes, narrow(c), narrow(pad), narrow(h), narrow(w), narrow(stride), FastDiv(narrow(ow)),
+   narrow(plane));
+  ECH_CUDA_CHECK_LAUNCH("pad_channels_subsample");
+}
+
+void pad_channels_subsample_backward(const float* g, float* gx, int64_t n, int64_t c, int64_t h,
+                                     int64_t w, int64_t pad, int64_t stride, cudaStream_t stream) {
+  const int64_t oh = (h + stride - 1) / stride, ow = (w + stride - 1) / stride;
+  const int64_t planes = n * c, plane = h * w;
+  if (planes <= 0 || plane <= 0) return;
+  const auto narrow = [](int64_t v) { return static_cast<int>(v); };
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(planes, max_grid_blocks()));
+  ECH_LAUNCH_NAMED("pad_channels_subsample_backward", blocks, plane_threads(plane), 0, stream,
+                   pad_channels_subsample_backward_kernel)
+  (g, gx, planes, narrow(c), narrow(pad), narrow(oh), narrow(ow), narrow(stride),
+   FastDiv(narrow(w)), narrow(plane));
+  ECH_CUDA_CHECK_LAUNCH("pad_channels_subsample_backward");
 }
 
 void augment_gather(const AugmentGatherArgs& a, const uint8_t* images, const int32_t* plan,

@@ -26,6 +26,11 @@ void one_hot(const int64_t* labels, T* out, int64_t n, int64_t num_classes, cuda
 void count_out_of_range(const int64_t* index, int64_t n, int64_t size, int64_t* count,
                         int64_t* first_bad, cudaStream_t stream);
 
+void pad_channels_subsample(const float* x, float* y, int64_t n, int64_t c, int64_t h, int64_t w,
+                            int64_t pad, int64_t stride, cudaStream_t stream);
+void pad_channels_subsample_backward(const float* g, float* gx, int64_t n, int64_t c, int64_t h,
+                                     int64_t w, int64_t pad, int64_t stride, cudaStream_t stream);
+
 // Resident-data batch assembly (kernels/augment.h); images, plan and out in device memory.
 void augment_gather(const AugmentGatherArgs& a, const uint8_t* images, const int32_t* plan,
                     float* out, cudaStream_t stream);

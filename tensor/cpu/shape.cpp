@@ -1,4 +1,4 @@
-// Naive CPU twins of cuda/kernels/shape.cu (indexing ops).
+// Naive CPU twins of cuda/kernels/shape.cu (indexing ops, the option-A shortcut).
 #include <echelon/tensor/cpu/shape.h>
 
 namespace echelon::cpu {
@@ -41,6 +41,36 @@ void count_out_of_range(const int64_t* index, int64_t n, int64_t size, int64_t* 
   *count = bad;
 }
 
+template <typename T>
+void pad_channels_subsample(const T* x, T* y, int64_t n, int64_t c, int64_t h, int64_t w,
+                            int64_t pad, int64_t stride) {
+  const int64_t oh = (h + stride - 1) / stride, ow = (w + stride - 1) / stride;
+  const int64_t out_c = c + 2 * pad;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 0; k < out_c; ++k)
+      for (int64_t a = 0; a < oh; ++a)
+        for (int64_t b = 0; b < ow; ++b) {
+          const int64_t from = k - pad;
+          y[((i * out_c + k) * oh + a) * ow + b] =
+              from >= 0 && from < c ? x[((i * c + from) * h + stride * a) * w + stride * b] : T(0);
+        }
+}
+
+template <typename T>
+void pad_channels_subsample_backward(const T* g, T* gx, int64_t n, int64_t c, int64_t h, int64_t w,
+                                     int64_t pad, int64_t stride) {
+  const int64_t oh = (h + stride - 1) / stride, ow = (w + stride - 1) / stride;
+  const int64_t out_c = c + 2 * pad;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 0; k < c; ++k)
+      for (int64_t p = 0; p < h; ++p)
+        for (int64_t q = 0; q < w; ++q)
+          gx[((i * c + k) * h + p) * w + q] =
+              p % stride == 0 && q % stride == 0
+                  ? g[((i * out_c + pad + k) * oh + p / stride) * ow + q / stride]
+                  : T(0);
+}
+
 void augment_gather(const AugmentGatherArgs& a, const uint8_t* images, const int32_t* plan,
                     float* out) {
   const int64_t plane = a.height * a.width;
@@ -72,5 +102,13 @@ template void gather<double>(const double*, const int64_t*, double*, int64_t, in
                              int64_t);
 template void one_hot<float>(const int64_t*, float*, int64_t, int64_t);
 template void one_hot<double>(const int64_t*, double*, int64_t, int64_t);
+template void pad_channels_subsample<float>(const float*, float*, int64_t, int64_t, int64_t,
+                                            int64_t, int64_t, int64_t);
+template void pad_channels_subsample<double>(const double*, double*, int64_t, int64_t, int64_t,
+                                             int64_t, int64_t, int64_t);
+template void pad_channels_subsample_backward<float>(const float*, float*, int64_t, int64_t,
+                                                     int64_t, int64_t, int64_t, int64_t);
+template void pad_channels_subsample_backward<double>(const double*, double*, int64_t, int64_t,
+                                                      int64_t, int64_t, int64_t, int64_t);
 
 }  // namespace echelon::cpu

@@ -31,6 +31,18 @@ void one_hot(const int64_t* labels, T* out, int64_t n, int64_t num_classes);
 void count_out_of_range(const int64_t* index, int64_t n, int64_t size, int64_t* count,
                         int64_t* first_bad);
 
+// ResNet's option-A shortcut: x (n, c, h, w) -> y (n, c + 2 * pad, oh, ow), oh = ceil(h /
+// stride), ow = ceil(w / stride): y[i, pad + k, a, b] = x[i, k, stride * a, stride * b], and
+// zeros in the pad channels on either side.
+template <typename T>
+void pad_channels_subsample(const T* x, T* y, int64_t n, int64_t c, int64_t h, int64_t w,
+                            int64_t pad, int64_t stride);
+// Its adjoint: g (n, c + 2 * pad, oh, ow) -> gx (n, c, h, w): gx[i, k, p, q] = g[i, pad + k,
+// p / stride, q / stride] where stride divides p and q, else 0.
+template <typename T>
+void pad_channels_subsample_backward(const T* g, T* gx, int64_t n, int64_t c, int64_t h, int64_t w,
+                                     int64_t pad, int64_t stride);
+
 // images uint8 (examples, C, H, W), plan int32 (batch, kPlanColumns) -> out float (batch, C, H,
 // W): the padding-crop, flip and normalisation of kernels/augment.h. Plan values are in range
 // (checked by the dispatch layer).

@@ -333,4 +333,30 @@ TEST_SUITE("ops") {
     const Tensor oh = ops::one_hot(Tensor::from_vector<int64_t>({2, 0, 1}, {3}), 4);
     CHECK(oh.to_vector<float>() == std::vector<float>{0, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0, 0});
   }
+
+  TEST_CASE("pad_channels_subsample: the option-A shortcut and its adjoint, in one pass each") {
+    // (1, 1, 3, 3) at stride 2, one pad channel each side: (1, 3, 2, 2), x's corners in channel 1.
+    const Tensor x = Tensor::from_vector<double>({1, 2, 3, 4, 5, 6, 7, 8, 9}, {1, 1, 3, 3});
+    const Tensor y = ops::pad_channels_subsample(x, 1, 2);
+    CHECK(y.shape() == Shape{1, 3, 2, 2});
+    CHECK(values(y) == std::vector<double>{0, 0, 0, 0, 1, 3, 7, 9, 0, 0, 0, 0});
+    const Tensor g = ops::arange(12, kFloat64).view({1, 3, 2, 2});
+    CHECK(values(ops::pad_channels_subsample_backward(g, 1, 2, {1, 1, 3, 3})) ==
+          std::vector<double>{4, 0, 5, 0, 0, 0, 6, 0, 7});
+    // The adjoint: <y, g> = <x, backward(g)> on odd sizes and a strided x.
+    const Tensor big = uniform({2, 3, 10, 7}, 56).slice(2, 0, 10, 2);  // (2, 3, 5, 7), strided
+    for (const int64_t stride : {1, 2, 3}) {
+      const Tensor out = ops::pad_channels_subsample(big, 2, stride);
+      const Tensor grad = uniform(out.shape(), 57);
+      const Tensor back = ops::pad_channels_subsample_backward(grad, 2, stride, big.shape());
+      CHECK(back.shape() == big.shape());
+      CHECK(ops::sum(ops::mul(out, grad)).item<double>() ==
+            doctest::Approx(ops::sum(ops::mul(big, back)).item<double>()).epsilon(1e-12));
+    }
+    CHECK_THROWS_WITH(ops::pad_channels_subsample(ops::arange(6, kFloat64), 1, 2),
+                      doctest::Contains("(N, C, H, W)"));
+    CHECK_THROWS_WITH(ops::pad_channels_subsample(x, 1, 0), doctest::Contains("stride 0"));
+    CHECK_THROWS_WITH(ops::pad_channels_subsample_backward(g, 1, 2, {1, 1, 5, 3}),
+                      doctest::Contains("grad shape [1, 3, 2, 2]"));
+  }
 }

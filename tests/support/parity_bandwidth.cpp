@@ -10,6 +10,8 @@
 //   values a chunk) gives C = 1 64 chunks (lanes of the combining warp take 2 each) and C = 70
 //   one chunk of 4320 values (every thread's 4 unrolled loads live, threads looping).
 // - max_pool2d 2x2 / stride 2 (pool.cu): W % 4 == 0 and x aligned; odd H drops the last row.
+// - ResNet's option-A shortcut (shape.cu, pad_channels_subsample and its adjoint): a block per
+//   plane, planes smaller and larger than a block, odd sizes, strides 1-3, a strided input.
 // "Misaligned" inputs are a flat buffer's view starting one float in (contiguous, not aligned).
 #include "tests/support/parity.h"
 
@@ -287,7 +289,40 @@ void pool_cases() {
        exact});
 }
 
+void shortcut_cases() {
+  const Tolerance exact{0, 0};
+  add({"pad_channels_subsample/s2_p2_strided_input",
+       "shape",
+       {f32({3, 5, 14, 9})},
+       [](const auto& in) { return ops::pad_channels_subsample(in[0].slice(2, 0, 14, 2), 2, 2); },
+       exact});
+  add({"pad_channels_subsample/s3_p0_s1_p1",
+       "shape",
+       {f32({2, 3, 19, 17})},
+       [](const auto& in) {
+         return ops::concat({ops::pad_channels_subsample(in[0], 0, 3).flatten(),
+                             ops::pad_channels_subsample(in[0], 1, 1).flatten()},
+                            0);
+       },
+       exact});
+  add({"pad_channels_subsample_backward/s2_p2",
+       "shape",
+       {f32({3, 9, 4, 5})},
+       [](const auto& in) {
+         return ops::pad_channels_subsample_backward(in[0], 2, 2, {3, 5, 7, 9});
+       },
+       exact});
+  add({"pad_channels_subsample_backward/s3_p1_large_planes",
+       "shape",
+       {f32({2, 5, 7, 6})},
+       [](const auto& in) {
+         return ops::pad_channels_subsample_backward(in[0], 1, 3, {2, 3, 19, 17});
+       },
+       exact});
+}
+
 const Registrar bandwidth_cases([] {
+  shortcut_cases();
   reduce_cases();
   norm_cases();
   conv_bias_cases();
