@@ -1,6 +1,8 @@
 // Naive CPU twins of cuda/kernels/shape.cu (indexing ops, the option-A shortcut).
 #include <echelon/tensor/cpu/shape.h>
 
+#include <algorithm>
+
 namespace echelon::cpu {
 
 template <typename T>
@@ -41,34 +43,40 @@ void count_out_of_range(const int64_t* index, int64_t n, int64_t size, int64_t* 
   *count = bad;
 }
 
+namespace {
+
+// Calls keep(x_at, y_at) for every pixel of x (n, c, h, w) the option-A shortcut keeps, with its
+// place in y (n, c + 2 pad, ceil(h / stride), ceil(w / stride)): the forward copies along these
+// pairs, its adjoint back along them.
+template <typename Keep>
+void for_each_kept_pixel(int64_t n, int64_t c, int64_t h, int64_t w, int64_t pad, int64_t stride,
+                         Keep keep) {
+  const int64_t oh = (h + stride - 1) / stride, ow = (w + stride - 1) / stride;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 0; k < c; ++k)
+      for (int64_t a = 0; a < oh; ++a)
+        for (int64_t b = 0; b < ow; ++b)
+          keep(((i * c + k) * h + stride * a) * w + stride * b,
+               ((i * (c + 2 * pad) + pad + k) * oh + a) * ow + b);
+}
+
+}  // namespace
+
 template <typename T>
 void pad_channels_subsample(const T* x, T* y, int64_t n, int64_t c, int64_t h, int64_t w,
                             int64_t pad, int64_t stride) {
   const int64_t oh = (h + stride - 1) / stride, ow = (w + stride - 1) / stride;
-  const int64_t out_c = c + 2 * pad;
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t k = 0; k < out_c; ++k)
-      for (int64_t a = 0; a < oh; ++a)
-        for (int64_t b = 0; b < ow; ++b) {
-          const int64_t from = k - pad;
-          y[((i * out_c + k) * oh + a) * ow + b] =
-              from >= 0 && from < c ? x[((i * c + from) * h + stride * a) * w + stride * b] : T(0);
-        }
+  std::fill(y, y + n * (c + 2 * pad) * oh * ow, T(0));
+  for_each_kept_pixel(n, c, h, w, pad, stride,
+                      [&](int64_t x_at, int64_t y_at) { y[y_at] = x[x_at]; });
 }
 
 template <typename T>
 void pad_channels_subsample_backward(const T* g, T* gx, int64_t n, int64_t c, int64_t h, int64_t w,
                                      int64_t pad, int64_t stride) {
-  const int64_t oh = (h + stride - 1) / stride, ow = (w + stride - 1) / stride;
-  const int64_t out_c = c + 2 * pad;
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t k = 0; k < c; ++k)
-      for (int64_t p = 0; p < h; ++p)
-        for (int64_t q = 0; q < w; ++q)
-          gx[((i * c + k) * h + p) * w + q] =
-              p % stride == 0 && q % stride == 0
-                  ? g[((i * out_c + pad + k) * oh + p / stride) * ow + q / stride]
-                  : T(0);
+  std::fill(gx, gx + n * c * h * w, T(0));
+  for_each_kept_pixel(n, c, h, w, pad, stride,
+                      [&](int64_t x_at, int64_t y_at) { gx[x_at] = g[y_at]; });
 }
 
 void augment_gather(const AugmentGatherArgs& a, const uint8_t* images, const int32_t* plan,
