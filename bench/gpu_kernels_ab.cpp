@@ -5,6 +5,7 @@
 #if ECHELON_WITH_CUDA
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "bench/gpu_kernels_common.h"
 
@@ -15,6 +16,7 @@
 #include <echelon/cuda/kernels/conv_tune.h>
 #include <echelon/cuda/kernels/conv_window.h>
 #include <echelon/cuda/kernels/matmul.h>
+#include <echelon/cuda/stream.h>
 #include <echelon/tensor/ops.h>
 
 using namespace echelon;
@@ -98,8 +100,10 @@ void wgrad_sweep_rows(const std::vector<ConvShape>& shapes) {
 }
 
 // The forward (with the bias) and the input gradient of the layers the window kernel takes
-// (cuda/kernels/conv_window.h), fp32: the heuristic's implicit GEMM or columns path
-// (cuda::set_conv_window(false)), then the window kernel (the default), per call.
+// (cuda/kernels/conv_window.h), fp32, per call through cuda::run_conv: the heuristic's choice with
+// the window kernel off (implicit GEMM, phases or the columns path), then the window kernel. The
+// four nets' stride-1 layers (above 64 channels of the pass the window kernel is only an
+// autotuner candidate: these rows say whether it should be more) and ResNet's two stride-2 ones.
 void window_rows(const std::vector<ConvShape>& shapes) {
   const bool window = cuda::conv_window();  // false under ECHELON_CONV_WINDOW=0
   ops::set_conv_impl(ops::ConvImpl::Ours);
@@ -108,28 +112,49 @@ void window_rows(const std::vector<ConvShape>& shapes) {
   std::printf(
       "== forward and input gradient: GEMM / window (fp32; us per call; ratio > 1: window "
       "faster)\n");
-  for (const ConvShape& s : shapes) {
+  struct Layer {
+    const char* net;
+    Shape x, w;
+    int64_t stride, pad;
+  };
+  std::vector<Layer> layers;
+  for (const ConvShape& s : shapes) layers.push_back({s.net, s.x, s.w, 1, s.pad});
+  const int64_t batch = shapes.empty() ? 128 : shapes.front().x[0];
+  layers.push_back({"resnet20", {batch, 16, 32, 32}, {32, 16, 3, 3}, 2, 1});
+  layers.push_back({"resnet20", {batch, 32, 16, 16}, {64, 32, 3, 3}, 2, 1});
+  for (const Layer& l : layers) {
     Conv2dGeometry g;
-    g.kernel_h = s.w[2], g.kernel_w = s.w[3], g.pad_h = g.pad_w = s.pad;
-    const Conv2dGeometry full = g.for_input(s.x[0], s.x[1], s.x[2], s.x[3], s.w[0]);
-    const bool forward = cuda::conv_window_fits(cuda::ConvPass::Forward, full);
-    const bool input = cuda::conv_window_fits(cuda::ConvPass::BackwardData, full);
-    if (!forward && !input) continue;
-    const Tensor x = random_cuda(s.x, 10), w = random_cuda(s.w, 11),
-                 bias = random_cuda({s.w[0]}, 12);
-    const Tensor gy = random_cuda(ops::conv2d(x, w, bias, g).shape(), 13);
-    double t[2][2];  // [GEMM, window][fwd, bwd-data]
-    for (const bool on : {false, true}) {
-      cuda::set_conv_window(on);
-      t[on][0] = per_call_ms([&] { ops::conv2d(x, w, bias, g); }).ms;
-      t[on][1] = per_call_ms([&] { ops::conv2d_backward(gy, x, w, false, true, g, false); }).ms;
+    g.kernel_h = l.w[2], g.kernel_w = l.w[3], g.pad_h = g.pad_w = l.pad;
+    g.stride_h = g.stride_w = l.stride;
+    const Conv2dGeometry full = g.for_input(l.x[0], l.x[1], l.x[2], l.x[3], l.w[0]);
+    const cuda::ConvPass passes[2] = {cuda::ConvPass::Forward, cuda::ConvPass::BackwardData};
+    const bool fits[2] = {cuda::conv_window_fits(passes[0], full),
+                          cuda::conv_window_fits(passes[1], full)};
+    if (!fits[0] && !fits[1]) continue;
+    const Tensor x = random_cuda(l.x, 10), w = random_cuda(l.w, 11),
+                 bias = random_cuda({l.w[0]}, 12);
+    const Tensor gy = random_cuda({full.n, full.o, full.out_h, full.out_w}, 13);
+    Tensor y = Tensor::empty(gy.shape(), kFloat32, Device::cuda(0));
+    Tensor gx = Tensor::empty(l.x, kFloat32, Device::cuda(0));
+    double t[2][2] = {};  // [GEMM, window][fwd, bwd-data]
+    for (int d = 0; d < 2; ++d) {
+      if (!fits[d]) continue;
+      cuda::ConvCall call;
+      call.pass = passes[d], call.geometry = full, call.stream = cuda::current_stream(0);
+      call.x = x.data<float>(), call.w = w.data<float>(), call.grad_out = gy.data<float>();
+      call.bias = d == 0 ? bias.data<float>() : nullptr;
+      call.out = d == 0 ? y.data<float>() : gx.data<float>();
+      cuda::set_conv_window(false);
+      const cuda::ConvConfig gemm = cuda::conv_heuristic(passes[d], full);
+      t[0][d] = per_call_ms([&] { cuda::run_conv(call, gemm); }).ms;
+      t[1][d] = per_call_ms([&] { cuda::run_conv(call, cuda::ConvConfig{.window = true}); }).ms;
     }
-    std::printf("%-8s C=%-4lld O=%-4lld %lldx%lld %lldx%lld", s.net, static_cast<long long>(s.x[1]),
-                static_cast<long long>(s.w[0]), static_cast<long long>(s.x[2]),
-                static_cast<long long>(s.x[3]), static_cast<long long>(s.w[2]),
-                static_cast<long long>(s.w[3]));
+    std::printf("%-8s C=%-4lld O=%-4lld %lldx%lld %lldx%lld%s", l.net,
+                static_cast<long long>(l.x[1]), static_cast<long long>(l.w[0]),
+                static_cast<long long>(l.x[2]), static_cast<long long>(l.x[3]),
+                static_cast<long long>(l.w[2]), static_cast<long long>(l.w[3]),
+                l.stride == 2 ? "/2" : "");
     const char* directions[2] = {"fwd", "bwd-data"};
-    const bool fits[2] = {forward, input};
     for (int d = 0; d < 2; ++d)
       if (fits[d])
         std::printf("  %s %8.1f / %8.1f (%.2f)", directions[d], t[0][d] * 1e3, t[1][d] * 1e3,
@@ -193,9 +218,12 @@ void wgrad_direct_rows(const std::vector<ConvShape>& shapes, Precision precision
 
 // The input gradient of ResNet's two 3x3 stride-2 layers (net_conv_shapes lists stride-1 layers
 // only): the single implicit GEMM (cuda::set_conv_dgrad_phases(false)), then one GEMM per phase
-// (the default, cuda/kernels/conv_phases.h), per call, under `precision`.
+// (cuda/kernels/conv_phases.h), per call, under `precision`, the window kernel off (by default it
+// takes these layers: window_rows times it against the phases).
 void dgrad_phases_rows(int64_t batch, Precision precision) {
   const bool phases = cuda::conv_dgrad_phases();  // false under ECHELON_CONV_DGRAD_PHASES=0
+  const bool window = cuda::conv_window();        // off meanwhile: it takes these layers first
+  cuda::set_conv_window(false);
   ops::set_conv_impl(ops::ConvImpl::Ours);
   cuda::set_conv_algorithm(cuda::ConvAlgorithm::ImplicitGemm);
   ops::set_float32_precision(precision);
@@ -221,6 +249,7 @@ void dgrad_phases_rows(int64_t batch, Precision precision) {
                 t[1] * 1e3, t[0] / t[1]);
   }
   cuda::set_conv_dgrad_phases(phases);
+  cuda::set_conv_window(window);
   ops::set_float32_precision(Precision::Fp32);
 }
 

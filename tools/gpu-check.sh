@@ -289,7 +289,8 @@ if [[ -x $BUILD/bench/exp_gpu_kernels ]]; then
   # --phases-ab: the input gradient of ResNet's two 3x3 stride-2 layers, one implicit GEMM vs one
   # per phase (cuda/kernels/conv_phases.cu), fp32/TF32/bf16: 2 layers x 3 x 2 timings.
   # --window-ab: the forward and input gradient of the layers cuda/kernels/conv_window.cu takes
-  # (LeNet-5's, ResNet-20's stride-1 layers, VGG-16's first two), GEMM vs window, fp32.
+  # (every stride-1 layer of the four nets up to 512 channels, ResNet's two stride-2 ones), the
+  # heuristic's choice with the window off (GEMM, phases, columns) vs window, fp32.
   step kernels "$T_KERNELS" "$BUILD/bench/exp_gpu_kernels" --repeats 7 --fma-ab --mma-tile-ab \
     --mma-stages-ab --mma-async-k-ab --autotune-ab --direct-ab --phases-ab --window-ab
   # The direct weight gradient's first timing, in the table: GEMM time / direct time per layer
@@ -313,8 +314,9 @@ if [[ -x $BUILD/bench/exp_gpu_kernels ]]; then
                    on && NF > 3 { printf "%s%s %s %s %s", sep, $2, $3, $4, $NF; sep = "; " }' \
                 "$(log_name kernels)" 2>/dev/null)
   [[ -z $phases_ab ]] || row dgrad_phases_fp32 - - "single GEMM / phases: $phases_ab"
-  # The window kernel (session 36): GEMM time / window time per layer and direction (> 1: the
-  # window kernel, the heuristic's choice there, is faster), fp32.
+  # The window kernel (sessions 36-37): GEMM time / window time per layer and direction (> 1: the
+  # window kernel is faster; the heuristic takes it up to 64 channels of the pass, the autotuner
+  # may above), fp32.
   window_ab=$(awk '/^== forward and input gradient: GEMM \/ window/ { on = 1; next }
                    /^==/ { on = 0 }
                    on && NF > 3 { printf "%s%s %s %s", sep, $1, $2, $3; sep = "; "

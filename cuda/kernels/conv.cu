@@ -11,8 +11,8 @@
 //   pixels (cuda/kernels/conv_phases.cu; set_conv_dgrad_phases(false) keeps the single GEMM).
 //   Before all these, the forward and the input gradient (stride 1, or 2 with a 3-wide kernel)
 //   of layers with at most 64 output channels of the pass take the sliding-window kernel of
-//   cuda/kernels/conv_window.cu where it fits (conv_window_fits; set_conv_window(false) keeps the
-//   rules above).
+//   cuda/kernels/conv_window.cu where it fits (conv_window_preferred; set_conv_window(false) keeps
+//   the rules above); up to 512 channels it is one more autotuner candidate (conv_window_fits).
 // - Im2colGemm: im2col (cuda/kernels/im2col.cu) into a columns buffer + our tiled SGEMM
 //   (cuda/kernels/matmul.cu), kept as the baseline the parity tests and exp_gpu_kernels compare.
 //   Images are processed in chunks so the columns buffer stays under kColumnsBudget bytes:
@@ -284,7 +284,7 @@ void backward_weight(const ConvCall& c, const ConvConfig& config) {
 ConvConfig conv_heuristic(ConvPass pass, const Conv2dGeometry& a) {
   // The window kernel wherever it fits, even the input gradient of layers with few input
   // channels (LeNet-5's conv2: one launch, where the columns path is a GEMM and col2im).
-  if (use_implicit(a) && conv_window() && conv_window_fits(pass, a))
+  if (use_implicit(a) && conv_window() && conv_window_preferred(pass, a))
     return ConvConfig{.window = true};
   const bool implicit =
       use_implicit(a) && (pass != ConvPass::BackwardData || a.c >= kImplicitMinInputChannels);

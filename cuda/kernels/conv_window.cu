@@ -64,6 +64,11 @@ constexpr int window_of(bool flip, int stride, int kernel_w) {
 }
 constexpr int kMaxThreads = 256;  // a block's threads: groups x pixel threads
 constexpr int kMaxGroups = 8;     // groups of 8 output channels a block may own (64 channels)
+// Output channels of the pass it takes: up to 64 the heuristic's choice; up to 512 (VGG-16's
+// widest) one more candidate for the autotuner, in blocks of 64 along grid.y, each staging the
+// same input rows (untimed on a GPU: whether it ever beats the GEMM tiles there is for the tuner).
+constexpr int64_t kPreferredChannels = kMaxGroups * kOutPerThread;
+constexpr int64_t kMaxChannels = 512;
 constexpr int kMaxKernelH = 7;
 constexpr int kMaxRowThreads = 256;  // pixel threads of one output row: OW <= 1024
 // Shared memory a block stages into: 192 bytes a thread, 48 KiB (no opt-in needed) at 256. Scaled
@@ -377,7 +382,7 @@ WindowPlan plan_for(ConvPass pass, const Conv2dGeometry& a) {
   const int64_t row_threads = ceil_div(s.out_w, kPixels);
   const int64_t needed_groups = ceil_div(s.out_ch, kOutPerThread);
   int64_t top_groups = 1;
-  while (top_groups < needed_groups) top_groups *= 2;
+  while (top_groups < std::min<int64_t>(needed_groups, kMaxGroups)) top_groups *= 2;
   const int64_t phase_rows = a.n * s.rows[0];  // the longest phase's (parity 0's at stride 2)
   int64_t best_groups = 0, best_threads = 0, best_blocks = 0;
   for (int64_t groups = top_groups; groups >= 1 && best_blocks < kWindowBlocks; groups /= 2)
@@ -471,10 +476,14 @@ bool conv_window_fits(ConvPass pass, const Conv2dGeometry& a) {
     return false;
   const Sides s = sides_of(pass, a);
   const int64_t row_threads = ceil_div(s.out_w, kPixels);
-  return s.out_ch <= kMaxGroups * kOutPerThread && row_threads <= kMaxRowThreads &&
+  return s.out_ch <= kMaxChannels && row_threads <= kMaxRowThreads &&
          channel_bytes(s, 1, least_threads(row_threads), a.kernel_h, a.kernel_w) <=
              stage_budget(least_threads(row_threads)) &&
          conv_gemm_fits(a) && a.n * s.out_h <= INT_MAX;
+}
+
+bool conv_window_preferred(ConvPass pass, const Conv2dGeometry& a) {
+  return conv_window_fits(pass, a) && sides_of(pass, a).out_ch <= kPreferredChannels;
 }
 
 void conv2d_forward_window(const Conv2dGeometry& a, const float* x, const float* w,

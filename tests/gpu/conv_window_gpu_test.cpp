@@ -6,7 +6,8 @@
 // padding, rows wider than a warp's pixels, more input channels than one staged chunk (in the
 // emulation's plan, 10 a chunk there: 6 chunks forward, 7 for the input gradient), batch 1; and
 // stride 2 both ways (ResNet's downsampling, odd sizes, 2x3 and 5x3 kernels, padding 0, 1 and 2,
-// an input of one row: the input gradient's two row phases, one of them empty).
+// an input of one row: the input gradient's two row phases, one of them empty); 130 channels both
+// ways (above the heuristic's 64: blocks along y).
 // Under TF32 and bf16, unrounded inputs: the twin's values on rounded inputs. Also which
 // convolutions it takes, and that the heuristic picks it (under every precision; not with the
 // switch off).
@@ -59,6 +60,8 @@ const std::vector<WindowCase>& window_cases() {
       {"stride 2, a 5x3 kernel, padding 2, 40 channels", {2, 40, 9, 8}, {6, 40, 5, 3}, 2, 2, 2},
       {"ResNet downsampling 32 -> 64, stride 2, batch 1", {1, 32, 6, 6}, {64, 32, 3, 3}, 1, 1, 2},
       {"stride 2, one input row", {3, 4, 1, 7}, {5, 4, 3, 3}, 1, 1, 2},
+      // Above 64 channels (an autotuner candidate, not the heuristic's pick): 3 blocks along y.
+      {"130 channels both ways", {2, 130, 6, 7}, {130, 130, 3, 3}, 1, 1},
   };
   return all;
 }
@@ -228,9 +231,12 @@ TEST_SUITE("conv_window_gpu") {
   TEST_CASE("which convolutions it takes, and the heuristic's pick") {
     for (const WindowCase& c : window_cases()) {
       const Conv2dGeometry a = geometry_of(c);
+      // The heuristic's: at most 64 output channels of the pass (O forward, C backward).
+      const bool forward = a.o <= 64, backward = a.c <= 64;
       WindowScope on(true);
-      CHECK_MESSAGE(cuda::conv_heuristic(cuda::ConvPass::Forward, a).window, std::string(c.name));
-      CHECK_MESSAGE(cuda::conv_heuristic(cuda::ConvPass::BackwardData, a).window,
+      CHECK_MESSAGE(cuda::conv_heuristic(cuda::ConvPass::Forward, a).window == forward,
+                    std::string(c.name));
+      CHECK_MESSAGE(cuda::conv_heuristic(cuda::ConvPass::BackwardData, a).window == backward,
                     std::string(c.name));
       CHECK_FALSE(cuda::conv_heuristic(cuda::ConvPass::BackwardWeight, a).window);
       const std::vector<cuda::ConvConfig> listed =
@@ -243,8 +249,8 @@ TEST_SUITE("conv_window_gpu") {
       }
       for (const Precision precision : {Precision::Tf32, Precision::Bf16}) {
         ops::set_float32_precision(precision);
-        CHECK(cuda::conv_heuristic(cuda::ConvPass::Forward, a).window);
-        CHECK(cuda::conv_heuristic(cuda::ConvPass::BackwardData, a).window);
+        CHECK(cuda::conv_heuristic(cuda::ConvPass::Forward, a).window == forward);
+        CHECK(cuda::conv_heuristic(cuda::ConvPass::BackwardData, a).window == backward);
         ops::set_float32_precision(Precision::Fp32);
       }
     }
@@ -258,7 +264,7 @@ TEST_SUITE("conv_window_gpu") {
     WindowScope on(true);
     const cuda::ConvPass fwd = cuda::ConvPass::Forward, bwd = cuda::ConvPass::BackwardData;
     // Stride 2 (ResNet's downsampling) 3-wide only, not stride 3; dilation, 7-wide and 1-wide
-    // kernels, 65 output channels.
+    // kernels, 513 output channels of the pass (512 fit, 65 the heuristic leaves to the GEMM).
     CHECK(cuda::conv_window_fits(fwd, geometry({2, 16, 8, 8}, {32, 16, 3, 3}, 2, 1, 1)));
     CHECK(cuda::conv_window_fits(bwd, geometry({2, 16, 8, 8}, {32, 16, 3, 3}, 2, 1, 1)));
     CHECK_FALSE(cuda::conv_window_fits(fwd, geometry({2, 16, 9, 9}, {32, 16, 5, 5}, 2, 2, 1)));
@@ -268,10 +274,15 @@ TEST_SUITE("conv_window_gpu") {
     CHECK_FALSE(cuda::conv_window_fits(fwd, geometry({2, 16, 9, 9}, {16, 16, 3, 3}, 1, 2, 2)));
     CHECK_FALSE(cuda::conv_window_fits(fwd, geometry({2, 3, 16, 16}, {8, 3, 7, 7}, 1, 3, 1)));
     CHECK_FALSE(cuda::conv_window_fits(fwd, geometry({2, 16, 8, 8}, {16, 16, 1, 1}, 1, 0, 1)));
-    CHECK_FALSE(cuda::conv_window_fits(fwd, geometry({2, 16, 8, 8}, {65, 16, 3, 3}, 1, 1, 1)));
+    CHECK(cuda::conv_window_fits(fwd, geometry({2, 16, 8, 8}, {512, 16, 3, 3}, 1, 1, 1)));
+    CHECK_FALSE(cuda::conv_window_fits(fwd, geometry({2, 16, 8, 8}, {513, 16, 3, 3}, 1, 1, 1)));
+    CHECK_FALSE(cuda::conv_window_preferred(fwd, geometry({2, 16, 8, 8}, {65, 16, 3, 3}, 1, 1, 1)));
+    CHECK(cuda::conv_window_preferred(fwd, geometry({2, 16, 8, 8}, {64, 16, 3, 3}, 1, 1, 1)));
     // The input gradient counts the input channels; and padding past the kernel has none.
     CHECK(cuda::conv_window_fits(bwd, geometry({2, 16, 8, 8}, {65, 16, 3, 3}, 1, 1, 1)));
-    CHECK_FALSE(cuda::conv_window_fits(bwd, geometry({2, 65, 8, 8}, {16, 65, 3, 3}, 1, 1, 1)));
+    CHECK(cuda::conv_window_fits(bwd, geometry({2, 65, 8, 8}, {16, 65, 3, 3}, 1, 1, 1)));
+    CHECK_FALSE(cuda::conv_window_preferred(bwd, geometry({2, 65, 8, 8}, {16, 65, 3, 3}, 1, 1, 1)));
+    CHECK_FALSE(cuda::conv_window_fits(bwd, geometry({2, 513, 4, 4}, {16, 513, 3, 3}, 1, 1, 1)));
     CHECK(cuda::conv_window_fits(fwd, geometry({2, 3, 6, 6}, {8, 3, 3, 3}, 1, 3, 1)));
     CHECK_FALSE(cuda::conv_window_fits(bwd, geometry({2, 3, 6, 6}, {8, 3, 3, 3}, 1, 3, 1)));
     CHECK_FALSE(cuda::conv_window_fits(cuda::ConvPass::BackwardWeight,
