@@ -1,7 +1,6 @@
 // Dispatch for the shape family: materialised permutes, concat, the index ops and the option-A
-// shortcut. Index values
-// are checked before any kernel runs, so a bad label throws naming it instead of reading
-// out of bounds.
+// shortcut. Index values are checked before any kernel runs, so a bad label throws naming it
+// instead of reading out of bounds.
 #include <algorithm>
 #include <climits>
 
