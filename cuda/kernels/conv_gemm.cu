@@ -18,23 +18,23 @@
 //   grad weight  grad_w (O, R)     = grad_out (O, N*L) x cols^T (N*L, R): split-K over N*L,
 //                block z sums k-slices [z * per_group, (z + 1) * per_group) in registers, then
 //                the groups' partials are added in group order by sum_groups (deterministic)
-// Tile shapes by problem size: M (the output channels, or the input channels for grad input) up
-// to 16 gets the 16x256 TinyTile, up to 32 the 32x128 NarrowTile (their forward and grad input
-// gather through a per-block table of decoded k: "the gather table" in conv_operands.cuh, with
-// the gathers and the operand loader); the 128x128 tile when the problem still fills the GPU
-// with it (FMA: the warp-tiled core of fma_tile.cuh, as the SGEMM's, where warp_tiles_fit, else
-// gemm_tile.cuh's LargeTile; TF32 and bf16: mma_tile.cuh's, k-slices of 16, also for the weight
-// gradient whose split-K fills the GPU; ECHELON_MMA_TILE=64 / 128 force a tensor-core tile; TF32:
-// the 2-stage ring with the weights (forward) / grad_out (grad weight) by float4 registers, or
-// mma_tile.cuh's async-K tiles, those k-contiguous operands by cp.async into [m][k] rows, with 2
-// or 4 stages: ConvConfig::async_k / stages, the heuristic's from ECHELON_MMA_ASYNC_K=1 and
-// ECHELON_MMA_STAGES, default off; the other operand is a gather, in registers one slice
-// ahead whatever the ring; grad input's weights are not k-contiguous in memory, so it gains
-// nothing; or, every pass, mma_tile.cuh's gather tiles, whose gathers go by 4-byte cp.async
-// with zero-fill too, 2 or 4 stages: ConvConfig::async_gather, the heuristic's from
-// ECHELON_CONV_ASYNC_GATHER=1 / set_conv_async_gather with ECHELON_MMA_STAGES, default off); else
-// 64x64. These choices (tile, FMA core, gather table, split-K groups, async-K, gather staging
-// and stages) are one ConvConfig
+// Tile shapes by problem size: M (the output channels, or the input channels for grad input) up to
+// 16 gets the 16x256 TinyTile, up to 32 the 32x128 NarrowTile (their forward and grad input gather
+// through a per-block table of decoded k, and so do the 64x64 tile's: "the gather table" in
+// conv_operands.cuh, with the gathers and the operand loader); the 128x128 tile when the problem
+// still fills the GPU with it (FMA: the warp-tiled core of fma_tile.cuh, as the SGEMM's, where
+// warp_tiles_fit, else gemm_tile.cuh's LargeTile; TF32 and bf16: mma_tile.cuh's, k-slices of 16,
+// also for the weight gradient whose split-K fills the GPU, and so does the FMA weight gradient's
+// wherever M and N fill it; ECHELON_MMA_TILE=64 / 128 force a tensor-core tile; TF32: the 2-stage
+// ring with the weights (forward) / grad_out (grad weight) by float4 registers, or mma_tile.cuh's
+// async-K tiles, those k-contiguous operands by cp.async into [m][k] rows, with 2 or 4 stages:
+// ConvConfig::async_k / stages, the heuristic's from ECHELON_MMA_ASYNC_K=1 and ECHELON_MMA_STAGES,
+// default off; the other operand is a gather, in registers one slice ahead whatever the ring; grad
+// input's weights are not k-contiguous in memory, so it gains nothing; or, every pass,
+// mma_tile.cuh's gather tiles, whose gathers go by 4-byte cp.async with zero-fill too, 2 or 4
+// stages: ConvConfig::async_gather, the heuristic's from ECHELON_CONV_ASYNC_GATHER=1 /
+// set_conv_async_gather with ECHELON_MMA_STAGES, default off); else 64x64. These choices (tile, FMA
+// core, gather table, split-K groups, async-K, gather staging and stages) are one ConvConfig
 // (conv_gemm.h): conv_gemm_heuristic makes them as above, conv_gemm_candidates lists every legal
 // one for the autotuner (conv_tune.cu), and the launchers run the config they are given.
 // Index math is 32-bit (ConvIndex, built on the host with its FastDiv divisors: no division
@@ -121,11 +121,22 @@ __global__ void __launch_bounds__(kThreads, (conv_min_blocks<T, P, kMma>()))
   const int64_t k_slices = (ops.g.K + T::kK - 1) / T::kK;
   const int64_t first = static_cast<int64_t>(blockIdx.z) * per_group;
   const int64_t slices = max(int64_t{0}, min(k_slices, first + per_group) - first);
-  (void)use_table;  // the grad weight and the larger tiles have no table
-  if constexpr (has_table<T, P>()) {
-    // The launcher decides (table_fits); use_table is the same for every block.
-    __shared__ TableEntry table[kTableK];
+  (void)use_table;  // the 128x128 tiles' forward and grad input have no table
+  if constexpr (has_columns<T, P>()) {
+    __shared__ ColumnEntry columns[T::kN];
     if (use_table) {
+      fill_columns(ops.g, columns, n0, T::kN);
+      ops.columns = columns;
+      ops.col0 = n0;
+      __syncthreads();  // the columns are decoded before the first slice's gathers
+    }
+  }
+  if constexpr (has_table<T, P>()) {
+    static_assert(!kDynamicRing<T>, "the table is the dynamic shared memory of ring-less tiles");
+    // The launcher decides (table_legal); use_table is the same for every block, and the launch's
+    // dynamic shared memory holds the table (table_bytes).
+    if (use_table) {
+      ECH_DYNAMIC_SHARED_ALIGNED(TableEntry, table, 8);
       static_assert(kThreads % T::kN == 0, "a thread's op(B) column must be fixed (Part::fetch)");
       fill_table<P>(ops.g, table, static_cast<int>(k_slices) * T::kK);
       ops.table = table;
@@ -232,8 +243,12 @@ int64_t tiles_of(ConvTile tile, const GemmShape& s) {
 
 // Tiny / Narrow for few rows (a 16 x 256 block costs what a 32 x 128 one does, so up to 16 rows
 // Tiny needs half the blocks); Large when its tiles still give every SM work (FMA: LargeTile,
-// kFillBlocks tiles; TF32 and bf16: mma_tile.cuh's 128x128 tile as mma_large_tile_for decides,
-// where the weight gradient's split-K supplies the blocks); else Small.
+// kFillBlocks tiles; TF32 and bf16: mma_tile.cuh's 128x128 tile as mma_large_tile_for decides),
+// or, in the weight gradient, whenever M and N fill it, the split-K supplying the blocks; else
+// Small. Why the FMA weight gradient takes the 128x128 tile (session 38, from the sm_90 SASS, not
+// yet timed): a 64x64 k-slice gathers 2 elements of cols^T per thread for 128 FFMA, in a loop of
+// 381 instructions (tools/sass-loops.py, both staging paths counted); the warp-tiled 128x128
+// one gathers 4 for 512 FFMA, in 857.
 ConvTile pick_tile(const GemmShape& s, Precision precision, bool split_k) {
   if (s.M <= TinyTile::kM) return ConvTile::Tiny;
   if (s.M <= NarrowTile::kM) return ConvTile::Narrow;
@@ -241,9 +256,8 @@ ConvTile pick_tile(const GemmShape& s, Precision precision, bool split_k) {
     return mma_large_tile_for(s.M, s.N, split_k ? kFillBlocks : tiles_of(ConvTile::Large, s))
                ? ConvTile::Large
                : ConvTile::Small;
-  if (s.M >= LargeTile::kM && s.N >= LargeTile::kN && tiles_of(ConvTile::Large, s) >= kFillBlocks)
-    return ConvTile::Large;
-  return ConvTile::Small;
+  const bool fills = split_k || tiles_of(ConvTile::Large, s) >= kFillBlocks;
+  return s.M >= LargeTile::kM && s.N >= LargeTile::kN && fills ? ConvTile::Large : ConvTile::Small;
 }
 
 // k-slice depth of a tile under a precision (the unit of the split-K groups).
@@ -269,8 +283,13 @@ std::atomic<bool>& async_gather_flag() {
   return flag;
 }
 
-bool tile_has_table(ConvTile tile, ConvPass pass) {
-  return (tile == ConvTile::Tiny || tile == ConvTile::Narrow) && pass != ConvPass::BackwardWeight;
+bool tile_has_table(ConvTile tile, ConvPass pass) {  // the grad weight: its column table
+  return tile != ConvTile::Large || pass == ConvPass::BackwardWeight;
+}
+
+// The table's shared bytes for K rounded up to k-slices of depth `slice` (what fill_table fills).
+size_t table_bytes(int64_t k, int slice) {
+  return static_cast<size_t>(ceil_div(k, slice) * slice) * sizeof(TableEntry);
 }
 
 // Whether the gather table can take pass P of this convolution (its tiles: tile_has_table).
@@ -285,8 +304,8 @@ bool table_legal(ConvPass pass, const Conv2dGeometry& g, const GemmShape& s) {
     case ConvPass::BackwardData:  // the grad_out position must be linear in (ki, kj)
       return taps && k_fits && g.dilation_h % g.stride_h == 0 && g.dilation_w % g.stride_w == 0 &&
              g.o * g.out_h * g.out_w + reach_h * g.out_w + reach_w < INT_MAX;
-    default:
-      return false;
+    default:  // the column table's offsets are x's, below 2^31 (conv_gemm_fits)
+      return true;
   }
 }
 
@@ -314,10 +333,15 @@ void launch_on(const char* op, const Conv2dGeometry& g, const GemmShape& s, bool
                                       : std::is_same_v<typename T::Elem, float>
                                           ? "conv_gemm_kernel (tf32)"
                                           : "conv_gemm_kernel (bf16)";
-  const bool use_table = has_table<T, P>() && table && table_legal(P, g, s);
-  constexpr size_t dynamic_shared = mma_dynamic_shared<T>();
-  if constexpr (dynamic_shared > 0)
-    opt_in_dynamic_shared<conv_gemm_kernel<T, P, kMma>>(dynamic_shared);
+  const bool use_table =
+      (has_table<T, P>() || has_columns<T, P>()) && table && table_legal(P, g, s);
+  constexpr size_t ring_shared = mma_dynamic_shared<T>();
+  // A kernel's opt-in is set once (launch.h): always the largest table, whatever this K.
+  if constexpr (has_table<T, P>())
+    opt_in_dynamic_shared<conv_gemm_kernel<T, P, kMma>>(kTableK * sizeof(TableEntry));
+  if constexpr (ring_shared > 0) opt_in_dynamic_shared<conv_gemm_kernel<T, P, kMma>>(ring_shared);
+  const size_t dynamic_shared =
+      has_table<T, P>() && use_table ? table_bytes(s.K, T::kK) : ring_shared;
   ECH_LAUNCH_NAMED(name, grid, kThreads, dynamic_shared, stream, conv_gemm_kernel<T, P, kMma>)
   (ConvIndex(g, s, phase), a_src, b_src, bias, out, per_group, mode, use_table);
   ECH_CUDA_CHECK_LAUNCH(op);
@@ -471,7 +495,7 @@ ConvConfig conv_gemm_heuristic(ConvPass pass, const Conv2dGeometry& a) {
   if (pass == ConvPass::BackwardWeight && s.M * s.N > 0) c.groups = split_k(s, c.tile);
   const bool tf32_large = c.tile == ConvTile::Large && float32_precision() == Precision::Tf32;
   if (tf32_large && async_gather_flag().load(std::memory_order_relaxed))
-    c.async_gather = true, c.stages = mma_stages();
+    c.async_gather = true, c.stages = mma_stages(), c.table = false;  // gathers by b_at
   else if (tf32_large && mma_async_k() && async_k_applies(pass, a, s))
     c.async_k = true, c.stages = mma_stages();
   return c;
@@ -488,6 +512,10 @@ std::vector<ConvConfig> conv_gemm_candidates(ConvPass pass, const Conv2dGeometry
     std::vector<bool> cores{false}, tables{false};
     if (tile == ConvTile::Large && fp32 && warp_core_fits(pass, s, nullptr)) cores.push_back(true);
     if (tile_has_table(tile, pass) && table_legal(pass, a, s)) tables.push_back(true);
+    // The grad weight's column table gives the same bits in fewer instructions: its ladder is
+    // timed once, with the table as the switch has it (ECHELON_CONV_GATHER_TABLE=0 for the A/B).
+    if (pass == ConvPass::BackwardWeight)
+      tables = {gather_table_flag().load(std::memory_order_relaxed)};
     struct Ring {
       bool async_k, async_gather;
       int stages;

@@ -154,7 +154,7 @@ __device__ __forceinline__ bool grad_out_at(const ConvIndex& g, const float* gra
   return true;
 }
 
-// ---- the gather table (forward and grad input of the 16- and 32-row tiles) -------------------
+// ---- the gather table (forward and grad input of the 16-, 32- and 64-row tiles) ---------------
 // The gathers above divide by the kernel and output sizes per element. With a table, a block
 // decodes each k of the im2col operand, (c, ki, kj) or (o, ki, kj), once into shared memory:
 // {offset delta, tap = ki*KW + kj}. The column is a thread's own: these passes stage op(B)
@@ -170,8 +170,11 @@ __device__ __forceinline__ bool grad_out_at(const ConvIndex& g, const float* gra
 // The grad weight has none: its im2col operand is k-fastest (a thread's (c, ki, kj) columns
 // are fixed, its pixel changes per slice), and a table there cost 30 registers or spills
 // (tools/cuda-resources.py; bench/RESULTS.md, conv23).
-constexpr int kTableK = 1152;  // table entries: K = C*KH*KW up to 128 * 3 * 3 (9 KiB)
-constexpr int kNoTap = 31;     // the tap of the entries past K: never a bit of a mask
+// Table entries: K = C*KH*KW up to 512 * 3 * 3 (VGG-16's widest layers), 36 KiB. The table is
+// the kernel's dynamic shared memory, sized to the launch's K (table_bytes in conv_gemm.cu), so
+// the 5x5 layers of LeNet-5 pay for 200 entries, not 4608.
+constexpr int kTableK = 4608;
+constexpr int kNoTap = 31;  // the tap of the entries past K: never a bit of a mask
 constexpr int kMaxTableTaps = 31;
 
 struct alignas(8) TableEntry {  // one 8-byte shared load
@@ -179,9 +182,28 @@ struct alignas(8) TableEntry {  // one 8-byte shared load
   int tap;  // ki*KW + kj; kNoTap past K
 };
 
+// The weight gradient's column table. Its im2col operand cols^T (N*L, R) is k-fastest: a
+// thread's columns r = (c, ki, kj) are the same in every slice while its k = (image, oh, ow)
+// moves. So a block decodes its kN columns once into shared memory (fill_columns) as
+// {off = c*H*W + ki*dh*W + kj*dw, ki*dh, kj*dw}; a gather then splits k (two FastDivs), tests
+// the row and column by unsigned compares and loads: the same element, or zero, as gather_input.
+// Columns past R get kNoRow, a row offset no test passes. On with the gather table's switch.
+struct alignas(16) ColumnEntry {  // one 16-byte shared load
+  int off, dh, dw, unused;
+};
+constexpr int kNoRow = -(1 << 30);
+
+// Not in the async-K tiles (TF32, opt-in): the table took their weight gradient from 128 to 134
+// registers, one block per SM instead of two, and capped at 128 they spilled. Nor in the gather
+// tiles, whose gathers go by b_at.
 template <typename T, ConvPass P>
-constexpr bool has_table() {  // the Tiny and Narrow tiles (fp32 and bf16)
-  return T::kM <= NarrowTile::kM && P != ConvPass::BackwardWeight;
+constexpr bool has_columns() {
+  return P == ConvPass::BackwardWeight && !async_k<T>();
+}
+
+template <typename T, ConvPass P>
+constexpr bool has_table() {  // the Tiny, Narrow and Small tiles (fp32, TF32 and bf16)
+  return T::kM <= SmallTile::kM && P != ConvPass::BackwardWeight;
 }
 
 // What the store does with a finished value v, a runtime argument of the kernels (no extra
@@ -200,10 +222,12 @@ struct ConvOperands {
   const float* a_src;
   const float* b_src;
   StoreMode mode;
-  const TableEntry* table = nullptr;  // shared; null: the plain gathers
-  unsigned col_base = 0;              // forward, grad input: this thread's column's base offset
-  unsigned col_mask = 0;              // ... and its taps inside (0 past N)
-  int64_t col = 0;                    // ... and its n (the emulation build's check)
+  const TableEntry* table = nullptr;     // shared; null: the plain gathers
+  unsigned col_base = 0;                 // forward, grad input: this thread's column's base offset
+  unsigned col_mask = 0;                 // ... and its taps inside (0 past N)
+  int64_t col = 0;                       // ... and its n (the emulation build's check)
+  const ColumnEntry* columns = nullptr;  // grad weight: shared, the block's columns; null: plain
+  int64_t col0 = 0;                      // ... the first one's n
 
   // i < bound, for a tile's index i (below bound + one tile, so below 2^32), in 32-bit unsigned
   // arithmetic: compared in 64 bits, the indices feeding it were computed in 64 bits too (twice
@@ -264,6 +288,19 @@ struct ConvOperands {
 #endif
         const TableEntry e = table[k_wide];  // k < K rounded up to slices: past K, kNoTap
         return (col_mask >> e.tap) & 1u ? b_src[col_base + static_cast<unsigned>(e.off)] : 0.0f;
+      }
+    }
+    if constexpr (P == ConvPass::BackwardWeight) {
+      if (columns) {  // n_wide - col0 < the tile's kN (Part::fetch), past N: kNoRow
+        if (!below(k_wide, g.K)) return 0.0f;
+        const ColumnEntry e = columns[n_wide - col0];
+        int image, q, oh, ow;
+        g.by_plane.divmod(static_cast<int>(k_wide), image, q);
+        g.by_out_w.divmod(q, oh, ow);
+        const int h0 = oh * g.stride_h - g.pad_h, w0 = ow * g.stride_w - g.pad_w;
+        const bool inside = static_cast<unsigned>(h0 + e.dh) < static_cast<unsigned>(g.h) &&
+                            static_cast<unsigned>(w0 + e.dw) < static_cast<unsigned>(g.w);
+        return inside ? b_src[image * g.c * g.pixels + h0 * g.w + w0 + e.off] : 0.0f;
       }
     }
     if (!below(k_wide, g.K) || !below(n_wide, g.N)) return 0.0f;
@@ -347,6 +384,22 @@ __device__ void fill_table(const ConvIndex& g, TableEntry* table, int entries) {
                   t};
     else  // outer = c
       table[k] = {outer * g.pixels + ki * g.dilation_h * g.w + kj * g.dilation_w, t};
+  }
+}
+
+// The grad weight's columns [n0, n0 + count) (see "the weight gradient's column table"). Every
+// thread calls it; a barrier must follow.
+__device__ inline void fill_columns(const ConvIndex& g, ColumnEntry* columns, int64_t n0,
+                                    int count) {
+  for (int i = static_cast<int>(threadIdx.x); i < count; i += kThreads) {
+    if (n0 + i >= g.N) {
+      columns[i] = {0, kNoRow, 0, 0};
+      continue;
+    }
+    int c, ki, kj;
+    g.split_row(static_cast<int>(n0 + i), c, ki, kj);
+    const int dh = ki * g.dilation_h, dw = kj * g.dilation_w;
+    columns[i] = {c * g.pixels + dh * g.w + dw, dh, dw, 0};
   }
 }
 

@@ -215,6 +215,10 @@ TEST_SUITE("conv_tune_gpu") {
     };
     CHECK(rings(cuda::ConvPass::Forward, true, 2) == 0);  // fp32
     CHECK(rings(cuda::ConvPass::Forward, false, 2, true) == 0);
+    // fp32's heuristic: the weight gradient (M = 128, N = 1152) on the 128x128 tile, its split-K
+    // supplying the blocks; the forward, 2 such tiles, on the 64x64 one.
+    CHECK(cuda::conv_heuristic(cuda::ConvPass::BackwardWeight, wide).tile == cuda::ConvTile::Large);
+    CHECK(cuda::conv_heuristic(cuda::ConvPass::Forward, wide).tile == cuda::ConvTile::Small);
     for (const cuda::ConvPass pass : kPasses) {
       CAPTURE(cuda::name(pass));
       PrecisionScope tf32(Precision::Tf32);
