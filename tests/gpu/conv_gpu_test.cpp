@@ -431,11 +431,11 @@ TEST_SUITE("conv_gpu") {
     // conv_direct.cu takes the weight gradient of 19 cases: kernel widths 3, 5 and 7, 5x3,
     // stride 2 and 3x1, padding, dilation 2 and 3, batch 1, C = 1, O = 6 to 130 (o33_same: 255
     // work items, one block's worth; table_c40_o20, table_c32_o32_s2 and table_k1161: 360, 384
-    // and 387, two item groups along y). The heuristic picks it there, and not with the switch off. With 1
-    // block (no partials), a quarter of the heuristic's blocks, the heuristic's and one per chunk,
-    // under fp32, TF32 and bf16, its gradient matches the twin on rounded inputs, and a second run
-    // gives the same bits. Asked for the bias gradient too (fp32, one item group: 16 of them), it
-    // sums it in the same launch, to the twin's; the weights' bits stay.
+    // and 387, two item groups along y). The heuristic picks it there, and not with the switch
+    // off. With 1 block (no partials), a quarter of the heuristic's blocks, the heuristic's and
+    // one per chunk, under fp32, TF32 and bf16, its gradient matches the twin on rounded inputs,
+    // and a second run gives the same bits. Asked for the bias gradient too (fp32, one item group:
+    // 16 of them), it sums it in the same launch, to the twin's; the weights' bits stay.
     int taken = 0, with_bias = 0;
     for (const Case& c : cases()) {
       const Conv2dGeometry full = full_geometry(c);
