@@ -168,8 +168,8 @@ __device__ __forceinline__ bool grad_out_at(const ConvIndex& g, const float* gra
 //                      and dw % sw == 0, so that the position is linear in (ki, kj))
 // Offsets add in unsigned arithmetic (wrapping, no overflow): only in-range sums are loaded.
 // The grad weight has none: its im2col operand is k-fastest (a thread's (c, ki, kj) columns
-// are fixed, its pixel changes per slice), and a table there cost 30 registers or spills
-// (tools/cuda-resources.py; bench/RESULTS.md, conv23).
+// are fixed, its pixel changes per slice), and a table of k there cost 30 registers or spills
+// (tools/cuda-resources.py; bench/RESULTS.md, conv23). It decodes its columns instead (below).
 // Table entries: K = C*KH*KW up to 512 * 3 * 3 (VGG-16's widest layers), 36 KiB. The table is
 // the kernel's dynamic shared memory, sized to the launch's K (table_bytes in conv_gemm.cu), so
 // the 5x5 layers of LeNet-5 pay for 200 entries, not 4608.
