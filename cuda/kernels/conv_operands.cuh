@@ -188,8 +188,8 @@ struct alignas(8) TableEntry {  // one 8-byte shared load
 // {off = c*H*W + ki*dh*W + kj*dw, ki*dh, kj*dw}; a gather then splits k (two FastDivs), tests
 // the row and column by unsigned compares and loads: the same element, or zero, as gather_input.
 // Columns past R get kNoRow, a row offset no test passes. On with the gather table's switch.
-struct alignas(16) ColumnEntry {  // one 16-byte shared load
-  int off, dh, dw, unused;
+struct alignas(16) ColumnEntry {  // one 16-byte shared load (4 bytes of padding)
+  int off, dh, dw;
 };
 constexpr int kNoRow = -(1 << 30);
 
@@ -393,13 +393,13 @@ __device__ inline void fill_columns(const ConvIndex& g, ColumnEntry* columns, in
                                     int count) {
   for (int i = static_cast<int>(threadIdx.x); i < count; i += kThreads) {
     if (n0 + i >= g.N) {
-      columns[i] = {0, kNoRow, 0, 0};
+      columns[i] = {0, kNoRow, 0};
       continue;
     }
     int c, ki, kj;
     g.split_row(static_cast<int>(n0 + i), c, ki, kj);
     const int dh = ki * g.dilation_h, dw = kj * g.dilation_w;
-    columns[i] = {c * g.pixels + dh * g.w + dw, dh, dw, 0};
+    columns[i] = {c * g.pixels + dh * g.w + dw, dh, dw};
   }
 }
 
