@@ -118,7 +118,7 @@ mutants=(
   "conv-fastdiv-row-split|conv_operands.cuh|'by_kernel_w.divmod(t, ki, kj);'|'by_kernel_w.divmod(t, kj, ki);'"
   "conv-table-mask-right-edge|conv_operands.cuh|'if (h >= 0 && h < g.h && w >= 0 && w < g.w) mask'|'if (h >= 0 && h < g.h && w >= 0) mask'|-ts=conv_gpu"
   "conv-table-grad-in-dilation|conv_operands.cuh|'kj * (g.dilation_w / g.stride_w),'|'kj,'|-ts=conv_gpu"
-  "conv-table-bytes-rounding|conv_gemm.cu|'static_cast<size_t>(ceil_div(k, slice) * slice) * sizeof'|'static_cast<size_t>(k) * sizeof'|-ts=conv_gpu"
+  "conv-table-bytes-rounding|conv_operands.cuh|'static_cast<size_t>((k + slice - 1) / slice * slice) * sizeof'|'static_cast<size_t>(k) * sizeof'|-ts=conv_gpu"
   "conv-columns-right-edge|conv_operands.cuh|'static_cast<unsigned>(w0 + e.dw) < static_cast<unsigned>(g.w);'|'true;'|-ts=conv_gpu"
   "conv-columns-row-dilation|conv_operands.cuh|'const int dh = ki * g.dilation_h, dw'|'const int dh = ki, dw'|-ts=conv_gpu"
   "conv-gather-pad-bound|conv_operands.cuh|'const bool inside = h >= 0 && h < g.h && w >= 0 && w < g.w;'|'const bool inside = h >= 0 && h < g.h && w >= 0;'|-ts=conv_gpu -tc=*gather?tiles*"

@@ -283,32 +283,6 @@ std::atomic<bool>& async_gather_flag() {
   return flag;
 }
 
-bool tile_has_table(ConvTile tile, ConvPass pass) {  // the grad weight: its column table
-  return tile != ConvTile::Large || pass == ConvPass::BackwardWeight;
-}
-
-// The table's shared bytes for K rounded up to k-slices of depth `slice` (what fill_table fills).
-size_t table_bytes(int64_t k, int slice) {
-  return static_cast<size_t>(ceil_div(k, slice) * slice) * sizeof(TableEntry);
-}
-
-// Whether the gather table can take pass P of this convolution (its tiles: tile_has_table).
-bool table_legal(ConvPass pass, const Conv2dGeometry& g, const GemmShape& s) {
-  const bool taps = g.kernel_h * g.kernel_w <= kMaxTableTaps;
-  const bool k_fits = ceil_div(s.K, 16) * 16 <= kTableK;  // rounded to the deepest k-slice
-  const int64_t reach_h = (g.kernel_h - 1) * g.dilation_h,
-                reach_w = (g.kernel_w - 1) * g.dilation_w;
-  switch (pass) {
-    case ConvPass::Forward:  // the entries' offsets must fit an int
-      return taps && k_fits && g.c * g.h * g.w + reach_h * g.w + reach_w < INT_MAX;
-    case ConvPass::BackwardData:  // the grad_out position must be linear in (ki, kj)
-      return taps && k_fits && g.dilation_h % g.stride_h == 0 && g.dilation_w % g.stride_w == 0 &&
-             g.o * g.out_h * g.out_w + reach_h * g.out_w + reach_w < INT_MAX;
-    default:  // the column table's offsets are x's, below 2^31 (conv_gemm_fits)
-      return true;
-  }
-}
-
 // The warp-tiled FMA core's forward stages the weights by float4 loads only
 // (ConvOperands::a_vector: 16-byte aligned rows of R, a multiple of 4; VGG-16's 64-512 channel
 // layers); elsewhere the block-strided core runs.

@@ -1,9 +1,12 @@
 // The implicit-GEMM convolution's operands (cuda/kernels/conv_gemm.cu): the passes' GEMM shapes,
 // the geometry in 32-bit ints, the gathers of x and grad_out through the conv geometry, the
-// per-block gather table of the 16- and 32-row tiles, and ConvOperands, the operand loader the
-// block tiles of gemm_tile.cuh stage from. Only conv_gemm.cu includes it.
+// per-block gather table of the 16-, 32- and 64-row tiles and the weight gradient's column table,
+// ConvOperands, the operand loader the block tiles of gemm_tile.cuh stage from, and the
+// launchers' rules for the tables. Only conv_gemm.cu includes it.
 #pragma once
 
+#include <climits>
+#include <cstddef>
 #include <cstdint>
 
 #include <echelon/cuda/kernels/conv_gemm.h>
@@ -432,6 +435,34 @@ __device__ void decode_column(const ConvIndex& g, int n, unsigned& base, unsigne
         if (oh >= 0 && oh < g.out_h && ow >= 0 && ow < g.out_w)
           mask |= 1u << (ki * g.kernel_w + kj);
       }
+  }
+}
+
+// ---- the launchers' rules for the tables (host) --------------------------------------------
+
+inline bool tile_has_table(ConvTile tile, ConvPass pass) {  // the grad weight: its column table
+  return tile != ConvTile::Large || pass == ConvPass::BackwardWeight;
+}
+
+// The table's shared bytes for K rounded up to k-slices of depth `slice` (what fill_table fills).
+inline size_t table_bytes(int64_t k, int slice) {
+  return static_cast<size_t>((k + slice - 1) / slice * slice) * sizeof(TableEntry);
+}
+
+// Whether the gather table can take pass P of this convolution (its tiles: tile_has_table).
+inline bool table_legal(ConvPass pass, const Conv2dGeometry& g, const GemmShape& s) {
+  const bool taps = g.kernel_h * g.kernel_w <= kMaxTableTaps;
+  const bool k_fits = (s.K + 15) / 16 * 16 <= kTableK;  // rounded to the deepest k-slice
+  const int64_t reach_h = (g.kernel_h - 1) * g.dilation_h,
+                reach_w = (g.kernel_w - 1) * g.dilation_w;
+  switch (pass) {
+    case ConvPass::Forward:  // the entries' offsets must fit an int
+      return taps && k_fits && g.c * g.h * g.w + reach_h * g.w + reach_w < INT_MAX;
+    case ConvPass::BackwardData:  // the grad_out position must be linear in (ki, kj)
+      return taps && k_fits && g.dilation_h % g.stride_h == 0 && g.dilation_w % g.stride_w == 0 &&
+             g.o * g.out_h * g.out_w + reach_h * g.out_w + reach_w < INT_MAX;
+    default:  // the column table's offsets are x's, below 2^31 (conv_gemm_fits)
+      return true;
   }
 }
 
