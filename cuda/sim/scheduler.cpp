@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -378,6 +379,11 @@ std::string describe(const Grid& g, const uint3& block) {
   return out.str();
 }
 
+// Bytes after a block's dynamic shared memory, filled before and checked after it runs: a kernel
+// that writes past what its launch asked for fails instead of corrupting the heap.
+constexpr ptrdiff_t kSharedGuard = 256;
+constexpr unsigned char kGuardByte = 0xA5;
+
 // Runs one block; false when it failed (the sticky error is set).
 bool run_block(Block& b, const Grid& g, const uint3& block_idx, std::mt19937_64& rng) {
   const unsigned n = g.block.x * g.block.y * g.block.z;
@@ -388,6 +394,7 @@ bool run_block(Block& b, const Grid& g, const uint3& block_idx, std::mt19937_64&
   b.aborting = false;
   b.exited = 0;
   std::fill(b.dynamic_base, b.dynamic_base + b.dynamic_bytes, 0xFF);
+  std::fill_n(b.dynamic_base + b.dynamic_bytes, kSharedGuard, kGuardByte);
   t_coords.block_idx = block_idx;
   b.priority.resize(n);
   b.rank.resize(n);
@@ -418,6 +425,10 @@ bool run_block(Block& b, const Grid& g, const uint3& block_idx, std::mt19937_64&
     resume(b, b.threads[static_cast<size_t>(b.priority[cursor])]);
     cursor = std::min(cursor, b.wake);
   }
+  const unsigned char* guard = b.dynamic_base + b.dynamic_bytes;
+  if (b.error.empty() && std::count(guard, guard + kSharedGuard, kGuardByte) != kSharedGuard)
+    b.error =
+        "written past its " + std::to_string(b.dynamic_bytes) + " bytes of dynamic shared memory";
   if (b.error.empty()) return true;
   // Unwind every suspended fiber (and skip the ones never started) so all stacks are returned.
   b.aborting = true;
@@ -519,7 +530,7 @@ void run_grid(const Grid& g) {
   if (failed()) return;  // a dead context runs nothing
   Block block;
   constexpr size_t kAlign = 128;
-  block.dynamic_smem.resize(g.dynamic_smem + kAlign);
+  block.dynamic_smem.resize(g.dynamic_smem + kAlign + static_cast<size_t>(kSharedGuard));
   const auto address = reinterpret_cast<uintptr_t>(block.dynamic_smem.data());
   block.dynamic_base = block.dynamic_smem.data() + (kAlign - address % kAlign) % kAlign;
   block.dynamic_bytes = g.dynamic_smem;
