@@ -78,6 +78,12 @@ __global__ void dynamic_shared_ends_kernel(float* out, int bytes) {
   out[threadIdx.x] = smem[0] + smem[last];
 }
 
+// Writes one float just past `bytes` of dynamic shared memory.
+__global__ void dynamic_shared_overrun_kernel(int bytes) {
+  ECH_DYNAMIC_SHARED(float, smem);
+  if (threadIdx.x == 0) smem[bytes / static_cast<int>(sizeof(float))] = 1.0f;
+}
+
 __global__ void trap_kernel(float* out) {
   if (threadIdx.x == 5) __trap();
   out[threadIdx.x] = 1.0f;
@@ -187,6 +193,14 @@ TEST_SUITE("cudasim_errors") {
     CHECK(contains(why, "out_of_bounds_kernel"));
     CHECK(contains(why, "wrote up to 4 bytes past the end of a device allocation of 400 bytes"));
 #endif
+  }
+
+  TEST_CASE("a write past a block's dynamic shared memory is caught by its guard bytes") {
+    const std::string why =
+        failure_of([&] { ECH_LAUNCH(1, 32, 64, nullptr, dynamic_shared_overrun_kernel)
+                         (64); });
+    CHECK(contains(why, "dynamic_shared_overrun_kernel"));
+    CHECK(contains(why, "written past its 64 bytes of dynamic shared memory"));
   }
 
   TEST_CASE("a host pointer passed to a kernel is an illegal address") {
