@@ -196,9 +196,10 @@ TEST_SUITE("cudasim_errors") {
   }
 
   TEST_CASE("a write past a block's dynamic shared memory is caught by its guard bytes") {
-    const std::string why =
-        failure_of([&] { ECH_LAUNCH(1, 32, 64, nullptr, dynamic_shared_overrun_kernel)
-                         (64); });
+    const std::string why = failure_of([&] {
+      ECH_LAUNCH(1, 32, 64, nullptr, dynamic_shared_overrun_kernel)
+      (64);
+    });
     CHECK(contains(why, "dynamic_shared_overrun_kernel"));
     CHECK(contains(why, "written past its 64 bytes of dynamic shared memory"));
   }
