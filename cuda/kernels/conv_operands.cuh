@@ -174,7 +174,7 @@ __device__ __forceinline__ bool grad_out_at(const ConvIndex& g, const float* gra
 // are fixed, its pixel changes per slice), and a table of k there cost 30 registers or spills
 // (tools/cuda-resources.py; bench/RESULTS.md, conv23). It decodes its columns instead (below).
 // Table entries: K = C*KH*KW up to 512 * 3 * 3 (VGG-16's widest layers), 36 KiB. The table is
-// the kernel's dynamic shared memory, sized to the launch's K (table_bytes in conv_gemm.cu), so
+// the kernel's dynamic shared memory, sized to the launch's K (table_bytes, below), so
 // the 5x5 layers of LeNet-5 pay for 200 entries, not 4608.
 constexpr int kTableK = 4608;
 constexpr int kNoTap = 31;  // the tap of the entries past K: never a bit of a mask
