@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
@@ -142,6 +143,9 @@ struct Block {
   std::vector<int> priority;  // thread indices, highest priority first
   std::vector<int> rank;      // rank[thread] = its position in `priority`
   size_t wake = 0;            // lowest rank made ready by a warp collective since the last check
+  // Per warp, the lanes in state Warp: an arriving lane finds the ones still missing without
+  // visiting all 32 threads.
+  std::vector<uint32_t> at_warp_op;
 };
 
 thread_local Block* t_block = nullptr;
@@ -300,6 +304,7 @@ bool resolve_warp(Block& b, const SimThread& t) {
       me.result = b.threads[static_cast<size_t>(base + src)].value;
     }
   }
+  b.at_warp_op[static_cast<size_t>(t.linear / 32)] &= ~t.mask;
   for (int lane = 0; lane < 32; ++lane)
     if (t.mask >> lane & 1u) {
       b.threads[static_cast<size_t>(base + lane)].state = SimThread::State::Ready;
@@ -312,22 +317,27 @@ bool resolve_warp(Block& b, const SimThread& t) {
 std::string warp_blocker(const Block& b, const SimThread& t) {
   const int n = static_cast<int>(b.threads.size());
   const int base = t.linear / 32 * 32, my_lane = t.linear % 32;
-  const std::string what = std::string(op_name(t.op)) + "(mask " + hex(t.mask) + ") at " +
-                           site(t.file, t.line) + " in warp " + std::to_string(t.linear / 32);
+  // Built only for a verdict: this runs at every warp op of every lane.
+  const auto what = [&] {
+    return std::string(op_name(t.op)) + "(mask " + hex(t.mask) + ") at " + site(t.file, t.line) +
+           " in warp " + std::to_string(t.linear / 32);
+  };
   if (!(t.mask >> my_lane & 1u))
-    return what + ": lane " + std::to_string(my_lane) + " calls it with a mask without itself";
-  for (int lane = 0; lane < 32; ++lane) {
-    if (!(t.mask >> lane & 1u)) continue;
+    return what() + ": lane " + std::to_string(my_lane) + " calls it with a mask without itself";
+  // The named lanes not at a warp op yet, in lane order.
+  for (uint32_t missing = t.mask & ~b.at_warp_op[static_cast<size_t>(t.linear / 32)]; missing != 0;
+       missing &= missing - 1) {
+    const int lane = std::countr_zero(missing);
     if (base + lane >= n)
-      return what + ": the mask names lane " + std::to_string(lane) +
+      return what() + ": the mask names lane " + std::to_string(lane) +
              ", which does not exist (block of " + std::to_string(n) + " threads)";
     const SimThread& other = b.threads[static_cast<size_t>(base + lane)];
     if (other.state == SimThread::State::Exited)
-      return what + ": the mask names lane " + std::to_string(lane) + ", which has exited";
+      return what() + ": the mask names lane " + std::to_string(lane) + ", which has exited";
     if (other.state == SimThread::State::Barrier)
-      return what + ": lane " + std::to_string(lane) + " waits at __syncthreads() at " +
+      return what() + ": lane " + std::to_string(lane) + " waits at __syncthreads() at " +
              site(other.file, other.line) + " instead (divergent warp)";
-    if (other.state != SimThread::State::Warp) return "-";  // still running: not a verdict yet
+    return "-";  // still running: not a verdict yet
   }
   return "";
 }
@@ -398,6 +408,7 @@ bool run_block(Block& b, const Grid& g, const uint3& block_idx, std::mt19937_64&
   t_coords.block_idx = block_idx;
   b.priority.resize(n);
   b.rank.resize(n);
+  b.at_warp_op.assign((n + 31) / 32, 0);
   for (unsigned i = 0; i < n; ++i) {
     SimThread& t = b.threads[i];
     t.linear = static_cast<int>(i);
@@ -460,6 +471,7 @@ uint64_t warp_op(WarpOp op, unsigned mask, uint64_t value, int arg, int width, c
   t.file = file;
   t.line = line;
   t.state = SimThread::State::Warp;
+  b.at_warp_op[static_cast<size_t>(t.linear / 32)] |= 1u << (t.linear % 32);
   const std::string why = warp_blocker(b, t);
   if (why.empty()) {
     resolve_warp(b, t);
@@ -480,20 +492,21 @@ void async_copy(void* dst, const void* src, size_t size, size_t zfill, const cha
   const auto misaligned = [size](const void* p) {
     return reinterpret_cast<uintptr_t>(p) % size != 0;
   };
-  const std::string what = "__pipeline_memcpy_async at " + site(file, line) + ": ";
+  // Built only for an error: this runs at every copy.
+  const auto what = [&] { return "__pipeline_memcpy_async at " + site(file, line) + ": "; };
   if (size != 4 && size != 8 && size != 16)
-    device_error(what + "size " + std::to_string(size) + " (must be 4, 8 or 16)");
+    device_error(what() + "size " + std::to_string(size) + " (must be 4, 8 or 16)");
   if (zfill > size)
-    device_error(what + "zfill " + std::to_string(zfill) + " exceeds the size " +
+    device_error(what() + "zfill " + std::to_string(zfill) + " exceeds the size " +
                  std::to_string(size));
   if (misaligned(dst) || misaligned(src))
-    device_error(what + "source or destination not aligned to the copy's " + std::to_string(size) +
-                 " bytes");
+    device_error(what() + "source or destination not aligned to the copy's " +
+                 std::to_string(size) + " bytes");
   if (where(dst) != Where::Host)
-    device_error(what + "the destination is global memory (it must be shared)");
+    device_error(what() + "the destination is global memory (it must be shared)");
   const size_t src_bytes = size - zfill;
   if (src_bytes > 0 && where(src, src_bytes) == Where::Host)
-    device_error(what + "the source's " + std::to_string(src_bytes) +
+    device_error(what() + "the source's " + std::to_string(src_bytes) +
                  " bytes are not inside a device allocation");
   std::memset(dst, 0xFF, size);  // undefined until waited for: NaN to whoever reads it early
   t_thread->queued.push_back({dst, src, size, src_bytes});
