@@ -1,6 +1,7 @@
 // The emulated warp matrix API (cuda/sim/include/mma.h): TF32 and bf16 rounding against the CPU's
 // bit-level roundings, one 16x16x8 TF32 and one 16x16x16 bf16 MMA against host products under
-// every thread order, bf16's 16-byte ldm rule, the
+// every thread order, a lane with other inputs than its warp's getting its own product, bf16's
+// 16-byte ldm rule, the
 // tensor cores' truncation of unrounded inputs, and the failures the emulator must report: a
 // partial or diverged warp, a misaligned pointer, and a read of another lane's stored element
 // without __syncwarp.
@@ -41,6 +42,22 @@ __global__ void mma_kernel(const float* a, const float* b, float* c, bool round)
   }
   wmma::mma_sync(fc, fa, fb, fc);
   wmma::store_matrix_sync(c, fc, 16, wmma::mem_row_major);
+}
+
+// out[thread] = element (0, 0) of the thread's own product a b, in a block of warps: threads
+// `odd_one` and `odd_two` add 1 to their fragment's a(0, 0) first, so their inputs differ from
+// their warps'.
+__global__ void odd_lane_mma_kernel(const float* a, const float* b, float* out, unsigned odd_one,
+                                    unsigned odd_two) {
+  FragA fa;
+  FragB fb;
+  FragC fc;
+  wmma::load_matrix_sync(fa, a, 16);
+  wmma::load_matrix_sync(fb, b, 16);
+  wmma::fill_fragment(fc, 0.0f);
+  if (threadIdx.x == odd_one || threadIdx.x == odd_two) fa.x[0] += 1.0f;
+  wmma::mma_sync(fc, fa, fb, fc);
+  out[threadIdx.x] = fc.x[0];
 }
 
 using Bf16A = wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::col_major>;
@@ -142,6 +159,28 @@ TEST_SUITE("cudasim_wmma") {
       REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
       CHECK(dc.host()[0] == (round ? 1.0f + std::ldexp(1.0f, -10) : 1.0f));
     }
+  }
+
+  TEST_CASE("a lane whose fragments differ from its warp's gets its own product, in every order") {
+    // The emulator computes a warp's product once and hands it to the lanes with the same
+    // inputs (mma.h's memo): a lane with other inputs, first or last of its warp to arrive, must
+    // not receive its warp's product.
+    std::vector<float> a(16 * 8), b(8 * 16);
+    for (int i = 0; i < 16 * 8; ++i) a[i] = static_cast<float>(i % 3);
+    for (int i = 0; i < 8 * 16; ++i) b[i] = static_cast<float>(i % 4) + 1.0f;
+    float want = 0.0f;
+    for (int k = 0; k < 8; ++k) want += a[k * 16] * b[k * 16];  // (m 0, n 0)
+    for (const auto order : kOrders)
+      for (const unsigned odd : {0u, 31u}) {
+        OrderScope scope(order);
+        DeviceBuffer<float> da(a), db(b), out(std::vector<float>(64, NAN));
+        ECH_LAUNCH(1, 64, 0, nullptr, odd_lane_mma_kernel)
+        (da.get(), db.get(), out.get(), odd, 32 + 5);
+        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+        const auto got = out.host();
+        for (unsigned t = 0; t < 64; ++t)
+          CHECK_MESSAGE(got[t] == want + (t == odd || t == 32 + 5 ? b[0] : 0.0f), "thread ", t);
+      }
   }
 
   TEST_CASE("__float2bfloat16_rn equals the CPU's round_to_bf16 bit for bit") {
