@@ -106,7 +106,7 @@ cudaError_t cudaDeviceSynchronize();
 cudaError_t cudaDeviceCanAccessPeer(int* can_access, int device, int peer_device);
 cudaError_t cudaDeviceEnablePeerAccess(int peer_device, unsigned flags);
 
-// ---- kernel attributes: only the dynamic shared-memory opt-in (cuda/sim/scheduler.cpp). A launch
+// ---- kernel attributes: only the dynamic shared-memory opt-in (cuda/sim/launch.cpp). A launch
 // asking for more than 48 KiB of dynamic shared memory fails unless its kernel opted in to at
 // least that much on the current device; the opt-in fails above the per-block limit (an H200's
 // cudaDevAttrMaxSharedMemoryPerBlockOptin, 227 KiB). The emulation does not count static

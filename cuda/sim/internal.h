@@ -1,5 +1,5 @@
-// CUDA emulation: what the runtime (runtime.cpp, events.cpp), the scheduler (scheduler.cpp) and
-// the cuBLAS stand-in (cublas.cpp) share. Not for use outside cuda/sim.
+// CUDA emulation: what the runtime (runtime.cpp, events.cpp), the scheduler (scheduler.cpp,
+// launch.cpp) and the cuBLAS stand-in (cublas.cpp) share. Not for use outside cuda/sim.
 #pragma once
 
 #include <cstdint>
@@ -77,6 +77,9 @@ void count_host_synchronization();  // cudasim::host_synchronizations() counts o
 Order launch_order();               // the order for a launch enqueued now
 uint64_t next_launch_id();
 void count_launch(uint64_t blocks, uint64_t threads);
+
+// "file.cpp:line" (the file's last path component), as the emulator's messages name a site.
+std::string site(const char* file, int line);
 
 // Runs one launch; called on the stream's worker thread.
 struct Grid {
