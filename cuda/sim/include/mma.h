@@ -63,11 +63,14 @@ inline void converge(const char* file, int line) {
   warp_op(WarpOp::Syncwarp, 0xffffffffu, 0, 0, 32, file, line);
 }
 
-inline unsigned lane() {
+// The calling thread's index within its block, x fastest.
+inline unsigned linear_thread() {
   const auto& c = echelon::cudasim::detail::coordinates();
-  const unsigned linear =
-      c.thread_idx.x + c.block_dim.x * (c.thread_idx.y + c.block_dim.y * c.thread_idx.z);
-  return linear % 32;
+  return c.thread_idx.x + c.block_dim.x * (c.thread_idx.y + c.block_dim.y * c.thread_idx.z);
+}
+
+inline unsigned lane() {
+  return linear_thread() % 32;
 }
 
 // ldm counts elements of `element_bytes`; it must span a multiple of 16 bytes.
@@ -190,8 +193,7 @@ struct MmaMemo {
 // The calling thread's warp within its block (a block runs on one worker thread at a time, so a
 // worker's memos serve one block's warps: at most 1024 / 32).
 inline unsigned warp_in_block() {
-  const auto& c = echelon::cudasim::detail::coordinates();
-  return (c.thread_idx.x + c.block_dim.x * (c.thread_idx.y + c.block_dim.y * c.thread_idx.z)) / 32;
+  return linear_thread() / 32;
 }
 
 }  // namespace detail
