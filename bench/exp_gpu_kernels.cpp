@@ -446,8 +446,7 @@ int main(int argc, char** argv) {
   app.add_option("--nets", nets, "Conv rows of these networks only (default: all)")
       ->delimiter(',')
       ->check(CLI::IsMember({"lenet5", "resnet20", "alexnet", "vgg16"}));
-  app.add_flag("--table-ab", table_ab,
-               "Also time the small tiles' gather table on vs off (fp32 and TF32)");
+  app.add_flag("--table-ab", table_ab, "Also time the conv gather table on vs off (fp32 and TF32)");
   app.add_flag("--fma-ab", fma_ab,
                "Also time the 128x128 tile's FMA cores, warp-tiled vs the old one (fp32 conv)");
   app.add_flag("--mma-tile-ab", tile_ab,

@@ -253,9 +253,9 @@ void dgrad_phases_rows(int64_t batch, Precision precision) {
   ops::set_float32_precision(Precision::Fp32);
 }
 
-// The gather table of the tiny and narrow tiles (cuda::set_conv_gather_table), off then on.
-// Bit-identical results; only the forward and grad input use it (layers on the larger tiles and
-// the weight gradient: both columns the same kernel).
+// The gather table (cuda::set_conv_gather_table), off then on: the forward and grad input's table
+// on every register-staged tile (the 128x128 ones since session 40), the weight gradient's column
+// table. Bit-identical results.
 void gather_table_rows(const std::vector<ConvShape>& shapes, Precision precision) {
   const bool table = cuda::conv_gather_table();  // false under ECHELON_CONV_GATHER_TABLE=0
   ab_rows(shapes, precision, "gather table off / on",

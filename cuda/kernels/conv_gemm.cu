@@ -20,19 +20,19 @@
 //                the groups' partials are added in group order by sum_groups (deterministic)
 // Tile shapes by problem size: M (the output channels, or the input channels for grad input) up to
 // 16 gets the 16x256 TinyTile, up to 32 the 32x128 NarrowTile (their forward and grad input gather
-// through a per-block table of decoded k, and so do the 64x64 tile's: "the gather table" in
-// conv_operands.cuh, with the gathers and the operand loader); the 128x128 tile when the problem
-// still fills the GPU with it (FMA: the warp-tiled core of fma_tile.cuh, as the SGEMM's, where
-// warp_tiles_fit, else gemm_tile.cuh's LargeTile; TF32 and bf16: mma_tile.cuh's, k-slices of 16,
-// also for the weight gradient whose split-K fills the GPU, and so does the FMA weight gradient's
-// wherever M and N fill it; ECHELON_MMA_TILE=64 / 128 force a tensor-core tile; TF32: the 2-stage
-// ring with the weights (forward) / grad_out (grad weight) by float4 registers, or mma_tile.cuh's
-// async-K tiles, those k-contiguous operands by cp.async into [m][k] rows, with 2 or 4 stages:
-// ConvConfig::async_k / stages, the heuristic's from ECHELON_MMA_ASYNC_K=1 and ECHELON_MMA_STAGES,
-// default off; the other operand is a gather, in registers one slice ahead whatever the ring; grad
-// input's weights are not k-contiguous in memory, so it gains nothing; or, every pass,
-// mma_tile.cuh's gather tiles, whose gathers go by 4-byte cp.async with zero-fill too, 2 or 4
-// stages: ConvConfig::async_gather, the heuristic's from ECHELON_CONV_ASYNC_GATHER=1 /
+// through a per-block table of decoded k, and so do the other register-staged tiles': "the gather
+// table" in conv_operands.cuh, with the gathers and the operand loader); the 128x128 tile when the
+// problem still fills the GPU with it (FMA: the warp-tiled core of fma_tile.cuh, as the SGEMM's,
+// where warp_tiles_fit, else gemm_tile.cuh's LargeTile; TF32 and bf16: mma_tile.cuh's, k-slices of
+// 16, also for the weight gradient whose split-K fills the GPU, and so does the FMA weight
+// gradient's wherever M and N fill it; ECHELON_MMA_TILE=64 / 128 force a tensor-core tile; TF32:
+// the 2-stage ring with the weights (forward) / grad_out (grad weight) by float4 registers, or
+// mma_tile.cuh's async-K tiles, those k-contiguous operands by cp.async into [m][k] rows, with 2 or
+// 4 stages: ConvConfig::async_k / stages, the heuristic's from ECHELON_MMA_ASYNC_K=1 and
+// ECHELON_MMA_STAGES, default off; the other operand is a gather, in registers one slice ahead
+// whatever the ring; grad input's weights are not k-contiguous in memory, so it gains nothing; or,
+// every pass, mma_tile.cuh's gather tiles, whose gathers go by 4-byte cp.async with zero-fill too,
+// 2 or 4 stages: ConvConfig::async_gather, the heuristic's from ECHELON_CONV_ASYNC_GATHER=1 /
 // set_conv_async_gather with ECHELON_MMA_STAGES, default off); else 64x64. These choices (tile, FMA
 // core, gather table, split-K groups, async-K, gather staging and stages) are one ConvConfig
 // (conv_gemm.h): conv_gemm_heuristic makes them as above, conv_gemm_candidates lists every legal
@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(kThreads, (conv_min_blocks<T, P, kMma>()))
   const int64_t k_slices = (ops.g.K + T::kK - 1) / T::kK;
   const int64_t first = static_cast<int64_t>(blockIdx.z) * per_group;
   const int64_t slices = max(int64_t{0}, min(k_slices, first + per_group) - first);
-  (void)use_table;  // the 128x128 tiles' forward and grad input have no table
+  (void)use_table;  // the async-K and gather tiles have no table
   if constexpr (has_columns<T, P>()) {
     __shared__ ColumnEntry columns[T::kN];
     if (use_table) {
@@ -464,14 +464,14 @@ ConvConfig conv_gemm_heuristic(ConvPass pass, const Conv2dGeometry& a) {
   c.tile = pick_tile(s, float32_precision(), pass == ConvPass::BackwardWeight);
   c.warp_core =
       c.tile == ConvTile::Large && float32_precision() == Precision::Fp32 && fma_warp_tiles();
-  c.table = tile_has_table(c.tile, pass) && gather_table_flag().load(std::memory_order_relaxed) &&
-            table_legal(pass, a, s);
+  c.table = gather_table_flag().load(std::memory_order_relaxed) && table_legal(pass, a, s);
   if (pass == ConvPass::BackwardWeight && s.M * s.N > 0) c.groups = split_k(s, c.tile);
   const bool tf32_large = c.tile == ConvTile::Large && float32_precision() == Precision::Tf32;
   if (tf32_large && async_gather_flag().load(std::memory_order_relaxed))
-    c.async_gather = true, c.stages = mma_stages(), c.table = false;  // gathers by b_at
+    c.async_gather = true, c.stages = mma_stages();  // gathers by b_at
   else if (tf32_large && mma_async_k() && async_k_applies(pass, a, s))
     c.async_k = true, c.stages = mma_stages();
+  c.table = c.table && config_has_table(c);
   return c;
 }
 
@@ -485,7 +485,7 @@ std::vector<ConvConfig> conv_gemm_candidates(ConvPass pass, const Conv2dGeometry
     if (!grid_fits(tile, s)) continue;
     std::vector<bool> cores{false}, tables{false};
     if (tile == ConvTile::Large && fp32 && warp_core_fits(pass, s, nullptr)) cores.push_back(true);
-    if (tile_has_table(tile, pass) && table_legal(pass, a, s)) tables.push_back(true);
+    if (table_legal(pass, a, s)) tables.push_back(true);
     // The grad weight's column table gives the same bits in fewer instructions: its ladder is
     // timed once, with the table as the switch has it (ECHELON_CONV_GATHER_TABLE=0 for the A/B).
     if (pass == ConvPass::BackwardWeight)
@@ -511,8 +511,11 @@ std::vector<ConvConfig> conv_gemm_candidates(ConvPass pass, const Conv2dGeometry
     for (const bool core : cores)
       for (const bool table : tables)
         for (const int64_t g : groups)
-          for (const Ring& r : rings)
-            out.push_back({false, tile, core, table, g, r.async_k, r.stages, r.async_gather});
+          for (const Ring& r : rings) {
+            ConvConfig c{false, tile, core, table, g, r.async_k, r.stages, r.async_gather};
+            c.table = c.table && config_has_table(c);  // the async rings: once, without
+            if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+          }
   }
   return out;
 }

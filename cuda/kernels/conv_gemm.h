@@ -29,8 +29,8 @@ struct ConvConfig {
   bool im2col = false;              // the columns path (conv.cu) instead of the implicit GEMM
   ConvTile tile = ConvTile::Small;  // the implicit GEMM's block tile
   bool warp_core = false;           // fp32 128x128: fma_tile.cuh's warp-tiled core, else the old
-  bool table = false;               // gather table (16/32/64-row fwd, grad in); grad w: columns
-  int64_t groups = 1;               // grad weight: split-K groups (normalised: none empty)
+  bool table = false;    // gather table (fwd, grad in); grad w: columns; not with the async rings
+  int64_t groups = 1;    // grad weight: split-K groups (normalised: none empty)
   bool async_k = false;  // TF32 128x128 forward / grad weight: mma_tile.cuh's async-K tiles
   int stages = 2;        // their ring: 2 or mma_deep_stages() (the other tiles: 2)
   // TF32 128x128, every pass: mma_tile.cuh's gather tiles (the gathered operands by 4-byte
@@ -71,7 +71,7 @@ std::vector<ConvConfig> conv_gemm_candidates(ConvPass pass, const Conv2dGeometry
 // operand (x, w, y) must have fewer than 2^31 elements; larger ones take the columns path.
 bool conv_gemm_fits(const Conv2dGeometry& a);
 
-// The gather table of the 16-, 32- and 64-row tiles and the weight gradient's column table
+// The gather table of the register-staged tiles and the weight gradient's column table
 // (conv_gemm.cu, "the gather table"): on by default, off when the environment sets
 // ECHELON_CONV_GATHER_TABLE=0; the same results either way (bit-identical), so this is only an A/B
 // switch for timing and tests. Process-wide.

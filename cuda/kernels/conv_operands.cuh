@@ -1,6 +1,6 @@
 // The implicit-GEMM convolution's operands (cuda/kernels/conv_gemm.cu): the passes' GEMM shapes,
 // the geometry in 32-bit ints, the gathers of x and grad_out through the conv geometry, the
-// per-block gather table of the 16-, 32- and 64-row tiles and the weight gradient's column table,
+// per-block gather table of the register-staged tiles and the weight gradient's column table,
 // ConvOperands, the operand loader the block tiles of gemm_tile.cuh stage from, and the
 // launchers' rules for the tables. Only conv_gemm.cu includes it.
 #pragma once
@@ -157,7 +157,7 @@ __device__ __forceinline__ bool grad_out_at(const ConvIndex& g, const float* gra
   return true;
 }
 
-// ---- the gather table (forward and grad input of the 16-, 32- and 64-row tiles) ---------------
+// ---- the gather table (forward and grad input of the register-staged tiles) -------------------
 // The gathers above divide by the kernel and output sizes per element. With a table, a block
 // decodes each k of the im2col operand, (c, ki, kj) or (o, ki, kj), once into shared memory:
 // {offset delta, tap = ki*KW + kj}. The column is a thread's own: these passes stage op(B)
@@ -196,17 +196,19 @@ struct alignas(16) ColumnEntry {  // one 16-byte shared load (4 bytes of padding
 };
 constexpr int kNoRow = -(1 << 30);
 
-// Not in the async-K tiles (TF32, opt-in): the table took their weight gradient from 128 to 134
-// registers, one block per SM instead of two, and capped at 128 they spilled. Nor in the gather
-// tiles, whose gathers go by b_at.
+// Neither table is in the async-K tiles (TF32, opt-in): the column table took their weight
+// gradient from 128 to 134 registers, one block per SM instead of two, and capped at 128 they
+// spilled; their ring is the dynamic shared memory the gather table would take. Nor in the gather
+// tiles (async-K tiles too), whose gathers go by b_at. Every register-staged tile has them, the
+// 128x128 ones included (session 40: their forward and grad input gathered by the divisions).
 template <typename T, ConvPass P>
 constexpr bool has_columns() {
   return P == ConvPass::BackwardWeight && !async_k<T>();
 }
 
 template <typename T, ConvPass P>
-constexpr bool has_table() {  // the Tiny, Narrow and Small tiles (fp32, TF32 and bf16)
-  return T::kM <= SmallTile::kM && P != ConvPass::BackwardWeight;
+constexpr bool has_table() {
+  return P != ConvPass::BackwardWeight && !async_k<T>();
 }
 
 // What the store does with a finished value v, a runtime argument of the kernels (no extra
@@ -319,8 +321,8 @@ struct ConvOperands {
 
   // a() and b() as addresses, for the gather tiles' 4-byte cp.async (gemm_tile.cuh,
   // AsyncGather): whether (m, k) / (k, n) lies inside op(A) / op(B) and is not padding, p its
-  // address; else p = the operand's base (the copy zero-fills and reads nothing). The 128x128
-  // tile has no gather table.
+  // address; else p = the operand's base (the copy zero-fills and reads nothing). These tiles
+  // have no gather table.
   __device__ bool a_at(int64_t m_wide, int64_t k_wide, const float*& p) const {
     p = a_src;
     if (!below(m_wide, g.M) || !below(k_wide, g.K)) return false;
@@ -331,7 +333,7 @@ struct ConvOperands {
     return true;
   }
   __device__ bool b_at(int64_t k_wide, int64_t n_wide, const float*& p) const {
-    static_assert(!kTable, "the gather tiles are 128x128: no table");
+    static_assert(!kTable, "the gather tiles gather by address: no table");
     p = b_src;
     if (!below(k_wide, g.K) || !below(n_wide, g.N)) return false;
     const int k = static_cast<int>(k_wide), n = static_cast<int>(n_wide);
@@ -440,8 +442,10 @@ __device__ void decode_column(const ConvIndex& g, int n, unsigned& base, unsigne
 
 // ---- the launchers' rules for the tables (host) --------------------------------------------
 
-inline bool tile_has_table(ConvTile tile, ConvPass pass) {  // the grad weight: its column table
-  return tile != ConvTile::Large || pass == ConvPass::BackwardWeight;
+// Whether a configuration's kernel has its pass's table (has_table, has_columns): every one whose
+// ring is not cp.async-staged (the async-K and gather tiles have neither).
+inline bool config_has_table(const ConvConfig& c) {
+  return !c.async_k && !c.async_gather;
 }
 
 // The table's shared bytes for K rounded up to k-slices of depth `slice` (what fill_table fills).
@@ -449,7 +453,7 @@ inline size_t table_bytes(int64_t k, int slice) {
   return static_cast<size_t>((k + slice - 1) / slice * slice) * sizeof(TableEntry);
 }
 
-// Whether the gather table can take pass P of this convolution (its tiles: tile_has_table).
+// Whether the gather table can take pass P of this convolution (its kernels: config_has_table).
 inline bool table_legal(ConvPass pass, const Conv2dGeometry& g, const GemmShape& s) {
   const bool taps = g.kernel_h * g.kernel_w <= kMaxTableTaps;
   const bool k_fits = (s.K + 15) / 16 * 16 <= kTableK;  // rounded to the deepest k-slice

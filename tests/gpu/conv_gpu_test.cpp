@@ -4,9 +4,9 @@
 // float4 operand loads (weights' rows, grad_out's planes), the split-K weight gradient, the
 // columns fallback of the input gradient (< 8 input channels), stride,
 // padding, dilation, rectangular kernels, batch 1, C = 1 and sizes that are no tile multiple;
-// the small tiles' gather table (and its fallbacks), also against the plain gathers bit for bit;
-// the direct weight gradient (cuda/kernels/conv_direct.cu) on every case it takes.
-// Under TF32 (bf16) the reference is the fp32 twin on TF32- (bf16-) rounded inputs (as
+// every register-staged tile's gather table (and its fallbacks), also against the plain gathers bit
+// for bit; the direct weight gradient (cuda/kernels/conv_direct.cu) on every case it takes. Under
+// TF32 (bf16) the reference is the fp32 twin on TF32- (bf16-) rounded inputs (as
 // tests/gpu/tf32_gpu_test: the kernels' operands are the tensors' own values or padding zeros,
 // rounded in the fragments, or for bf16 when staged in shared memory).
 #include <doctest/doctest.h>
@@ -230,8 +230,9 @@ TEST_SUITE("conv_gpu") {
 
   TEST_CASE("the gather table gives the plain gathers' results bit for bit") {
     // The same sums in the same order: every output of every case equal to the last bit, table
-    // on (the default) and off, under each precision (the bf16 tiles have tables too). The
-    // weight gradient's column table (every tile, the 128x128 ones of c130_o136_large included).
+    // on (the default) and off, under each precision (the bf16 tiles have tables too), on every
+    // register-staged tile: the 128x128 ones in every pass (o130_large's fp32 forward,
+    // c130_o136_large's every pass), the weight gradient's column table included.
     REQUIRE(cuda::conv_gather_table());
     for (const Precision precision : {Precision::Fp32, Precision::Tf32, Precision::Bf16})
       for (const Case& c : cases()) {

@@ -155,7 +155,8 @@ TEST_SUITE("conv_tune_gpu") {
   }
 
   TEST_CASE("the candidates: both FMA cores, the table on and off, a split-K ladder") {
-    // 33 x 20 forward (1x1, R = 20): the fp32 128x128 tile with both cores; odd_3x3's 12
+    // 33 x 20 forward (1x1, R = 20): the fp32 128x128 tile with both cores, each with and
+    // without the gather table (every register-staged tile has it since session 40); odd_3x3's 12
     // filters: the 16-row tile with and without its table; a weight gradient deep enough for
     // several split-K counts (K = 15 * 13 = 195: 25 fp32 k-slices of 8, at most 7 groups).
     const auto count = [](const std::vector<cuda::ConvConfig>& all, auto&& pred) {
@@ -167,6 +168,9 @@ TEST_SUITE("conv_tune_gpu") {
         cuda::conv_candidates(cuda::ConvPass::Forward, full_geometry(geometries()[2]));
     CHECK(count(fwd, [](const cuda::ConvConfig& c) {
             return c.tile == cuda::ConvTile::Large && !c.im2col;
+          }) == 4);
+    CHECK(count(fwd, [](const cuda::ConvConfig& c) {
+            return c.tile == cuda::ConvTile::Large && !c.im2col && c.table;
           }) == 2);
     const std::vector<cuda::ConvConfig> tiny =
         cuda::conv_candidates(cuda::ConvPass::Forward, full_geometry(geometries()[0]));
@@ -196,6 +200,8 @@ TEST_SUITE("conv_tune_gpu") {
     // bf16 never. The heuristic's: off unless set_mma_async_k (ECHELON_MMA_ASYNC_K=1), then
     // mma_stages()'s depth. The gather tiles (async_gather) likewise at 2 and 4 stages, in every
     // pass, never with async_k; the heuristic's from set_conv_async_gather (before async_k).
+    // Neither async ring has a table: they are listed once, without, where the register ring's
+    // forward and grad input come with the table and without (its grad weight: the switch's).
     // 128 channels, 12x12: M, N >= 128 in every pass.
     Conv2dGeometry wide;
     wide = wide.for_input(1, 128, 12, 12, 128);
@@ -206,6 +212,7 @@ TEST_SUITE("conv_tune_gpu") {
         CHECK(
             ((!c.async_k && !c.async_gather && c.stages == 2) || c.tile == cuda::ConvTile::Large));
         CHECK_FALSE((c.async_k && c.async_gather));
+        CHECK_FALSE((c.table && (c.async_k || c.async_gather)));
         n += c.tile == cuda::ConvTile::Large && !c.im2col && c.async_k == async_k &&
                      c.async_gather == async_gather && c.stages == stages
                  ? 1
@@ -222,20 +229,24 @@ TEST_SUITE("conv_tune_gpu") {
     for (const cuda::ConvPass pass : kPasses) {
       CAPTURE(cuda::name(pass));
       PrecisionScope tf32(Precision::Tf32);
-      const int plain = rings(pass, false, 2);
-      const int expected = pass == cuda::ConvPass::BackwardData ? 0 : plain;
-      CHECK(plain >= 1);
+      const int tables = pass == cuda::ConvPass::BackwardWeight ? 1 : 2;  // table on and off
+      const int plain = rings(pass, false, 2), per_table = plain / tables;
+      const int expected = pass == cuda::ConvPass::BackwardData ? 0 : per_table;
+      CHECK(plain >= tables);
+      CHECK(plain % tables == 0);
       CHECK(rings(pass, true, 2) == expected);
       CHECK(rings(pass, true, cuda::mma_deep_stages()) == expected);
       CHECK(rings(pass, false, cuda::mma_deep_stages()) == 0);
-      CHECK(rings(pass, false, 2, true) == plain);
-      CHECK(rings(pass, false, cuda::mma_deep_stages(), true) == plain);
+      CHECK(rings(pass, false, 2, true) == per_table);
+      CHECK(rings(pass, false, cuda::mma_deep_stages(), true) == per_table);
       cuda::set_mma_tile(cuda::MmaTile::Large);  // the heuristic's tile: 128x128
       CHECK(cuda::conv_heuristic(pass, wide).tile == cuda::ConvTile::Large);
       CHECK_FALSE(cuda::conv_heuristic(pass, wide).async_k);
       CHECK_FALSE(cuda::conv_heuristic(pass, wide).async_gather);
+      CHECK(cuda::conv_heuristic(pass, wide).table);  // the register ring's, every pass
       cuda::set_mma_async_k(true);
       CHECK(cuda::conv_heuristic(pass, wide).async_k == (expected > 0));
+      CHECK(cuda::conv_heuristic(pass, wide).table == (expected == 0));
       CHECK(cuda::conv_heuristic(pass, wide).stages == 2);
       cuda::set_mma_stages(cuda::mma_deep_stages());
       const std::string deep = cuda::to_string(cuda::conv_heuristic(pass, wide));
@@ -243,7 +254,7 @@ TEST_SUITE("conv_tune_gpu") {
       REQUIRE_FALSE(cuda::conv_async_gather());  // the default: ECHELON_CONV_ASYNC_GATHER unset
       cuda::set_conv_async_gather(true);
       const cuda::ConvConfig gather = cuda::conv_heuristic(pass, wide);
-      CHECK((gather.async_gather && !gather.async_k && gather.stages == 4));
+      CHECK((gather.async_gather && !gather.async_k && gather.stages == 4 && !gather.table));
       CHECK(cuda::to_string(gather).find("async-gather stages=4") != std::string::npos);
       cuda::set_mma_stages(2);
       CHECK(cuda::conv_heuristic(pass, wide).stages == 2);
