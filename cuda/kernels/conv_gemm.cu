@@ -179,8 +179,9 @@ __global__ void __launch_bounds__(kThreads, (conv_min_blocks<T, P, kMma>()))
 #else
       __shared__ __align__(32) float scratch[kWarps][kFrag * kFrag];  // one accumulator, row-major
       MmaWarps<T> warps;
-      for_each_slice<T>(slices, st, m0, n0, a_tile, b_tile, locate,
-                        [&](int cur) { warps.multiply(a_tile[cur], b_tile[cur]); });
+      for_each_slice<T>(slices, st, m0, n0, a_tile, b_tile, locate, [&](int cur, const Staging& c) {
+        warps.multiply(a_tile[cur], b_tile[cur], c);  // c: what to round
+      });
       warps.store_tile(scratch[threadIdx.x / 32], m0, n0, store);
 #endif
     } else if constexpr (T::kWarpTiled) {

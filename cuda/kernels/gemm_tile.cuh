@@ -72,6 +72,8 @@
 
 #include <echelon/cuda/launch.h>
 
+#include "staged_rounding.cuh"
+
 namespace echelon::cuda::tile {
 
 constexpr int kVec = 4, kThreads = 256;
@@ -169,13 +171,31 @@ using ATile = typename T::Elem[T::kK][T::kM + T::kPad];  // one stage
 template <typename T>
 using BTile = typename T::Elem[T::kK][T::kN + T::kPad];
 
-// A loaded fp32 value as the shared tiles hold it (bf16: rounded to nearest even).
-template <typename E>
+// A loaded fp32 value as the shared tiles hold it (bf16: rounded to nearest even; Tf32: a float
+// tile of tf32_when_staged's, rounded to TF32 as the fragments would round it).
+template <typename E, bool Tf32 = false>
 __device__ __forceinline__ E to_tile(float v) {
-  if constexpr (std::is_same_v<E, float>)
-    return v;
-  else
+  if constexpr (!std::is_same_v<E, float>)
     return __float2bfloat16_rn(v);
+  else if constexpr (Tf32)
+    return staged(v, Rounding::Tf32);
+  else
+    return v;
+}
+
+// Whether T's register-staged TF32 operands (Scalar, Vector) are rounded as they are stored to
+// shared memory rather than in every fragment loaded from it (mma_tile.cuh's 128x128 TF32 tiles).
+// Each element is staged once but loaded into the fragments of 2 (A) or 4 (B) warps, each round
+// 2 instructions: a thread's 48 fragment roundings a 16-deep slice become 16 at staging
+// (3 each: the stored value's low bits are cleared too). Rounded values round to themselves, so
+// the multiply skips only those operands' rounding (MmaWarps::multiply); cp.async operands land
+// unrounded and keep theirs.
+template <typename T>
+constexpr bool tf32_when_staged() {
+  if constexpr (requires { T::kTf32Staged; })
+    return T::kTf32Staged;
+  else
+    return false;
 }
 
 enum class Load : int { Scalar, Vector, Async, AsyncK, AsyncGather };
@@ -301,15 +321,15 @@ struct Part {
     }
   }
 
-  // tile[k][d] <- the registers (Scalar and Vector operands).
-  template <typename E, int W>
+  // tile[k][d] <- the registers (Scalar and Vector operands); Tf32: rounded (tf32_when_staged).
+  template <bool Tf32, typename E, int W>
   __device__ __forceinline__ void stage(Load load, bool k_fast, E (&tile)[K][W]) const {
     if (load == Load::Scalar) {
 #pragma unroll
       for (int j = 0; j < kScalar; ++j) {
         const int idx = threadIdx.x + j * kThreads;
         if (D * K % kThreads == 0 || idx < D * K)
-          tile[k_fast ? idx % K : idx / D][k_fast ? idx / K : idx % D] = to_tile<E>(v[j]);
+          tile[k_fast ? idx % K : idx / D][k_fast ? idx / K : idx % D] = to_tile<E, Tf32>(v[j]);
       }
     } else if (load == Load::Vector) {
 #pragma unroll
@@ -320,7 +340,7 @@ struct Part {
         piece(c, k_fast, d, k);
 #pragma unroll
         for (int i = 0; i < kVec; ++i)
-          tile[k + (k_fast ? i : 0)][d + (k_fast ? 0 : i)] = to_tile<E>(v[j * kVec + i]);
+          tile[k + (k_fast ? i : 0)][d + (k_fast ? 0 : i)] = to_tile<E, Tf32>(v[j * kVec + i]);
       }
     }
   }
@@ -398,8 +418,8 @@ struct Slice {
 
   __device__ __forceinline__ void stage(const Staging& st, ATile<T>& a_tile,
                                         BTile<T>& b_tile) const {
-    a.stage(st.a, st.a_k, a_tile);
-    b.stage(st.b, st.b_k, b_tile);
+    a.template stage<tf32_when_staged<T>()>(st.a, st.a_k, a_tile);
+    b.template stage<tf32_when_staged<T>()>(st.b, st.b_k, b_tile);
   }
 
   template <typename Operands>

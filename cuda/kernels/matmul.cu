@@ -223,8 +223,9 @@ __global__ void __launch_bounds__(kThreads, (mma_min_blocks<T>()))
     __shared__ __align__(32) BTiles<T> b_tile;                      // [k][n] = op(B)(k0+k, n0+n)
     __shared__ __align__(32) float scratch[kWarps][kFrag * kFrag];  // one accumulator, row-major
     MmaWarps<T> warps;
-    for_each_group_slice<T>(g, m0, n0, a_tile, b_tile,
-                            [&](int cur) { warps.multiply(a_tile[cur], b_tile[cur]); });
+    for_each_group_slice<T>(g, m0, n0, a_tile, b_tile, [&](int cur, const Staging& st) {
+      warps.multiply(a_tile[cur], b_tile[cur], st);  // st: what to round
+    });
     warps.store_tile(scratch[threadIdx.x / 32], m0, n0,
                      [&](int64_t m, int64_t n, float v) { store_element(g, m, n, v); });
   }

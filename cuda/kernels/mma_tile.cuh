@@ -110,6 +110,7 @@ struct MmaLargeTile {
   static constexpr int kWarpsM = 4;               // warps along m; each owns 32 x 64 of C
   static constexpr bool kWarpTiled = false;       // not the FMA warp tiles (conv_gemm.cu asks)
   static constexpr bool kConstantStaging = true;  // gemm_tile.cuh's staging, one loop per staging
+  static constexpr bool kTf32Staged = kFloat;     // gemm_tile.cuh's tf32_when_staged
 };
 using Tf32LargeTile = MmaLargeTile<float>;
 // The deep TF32 ring: 4 stages, not 3. Registers (164-245) already hold the 128x128 kernels to
@@ -282,33 +283,42 @@ struct MmaWarps {
   // SGEMM went past 255 registers (a spill); a loop around the single step of the gemm_tile.cuh
   // shapes cost registers there (three of their conv kernels spilled under their caps).
   // ARows / BRows: the stage holds that operand as [d][k] (an AsyncK operand, k_rows()).
+  // round_a / round_b: round that operand's TF32 fragments (false: it was rounded when staged).
   template <bool ARows = false, bool BRows = false>
-  __device__ __forceinline__ void multiply(const ATile<T>& a_tile, const BTile<T>& b_tile) {
+  __device__ __forceinline__ void multiply(const ATile<T>& a_tile, const BTile<T>& b_tile,
+                                           bool round_a = true, bool round_b = true) {
     if constexpr (kSteps == 1) {
-      multiply_step<ARows, BRows>(a_tile, b_tile, 0);
+      multiply_step<ARows, BRows>(a_tile, b_tile, 0, round_a, round_b);
     } else {
 #pragma unroll 1
       for (int step = 0; step < kSteps; ++step)
-        multiply_step<ARows, BRows>(a_tile, b_tile, step * kMmaK);
+        multiply_step<ARows, BRows>(a_tile, b_tile, step * kMmaK, round_a, round_b);
     }
   }
 
-  // multiply, reading each operand's stage in the layout its staging left (with_constant_staging
-  // makes st a constant, so one branch remains per staging).
+  // multiply, reading each operand's stage in the layout its staging left and rounding the
+  // fragments of those operands that were not rounded when staged (gemm_tile.cuh,
+  // tf32_when_staged: register-staged operands of the 128x128 TF32 tiles are; cp.async ones
+  // never). with_constant_staging makes st a constant, so one branch remains per staging.
   __device__ __forceinline__ void multiply(const ATile<T>& a_tile, const BTile<T>& b_tile,
                                            const Staging& st) {
+    const auto in_registers = [](Load load) {
+      return load == Load::Scalar || load == Load::Vector;
+    };
+    const bool round_a = !(tf32_when_staged<T>() && in_registers(st.a));
+    const bool round_b = !(tf32_when_staged<T>() && in_registers(st.b));
     if constexpr (async_k<T>()) {
       const bool a_rows = st.a == Load::AsyncK, b_rows = st.b == Load::AsyncK;
       if (a_rows && b_rows)
-        multiply<true, true>(a_tile, b_tile);
+        multiply<true, true>(a_tile, b_tile, round_a, round_b);
       else if (a_rows)
-        multiply<true, false>(a_tile, b_tile);
+        multiply<true, false>(a_tile, b_tile, round_a, round_b);
       else if (b_rows)
-        multiply<false, true>(a_tile, b_tile);
+        multiply<false, true>(a_tile, b_tile, round_a, round_b);
       else
-        multiply(a_tile, b_tile);
+        multiply(a_tile, b_tile, round_a, round_b);
     } else {
-      multiply(a_tile, b_tile);
+      multiply(a_tile, b_tile, round_a, round_b);
     }
   }
 
@@ -316,7 +326,7 @@ struct MmaWarps {
   // in registers while its B fragments stream past them.
   template <bool ARows, bool BRows>
   __device__ __forceinline__ void multiply_step(const ATile<T>& a_tile, const BTile<T>& b_tile,
-                                                int k) {
+                                                int k, bool round_a, bool round_b) {
     using ALayout = std::conditional_t<ARows, wmma::row_major, wmma::col_major>;
     using BLayout = std::conditional_t<BRows, wmma::col_major, wmma::row_major>;
     constexpr unsigned kRowLength = T::kK + kVec;  // k_rows()
@@ -327,7 +337,7 @@ struct MmaWarps {
         load_shared(a[i], &k_rows<T::kM>(a_tile)[warp_m * kWarpM + i * kFrag][k], kRowLength);
       else
         load_shared(a[i], &a_tile[k][warp_m * kWarpM + i * kFrag], T::kM + T::kPad);
-      if constexpr (kTf32) {
+      if (kTf32 && round_a) {
 #pragma unroll
         for (int e = 0; e < a[i].num_elements; ++e) a[i].x[e] = wmma::__float_to_tf32(a[i].x[e]);
       }
@@ -339,7 +349,7 @@ struct MmaWarps {
         load_shared(b, &k_rows<T::kN>(b_tile)[warp_n * kWarpN + f * kFrag][k], kRowLength);
       else
         load_shared(b, &b_tile[k][warp_n * kWarpN + f * kFrag], T::kN + T::kPad);
-      if constexpr (kTf32) {
+      if (kTf32 && round_b) {
 #pragma unroll
         for (int e = 0; e < b.num_elements; ++e) b.x[e] = wmma::__float_to_tf32(b.x[e]);
       }
