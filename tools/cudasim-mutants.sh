@@ -77,6 +77,7 @@ mutants=(
   "matmul-tf32-unrounded-b|mma_tile.cuh|'for (int e = 0; e < b.num_elements; ++e) b.x[e] = wmma::__float_to_tf32(b.x[e]);'|''"
   "mma-tf32-staged-unrounded|gemm_tile.cuh|'    return staged(v, Rounding::Tf32);'|'    return v;'"
   "mma-tf32-async-unrounded|mma_tile.cuh|'return load == Load::Scalar'|'return load != Load::AsyncK'"
+  "mma-common-element-k|gemm_tile.cuh|'d = first / K + j * (kThreads / K), k = first % K;'|'d = first / K + j * (kThreads / K), k = (first + j) % K;'|-ts=conv_gpu"
   "mma-large-a-fragment-offset|mma_tile.cuh|'&a_tile[k][warp_m * kWarpM + i * kFrag]'|'&a_tile[k][warp_m * kWarpM]'"
   "mma-large-k-step|mma_tile.cuh|'multiply_step<ARows, BRows>(a_tile, b_tile, step * kMmaK, round_a, round_b);'|'multiply_step<ARows, BRows>(a_tile, b_tile, 0, round_a, round_b);'"
   "mma-large-epilogue-rows|mma_tile.cuh|'m0 + warp_m * kWarpM + i * kFrag + e / kFrag'|'m0 + warp_m * kWarpM + e / kFrag'"

@@ -271,8 +271,9 @@ __device__ __forceinline__ int pinned(int x) {
 
 // One operand's share of a k-slice of D (kM or kN) by K elements; d is the operand's m or n.
 // get(d, k) reads one element, span(d, k, p) a run of 4 (the loader's a/b, a_span/b_span).
-// Pin: the element indices go through pinned() (the tiles with kConstantStaging).
-template <int D, int K, bool Pin = false>
+// Pin: the element indices go through pinned() (the tiles with kConstantStaging). Common: a
+// thread's elements share their coordinate along the fastest dimension visibly (element()).
+template <int D, int K, bool Pin = false, bool Common = false>
 struct Part {
   static constexpr int kScalar = ceil_div_int(D * K, kThreads);    // elements per thread
   static constexpr int kChunks = D * K / kVec;                     // 16-byte pieces per slice
@@ -288,6 +289,30 @@ struct Part {
     k = k_fast ? c % (K / kVec) * kVec : c / (D / kVec);
   }
 
+  // Element j of a thread: (d, k) of element idx = threadIdx.x + j * kThreads of the slice in
+  // its [k][d] (k_fast: [d][k]) order. Pinned, idx is index(threadIdx.x + j * kThreads), or in
+  // Common parts first + j * kThreads with first = index(threadIdx.x): where kThreads is a
+  // multiple of the fastest dimension, the thread's coordinate along it is then the same for
+  // every j, written so, from one pinned index, so that the loader's decoding of it (the weight
+  // gradient's split of k into image and position, grad input's split of a weight's k) is
+  // visibly common to the thread's elements and computed once; pinning each element's index
+  // hides that. Common only in mma_tile.cuh's 128x128 tiles (their k-slice loops 4-27% shorter,
+  // 3-14 registers fewer, session 40): the warp-tiled FMA tiles lost registers with one pinned
+  // index (the SGEMM spilled 188 bytes, the conv grad input went from 127 to 149 registers).
+  __device__ static __forceinline__ int element_index(int first, int j) {
+    return Common ? first + j * kThreads : index(threadIdx.x + j * kThreads);
+  }
+  __device__ static __forceinline__ void element(int idx, int first, int j, bool k_fast, int& d,
+                                                 int& k) {
+    if (Common && k_fast && kThreads % K == 0) {
+      d = first / K + j * (kThreads / K), k = first % K;
+    } else if (Common && !k_fast && kThreads % D == 0) {
+      d = first % D, k = first / D + j * (kThreads / D);
+    } else {
+      d = k_fast ? idx / K : idx % D, k = k_fast ? idx % K : idx / D;
+    }
+  }
+
   // Registers <- the slice at (d0, k0), for Scalar and Vector operands. A Scalar operand that
   // is not k-fastest reads d = threadIdx.x % D in every slice when kThreads % D == 0: the
   // conv's gather table (conv_gemm.cu) decodes that column once per thread and relies on it.
@@ -295,11 +320,15 @@ struct Part {
   __device__ __forceinline__ void fetch(Load load, bool k_fast, Get get, Span span, int64_t d0,
                                         int64_t k0) {
     if (load == Load::Scalar) {
+      const int first = Common ? index(threadIdx.x) : 0;
 #pragma unroll
       for (int j = 0; j < kScalar; ++j) {
-        const int idx = index(threadIdx.x + j * kThreads);
-        if (D * K % kThreads == 0 || idx < D * K)
-          v[j] = get(d0 + (k_fast ? idx / K : idx % D), k0 + (k_fast ? idx % K : idx / D));
+        const int idx = element_index(first, j);
+        if (D * K % kThreads == 0 || idx < D * K) {
+          int d, k;
+          element(idx, first, j, k_fast, d, k);
+          v[j] = get(d0 + d, k0 + k);
+        }
       }
     } else if (load == Load::Vector) {
 #pragma unroll
@@ -368,11 +397,13 @@ struct Part {
   template <int W, typename At>
   __device__ static __forceinline__ void issue_gather(float (&tile)[K][W], bool k_fast, At at,
                                                       int64_t d0, int64_t k0) {
+    const int first = Common ? index(threadIdx.x) : 0;
 #pragma unroll
     for (int j = 0; j < kScalar; ++j) {
-      const int idx = index(threadIdx.x + j * kThreads);
+      const int idx = element_index(first, j);
       if (D * K % kThreads != 0 && idx >= D * K) continue;
-      const int d = k_fast ? idx / K : idx % D, k = k_fast ? idx % K : idx / D;
+      int d, k;
+      element(idx, first, j, k_fast, d, k);
       const float* p;
       const bool inside = at(d0 + d, k0 + k, p);
       cp_async<sizeof(float)>(&tile[k][d], p, inside ? sizeof(float) : 0);
@@ -402,8 +433,11 @@ struct Part {
 // the cp.async issue of the Async ones.
 template <typename T>
 struct Slice {
-  Part<T::kM, T::kK, T::kConstantStaging> a;
-  Part<T::kN, T::kK, T::kConstantStaging> b;
+  static constexpr bool kCommon = T::kConstantStaging && !T::kWarpTiled;  // MmaLargeTile
+  using APart = Part<T::kM, T::kK, T::kConstantStaging, kCommon>;
+  using BPart = Part<T::kN, T::kK, T::kConstantStaging, kCommon>;
+  APart a;
+  BPart b;
 
   template <typename Operands>
   __device__ __forceinline__ void fetch(const Staging& st, const Operands& ops, int64_t m0,
@@ -428,31 +462,31 @@ struct Slice {
                                                BTile<T>& b_tile) {
     if constexpr (async_k<T>()) {
       if (st.a == Load::AsyncK)
-        Part<T::kM, T::kK, T::kConstantStaging>::issue_k(
+        APart::issue_k(
             k_rows<T::kM>(a_tile),
             [&](int64_t m, int64_t k, const float*& p) { return ops.a_span(m, k, p); }, m0, k0);
       if (st.b == Load::AsyncK)
-        Part<T::kN, T::kK, T::kConstantStaging>::issue_k(
+        BPart::issue_k(
             k_rows<T::kN>(b_tile),
             [&](int64_t n, int64_t k, const float*& p) { return ops.b_span(k, n, p); }, n0, k0);
     }
     if constexpr (async_gather<T>()) {
       if (st.a == Load::AsyncGather)
-        Part<T::kM, T::kK, T::kConstantStaging>::issue_gather(
+        APart::issue_gather(
             a_tile, st.a_k,
             [&](int64_t m, int64_t k, const float*& p) { return ops.a_at(m, k, p); }, m0, k0);
       if (st.b == Load::AsyncGather)
-        Part<T::kN, T::kK, T::kConstantStaging>::issue_gather(
+        BPart::issue_gather(
             b_tile, st.b_k,
             [&](int64_t n, int64_t k, const float*& p) { return ops.b_at(k, n, p); }, n0, k0);
     }
     if constexpr (T::kFloat) {
       if (st.a == Load::Async)
-        Part<T::kM, T::kK, T::kConstantStaging>::issue(
+        APart::issue(
             a_tile, [&](int64_t m, int64_t k, const float*& p) { return ops.a_span(m, k, p); }, m0,
             k0);
       if (st.b == Load::Async)
-        Part<T::kN, T::kK, T::kConstantStaging>::issue(
+        BPart::issue(
             b_tile, [&](int64_t n, int64_t k, const float*& p) { return ops.b_span(k, n, p); }, n0,
             k0);
     }
