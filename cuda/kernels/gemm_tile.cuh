@@ -296,9 +296,9 @@ struct Part {
   // every j, written so, from one pinned index, so that the loader's decoding of it (the weight
   // gradient's split of k into image and position, grad input's split of a weight's k) is
   // visibly common to the thread's elements and computed once; pinning each element's index
-  // hides that. Common only in mma_tile.cuh's 128x128 tiles (their k-slice loops 4-27% shorter,
-  // 3-14 registers fewer, session 40): the warp-tiled FMA tiles lost registers with one pinned
-  // index (the SGEMM spilled 188 bytes, the conv grad input went from 127 to 149 registers).
+  // hides that. Common only in mma_tile.cuh's 128x128 tiles (5-16% fewer instructions issued a
+  // k-slice, 3-14 registers fewer, session 40): the warp-tiled FMA tiles lost registers with one
+  // pinned index (the SGEMM spilled 188 bytes, the conv grad input went from 127 to 149 registers).
   __device__ static __forceinline__ int element_index(int first, int j) {
     return Common ? first + j * kThreads : index(threadIdx.x + j * kThreads);
   }
