@@ -3,7 +3,9 @@
 // operand loaders, the ring of k-slices in shared memory, cp.async) with WMMA fragments in place
 // of the FMA threads' register tiles. The tile's element type picks the precision:
 //   float: TF32, 16x16x8 fragments, rounded to TF32 after the load (round to nearest, ties away,
-//          as the CPU twin cpu::gemm_tf32 does; the tensor cores would otherwise truncate);
+//          as the CPU twin cpu::gemm_tf32 does; the tensor cores would otherwise truncate); in the
+//          128x128 tile the register-staged operands are rounded once when staged instead
+//          (gemm_tile.cuh, tf32_when_staged), their fragments not again;
 //   __nv_bfloat16: bf16, 16x16x16 fragments; the shared tiles hold bf16, rounded to nearest even
 //          when staged (__float2bfloat16_rn, as cpu::gemm_bf16 does), which also halves their
 //          footprint. Global memory, accumulators and outputs stay fp32.
