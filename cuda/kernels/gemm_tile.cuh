@@ -20,10 +20,10 @@
 // bf16). The block stages a (kK x TM) slice of op(A) and a (kK x TN) slice of op(B) in shared
 // memory (k-major, so a thread reads its rows / columns as 16-byte vectors), and each thread
 // keeps a ThM x ThN sub-tile of C in registers. Two FMA cores place those sub-tiles:
-//   block-strided (multiply_slice, store_fma_tile; every tile but LargeWarpTile): a thread's
-//     columns are groups of 4, TN / (ThN / 4) apart (not adjacent): a quarter-warp's 16-byte
-//     loads then cover 32 consecutive floats, one per bank (adjacent columns per thread made
-//     lanes 0 and 4 collide: a 2-way bank conflict). Rows likewise. A warp spans 2 thread rows
+//   block-strided (multiply_slice, store_fma_tile in fma_tile.cuh; every tile but LargeWarpTile):
+//     a thread's columns are groups of 4, TN / (ThN / 4) apart (not adjacent): a quarter-warp's
+//     16-byte loads then cover 32 consecutive floats, one per bank (adjacent columns per thread
+//     made lanes 0 and 4 collide: a 2-way bank conflict). Rows likewise. A warp spans 2 thread rows
 //     and all 16 thread columns of the 128x128 tile: its B reads touch 256 bytes, 2 wavefronts;
 //   warp-tiled (FmaWarps, fma_tile.cuh; LargeWarpTile, the default 128x128 fp32 tile, see
 //     cuda::set_fma_warp_tiles): each warp owns a contiguous 32x64 piece, one wavefront a read,
@@ -493,36 +493,6 @@ struct Slice {
   }
 };
 
-// acc += the (ThM x ThN) products of one staged k-slice (float tiles).
-template <typename T>
-__device__ __forceinline__ void multiply_slice(const float (*a_tile)[T::kM + T::kPad],
-                                               const float (*b_tile)[T::kN + T::kPad],
-                                               int thread_row, int thread_col,
-                                               float (&acc)[T::kThM][T::kThN]) {
-#pragma unroll
-  for (int k = 0; k < T::kK; ++k) {
-    float a_frag[T::kThM], b_frag[T::kThN];
-#pragma unroll
-    for (int g = 0; g < T::kThM / kVec; ++g) {
-      const float4 v =
-          *reinterpret_cast<const float4*>(&a_tile[k][g * T::kRows * kVec + thread_row * kVec]);
-      a_frag[g * kVec] = v.x, a_frag[g * kVec + 1] = v.y, a_frag[g * kVec + 2] = v.z,
-                 a_frag[g * kVec + 3] = v.w;
-    }
-#pragma unroll
-    for (int g = 0; g < T::kThN / kVec; ++g) {
-      const float4 v =
-          *reinterpret_cast<const float4*>(&b_tile[k][g * T::kCols * kVec + thread_col * kVec]);
-      b_frag[g * kVec] = v.x, b_frag[g * kVec + 1] = v.y, b_frag[g * kVec + 2] = v.z,
-                 b_frag[g * kVec + 3] = v.w;
-    }
-#pragma unroll
-    for (int i = 0; i < T::kThM; ++i)
-#pragma unroll
-      for (int j = 0; j < T::kThN; ++j) acc[i][j] = fmaf(a_frag[i], b_frag[j], acc[i][j]);
-  }
-}
-
 // Stages `slices` k-slices in the ring and calls multiply(stage) (or multiply(stage, staging),
 // where it takes one: the async-K tiles read AsyncK stages as [d][k]) once slice s sits in that
 // stage. locate(s, f) calls f(operand loader, k0) for slice s (its loader: the SGEMM's batch).
@@ -609,21 +579,6 @@ __device__ __forceinline__ void for_each_slice(int64_t slices, const Staging& st
     });
   else
     run_slices<T>(slices, st, m0, n0, a_tile, b_tile, locate, multiply);
-}
-
-// Calls store(m, n, acc[i][j]) for each of the thread's outputs of the FMA kernel (m, n of the
-// whole C; the store checks the bounds).
-template <typename T, typename Store>
-__device__ __forceinline__ void store_fma_tile(const float (&acc)[T::kThM][T::kThN], int64_t m0,
-                                               int64_t n0, int thread_row, int thread_col,
-                                               Store store) {
-#pragma unroll
-  for (int i = 0; i < T::kThM; ++i) {
-    const int64_t m = m0 + (i / kVec) * T::kRows * kVec + thread_row * kVec + i % kVec;
-#pragma unroll
-    for (int j = 0; j < T::kThN; ++j)
-      store(m, n0 + (j / kVec) * T::kCols * kVec + thread_col * kVec + j % kVec, acc[i][j]);
-  }
 }
 
 }  // namespace echelon::cuda::tile

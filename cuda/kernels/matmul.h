@@ -22,7 +22,7 @@ Precision float32_precision();
 
 // The FMA core of the 128x128 fp32 tile of `gemm*` and the implicit-GEMM convolution: true (the
 // default) the warp-tiled one at 128 registers (cuda/kernels/fma_tile.cuh), false the previous
-// block-strided one (multiply_slice, gemm_tile.cuh); both compute each output's fmaf chain in the
+// block-strided one (multiply_slice, fma_tile.cuh); both compute each output's fmaf chain in the
 // same k order (bit-identical results). ECHELON_FMA_CORE=old starts the process with false: an
 // A/B switch for timing the two.
 void set_fma_warp_tiles(bool on);
