@@ -204,6 +204,8 @@ struct PngPass {
   std::vector<uint8_t> idat;
   PngHeader header;
   uint64_t palette_colours = 0;
+  // A PLTE chunk before any IDAT; an IDAT; a chunk after the IDAT run.
+  bool palette_before_data = false, seen_data = false, data_ended = false;
   size_t offset = 8;
   while (offset + 12 <= bytes.size()) {
     const uint32_t length = read_be32(bytes.data() + offset);
@@ -221,8 +223,26 @@ struct PngPass {
       detail::check_image_dimensions(read_be32(body), read_be32(body + 4), source, "PNG");
     if (type == "IHDR" && length == 13)
       header = {read_be32(body), read_be32(body + 4), body[8], body[9], body[12]};
-    if (type == "PLTE") palette_colours = length / 3;
-    if (type == "IDAT") idat.insert(idat.end(), body, body + length);
+    // "There shall not be more than one PLTE chunk": libpng refuses a second one ("PLTE:
+    // duplicate") when the first came before the image data, whatever the colour type; stb
+    // decoded with either (found by diff_png in session 40's CI run).
+    if (type == "PLTE") {
+      ECH_CHECK(!palette_before_data, source, ": PNG has a second PLTE chunk at offset ", offset,
+                " (damaged file)");
+      palette_before_data = !seen_data;
+      palette_colours = length / 3;
+    }
+    // IDAT chunks "shall appear consecutively": libpng reads the image data from the first run
+    // only and fails with "Not enough image data" where stb would join the runs.
+    if (type == "IDAT") {
+      ECH_CHECK(!data_ended, source, ": PNG has an IDAT chunk at offset ", offset,
+                " after other chunks followed the image data (IDAT chunks must be consecutive; "
+                "damaged file)");
+      seen_data = true;
+      idat.insert(idat.end(), body, body + length);
+    } else {
+      data_ended = seen_data;
+    }
     if (type == "IEND") {
       // stb sizes its buffers from the header before inflating: the 1 GB request diff_png found
       // (CI, stop 26) is 4x the scanline bytes of a 53214 x 601 16-bit RGBA header, from a file

@@ -225,3 +225,60 @@ TEST_CASE("a PNG pixel whose palette index is past the PLTE chunk is refused, na
     }
   }
 }
+
+TEST_CASE("a PNG with a second PLTE chunk before its image data is refused, naming the offset") {
+  // The PNG spec allows one PLTE chunk; libpng refuses a second ("PLTE: duplicate"), in a gray
+  // file too, where it ignores the first; stb_image decoded with either (diff_png, session 40).
+  if (!echelon::data::have_stb()) return;
+  for (const Layout& l : {Layout{8, 3, false}, Layout{4, 3, true}, Layout{8, 0, false}}) {
+    CAPTURE(describe(l, 9, 7, 3));
+    Bytes png = encode(l, 9, 7);
+    const char* kIdat = "IDAT";
+    const auto idat = std::search(png.begin(), png.end(), kIdat, kIdat + 4);
+    REQUIRE(idat != png.end());
+    const size_t at = static_cast<size_t>(idat - png.begin()) - 4;  // the IDAT chunk's length
+    Bytes palette;
+    put_chunk(palette, "PLTE", Bytes(kPalette, kPalette + 15));
+    if (l.color_type != 3) {  // a gray file's first PLTE, ignored by every decoder
+      png.insert(png.begin() + static_cast<std::ptrdiff_t>(at), palette.begin(), palette.end());
+      CHECK(decode_image(png, "gray.png", 3).width == 9);
+    }
+    const size_t second = at + (l.color_type != 3 ? palette.size() : 0);
+    png.insert(png.begin() + static_cast<std::ptrdiff_t>(second), palette.begin(), palette.end());
+    const std::string message =
+        "two.png: PNG has a second PLTE chunk at offset " + std::to_string(second);
+    CHECK_THROWS_WITH_AS(decode_image(png, "two.png", 3), doctest::Contains(message.c_str()),
+                         echelon::Error);
+  }
+}
+
+TEST_CASE("a PNG's image data split into IDAT runs with another chunk between them is refused") {
+  // libpng reads only the first run ("Not enough image data"); stb_image would join them.
+  if (!echelon::data::have_stb()) return;
+  const Layout l{8, 2, false};
+  const Bytes png = encode(l, 9, 7);
+  const char* kIdat = "IDAT";
+  const size_t at =
+      static_cast<size_t>(std::search(png.begin(), png.end(), kIdat, kIdat + 4) - png.begin()) - 4;
+  const size_t length = (size_t{png[at]} << 24) | (size_t{png[at + 1]} << 16) |
+                        (size_t{png[at + 2]} << 8) | png[at + 3];
+  const Bytes data(png.begin() + static_cast<std::ptrdiff_t>(at + 8),
+                   png.begin() + static_cast<std::ptrdiff_t>(at + 8 + length));
+  const Bytes front(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(length / 2));
+  const Bytes back(data.begin() + static_cast<std::ptrdiff_t>(length / 2), data.end());
+  const auto split = [&](bool text_between) {
+    Bytes out(png.begin(), png.begin() + static_cast<std::ptrdiff_t>(at));
+    put_chunk(out, "IDAT", front);
+    if (text_between) put_chunk(out, "tEXt", {'k', 0, 'v'});
+    put_chunk(out, "IDAT", back);
+    out.insert(out.end(), png.begin() + static_cast<std::ptrdiff_t>(at + 12 + length), png.end());
+    return out;
+  };
+  CHECK(decode_image(split(false), "runs.png", 3).width == 9);  // consecutive: one run
+  const Bytes broken = split(true);
+  const std::string message = "runs.png: PNG has an IDAT chunk at offset " +
+                              std::to_string(at + 12 + front.size() + 15) +
+                              " after other chunks followed the image data";
+  CHECK_THROWS_WITH_AS(decode_image(broken, "runs.png", 3), doctest::Contains(message.c_str()),
+                       echelon::Error);
+}
