@@ -200,7 +200,7 @@ constexpr int kNoRow = -(1 << 30);
 // gradient from 128 to 134 registers, one block per SM instead of two, and capped at 128 they
 // spilled; their ring is the dynamic shared memory the gather table would take. Nor in the gather
 // tiles (async-K tiles too), whose gathers go by b_at. Every register-staged tile has them, the
-// 128x128 ones included (session 40: their forward and grad input gathered by the divisions).
+// 128x128 ones since session 40 (before, their forward and grad input split each k by division).
 template <typename T, ConvPass P>
 constexpr bool has_columns() {
   return P == ConvPass::BackwardWeight && !async_k<T>();
