@@ -124,6 +124,7 @@ mutants=(
   "conv-table-bytes-rounding|conv_operands.cuh|'static_cast<size_t>((k + slice - 1) / slice * slice) * sizeof'|'static_cast<size_t>(k) * sizeof'|-ts=conv_gpu"
   "conv-columns-right-edge|conv_operands.cuh|'static_cast<unsigned>(w0 + e.dw) < static_cast<unsigned>(g.w);'|'true;'|-ts=conv_gpu"
   "conv-columns-row-dilation|conv_operands.cuh|'const int dh = ki * g.dilation_h, dw'|'const int dh = ki, dw'|-ts=conv_gpu"
+  "conv-columns-k-tail|conv_operands.cuh|'const bool inside = below(k_wide, g.K) &&'|'const bool inside ='|-ts=conv_gpu"
   "conv-gather-pad-bound|conv_operands.cuh|'const bool inside = h >= 0 && h < g.h && w >= 0 && w < g.w;'|'const bool inside = h >= 0 && h < g.h && w >= 0;'|-ts=conv_gpu -tc=*gather?tiles*"
   "conv-gather-no-zero-fill|gemm_tile.cuh|'p, inside ? sizeof(float) : 0);'|'p, sizeof(float));'|-ts=conv_gpu -tc=*gather?tiles*"
   "conv-gather-wait-too-few|gemm_tile.cuh|'if (async) __pipeline_wait_prior(kStages - 2);'|'if (async) __pipeline_wait_prior(async_gather<T>() ? kStages - 1 : kStages - 2);'|-ts=conv_gpu -tc=*gather?tiles*"

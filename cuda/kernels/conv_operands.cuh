@@ -277,12 +277,15 @@ struct ConvOperands {
     return 0;  // never called: b_vector() is false
   }
 
+  // The offset is computed before the bounds test, and b()'s column gather splits k before it:
+  // in the 128x128 tiles a thread's elements share their k (Part::element), and a split inside
+  // each element's branch was computed once per element (8 times a slice), not once.
   __device__ float a(int64_t m_wide, int64_t k_wide) const {
-    if (!below(m_wide, g.M) || !below(k_wide, g.K)) return 0.0f;
     const int m = static_cast<int>(m_wide), k = static_cast<int>(k_wide);
-    if constexpr (P == ConvPass::Forward) return a_src[m * g.K + k];
-    if constexpr (P == ConvPass::BackwardData) return a_src[weight_offset(m, k)];
-    return a_src[grad_out_offset(m, k)];
+    const int offset = P == ConvPass::Forward        ? m * g.K + k
+                       : P == ConvPass::BackwardData ? weight_offset(m, k)
+                                                     : grad_out_offset(m, k);
+    return below(m_wide, g.M) && below(k_wide, g.K) ? a_src[offset] : 0.0f;
   }
 
   __device__ float b(int64_t k_wide, int64_t n_wide) const {
@@ -297,13 +300,13 @@ struct ConvOperands {
     }
     if constexpr (P == ConvPass::BackwardWeight) {
       if (columns) {  // n_wide - col0 < the tile's kN (Part::fetch), past N: kNoRow
-        if (!below(k_wide, g.K)) return 0.0f;
         const ColumnEntry e = columns[n_wide - col0];
         int image, q, oh, ow;
         g.by_plane.divmod(static_cast<int>(k_wide), image, q);
         g.by_out_w.divmod(q, oh, ow);
         const int h0 = oh * g.stride_h - g.pad_h, w0 = ow * g.stride_w - g.pad_w;
-        const bool inside = static_cast<unsigned>(h0 + e.dh) < static_cast<unsigned>(g.h) &&
+        const bool inside = below(k_wide, g.K) &&
+                            static_cast<unsigned>(h0 + e.dh) < static_cast<unsigned>(g.h) &&
                             static_cast<unsigned>(w0 + e.dw) < static_cast<unsigned>(g.w);
         return inside ? b_src[image * g.c * g.pixels + h0 * g.w + w0 + e.off] : 0.0f;
       }

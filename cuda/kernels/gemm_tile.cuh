@@ -354,11 +354,15 @@ struct Part {
   template <bool Tf32, typename E, int W>
   __device__ __forceinline__ void stage(Load load, bool k_fast, E (&tile)[K][W]) const {
     if (load == Load::Scalar) {
+      const int first = threadIdx.x;  // Common: one address a thread, the elements at offsets
 #pragma unroll
       for (int j = 0; j < kScalar; ++j) {
         const int idx = threadIdx.x + j * kThreads;
-        if (D * K % kThreads == 0 || idx < D * K)
-          tile[k_fast ? idx % K : idx / D][k_fast ? idx / K : idx % D] = to_tile<E, Tf32>(v[j]);
+        if (D * K % kThreads == 0 || idx < D * K) {
+          int d, k;
+          element(idx, first, j, k_fast, d, k);
+          tile[k][d] = to_tile<E, Tf32>(v[j]);
+        }
       }
     } else if (load == Load::Vector) {
 #pragma unroll
