@@ -187,9 +187,14 @@ __global__ void __launch_bounds__(kThreads, (T::kWarpTiled ? 2 : 0))
 // spill; as conv_min_blocks in conv_gemm.cu: a hypothesis for the GPU run); the bf16 one and the
 // 128x128 tiles (mma_tile.cuh) stay at ptxas's choice (64x64 bf16: 76 registers, 3 blocks
 // already; 4 would spill).
+// The deep async-K TF32 tile asks for 1: left to ptxas since the m16n8k8 fragments (session 41)
+// it took 128 registers and spilled 4 bytes (64 bytes of reloads).
 template <typename T>
 constexpr int mma_min_blocks() {
-  return std::is_same_v<T, SmallTile> ? 3 : 0;
+  if constexpr (std::is_same_v<T, SmallTile>)
+    return 3;
+  else
+    return std::is_same_v<T, Tf32DeepAsyncKTile> ? 1 : 0;
 }
 
 template <typename T>

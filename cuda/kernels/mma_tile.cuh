@@ -1,14 +1,16 @@
 // The tensor-core side of our GEMM block tiles (the dense SGEMM in cuda/kernels/matmul.cu, the
 // implicit-GEMM convolution in cuda/kernels/conv_gemm.cu): the staging of gemm_tile.cuh (the
-// operand loaders, the ring of k-slices in shared memory, cp.async) with WMMA fragments in place
-// of the FMA threads' register tiles. The tile's element type picks the precision:
-//   float: TF32, 16x16x8 fragments, rounded to TF32 after the load (round to nearest, ties away,
+// operand loaders, the ring of k-slices in shared memory, cp.async) with tensor-core fragments in
+// place of the FMA threads' register tiles. The tile's element type picks the precision:
+//   float: TF32, PTX mma.sync m16n8k8 on fragments read from shared memory by plain loads
+//          (mma_m16n8k8_tf32; WMMA's 16x16x8 until session 41: each 16x16 piece is two m16n8k8
+//          products), rounded to TF32 after the load (round to nearest, ties away,
 //          as the CPU twin cpu::gemm_tf32 does; the tensor cores would otherwise truncate); in the
 //          128x128 tile the register-staged operands are rounded once when staged instead
 //          (gemm_tile.cuh, tf32_when_staged), their fragments not again;
-//   __nv_bfloat16: bf16, 16x16x16 fragments; the shared tiles hold bf16, rounded to nearest even
-//          when staged (__float2bfloat16_rn, as cpu::gemm_bf16 does), which also halves their
-//          footprint. Global memory, accumulators and outputs stay fp32.
+//   __nv_bfloat16: bf16, WMMA 16x16x16 fragments; the shared tiles hold bf16, rounded to
+//          nearest even when staged (__float2bfloat16_rn, as cpu::gemm_bf16 does), which also
+//          halves their footprint. Global memory, accumulators and outputs stay fp32.
 // Two families of block tiles:
 //   the gemm_tile.cuh shapes (64x64, 32x128, 16x256; k-slices of one MMA's k: 8 TF32, 16 bf16):
 //          the 8 warps each own a 16 x 32 piece of C (kM / 16 warps along m), so one A fragment
@@ -33,14 +35,17 @@
 //          warp-tiled tile's): ptxas gives these kernels 164-245 registers (smem28; 178-255 with
 //          one loop for every staging), one block (8 warps) per SM; at 2 blocks (128 registers) all
 //          spill (bench/RESULTS.md, tc24 and tcreg24). GPU speed not yet measured.
-// Fragments are loaded, and accumulators stored to the epilogue scratch, by the .shared forms of
-// PTX's wmma.load / wmma.store with 32-bit shared addresses (load_shared, store_shared_row_major;
-// wmma::load_matrix_sync's generic form became 64-bit generic LD.E, one address computation each):
-// LDS for TF32, LDSM (ldmatrix.trans) for bf16 (bench/RESULTS.md, smem28).
-// Shared rows of MmaLargeTile are padded by 8 elements (kPad). Both operands are stored k-major
+// bf16 fragments are loaded, and accumulators stored to the epilogue scratch, by the .shared forms
+// of PTX's wmma.load / wmma.store with 32-bit shared addresses (load_shared,
+// store_shared_row_major; wmma::load_matrix_sync's generic form became 64-bit generic LD.E, one
+// address computation each): LDSM (ldmatrix.trans) (bench/RESULTS.md, smem28). TF32 fragments are
+// LDS at constant offsets from one address a lane: ptxas had given each word of a TF32 wmma.load
+// its own address (the 128x128 tile's k-step loop: 92 instructions for 32 HMMA.1684, now 50 for 16
+// HMMA.1688). Shared rows of MmaLargeTile are padded by 8 elements (kPad). Both operands are stored
+// k-major
 // ([k][m] for A, loaded col_major; [k][n] for B, loaded row_major), so a fragment load reads, per
 // lane, element (k, d) at k * ld + d with k and d from the lane's position in the fragment:
-//   TF32 (scalar 32-bit shared loads; PTX's m16n8k8 layout): lane 4 g + t reads k = t (+ 4),
+//   TF32 (scalar 32-bit shared loads; mma.m16n8k8's layout): lane 4 g + t reads k = t (+ 4),
 //          d = g (+ 8): words t * ld + g. With ld = 136 = 8 (mod 32) the 32 lanes hit banks
 //          8 t + g, all different; the gemm_tile.cuh pad of 4 floats (ld = 4 mod 32) gives
 //          4 t + g: 2-way conflicts.
@@ -171,23 +176,22 @@ static_assert(sizeof(MmaShared<Tf32GatherTile>) == sizeof(MmaShared<Tf32AsyncKTi
 
 namespace wmma = nvcuda::wmma;
 
-// Fragment loads from, and the accumulator store to, shared memory. wmma::load_matrix_sync takes
-// a generic pointer: nvcc emits the generic wmma.load, which ptxas lowers to 64-bit LD.E, each with
-// its own address arithmetic (__builtin_assume(__isShared(p)) does not help); the .shared form
-// with a 32-bit shared address gives LDS. The registers are the fragment's storage in order, as
-// crt/mma.hpp's builtins write it (TF32 and bf16 A / B: 4 words; the fp32 accumulator: 8). The
-// emulation build keeps wmma::load_matrix_sync / store_matrix_sync (cuda/sim/include/mma.h).
+// bf16 fragment loads from, and the accumulator store to, shared memory. wmma::load_matrix_sync
+// takes a generic pointer: nvcc emits the generic wmma.load, which ptxas lowers to 64-bit LD.E,
+// each with its own address arithmetic (__builtin_assume(__isShared(p)) does not help); the
+// .shared form with a 32-bit shared address gives LDSM. The registers are the fragment's storage
+// in order, as crt/mma.hpp's builtins write it (bf16 A / B: 4 words; the fp32 accumulator: 8).
+// The emulation build keeps wmma::load_matrix_sync / store_matrix_sync (cuda/sim/include/mma.h).
+// TF32 needs neither: its m16n8k8 fragments are plain shared loads (mma_m16n8k8_tf32, below).
 template <typename Use, typename Layout, typename Frag>
 constexpr bool kFragIs =
-    std::is_same_v<Frag, wmma::fragment<Use, kFrag, kFrag, 8, wmma::precision::tf32, Layout>> ||
     std::is_same_v<Frag, wmma::fragment<Use, kFrag, kFrag, 16, __nv_bfloat16, Layout>>;
 
-template <typename Frag, typename E>
-__device__ __forceinline__ void load_shared(Frag& frag, const E* p, unsigned ldm ECH_TILE_SITE) {
+template <typename Frag>
+__device__ __forceinline__ void load_shared(Frag& frag, const __nv_bfloat16* p,
+                                            unsigned ldm ECH_TILE_SITE) {
 #ifdef __CUDA_ARCH__
   using wmma::col_major, wmma::matrix_a, wmma::matrix_b, wmma::row_major;
-  constexpr bool kTf32 = std::is_same_v<E, float>;
-  static_assert(kTf32 || std::is_same_v<E, __nv_bfloat16>);
   static_assert(kFragIs<matrix_a, row_major, Frag> || kFragIs<matrix_a, col_major, Frag> ||
                 kFragIs<matrix_b, row_major, Frag> || kFragIs<matrix_b, col_major, Frag>);
   unsigned r[4];  // memcpy'd into frag.x below: no type punning through pointers
@@ -197,15 +201,7 @@ __device__ __forceinline__ void load_shared(Frag& frag, const E* p, unsigned ldm
   asm volatile(op " {%0, %1, %2, %3}, [%4], %5;"                \
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) \
                : "r"(shared), "r"(ldm))
-  if constexpr (kTf32 && kFragIs<matrix_a, row_major, Frag>)
-    ECH_LOAD_SHARED("wmma.load.a.sync.aligned.row.m16n16k8.shared.tf32");
-  else if constexpr (kTf32 && kFragIs<matrix_a, col_major, Frag>)
-    ECH_LOAD_SHARED("wmma.load.a.sync.aligned.col.m16n16k8.shared.tf32");
-  else if constexpr (kTf32 && kFragIs<matrix_b, row_major, Frag>)
-    ECH_LOAD_SHARED("wmma.load.b.sync.aligned.row.m16n16k8.shared.tf32");
-  else if constexpr (kTf32)
-    ECH_LOAD_SHARED("wmma.load.b.sync.aligned.col.m16n16k8.shared.tf32");
-  else if constexpr (kFragIs<matrix_a, row_major, Frag>)
+  if constexpr (kFragIs<matrix_a, row_major, Frag>)
     ECH_LOAD_SHARED("wmma.load.a.sync.aligned.row.m16n16k16.shared.bf16");
   else if constexpr (kFragIs<matrix_a, col_major, Frag>)
     ECH_LOAD_SHARED("wmma.load.a.sync.aligned.col.m16n16k16.shared.bf16");
@@ -220,28 +216,42 @@ __device__ __forceinline__ void load_shared(Frag& frag, const E* p, unsigned ldm
 #endif
 }
 
-// The accumulator (16x16x8 for TF32, 16x16x16 for bf16) to shared p, row-major.
-template <int K>
+// The bf16 accumulator (16x16x16) to shared p, row-major.
 __device__ __forceinline__ void store_shared_row_major(
-    float* p, const wmma::fragment<wmma::accumulator, kFrag, kFrag, K, float>& acc,
+    float* p, const wmma::fragment<wmma::accumulator, kFrag, kFrag, 16, float>& acc,
     unsigned ldm ECH_TILE_SITE) {
 #ifdef __CUDA_ARCH__
-  static_assert(K == 8 || K == 16);
   const auto shared = static_cast<unsigned>(__cvta_generic_to_shared(p));
   const float* x = acc.x;
-#define ECH_STORE_SHARED(op)                                                                \
-  asm volatile(op " [%0], {%1, %2, %3, %4, %5, %6, %7, %8}, %9;" ::"r"(shared), "f"(x[0]),  \
-               "f"(x[1]), "f"(x[2]), "f"(x[3]), "f"(x[4]), "f"(x[5]), "f"(x[6]), "f"(x[7]), \
-               "r"(ldm)                                                                     \
-               : "memory")
-  if constexpr (K == 8)
-    ECH_STORE_SHARED("wmma.store.d.sync.aligned.row.m16n16k8.shared.f32");
-  else
-    ECH_STORE_SHARED("wmma.store.d.sync.aligned.row.m16n16k16.shared.f32");
-#undef ECH_STORE_SHARED
+  asm volatile(
+      "wmma.store.d.sync.aligned.row.m16n16k16.shared.f32 [%0], {%1, %2, %3, %4, %5, %6, %7, "
+      "%8}, %9;" ::"r"(shared),
+      "f"(x[0]), "f"(x[1]), "f"(x[2]), "f"(x[3]), "f"(x[4]), "f"(x[5]), "f"(x[6]), "f"(x[7]),
+      "r"(ldm)
+      : "memory");
 #else
   wmma::store_matrix_sync(p, acc, ldm, wmma::mem_row_major ECH_TILE_SITE_ARGS);
 #endif
+}
+
+// d (16 x 8) += a (16 x 8) b (8 x 8) in TF32, PTX's mma.sync m16n8k8 on registers in its
+// documented layout (lane 4 g + t: a = (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4); b = (t, g),
+// (t + 4, g); d = (g, 2 t), (g, 2 t + 1), (g + 8, 2 t), (g + 8, 2 t + 1)). One HMMA.1688 where the
+// 16x16x8 WMMA fragments gave four HMMA.1684 per two of these, and loads at constant offsets from
+// one address a lane (MmaWarps::multiply_step). The emulation build has it in cuda/sim/include/
+// mma.h, computed as its mma_sync.
+__device__ __forceinline__ void mma_m16n8k8_tf32(float (&d)[4], const float (&a)[4],
+                                                 const float (&b)[2] ECH_TILE_SITE) {
+#ifdef __CUDA_ARCH__
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(__float_as_uint(a[0])), "r"(__float_as_uint(a[1])), "r"(__float_as_uint(a[2])),
+        "r"(__float_as_uint(a[3])), "r"(__float_as_uint(b[0])), "r"(__float_as_uint(b[1])));
+#elif ECHELON_CUDA_SIM
+  wmma::mma_m16n8k8_tf32(d, a, b ECH_TILE_SITE_ARGS);
+#endif  // nvcc's host pass: never called there
 }
 
 // Warps along m: the tile's own choice, else one 16-row fragment each (the gemm_tile.cuh shapes).
@@ -260,7 +270,6 @@ template <typename T>
 struct MmaWarps {
   using E = typename T::Elem;
   static constexpr bool kTf32 = std::is_same_v<E, float>;
-  using FragPrecision = std::conditional_t<kTf32, wmma::precision::tf32, __nv_bfloat16>;
   static constexpr int kMmaK = kTf32 ? 8 : 16, kSteps = T::kK / kMmaK;
   static constexpr int kWarpsM = mma_warps_m<T>();
   static constexpr int kWarpM = T::kM / kWarpsM, kWarpN = T::kN / (kWarps / kWarpsM);
@@ -269,15 +278,26 @@ struct MmaWarps {
   static_assert(T::kK % kMmaK == 0);
 
   int warp_m, warp_n, lane;
-  wmma::fragment<wmma::accumulator, kFrag, kFrag, kMmaK, float>
-      acc[kFragsM * kFragsN];  // [i * kFragsN + f]
+  // [i * kFragsN + f]: the 16x16 piece (i, f) of the warp's C. TF32: its two 16x8 halves, in
+  // mma_m16n8k8_tf32's layout; bf16: a WMMA accumulator.
+  std::conditional_t<
+      kTf32, float[kFragsM * kFragsN][2][4],
+      wmma::fragment<wmma::accumulator, kFrag, kFrag, kMmaK, float>[kFragsM * kFragsN]>
+      acc;
 
   __device__ MmaWarps() {
     const int warp = static_cast<int>(threadIdx.x) / 32;
     lane = static_cast<int>(threadIdx.x) % 32;
     warp_m = warp % kWarpsM, warp_n = warp / kWarpsM;
 #pragma unroll
-    for (int i = 0; i < kFragsM * kFragsN; ++i) wmma::fill_fragment(acc[i], 0.0f);
+    for (int i = 0; i < kFragsM * kFragsN; ++i) {
+      if constexpr (kTf32) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[i][e / 4][e % 4] = 0.0f;
+      } else {
+        wmma::fill_fragment(acc[i], 0.0f);
+      }
+    }
   }
 
   // acc += the products of one staged k-slice (a warp collective). The k-steps of the 128x128
@@ -329,32 +349,70 @@ struct MmaWarps {
   template <bool ARows, bool BRows>
   __device__ __forceinline__ void multiply_step(const ATile<T>& a_tile, const BTile<T>& b_tile,
                                                 int k, bool round_a, bool round_b) {
+    if constexpr (kTf32)
+      multiply_step_tf32<ARows, BRows>(a_tile, b_tile, k, round_a, round_b);
+    else
+      multiply_step_wmma<ARows, BRows>(a_tile, b_tile, k);
+  }
+
+  // TF32: the lane's registers of each m16n8k8 product read straight from the stage, element
+  // (d, k) at [k][d] (or [d][k] in ARows / BRows stages): lane 4 g + t reads k = t and t + 4 at
+  // d = g (+ 8), the words the WMMA loads read (the top: bank-conflict free at the 128x128 tile's
+  // pad), now at constant offsets from one address, where ptxas gave each WMMA load its own.
+  template <bool ARows, bool BRows>
+  __device__ __forceinline__ void multiply_step_tf32(const ATile<T>& a_tile, const BTile<T>& b_tile,
+                                                     int k, bool round_a, bool round_b) {
+    const int g = lane / 4, t = lane % 4;
+    const auto a_at = [&](int m, int kk) {
+      if constexpr (ARows)
+        return k_rows<T::kM>(a_tile)[m][kk];
+      else
+        return a_tile[kk][m];
+    };
+    const auto b_at = [&](int kk, int n) {
+      if constexpr (BRows)
+        return k_rows<T::kN>(b_tile)[n][kk];
+      else
+        return b_tile[kk][n];
+    };
+    const auto tf32 = [](float v, bool round) { return round ? wmma::__float_to_tf32(v) : v; };
+    float a[kFragsM][4];
+#pragma unroll
+    for (int i = 0; i < kFragsM; ++i) {
+      const int m = warp_m * kWarpM + i * kFrag + g;
+      a[i][0] = tf32(a_at(m, k + t), round_a), a[i][1] = tf32(a_at(m + 8, k + t), round_a);
+      a[i][2] = tf32(a_at(m, k + t + 4), round_a), a[i][3] = tf32(a_at(m + 8, k + t + 4), round_a);
+    }
+#pragma unroll
+    for (int f = 0; f < kFragsN * 2; ++f) {  // 8-column halves
+      const int n = warp_n * kWarpN + f * 8 + g;
+      const float b[2] = {tf32(b_at(k + t, n), round_b), tf32(b_at(k + t + 4, n), round_b)};
+#pragma unroll
+      for (int i = 0; i < kFragsM; ++i) mma_m16n8k8_tf32(acc[i * kFragsN + f / 2][f % 2], a[i], b);
+    }
+  }
+
+  template <bool ARows, bool BRows>
+  __device__ __forceinline__ void multiply_step_wmma(const ATile<T>& a_tile, const BTile<T>& b_tile,
+                                                     int k) {
     using ALayout = std::conditional_t<ARows, wmma::row_major, wmma::col_major>;
     using BLayout = std::conditional_t<BRows, wmma::col_major, wmma::row_major>;
     constexpr unsigned kRowLength = T::kK + kVec;  // k_rows()
-    wmma::fragment<wmma::matrix_a, kFrag, kFrag, kMmaK, FragPrecision, ALayout> a[kFragsM];
+    wmma::fragment<wmma::matrix_a, kFrag, kFrag, kMmaK, __nv_bfloat16, ALayout> a[kFragsM];
 #pragma unroll
     for (int i = 0; i < kFragsM; ++i) {
       if constexpr (ARows)
         load_shared(a[i], &k_rows<T::kM>(a_tile)[warp_m * kWarpM + i * kFrag][k], kRowLength);
       else
         load_shared(a[i], &a_tile[k][warp_m * kWarpM + i * kFrag], T::kM + T::kPad);
-      if (kTf32 && round_a) {
-#pragma unroll
-        for (int e = 0; e < a[i].num_elements; ++e) a[i].x[e] = wmma::__float_to_tf32(a[i].x[e]);
-      }
     }
 #pragma unroll
     for (int f = 0; f < kFragsN; ++f) {
-      wmma::fragment<wmma::matrix_b, kFrag, kFrag, kMmaK, FragPrecision, BLayout> b;
+      wmma::fragment<wmma::matrix_b, kFrag, kFrag, kMmaK, __nv_bfloat16, BLayout> b;
       if constexpr (BRows)
         load_shared(b, &k_rows<T::kN>(b_tile)[warp_n * kWarpN + f * kFrag][k], kRowLength);
       else
         load_shared(b, &b_tile[k][warp_n * kWarpN + f * kFrag], T::kN + T::kPad);
-      if (kTf32 && round_b) {
-#pragma unroll
-        for (int e = 0; e < b.num_elements; ++e) b.x[e] = wmma::__float_to_tf32(b.x[e]);
-      }
 #pragma unroll
       for (int i = 0; i < kFragsM; ++i)
         wmma::mma_sync(acc[i * kFragsN + f], a[i], b, acc[i * kFragsN + f]);
@@ -370,7 +428,15 @@ struct MmaWarps {
     for (int i = 0; i < kFragsM; ++i)
 #pragma unroll
       for (int f = 0; f < kFragsN; ++f) {
-        store_shared_row_major(out, acc[i * kFragsN + f], kFrag);
+        if constexpr (kTf32) {
+          const int g = lane / 4, t = lane % 4;  // mma_m16n8k8_tf32's layout, halves side by side
+#pragma unroll
+          for (int e = 0; e < 8; ++e)
+            out[(g + e % 4 / 2 * 8) * kFrag + e / 4 * 8 + 2 * t + e % 2] =
+                acc[i * kFragsN + f][e / 4][e % 4];
+        } else {
+          store_shared_row_major(out, acc[i * kFragsN + f], kFrag);
+        }
         __syncwarp();  // the lanes read each other's stored elements
         for (int e = lane; e < kFrag * kFrag; e += 32)
           store(m0 + warp_m * kWarpM + i * kFrag + e / kFrag,

@@ -1,10 +1,10 @@
 // The emulated warp matrix API (cuda/sim/include/mma.h): TF32 and bf16 rounding against the CPU's
 // bit-level roundings, one 16x16x8 TF32 and one 16x16x16 bf16 MMA against host products under
-// every thread order, a lane with other inputs than its warp's getting its own product, bf16's
-// 16-byte ldm rule, the
-// tensor cores' truncation of unrounded inputs, and the failures the emulator must report: a
-// partial or diverged warp, a misaligned pointer, and a read of another lane's stored element
-// without __syncwarp.
+// every thread order, PTX's m16n8k8 TF32 MMA in its register layout (against the host product
+// and, bit for bit, the 16x16x8 one), a lane with other inputs than its warp's getting its own
+// product, bf16's 16-byte ldm rule, the tensor cores' truncation of unrounded inputs, and the
+// failures the emulator must report: a partial or diverged warp, a misaligned pointer, and a read
+// of another lane's stored element without __syncwarp.
 #include <cmath>
 
 #include <cuda_bf16.h>
@@ -101,9 +101,88 @@ __global__ void store_then_read_kernel(float* out, bool sync) {
   out[threadIdx.x] = tile[(threadIdx.x + 1) % 256];
 }
 
+// PTX's mma.sync m16n8k8 TF32 (mma.h, mma_m16n8k8_tf32), its registers in the documented layout
+// (lane 4 g + t): d (16, 16) row-major = a b + d over column half `half` (8 columns), a (16, 8)
+// column-major, b (8, 16) row-major as mma_kernel's; `round` converts a and b first.
+__global__ void m16n8k8_kernel(const float* a, const float* b, float* d, int half, bool round) {
+  const int g = static_cast<int>(threadIdx.x) / 4, t = static_cast<int>(threadIdx.x) % 4;
+  const int n = half * 8 + g;
+  const auto in = [&](float v) { return round ? wmma::__float_to_tf32(v) : v; };
+  const float fa[4] = {in(a[t * 16 + g]), in(a[t * 16 + g + 8]), in(a[(t + 4) * 16 + g]),
+                       in(a[(t + 4) * 16 + g + 8])};
+  const float fb[2] = {in(b[t * 16 + n]), in(b[(t + 4) * 16 + n])};
+  float* row_g = d + g * 16 + half * 8 + 2 * t;
+  float* row_g8 = row_g + 8 * 16;
+  float fd[4] = {row_g[0], row_g[1], row_g8[0], row_g8[1]};
+  wmma::mma_m16n8k8_tf32(fd, fa, fb);
+  row_g[0] = fd[0], row_g[1] = fd[1], row_g8[0] = fd[2], row_g8[1] = fd[3];
+}
+
+__global__ void partial_m16n8k8_kernel() {
+  float d[4] = {}, a[4] = {}, b[2] = {};
+  if (threadIdx.x < 16) wmma::mma_m16n8k8_tf32(d, a, b);
+}
+
 }  // namespace
 
 TEST_SUITE("cudasim_wmma") {
+  TEST_CASE("m16n8k8 TF32: PTX's register layout gives the host product, in every order") {
+    std::vector<float> a(16 * 8), b(8 * 16), c(16 * 16);
+    for (int i = 0; i < 16 * 8; ++i) a[i] = std::ldexp(static_cast<float>(i % 11) - 5.0f, -2);
+    for (int i = 0; i < 8 * 16; ++i) b[i] = static_cast<float>(i % 7) - 3.0f;
+    for (int i = 0; i < 16 * 16; ++i) c[i] = static_cast<float>(i);
+    for (const auto order : kOrders) {
+      OrderScope scope(order);
+      DeviceBuffer<float> da(a), db(b), dd(c);
+      for (const int half : {0, 1}) {
+        ECH_LAUNCH(1, 32, 0, nullptr, m16n8k8_kernel)(da.get(), db.get(), dd.get(), half, true);
+        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+      }
+      const auto got = dd.host();
+      for (int m = 0; m < 16; ++m)
+        for (int n = 0; n < 16; ++n) {
+          float want = c[m * 16 + n];
+          for (int k = 0; k < 8; ++k) want += a[k * 16 + m] * b[k * 16 + n];
+          CHECK_MESSAGE(got[m * 16 + n] == want, "(", m, ", ", n, ")");  // exact: quarters
+        }
+    }
+  }
+
+  TEST_CASE("two m16n8k8 products equal one 16x16x8 WMMA product bit for bit, rounded or not") {
+    // The kernels moved from 16x16x8 fragments to m16n8k8 (mma_tile.cuh): the emulator sums the
+    // same products in the same order, so the results keep their bits.
+    std::vector<float> a(16 * 8), b(8 * 16), c(16 * 16);
+    uint32_t state = 12345;
+    const auto next = [&] {
+      state = state * 1664525u + 1013904223u;
+      return static_cast<float>(state >> 8) / 16777216.0f - 0.5f;
+    };
+    for (float& v : a) v = next();
+    for (float& v : b) v = next();
+    for (float& v : c) v = next();
+    for (const bool round : {true, false}) {
+      DeviceBuffer<float> da(a), db(b), wide(c), halves(c);
+      ECH_LAUNCH(1, 32, 0, nullptr, mma_kernel)(da.get(), db.get(), wide.get(), round);
+      for (const int half : {0, 1})
+        ECH_LAUNCH(1, 32, 0, nullptr, m16n8k8_kernel)
+        (da.get(), db.get(), halves.get(), half, round);
+      REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+      const auto w = wide.host(), h = halves.host();
+      int differ = 0;
+      for (int e = 0; e < 16 * 16; ++e) differ += bits_of(w[e]) != bits_of(h[e]) ? 1 : 0;
+      const std::string inputs = round ? "rounded" : "unrounded";
+      CHECK_MESSAGE(differ == 0, inputs);
+    }
+  }
+
+  TEST_CASE("an m16n8k8 MMA in half a warp fails the launch") {
+    const std::string partial = failure_of([&] {
+      ECH_LAUNCH(1, 32, 0, nullptr, partial_m16n8k8_kernel)
+      ();
+    });
+    CHECK_MESSAGE(!partial.empty(), "half a warp ran the warp-collective m16n8k8 MMA");
+  }
+
   TEST_CASE("__float_to_tf32 equals the CPU's round_to_tf32 bit for bit") {
     // Two derivations: the emulator rounds by value (frexp, floor), the CPU twin by bits.
     const uint32_t edges[] = {0x00000000u, 0x80000000u, 0x00000fffu, 0x00001000u, 0x00001001u,

@@ -1,6 +1,8 @@
 // CUDA emulation build (ECHELON_CUDA_SIM): stands in for <mma.h>, the warp matrix (WMMA) API, in
-// the subset Echelon's kernels use: TF32 inputs (16 x 16 x 8 tiles) or bf16 inputs (16 x 16 x 16
-// tiles, loaded from __nv_bfloat16 memory), float accumulators.
+// the subset Echelon uses: TF32 inputs (16 x 16 x 8 tiles; the kernels' TF32 now goes by
+// mma_m16n8k8_tf32 below, and this product is the reference its tests compare it with) or bf16
+// inputs (16 x 16 x 16 tiles, loaded from __nv_bfloat16 memory), float accumulators; and PTX's
+// mma.sync m16n8k8 TF32, which has no C++ API (mma_m16n8k8_tf32, at the end).
 //
 // Real fragments spread a tile over the warp's 32 lanes in an unspecified way, so kernels may only
 // treat fragment elements uniformly (frag.x[i] for every i < num_elements). Here every lane holds
@@ -226,6 +228,43 @@ inline void mma_sync(fragment<accumulator, M, N, K, float>& d,
     memo.valid = true;
   }
   std::memcpy(d.x, memo.d, sizeof d.x);
+}
+
+// PTX mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32, which has no C++ API (the kernels
+// reach it through cuda/kernels/mma_tile.cuh's mma_m16n8k8_tf32). Unlike a WMMA fragment, its
+// registers have a documented layout, and each lane holds only its share (lane 4 g + t):
+//   A (16 x 8):  a0 = (g, t), a1 = (g + 8, t), a2 = (g, t + 4), a3 = (g + 8, t + 4);
+//   B (8 x 8):   b0 = (t, g), b1 = (t + 4, g);
+//   C, D (16 x 8): c0 = (g, 2 t), c1 = (g, 2 t + 1), c2 = (g + 8, 2 t), c3 = (g + 8, 2 t + 1).
+// d = a b + d. The lanes post their registers, meet (warp-collective, as mma_sync: a partial or
+// diverged warp fails the launch), and each sums its own four elements, k in order, over the TF32
+// bits of A and B: the arithmetic of mma_sync above, so a kernel moved from 16x16x8 fragments
+// to two m16n8k8 products per 16 columns computes the same bits here. A second meeting keeps a
+// lane that runs ahead from posting its next operands before every lane has read these.
+inline void mma_m16n8k8_tf32(float (&d)[4], const float (&a)[4], const float (&b)[2],
+                             ECH_WMMA_SITE) {
+  struct Posted {
+    float a[4], b[2];
+  };
+  thread_local Posted posted[32][32];  // [warp in block][lane]: a block runs on one worker
+  Posted(&warp)[32] = posted[detail::warp_in_block()];
+  const int me = static_cast<int>(detail::lane()), g = me / 4, t = me % 4;
+  std::memcpy(warp[me].a, a, sizeof a);
+  std::memcpy(warp[me].b, b, sizeof b);
+  detail::converge(file, line);
+  float sums[4];
+  for (int q = 0; q < 4; ++q) {
+    const int row = g + (q / 2) * 8, col = 2 * t + q % 2;
+    float acc = d[q];
+    for (int k = 0; k < 8; ++k) {
+      const float a_rk = warp[(row % 8) * 4 + k % 4].a[row / 8 + 2 * (k / 4)];
+      const float b_kc = warp[col * 4 + k % 4].b[k / 4];
+      acc = std::fma(detail::tf32_bits(a_rk), detail::tf32_bits(b_kc), acc);
+    }
+    sums[q] = acc;
+  }
+  detail::converge(file, line);
+  std::memcpy(d, sums, sizeof sums);
 }
 
 // Round to nearest TF32, ties away from zero (PTX cvt.rna.tf32.f32). Written as arithmetic on
