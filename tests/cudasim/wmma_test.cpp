@@ -163,9 +163,8 @@ TEST_SUITE("cudasim_wmma") {
     for (const bool round : {true, false}) {
       DeviceBuffer<float> da(a), db(b), wide(c), halves(c);
       ECH_LAUNCH(1, 32, 0, nullptr, mma_kernel)(da.get(), db.get(), wide.get(), round);
-      for (const int half : {0, 1})
-        ECH_LAUNCH(1, 32, 0, nullptr, m16n8k8_kernel)
-        (da.get(), db.get(), halves.get(), half, round);
+      for (const int half : {0, 1}) ECH_LAUNCH(1, 32, 0, nullptr, m16n8k8_kernel)
+      (da.get(), db.get(), halves.get(), half, round);
       REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
       const auto w = wide.host(), h = halves.host();
       int differ = 0;
