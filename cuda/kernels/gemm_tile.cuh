@@ -61,18 +61,18 @@
 // __pipeline_wait_prior(kStages - 2) leaves the younger slices' groups in flight) and the
 // barrier makes every thread's copies and register stores of slice s visible and frees the
 // stage that slice s - 1 used, which then receives slice s + kStages - 1's copies.
-// Tensor cores: cuda/kernels/mma_tile.cuh (the same staging, WMMA fragments instead of FMAs).
+// Tensor cores: cuda/kernels/mma_tile.cuh (the same staging, MMA fragments instead of FMAs).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include <cuda_bf16.h>
 #include <cuda_pipeline.h>
 
 #include <echelon/cuda/launch.h>
-
-#include "staged_rounding.cuh"
 
 namespace echelon::cuda::tile {
 
@@ -171,14 +171,29 @@ using ATile = typename T::Elem[T::kK][T::kM + T::kPad];  // one stage
 template <typename T>
 using BTile = typename T::Elem[T::kK][T::kN + T::kPad];
 
+// v for the tensor cores only: half a TF32 ulp added to its bits (finite v), the low 13 bits left
+// as they fall. The tensor cores read a TF32 operand's upper 19 bits only (they truncate, as the
+// emulator's MMA does), and those are v rounded to nearest, ties away: __float_to_tf32(v), whose
+// result as a stored float has its low bits cleared too, 2 more instructions an element (ptxas
+// clears them when the value goes to memory, not when it goes straight into an MMA). A carry
+// into the exponent is the rounding up it should be; infinities and NaNs stay.
+__device__ __forceinline__ float tf32_for_mma(float v) {
+  if (!(std::fabs(v) < INFINITY)) return v;  // one FSETP; a test of the exponent's bits took two
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  bits += 0x1000u;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
+}
+
 // A loaded fp32 value as the shared tiles hold it (bf16: rounded to nearest even; Tf32: a float
-// tile of tf32_when_staged's, rounded to TF32 as the fragments would round it).
+// tile of tf32_when_staged's, which only the tensor cores read: tf32_for_mma).
 template <typename E, bool Tf32 = false>
 __device__ __forceinline__ E to_tile(float v) {
   if constexpr (!std::is_same_v<E, float>)
     return __float2bfloat16_rn(v);
   else if constexpr (Tf32)
-    return staged(v, Rounding::Tf32);
+    return tf32_for_mma(v);
   else
     return v;
 }
@@ -187,9 +202,8 @@ __device__ __forceinline__ E to_tile(float v) {
 // shared memory rather than in every fragment loaded from it (mma_tile.cuh's 128x128 TF32 tiles).
 // Each element is staged once but loaded into the fragments of 2 (A) or 4 (B) warps, each round
 // 2 instructions: a thread's 48 fragment roundings a 16-deep slice become 16 at staging
-// (3 each: the stored value's low bits are cleared too). Rounded values round to themselves, so
-// the multiply skips only those operands' rounding (MmaWarps::multiply); cp.async operands land
-// unrounded and keep theirs.
+// (2 each, tf32_for_mma; 4 with __float_to_tf32 until session 41). The multiply skips only those
+// operands' rounding (MmaWarps::multiply); cp.async operands land unrounded and keep theirs.
 template <typename T>
 constexpr bool tf32_when_staged() {
   if constexpr (requires { T::kTf32Staged; })

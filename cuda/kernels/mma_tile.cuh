@@ -32,9 +32,12 @@
 //          operands only in the gather tiles (below), so the conv has the deep ring only with
 //          those. 64 accumulator registers
 //          a thread. The staging loop is specialized per staging (kConstantStaging, as the FMA
-//          warp-tiled tile's): ptxas gives these kernels 164-245 registers (smem28; 178-255 with
-//          one loop for every staging), one block (8 warps) per SM; at 2 blocks (128 registers) all
-//          spill (bench/RESULTS.md, tc24 and tcreg24). GPU speed not yet measured.
+//          warp-tiled tile's): ptxas gave these kernels 164-245 registers (smem28; 178-255 with
+//          one loop for every staging), one block (8 warps) per SM, and at 2 blocks (128
+//          registers) all spilled (bench/RESULTS.md, tc24 and tcreg24); since session 41 (one
+//          staging address a thread, m16n8k8 fragments) the conv's take 120-125 and the TF32
+//          SGEMM's 126-128, two blocks per SM (the deep async-K SGEMM 140, the bf16 SGEMM 164:
+//          one). GPU speed not yet measured.
 // bf16 fragments are loaded, and accumulators stored to the epilogue scratch, by the .shared forms
 // of PTX's wmma.load / wmma.store with 32-bit shared addresses (load_shared,
 // store_shared_row_major; wmma::load_matrix_sync's generic form became 64-bit generic LD.E, one
@@ -120,10 +123,9 @@ struct MmaLargeTile {
   static constexpr bool kTf32Staged = kFloat;     // gemm_tile.cuh's tf32_when_staged
 };
 using Tf32LargeTile = MmaLargeTile<float>;
-// The deep TF32 ring: 4 stages, not 3. Registers (164-245) already hold the 128x128 kernels to
-// one block per SM, so shared memory is not what limits residency: 4 x 17 KiB + 8 KiB = 76 KiB
-// (3 stages: 59 KiB) of the SM's 227 KiB would even fit 2 blocks, and the 4th stage puts 48 k in
-// flight instead of 32 (CUTLASS's sm80 TF32 128x128x32 at 3 stages: 64). One deep count only:
+// The deep TF32 ring: 4 stages, not 3. Shared memory is not what limits residency: 4 x 17 KiB
+// + 8 KiB = 76 KiB (3 stages: 59 KiB) of the SM's 227 KiB fits 2 blocks, and the 4th stage puts 48
+// k in flight instead of 32 (CUTLASS's sm80 TF32 128x128x32 at 3 stages: 64). One deep count only:
 // each is one more SGEMM instantiation for nvcc.
 constexpr int kDeepStages = 4;
 using Tf32DeepTile = MmaLargeTile<float, 16, kDeepStages>;
