@@ -176,7 +176,8 @@ using BTile = typename T::Elem[T::kK][T::kN + T::kPad];
 // emulator's MMA does), and those are v rounded to nearest, ties away: __float_to_tf32(v), whose
 // result as a stored float has its low bits cleared too, 2 more instructions an element (ptxas
 // clears them when the value goes to memory, not when it goes straight into an MMA). A carry
-// into the exponent is the rounding up it should be; infinities and NaNs stay.
+// into the exponent is the rounding up it should be; infinities and NaNs stay (a NaN such as
+// 0x7fffffff would carry into the sign bit: -0 to the tensor cores).
 __device__ __forceinline__ float tf32_for_mma(float v) {
   if (!(std::fabs(v) < INFINITY)) return v;  // one FSETP; a test of the exponent's bits took two
   uint32_t bits;

@@ -52,6 +52,36 @@ TEST_SUITE("tf32_gpu") {
     check_large_tile(Precision::Tf32, cpu::gemm_tf32, kSameRounding, 0.2, "TF32");  // K = 45
   }
 
+  TEST_CASE("NaN and infinity operands stay so through the 128x128 tile's rounding when staged") {
+    // The staging adds half a TF32 ulp to an operand's bits (gemm_tile.cuh, tf32_for_mma) and
+    // leaves non-finite values alone: the NaN 0x7fffffff plus that would carry into the sign bit
+    // (-0 to the tensor cores). A's row 3 holds that NaN, B's column 7 a +inf; every other
+    // operand is positive and finite. The twin: C's row 3 NaN, column 7 +inf.
+    const int64_t M = 130, N = 131, K = 20;
+    Tensor a = parity::random_cpu({M, K}, 1, 1.0), b = parity::random_cpu({K, N}, 2, 1.0);
+    for (Tensor* t : {&a, &b})
+      for (int64_t i = 0; i < t->numel(); ++i)
+        t->data<float>()[i] = std::fabs(t->data<float>()[i]) + 0.25f;
+    a.data<float>()[3 * K + 5] = from_bits(0x7fffffffu);
+    b.data<float>()[11 * N + 7] = INFINITY;
+    const Tensor c0 = parity::random_cpu({M, N}, 3, 1.0);
+    Tensor expected = c0.clone();
+    cpu::gemm_tf32(false, false, M, N, K, 1.0f, a.data<float>(), K, b.data<float>(), N, 0.0f,
+                   expected.data<float>(), N);
+    const Tensor got = device_gemm(Precision::Tf32, false, false, M, N, K, 1.0f, a, b, 0.0f, c0);
+    int wrong = 0;
+    for (int64_t e = 0; e < M * N; ++e) {
+      const float g = got.data<float>()[e], x = expected.data<float>()[e];
+      REQUIRE(std::isnan(x) == (e / N == 3));
+      REQUIRE(std::isinf(x) == (e / N != 3 && e % N == 7));
+      const bool same = !std::isfinite(x)
+                            ? std::isnan(g) == std::isnan(x) && (std::isnan(x) || g == x)
+                            : std::fabs(g - x) <= 1e-4 * std::fabs(x);
+      if (!same && ++wrong <= 5) MESSAGE("element ", e, ": ", g, ", want ", x);
+    }
+    CHECK(wrong == 0);
+  }
+
   TEST_CASE("the 4-stage ring (dynamic shared memory) equals the twin, K below and above it") {
     REQUIRE(cuda::mma_stages() == 2);  // the default: ECHELON_MMA_STAGES unset
     CHECK_THROWS(cuda::set_mma_stages(3));
