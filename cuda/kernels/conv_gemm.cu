@@ -145,9 +145,11 @@ __global__ void __launch_bounds__(kThreads, (conv_min_blocks<T, P, kMma>()))
       fill_table<P>(ops.g, table, static_cast<int>(k_slices) * T::kK);
       ops.table = table;
       ops.col = n0 + static_cast<int>(threadIdx.x) % T::kN;
-      decode_column<P>(ops.g, static_cast<int>(min(ops.col, int64_t{INT_MAX})), ops.col_base,
+      int col_base;
+      decode_column<P>(ops.g, static_cast<int>(min(ops.col, int64_t{INT_MAX})), col_base,
                        ops.col_mask);
-      __syncthreads();  // the table is filled before the first slice's gathers
+      ops.col_ptr = ops.b_src + col_base;  // read only at offsets its mask lets in
+      __syncthreads();                     // the table is filled before the first slice's gathers
     }
   }
   const auto locate = [&](int64_t s, auto&& f) { f(ops, (first + s) * T::kK); };

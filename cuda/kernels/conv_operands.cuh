@@ -160,16 +160,18 @@ __device__ __forceinline__ bool grad_out_at(const ConvIndex& g, const float* gra
 // ---- the gather table (forward and grad input of the register-staged tiles) -------------------
 // The gathers above divide by the kernel and output sizes per element. With a table, a block
 // decodes each k of the im2col operand, (c, ki, kj) or (o, ki, kj), once into shared memory:
-// {offset delta, tap = ki*KW + kj}. The column is a thread's own: these passes stage op(B)
+// {offset delta, bit 1 << (ki*KW + kj)}. The column is a thread's own: these passes stage op(B)
 // n-fastest, so a thread's column n0 + tid % kN is the same in every slice (gemm_tile.cuh,
 // Part::fetch) and is decoded once per thread into a base offset and a bit mask of the taps
 // that land inside the input (grad input: on a grad_out position). The gather is then a shared
-// load, a shift, an add and a load: the same element, or zero, as gather_input /
-// gather_grad_out, so the sums and the results are bit-identical.
+// load, a bit test and a load: the same element, or zero, as gather_input / gather_grad_out, so
+// the sums and the results are bit-identical.
 // Forward entries:     off = c*H*W + ki*dh*W + kj*dw            (x; base: img*C*H*W + h0*W + w0)
 // Grad input entries:  off = o*OH*OW - ki*(dh/sh)*OW - kj*(dw/sw) (grad_out; needs dh % sh == 0
 //                      and dw % sw == 0, so that the position is linear in (ki, kj))
-// Offsets add in unsigned arithmetic (wrapping, no overflow): only in-range sums are loaded.
+// The base is signed (a column's first pixel may lie in the padding) and held as a pointer,
+// b_src + base: an element's address is one multiply-add from it (session 41: the unsigned
+// offset sum and the operand's base, reloaded from the constant bank per element, took two more).
 // The grad weight has none: its im2col operand is k-fastest (a thread's (c, ki, kj) columns
 // are fixed, its pixel changes per slice), and a table of k there cost 30 registers or spills
 // (tools/cuda-resources.py; bench/RESULTS.md, conv23). It decodes its columns instead (below).
@@ -182,7 +184,7 @@ constexpr int kMaxTableTaps = 31;
 
 struct alignas(8) TableEntry {  // one 8-byte shared load
   int off;
-  int tap;  // ki*KW + kj; kNoTap past K
+  unsigned bit;  // 1 << (ki*KW + kj), the tap's bit of a column's mask; 1 << kNoTap past K
 };
 
 // The weight gradient's column table. Its im2col operand cols^T (N*L, R) is k-fastest: a
@@ -228,7 +230,7 @@ struct ConvOperands {
   const float* b_src;
   StoreMode mode;
   const TableEntry* table = nullptr;     // shared; null: the plain gathers
-  unsigned col_base = 0;                 // forward, grad input: this thread's column's base offset
+  const float* col_ptr = nullptr;        // forward, grad input: b_src + this column's base offset
   unsigned col_mask = 0;                 // ... and its taps inside (0 past N)
   int64_t col = 0;                       // ... and its n (the emulation build's check)
   const ColumnEntry* columns = nullptr;  // grad weight: shared, the block's columns; null: plain
@@ -295,7 +297,7 @@ struct ConvOperands {
         if (n_wide != col) __trap();
 #endif
         const TableEntry e = table[k_wide];  // k < K rounded up to slices: past K, kNoTap
-        return (col_mask >> e.tap) & 1u ? b_src[col_base + static_cast<unsigned>(e.off)] : 0.0f;
+        return col_mask & e.bit ? col_ptr[e.off] : 0.0f;
       }
     }
     if constexpr (P == ConvPass::BackwardWeight) {
@@ -380,7 +382,7 @@ template <ConvPass P>
 __device__ void fill_table(const ConvIndex& g, TableEntry* table, int entries) {
   for (int k = static_cast<int>(threadIdx.x); k < entries; k += kThreads) {
     if (k >= g.K) {
-      table[k] = {0, kNoTap};
+      table[k] = {0, 1u << kNoTap};
       continue;
     }
     int outer, ki, kj;
@@ -389,9 +391,9 @@ __device__ void fill_table(const ConvIndex& g, TableEntry* table, int entries) {
     if constexpr (P == ConvPass::BackwardData)  // outer = o
       table[k] = {outer * g.plane - ki * (g.dilation_h / g.stride_h) * g.out_w -
                       kj * (g.dilation_w / g.stride_w),
-                  t};
+                  1u << t};
     else  // outer = c
-      table[k] = {outer * g.pixels + ki * g.dilation_h * g.w + kj * g.dilation_w, t};
+      table[k] = {outer * g.pixels + ki * g.dilation_h * g.w + kj * g.dilation_w, 1u << t};
   }
 }
 
@@ -414,14 +416,13 @@ __device__ inline void fill_columns(const ConvIndex& g, ColumnEntry* columns, in
 // Forward and grad input: column n's base offset and its mask of taps that land inside (bit
 // ki*KW + kj); 0 past N.
 template <ConvPass P>
-__device__ void decode_column(const ConvIndex& g, int n, unsigned& base, unsigned& mask) {
+__device__ void decode_column(const ConvIndex& g, int n, int& base, unsigned& mask) {
   base = 0, mask = 0;
   if (n >= g.N) return;
   if constexpr (P == ConvPass::Forward) {
     const int q = n % g.plane;
     const int h0 = (q / g.out_w) * g.stride_h - g.pad_h, w0 = (q % g.out_w) * g.stride_w - g.pad_w;
-    base = static_cast<unsigned>((n / g.plane) * g.c * g.pixels) +
-           static_cast<unsigned>(h0 * g.w + w0);
+    base = (n / g.plane) * g.c * g.pixels + h0 * g.w + w0;
     for (int ki = 0; ki < g.kernel_h; ++ki)
       for (int kj = 0; kj < g.kernel_w; ++kj) {
         const int h = h0 + ki * g.dilation_h, w = w0 + kj * g.dilation_w;
@@ -431,8 +432,7 @@ __device__ void decode_column(const ConvIndex& g, int n, unsigned& base, unsigne
     const int p = n % g.pixels, hs = p / g.w + g.pad_h, ws = p % g.w + g.pad_w;
     if (hs % g.stride_h != 0 || ws % g.stride_w != 0) return;  // no tap: dh, dw multiples of s
     const int oh_b = hs / g.stride_h, ow_b = ws / g.stride_w;
-    base = static_cast<unsigned>((n / g.pixels) * g.o * g.plane) +
-           static_cast<unsigned>(oh_b * g.out_w + ow_b);
+    base = (n / g.pixels) * g.o * g.plane + oh_b * g.out_w + ow_b;
     for (int ki = 0; ki < g.kernel_h; ++ki)
       for (int kj = 0; kj < g.kernel_w; ++kj) {
         const int oh = oh_b - ki * (g.dilation_h / g.stride_h);

@@ -317,11 +317,12 @@ struct Part {
   __device__ static __forceinline__ int element_index(int first, int j) {
     return Common ? first + j * kThreads : index(threadIdx.x + j * kThreads);
   }
+  template <bool kShared = Common>
   __device__ static __forceinline__ void element(int idx, int first, int j, bool k_fast, int& d,
                                                  int& k) {
-    if (Common && k_fast && kThreads % K == 0) {
+    if (kShared && k_fast && kThreads % K == 0) {
       d = first / K + j * (kThreads / K), k = first % K;
-    } else if (Common && !k_fast && kThreads % D == 0) {
+    } else if (kShared && !k_fast && kThreads % D == 0) {
       d = first % D, k = first / D + j * (kThreads / D);
     } else {
       d = k_fast ? idx / K : idx % D, k = k_fast ? idx % K : idx / D;
@@ -369,13 +370,17 @@ struct Part {
   template <bool Tf32, typename E, int W>
   __device__ __forceinline__ void stage(Load load, bool k_fast, E (&tile)[K][W]) const {
     if (load == Load::Scalar) {
-      const int first = threadIdx.x;  // Common: one address a thread, the elements at offsets
+      // One address a thread, the elements at constant offsets, where the fastest dimension
+      // allows (element()): fewer registers and instructions in every fp32 / TF32 tile and the
+      // 128x128 bf16 one (session 41); the small bf16 tiles keep the per-element indices (the
+      // 16x256 one's weight gradient spilled with one address).
+      const int first = threadIdx.x;
 #pragma unroll
       for (int j = 0; j < kScalar; ++j) {
         const int idx = threadIdx.x + j * kThreads;
         if (D * K % kThreads == 0 || idx < D * K) {
           int d, k;
-          element(idx, first, j, k_fast, d, k);
+          element<Common || std::is_same_v<E, float>>(idx, first, j, k_fast, d, k);
           tile[k][d] = to_tile<E, Tf32>(v[j]);
         }
       }
