@@ -174,7 +174,7 @@ using BTile = typename T::Elem[T::kK][T::kN + T::kPad];
 // v for the tensor cores only: half a TF32 ulp added to its bits (finite v), the low 13 bits left
 // as they fall. The tensor cores read a TF32 operand's upper 19 bits only (they truncate, as the
 // emulator's MMA does), and those are v rounded to nearest, ties away: __float_to_tf32(v), whose
-// result as a stored float has its low bits cleared too, 2 more instructions an element (ptxas
+// result as a stored float has its low bits cleared too, one more instruction an element (ptxas
 // clears them when the value goes to memory, not when it goes straight into an MMA). A carry
 // into the exponent is the rounding up it should be; infinities and NaNs stay (a NaN such as
 // 0x7fffffff would carry into the sign bit: -0 to the tensor cores).
@@ -203,7 +203,7 @@ __device__ __forceinline__ E to_tile(float v) {
 // shared memory rather than in every fragment loaded from it (mma_tile.cuh's 128x128 TF32 tiles).
 // Each element is staged once but loaded into the fragments of 2 (A) or 4 (B) warps, each round
 // 2 instructions: a thread's 48 fragment roundings a 16-deep slice become 16 at staging
-// (2 each, tf32_for_mma; 4 with __float_to_tf32 until session 41). The multiply skips only those
+// (3 each, tf32_for_mma; 4 with __float_to_tf32 until session 41). The multiply skips only those
 // operands' rounding (MmaWarps::multiply); cp.async operands land unrounded and keep theirs.
 template <typename T>
 constexpr bool tf32_when_staged() {

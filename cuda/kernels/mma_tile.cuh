@@ -194,8 +194,7 @@ __device__ __forceinline__ void load_shared(Frag& frag, const __nv_bfloat16* p,
                                             unsigned ldm ECH_TILE_SITE) {
 #ifdef __CUDA_ARCH__
   using wmma::col_major, wmma::matrix_a, wmma::matrix_b, wmma::row_major;
-  static_assert(kFragIs<matrix_a, row_major, Frag> || kFragIs<matrix_a, col_major, Frag> ||
-                kFragIs<matrix_b, row_major, Frag> || kFragIs<matrix_b, col_major, Frag>);
+  static_assert(kFragIs<matrix_a, col_major, Frag> || kFragIs<matrix_b, row_major, Frag>);
   unsigned r[4];  // memcpy'd into frag.x below: no type punning through pointers
   static_assert(sizeof r == sizeof frag.x);
   const auto shared = static_cast<unsigned>(__cvta_generic_to_shared(p));
@@ -203,14 +202,10 @@ __device__ __forceinline__ void load_shared(Frag& frag, const __nv_bfloat16* p,
   asm volatile(op " {%0, %1, %2, %3}, [%4], %5;"                \
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) \
                : "r"(shared), "r"(ldm))
-  if constexpr (kFragIs<matrix_a, row_major, Frag>)
-    ECH_LOAD_SHARED("wmma.load.a.sync.aligned.row.m16n16k16.shared.bf16");
-  else if constexpr (kFragIs<matrix_a, col_major, Frag>)
+  if constexpr (kFragIs<matrix_a, col_major, Frag>)  // the [k][m] stage
     ECH_LOAD_SHARED("wmma.load.a.sync.aligned.col.m16n16k16.shared.bf16");
-  else if constexpr (kFragIs<matrix_b, row_major, Frag>)
+  else  // B from the [k][n] stage
     ECH_LOAD_SHARED("wmma.load.b.sync.aligned.row.m16n16k16.shared.bf16");
-  else
-    ECH_LOAD_SHARED("wmma.load.b.sync.aligned.col.m16n16k16.shared.bf16");
 #undef ECH_LOAD_SHARED
   std::memcpy(frag.x, r, sizeof r);
 #else
@@ -354,7 +349,7 @@ struct MmaWarps {
     if constexpr (kTf32)
       multiply_step_tf32<ARows, BRows>(a_tile, b_tile, k, round_a, round_b);
     else
-      multiply_step_wmma<ARows, BRows>(a_tile, b_tile, k);
+      multiply_step_wmma(a_tile, b_tile, k);
   }
 
   // TF32: the lane's registers of each m16n8k8 product read straight from the stage, element
@@ -394,27 +389,17 @@ struct MmaWarps {
     }
   }
 
-  template <bool ARows, bool BRows>
+  // bf16: WMMA fragments from the [k][d] stages (bf16 tiles have no async-K rows: MmaLargeTile).
   __device__ __forceinline__ void multiply_step_wmma(const ATile<T>& a_tile, const BTile<T>& b_tile,
                                                      int k) {
-    using ALayout = std::conditional_t<ARows, wmma::row_major, wmma::col_major>;
-    using BLayout = std::conditional_t<BRows, wmma::col_major, wmma::row_major>;
-    constexpr unsigned kRowLength = T::kK + kVec;  // k_rows()
-    wmma::fragment<wmma::matrix_a, kFrag, kFrag, kMmaK, __nv_bfloat16, ALayout> a[kFragsM];
+    wmma::fragment<wmma::matrix_a, kFrag, kFrag, kMmaK, __nv_bfloat16, wmma::col_major> a[kFragsM];
 #pragma unroll
-    for (int i = 0; i < kFragsM; ++i) {
-      if constexpr (ARows)
-        load_shared(a[i], &k_rows<T::kM>(a_tile)[warp_m * kWarpM + i * kFrag][k], kRowLength);
-      else
-        load_shared(a[i], &a_tile[k][warp_m * kWarpM + i * kFrag], T::kM + T::kPad);
-    }
+    for (int i = 0; i < kFragsM; ++i)
+      load_shared(a[i], &a_tile[k][warp_m * kWarpM + i * kFrag], T::kM + T::kPad);
 #pragma unroll
     for (int f = 0; f < kFragsN; ++f) {
-      wmma::fragment<wmma::matrix_b, kFrag, kFrag, kMmaK, __nv_bfloat16, BLayout> b;
-      if constexpr (BRows)
-        load_shared(b, &k_rows<T::kN>(b_tile)[warp_n * kWarpN + f * kFrag][k], kRowLength);
-      else
-        load_shared(b, &b_tile[k][warp_n * kWarpN + f * kFrag], T::kN + T::kPad);
+      wmma::fragment<wmma::matrix_b, kFrag, kFrag, kMmaK, __nv_bfloat16, wmma::row_major> b;
+      load_shared(b, &b_tile[k][warp_n * kWarpN + f * kFrag], T::kN + T::kPad);
 #pragma unroll
       for (int i = 0; i < kFragsM; ++i)
         wmma::mma_sync(acc[i * kFragsN + f], a[i], b, acc[i * kFragsN + f]);
