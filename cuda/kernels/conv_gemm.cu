@@ -89,8 +89,8 @@ constexpr int conv_min_blocks() {
     // (under the cap it no longer spills the 104 B it did when written: session 35).
     return data ? 0 : 2;
   else if constexpr (std::is_same_v<T, SmallTile>)
-    // 79-80 -> 64; the TF32 weight gradient 54 -> 48 (session 41; its forward spilled at 48)
-    return data ? 4 : kMma && weight ? 5 : 0;
+    // 79-80 -> 64; the TF32 weight gradient too (its B pairs by LDS.64 spilled at 48, session 42)
+    return data || (kMma && weight) ? 4 : 0;
   else if constexpr (std::is_same_v<T, NarrowTile>)
     return data || (kMma && weight) ? 4 : 0;  // 75-92 -> 64
   else if constexpr (std::is_same_v<T, TinyTile>)

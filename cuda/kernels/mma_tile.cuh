@@ -42,16 +42,18 @@
 // of PTX's wmma.load / wmma.store with 32-bit shared addresses (load_shared,
 // store_shared_row_major; wmma::load_matrix_sync's generic form became 64-bit generic LD.E, one
 // address computation each): LDSM (ldmatrix.trans) (bench/RESULTS.md, smem28). TF32 fragments are
-// LDS at constant offsets from one address a lane: ptxas had given each word of a TF32 wmma.load
-// its own address (the 128x128 tile's k-step loop: 92 instructions for 32 HMMA.1684, now 50 for 16
-// HMMA.1688). Shared rows of MmaLargeTile are padded by 8 elements (kPad). Both operands are stored
-// k-major
+// plain LDS at constant offsets from one address a lane: ptxas had given each word of a TF32
+// wmma.load its own address (the 128x128 tile's k-step loop: 92 instructions for 32 HMMA.1684; 50
+// for 16 HMMA.1688, session 41; 42 with B's pairs by LDS.64, session 42: multiply_step_tf32).
+// Shared rows of MmaLargeTile are padded by 8 elements (kPad). Both operands are stored k-major
 // ([k][m] for A, loaded col_major; [k][n] for B, loaded row_major), so a fragment load reads, per
 // lane, element (k, d) at k * ld + d with k and d from the lane's position in the fragment:
-//   TF32 (scalar 32-bit shared loads; mma.m16n8k8's layout): lane 4 g + t reads k = t (+ 4),
-//          d = g (+ 8): words t * ld + g. With ld = 136 = 8 (mod 32) the 32 lanes hit banks
-//          8 t + g, all different; the gemm_tile.cuh pad of 4 floats (ld = 4 mod 32) gives
-//          4 t + g: 2-way conflicts.
+//   TF32 (the m16n8k8 products of C's transpose, multiply_step_tf32): lane 4 g + t reads A at
+//          k = t (+ 4), m = g: words t * ld + g, and B at k = t (+ 4), n = 2 g, 2 g + 1 by one
+//          64-bit load: words t * ld + 2 g (+ 1). With ld = 136 = 8 (mod 32) A's 32 lanes hit
+//          banks 8 t + g, all different, and each half-warp of B's (a 64-bit load's phase)
+//          8 t + 2 g (+ 1), all 32 once; the gemm_tile.cuh pad of 4 floats (ld = 4 mod 32) gives
+//          4 t + g and 4 t + 2 g: 2-way conflicts.
 //   bf16 (ldmatrix.trans: 16-byte rows, eight per phase): row k at k * ld * 2 bytes; with
 //          ld = 136, 272 bytes = 16 (mod 128), so the eight rows fill the 128 bytes of the banks
 //          once; a 16-element pad (288 = 32 mod 128) would put two rows on the same banks.
@@ -275,8 +277,11 @@ struct MmaWarps {
   static_assert(T::kK % kMmaK == 0);
 
   int warp_m, warp_n, lane;
-  // [i * kFragsN + f]: the 16x16 piece (i, f) of the warp's C. TF32: its two 16x8 halves, in
-  // mma_m16n8k8_tf32's layout; bf16: a WMMA accumulator.
+  // B's stage is [n][k] (an AsyncK B): the TF32 products' rows are then B's columns g, g + 8, not
+  // 2 g, 2 g + 1 (multiply_step_tf32); store_tile reads it. Per launch; set by multiply.
+  bool b_rows = false;
+  // [i * kFragsN + f]: the 16x16 piece (i, f) of the warp's C. TF32: the two m16n8k8 products of
+  // its transpose, 16 columns by 8 rows each (multiply_step_tf32); bf16: a WMMA accumulator.
   std::conditional_t<
       kTf32, float[kFragsM * kFragsN][2][4],
       wmma::fragment<wmma::accumulator, kFrag, kFrag, kMmaK, float>[kFragsM * kFragsN]>
@@ -327,7 +332,8 @@ struct MmaWarps {
     const bool round_a = !(tf32_when_staged<T>() && in_registers(st.a));
     const bool round_b = !(tf32_when_staged<T>() && in_registers(st.b));
     if constexpr (async_k<T>()) {
-      const bool a_rows = st.a == Load::AsyncK, b_rows = st.b == Load::AsyncK;
+      const bool a_rows = st.a == Load::AsyncK;
+      b_rows = st.b == Load::AsyncK;
       if (a_rows && b_rows)
         multiply<true, true>(a_tile, b_tile, round_a, round_b);
       else if (a_rows)
@@ -352,10 +358,17 @@ struct MmaWarps {
       multiply_step_wmma(a_tile, b_tile, k);
   }
 
-  // TF32: the lane's registers of each m16n8k8 product read straight from the stage, element
-  // (d, k) at [k][d] (or [d][k] in ARows / BRows stages): lane 4 g + t reads k = t and t + 4 at
-  // d = g (+ 8), the words the WMMA loads read (the top: bank-conflict free at the 128x128 tile's
-  // pad), now at constant offsets from one address, where ptxas gave each WMMA load its own.
+  // TF32: each m16n8k8 product computes a 16 (n) x 8 (m) piece of C transposed, C^T += B^T A^T:
+  // B's columns are the product's rows (its A operand), A's rows its columns (its B operand). A
+  // product's rows may stand for any 16 columns of B, so long as store_tile puts each sum back
+  // where it came from: in a [k][n] stage lane 4 g + t takes columns 2 g and 2 g + 1 of a
+  // 16-column piece as rows g and g + 8 (a0..a3 = B(t, 2 g), B(t, 2 g + 1), B(t + 4, 2 g),
+  // B(t + 4, 2 g + 1)): side by side, one 64-bit load (LDS.64) a pair, where the documented
+  // order's rows g, g + 8 took two. A half-warp's pairs are words 8 t + 2 g (+ 1) (mod 32) at the
+  // 128x128 tile's ld = 136: all 32 banks, once. A's words stay one load each (b0, b1 = A(g, t),
+  // A(g, t + 4): two k). In a [d][k] stage (ARows / BRows) a pair would be two rows, 2-way
+  // conflicted: B's rows there stay g, g + 8, and store_tile asks (b_rows). Per k-step of the
+  // 128x128 tile: 8 LDS.64 + 8 LDS where the m16n8k8 order of A and B took 24 LDS.
   template <bool ARows, bool BRows>
   __device__ __forceinline__ void multiply_step_tf32(const ATile<T>& a_tile, const BTile<T>& b_tile,
                                                      int k, bool round_a, bool round_b) {
@@ -366,26 +379,33 @@ struct MmaWarps {
       else
         return a_tile[kk][m];
     };
-    const auto b_at = [&](int kk, int n) {
+    const auto b_pair = [&](int kk, int n) {  // the product's rows g, g + 8: B (kk, n), (kk, n')
       if constexpr (BRows)
-        return k_rows<T::kN>(b_tile)[n][kk];
+        return float2{k_rows<T::kN>(b_tile)[n][kk], k_rows<T::kN>(b_tile)[n + 8][kk]};
       else
-        return b_tile[kk][n];
+        return *reinterpret_cast<const float2*>(&b_tile[kk][n]);  // n' = n + 1, n even
     };
     const auto tf32 = [](float v, bool round) { return round ? wmma::__float_to_tf32(v) : v; };
-    float a[kFragsM][4];
+    float a[kFragsM][2][2];  // [16-row piece][8-row half]: A (m, k + t), A (m, k + t + 4)
 #pragma unroll
-    for (int i = 0; i < kFragsM; ++i) {
-      const int m = warp_m * kWarpM + i * kFrag + g;
-      a[i][0] = tf32(a_at(m, k + t), round_a), a[i][1] = tf32(a_at(m + 8, k + t), round_a);
-      a[i][2] = tf32(a_at(m, k + t + 4), round_a), a[i][3] = tf32(a_at(m + 8, k + t + 4), round_a);
-    }
+    for (int i = 0; i < kFragsM; ++i)
 #pragma unroll
-    for (int f = 0; f < kFragsN * 2; ++f) {  // 8-column halves
-      const int n = warp_n * kWarpN + f * 8 + g;
-      const float b[2] = {tf32(b_at(k + t, n), round_b), tf32(b_at(k + t + 4, n), round_b)};
+      for (int half = 0; half < 2; ++half) {
+        const int m = warp_m * kWarpM + i * kFrag + half * 8 + g;
+        a[i][half][0] = tf32(a_at(m, k + t), round_a);
+        a[i][half][1] = tf32(a_at(m, k + t + 4), round_a);
+      }
 #pragma unroll
-      for (int i = 0; i < kFragsM; ++i) mma_m16n8k8_tf32(acc[i * kFragsN + f / 2][f % 2], a[i], b);
+    for (int f = 0; f < kFragsN; ++f) {
+      const int n = warp_n * kWarpN + f * kFrag + (BRows ? g : 2 * g);
+      const float2 low_k = b_pair(k + t, n), high_k = b_pair(k + t + 4, n);
+      const float b[4] = {tf32(low_k.x, round_b), tf32(low_k.y, round_b), tf32(high_k.x, round_b),
+                          tf32(high_k.y, round_b)};
+#pragma unroll
+      for (int i = 0; i < kFragsM; ++i)
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
+          mma_m16n8k8_tf32(acc[i * kFragsN + f][half], b, a[i][half]);
     }
   }
 
@@ -416,11 +436,21 @@ struct MmaWarps {
 #pragma unroll
       for (int f = 0; f < kFragsN; ++f) {
         if constexpr (kTf32) {
-          const int g = lane / 4, t = lane % 4;  // mma_m16n8k8_tf32's layout, halves side by side
+          // Sum q of product `half` is its (g + 8 (q / 2), 2 t + q % 2) (multiply_step_tf32):
+          // C's row half * 8 + 2 t + q % 2, and column 2 g + q / 2 ([k][n] stage of B) or
+          // g + 8 (q / 2) ([n][k]).
+          const int g = lane / 4, t = lane % 4;
+          const auto& sums = acc[i * kFragsN + f];
 #pragma unroll
-          for (int e = 0; e < 8; ++e)
-            out[(g + e % 4 / 2 * 8) * kFrag + e / 4 * 8 + 2 * t + e % 2] =
-                acc[i * kFragsN + f][e / 4][e % 4];
+          for (int half = 0; half < 2; ++half)
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+              float* row = out + (half * 8 + 2 * t + c) * kFrag;
+              if (b_rows)
+                row[g] = sums[half][c], row[g + 8] = sums[half][c + 2];
+              else
+                *reinterpret_cast<float2*>(row + 2 * g) = float2{sums[half][c], sums[half][c + 2]};
+            }
         } else {
           store_shared_row_major(out, acc[i * kFragsN + f], kFrag);
         }
