@@ -35,7 +35,7 @@
 //          warp-tiled tile's): ptxas gave these kernels 164-245 registers (smem28; 178-255 with
 //          one loop for every staging), one block (8 warps) per SM, and at 2 blocks (128
 //          registers) all spilled (bench/RESULTS.md, tc24 and tcreg24); since session 41 (one
-//          staging address a thread, m16n8k8 fragments) the conv's take 120-125 and the TF32
+//          staging address a thread, m16n8k8 fragments) the conv's take 120-126 and the TF32
 //          SGEMM's 126-128, two blocks per SM (the deep async-K SGEMM 140, the bf16 SGEMM 164:
 //          one). GPU speed not yet measured.
 // bf16 fragments are loaded, and accumulators stored to the epilogue scratch, by the .shared forms
