@@ -354,23 +354,32 @@ struct ConvOperands {
   // C(m, n) = v (+ bias[m], then ReLU'd under StoreMode::Relu, in the forward; grad input: + the
   // old C(m, n) under StoreMode::Add); grad weight writes its group's partial (or grad_w). The
   // clamp is `r > 0 ? r : 0`, the ReLU twin's, NaN -> 0 included.
+  // Column n's share of the address is split before the bounds test, from an n clamped into
+  // range: the tiles' epilogues store 8 to 16 elements of each of a thread's columns, and the
+  // compiler computes an expression shared by those stores once only when its first instance
+  // is not inside a branch (inside, each element paid one or two FastDivs).
   __device__ void store(float* out, const float* bias, int64_t m_wide, int64_t n_wide,
                         float v) const {
-    if (!below(m_wide, g.M) || !below(n_wide, g.N)) return;
-    const int m = static_cast<int>(m_wide), n = static_cast<int>(n_wide);
+    const bool inside = below(m_wide, g.M) && below(n_wide, g.N);
+    const int m = static_cast<int>(m_wide), n = below(n_wide, g.N) ? static_cast<int>(n_wide) : 0;
     int image, position;
     if constexpr (P == ConvPass::Forward) {
-      const float r = v + (bias ? bias[m] : 0.0f);
       g.by_plane.divmod(n, image, position);
-      out[(image * g.o + m) * g.plane + position] = mode != StoreMode::Relu || r > 0.0f ? r : 0.0f;
+      const int column = image * g.o * g.plane + position;  // y (image, 0, position)
+      if (!inside) return;
+      const float r = v + (bias ? bias[m] : 0.0f);
+      out[column + m * g.plane] = mode != StoreMode::Relu || r > 0.0f ? r : 0.0f;
     } else if constexpr (P == ConvPass::BackwardData) {
       int i, j;  // the pixel's row and column in the geometry's image
       g.by_pixels.divmod(n, image, position);
       g.by_w.divmod(position, i, j);
-      float& dst = out[(image * g.c + m) * g.image_pixels + g.row0_offset + i * g.row_stride +
-                       j * g.col_stride];
+      const int column = image * g.c * g.image_pixels + g.row0_offset + i * g.row_stride +
+                         j * g.col_stride;  // grad_in (image, 0, pixel)
+      if (!inside) return;
+      float& dst = out[column + m * g.image_pixels];
       dst = mode == StoreMode::Add ? dst + v : v;
     } else {  // the partials of all groups may pass 2^31 elements
+      if (!inside) return;
       out[static_cast<int64_t>(blockIdx.z) * g.M * g.N + m * g.N + n] = v;
     }
   }
