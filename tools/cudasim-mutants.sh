@@ -114,6 +114,7 @@ mutants=(
   "reduce-row-vec-condition|reduce.cu|'std::is_same_v<T, float> && inner % kVec == 0 &&'|'std::is_same_v<T, float> &&'"
   "fma-warp-lane-column|fma_tile.cuh|'col = warp / kWarpsM * kWarpN + lane / kLanesM * kVec;'|'col = warp / kWarpsM * kWarpN + lane % kLanesM * kVec;'"
   "fma-warp-next-fragment|fma_tile.cuh|'load(a_tile[k + 1], b_tile[k + 1],'|'load(a_tile[k], b_tile[k + 1],'"
+  "fma-warp-store-transposed|fma_tile.cuh|'n0 + col_of(j), acc[i][j]);'|'n0 + col_of(j), acc[j][i]);'"
   "gemm-constant-staging-flag|gemm_tile.cuh|'f(Staging{a, kVectorK, a_k, true});'|'f(Staging{a, kVectorK, a_k, false});'"
   "gemm-tile-narrow-b-loads|gemm_tile.cuh|'  using BPart = Part<T::kN, T::kK, T::kConstantStaging, kCommon>;\n'|'  using BPart = Part<T::kM, T::kK, T::kConstantStaging, kCommon>;\n'"
   "conv-implicit-pad-bound|conv_operands.cuh|'h >= 0 && h < g.h && w >= 0 && w < g.w ?'|'h >= 0 && h < g.h && w >= 0 ?'"

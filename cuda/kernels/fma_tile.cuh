@@ -115,13 +115,15 @@ struct FmaWarps {
   }
 
   // Calls store(m, n, value) for each of the thread's outputs (m, n of the whole C; the store
-  // checks the bounds).
+  // checks the bounds), column by column: what the store derives from n (the conv's split of it,
+  // ConvOperands::store) is then live for one column's 8 stores. Row by row, ptxas, at this
+  // tile's 128-register cap, recomputed the 8 columns' splits at every store (session 43).
   template <typename Store>
   __device__ __forceinline__ void store_tile(int64_t m0, int64_t n0, Store store) const {
 #pragma unroll
-    for (int i = 0; i < T::kThM; ++i)
+    for (int j = 0; j < T::kThN; ++j)
 #pragma unroll
-      for (int j = 0; j < T::kThN; ++j) store(m0 + row_of(i), n0 + col_of(j), acc[i][j]);
+      for (int i = 0; i < T::kThM; ++i) store(m0 + row_of(i), n0 + col_of(j), acc[i][j]);
   }
 
  private:
