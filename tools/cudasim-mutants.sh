@@ -154,6 +154,8 @@ mutants=(
   "window-half-parity|conv_window.cu|'if ((px + P - kj) % 2 != 0) continue;'|'if ((px - kj) % 2 != 0) continue;'|-ts=conv_window_gpu"
   "window-phase-taps|conv_window.cu|'const int ki = r.first_ki + p.ki_step * tap;'|'const int ki = p.ki_step * tap;'|-ts=conv_window_gpu"
   "window-phase-rows|conv_window.cu|'const int oh = r.first_row + p.row_step * a;'|'const int oh = r.first_row + a;'|-ts=conv_window_gpu"
+  "window-stage-row-step|conv_window.cu|'while (s >= needed) s -= needed, ++cl;'|'while (s >= needed) s -= needed, cl += 2;'|-ts=conv_window_gpu"
+  "window-stage-weight-chunk|conv_window.cu|'(c0 + channel) * p.w_in + tap'|'channel * p.w_in + tap'|-ts=conv_window_gpu"
   "shortcut-pad-channel-offset|shape.cu|'const int k = static_cast<int>(at - image * out_c) - pad;'|'const int k = static_cast<int>(at - image * out_c);'"
   "shortcut-backward-stride-columns|shape.cu|'p % stride == 0 && q % stride == 0 ?'|'p % stride == 0 ?'"
 )

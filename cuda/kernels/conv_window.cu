@@ -42,8 +42,10 @@
 #include <echelon/base/error.h>
 #include <echelon/cuda/launch.h>
 #include <echelon/cuda/switches.h>
+#include <echelon/kernels/fast_div.h>
 
-// Quoted: tools/cudasim-mutants.sh plants bugs in a copy of the kernels folder, this included.
+// Quoted: tools/cudasim-mutants.sh plants bugs in a copy of the kernels folder, these included.
+#include "pinned.cuh"
 #include "staged_rounding.cuh"
 
 namespace echelon::cuda {
@@ -85,12 +87,13 @@ constexpr int64_t kWindowBlocks = 2 * 132;  // two blocks per SM of an H200; to 
 // The output rows one grid.z slice walks: all of them, or (a stride-2 input gradient) those of
 // one parity, each seeing every other kernel row.
 struct RowPhase {
-  int rows;        // output rows of an image in the phase
-  int window;      // staged rows one output row sees: the phase's kernel rows
-  int pad_top;     // staged row 0 of an image's segment is input row -pad_top
-  int first_ki;    // the weight row of the window's first tap (then every ki_step-th)
-  int first_row;   // the written row of the phase's row 0 (then every row_step-th)
-  int total_rows;  // N * rows
+  int rows;               // output rows of an image in the phase
+  int window;             // staged rows one output row sees: the phase's kernel rows
+  int pad_top;            // staged row 0 of an image's segment is input row -pad_top
+  int first_ki;           // the weight row of the window's first tap (then every ki_step-th)
+  int first_row;          // the written row of the phase's row 0 (then every row_step-th)
+  int total_rows;         // N * rows
+  FastDiv by_image_rows;  // image_rows(the walk's stride), for the staging's split of a row
 
   // The staged rows of a whole image's segment: the input rows its output rows see.
   __host__ __device__ int image_rows(int stride) const { return (rows - 1) * stride + window; }
@@ -114,8 +117,9 @@ struct WindowPlan {
   int ki_step, row_step;     // 2 for a stride-2 input gradient's phases, else 1
   RowPhase phase[2];         // grid.z's: one, or a stride-2 input gradient's two parities
 
-  int x_rows;  // staged rows a block may need, in either phase
-  int chunk;   // input channels staged at a time
+  FastDiv by_taps;  // kernel_h * kernel_w, for the staging's split of a weight index
+  int x_rows;       // staged rows a block may need, in either phase
+  int chunk;        // input channels staged at a time
   int blocks_x, blocks_y, phases;
   Rounding rounding;  // of both operands as they are staged (TF32 / bf16)
 
@@ -140,17 +144,24 @@ template <Rounding R>
 __device__ void stage_chunk(const WindowPlan& p, const RowPhase& r, int c0, int channels,
                             int needed, int n0, int a0, const float* __restrict__ in,
                             const float* __restrict__ w, float* x_stage, float* w_stage) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  const int image_rows = r.image_rows(p.stride);
-  for (int row = warp; row < channels * needed; row += warps) {
-    const int cl = row / needed, s = row - cl * needed, c = c0 + cl;
-    const int from_a0 = s + a0 * p.stride, segment = from_a0 / image_rows;
-    const int ih = from_a0 - segment * image_rows - r.pad_top;
-    const int n = n0 + segment;
+  // Pinned: the indices below would be hoisted out of the chunk loop and held across its FMAs
+  // (the stride-2 forward spilled 12 bytes at its 80-register cap).
+  const int tid = pinned(static_cast<int>(threadIdx.x));
+  const int lane = tid % 32, warp = tid / 32, warps = blockDim.x / 32;
+  // Warp-strided over the channels x needed staged rows. (cl, s) steps along without a division
+  // (warps <= 8, so a step crosses a few channels at most), and s's image by the plan's FastDiv:
+  // with `/` a staged row's two divisions were ~40 of its instructions (sm_90 SASS, session 43).
+  int cl = warp / needed, s = warp - cl * needed;
+  for (; cl < channels; s += warps) {
+    while (s >= needed) s -= needed, ++cl;
+    if (cl >= channels) break;
+    int segment, from_top;
+    r.by_image_rows.divmod(s + a0 * p.stride, segment, from_top);
+    const int ih = from_top - r.pad_top;
     float* const dst = x_stage + cl * p.x_plane() + s * p.pitch;
     if (ih >= 0 && ih < p.in_h) {
       const float* const src =
-          in + ((static_cast<int64_t>(n) * p.in_ch + c) * p.in_h + ih) * p.in_w;
+          in + ((static_cast<int64_t>(n0 + segment) * p.in_ch + c0 + cl) * p.in_h + ih) * p.in_w;
       for (int j = lane; j < p.pitch; j += 32) {
         const int iw = j - p.pad_left;
         dst[j] = iw >= 0 && iw < p.in_w ? staged(src[iw], R) : 0.0f;
@@ -159,12 +170,17 @@ __device__ void stage_chunk(const WindowPlan& p, const RowPhase& r, int c0, int 
       for (int j = lane; j < p.pitch; j += 32) dst[j] = 0.0f;
     }
   }
-  const int outs = p.groups * kOutPerThread, per_channel = p.taps() * outs;
-  const int o0 = static_cast<int>(blockIdx.y) * outs;
-  for (int i = threadIdx.x; i < channels * per_channel; i += blockDim.x) {
-    const int cl = i / per_channel, rest = i - cl * per_channel;
-    const int tap = rest / outs, o = o0 + rest - tap * outs, c = c0 + cl;
-    w_stage[i] = o < p.out_ch ? staged(w[o * p.w_out + c * p.w_in + tap], R) : 0.0f;
+  // The weights: w_stage[(cl * taps + tap) * outs + o] for the block's outs output channels.
+  // outs = groups * 8 divides blockDim.x (pixel_threads is a multiple of 32), so a thread's o is
+  // the same in every step, and (cl, tap) comes from one FastDiv (two `/` before, session 43).
+  const int outs = p.groups * kOutPerThread, o = tid % outs;
+  const int oc = static_cast<int>(blockIdx.y) * outs + o;  // the output channel
+  const int step = blockDim.x / outs;
+  for (int i = tid / outs; i < channels * p.taps(); i += step) {
+    int channel, tap;
+    p.by_taps.divmod(i, channel, tap);
+    w_stage[i * outs + o] =
+        oc < p.out_ch ? staged(w[oc * p.w_out + (c0 + channel) * p.w_in + tap], R) : 0.0f;
   }
 }
 
@@ -408,9 +424,18 @@ WindowPlan plan_for(ConvPass pass, const Conv2dGeometry& a) {
   p.pitch = narrow(pitch_of(s, row_threads));
   p.ki_step = p.row_step = s.halves ? 2 : 1;
   p.phases = narrow(s.phases);
-  for (int64_t ph = 0; ph < s.phases; ++ph)
-    p.phase[ph] = RowPhase{narrow(s.rows[ph]),     narrow(s.window[ph]), narrow(s.pad_top[ph]),
-                           narrow(s.first_ki[ph]), narrow(ph),           narrow(a.n * s.rows[ph])};
+  for (int64_t ph = 0; ph < s.phases; ++ph) {
+    RowPhase r{narrow(s.rows[ph]),
+               narrow(s.window[ph]),
+               narrow(s.pad_top[ph]),
+               narrow(s.first_ki[ph]),
+               narrow(ph),
+               narrow(a.n * s.rows[ph]),
+               FastDiv{}};
+    r.by_image_rows = FastDiv(r.image_rows(p.stride));
+    p.phase[ph] = r;
+  }
+  p.by_taps = FastDiv(p.taps());
   p.x_rows = narrow(staged_rows(p.rows, s));
   const size_t per_channel = channel_bytes(s, best_groups, best_threads, a.kernel_h, a.kernel_w);
   const size_t budget = stage_budget(best_groups * best_threads);

@@ -74,6 +74,8 @@
 
 #include <echelon/cuda/launch.h>
 
+#include "pinned.cuh"
+
 namespace echelon::cuda::tile {
 
 constexpr int kVec = 4, kThreads = 256;
@@ -270,18 +272,6 @@ __device__ __forceinline__ Staging staging_of(const Operands& ops) {
                                        : Load::Vector;
   };
   return {pick(ops.a_vector(), a_k), pick(ops.b_vector(), b_k), a_k, b_k};
-}
-
-// x, hidden from the compiler's loop-invariant code motion: a staging loop's per-thread element
-// indices would otherwise be hoisted out of the slice loop with everything derived from them
-// (64-bit offsets, bounds predicates), registers live across the FMAs. Recomputing them per
-// slice costs a few integer instructions; with the per-staging loops (with_constant_staging) it
-// brought the warp-tiled 128x128 SGEMM to 128 registers without spill (bench/RESULTS.md, fma24).
-__device__ __forceinline__ int pinned(int x) {
-#ifdef __CUDA_ARCH__
-  asm volatile("" : "+r"(x));
-#endif
-  return x;
 }
 
 // One operand's share of a k-slice of D (kM or kN) by K elements; d is the operand's m or n.
