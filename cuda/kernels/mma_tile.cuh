@@ -455,12 +455,12 @@ struct MmaWarps {
           store_shared_row_major(out, acc[i * kFragsN + f], kFrag);
         }
         __syncwarp();  // the lanes read each other's stored elements
-        // Lane l stores column l % 16, rows l / 16 + 2 r: one column a lane, written so (not as
-        // e % 16 of a loop over e, session 42), so that the store's column math is visibly the
-        // same for the lane's 8 elements and leaves the loop (ConvOperands::store; the conv's
-        // 4-element loop body 144 -> 81 instructions, grad input's 145 -> 41). Unrolled by 4, not
-        // 8: fully unrolled, the 64x64 bf16 tiles took 4-8 more registers (the SGEMM's spilled
-        // under its 3-block bound).
+        // Lane l stores column l % 16, rows l / 16 + 2 r: one column a lane, written so (until
+        // session 42 the column was e % 16 of a loop over e), so that the store's column math is
+        // visibly the same for the lane's 8 elements and leaves the loop (ConvOperands::store; the
+        // conv's 4-element loop body 144 -> 81 instructions, grad input's 145 -> 41). Unrolled by
+        // 4, not 8: fully unrolled, the 64x64 bf16 tiles took 4-8 more registers (the SGEMM's
+        // spilled under its 3-block bound).
         const int64_t n = n0 + warp_n * kWarpN + f * kFrag + lane % kFrag;
 #pragma unroll 4
         for (int r = 0; r < kFrag * kFrag / 32; ++r) {
