@@ -34,6 +34,7 @@
 #include <echelon/cuda/kernels/matmul.h>
 #include <echelon/cuda/launch.h>
 #include <echelon/cuda/switches.h>
+#include <echelon/kernels/fast_div.h>
 
 // Quoted: tools/cudasim-mutants.sh plants bugs in a copy of the kernels folder, this included.
 #include "channels.cuh"
@@ -61,6 +62,26 @@ constexpr int64_t kDirectBlocks = 3;
 constexpr int64_t kDirectBlocks = 2 * 132;  // two blocks per SM of an H200
 #endif
 
+// A thread's walk over elements tid, tid + threads, ... of rows `width` wide, in row-major order:
+// (row, col) stepped without a division.
+struct GridWalk {
+  FastDiv by_width;
+  int rows_step = 0, cols_step = 0;  // threads / width, threads % width
+
+  GridWalk() = default;
+  GridWalk(int width, int threads)
+      : by_width(width), rows_step(threads / width), cols_step(threads % width) {}
+#if defined(__CUDACC__) || ECHELON_CUDA_SIM
+  __device__ void start(int tid, int& row, int& col) const {
+    by_width.divmod(tid, row, col);
+  }
+  __device__ void next(int& row, int& col) const {
+    row += rows_step, col += cols_step;
+    if (col >= by_width.divisor()) col -= by_width.divisor(), ++row;
+  }
+#endif
+};
+
 // Everything the kernel needs, in 32 bits (conv_gemm_fits bounds every operand below 2^31).
 struct DirectPlan {
   int c, h, w, o, out_h, out_w, kernel_h, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
@@ -81,6 +102,9 @@ struct DirectPlan {
   bool quads;        // the quad walk (see the kernel)
   int bias_strands;  // threads per output channel summing the bias gradient; 0: none wanted
   Rounding rounding;
+  // stage_band's walks over the staged rows and its splits of their row indices.
+  GridWalk g_walk, x_walk;     // over out_pad * rows rows of g_width, C * x_rows rows of x_width
+  FastDiv by_rows, by_x_rows;  // a g_walk row into (o, r), an x_walk row into (c, i)
 
   __host__ __device__ int g_plane() const { return rows * g_width; }  // an output channel's band
   __host__ __device__ int x_plane() const { return x_rows * x_width; }
@@ -93,41 +117,43 @@ struct DirectPlan {
 };
 
 #if defined(__CUDACC__) || ECHELON_CUDA_SIM
-// Stages chunk (image n, output rows [oh0, oh0 + rows)) in shared memory, a warp per row:
+// Stages chunk (image n, output rows [oh0, oh0 + rows)) in shared memory, R: p.rounding:
 // g_band (out_pad / 8, p.rows * g_width, 8) = grad_out's rows, a work item's 8 output channels side
 // by side at each position (two 16-byte loads), zero past O, past OW and past the band's last row;
 // x_band (C, x_rows, x_width) = x from row oh0 * sh - ph and column -pw, zero outside the image.
+// Each thread takes every p.threads-th element of each, in grad_out's and x's order (a row's
+// columns on neighbouring threads: coalesced loads). Until session 44 a warp staged a row at a
+// time, a lane a column, through two divisions and 64-bit offsets: ResNet's 8- to 34-float rows
+// left most lanes idle, and staging cost about as much as the reduction (32x32 layers) or several
+// times it (8x8).
+template <Rounding R>
 __device__ void stage_band(const DirectPlan& p, int n, int oh0, int rows,
                            const float* __restrict__ grad_out, const float* __restrict__ x,
                            float* g_band, float* x_band) {
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  const int warps = blockDim.x / kWarp;
-  for (int row = warp; row < p.out_pad * p.rows; row += warps) {
-    const int o = row / p.rows, r = row - o * p.rows;
-    float* dst =
-        g_band + (o / kOutPerItem * p.g_plane() + r * p.g_width) * kOutPerItem + o % kOutPerItem;
-    if (o < p.o && r < rows) {
-      const float* src =
-          grad_out + ((static_cast<int64_t>(n) * p.o + o) * p.out_h + oh0 + r) * p.out_w;
-      for (int col = lane; col < p.g_width; col += kWarp)
-        dst[col * kOutPerItem] = col < p.out_w ? staged(src[col], p.rounding) : 0.0f;
-    } else {
-      for (int col = lane; col < p.g_width; col += kWarp) dst[col * kOutPerItem] = 0.0f;
-    }
+  const int tid = static_cast<int>(threadIdx.x);
+  int g_row, col;  // g_row = (o, r): grad_out row oh0 + r of channel o
+  p.g_walk.start(tid, g_row, col);
+  for (; g_row < p.out_pad * p.rows; p.g_walk.next(g_row, col)) {
+    int o, r;
+    p.by_rows.divmod(g_row, o, r);
+    // In 32 bits: an element of grad_out (conv_gemm_fits).
+    const bool inside = o < p.o && r < rows && col < p.out_w;
+    const float v =
+        inside ? staged(grad_out[((n * p.o + o) * p.out_h + oh0 + r) * p.out_w + col], R) : 0.0f;
+    const unsigned item = static_cast<unsigned>(o) / kOutPerItem;  // unsigned: a shift, a mask
+    const unsigned lane = static_cast<unsigned>(o) % kOutPerItem;
+    g_band[((item * p.rows + r) * p.g_width + col) * kOutPerItem + lane] = v;
   }
-  for (int row = warp; row < p.c * p.x_rows; row += warps) {
-    const int c = row / p.x_rows, i = row - c * p.x_rows;
-    const int ih = oh0 * p.stride_h - p.pad_h + i;
-    float* dst = x_band + row * p.x_width;
-    if (ih >= 0 && ih < p.h) {
-      const float* src = x + ((static_cast<int64_t>(n) * p.c + c) * p.h + ih) * p.w;
-      for (int j = lane; j < p.x_width; j += kWarp) {
-        const int iw = j - p.pad_w;
-        dst[j] = iw >= 0 && iw < p.w ? staged(src[iw], p.rounding) : 0.0f;
-      }
-    } else {
-      for (int j = lane; j < p.x_width; j += kWarp) dst[j] = 0.0f;
-    }
+  int x_row, j;  // x_row = (c, i): x row oh0 * sh - ph + i of channel c; x_band's element e
+  p.x_walk.start(tid, x_row, j);
+  for (int e = tid; x_row < p.c * p.x_rows; e += p.threads, p.x_walk.next(x_row, j)) {
+    int c, i;
+    p.by_x_rows.divmod(x_row, c, i);
+    const int ih = oh0 * p.stride_h - p.pad_h + i, iw = j - p.pad_w;
+    // 0 <= ih < h and 0 <= iw < w as unsigned compares.
+    const bool inside = static_cast<unsigned>(ih) < static_cast<unsigned>(p.h) &&
+                        static_cast<unsigned>(iw) < static_cast<unsigned>(p.w);
+    x_band[e] = inside ? staged(x[((n * p.c + c) * p.h + ih) * p.w + iw], R) : 0.0f;
   }
 }
 
@@ -173,7 +199,12 @@ __global__ void __launch_bounds__(kMaxThreads, KW == 3 ? 3 : 2)
     const int n = chunk / p.bands, oh0 = chunk % p.bands * p.rows;
     const int rows = min(p.rows, p.out_h - oh0);
     __syncthreads();  // every thread is done with the previous chunk's band
-    stage_band(p, n, oh0, rows, grad_out, x, g_band, x_band);
+    if (p.rounding == Rounding::None)
+      stage_band<Rounding::None>(p, n, oh0, rows, grad_out, x, g_band, x_band);
+    else if (p.rounding == Rounding::Tf32)
+      stage_band<Rounding::Tf32>(p, n, oh0, rows, grad_out, x, g_band, x_band);
+    else
+      stage_band<Rounding::Bf16>(p, n, oh0, rows, grad_out, x, g_band, x_band);
     __syncthreads();
     if (p.bias_strands > 0) sum_band_bias(p, rows, g_band, bias_acc);
     if (!active) continue;
@@ -368,6 +399,10 @@ DirectPlan plan_for(const Conv2dGeometry& a, int64_t groups, bool bias) {
   p.quads = quad_walk(a);
   p.rounding = staged_rounding();
   p.bias_strands = bias ? p.threads / p.o : 0;
+  p.g_walk = GridWalk(p.g_width, p.threads);
+  p.x_walk = GridWalk(p.x_width, p.threads);
+  p.by_rows = FastDiv(p.rows);
+  p.by_x_rows = FastDiv(p.x_rows);
   return p;
 }
 

@@ -114,6 +114,9 @@ struct WindowPlan {
   int row_threads;           // threads per output row: ceil(out_w / 4)
   int rows;                  // output rows per block: pixel_threads / row_threads
   int pitch;                 // floats per staged row: every thread's window fits in it
+  int row_lanes;             // lanes staging one row, a float4 each: min(pitch / 4, 32)
+  int rows_per_pass;         // rows a warp stages at once: 32 / row_lanes
+  FastDiv by_row_lanes;      // splits a lane into (row of the pass, float4 of the row)
   int ki_step, row_step;     // 2 for a stride-2 input gradient's phases, else 1
   RowPhase phase[2];         // grid.z's: one, or a stride-2 input gradient's two parities
 
@@ -124,6 +127,7 @@ struct WindowPlan {
   Rounding rounding;  // of both operands as they are staged (TF32 / bf16)
 
   __host__ __device__ int x_plane() const { return x_rows * pitch; }
+  __host__ __device__ int quads() const { return pitch >> 2; }  // pitch_of: a multiple of 4
   __host__ __device__ int taps() const { return kernel_h * kernel_w; }
   __host__ __device__ int w_plane() const { return taps() * groups * kOutPerThread; }
   size_t shared_bytes() const {
@@ -148,26 +152,41 @@ __device__ void stage_chunk(const WindowPlan& p, const RowPhase& r, int c0, int 
   // (the stride-2 forward spilled 12 bytes at its 80-register cap).
   const int tid = pinned(static_cast<int>(threadIdx.x));
   const int lane = tid % 32, warp = tid / 32, warps = blockDim.x / 32;
-  // Warp-strided over the channels x needed staged rows. (cl, s) steps along without a division
-  // (warps <= 8, so a step crosses a few channels at most), and s's image by the plan's FastDiv:
-  // with `/` a staged row's two divisions were ~40 of its instructions (sm_90 SASS, session 43).
-  int cl = warp / needed, s = warp - cl * needed;
-  for (; cl < channels; s += warps) {
-    while (s >= needed) s -= needed, ++cl;
-    if (cl >= channels) break;
-    int segment, from_top;
-    r.by_image_rows.divmod(s + a0 * p.stride, segment, from_top);
-    const int ih = from_top - r.pad_top;
-    float* const dst = x_stage + cl * p.x_plane() + s * p.pitch;
-    if (ih >= 0 && ih < p.in_h) {
-      const float* const src =
-          in + ((static_cast<int64_t>(n0 + segment) * p.in_ch + c0 + cl) * p.in_h + ih) * p.in_w;
-      for (int j = lane; j < p.pitch; j += 32) {
-        const int iw = j - p.pad_left;
-        dst[j] = iw >= 0 && iw < p.in_w ? staged(src[iw], R) : 0.0f;
+  // The staged rows, warp-strided over the channels x needed rows, rows_per_pass of them a warp
+  // at a time: lane (sub, quad) stages the float4s quad, quad + row_lanes, .. of its row sub
+  // (one a lane unless a row is wider than a warp: row_lanes = min(pitch / 4, 32)). Until
+  // session 44 a warp staged one row at a time, a float a lane: on the 12-float rows of ResNet's
+  // 8x8 layers 20 of 32 lanes idled, and every row paid its header in every lane; staging was
+  // about 3x the FMA loop there. (cl, s) steps along by whole passes without a division, and s's
+  // image comes from the plan's FastDiv.
+  int sub, quad;
+  p.by_row_lanes.divmod(lane, sub, quad);
+  if (sub < p.rows_per_pass) {
+    const int step = warps * p.rows_per_pass, step_cl = step / needed, step_s = step % needed;
+    const int first = warp * p.rows_per_pass + sub;
+    int cl = first / needed, s = first % needed;
+    for (; cl < channels; cl += step_cl, s += step_s) {
+      if (s >= needed) s -= needed, ++cl;
+      if (cl >= channels) break;
+      int segment, from_top;
+      r.by_image_rows.divmod(s + a0 * p.stride, segment, from_top);
+      const int ih = from_top - r.pad_top;
+      float4* const dst = reinterpret_cast<float4*>(x_stage + cl * p.x_plane() + s * p.pitch);
+      if (ih >= 0 && ih < p.in_h) {
+        // In 32 bits: an element of `in` (conv_gemm_fits), and 20 fewer instructions a pass.
+        const float* const src = in + (((n0 + segment) * p.in_ch + c0 + cl) * p.in_h + ih) * p.in_w;
+        for (int q = quad; q < p.quads(); q += p.row_lanes) {
+          const int iw = 4 * q - p.pad_left;
+          // 0 <= iw + e < in_w as one unsigned compare.
+          const auto at = [&](int e) {
+            const bool inside = static_cast<unsigned>(iw + e) < static_cast<unsigned>(p.in_w);
+            return inside ? staged(src[iw + e], R) : 0.0f;
+          };
+          dst[q] = make_float4(at(0), at(1), at(2), at(3));
+        }
+      } else {
+        for (int q = quad; q < p.quads(); q += p.row_lanes) dst[q] = make_float4(0, 0, 0, 0);
       }
-    } else {
-      for (int j = lane; j < p.pitch; j += 32) dst[j] = 0.0f;
     }
   }
   // The weights: w_stage[(cl * taps + tap) * outs + o] for the block's outs output channels.
@@ -422,6 +441,9 @@ WindowPlan plan_for(ConvPass pass, const Conv2dGeometry& a) {
   p.row_threads = narrow(row_threads);
   p.rows = narrow(best_threads / row_threads);
   p.pitch = narrow(pitch_of(s, row_threads));
+  p.row_lanes = std::min(p.quads(), 32);
+  p.rows_per_pass = 32 / p.row_lanes;
+  p.by_row_lanes = FastDiv(p.row_lanes);
   p.ki_step = p.row_step = s.halves ? 2 : 1;
   p.phases = narrow(s.phases);
   for (int64_t ph = 0; ph < s.phases; ++ph) {

@@ -52,6 +52,9 @@ const std::vector<WindowCase>& window_cases() {
       {"17 filters, uneven padding, ragged quad", {2, 5, 7, 13}, {17, 5, 3, 3}, 1, 0},
       {"5x3 kernel", {2, 3, 9, 6}, {8, 3, 5, 3}, 2, 1},
       {"70-pixel rows, batch 1", {1, 2, 3, 70}, {4, 2, 3, 3}, 1, 1},
+      // Staged rows of 33 and 35 float4s: wider than a warp, a lane stages two of a row.
+      {"130-pixel rows", {2, 2, 3, 130}, {4, 2, 3, 3}, 1, 1},
+      {"stride 2, 66-pixel output rows", {1, 3, 5, 131}, {8, 3, 3, 3}, 1, 1, 2},
       {"60 -> 64 channels: staged in chunks", {1, 60, 5, 40}, {64, 60, 3, 3}, 1, 1},
       {"3x3 without padding", {2, 4, 6, 9}, {40, 4, 3, 3}, 0, 0},
       {"ResNet downsampling 16 -> 32, stride 2", {3, 16, 8, 8}, {32, 16, 3, 3}, 1, 1, 2},
