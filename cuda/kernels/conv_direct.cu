@@ -199,12 +199,9 @@ __global__ void __launch_bounds__(kMaxThreads, KW == 3 ? 3 : 2)
     const int n = chunk / p.bands, oh0 = chunk % p.bands * p.rows;
     const int rows = min(p.rows, p.out_h - oh0);
     __syncthreads();  // every thread is done with the previous chunk's band
-    if (p.rounding == Rounding::None)
-      stage_band<Rounding::None>(p, n, oh0, rows, grad_out, x, g_band, x_band);
-    else if (p.rounding == Rounding::Tf32)
-      stage_band<Rounding::Tf32>(p, n, oh0, rows, grad_out, x, g_band, x_band);
-    else
-      stage_band<Rounding::Bf16>(p, n, oh0, rows, grad_out, x, g_band, x_band);
+    with_rounding(p.rounding, [&](auto r) {
+      stage_band<decltype(r)::value>(p, n, oh0, rows, grad_out, x, g_band, x_band);
+    });
     __syncthreads();
     if (p.bias_strands > 0) sum_band_bias(p, rows, g_band, bias_acc);
     if (!active) continue;

@@ -242,12 +242,10 @@ __global__ void __launch_bounds__(kMaxThreads, 3)
   for (int c0 = 0; c0 < p.in_ch; c0 += p.chunk) {
     const int channels = min(p.chunk, p.in_ch - c0);
     __syncthreads();  // every thread is done with the previous chunk
-    if (p.rounding == Rounding::None)
-      stage_chunk<Rounding::None>(p, r, c0, channels, needed, n0, a0, in, w, x_stage, w_stage);
-    else if (p.rounding == Rounding::Tf32)
-      stage_chunk<Rounding::Tf32>(p, r, c0, channels, needed, n0, a0, in, w, x_stage, w_stage);
-    else
-      stage_chunk<Rounding::Bf16>(p, r, c0, channels, needed, n0, a0, in, w, x_stage, w_stage);
+    with_rounding(p.rounding, [&](auto rounding) {
+      stage_chunk<decltype(rounding)::value>(p, r, c0, channels, needed, n0, a0, in, w, x_stage,
+                                             w_stage);
+    });
     __syncthreads();
     if (!active) continue;
     const float* xs = x_stage + base * p.pitch + (kHalves ? 2 : kPixels * S) * col4;

@@ -8,6 +8,8 @@
 #include <cuda_bf16.h>
 #include <mma.h>
 
+#include <type_traits>
+
 #include <echelon/cuda/kernels/matmul.h>
 
 namespace echelon::cuda {
@@ -33,6 +35,19 @@ __device__ __forceinline__ float staged(float v, Rounding rounding) {
 #endif
   }
   return v;
+}
+
+// stage(std::integral_constant<Rounding, R>{}) for R = rounding: a staging loop compiled once per
+// rounding, so that its loads do not test the rounding per element (conv_window.cu's and
+// conv_direct.cu's staging).
+template <typename Stage>
+__device__ __forceinline__ void with_rounding(Rounding rounding, Stage&& stage) {
+  if (rounding == Rounding::None)
+    stage(std::integral_constant<Rounding, Rounding::None>{});
+  else if (rounding == Rounding::Tf32)
+    stage(std::integral_constant<Rounding, Rounding::Tf32>{});
+  else
+    stage(std::integral_constant<Rounding, Rounding::Bf16>{});
 }
 #endif
 
