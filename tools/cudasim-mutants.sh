@@ -11,20 +11,33 @@
 #   CUDASIM_MUTANTS=matmul-tile-index,...    run only these mutants
 #   CUDASIM_MUTANTS_KEEP=1                   keep the work folder (kernel copies) for a look
 #   CUDASIM_MUTANTS_BASELINE_PASSED=1        skip the unmutated run (the caller just ran it)
+#   CUDASIM_MUTANTS_JOBS=N                   N workers at once (default 1): the emulator runs on
+#                                             one core. Worker k > 0 builds in BUILD_DIR-mutantsK,
+#                                             configured like BUILD_DIR (ccache hands its objects
+#                                             back in seconds), with its own copy of the kernels;
+#                                             mutant i goes to worker i % N.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 build=${1:-build-sim}
+jobs=${CUDASIM_MUTANTS_JOBS:-1}
+[[ $jobs =~ ^[1-9][0-9]*$ ]] || { echo "CUDASIM_MUTANTS_JOBS must be a positive integer" >&2; exit 2; }
+builds=("$build")
+for ((k = 1; k < jobs; ++k)); do builds+=("$build-mutants$k"); done
 work=$(mktemp -d "${TMPDIR:-/tmp}/cudasim-mutants.XXXXXX")
 restore() {
-  cmake -S "$root" -B "$build" -DECHELON_CUDASIM_KERNELS="$root/cuda/kernels" >/dev/null || true
+  for b in "${builds[@]}"; do
+    [ -f "$b/CMakeCache.txt" ] || continue
+    cmake -S "$root" -B "$b" -DECHELON_CUDASIM_KERNELS="$root/cuda/kernels" >/dev/null || true
+  done
   [ "${CUDASIM_MUTANTS_KEEP:-0}" = 1 ] || rm -rf "$work"
 }
 trap restore EXIT
 trap 'exit 130' INT TERM  # so that EXIT runs the restore
-kernels=$work/kernels
-mkdir -p "$kernels"
-cp cuda/kernels/*.cu cuda/kernels/*.cuh "$kernels/"
+for ((k = 0; k < jobs; ++k)); do
+  mkdir -p "$work/kernels$k"
+  cp cuda/kernels/*.cu cuda/kernels/*.cuh "$work/kernels$k/"
+done
 export OPENBLAS_NUM_THREADS=1
 
 # name | file | original text | mutated text [| doctest filters] (python string literals, exact
@@ -168,31 +181,41 @@ mutants=(
 # plain logic bug as well, so most mutants need one run instead of two.
 orders=("reverse 7" "forward 0" "random:1 0" "random:2 3")
 
-echo "== configure $build (kernels from $kernels)"
-generator=()
-[ -f "$build/CMakeCache.txt" ] || generator=(-G Ninja -DECHELON_BENCH=OFF)
-cmake -S "$root" -B "$build" "${generator[@]}" -DECHELON_CUDA_SIM=ON \
-      -DECHELON_CUDASIM_KERNELS="$kernels" >/dev/null
+# configure_worker K: points worker K's build at its kernel copy and builds the unmutated binary.
+configure_worker() {
+  local k=$1 dir=${builds[$1]} args=() v
+  if [ "$k" -gt 0 ]; then  # the same compiler, build type and sanitizers as BUILD_DIR
+    for v in CMAKE_CXX_COMPILER CMAKE_BUILD_TYPE ECHELON_SANITIZE; do
+      args+=("-D$v=$(sed -n "s/^$v:[A-Z]*=//p" "$build/CMakeCache.txt")")
+    done
+  fi
+  [ -f "$dir/CMakeCache.txt" ] || args+=(-G Ninja -DECHELON_BENCH=OFF)
+  echo "== configure $dir (kernels from $work/kernels$k)"
+  cmake -S "$root" -B "$dir" "${args[@]}" -DECHELON_CUDA_SIM=ON \
+        -DECHELON_CUDASIM_KERNELS="$work/kernels$k" >/dev/null
+  local t0=$SECONDS
+  cmake --build "$dir" --target echelon_gpu_tests -- -j"$(nproc)" >/dev/null
+  echo "   $dir: the unmutated binary built in $((SECONDS - t0))s"
+}
 start=$SECONDS
-echo "== build the unmutated binary"
-cmake --build "$build" --target echelon_gpu_tests -- -j"$(nproc)" >/dev/null
-echo "   built in $((SECONDS - start))s"
+configure_worker 0  # first: the others copy its settings
+for ((k = 1; k < jobs; ++k)); do configure_worker "$k"; done
 
-# run_orders [FAMILY [FILTERS]]: prints "order" of the first failing run, or nothing. With
-# FILTERS (doctest arguments; default -ts=parity_gpu when FAMILY is set), those cases run first
-# under every order, the parity cases narrowed to kernel family FAMILY if one is given (seconds:
-# the whole binary reaches the bandwidth families' cases only after ~90 s), then, if none
-# failed, the whole binary.
+# run_orders BUILD LOG [FAMILY [FILTERS]]: prints "order" of the first failing run of BUILD's
+# binary (its output in LOG), or nothing. With FILTERS (doctest arguments; default
+# -ts=parity_gpu when FAMILY is set), those cases run first under every order, the parity cases
+# narrowed to kernel family FAMILY if one is given (seconds: the whole binary reaches the
+# bandwidth families' cases only after ~90 s), then, if none failed, the whole binary.
 run_orders() {
-  local family=${1:-} filters=${2:-} args
+  local dir=$1 log=$2 family=${3:-} filters=${4:-} args entry order cap
   [ -z "$family" ] || filters=${filters:--ts=parity_gpu}
   read -ra args <<<"$filters"  # no globbing of the doctest wildcards
   if [ -n "$filters" ]; then
     for entry in "${orders[@]}"; do
       read -r order cap <<<"$entry"
       if ! env ${family:+ECHELON_PARITY_FILTER=$family} ECHELON_CUDASIM_ORDER=$order \
-           ECHELON_CUDASIM_GRID_CAP=$cap timeout 300 "$build/tests/echelon_gpu_tests" \
-           "${args[@]}" -aa=1 >"$work/run.log" 2>&1; then
+           ECHELON_CUDASIM_GRID_CAP=$cap timeout 300 "$dir/tests/echelon_gpu_tests" \
+           "${args[@]}" -aa=1 >"$log" 2>&1; then
         echo "$order ($filters${family:+ $family})"
         return
       fi
@@ -201,7 +224,7 @@ run_orders() {
   for entry in "${orders[@]}"; do
     read -r order cap <<<"$entry"
     if ! ECHELON_CUDASIM_ORDER=$order ECHELON_CUDASIM_GRID_CAP=$cap timeout 300 \
-         "$build/tests/echelon_gpu_tests" -aa=1 >"$work/run.log" 2>&1; then
+         "$dir/tests/echelon_gpu_tests" -aa=1 >"$log" 2>&1; then
       echo "$order"
       return
     fi
@@ -218,50 +241,82 @@ family_of() {
 
 # The unmutated kernels must pass, or every "caught" below means nothing. CI has just run these
 # same orders on this build (ctest -L cudasim) and says so with CUDASIM_MUTANTS_BASELINE_PASSED=1.
-if [ "${CUDASIM_MUTANTS_BASELINE_PASSED:-0}" != 1 ] && [ -n "$(run_orders)" ]; then
+if [ "${CUDASIM_MUTANTS_BASELINE_PASSED:-0}" != 1 ] &&
+   [ -n "$(run_orders "$build" "$work/run0.log")" ]; then
   echo "cudasim-mutants: the unmutated kernels fail; fix that first:"
-  tail -20 "$work/run.log"
+  tail -20 "$work/run0.log"
   exit 1
 fi
 
-survivors=0
-table="$(printf '%-30s %-17s %-10s %s' mutant file verdict 'first failing order / why')"
-for m in "${mutants[@]}"; do
-  IFS='|' read -r name file before after filters <<<"$m"
-  if [ -n "${CUDASIM_MUTANTS:-}" ] && [[ ",$CUDASIM_MUTANTS," != *",$name,"* ]]; then continue; fi
-  cp "$root/cuda/kernels/$file" "$kernels/$file"
-  python3 - "$kernels/$file" <<EOF
-import sys
-path = sys.argv[1]
+# try_mutant K I: plants mutant I in worker K's kernels, rebuilds, runs; prints its table line.
+try_mutant() {
+  local k=$1 dir=${builds[$1]} kernels=$work/kernels$1 log=$work/run$1.log
+  local name file before after filters verdict why failed t0=$SECONDS
+  IFS='|' read -r name file before after filters <<<"${mutants[$2]}"
+  python3 - "$kernels/$file" "$name" "$file" "$before" "$after" <<'PLANT'
+import ast, sys
+path, name, file = sys.argv[1:4]
+before, after = ast.literal_eval(sys.argv[4]), ast.literal_eval(sys.argv[5])
 text = open(path).read()
-before, after = $before, $after
 if text.count(before) != 1:
-    sys.exit("mutant $name: the original text occurs %d times in $file (update the mutant)" % text.count(before))
+    sys.exit("mutant %s: the original text occurs %d times in %s (update the mutant)"
+             % (name, text.count(before), file))
 open(path, "w").write(text.replace(before, after))
-EOF
-  t0=$SECONDS
-  if ! cmake --build "$build" --target echelon_gpu_tests >"$work/build.log" 2>&1; then
-    verdict="caught"; why="does not compile"
+PLANT
+  if ! cmake --build "$dir" --target echelon_gpu_tests >"$work/build$k.log" 2>&1; then
+    verdict="caught" why="does not compile"
   else
-    failed=$(run_orders "$(family_of "$file")" "$filters")
+    failed=$(run_orders "$dir" "$log" "$(family_of "$file")" "$filters")
     if [ -n "$failed" ]; then
       verdict="caught"
       # The emulator's diagnosis, else the first parity case that failed, else doctest's line.
-      why=$(grep -m1 -oE 'cudasim: kernel [a-z_0-9]+|cudasim: [^(]{0,60}' "$work/run.log" ||
-            grep -m1 -oE 'logged: [^ ]+ \[[a-z/]+\]' "$work/run.log" ||
-            grep -m1 -oE 'ERROR: .{0,60}|CRASHED.{0,40}' "$work/run.log" || echo "timeout")
+      why=$(grep -m1 -oE 'cudasim: kernel [a-z_0-9]+|cudasim: [^(]{0,60}' "$log" ||
+            grep -m1 -oE 'logged: [^ ]+ \[[a-z/]+\]' "$log" ||
+            grep -m1 -oE 'ERROR: .{0,60}|CRASHED.{0,40}' "$log" || echo "timeout")
       why="$failed: $(echo "$why" | sed 's/^ *//')"
     else
-      verdict="SURVIVED"; why="passes every order"; survivors=$((survivors + 1))
+      verdict="SURVIVED" why="passes every order"
     fi
   fi
   cp "$root/cuda/kernels/$file" "$kernels/$file"
-  line="$(printf '%-30s %-17s %-10s %s (%ds)' "$name" "$file" "$verdict" "$why" $((SECONDS - t0)))"
-  echo "$line"
-  table+=$'\n'"$line"
+  printf '%-30s %-17s %-10s %s (%ds)\n' "$name" "$file" "$verdict" "$why" $((SECONDS - t0))
+}
+
+# The mutants CUDASIM_MUTANTS selects; worker K takes every jobs-th from the K-th, and writes
+# the table line of mutant I to lines/I.
+selected=()
+for i in "${!mutants[@]}"; do
+  name=${mutants[$i]%%|*}
+  if [ -z "${CUDASIM_MUTANTS:-}" ] || [[ ",$CUDASIM_MUTANTS," == *",$name,"* ]]; then
+    selected+=("$i")
+  fi
 done
+mkdir -p "$work/lines"
+pids=()
+for ((k = 0; k < jobs; ++k)); do
+  (
+    for ((j = k; j < ${#selected[@]}; j += jobs)); do
+      i=${selected[$j]}
+      try_mutant "$k" "$i" >"$work/lines/$i"
+      cat "$work/lines/$i"
+    done
+  ) &
+  pids+=($!)
+done
+worker_failed=0
+for pid in "${pids[@]}"; do wait "$pid" || worker_failed=1; done
 
 echo
-echo "$table"
-echo "cudasim-mutants: $survivors survivor(s), $((SECONDS - start))s"
-[ "$survivors" -eq 0 ]
+printf '%-30s %-17s %-10s %s\n' mutant file verdict 'first failing order / why'
+survivors=0 missing=0
+for i in "${selected[@]}"; do
+  if [ -s "$work/lines/$i" ]; then
+    cat "$work/lines/$i"
+    if grep -q ' SURVIVED ' "$work/lines/$i"; then survivors=$((survivors + 1)); fi
+  else
+    echo "${mutants[$i]%%|*}: no result (its worker stopped)"
+    missing=$((missing + 1))
+  fi
+done
+echo "cudasim-mutants: $survivors survivor(s), $missing without a result, $((SECONDS - start))s"
+[ "$survivors" -eq 0 ] && [ "$missing" -eq 0 ] && [ "$worker_failed" -eq 0 ]
