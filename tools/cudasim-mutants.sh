@@ -7,7 +7,8 @@
 #
 #   tools/cudasim-mutants.sh [BUILD_DIR]     (default build-sim; an existing emulation build is
 #                                             reused: only the .cu objects recompile, and the
-#                                             folder is pointed back at cuda/kernels on exit)
+#                                             folder is pointed back at cuda/kernels on exit;
+#                                             its binary is the last mutant's until rebuilt)
 #   CUDASIM_MUTANTS=matmul-tile-index,...    run only these mutants
 #   CUDASIM_MUTANTS_KEEP=1                   keep the work folder (kernel copies) for a look
 #   CUDASIM_MUTANTS_BASELINE_PASSED=1        skip the unmutated run (the caller just ran it)
@@ -172,7 +173,8 @@ mutants=(
   "window-stage-row-step|conv_window.cu|'if (s >= needed) s -= needed, ++cl;'|'if (s >= needed) s -= needed, cl += 2;'|-ts=conv_window_gpu"
   "window-stage-pass-rows|conv_window.cu|'const int first = warp * p.rows_per_pass + sub;'|'const int first = warp + sub;'|-ts=conv_window_gpu"
   "window-stage-wide-rows|conv_window.cu|'for (int q = quad; q < p.quads(); q += p.row_lanes) {'|'for (int q = quad; q < p.quads() && q < 32; q += p.row_lanes) {'|-ts=conv_window_gpu"
-  "window-stage-weight-chunk|conv_window.cu|'(c0 + channel) * p.w_in + tap'|'channel * p.w_in + tap'|-ts=conv_window_gpu"
+  "window-stage-weight-chunk|conv_window.cu|'oc * p.w_out + c0 * p.w_in : 0'|'oc * p.w_out : 0'|-ts=conv_window_gpu"
+  "window-stage-weight-contiguous|conv_window.cu|'} else if (p.w_in == p.taps()) {'|'} else if (p.w_in >= p.taps()) {'|-ts=conv_window_gpu"
   "shortcut-pad-channel-offset|shape.cu|'const int k = static_cast<int>(at - image * out_c) - pad;'|'const int k = static_cast<int>(at - image * out_c);'"
   "shortcut-backward-stride-columns|shape.cu|'p % stride == 0 && q % stride == 0 ?'|'p % stride == 0 ?'"
 )

@@ -191,15 +191,22 @@ __device__ void stage_chunk(const WindowPlan& p, const RowPhase& r, int c0, int 
   }
   // The weights: w_stage[(cl * taps + tap) * outs + o] for the block's outs output channels.
   // outs = groups * 8 divides blockDim.x (pixel_threads is a multiple of 32), so a thread's o is
-  // the same in every step, and (cl, tap) comes from one FastDiv (two `/` before, session 43).
+  // the same in every step. Weight i = (cl, tap) of the chunk sits at cl * w_in + tap past the
+  // chunk's first: at i in the forward (w_in = taps), after one FastDiv in the input gradient.
   const int outs = p.groups * kOutPerThread, o = tid % outs;
   const int oc = static_cast<int>(blockIdx.y) * outs + o;  // the output channel
-  const int step = blockDim.x / outs;
-  for (int i = tid / outs; i < channels * p.taps(); i += step) {
-    int channel, tap;
-    p.by_taps.divmod(i, channel, tap);
-    w_stage[i * outs + o] =
-        oc < p.out_ch ? staged(w[oc * p.w_out + (c0 + channel) * p.w_in + tap], R) : 0.0f;
+  const int step = blockDim.x / outs, weights = channels * p.taps();
+  const float* const w_chunk = w + (oc < p.out_ch ? oc * p.w_out + c0 * p.w_in : 0);
+  if (oc >= p.out_ch) {
+    for (int i = tid / outs; i < weights; i += step) w_stage[i * outs + o] = 0.0f;
+  } else if (p.w_in == p.taps()) {
+    for (int i = tid / outs; i < weights; i += step) w_stage[i * outs + o] = staged(w_chunk[i], R);
+  } else {
+    for (int i = tid / outs; i < weights; i += step) {
+      int channel, tap;
+      p.by_taps.divmod(i, channel, tap);
+      w_stage[i * outs + o] = staged(w_chunk[channel * p.w_in + tap], R);
+    }
   }
 }
 
