@@ -28,6 +28,7 @@
 #include <atomic>
 #include <climits>
 #include <type_traits>
+#include <vector>
 
 #include <echelon/base/error.h>
 #include <echelon/cuda/kernels/conv_gemm.h>
@@ -98,6 +99,8 @@ struct DirectPlan {
   int out_pad;       // O rounded up to kOutPerItem: zero rows in the staged grad_out
   int x_rows;        // input rows a band reads: (rows - 1) * sh + (KH - 1) * dh + 1
   int x_width;       // input columns it reads: (g_width - 1) * sw + (KW - 1) * dw + 1
+  int x_pitch;       // x_band's row stride and
+  int x_plane;       // channel stride (x_layout_of: padded against bank conflicts)
   int g_width;       // staged grad_out columns: OW, or for the quad walk OW rounded up to 4
   bool quads;        // the quad walk (see the kernel)
   int bias_strands;  // threads per output channel summing the bias gradient; 0: none wanted
@@ -107,10 +110,8 @@ struct DirectPlan {
   FastDiv by_rows, by_x_rows;  // a g_walk row into (o, r), an x_walk row into (c, i)
 
   __host__ __device__ int g_plane() const { return rows * g_width; }  // an output channel's band
-  __host__ __device__ int x_plane() const { return x_rows * x_width; }
   size_t shared_bytes() const {
-    const size_t band =
-        static_cast<size_t>(out_pad) * g_plane() + static_cast<size_t>(c) * x_plane();
+    const size_t band = static_cast<size_t>(out_pad) * g_plane() + static_cast<size_t>(c) * x_plane;
     // The bias strands' sums reuse it at the end.
     return std::max(band, bias_strands > 0 ? static_cast<size_t>(threads) : 0) * sizeof(float);
   }
@@ -120,7 +121,8 @@ struct DirectPlan {
 // Stages chunk (image n, output rows [oh0, oh0 + rows)) in shared memory, R: p.rounding:
 // g_band (out_pad / 8, p.rows * g_width, 8) = grad_out's rows, a work item's 8 output channels side
 // by side at each position (two 16-byte loads), zero past O, past OW and past the band's last row;
-// x_band (C, x_rows, x_width) = x from row oh0 * sh - ph and column -pw, zero outside the image.
+// x_band (C, x_rows, x_width) with strides (x_plane, x_pitch) = x from row oh0 * sh - ph and
+// column -pw, zero outside the image.
 // Each thread takes every p.threads-th element of each, in grad_out's and x's order (a row's
 // columns on neighbouring threads: coalesced loads). Until session 44 a warp staged a row at a
 // time, a lane a column, through two divisions and 64-bit offsets: ResNet's 8- to 34-float rows
@@ -144,16 +146,17 @@ __device__ void stage_band(const DirectPlan& p, int n, int oh0, int rows,
     const unsigned lane = static_cast<unsigned>(o) % kOutPerItem;
     g_band[((item * p.rows + r) * p.g_width + col) * kOutPerItem + lane] = v;
   }
-  int x_row, j;  // x_row = (c, i): x row oh0 * sh - ph + i of channel c; x_band's element e
+  int x_row, j;  // x_row = (c, i): x row oh0 * sh - ph + i of channel c, column j - pw
   p.x_walk.start(tid, x_row, j);
-  for (int e = tid; x_row < p.c * p.x_rows; e += p.threads, p.x_walk.next(x_row, j)) {
+  for (; x_row < p.c * p.x_rows; p.x_walk.next(x_row, j)) {
     int c, i;
     p.by_x_rows.divmod(x_row, c, i);
     const int ih = oh0 * p.stride_h - p.pad_h + i, iw = j - p.pad_w;
     // 0 <= ih < h and 0 <= iw < w as unsigned compares.
     const bool inside = static_cast<unsigned>(ih) < static_cast<unsigned>(p.h) &&
                         static_cast<unsigned>(iw) < static_cast<unsigned>(p.w);
-    x_band[e] = inside ? staged(x[((n * p.c + c) * p.h + ih) * p.w + iw], R) : 0.0f;
+    x_band[c * p.x_plane + i * p.x_pitch + j] =
+        inside ? staged(x[((n * p.c + c) * p.h + ih) * p.w + iw], R) : 0.0f;
   }
 }
 
@@ -188,9 +191,9 @@ __global__ void __launch_bounds__(kMaxThreads, KW == 3 ? 3 : 2)
   const int ki = item % p.kernel_h, c = item / p.kernel_h % p.c;
   const int ob = item / (p.kernel_h * p.c);
   const float4* const g_item = reinterpret_cast<const float4*>(g_band) + ob * 2 * p.g_plane();
-  const float* const x_item = x_band + c * p.x_plane() + ki * p.dilation_h * p.x_width;
+  const float* const x_item = x_band + c * p.x_plane + ki * p.dilation_h * p.x_pitch;
   // From (band row r, column OW) to (r + 1, 0) in x_band: sh rows down, OW * sw columns back.
-  const int row_carry = p.stride_h * p.x_width - p.out_w * p.stride_w;
+  const int row_carry = p.stride_h * p.x_pitch - p.out_w * p.stride_w;
   float acc[kOutPerItem][KW] = {};
   float bias_acc = 0.0f;
   const int first = static_cast<int>(blockIdx.x) * p.per_block;
@@ -212,7 +215,7 @@ __global__ void __launch_bounds__(kMaxThreads, KW == 3 ? 3 : 2)
     const int positions = rows * p.out_w, out_w = p.out_w, splits = p.splits;
     const int x_step = splits * p.stride_w, dilation_w = p.dilation_w;
     int col = split % out_w;
-    const float* xq = x_item + split / out_w * p.stride_h * p.x_width + col * p.stride_w;
+    const float* xq = x_item + split / out_w * p.stride_h * p.x_pitch + col * p.stride_w;
     const float4* gq = g_item + 2 * split;
     const auto walk = [&](auto unit_dilation) {
       for (int q = split; q < positions; q += splits, gq += 2 * splits) {
@@ -246,9 +249,9 @@ __global__ void __launch_bounds__(kMaxThreads, KW == 3 ? 3 : 2)
     // the lanes of an item would read quads 128 bytes apart, one bank group: not taken there.
     const auto walk_quads = [&] {
       const int row_quads = p.g_width / kQuad, quads = rows * row_quads;
-      const int quad_carry = p.stride_h * p.x_width - p.g_width;
+      const int quad_carry = p.stride_h * p.x_pitch - p.g_width;
       int qc = split % row_quads;
-      const float* xq = x_item + split / row_quads * p.stride_h * p.x_width + qc * kQuad;
+      const float* xq = x_item + split / row_quads * p.stride_h * p.x_pitch + qc * kQuad;
       const float4* gq = g_item + 2 * kQuad * split;
       for (int quad = split; quad < quads; quad += splits, gq += 2 * kQuad * splits) {
         float v[kQuad + KW - 1];
@@ -352,10 +355,35 @@ int64_t x_width_of(const Conv2dGeometry& a) {
   return (g_width_of(a) - 1) * a.stride_w + (a.kernel_w - 1) * a.dilation_w + 1;
 }
 
+int64_t x_rows_of(const Conv2dGeometry& a, int64_t rows) {
+  return (rows - 1) * a.stride_h + (a.kernel_h - 1) * a.dilation_h + 1;
+}
+
+// x_band's strides. With one or two lanes an item (splits), the lanes of a warp take neighbouring
+// work items (c, ki), ki fastest, and at each step read x_band at c * plane + ki * dh * pitch +
+// (their split's offset): with plane = KH * dh * pitch (mod 32 banks), item t reads bank t * dh *
+// pitch + offset, 32 different banks when dh * pitch is odd and splits is 1. With more splits a
+// warp holds few items and the splits' offsets decide (LeNet-5's layers, the 3-channel first
+// ones): left dense, where the padding did not help. Unpadded, ResNet-20's 16-, 32- and 64-channel
+// layers put 6 lanes on a bank (x's bands of 34, 18 and 10 columns, 8 rows), so each of the quad
+// walk's KW + 3 x loads took about 6 shared-memory wavefronts (wgrad_direct_x_load_wavefronts;
+// bench/RESULTS.md, session 45). The values and their order are unchanged; only where they sit.
+struct XLayout {
+  int64_t pitch, plane;
+};
+constexpr int64_t kBanks = 32;
+XLayout x_layout_of(const Conv2dGeometry& a, int64_t rows, bool padded = true) {
+  if (!padded || splits_of(a) > kQuadSplits)
+    return {x_width_of(a), x_rows_of(a, rows) * x_width_of(a)};
+  const int64_t pitch = x_width_of(a) | 1;
+  const int64_t unpadded = x_rows_of(a, rows) * pitch;
+  const int64_t want = a.kernel_h * a.dilation_h * pitch % kBanks;
+  return {pitch, unpadded + ((want - unpadded) % kBanks + kBanks) % kBanks};
+}
+
 size_t band_bytes(const Conv2dGeometry& a, int64_t rows) {
-  const int64_t x_rows = (rows - 1) * a.stride_h + (a.kernel_h - 1) * a.dilation_h + 1;
   const int64_t floats = ceil_div(a.o, kOutPerItem) * kOutPerItem * rows * g_width_of(a) +
-                         a.c * x_rows * x_width_of(a);
+                         a.c * x_layout_of(a, rows).plane;
   return static_cast<size_t>(floats) * sizeof(float);
 }
 
@@ -390,8 +418,10 @@ DirectPlan plan_for(const Conv2dGeometry& a, int64_t groups, bool bias) {
   p.per_block = narrow(ceil_div(p.chunks, std::clamp<int64_t>(groups, 1, p.chunks)));
   p.blocks = narrow(ceil_div(p.chunks, p.per_block));
   p.out_pad = narrow(ceil_div(a.o, kOutPerItem) * kOutPerItem);
-  p.x_rows = narrow((p.rows - 1) * a.stride_h + (a.kernel_h - 1) * a.dilation_h + 1);
+  p.x_rows = narrow(x_rows_of(a, p.rows));
   p.x_width = narrow(x_width_of(a));
+  const XLayout x_layout = x_layout_of(a, p.rows);
+  p.x_pitch = narrow(x_layout.pitch), p.x_plane = narrow(x_layout.plane);
   p.g_width = narrow(g_width_of(a));
   p.quads = quad_walk(a);
   p.rounding = staged_rounding();
@@ -401,6 +431,33 @@ DirectPlan plan_for(const Conv2dGeometry& a, int64_t groups, bool bias) {
   p.by_rows = FastDiv(p.rows);
   p.by_x_rows = FastDiv(p.x_rows);
   return p;
+}
+
+// The bank of each lane's first x load, as the kernel addresses x_band (wgrad_direct_kernel:
+// x_item, then the walk's first position or quad), in the given layout.
+double x_load_wavefronts(const DirectPlan& p, const XLayout& layout) {
+  int64_t wavefronts = 0, warps = 0;
+  for (int y = 0; y < p.item_groups; ++y) {
+    for (int warp = 0; warp < p.threads / kWarp; ++warp) {
+      std::vector<std::vector<int64_t>> banks(kBanks);  // the distinct addresses on each bank
+      for (int t = warp * kWarp; t < (warp + 1) * kWarp; ++t) {
+        const int local = t / p.splits, split = t % p.splits;
+        const int item = y * p.items + local;
+        if (local >= p.items || item >= p.all_items) continue;
+        const int64_t ki = item % p.kernel_h, c = item / p.kernel_h % p.c;
+        const int64_t width = p.quads ? p.g_width / kQuad : p.out_w;  // quads or positions a row
+        const int64_t step = p.quads ? kQuad : p.stride_w;
+        const int64_t at = c * layout.plane + ki * p.dilation_h * layout.pitch +
+                           split / width * p.stride_h * layout.pitch + split % width * step;
+        auto& bank = banks[static_cast<size_t>(at % kBanks)];
+        if (std::find(bank.begin(), bank.end(), at) == bank.end()) bank.push_back(at);
+      }
+      size_t most = 0;
+      for (const auto& bank : banks) most = std::max(most, bank.size());
+      if (most > 0) wavefronts += static_cast<int64_t>(most), ++warps;
+    }
+  }
+  return warps > 0 ? static_cast<double>(wavefronts) / static_cast<double>(warps) : 0.0;
 }
 
 std::atomic<bool>& direct_flag() {
@@ -423,6 +480,15 @@ int64_t wgrad_direct_most_groups(const Conv2dGeometry& a) {
 
 int64_t wgrad_direct_groups(const Conv2dGeometry& a) {
   return std::min(wanted_groups(a), chunks_of(a));
+}
+
+double wgrad_direct_x_load_wavefronts(const Conv2dGeometry& a, bool padded) {
+  ECH_CHECK(wgrad_direct_fits(a),
+            "wgrad_direct_x_load_wavefronts: the direct kernel does not take "
+            "this convolution (O=",
+            a.o, ", C=", a.c, ", kernel ", a.kernel_h, "x", a.kernel_w, ")");
+  const DirectPlan p = plan_for(a, wgrad_direct_groups(a), false);
+  return x_load_wavefronts(p, x_layout_of(a, p.rows, padded));
 }
 
 bool wgrad_direct_sums_bias(const Conv2dGeometry& a) {

@@ -37,6 +37,14 @@ int64_t wgrad_direct_most_groups(const Conv2dGeometry& a);
 void conv2d_backward_weight_direct(const Conv2dGeometry& a, int64_t groups, const float* grad_out,
                                    const float* x, float* grad_w, cudaStream_t stream,
                                    float* grad_bias = nullptr);
+// Shared-memory wavefronts of the reduction's x loads, averaged over the warps of every item
+// group (1: no bank conflict, 32: every lane on one bank), as the heuristic's plan lays out x's
+// band (padded so that neighbouring work items read different banks, where a warp's lanes take
+// one or two positions of an item), or with `padded` false the dense layout it had until session
+// 45. A host-side model of the kernel's addressing, for tests and bench/RESULTS.md. Needs
+// wgrad_direct_fits.
+double wgrad_direct_x_load_wavefronts(const Conv2dGeometry& a, bool padded = true);
+
 // Whether it also takes the bias gradient: under fp32 (float32_precision; its staged grad_out is
 // rounded under TF32 / bf16), where it fits in one item group, with at most as many output
 // channels as threads (LeNet-5's layers, ResNet's 16-channel ones, the first layers of AlexNet

@@ -510,6 +510,37 @@ TEST_SUITE("conv_gpu") {
     }
   }
 
+  TEST_CASE("the direct weight gradient's x band: neighbouring work items on different banks") {
+    // The model of the reduction's x loads (wgrad_direct_x_load_wavefronts): dense, up to 6
+    // lanes of ResNet-20's layers shared a bank; padded, the 3x3 layers of 32 and 64 channels
+    // and the stride-2 one of 32 are conflict-free (the first layer, 8 lanes an item, stays
+    // dense). Values: bench/RESULTS.md, session 45 (-s prints them).
+    struct Layer {
+      const char* name;
+      int64_t c, size, o, stride;
+      double most;  // padded wavefronts at most; 0: left dense
+    };
+    const Layer layers[] = {{"3->16", 3, 32, 16, 1, 0.0},      {"16->16", 16, 32, 16, 1, 2.0},
+                            {"16->32 s2", 16, 32, 32, 2, 1.5}, {"32->32", 32, 16, 32, 1, 1.0},
+                            {"32->64 s2", 32, 16, 64, 2, 1.0}, {"64->64", 64, 8, 64, 1, 1.0}};
+    for (const Layer& l : layers) {
+      Conv2dGeometry window;
+      window.kernel_h = window.kernel_w = 3, window.pad_h = window.pad_w = 1;
+      window.stride_h = window.stride_w = l.stride;
+      const Conv2dGeometry a = window.for_input(128, l.c, l.size, l.size, l.o);
+      REQUIRE_MESSAGE(cuda::wgrad_direct_fits(a), l.name);
+      const double padded = cuda::wgrad_direct_x_load_wavefronts(a);
+      const double dense = cuda::wgrad_direct_x_load_wavefronts(a, /*padded=*/false);
+      MESSAGE(std::string(l.name), ": x load wavefronts ", dense, " dense, ", padded, " padded");
+      if (l.most == 0.0) {
+        CHECK_MESSAGE(padded == dense, l.name);
+      } else {
+        CHECK_MESSAGE(padded <= l.most, l.name, ": ", padded);
+        CHECK_MESSAGE(padded < dense, l.name, ": ", padded, " >= ", dense);
+      }
+    }
+  }
+
   TEST_CASE("the direct weight gradient brings the bias gradient: LeNet-5's layers in 2 kernels") {
     // ops::conv2d_backward of a layer with a bias and no input gradient: the direct kernel and
     // the blocks' sum (the bias in both; it was 2 more), the twin's values. Other paths and the
