@@ -11,8 +11,8 @@
 //                   [--nets lenet5,resnet20,...] [--conv-calls N] [--table-ab] [--fma-ab]
 //                   [--mma-tile-ab] [--mma-stages-ab] [--mma-async-k-ab] [--conv-async-k-ab]
 //                   [--conv-async-gather-ab] [--autotune-ab] [--direct-ab] [--phases-ab]
-//                   [--window-ab] [--wgrad-sweep]
-//   (--quick: small shapes, a smoke test)
+//                   [--window-ab] [--wgrad-sweep] [--direct-banks]
+//   (--quick: small shapes, a smoke test; --direct-banks: a host-side model, no GPU needed)
 // Without a GPU (or a CUDA build) it says so and exits 0.
 #include <algorithm>
 #include <cstdio>
@@ -429,7 +429,7 @@ int main(int argc, char** argv) {
   bool quick = false, conv_only = false, sgemm_only = false, wgrad_sweep = false, table_ab = false,
        fma_ab = false, tile_ab = false, stages_ab = false, autotune_ab = false, async_k_ab = false,
        conv_async_k_ab = false, conv_async_gather_ab = false, direct_ab = false, phases_ab = false,
-       window_ab = false;
+       window_ab = false, direct_banks = false;
   int repeats = 10, conv_calls = 0;
   CLI::App app{"GPU kernels: bandwidth vs a D2D copy, SGEMM vs cuBLAS, conv vs cuDNN (ratios)",
                "exp_gpu_kernels"};
@@ -474,10 +474,21 @@ int main(int argc, char** argv) {
   app.add_flag("--window-ab", window_ab,
                "Also time the forward and input gradient of the layers the window kernel takes, "
                "GEMM vs window (fp32)");
+  app.add_flag("--direct-banks", direct_banks,
+               "Only print the direct weight gradient's modelled bank conflicts, dense vs padded "
+               "band (no GPU needed)");
   app.add_flag("--wgrad-sweep", wgrad_sweep,
                "Also time the weight gradient (fp32, implicit) at split-K group counts 1, 2, 4...");
   echelon::bench::parse_args_or_exit(app, argc, argv);
 #if ECHELON_WITH_CUDA
+  std::vector<ConvShape> shapes;  // --nets: the named networks' shapes only
+  for (const ConvShape& shape : net_conv_shapes(quick ? 2 : 128))
+    if (nets.empty() || std::find(nets.begin(), nets.end(), shape.net) != nets.end())
+      shapes.push_back(shape);
+  if (direct_banks) {
+    direct_bank_rows(shapes);
+    return 0;
+  }
   if (cuda::device_count() == 0) {
     std::printf("exp_gpu_kernels: no GPU: nothing measured\n");
     return 0;
@@ -502,10 +513,6 @@ int main(int argc, char** argv) {
     }
     // bf16: cuDNN's fp32 convolutions have no bf16 mode, so its column is TF32 tensor-op math.
     std::printf("== convolution, batch %d (fp32, then TF32, then bf16)\n", quick ? 2 : 128);
-    std::vector<ConvShape> shapes;  // --nets: the named networks' shapes only
-    for (const ConvShape& shape : net_conv_shapes(quick ? 2 : 128))
-      if (nets.empty() || std::find(nets.begin(), nets.end(), shape.net) != nets.end())
-        shapes.push_back(shape);
     conv_rows(shapes, Precision::Fp32);
     conv_rows(shapes, Precision::Tf32);
     conv_rows(shapes, Precision::Bf16);
@@ -539,7 +546,7 @@ int main(int argc, char** argv) {
   (void)quick, (void)repeats, (void)conv_only, (void)sgemm_only, (void)conv_calls,
       (void)wgrad_sweep, (void)table_ab, (void)fma_ab, (void)tile_ab, (void)stages_ab,
       (void)autotune_ab, (void)async_k_ab, (void)conv_async_k_ab, (void)conv_async_gather_ab,
-      (void)direct_ab, (void)phases_ab, (void)window_ab;
+      (void)direct_ab, (void)phases_ab, (void)window_ab, (void)direct_banks;
   std::printf("exp_gpu_kernels: built without CUDA: nothing measured\n");
 #endif
   return 0;

@@ -164,6 +164,24 @@ void window_rows(const std::vector<ConvShape>& shapes) {
   cuda::set_conv_window(window);
 }
 
+void direct_bank_rows(const std::vector<ConvShape>& shapes) {
+  std::printf(
+      "== direct weight gradient: shared-memory wavefronts of an x load, dense / padded band "
+      "(modelled, 1: no bank conflict)\n");
+  for (const ConvShape& s : shapes) {
+    Conv2dGeometry g;
+    g.kernel_h = s.w[2], g.kernel_w = s.w[3], g.pad_h = g.pad_w = s.pad;
+    const Conv2dGeometry full = g.for_input(s.x[0], s.x[1], s.x[2], s.x[3], s.w[0]);
+    if (!cuda::wgrad_direct_fits(full)) continue;
+    std::printf("%-8s C=%-4lld O=%-4lld %lldx%lld %lldx%lld  %5.2f / %5.2f\n", s.net,
+                static_cast<long long>(s.x[1]), static_cast<long long>(s.w[0]),
+                static_cast<long long>(s.x[2]), static_cast<long long>(s.x[3]),
+                static_cast<long long>(s.w[2]), static_cast<long long>(s.w[3]),
+                cuda::wgrad_direct_x_load_wavefronts(full, false),
+                cuda::wgrad_direct_x_load_wavefronts(full));
+  }
+}
+
 // The weight gradient of the layers the direct kernel takes (cuda/kernels/conv_direct.h): the
 // implicit GEMM's split-K (cuda::set_conv_wgrad_direct(false)), then the direct reduction (the
 // default), per call, under `precision`; the other layers are skipped.

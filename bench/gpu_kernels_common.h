@@ -54,6 +54,9 @@ PerCall per_call_ms(const std::function<void()>& body);
 // ---- gpu_kernels_ab.cpp: each prints its rows ----
 void wgrad_sweep_rows(const std::vector<ConvShape>& shapes);
 void wgrad_direct_rows(const std::vector<ConvShape>& shapes, Precision precision);
+// The direct weight gradient's x loads as cuda::wgrad_direct_x_load_wavefronts models them, dense
+// vs padded, for the layers it takes: host arithmetic only, no GPU needed.
+void direct_bank_rows(const std::vector<ConvShape>& shapes);
 void dgrad_phases_rows(int64_t batch, Precision precision);
 void window_rows(const std::vector<ConvShape>& shapes);
 void gather_table_rows(const std::vector<ConvShape>& shapes, Precision precision);
