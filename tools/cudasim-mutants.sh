@@ -180,7 +180,8 @@ mutants=(
   "shortcut-pad-channel-offset|shape.cu|'const int k = static_cast<int>(at - image * out_c) - pad;'|'const int k = static_cast<int>(at - image * out_c);'"
   "shortcut-backward-stride-columns|shape.cu|'p % stride == 0 && q % stride == 0 ?'|'p % stride == 0 ?'"
 )
-# The orders and grid caps of the ctest entries (tests/cudasim/CMakeLists.txt). Reverse with a
+# The orders and grid caps of the ctest entries (tests/cudasim/CMakeLists.txt), and like them
+# with ECHELON_CUDASIM_ABORT=1: a mutant's first fault ends its run. Reverse with a
 # grid cap first: it catches the races and grid-stride bugs that forward misses, and every
 # plain logic bug as well, so most mutants need one run instead of two.
 orders=("reverse 7" "forward 0" "random:1 0" "random:2 3")
@@ -217,8 +218,9 @@ run_orders() {
   if [ -n "$filters" ]; then
     for entry in "${orders[@]}"; do
       read -r order cap <<<"$entry"
-      if ! env ${family:+ECHELON_PARITY_FILTER=$family} ECHELON_CUDASIM_ORDER=$order \
-           ECHELON_CUDASIM_GRID_CAP=$cap timeout 300 "$dir/tests/echelon_gpu_tests" \
+      if ! env ${family:+ECHELON_PARITY_FILTER=$family} ECHELON_CUDASIM_ABORT=1 \
+           ECHELON_CUDASIM_ORDER=$order ECHELON_CUDASIM_GRID_CAP=$cap timeout 300 \
+           "$dir/tests/echelon_gpu_tests" \
            "${args[@]}" -aa=1 >"$log" 2>&1; then
         echo "$order ($filters${family:+ $family})"
         return
@@ -227,8 +229,8 @@ run_orders() {
   fi
   for entry in "${orders[@]}"; do
     read -r order cap <<<"$entry"
-    if ! ECHELON_CUDASIM_ORDER=$order ECHELON_CUDASIM_GRID_CAP=$cap timeout 300 \
-         "$dir/tests/echelon_gpu_tests" -aa=1 >"$log" 2>&1; then
+    if ! ECHELON_CUDASIM_ABORT=1 ECHELON_CUDASIM_ORDER=$order ECHELON_CUDASIM_GRID_CAP=$cap \
+         timeout 300 "$dir/tests/echelon_gpu_tests" -aa=1 >"$log" 2>&1; then
       echo "$order"
       return
     fi
