@@ -350,12 +350,13 @@ PerCall per_call_ms(const std::function<void()>& body) {
 
 namespace {
 
-// One row per shape and direction: microseconds per call of our implicit GEMM (the default), our
-// im2col + GEMM, cuDNN (when built with it) with its heuristic's algorithm and with the fastest of
-// its algorithms ("cuDNN bm": timed first, as PyTorch's cudnn.benchmark does), the TFLOP/s of
-// implicit and cuDNN (2*N*O*OH*OW*C*KH*KW each direction), and the time ratios implicit/cuDNN,
-// implicit/cuDNN bm and implicit/im2col (> 1: implicit slower); last, the calls per replay of each
-// column and g (graph) or e (eager).
+// One row per shape and direction (s: stride, n: the net's layers of that shape): microseconds
+// per call of our implicit GEMM (the default), our im2col + GEMM, cuDNN (when built with it) with
+// its heuristic's algorithm and with the fastest of its algorithms ("cuDNN bm": timed first, as
+// PyTorch's cudnn.benchmark does), the TFLOP/s of implicit and cuDNN (2*N*O*OH*OW*C*KH*KW each
+// direction), and the time ratios implicit/cuDNN, implicit/cuDNN bm and implicit/im2col (> 1:
+// implicit slower); last, the calls per replay of each column and g (graph) or e (eager).
+// tools/gpu-check.sh's conv_vs_cudnn rows read these columns by position.
 void conv_rows(const std::vector<ConvShape>& shapes, Precision precision) {
   struct Impl {
     const char* name;
@@ -373,9 +374,10 @@ void conv_rows(const std::vector<ConvShape>& shapes, Precision precision) {
 #endif
   ops::set_float32_precision(precision);
   std::printf(
-      "%-8s %-16s %-12s %-8s %9s %9s %9s %9s %9s %10s %10s %9s %11s  %s   (%s; us per call)\n",
-      "net", "x", "w", "dir", "implicit", "im2col", "cuDNN", "cuDNN bm", "impl TF/s", "cuDNN TF/s",
-      "impl/cuDNN", "impl/bm", "impl/im2col", "calls", name(precision));
+      "%-8s %-16s %-12s %2s %2s %-8s %9s %9s %9s %9s %9s %10s %10s %9s %11s  %s   (%s; us per "
+      "call)\n",
+      "net", "x", "w", "s", "n", "dir", "implicit", "im2col", "cuDNN", "cuDNN bm", "impl TF/s",
+      "cuDNN TF/s", "impl/cuDNN", "impl/bm", "impl/im2col", "calls", name(precision));
   const auto dims = [](const Shape& sh) {
     std::string out;
     for (const int64_t d : sh) out += (out.empty() ? "" : "x") + std::to_string(d);
@@ -383,8 +385,7 @@ void conv_rows(const std::vector<ConvShape>& shapes, Precision precision) {
   };
   const char* directions[] = {"fwd", "bwd-data", "bwd-w"};
   for (const ConvShape& s : shapes) {
-    Conv2dGeometry g;
-    g.kernel_h = s.w[2], g.kernel_w = s.w[3], g.pad_h = g.pad_w = s.pad;
+    const Conv2dGeometry g = s.window();
     const Tensor x = random_cuda(s.x, 10), w = random_cuda(s.w, 11);
     const Tensor bias = random_cuda({s.w[0]}, 12);
     const Tensor gy = random_cuda(ops::conv2d(x, w, bias, g).shape(), 13);
@@ -405,8 +406,9 @@ void conv_rows(const std::vector<ConvShape>& shapes, Precision precision) {
     const auto tflops = [&](const PerCall& p) { return flop / (p.ms * 1e9); };
     for (int d = 0; d < 3; ++d) {
       const bool cudnn = impls.size() == 4;
-      std::printf("%-8s %-16s %-12s %-8s %9.1f %9.1f ", s.net, dims(s.x).c_str(), dims(s.w).c_str(),
-                  directions[d], t[0][d].ms * 1e3, t[1][d].ms * 1e3);
+      std::printf("%-8s %-16s %-12s %2lld %2d %-8s %9.1f %9.1f ", s.net, dims(s.x).c_str(),
+                  dims(s.w).c_str(), static_cast<long long>(s.stride), s.count, directions[d],
+                  t[0][d].ms * 1e3, t[1][d].ms * 1e3);
       if (cudnn)
         std::printf("%9.1f %9.1f %9.2f %10.2f %10.2f %9.2f ", t[2][d].ms * 1e3, t[3][d].ms * 1e3,
                     tflops(t[0][d]), tflops(t[2][d]), t[0][d].ms / t[2][d].ms,
@@ -426,10 +428,13 @@ void conv_rows(const std::vector<ConvShape>& shapes, Precision precision) {
 #endif
 
 int main(int argc, char** argv) {
-  bool quick = false, conv_only = false, sgemm_only = false, wgrad_sweep = false, table_ab = false,
-       fma_ab = false, tile_ab = false, stages_ab = false, autotune_ab = false, async_k_ab = false,
-       conv_async_k_ab = false, conv_async_gather_ab = false, direct_ab = false, phases_ab = false,
-       window_ab = false, direct_banks = false;
+  // A row reaches the log when printed: gpu-check's time box kills this process, and what it
+  // printed before must survive (a pipe or file is otherwise block-buffered).
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  bool quick = false, conv_only = false, sgemm_only = false, ab_only = false, wgrad_sweep = false,
+       table_ab = false, fma_ab = false, tile_ab = false, stages_ab = false, autotune_ab = false,
+       async_k_ab = false, conv_async_k_ab = false, conv_async_gather_ab = false, direct_ab = false,
+       phases_ab = false, window_ab = false, direct_banks = false;
   int repeats = 10, conv_calls = 0;
   CLI::App app{"GPU kernels: bandwidth vs a D2D copy, SGEMM vs cuBLAS, conv vs cuDNN (ratios)",
                "exp_gpu_kernels"};
@@ -439,6 +444,9 @@ int main(int argc, char** argv) {
   app.add_flag("--quick", quick, "Small shapes: a smoke test, not a measurement");
   app.add_flag("--conv-only", conv_only, "Only the convolution rows");
   app.add_flag("--sgemm-only", sgemm_only, "Only the SGEMM rows");
+  app.add_flag("--ab-only", ab_only,
+               "Only the A/B rows asked for (the --*-ab flags, --wgrad-sweep): no bandwidth, "
+               "SGEMM or convolution table");
   app.add_option("--conv-calls", conv_calls,
                  "Conv calls per timed graph replay; 0: sized to ~2 ms a replay (--quick: 2)")
       ->check(CLI::Range(0, 1000));
@@ -497,25 +505,29 @@ int main(int argc, char** argv) {
   g_conv_calls = conv_calls == 0 && quick ? 2 : conv_calls;
   try {
     if (!conv_only) {
-      if (!sgemm_only) {
+      if (!sgemm_only && !ab_only) {
         std::printf("== bandwidth (GB/s, bytes read + written; ratio to a D2D copy)\n");
         bandwidth_rows(quick ? int64_t{1} << 16 : int64_t{1} << 26, quick ? 64 : 1024);
       }
       const std::vector<int64_t> gemm_sizes =
           quick ? std::vector<int64_t>{128} : std::vector<int64_t>{1024, 2048, 4096};
-      std::printf("== SGEMM (square; fp32, then TF32 and bf16 tensor cores)\n");
-      gemm_rows(gemm_sizes, Precision::Fp32);
-      gemm_rows(gemm_sizes, Precision::Tf32);
-      gemm_rows(gemm_sizes, Precision::Bf16);
+      if (!ab_only) {
+        std::printf("== SGEMM (square; fp32, then TF32 and bf16 tensor cores)\n");
+        gemm_rows(gemm_sizes, Precision::Fp32);
+        gemm_rows(gemm_sizes, Precision::Tf32);
+        gemm_rows(gemm_sizes, Precision::Bf16);
+      }
       if (stages_ab) mma_stages_gemm_rows(gemm_sizes);
       if (async_k_ab) mma_async_k_gemm_rows(gemm_sizes);
       if (sgemm_only) return 0;
     }
     // bf16: cuDNN's fp32 convolutions have no bf16 mode, so its column is TF32 tensor-op math.
-    std::printf("== convolution, batch %d (fp32, then TF32, then bf16)\n", quick ? 2 : 128);
-    conv_rows(shapes, Precision::Fp32);
-    conv_rows(shapes, Precision::Tf32);
-    conv_rows(shapes, Precision::Bf16);
+    if (!ab_only) {
+      std::printf("== convolution, batch %d (fp32, then TF32, then bf16)\n", quick ? 2 : 128);
+      conv_rows(shapes, Precision::Fp32);
+      conv_rows(shapes, Precision::Tf32);
+      conv_rows(shapes, Precision::Bf16);
+    }
     if (table_ab) {
       gather_table_rows(shapes, Precision::Fp32);
       gather_table_rows(shapes, Precision::Tf32);
@@ -535,7 +547,7 @@ int main(int argc, char** argv) {
         wgrad_direct_rows(shapes, precision);
     if (phases_ab)
       for (const Precision precision : {Precision::Fp32, Precision::Tf32, Precision::Bf16})
-        dgrad_phases_rows(quick ? 2 : 128, precision);
+        dgrad_phases_rows(shapes, precision);
     if (window_ab) window_rows(shapes);
     if (wgrad_sweep) wgrad_sweep_rows(shapes);
   } catch (const std::exception& e) {
@@ -543,7 +555,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 #else
-  (void)quick, (void)repeats, (void)conv_only, (void)sgemm_only, (void)conv_calls,
+  (void)quick, (void)repeats, (void)conv_only, (void)sgemm_only, (void)ab_only, (void)conv_calls,
       (void)wgrad_sweep, (void)table_ab, (void)fma_ab, (void)tile_ab, (void)stages_ab,
       (void)autotune_ab, (void)async_k_ab, (void)conv_async_k_ab, (void)conv_async_gather_ab,
       (void)direct_ab, (void)phases_ab, (void)window_ab, (void)direct_banks;

@@ -82,9 +82,10 @@ std::string dims(const Shape& shape) {
   return out;
 }
 
-// "resnet20 128x16x32x32 w16x16x3x3"
+// "resnet20 128x16x32x32 w16x16x3x3", then " s2" for a stride-2 layer
 std::string layer_name(const ConvShape& c) {
-  return std::string(c.net) + " " + dims(c.x) + " w" + dims(c.w);
+  return std::string(c.net) + " " + dims(c.x) + " w" + dims(c.w) +
+         (c.stride == 1 ? "" : " s" + std::to_string(c.stride));
 }
 
 std::vector<Subject> make_subjects(const std::vector<std::string>& groups, int64_t size,
@@ -197,8 +198,7 @@ std::function<void()> prepare(const Subject& s, const Tensor& a, const Tensor& b
     return [engine, batch] { engine->train_step(batch); };
   }
   const ConvShape& shape = shapes[s.layer];
-  Conv2dGeometry g;
-  g.kernel_h = shape.w[2], g.kernel_w = shape.w[3], g.pad_h = g.pad_w = shape.pad;
+  const Conv2dGeometry g = shape.window();
   const Tensor x = random_cuda(shape.x, 10), w = random_cuda(shape.w, 11);
   const Tensor bias = random_cuda({shape.w[0]}, 12);
   if (s.direction == 0) return [=] { ops::conv2d(x, w, bias, g); };
@@ -242,10 +242,12 @@ void profile(const std::vector<Subject>& subjects, int64_t size,
 int main(int argc, char** argv) {
   std::vector<std::string> groups = {"sgemm", "conv"}, precisions = {"fp32", "tf32"};
   std::vector<std::string> step_models = {"lenet5", "resnet20"};
-  std::vector<size_t> layers = {2, 4, 8, 10, 12};
+  // ResNet-20's 16- and 64-channel layers, VGG-16's 64-, 256- and 2x2 512-channel ones
+  std::vector<size_t> layers = {3, 7, 11, 15, 18};
   int64_t size = 4096;
   std::string subjects_out;
   bool list = false, quick = false;
+  std::vector<ConvShape> shapes = gpu_kernels::net_conv_shapes(128);  // --quick: batch 2
   CLI::App app{"One call of each SGEMM and conv kernel (ours and the library's), for ncu",
                "exp_gpu_profile"};
   app.option_defaults()->always_capture_default();
@@ -255,7 +257,7 @@ int main(int argc, char** argv) {
   app.add_option("--size", size, "SGEMM M = N = K")->check(CLI::Range(16, 16384));
   app.add_option("--layers", layers, "Conv layers by index (--list shows them)")
       ->delimiter(',')
-      ->check(CLI::Range(size_t{0}, gpu_kernels::net_conv_shapes(1).size() - 1));
+      ->check(CLI::Range(size_t{0}, shapes.size() - 1));
   app.add_option("--conv-precisions", precisions, "Conv precisions")
       ->delimiter(',')
       ->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
@@ -266,8 +268,10 @@ int main(int argc, char** argv) {
   app.add_flag("--list", list, "Print the subjects and the layer table; run nothing");
   app.add_flag("--quick", quick, "Batch 2 and SGEMM size 128: a smoke test");
   echelon::bench::parse_args_or_exit(app, argc, argv);
-  if (quick) size = 128;
-  const std::vector<ConvShape> shapes = gpu_kernels::net_conv_shapes(quick ? 2 : 128);
+  if (quick) {
+    size = 128;
+    for (ConvShape& shape : shapes) shape.x[0] = 2;
+  }
   std::vector<Precision> conv_precisions;
   for (const std::string& p : precisions)
     conv_precisions.push_back(p == "fp32"   ? Precision::Fp32
@@ -277,7 +281,8 @@ int main(int argc, char** argv) {
                                                       step_models, quick ? 2 : kStepBatch);
   if (list) {
     for (size_t i = 0; i < shapes.size(); ++i)
-      std::printf("layer %2zu: %s\n", i, layer_name(shapes[i]).c_str());
+      std::printf("layer %2zu: %s (%d of the net's layers)\n", i, layer_name(shapes[i]).c_str(),
+                  shapes[i].count);
     for (const Subject& s : subjects) std::printf("%s\n", s.name.c_str());
     return 0;
   }

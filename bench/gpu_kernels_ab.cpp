@@ -40,8 +40,7 @@ void ab_rows(const std::vector<ConvShape>& shapes, Precision precision, const ch
   std::printf("== %s (%s, implicit GEMM; us per call; ratio > 1: the second faster)\n", title,
               name(precision));
   for (const ConvShape& s : shapes) {
-    Conv2dGeometry g;
-    g.kernel_h = s.w[2], g.kernel_w = s.w[3], g.pad_h = g.pad_w = s.pad;
+    const Conv2dGeometry g = s.window();
     const Tensor x = random_cuda(s.x, 10), w = random_cuda(s.w, 11),
                  bias = random_cuda({s.w[0]}, 12);
     const Tensor gy = random_cuda(ops::conv2d(x, w, bias, g).shape(), 13);
@@ -52,9 +51,7 @@ void ab_rows(const std::vector<ConvShape>& shapes, Precision precision, const ch
       t[second][1] = per_call_ms([&] { ops::conv2d_backward(gy, x, w, false, true, g, false); }).ms;
       t[second][2] = per_call_ms([&] { ops::conv2d_backward(gy, x, w, false, false, g, true); }).ms;
     }
-    std::printf("%-8s C=%-4lld O=%-4lld %lldx%lld", s.net, static_cast<long long>(s.x[1]),
-                static_cast<long long>(s.w[0]), static_cast<long long>(s.x[2]),
-                static_cast<long long>(s.x[3]));
+    std::printf("%s", s.label().c_str());
     const char* directions[3] = {"fwd", "bwd-data", "bwd-weight"};
     for (int d = 0; d < 3; ++d)
       std::printf("  %s %8.1f / %8.1f (%.2f)", directions[d], t[0][d] * 1e3, t[1][d] * 1e3,
@@ -75,16 +72,11 @@ void wgrad_sweep_rows(const std::vector<ConvShape>& shapes) {
   cuda::set_conv_algorithm(cuda::ConvAlgorithm::ImplicitGemm);
   std::printf("== weight-gradient split-K sweep (fp32, implicit GEMM; us per call at G groups)\n");
   for (const ConvShape& s : shapes) {
-    Conv2dGeometry g;
-    g.kernel_h = s.w[2], g.kernel_w = s.w[3], g.pad_h = g.pad_w = s.pad;
+    const Conv2dGeometry g = s.window(), full = s.full();
     const Tensor x = random_cuda(s.x, 10), w = random_cuda(s.w, 11);
     const Tensor gy = random_cuda(ops::conv2d(x, w, Tensor(), g).shape(), 13);
-    const Conv2dGeometry full = g.for_input(s.x[0], s.x[1], s.x[2], s.x[3], s.w[0]);
     const int64_t picked = cuda::conv_wgrad_groups(full);
-    std::printf("%-8s C=%-4lld O=%-4lld %lldx%lld  heuristic G=%lld:", s.net,
-                static_cast<long long>(s.x[1]), static_cast<long long>(s.w[0]),
-                static_cast<long long>(s.x[2]), static_cast<long long>(s.x[3]),
-                static_cast<long long>(picked));
+    std::printf("%s  heuristic G=%lld:", s.label().c_str(), static_cast<long long>(picked));
     int64_t last = 0;
     for (int64_t groups = 1; groups <= 4096; groups *= 2) {
       cuda::set_conv_wgrad_split(0, groups);
@@ -101,9 +93,9 @@ void wgrad_sweep_rows(const std::vector<ConvShape>& shapes) {
 
 // The forward (with the bias) and the input gradient of the layers the window kernel takes
 // (cuda/kernels/conv_window.h), fp32, per call through cuda::run_conv: the heuristic's choice with
-// the window kernel off (implicit GEMM, phases or the columns path), then the window kernel. The
-// four nets' stride-1 layers (above 64 channels of the pass the window kernel is only an
-// autotuner candidate: these rows say whether it should be more) and ResNet's two stride-2 ones.
+// the window kernel off (implicit GEMM, phases or the columns path), then the window kernel. Above
+// 64 channels of the pass the window kernel is only an autotuner candidate: these rows say
+// whether it should be more.
 void window_rows(const std::vector<ConvShape>& shapes) {
   const bool window = cuda::conv_window();  // false under ECHELON_CONV_WINDOW=0
   ops::set_conv_impl(ops::ConvImpl::Ours);
@@ -112,30 +104,17 @@ void window_rows(const std::vector<ConvShape>& shapes) {
   std::printf(
       "== forward and input gradient: GEMM / window (fp32; us per call; ratio > 1: window "
       "faster)\n");
-  struct Layer {
-    const char* net;
-    Shape x, w;
-    int64_t stride, pad;
-  };
-  std::vector<Layer> layers;
-  for (const ConvShape& s : shapes) layers.push_back({s.net, s.x, s.w, 1, s.pad});
-  const int64_t batch = shapes.empty() ? 128 : shapes.front().x[0];
-  layers.push_back({"resnet20", {batch, 16, 32, 32}, {32, 16, 3, 3}, 2, 1});
-  layers.push_back({"resnet20", {batch, 32, 16, 16}, {64, 32, 3, 3}, 2, 1});
-  for (const Layer& l : layers) {
-    Conv2dGeometry g;
-    g.kernel_h = l.w[2], g.kernel_w = l.w[3], g.pad_h = g.pad_w = l.pad;
-    g.stride_h = g.stride_w = l.stride;
-    const Conv2dGeometry full = g.for_input(l.x[0], l.x[1], l.x[2], l.x[3], l.w[0]);
+  for (const ConvShape& s : shapes) {
+    const Conv2dGeometry full = s.full();
     const cuda::ConvPass passes[2] = {cuda::ConvPass::Forward, cuda::ConvPass::BackwardData};
     const bool fits[2] = {cuda::conv_window_fits(passes[0], full),
                           cuda::conv_window_fits(passes[1], full)};
     if (!fits[0] && !fits[1]) continue;
-    const Tensor x = random_cuda(l.x, 10), w = random_cuda(l.w, 11),
-                 bias = random_cuda({l.w[0]}, 12);
+    const Tensor x = random_cuda(s.x, 10), w = random_cuda(s.w, 11),
+                 bias = random_cuda({s.w[0]}, 12);
     const Tensor gy = random_cuda({full.n, full.o, full.out_h, full.out_w}, 13);
     Tensor y = Tensor::empty(gy.shape(), kFloat32, Device::cuda(0));
-    Tensor gx = Tensor::empty(l.x, kFloat32, Device::cuda(0));
+    Tensor gx = Tensor::empty(s.x, kFloat32, Device::cuda(0));
     double t[2][2] = {};  // [GEMM, window][fwd, bwd-data]
     for (int d = 0; d < 2; ++d) {
       if (!fits[d]) continue;
@@ -149,11 +128,7 @@ void window_rows(const std::vector<ConvShape>& shapes) {
       t[0][d] = per_call_ms([&] { cuda::run_conv(call, gemm); }).ms;
       t[1][d] = per_call_ms([&] { cuda::run_conv(call, cuda::ConvConfig{.window = true}); }).ms;
     }
-    std::printf("%-8s C=%-4lld O=%-4lld %lldx%lld %lldx%lld%s", l.net,
-                static_cast<long long>(l.x[1]), static_cast<long long>(l.w[0]),
-                static_cast<long long>(l.x[2]), static_cast<long long>(l.x[3]),
-                static_cast<long long>(l.w[2]), static_cast<long long>(l.w[3]),
-                l.stride == 2 ? "/2" : "");
+    std::printf("%s", s.label().c_str());
     const char* directions[2] = {"fwd", "bwd-data"};
     for (int d = 0; d < 2; ++d)
       if (fits[d])
@@ -169,14 +144,9 @@ void direct_bank_rows(const std::vector<ConvShape>& shapes) {
       "== direct weight gradient: shared-memory wavefronts of an x load, dense / padded band "
       "(modelled, 1: no bank conflict)\n");
   for (const ConvShape& s : shapes) {
-    Conv2dGeometry g;
-    g.kernel_h = s.w[2], g.kernel_w = s.w[3], g.pad_h = g.pad_w = s.pad;
-    const Conv2dGeometry full = g.for_input(s.x[0], s.x[1], s.x[2], s.x[3], s.w[0]);
+    const Conv2dGeometry full = s.full();
     if (!cuda::wgrad_direct_fits(full)) continue;
-    std::printf("%-8s C=%-4lld O=%-4lld %lldx%lld %lldx%lld  %5.2f / %5.2f\n", s.net,
-                static_cast<long long>(s.x[1]), static_cast<long long>(s.w[0]),
-                static_cast<long long>(s.x[2]), static_cast<long long>(s.x[3]),
-                static_cast<long long>(s.w[2]), static_cast<long long>(s.w[3]),
+    std::printf("%s  %5.2f / %5.2f\n", s.label().c_str(),
                 cuda::wgrad_direct_x_load_wavefronts(full, false),
                 cuda::wgrad_direct_x_load_wavefronts(full));
   }
@@ -195,9 +165,7 @@ void wgrad_direct_rows(const std::vector<ConvShape>& shapes, Precision precision
       "faster)\n",
       name(precision));
   for (const ConvShape& s : shapes) {
-    Conv2dGeometry g;
-    g.kernel_h = s.w[2], g.kernel_w = s.w[3], g.pad_h = g.pad_w = s.pad;
-    const Conv2dGeometry full = g.for_input(s.x[0], s.x[1], s.x[2], s.x[3], s.w[0]);
+    const Conv2dGeometry g = s.window(), full = s.full();
     if (!cuda::wgrad_direct_fits(full)) continue;
     const Tensor x = random_cuda(s.x, 10), w = random_cuda(s.w, 11);
     const Tensor gy = random_cuda(ops::conv2d(x, w, Tensor(), g).shape(), 13);
@@ -207,11 +175,7 @@ void wgrad_direct_rows(const std::vector<ConvShape>& shapes, Precision precision
       t[on] = per_call_ms([&] { ops::conv2d_backward(gy, x, w, false, false, g, true); }).ms;
     }
     std::printf(
-        "%-8s C=%-4lld O=%-4lld %lldx%lld %lldx%lld  GEMM (%s) %8.1f / direct (%lld blocks) "
-        "%8.1f (%.2f)\n",
-        s.net, static_cast<long long>(s.x[1]), static_cast<long long>(s.w[0]),
-        static_cast<long long>(s.x[2]), static_cast<long long>(s.x[3]),
-        static_cast<long long>(s.w[2]), static_cast<long long>(s.w[3]),
+        "%s  GEMM (%s) %8.1f / direct (%lld blocks) %8.1f (%.2f)\n", s.label().c_str(),
         cuda::to_string(cuda::conv_gemm_heuristic(cuda::ConvPass::BackwardWeight, full)).c_str(),
         t[0] * 1e3, static_cast<long long>(cuda::wgrad_direct_groups(full)), t[1] * 1e3,
         t[0] / t[1]);
@@ -234,11 +198,11 @@ void wgrad_direct_rows(const std::vector<ConvShape>& shapes, Precision precision
   ops::set_float32_precision(Precision::Fp32);
 }
 
-// The input gradient of ResNet's two 3x3 stride-2 layers (net_conv_shapes lists stride-1 layers
-// only): the single implicit GEMM (cuda::set_conv_dgrad_phases(false)), then one GEMM per phase
-// (cuda/kernels/conv_phases.h), per call, under `precision`, the window kernel off (by default it
-// takes these layers: window_rows times it against the phases).
-void dgrad_phases_rows(int64_t batch, Precision precision) {
+// The input gradient of the strided layers (ResNet-20's two): the single implicit GEMM
+// (cuda::set_conv_dgrad_phases(false)), then one GEMM per phase (cuda/kernels/conv_phases.h), per
+// call, under `precision`, the window kernel off (by default it takes these layers: window_rows
+// times it against the phases).
+void dgrad_phases_rows(const std::vector<ConvShape>& shapes, Precision precision) {
   const bool phases = cuda::conv_dgrad_phases();  // false under ECHELON_CONV_DGRAD_PHASES=0
   const bool window = cuda::conv_window();        // off meanwhile: it takes these layers first
   cuda::set_conv_window(false);
@@ -249,21 +213,17 @@ void dgrad_phases_rows(int64_t batch, Precision precision) {
       "== strided input gradient: single GEMM / phases (%s; us per call; ratio > 1: phases "
       "faster)\n",
       name(precision));
-  Conv2dGeometry g;
-  g.kernel_h = g.kernel_w = 3, g.stride_h = g.stride_w = 2, g.pad_h = g.pad_w = 1;
-  const Shape layers[][2] = {{{batch, 16, 32, 32}, {32, 16, 3, 3}},
-                             {{batch, 32, 16, 16}, {64, 32, 3, 3}}};
-  for (const auto& [x_shape, w_shape] : layers) {
-    const Tensor x = random_cuda(x_shape, 10), w = random_cuda(w_shape, 11);
+  for (const ConvShape& s : shapes) {
+    if (s.stride == 1) continue;
+    const Conv2dGeometry g = s.window();
+    const Tensor x = random_cuda(s.x, 10), w = random_cuda(s.w, 11);
     const Tensor gy = random_cuda(ops::conv2d(x, w, Tensor(), g).shape(), 13);
     double t[2];
     for (const bool on : {false, true}) {
       cuda::set_conv_dgrad_phases(on);
       t[on] = per_call_ms([&] { ops::conv2d_backward(gy, x, w, false, true, g, false); }).ms;
     }
-    std::printf("resnet20 C=%-4lld O=%-4lld %lldx%lld s2  single %8.1f / phases %8.1f (%.2f)\n",
-                static_cast<long long>(x_shape[1]), static_cast<long long>(w_shape[0]),
-                static_cast<long long>(x_shape[2]), static_cast<long long>(x_shape[3]), t[0] * 1e3,
+    std::printf("%s  single %8.1f / phases %8.1f (%.2f)\n", s.label().c_str(), t[0] * 1e3,
                 t[1] * 1e3, t[0] / t[1]);
   }
   cuda::set_conv_dgrad_phases(phases);

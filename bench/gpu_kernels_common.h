@@ -5,8 +5,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
+#include <echelon/kernels/conv.h>
 #include <echelon/tensor/tensor.h>
 
 namespace gpu_kernels {
@@ -32,14 +34,24 @@ using GemmMeasure = std::function<void(const char* layout, int64_t s, const Tens
                                        const Tensor& b, bool trans_a)>;
 void for_each_gemm_problem(const std::vector<int64_t>& sizes, const GemmMeasure& measure);
 
-// One conv layer of the four nets: x (N, C, H, W), w (O, C, KH, KW), padding.
+// One conv layer of the four nets: x (N, C, H, W), w (O, C, KH, KW), square stride and padding;
+// `count`: how many of the net's layers have this shape.
 struct ConvShape {
   const char* net;
   Shape x, w;
-  int64_t pad;
+  int64_t stride, pad;
+  int count;
+
+  echelon::Conv2dGeometry window() const;  // the caller's part: kernel, stride, padding
+  echelon::Conv2dGeometry full() const;    // window() for x and w
+  // "resnet20 C=16   O=32   32x32 3x3/2": net, channels in and out, input size, kernel and
+  // (when not 1) stride; the A/B rows' first columns.
+  std::string label() const;
 };
 
-// The conv layers of LeNet-5, ResNet-20, AlexNet and VGG-16 (CIFAR-sized inputs) at `batch`.
+// Every distinct conv layer of LeNet-5 (1x28x28), ResNet-20, AlexNet and VGG-16 (3x32x32) at
+// `batch`, in the order the nets run them, read from the model zoo (make_model): the stride-2
+// layers included, repeats counted in `count`.
 std::vector<ConvShape> net_conv_shapes(int64_t batch);
 
 // Per-call time of `body` from a replayed CUDA graph of `calls` calls (exp_gpu_kernels.cpp);
@@ -57,7 +69,7 @@ void wgrad_direct_rows(const std::vector<ConvShape>& shapes, Precision precision
 // The direct weight gradient's x loads as cuda::wgrad_direct_x_load_wavefronts models them, dense
 // vs padded, for the layers it takes: host arithmetic only, no GPU needed.
 void direct_bank_rows(const std::vector<ConvShape>& shapes);
-void dgrad_phases_rows(int64_t batch, Precision precision);
+void dgrad_phases_rows(const std::vector<ConvShape>& shapes, Precision precision);
 void window_rows(const std::vector<ConvShape>& shapes);
 void gather_table_rows(const std::vector<ConvShape>& shapes, Precision precision);
 void fma_core_rows(const std::vector<ConvShape>& shapes);

@@ -31,6 +31,9 @@ class Conv2d : public Module {
   std::string name() const override { return "Conv2d"; }
   std::string describe() const override;
 
+  // The window (kernel, stride, padding, dilation) without the shapes: for_input() fills them.
+  const Conv2dGeometry& window() const { return window_; }
+
   Tensor weight, bias;  // bias undefined when options.bias is false
 
  private:

@@ -26,7 +26,7 @@ for name in "$@"; do
     exp_decode) expect 2 "images" "$dir/$name" 0; expect 2 "dir" "$dir/$name" 10 /no/such/dir ;;
     exp_gpu_kernels) expect 2 "repeats" "$dir/$name" --repeats 0 ;;
     exp_gpu_profile)
-      expect 2 "layers" "$dir/$name" --layers 13
+      expect 2 "layers" "$dir/$name" --layers 19
       expect 2 "groups" "$dir/$name" --groups sgemm,frob ;;
     exp_loader_fuse) expect 2 "images" "$dir/$name" --images 0 ;;
     exp_train_throughput) expect 2 "rounds" "$dir/$name" --rounds 0 ;;

@@ -47,9 +47,11 @@
 #   bench      bench_ops' GPU cases, when Google Benchmark was found.
 #   (kernels, run right after the test suites: bench/exp_gpu_kernels, every kernel family against
 #              its peer in one process: GB/s vs a D2D copy, our SGEMM vs cuBLAS at 1k-4k, our conv
-#              vs cuDNN on the four nets' conv shapes, and (--autotune-ab) the heuristic's
-#              kernels vs the autotuned ones per layer with the picks; its table is also
-#              $OUT/kernels.txt.)
+#              vs cuDNN on every distinct conv layer of the four nets; the conv_vs_cudnn row
+#              counts the conv rows that meet P3 (tools/conv-vs-cudnn.awk).)
+#   (kernels_ab, after p12: the same driver's A/B rows, each switch of our kernels off vs on per
+#              layer, and (--autotune-ab) the heuristic's kernels vs the autotuned ones with the
+#              picks. Both tables, and resources.txt, are also $OUT/kernels.txt.)
 # What comes back in $OUT (the device tool returns at most 8 files): summary.txt (the table),
 # failures.txt (the tail of every failed step's log), probe.txt, kernels.txt, resources.txt,
 # logs.tar.gz (every log, trace and run summary). Exit status 0 when every step that ran passed, 1 otherwise.
@@ -96,7 +98,14 @@ T_SANITIZER=${T_SANITIZER:-75}  # one compute-sanitizer tool, all families
 T_FAMILY=${T_FAMILY:-60}  # one family under a sanitizer
 T_PIPELINE=${T_PIPELINE:-45}
 T_BENCH=${T_BENCH:-40}
-T_KERNELS=${T_KERNELS:-375}  # exp_gpu_kernels: every kernel family against its peer (conv: 4 impls x fp32/tf32/bf16, A/B rows; +60 s for --autotune-ab, +10 for --mma-stages-ab, +12 for --mma-async-k-ab, +15 for the cuDNN bm column, +10 for --direct-ab, +5 for --phases-ab, +5 for --window-ab)
+# exp_gpu_kernels, split in two steps since session 46 (estimates: never timed on a GPU at 19 conv
+# layers): the tables (bandwidth, SGEMM vs cuBLAS, conv vs cuDNN: 19 layers x 3 directions x 4
+# impls x fp32/tf32/bf16, ~700 graph-timed cells) right after the test suites, and the A/B rows
+# after P0-P2 (+60 s for --autotune-ab at 13 layers, so ~90 at 19; +10 for --mma-stages-ab, +12
+# for --mma-async-k-ab, +15 for --direct-ab, +5 for --phases-ab, +8 for --window-ab; the FMA-core
+# and tensor-core-tile rows ~60 at 13 layers).
+T_KERNELS=${T_KERNELS:-150}
+T_KERNELS_AB=${T_KERNELS_AB:-300}
 # Families whose kernels use shared memory or warp shuffles come first under the sanitizers.
 FAMILY_ORDER=(reduce matmul norm loss conv pool im2col shape elementwise optim random)
 
@@ -271,67 +280,20 @@ done
 
 # ---- kernels against their peers (issue #10, P3): ratios to a D2D copy, cuBLAS, cuDNN --------------
 if [[ -x $BUILD/bench/exp_gpu_kernels ]]; then
-  # --fma-ab / --mma-tile-ab: the 128x128 tiles' new cores beside the old ones, per conv layer
-  # (the SGEMM rows always print both); the A/B of session 24's unmeasured kernels.
-  # --autotune-ab: each layer's passes with the heuristic's kernels vs the autotuned ones
-  # (cuda/kernels/conv_tune.h), fp32, TF32 and bf16, and the tuner's picks.
-  # --mma-stages-ab: the TF32 SGEMM's 128x128 ring at 2 vs 4 stages (cp.async 1 vs 3 slices
-  # ahead; cuda::set_mma_stages): 5 rows (1k-4k NN, 2k TN and NN ld+1) of 2 timings, ~10 s with
-  # the warm-ups.
-  # --mma-async-k-ab: the TF32 SGEMM's k-contiguous operands by float4 registers vs by cp.async
-  # into [m][k] rows (cuda::set_mma_async_k): 6 rows (1k-4k NN at 4 stages; 2k NN, NT at 2; 2k NT
-  # at 4) of 2 timings, ~12 s estimated from the line above (not measured). The conv's side
-  # (--conv-async-k-ab: every TF32 layer x 3 passes x 2 depths x 2) is too long for this step; the
-  # autotuner above times its async-K candidates (ConvConfig::async_k) anyway.
-  # --direct-ab: the weight gradient of the layers cuda/kernels/conv_direct.cu takes (LeNet-5's
-  # two, ResNet-20's 16-channel one, the 3-channel first layers of AlexNet and VGG-16), implicit
-  # GEMM vs direct, fp32/TF32/bf16: 5 layers x 3 x 2 timings, a few seconds.
-  # --phases-ab: the input gradient of ResNet's two 3x3 stride-2 layers, one implicit GEMM vs one
-  # per phase (cuda/kernels/conv_phases.cu), fp32/TF32/bf16: 2 layers x 3 x 2 timings.
-  # --window-ab: the forward and input gradient of the layers cuda/kernels/conv_window.cu takes
-  # (every stride-1 layer of the four nets up to 512 channels, ResNet's two stride-2 ones), the
-  # heuristic's choice with the window off (GEMM, phases, columns) vs window, fp32.
-  step kernels "$T_KERNELS" "$BUILD/bench/exp_gpu_kernels" --repeats 7 --fma-ab --mma-tile-ab \
-    --mma-stages-ab --mma-async-k-ab --autotune-ab --direct-ab --phases-ab --window-ab
-  # The direct weight gradient's first timing, in the table: GEMM time / direct time per layer
-  # (> 1: the direct kernel, the heuristic's choice there, is faster), fp32.
-  direct_ab=$(awk '/^== weight gradient: implicit GEMM \/ direct \(fp32/ { on = 1; next }
-                   /^==/ { on = 0 }
-                   on && NF > 3 && !/\+ bias:/ {
-                     printf "%s%s %s %s %s", sep, $1, $2, $3, $NF; sep = "; " }' \
-                "$(log_name kernels)" 2>/dev/null)
-  [[ -z $direct_ab ]] || row direct_wgrad_fp32 - - "GEMM / direct: $direct_ab"
-  # With the bias gradient (session 35): the weight gradient then conv.cu's two bias kernels,
-  # against the direct kernel summing the bias too (> 1: the fused one is faster), fp32.
-  direct_bias=$(awk '/^== weight gradient: implicit GEMM \/ direct \(fp32/ { on = 1; next }
-                     /^==/ { on = 0 }
-                     on && /\+ bias:/ { printf "%s%s %s %s", sep, $1, $3, $NF; sep = "; " }' \
-                  "$(log_name kernels)" 2>/dev/null)
-  [[ -z $direct_bias ]] || row direct_bias_fp32 - - "separate / with the bias: $direct_bias"
-  # The phased input gradient's first timing: single GEMM time / phases time per layer, fp32.
-  phases_ab=$(awk '/^== strided input gradient: single GEMM \/ phases \(fp32/ { on = 1; next }
-                   /^==/ { on = 0 }
-                   on && NF > 3 { printf "%s%s %s %s %s", sep, $2, $3, $4, $NF; sep = "; " }' \
-                "$(log_name kernels)" 2>/dev/null)
-  [[ -z $phases_ab ]] || row dgrad_phases_fp32 - - "single GEMM / phases: $phases_ab"
-  # The window kernel (sessions 36-37): GEMM time / window time per layer and direction (> 1: the
-  # window kernel is faster; the heuristic takes it up to 64 channels of the pass, the autotuner
-  # may above), fp32.
-  window_ab=$(awk '/^== forward and input gradient: GEMM \/ window/ { on = 1; next }
-                   /^==/ { on = 0 }
-                   on && NF > 3 { printf "%s%s %s %s", sep, $1, $2, $3; sep = "; "
-                                  for (i = 5; i <= NF; ++i)
-                                    if ($i ~ /^\(/) printf " %s %s", $(i - 4), $i }' \
-                "$(log_name kernels)" 2>/dev/null)
-  [[ -z $window_ab ]] || row window_fp32 - - "GEMM / window: $window_ab"
+  # The conv rows cover every distinct conv layer of the four nets (net_conv_shapes reads them
+  # from the model zoo: 19 since session 46, ResNet-20's stride-2 layers and VGG-16's channel
+  # doublings included; 13 before).
+  step kernels "$T_KERNELS" "$BUILD/bench/exp_gpu_kernels" --repeats 7
+  # P3's conv goal in the table: per precision, the conv rows (every distinct layer of the four
+  # nets x 3 directions) where ours reaches 70% of cuDNN's speed, and the worst row.
+  conv_p3=$(awk -f tools/conv-vs-cudnn.awk "$(log_name kernels)" 2>/dev/null)
+  [[ -z $conv_p3 ]] || row conv_vs_cudnn - - ">= 70% of cuDNN: $conv_p3"
   # The max pooling's backward by gather (plain, and with the ReLU mask fused): of copy, and the
   # speed-up over the scatter (plain) / the ReLU backward + scatter (masked).
   pool_bwd=$(awk '/^max_pool2d.* backward 2x2/ {
                     printf "%s%s %s of copy, %s", sep, ($1 ~ /ReLU/ ? "masked" : "plain"),
                            $(NF - 5), $(NF - 2); sep = "; " }' "$(log_name kernels)" 2>/dev/null)
   [[ -z $pool_bwd ]] || row pool_backward_gather - - "$pool_bwd"
-  # The timings with each kernel's registers and occupancy below them, in one file.
-  cat "$(log_name kernels)" "$(log_name resources)" >"$OUT/kernels.txt" 2>/dev/null
 else
   row kernels skipped - "exp_gpu_kernels not built"
 fi
@@ -545,6 +507,67 @@ if [[ -x $cli ]]; then
 else
   row p12 skipped - "echelon CLI not built"
 fi
+
+# ---- the kernels' A/B rows: each switch of our kernels off vs on, per layer ------------------------
+# After P0-P2, so that the table's P rows come first; the budget left decides how many A/B rows
+# run (exp_gpu_kernels prints a section at a time: a timeout keeps the sections before it).
+if [[ -x $BUILD/bench/exp_gpu_kernels ]]; then
+  # --fma-ab / --mma-tile-ab: the 128x128 tiles' new cores beside the old ones, per conv layer
+  # (the SGEMM rows always print both); the A/B of session 24's unmeasured kernels.
+  # --autotune-ab: each layer's passes with the heuristic's kernels vs the autotuned ones
+  # (cuda/kernels/conv_tune.h), fp32, TF32 and bf16, and the tuner's picks.
+  # --mma-stages-ab: the TF32 SGEMM's 128x128 ring at 2 vs 4 stages (cp.async 1 vs 3 slices
+  # ahead; cuda::set_mma_stages): 5 rows (1k-4k NN, 2k TN and NN ld+1) of 2 timings, ~10 s with
+  # the warm-ups.
+  # --mma-async-k-ab: the TF32 SGEMM's k-contiguous operands by float4 registers vs by cp.async
+  # into [m][k] rows (cuda::set_mma_async_k): 6 rows (1k-4k NN at 4 stages; 2k NN, NT at 2; 2k NT
+  # at 4) of 2 timings, ~12 s estimated from the line above (not measured). The conv's side
+  # (--conv-async-k-ab: every TF32 layer x 3 passes x 2 depths x 2) is too long for this step; the
+  # autotuner above times its async-K candidates (ConvConfig::async_k) anyway.
+  # --direct-ab: the weight gradient of the layers cuda/kernels/conv_direct.cu takes (LeNet-5's
+  # two, ResNet-20's 3-, 16- and 32-channel ones and its stride-2 ones, the 3-channel first layers
+  # of AlexNet and VGG-16), implicit GEMM vs direct, fp32/TF32/bf16: ~10 layers x 3 x 2 timings.
+  # --phases-ab: the input gradient of ResNet's two 3x3 stride-2 layers, one implicit GEMM vs one
+  # per phase (cuda/kernels/conv_phases.cu), fp32/TF32/bf16: 2 layers x 3 x 2 timings.
+  # --window-ab: the forward and input gradient of the layers cuda/kernels/conv_window.cu takes
+  # (the four nets' layers up to 512 channels, ResNet's stride-2 ones included), the heuristic's
+  # choice with the window off (GEMM, phases, columns) vs window, fp32.
+  step kernels_ab "$T_KERNELS_AB" "$BUILD/bench/exp_gpu_kernels" --repeats 7 --ab-only --fma-ab \
+    --mma-tile-ab --mma-stages-ab --mma-async-k-ab --autotune-ab --direct-ab --phases-ab --window-ab
+  # The direct weight gradient's first timing, in the table: GEMM time / direct time per layer
+  # (> 1: the direct kernel, the heuristic's choice there, is faster), fp32.
+  direct_ab=$(awk '/^== weight gradient: implicit GEMM \/ direct \(fp32/ { on = 1; next }
+                   /^==/ { on = 0 }
+                   on && NF > 3 && !/\+ bias:/ {
+                     printf "%s%s %s %s %s", sep, $1, $2, $3, $NF; sep = "; " }' \
+                "$(log_name kernels_ab)" 2>/dev/null)
+  [[ -z $direct_ab ]] || row direct_wgrad_fp32 - - "GEMM / direct: $direct_ab"
+  # With the bias gradient (session 35): the weight gradient then conv.cu's two bias kernels,
+  # against the direct kernel summing the bias too (> 1: the fused one is faster), fp32.
+  direct_bias=$(awk '/^== weight gradient: implicit GEMM \/ direct \(fp32/ { on = 1; next }
+                     /^==/ { on = 0 }
+                     on && /\+ bias:/ { printf "%s%s %s %s", sep, $1, $3, $NF; sep = "; " }' \
+                  "$(log_name kernels_ab)" 2>/dev/null)
+  [[ -z $direct_bias ]] || row direct_bias_fp32 - - "separate / with the bias: $direct_bias"
+  # The phased input gradient's first timing: single GEMM time / phases time per layer, fp32.
+  phases_ab=$(awk '/^== strided input gradient: single GEMM \/ phases \(fp32/ { on = 1; next }
+                   /^==/ { on = 0 }
+                   on && NF > 3 { printf "%s%s %s %s %s", sep, $2, $3, $4, $NF; sep = "; " }' \
+                "$(log_name kernels_ab)" 2>/dev/null)
+  [[ -z $phases_ab ]] || row dgrad_phases_fp32 - - "single GEMM / phases: $phases_ab"
+  # The window kernel (sessions 36-37): GEMM time / window time per layer and direction (> 1: the
+  # window kernel is faster; the heuristic takes it up to 64 channels of the pass, the autotuner
+  # may above), fp32.
+  window_ab=$(awk '/^== forward and input gradient: GEMM \/ window/ { on = 1; next }
+                   /^==/ { on = 0 }
+                   on && NF > 3 { printf "%s%s %s %s", sep, $1, $2, $3; sep = "; "
+                                  for (i = 5; i <= NF; ++i)
+                                    if ($i ~ /^\(/) printf " %s %s", $(i - 4), $i }' \
+                "$(log_name kernels_ab)" 2>/dev/null)
+  [[ -z $window_ab ]] || row window_fp32 - - "GEMM / window: $window_ab"
+fi
+# Every kernel timing, with each kernel's registers and occupancy below them, in one file.
+cat "$(log_name kernels)" "$(log_name kernels_ab)" "$(log_name resources)" >"$OUT/kernels.txt" 2>/dev/null
 
 # ---- pipeline on one GPU: 2 partitions, --balance auto -------------------------------------------
 # Each partition on its own stream; the trace shows the overlap, summary.json's pipeline block the
