@@ -296,6 +296,7 @@ ConvConfig conv_heuristic(ConvPass pass, const Conv2dGeometry& a) {
     // chosen on the largest phase's stride-1 sub-problem: the GEMM each launch really runs.
     ConvConfig c = conv_gemm_heuristic(pass, dgrad_phase_bound(a));
     c.phases = true;
+    c.groups = 1;  // a phase writes its pixels of grad_in in place: no split-K partials
     return c;
   }
   return conv_gemm_heuristic(pass, a);
@@ -309,6 +310,7 @@ std::vector<ConvConfig> conv_candidates(ConvPass pass, const Conv2dGeometry& a) 
     // single GEMM's below: the tuner times whole calls through run_conv, so each is one
     // cached, repeatable choice for the call.
     for (ConvConfig c : conv_gemm_candidates(pass, dgrad_phase_bound(a))) {
+      if (c.groups > 1) continue;  // as the heuristic's: no split-K in a phase
       c.phases = true;
       out.push_back(c);
     }

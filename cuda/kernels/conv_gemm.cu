@@ -18,6 +18,10 @@
 //   grad weight  grad_w (O, R)     = grad_out (O, N*L) x cols^T (N*L, R): split-K over N*L,
 //                block z sums k-slices [z * per_group, (z + 1) * per_group) in registers, then
 //                the groups' partials are added in group order by sum_groups (deterministic)
+// The forward and the unphased grad input split K too where their tiles leave the GPU half idle
+// and K is deep (output_split_k: VGG-16's 512-channel layers): group z writes its partial output
+// at out + z*M*N, and sum_split adds the groups in order with the bias, the ReLU or the gradient
+// sum.
 // Tile shapes by problem size: M (the output channels, or the input channels for grad input) up to
 // 16 gets the 16x256 TinyTile, up to 32 the 32x128 NarrowTile (their forward and grad input gather
 // through a per-block table of decoded k, and so do the other register-staged tiles': "the gather
@@ -224,6 +228,14 @@ constexpr int64_t kWgradFillBlocks = kFillBlocks, kWgradDeepSlices = 1;
 #else
 constexpr int64_t kWgradFillBlocks = 2048, kWgradDeepSlices = 64;
 #endif
+// The K from which the forward and grad input may split (output_split_k): VGG-16's 256- and
+// 512-channel layers (K = 2304, 4608) and not ResNet-20's (576); small in the emulation, so that
+// test-sized problems split.
+#if ECHELON_CUDA_SIM
+constexpr int64_t kOutputSplitMinK = 64;
+#else
+constexpr int64_t kOutputSplitMinK = 2048;
+#endif
 
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
@@ -392,21 +404,21 @@ std::atomic<int64_t>& wgrad_groups() {
   return groups;
 }
 
-// The weight gradient's k-slices on a tile, and the most split-K groups it may take: at least
+// A pass's k-slices on a tile, and the most split-K groups it may take: at least
 // kMinSlicesPerGroup k-slices a group and at most kPartialBudget bytes of partials.
-int64_t wgrad_slices(const GemmShape& s, ConvTile tile) {
+int64_t k_slices_of(const GemmShape& s, ConvTile tile) {
   return ceil_div(s.K, slice_depth(tile, float32_precision()));
 }
 int64_t most_groups(const GemmShape& s, ConvTile tile) {
   const int64_t by_budget =
       std::max<int64_t>(static_cast<int64_t>(kPartialBudget / sizeof(float)) / (s.M * s.N), 1);
   return std::max<int64_t>(
-      std::min({ceil_div(wgrad_slices(s, tile), kMinSlicesPerGroup), by_budget, kMaxGridZ}), 1);
+      std::min({ceil_div(k_slices_of(s, tile), kMinSlicesPerGroup), by_budget, kMaxGridZ}), 1);
 }
 
 // `wanted` groups within the bounds, none empty: (groups, k-slices per group).
 std::pair<int64_t, int64_t> normalise_groups(const GemmShape& s, ConvTile tile, int64_t wanted) {
-  const int64_t k_slices = wgrad_slices(s, tile);
+  const int64_t k_slices = k_slices_of(s, tile);
   const int64_t groups = std::clamp<int64_t>(wanted, 1, most_groups(s, tile));
   const int64_t per_group = std::max<int64_t>(ceil_div(k_slices, groups), 1);
   return {std::max<int64_t>(ceil_div(k_slices, per_group), 1), per_group};
@@ -420,9 +432,26 @@ int64_t split_k(const GemmShape& s, ConvTile tile) {
   const int64_t tiles = tiles_of(tile, s);
   const int64_t deep =
       std::min(ceil_div(wgrad_fill_blocks().load(std::memory_order_relaxed), tiles),
-               ceil_div(wgrad_slices(s, tile), kWgradDeepSlices));
+               ceil_div(k_slices_of(s, tile), kWgradDeepSlices));
   const int64_t wanted = fixed > 0 ? fixed : std::max(ceil_div(kFillBlocks, tiles), deep);
   return normalise_groups(s, tile, wanted).first;
+}
+
+// Whether the forward or grad input of `s` is deep enough for split-K to pay: its partials cost
+// groups x 8 bytes an output element (written, then read by sum_split), against 2 K flops.
+bool output_split_pays(const GemmShape& s) {
+  return s.K >= kOutputSplitMinK;
+}
+
+// The heuristic's split-K groups of the forward and the grad input on `tile`: none while the
+// tiles give every SM of the H200 a block (more than kFillBlocks / 2 tiles) or K is shallow;
+// else enough groups to reach kFillBlocks blocks, within normalise_groups' bounds. VGG-16's
+// 512-channel 2x2 layers have 64 tiles of 64x64 at batch 128, over K = 4608. Not yet timed on a
+// GPU.
+int64_t output_split_k(const GemmShape& s, ConvTile tile) {
+  const int64_t tiles = tiles_of(tile, s);
+  if (2 * tiles > kFillBlocks || !output_split_pays(s)) return 1;
+  return normalise_groups(s, tile, ceil_div(kFillBlocks, tiles)).first;
 }
 
 // Whether the async-K tiles would stage pass's k-contiguous operand by cp.async (ConvOperands::
@@ -474,7 +503,8 @@ ConvConfig conv_gemm_heuristic(ConvPass pass, const Conv2dGeometry& a) {
   c.warp_core =
       c.tile == ConvTile::Large && float32_precision() == Precision::Fp32 && fma_warp_tiles();
   c.table = gather_table_flag().load(std::memory_order_relaxed) && table_legal(pass, a, s);
-  if (pass == ConvPass::BackwardWeight && s.M * s.N > 0) c.groups = split_k(s, c.tile);
+  if (s.M * s.N > 0)
+    c.groups = pass == ConvPass::BackwardWeight ? split_k(s, c.tile) : output_split_k(s, c.tile);
   const bool tf32_large = c.tile == ConvTile::Large && float32_precision() == Precision::Tf32;
   if (tf32_large && async_gather_flag().load(std::memory_order_relaxed))
     c.async_gather = true, c.stages = mma_stages();  // gathers by b_at
@@ -508,10 +538,13 @@ std::vector<ConvConfig> conv_gemm_candidates(ConvPass pass, const Conv2dGeometry
     if (tf32_large && async_k_applies(pass, a, s))
       rings.insert(rings.end(), {{true, false, 2}, {true, false, kDeepStages}});
     if (tf32_large) rings.insert(rings.end(), {{false, true, 2}, {false, true, kDeepStages}});
+    // Split-K: the weight gradient's ladder up to its bound; the forward's and grad input's, when
+    // deep, up to 8 groups (their partials are the size of the output).
     std::vector<int64_t> groups{1};
-    if (pass == ConvPass::BackwardWeight) {
-      for (int64_t g = 2; g < most_groups(s, tile); g *= 2) groups.push_back(g);
-      groups.push_back(most_groups(s, tile));
+    if (pass == ConvPass::BackwardWeight || output_split_pays(s)) {
+      const int64_t most = pass == ConvPass::BackwardWeight ? most_groups(s, tile) : 8;
+      for (int64_t g = 2; g < most; g *= 2) groups.push_back(g);
+      groups.push_back(most);
       if (tile == heuristic.tile) groups.push_back(heuristic.groups);
       for (int64_t& g : groups) g = normalise_groups(s, tile, g).first;
       std::sort(groups.begin(), groups.end());
@@ -556,9 +589,20 @@ void conv2d_forward_implicit(const ConvConfig& config, const Conv2dGeometry& a, 
                              bool relu) {
   const GemmShape s = gemm_shape(ConvPass::Forward, a);
   if (s.M * s.N == 0) return;
-  launch_conv_gemm<ConvPass::Forward>("conv2d_forward (implicit GEMM)", config, a, w, x, bias, y, 1,
-                                      ceil_div(s.K, slice_depth(config.tile, float32_precision())),
-                                      relu ? StoreMode::Relu : StoreMode::Write, stream);
+  const char* op = "conv2d_forward (implicit GEMM)";
+  const auto [groups, per_group] = normalise_groups(s, config.tile, config.groups);
+  if (groups == 1) {
+    launch_conv_gemm<ConvPass::Forward>(op, config, a, w, x, bias, y, 1, per_group,
+                                        relu ? StoreMode::Relu : StoreMode::Write, stream);
+    return;
+  }
+  // Split-K: the groups' partial outputs (groups, N, O, OH, OW), then their sum with the bias and
+  // the clamp.
+  Scratch partial(static_cast<size_t>(groups * s.M * s.N) * sizeof(float), stream);
+  launch_conv_gemm<ConvPass::Forward>(op, config, a, w, x, nullptr, partial.as<float>(), groups,
+                                      per_group, StoreMode::Write, stream);
+  sum_split(partial.as<const float>(), groups, s.M * s.N, bias, a.o, a.out_h * a.out_w, relu, false,
+            y, stream);
 }
 
 void conv2d_backward_input_implicit(const ConvConfig& config, const Conv2dGeometry& a,
@@ -567,10 +611,22 @@ void conv2d_backward_input_implicit(const ConvConfig& config, const Conv2dGeomet
                                     const GradInPhase* phase) {
   const GemmShape s = gemm_shape(ConvPass::BackwardData, a);
   if (s.M * s.N == 0) return;
-  launch_conv_gemm<ConvPass::BackwardData>(
-      "conv2d_backward_input (implicit GEMM)", config, a, w, grad_out, nullptr, grad_in, 1,
-      ceil_div(s.K, slice_depth(config.tile, float32_precision())),
-      accumulate ? StoreMode::Add : StoreMode::Write, stream, phase);
+  const char* op = "conv2d_backward_input (implicit GEMM)";
+  const auto [groups, per_group] = normalise_groups(s, config.tile, config.groups);
+  ECH_CHECK(groups == 1 || phase == nullptr, op,
+            ": a phase of a strided input gradient does not split K (groups=", groups, ")");
+  if (groups == 1) {
+    launch_conv_gemm<ConvPass::BackwardData>(
+        op, config, a, w, grad_out, nullptr, grad_in, 1, per_group,
+        accumulate ? StoreMode::Add : StoreMode::Write, stream, phase);
+    return;
+  }
+  // Split-K: the groups' partial gradients (groups, N, C, H, W), then their sum (+ grad_in).
+  Scratch partial(static_cast<size_t>(groups * s.M * s.N) * sizeof(float), stream);
+  launch_conv_gemm<ConvPass::BackwardData>(op, config, a, w, grad_out, nullptr, partial.as<float>(),
+                                           groups, per_group, StoreMode::Write, stream);
+  sum_split(partial.as<const float>(), groups, s.M * s.N, nullptr, a.c, a.h * a.w, false,
+            accumulate, grad_in, stream);
 }
 
 void set_conv_wgrad_split(int64_t fill_blocks, int64_t groups) {

@@ -24,13 +24,13 @@ enum class ConvTile : uint8_t { Tiny, Narrow, Small, Large };
 // One pass's kernel configuration: what the heuristic picks (conv_gemm_heuristic, conv.cu's
 // conv_heuristic) and what the autotuner (cuda/kernels/conv_tune.h) chooses among. Under the
 // current float32 precision; every configuration gives the CPU twin's result within its
-// tolerances (the split-K group count changes the order of the weight gradient's sums).
+// tolerances (the split-K group count changes the order of the sums).
 struct ConvConfig {
   bool im2col = false;              // the columns path (conv.cu) instead of the implicit GEMM
   ConvTile tile = ConvTile::Small;  // the implicit GEMM's block tile
   bool warp_core = false;           // fp32 128x128: fma_tile.cuh's warp-tiled core, else the old
   bool table = false;    // gather table (fwd, grad in); grad w: columns; not with the async rings
-  int64_t groups = 1;    // grad weight: split-K groups (normalised: none empty)
+  int64_t groups = 1;    // split-K groups (normalised: none empty); grad input: not with phases
   bool async_k = false;  // TF32 128x128 forward / grad weight: mma_tile.cuh's async-K tiles
   int stages = 2;        // their ring: 2 or mma_deep_stages() (the other tiles: 2)
   // TF32 128x128, every pass: mma_tile.cuh's gather tiles (the gathered operands by 4-byte
@@ -61,7 +61,8 @@ ConvConfig conv_gemm_heuristic(ConvPass pass, const Conv2dGeometry& a);
 // each tile whose grid fits; both FMA cores on the fp32 128x128 tile (the warp-tiled one in the
 // forward only where R % 4 == 0); the gather table on and off where it applies; for the weight
 // gradient a ladder of split-K group counts (1, 2, 4, ... up to split_k's bound, and the
-// heuristic's count); the TF32 128x128 tile's forward and weight gradient also on the async-K
+// heuristic's count), for a deep forward or grad input (K >= 2048; 64 in the emulation) 1, 2, 4, 8
+// and the heuristic's; the TF32 128x128 tile's forward and weight gradient also on the async-K
 // tiles at 2 and mma_deep_stages() stages where their k-contiguous operand has runs of 4 (R, or
 // OH*OW, a multiple of 4), and in every pass on the gather tiles at 2 and mma_deep_stages()
 // stages (ConvConfig::async_gather). Empty when conv_gemm_fits says no.
@@ -131,5 +132,13 @@ void conv2d_backward_weight_implicit(const ConvConfig& config, const Conv2dGeome
 // weight gradient's partials carry the bias gradient's after the weights'.
 void sum_groups(const float* partial, int64_t groups, int64_t count, bool accumulate, float* out,
                 cudaStream_t stream, float* tail = nullptr, int64_t head = 0);
+
+// The split-K forward's and grad input's second pass (sum_groups.cu): out (count) = the sum over g
+// = 0, 1, ... in order of partial (groups, count), + bias[(i / plane) % channels] when bias is not
+// null (out as (N, channels, plane)), then ReLU'd under relu (`r > 0 ? r : 0`), or added to out
+// under accumulate (one add of the finished sum). count < 2^31 (conv_gemm_fits).
+void sum_split(const float* partial, int64_t groups, int64_t count, const float* bias,
+               int64_t channels, int64_t plane, bool relu, bool accumulate, float* out,
+               cudaStream_t stream);
 
 }  // namespace echelon::cuda

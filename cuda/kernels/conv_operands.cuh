@@ -352,8 +352,9 @@ struct ConvOperands {
   }
 
   // C(m, n) = v (+ bias[m], then ReLU'd under StoreMode::Relu, in the forward; grad input: + the
-  // old C(m, n) under StoreMode::Add); grad weight writes its group's partial (or grad_w). The
-  // clamp is `r > 0 ? r : 0`, the ReLU twin's, NaN -> 0 included.
+  // old C(m, n) under StoreMode::Add). Under split-K (grid z > 1) each group writes its partial,
+  // the output's layout at `out` + z * M * N, and sum_split / sum_groups add them. The clamp is
+  // `r > 0 ? r : 0`, the ReLU twin's, NaN -> 0 included.
   // Column n's share of the address is split before the bounds test, from an n clamped into
   // range: the tiles' epilogues store 8 to 16 elements of each of a thread's columns, and the
   // compiler computes an expression shared by those stores once only when its first instance
@@ -363,6 +364,7 @@ struct ConvOperands {
     const bool inside = below(m_wide, g.M) && below(n_wide, g.N);
     const int m = static_cast<int>(m_wide), n = below(n_wide, g.N) ? static_cast<int>(n_wide) : 0;
     int image, position;
+    out += static_cast<int64_t>(blockIdx.z) * g.M * g.N;  // the group's partial (z = 0: out)
     if constexpr (P == ConvPass::Forward) {
       g.by_plane.divmod(n, image, position);
       const int column = image * g.o * g.plane + position;  // y (image, 0, position)
@@ -378,9 +380,9 @@ struct ConvOperands {
       if (!inside) return;
       float& dst = out[column + m * g.image_pixels];
       dst = mode == StoreMode::Add ? dst + v : v;
-    } else {  // the partials of all groups may pass 2^31 elements
+    } else {
       if (!inside) return;
-      out[static_cast<int64_t>(blockIdx.z) * g.M * g.N + m * g.N + n] = v;
+      out[m * g.N + n] = v;
     }
   }
 };

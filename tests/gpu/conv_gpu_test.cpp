@@ -125,6 +125,11 @@ struct Results {
   Tensor y_relu;  // conv2d(..., relu = true): every tile's store with the clamp (ops::conv2d)
 };
 
+bool same_bits(const Tensor& a, const Tensor& b) {
+  const std::vector<float> x = a.to_vector<float>(), y = b.to_vector<float>();
+  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+}
+
 Conv2dGeometry window_of(const Case& c) {
   Conv2dGeometry g = c.window;
   g.kernel_h = c.w[2], g.kernel_w = c.w[3];
@@ -370,6 +375,64 @@ TEST_SUITE("conv_gpu") {
     }
     cuda::set_conv_wgrad_split(0, 0);
     CHECK(cuda::conv_wgrad_groups(full) == heuristic);
+  }
+
+  TEST_CASE("split-K forward and input gradient: every group count gives the twin's values") {
+    // o33_same: the forward on the 64x64 tile (2 tiles, K = 17*9 = 153), the grad input on the
+    // 32x128 one (1 tile, K = 33*9 = 297); fp32, TF32 and bf16; the bias and the ReLU applied in
+    // the groups' sum, and the grad input added to a gradient sum. Asked-for counts are clamped to
+    // groups of >= 4 k-slices; each count's result is bitwise repeatable.
+    const Case& c = cases()[6];
+    REQUIRE(std::string(c.name) == "o33_same");
+    const Conv2dGeometry full = full_geometry(c);
+    for (const Precision precision : {Precision::Fp32, Precision::Tf32, Precision::Bf16}) {
+      const Results want = run(c, Device::cpu(), precision);
+      ConvScope scope(cuda::ConvAlgorithm::ImplicitGemm, precision);
+      const Operands on = operands(c, Precision::Fp32, Device::cuda(0));
+      const Tensor sum = parity::random_cpu(want.grad_input.shape(), 5);
+      // One pass with `config` through cuda::run_conv into a copy of `init` (accumulate: added
+      // to it).
+      const auto pass = [&](cuda::ConvPass which, const cuda::ConvConfig& config, bool relu,
+                            const Tensor& init, bool accumulate = false) {
+        Tensor out = init.to(Device::cuda(0));
+        cuda::ConvCall call;
+        call.pass = which, call.geometry = full, call.relu = relu, call.accumulate = accumulate;
+        call.x = on.x.data<float>(), call.w = on.w.data<float>();
+        call.grad_out = on.gy.data<float>(), call.bias = on.bias.data<float>();
+        call.out = out.data<float>(), call.stream = cuda::current_stream(0);
+        cuda::run_conv(call, config);
+        return out.cpu();
+      };
+      const Tensor y_nan = Tensor::full(want.y.shape(), std::nanf(""));
+      const Tensor gx_nan = Tensor::full(want.grad_input.shape(), std::nanf(""));
+      const auto expect = [&](const Tensor& got, const Tensor& expected, const std::string& what) {
+        const parity::Comparison cmp = parity::compare(got, expected, {1e-4, 1e-4});
+        CHECK_MESSAGE(cmp.ok, name(precision), " ", what, ": ", cmp.summary());
+      };
+      for (const int64_t asked : {1, 2, 3, 100}) {
+        cuda::ConvConfig fwd = cuda::conv_gemm_heuristic(cuda::ConvPass::Forward, full);
+        cuda::ConvConfig bwd = cuda::conv_gemm_heuristic(cuda::ConvPass::BackwardData, full);
+        fwd.groups = bwd.groups = asked;
+        const std::string what = "groups " + std::to_string(asked);
+        const Tensor y = pass(cuda::ConvPass::Forward, fwd, false, y_nan);
+        expect(y, want.y, what + " forward");
+        expect(pass(cuda::ConvPass::Forward, fwd, true, y_nan), ops::relu(want.y),
+               what + " forward + ReLU");
+        CHECK(same_bits(pass(cuda::ConvPass::Forward, fwd, false, y_nan), y));
+        const Tensor gx = pass(cuda::ConvPass::BackwardData, bwd, false, gx_nan);
+        expect(gx, want.grad_input, what + " grad input");
+        // Accumulating: the finished sum added to the gradient sum, one add an element.
+        CHECK(same_bits(pass(cuda::ConvPass::BackwardData, bwd, false, sum, true),
+                        ops::add(sum, gx)));
+      }
+    }
+    // In the emulation's terms (kFillBlocks 4, K >= 64) the heuristic splits both: 2 groups over
+    // the forward's 2 tiles, 4 over the grad input's one (38 k-slices); a shallow forward (1x1_s2:
+    // K = 9) does not split.
+    CHECK(cuda::conv_gemm_heuristic(cuda::ConvPass::Forward, full).groups == 2);
+    CHECK(cuda::conv_gemm_heuristic(cuda::ConvPass::BackwardData, full).groups == 4);
+    CHECK(cuda::conv_gemm_heuristic(cuda::ConvPass::Forward, full_geometry(cases()[5])).groups ==
+          1);
   }
 
   TEST_CASE("the 128x128 tensor-core tile: split-K weight gradient and the 64x64 switch") {

@@ -172,11 +172,17 @@ TEST_SUITE("conv_tune_gpu") {
     CHECK(count(fwd, [](const cuda::ConvConfig& c) {
             return c.tile == cuda::ConvTile::Large && !c.im2col && c.table;
           }) == 2);
+    // odd_3x3's forward is deep enough for split-K in the emulation (K = 81 >= 64: 11 k-slices of
+    // 8, so 1, 2 and 3 groups of >= 4 slices), each with and without the table.
     const std::vector<cuda::ConvConfig> tiny =
         cuda::conv_candidates(cuda::ConvPass::Forward, full_geometry(geometries()[0]));
+    std::vector<int64_t> tiny_groups;
+    for (const cuda::ConvConfig& c : tiny)
+      if (c.tile == cuda::ConvTile::Tiny && !c.im2col && c.table) tiny_groups.push_back(c.groups);
     CHECK(count(tiny, [](const cuda::ConvConfig& c) {
-            return c.tile == cuda::ConvTile::Tiny && !c.im2col;
-          }) == 2);
+            return c.tile == cuda::ConvTile::Tiny && !c.im2col && !c.table;
+          }) == 3);
+    CHECK(tiny_groups == std::vector<int64_t>{1, 2, 3});
     Conv2dGeometry deep;
     deep.kernel_h = deep.kernel_w = 3;
     deep = deep.for_input(1, 8, 17, 15, 16);
@@ -438,15 +444,15 @@ TEST_SUITE("conv_tune_gpu") {
     CHECK(cuda::conv_tune_picks().empty());
     // Today's heuristic, spot checks: the stride-1 3x3 layers with few channels take the window
     // kernel forward and for the input gradient; without it, <= 16 rows take the 16x256 tile with
-    // its table, the grad input of < 8 channels the columns path; the weight gradient split_k's
-    // count.
+    // its table (split over 3 groups: one tile, deep in the emulation's terms), the grad input of
+    // < 8 channels the columns path; the weight gradient split_k's count.
     const Conv2dGeometry g0 = full_geometry(geometries()[0]), g3 = full_geometry(geometries()[3]);
     CHECK(cuda::conv_heuristic(cuda::ConvPass::Forward, g0).window);
     CHECK(cuda::conv_heuristic(cuda::ConvPass::BackwardData, g3).window);
     const bool window = cuda::conv_window();
     cuda::set_conv_window(false);
     const cuda::ConvConfig fwd = cuda::conv_heuristic(cuda::ConvPass::Forward, g0);
-    CHECK((!fwd.im2col && fwd.tile == cuda::ConvTile::Tiny && fwd.table && fwd.groups == 1));
+    CHECK((!fwd.im2col && fwd.tile == cuda::ConvTile::Tiny && fwd.table && fwd.groups == 3));
     CHECK(cuda::conv_heuristic(cuda::ConvPass::BackwardData, g3).im2col);
     CHECK_FALSE(cuda::conv_heuristic(cuda::ConvPass::Forward, g3).im2col);
     cuda::set_conv_window(window);
