@@ -434,7 +434,7 @@ int main(int argc, char** argv) {
   bool quick = false, conv_only = false, sgemm_only = false, ab_only = false, wgrad_sweep = false,
        table_ab = false, fma_ab = false, tile_ab = false, stages_ab = false, autotune_ab = false,
        async_k_ab = false, conv_async_k_ab = false, conv_async_gather_ab = false, direct_ab = false,
-       phases_ab = false, window_ab = false, direct_banks = false;
+       phases_ab = false, window_ab = false, direct_banks = false, plans = false;
   int repeats = 10, conv_calls = 0;
   CLI::App app{"GPU kernels: bandwidth vs a D2D copy, SGEMM vs cuBLAS, conv vs cuDNN (ratios)",
                "exp_gpu_kernels"};
@@ -482,6 +482,9 @@ int main(int argc, char** argv) {
   app.add_flag("--window-ab", window_ab,
                "Also time the forward and input gradient of the layers the window kernel takes, "
                "GEMM vs window (fp32)");
+  app.add_flag("--plans", plans,
+               "Only print the heuristic's kernel configuration per layer, pass and precision "
+               "(no GPU needed)");
   app.add_flag("--direct-banks", direct_banks,
                "Only print the direct weight gradient's modelled bank conflicts, dense vs padded "
                "band (no GPU needed)");
@@ -493,6 +496,10 @@ int main(int argc, char** argv) {
   for (const ConvShape& shape : net_conv_shapes(quick ? 2 : 128))
     if (nets.empty() || std::find(nets.begin(), nets.end(), shape.net) != nets.end())
       shapes.push_back(shape);
+  if (plans) {
+    plan_rows(shapes);
+    return 0;
+  }
   if (direct_banks) {
     direct_bank_rows(shapes);
     return 0;
@@ -558,7 +565,7 @@ int main(int argc, char** argv) {
   (void)quick, (void)repeats, (void)conv_only, (void)sgemm_only, (void)ab_only, (void)conv_calls,
       (void)wgrad_sweep, (void)table_ab, (void)fma_ab, (void)tile_ab, (void)stages_ab,
       (void)autotune_ab, (void)async_k_ab, (void)conv_async_k_ab, (void)conv_async_gather_ab,
-      (void)direct_ab, (void)phases_ab, (void)window_ab, (void)direct_banks;
+      (void)direct_ab, (void)phases_ab, (void)window_ab, (void)direct_banks, (void)plans;
   std::printf("exp_gpu_kernels: built without CUDA: nothing measured\n");
 #endif
   return 0;

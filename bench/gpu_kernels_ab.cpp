@@ -139,6 +139,26 @@ void window_rows(const std::vector<ConvShape>& shapes) {
   cuda::set_conv_window(window);
 }
 
+void plan_rows(const std::vector<ConvShape>& shapes) {
+  ops::set_conv_impl(ops::ConvImpl::Ours);
+  cuda::set_conv_algorithm(cuda::ConvAlgorithm::ImplicitGemm);
+  const cuda::ConvPass passes[3] = {cuda::ConvPass::Forward, cuda::ConvPass::BackwardData,
+                                    cuda::ConvPass::BackwardWeight};
+  for (const Precision precision : {Precision::Fp32, Precision::Tf32, Precision::Bf16}) {
+    ops::set_float32_precision(precision);
+    std::printf("== the heuristic's kernels per layer and pass (%s; host only)\n", name(precision));
+    for (const ConvShape& s : shapes) {
+      std::printf("%s", s.label().c_str());
+      const char* directions[3] = {"fwd", "bwd-data", "bwd-w"};
+      for (int d = 0; d < 3; ++d)
+        std::printf("%s %s: %s", d == 0 ? " " : " |", directions[d],
+                    cuda::to_string(cuda::conv_heuristic(passes[d], s.full())).c_str());
+      std::printf("\n");
+    }
+  }
+  ops::set_float32_precision(Precision::Fp32);
+}
+
 void direct_bank_rows(const std::vector<ConvShape>& shapes) {
   std::printf(
       "== direct weight gradient: shared-memory wavefronts of an x load, dense / padded band "

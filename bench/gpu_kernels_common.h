@@ -69,6 +69,9 @@ void wgrad_direct_rows(const std::vector<ConvShape>& shapes, Precision precision
 // The direct weight gradient's x loads as cuda::wgrad_direct_x_load_wavefronts models them, dense
 // vs padded, for the layers it takes: host arithmetic only, no GPU needed.
 void direct_bank_rows(const std::vector<ConvShape>& shapes);
+// What conv_heuristic picks for each layer and pass under fp32, TF32 and bf16 (cuda::to_string:
+// the kernel, tile, table and split-K groups): host arithmetic only, no GPU needed.
+void plan_rows(const std::vector<ConvShape>& shapes);
 void dgrad_phases_rows(const std::vector<ConvShape>& shapes, Precision precision);
 void window_rows(const std::vector<ConvShape>& shapes);
 void gather_table_rows(const std::vector<ConvShape>& shapes, Precision precision);
