@@ -47,14 +47,13 @@ std::string ConvShape::label() const {
 
 namespace {
 
-// The Conv2d layers below `module`, in the order they were registered.
+// `module` if it is a Conv2d, else the Conv2d layers below it in the order they were registered.
 void collect_convs(const Module& module, std::vector<const Conv2d*>& convs) {
-  for (const auto& [name, child] : module.named_children()) {
-    if (const auto* conv = dynamic_cast<const Conv2d*>(child.get()))
-      convs.push_back(conv);
-    else
-      collect_convs(*child, convs);
+  if (const auto* conv = dynamic_cast<const Conv2d*>(&module)) {
+    convs.push_back(conv);
+    return;
   }
+  for (const auto& [name, child] : module.named_children()) collect_convs(*child, convs);
 }
 
 }  // namespace
@@ -83,10 +82,7 @@ std::vector<ConvShape> net_conv_shapes(int64_t batch) {
     Tensor x = Tensor::zeros({1, net.channels, net.size, net.size});  // one image: the shapes
     for (const std::shared_ptr<Module>& layer : model->children()) {
       std::vector<const Conv2d*> convs;
-      if (const auto* conv = dynamic_cast<const Conv2d*>(layer.get()))
-        convs.push_back(conv);
-      else
-        collect_convs(*layer, convs);
+      collect_convs(*layer, convs);
       // A block's convs run one after the other (BasicBlock: conv1, BN and ReLU, conv2), so each
       // takes the output of the one before; the block's own forward gives the next layer's input.
       Shape in = x.shape();
