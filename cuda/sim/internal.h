@@ -67,9 +67,47 @@ bool capture_event_pending(const void* event);
 enum class Where : uint8_t { Host, Device, Pinned };
 Where where(const void* ptr, size_t bytes = 0);  // Host also when [ptr, ptr+bytes) overruns
 int device_of(const void* ptr);                  // -1 unless device memory
-// Checks every live device allocation's guard bytes; a changed guard fails the context,
-// naming `after` (the kernel or copy that ran last).
+// Checks every live device allocation's guard bytes, and whether an access reached a guard
+// region (guard_pages.cpp); either fails the context, naming `after` (the kernel or copy that ran
+// last) or the kernel, block and thread that touched the guard page.
 void check_guards(const std::string& after);
+
+// ---- device memory (guard_pages.cpp) -----------------------------------------------------------
+// kGuardBytes guard bytes (0xA5) on each side of an allocation, checked after every kernel and
+// copy; kGuardBytes is also cudaMalloc's alignment.
+constexpr size_t kGuardBytes = 256;
+// One allocation's mapping: PROT_NONE guard region | front guard bytes | the allocation | back
+// guard bytes (ending at a page end) | PROT_NONE guard region.
+struct DeviceMapping {
+  unsigned char* start = nullptr;  // the whole mapping
+  size_t length = 0;
+  unsigned char* front = nullptr;  // the first read-write byte (front guard bytes up to `user`)
+  unsigned char* user = nullptr;   // what cudaMalloc returns
+  size_t slot = 0;                 // in the fault handler's registry
+};
+// Maps `size` bytes (their contents undefined); false when the address space is exhausted.
+bool map_device_memory(size_t size, DeviceMapping& out);
+void unmap_device_memory(const DeviceMapping& mapping);
+// The first access into a guard region since the last call, described (the kernel, block, thread,
+// read or write, and how far outside which allocation), or empty; the touched pages are closed.
+std::string take_guard_fault();
+// Installs the guard-page fault handler unless it is the current one (before every kernel: a
+// test framework may have taken SIGSEGV since); the replaced handler gets the other faults.
+void ensure_fault_handler();
+// Gives the calling thread an alternate signal stack (a stream's worker, before its first task):
+// a CUDA thread's stack overflow is then reported instead of killing the process silently.
+void prepare_fault_stack();
+
+// What the calling OS thread runs, for the fault handler: read without allocating or locking.
+struct FaultSite {
+  const char* kernel = nullptr;
+  const char* file = nullptr;
+  int line = 0;
+  uint3 block{}, thread{};
+  const void* stack_bottom = nullptr;  // the running CUDA thread's stack; a guard page below it
+  size_t stack_size = 0;
+};
+bool running_kernel(FaultSite& site);  // false outside a kernel (scheduler.cpp)
 
 int current_device();
 int device_count();

@@ -1,7 +1,9 @@
 // CUDA emulation: the runtime. Why it is built this way:
 // - device memory is host memory, NaN-filled (0xFF bytes) on allocation so that a kernel reading
 //   what nobody wrote produces NaN, with guard bytes on both sides, checked after every kernel and
-//   copy (and poisoned for AddressSanitizer, which then reports the faulting access itself);
+//   copy (and poisoned for AddressSanitizer, which then reports the faulting access itself), each
+//   allocation its own mapping between PROT_NONE guard regions (guard_pages.cpp), so that an
+//   access further out faults at once instead of landing in the host heap;
 // - a stream is a worker thread with a queue, an event a (recorded, completed) generation pair,
 //   so cross-stream code really runs concurrently and a missing wait shows up as a wrong value
 //   or a TSan/ASan report instead of passing because everything ran in order;
@@ -65,6 +67,7 @@ struct CUstream_st {
     cv.wait(lock, [&] { return completed >= count; });
   }
   void run() {
+    echelon::cudasim::detail::prepare_fault_stack();
     for (;;) {
       Task task;
       {
@@ -86,14 +89,13 @@ struct CUstream_st {
 namespace echelon::cudasim::detail {
 namespace {
 
-constexpr size_t kGuard = 256;  // bytes each side; also cudaMalloc's alignment
 constexpr unsigned char kGuardByte = 0xA5;
 constexpr int64_t kMostDevices = 64, kMostMemoryMiB = int64_t{1} << 20;  // sanity bounds
 
 struct Allocation {
   size_t size;
-  int device;           // -1: pinned host memory
-  unsigned char* base;  // start of the front guard
+  int device;             // -1: pinned host memory
+  DeviceMapping mapping;  // device memory only
 };
 
 struct State {
@@ -305,29 +307,44 @@ int device_of(const void* ptr) {
   return p <= it->first + it->second.size ? it->second.device : -1;
 }
 
+// Where `guard` (`bytes` long, next to the allocation on `side`) was changed: how far from the
+// allocation the damage reaches, 0 when it is intact. memcmp first: this runs after every kernel.
+size_t damage(const unsigned char* guard, size_t bytes, bool before_allocation) {
+  static const std::vector<unsigned char> intact(4096, kGuardByte);
+  bool changed = false;
+  for (size_t at = 0; at < bytes && !changed; at += intact.size())
+    changed = std::memcmp(guard + at, intact.data(), std::min(intact.size(), bytes - at)) != 0;
+  if (!changed) return 0;
+  size_t reach = 0;
+  for (size_t i = 0; i < bytes; ++i)
+    if (guard[i] != kGuardByte) reach = std::max(reach, before_allocation ? bytes - i : i + 1);
+  return reach;
+}
+
 void check_guards(const std::string& after) {
+  if (std::string fault = take_guard_fault(); !fault.empty())
+    return fail(cudaErrorIllegalAddress, fault);
   State& st = state();
   std::string problem;
   {
     std::lock_guard lock(st.mutex);
     for (const auto& [user, a] : st.allocations) {
       if (a.device < 0) continue;
-      const unsigned char* front = a.base;
-      const unsigned char* back = a.base + kGuard + a.size;
-      ECH_SIM_UNPOISON(front, kGuard);
-      ECH_SIM_UNPOISON(back, kGuard);
-      size_t before = 0, past = 0;  // how far the damage reaches on each side
-      for (size_t i = 0; i < kGuard; ++i) {
-        if (front[i] != kGuardByte && before == 0) before = kGuard - i;
-        if (back[i] != kGuardByte) past = i + 1;
-      }
+      unsigned char* front = a.mapping.front;
+      unsigned char* back = a.mapping.user + a.size;
+      const size_t front_bytes = static_cast<size_t>(a.mapping.user - front);
+      const size_t back_bytes = kGuardBytes + (kGuardBytes - a.size % kGuardBytes) % kGuardBytes;
+      ECH_SIM_UNPOISON(front, front_bytes);
+      ECH_SIM_UNPOISON(back, back_bytes);
+      const size_t before = damage(front, front_bytes, true),
+                   past = damage(back, back_bytes, false);
       if (before) problem = "wrote up to " + std::to_string(before) + " bytes before";
       if (past) problem = "wrote up to " + std::to_string(past) + " bytes past the end of";
       // Repaired, so that one overrun is reported once, not again by every later check.
-      std::memset(const_cast<unsigned char*>(front), kGuardByte, kGuard);
-      std::memset(const_cast<unsigned char*>(back), kGuardByte, kGuard);
-      ECH_SIM_POISON(front, kGuard);
-      ECH_SIM_POISON(back, kGuard);
+      std::memset(front, kGuardByte, front_bytes);
+      std::memset(back, kGuardByte, back_bytes);
+      ECH_SIM_POISON(front, front_bytes);
+      ECH_SIM_POISON(back, back_bytes);
       if (!problem.empty()) {
         problem += " a device allocation of " + std::to_string(a.size) + " bytes";
         break;
@@ -453,7 +470,7 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
   if (const cudaError_t err = capture_unsafe_call()) return result(err);
   if (size == 0) return result(cudaSuccess);
   State& st = state();
-  const size_t padded = (size + kGuard - 1) / kGuard * kGuard;
+  const size_t padded = (size + kGuardBytes - 1) / kGuardBytes * kGuardBytes;
   {
     std::lock_guard lock(st.mutex);
     if (t_device < 0 || t_device >= st.devices) return result(cudaErrorInvalidDevice);
@@ -462,20 +479,22 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
       return result(cudaErrorMemoryAllocation);
     used += padded;
   }
-  auto* base = static_cast<unsigned char*>(std::aligned_alloc(kGuard, padded + 2 * kGuard));
-  if (!base) {
+  DeviceMapping mapping;
+  if (!map_device_memory(size, mapping)) {
     std::lock_guard lock(st.mutex);
     st.used[static_cast<size_t>(t_device)] -= padded;
     return result(cudaErrorMemoryAllocation);
   }
-  std::memset(base, kGuardByte, kGuard);
-  std::memset(base + kGuard, 0xFF, size);  // float NaN, int -1: "nobody wrote this"
-  std::memset(base + kGuard + size, kGuardByte, padded - size + kGuard);
-  ECH_SIM_POISON(base, kGuard);
-  ECH_SIM_POISON(base + kGuard + size, padded - size + kGuard);
-  *ptr = base + kGuard;
+  unsigned char* guard_end = mapping.user + padded + kGuardBytes;
+  std::memset(mapping.front, kGuardByte, static_cast<size_t>(mapping.user - mapping.front));
+  std::memset(mapping.user, 0xFF, size);  // float NaN, int -1: "nobody wrote this"
+  std::memset(mapping.user + size, kGuardByte,
+              static_cast<size_t>(guard_end - mapping.user) - size);
+  ECH_SIM_POISON(mapping.front, static_cast<size_t>(mapping.user - mapping.front));
+  ECH_SIM_POISON(mapping.user + size, static_cast<size_t>(guard_end - mapping.user) - size);
+  *ptr = mapping.user;
   std::lock_guard lock(st.mutex);
-  st.allocations[reinterpret_cast<uintptr_t>(*ptr)] = {size, t_device, base};
+  st.allocations[reinterpret_cast<uintptr_t>(*ptr)] = {size, t_device, mapping};
   return result(cudaSuccess);
 }
 
@@ -495,21 +514,23 @@ cudaError_t cudaFree(void* ptr) {
   check_guards("cudaFree");
   std::lock_guard lock(st.mutex);
   st.allocations.erase(reinterpret_cast<uintptr_t>(ptr));
-  st.used[static_cast<size_t>(a.device)] -= (a.size + kGuard - 1) / kGuard * kGuard;
-  ECH_SIM_UNPOISON(a.base, a.size + 3 * kGuard);
-  std::free(a.base);
+  const size_t padded = (a.size + kGuardBytes - 1) / kGuardBytes * kGuardBytes;
+  st.used[static_cast<size_t>(a.device)] -= padded;
+  ECH_SIM_UNPOISON(a.mapping.front,
+                   static_cast<size_t>(a.mapping.user + padded + kGuardBytes - a.mapping.front));
+  unmap_device_memory(a.mapping);
   return result(cudaSuccess);
 }
 
 cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned) {
-  const size_t padded = (std::max<size_t>(size, 1) + kGuard - 1) / kGuard * kGuard;
-  auto* base = static_cast<unsigned char*>(std::aligned_alloc(kGuard, padded));
+  const size_t padded = (std::max<size_t>(size, 1) + kGuardBytes - 1) / kGuardBytes * kGuardBytes;
+  auto* base = static_cast<unsigned char*>(std::aligned_alloc(kGuardBytes, padded));
   if (!base) return result(cudaErrorMemoryAllocation);
   std::memset(base, 0xFF, padded);
   *ptr = base;
   State& st = state();
   std::lock_guard lock(st.mutex);
-  st.allocations[reinterpret_cast<uintptr_t>(base)] = {size, -1, base};
+  st.allocations[reinterpret_cast<uintptr_t>(base)] = {size, -1, {}};
   return result(cudaSuccess);
 }
 

@@ -235,6 +235,7 @@ void resume(Block& b, SimThread& t) {
 #if ECH_SIM_ASAN
   __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #endif
+  t_thread = nullptr;  // between fibers no CUDA thread runs (the fault handler reads it)
 }
 
 // Every lane that `t`'s mask names has arrived at a warp op: check they agree, compute results.
@@ -453,6 +454,20 @@ const Coordinates& coordinates() {
   return t_coords;
 }
 
+bool running_kernel(FaultSite& site) {
+  const Block* b = t_block;
+  if (!b || !b->grid) return false;
+  site.kernel = b->grid->kernel;
+  site.file = b->grid->file;
+  site.line = b->grid->line;
+  site.block = t_coords.block_idx;
+  site.thread = t_coords.thread_idx;
+  const SimThread* t = t_thread;
+  site.stack_bottom = t ? t->stack_bottom : nullptr;
+  site.stack_size = kStackSize;
+  return true;
+}
+
 void* dynamic_shared() {
   return t_block ? t_block->dynamic_base : nullptr;
 }
@@ -539,6 +554,7 @@ int barrier(int pred, const char* file, int line) {
 
 void run_grid(const Grid& g) {
   if (failed()) return;  // a dead context runs nothing
+  ensure_fault_handler();
   Block block;
   constexpr size_t kAlign = 128;
   block.dynamic_smem.resize(g.dynamic_smem + kAlign + static_cast<size_t>(kSharedGuard));

@@ -65,6 +65,26 @@ __global__ void mixed_collectives_kernel(int* out) {
   (void)n;
 }
 
+// Thread (i, 0, 0) of block b writes out[offset] when i == b + 3: one stray write, named below.
+__global__ void far_write_kernel(float* out, long offset) {
+  if (threadIdx.x == blockIdx.x + 3) out[offset] = 1.0f;
+}
+
+__global__ void far_read_kernel(const float* in, long offset, float* out) {
+  if (threadIdx.x == 9) out[0] = in[offset];
+}
+
+// Recursion deeper than a CUDA thread's stack (64 KiB; 512 KiB under ASan) holds.
+__device__ int deep(int depth) {
+  volatile char frame[1024];
+  frame[depth % 1024] = static_cast<char>(depth);
+  return depth == 0 ? frame[0] : deep(depth - 1) + frame[depth % 1024];
+}
+
+__global__ void stack_overflow_kernel(int* out, int depth) {
+  if (threadIdx.x == 1) out[0] = deep(depth);
+}
+
 __global__ void write_kernel(float* out) {
   out[threadIdx.x] = 2.0f;
 }
@@ -195,6 +215,52 @@ TEST_SUITE("cudasim_errors") {
 #endif
   }
 
+  // Beyond the guard bytes lies a megabyte of PROT_NONE address space on each side
+  // (guard_pages.cpp): the first access there faults, is recorded and let through, and fails the
+  // launch, naming the thread. Before, such a write landed in the host heap. Far from the guard
+  // bytes, so ASan (which poisons them) lets the access reach the guard page: this runs in every
+  // build.
+  TEST_CASE("an access far outside an allocation is caught by its guard pages, naming the thread") {
+    DeviceBuffer<float> out(100);
+    std::string why = failure_of([&] {
+      ECH_LAUNCH(dim3(2, 1, 1), 32, 0, nullptr, far_write_kernel)
+      (out.get(), 100 + 5000);
+    });
+    CHECK(contains(why, "kernel far_write_kernel (launched at errors_test.cpp:"));
+    CHECK(contains(why,
+                   "out-of-bounds write 20000 bytes past the end of a device allocation of "
+                   "400 bytes, by block (0,0,0) thread (3,0,0) (a guard page)"));
+
+    // The page is closed again: the same write faults again, from the other block this time.
+    const echelon::cudasim::Order before = echelon::cudasim::order();
+    echelon::cudasim::set_order({echelon::cudasim::OrderKind::Reverse, 0});
+    why = failure_of([&] {
+      ECH_LAUNCH(dim3(2, 1, 1), 32, 0, nullptr, far_write_kernel)
+      (out.get(), 100 + 5000);
+    });
+    echelon::cudasim::set_order(before);
+    CHECK(contains(why,
+                   "20000 bytes past the end of a device allocation of 400 bytes, by block "
+                   "(1,0,0) thread (4,0,0)"));
+
+    DeviceBuffer<float> result(1);
+    why = failure_of([&] {
+      ECH_LAUNCH(1, 32, 0, nullptr, far_read_kernel)
+      (out.get(), -200000, result.get());
+    });
+    CHECK(contains(why, "kernel far_read_kernel"));
+    CHECK(contains(why,
+                   "out-of-bounds read 800000 bytes before the start of a device allocation"
+                   " of 400 bytes, by block (0,0,0) thread (9,0,0)"));
+
+    // The context works again, and the allocation's own bytes were never touched.
+    std::vector<float> host(100, 3.0f);
+    REQUIRE(cudaMemcpy(out.get(), host.data(), 400, cudaMemcpyHostToDevice) == cudaSuccess);
+    ECH_LAUNCH(1, 100, 0, nullptr, write_kernel)(out.get());
+    REQUIRE(cudaMemcpy(host.data(), out.get(), 400, cudaMemcpyDeviceToHost) == cudaSuccess);
+    CHECK(host[99] == 2.0f);
+  }
+
   TEST_CASE("a write past a block's dynamic shared memory is caught by its guard bytes") {
     const std::string why = failure_of([&] {
       ECH_LAUNCH(1, 32, 64, nullptr, dynamic_shared_overrun_kernel)
@@ -202,6 +268,16 @@ TEST_SUITE("cudasim_errors") {
     });
     CHECK(contains(why, "dynamic_shared_overrun_kernel"));
     CHECK(contains(why, "written past its 64 bytes of dynamic shared memory"));
+  }
+
+  // Not survivable: the process dies, after a line naming the kernel and thread. Run only by the
+  // ctest cudasim_stack_overflow (--no-skip), which reads that line.
+  TEST_CASE("a CUDA thread's stack overflow ends the process, naming the thread" *
+            doctest::skip()) {
+    DeviceBuffer<int> out(1);
+    ECH_LAUNCH(1, 32, 0, nullptr, stack_overflow_kernel)(out.get(), 1 << 20);
+    cudaDeviceSynchronize();
+    FAIL("the process should have ended");
   }
 
   TEST_CASE("a host pointer passed to a kernel is an illegal address") {
