@@ -285,6 +285,15 @@ void* device_malloc(int device, size_t nbytes, cudaStream_t stream) {
   size_t block_size = size;
   if (ptr) {
     block_size = state.live.at(ptr).size;
+#if ECHELON_CUDA_SIM
+    // The emulator NaN-fills what cudaMalloc returns, so that a kernel reading what nobody wrote
+    // reads NaN; a cached block would hand it the previous tensor's values instead. Refilled in
+    // stream order (not during a capture: the graph would gain a node the GPU build lacks).
+    if (!state.capturing) {
+      DeviceGuard guard(device);
+      ECH_CUDA_CHECK(cudaMemsetAsync(ptr, 0xFF, block_size, stream));
+    }
+#endif
   } else {
     DeviceGuard guard(device);
     if (const cudaError_t err = malloc_relaxed(&ptr, size); err != cudaSuccess) {

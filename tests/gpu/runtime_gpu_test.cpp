@@ -115,6 +115,28 @@ TEST_SUITE("allocator_gpu") {
     CHECK(cuda::allocator_stats(0).allocated_bytes == before.allocated_bytes);
   }
 
+#if ECHELON_CUDA_SIM
+  // As cudaMalloc's memory in the emulator: a kernel that reads what its tensor's owner never
+  // wrote reads NaN, not the previous tensor's values, also from a cached block.
+  TEST_CASE("emulation: a block handed out again is NaN-filled in stream order") {
+    cuda::Stream stream;
+    const size_t n = 300;
+    auto* first = static_cast<float*>(cuda::device_malloc(0, n * sizeof(float), stream.get()));
+    const std::vector<float> ones(n, 1.0f);
+    REQUIRE(cudaMemcpyAsync(first, ones.data(), n * sizeof(float), cudaMemcpyHostToDevice,
+                            stream.get()) == cudaSuccess);
+    cuda::device_free(0, first);
+    auto* second = static_cast<float*>(cuda::device_malloc(0, n * sizeof(float), stream.get()));
+    REQUIRE(second == first);
+    std::vector<float> back(n, 0.0f);
+    REQUIRE(cudaMemcpyAsync(back.data(), second, n * sizeof(float), cudaMemcpyDeviceToHost,
+                            stream.get()) == cudaSuccess);
+    REQUIRE(cudaStreamSynchronize(stream.get()) == cudaSuccess);
+    CHECK(std::all_of(back.begin(), back.end(), [](float v) { return std::isnan(v); }));
+    cuda::device_free(0, second);
+  }
+#endif
+
   TEST_CASE("large requests round to 2 MiB; peaks and empty_cache") {
     cuda::empty_cache(0);
     cuda::reset_peak_stats(0);
