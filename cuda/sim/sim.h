@@ -39,8 +39,9 @@ void set_grid_cap(unsigned blocks);
 unsigned grid_cap(unsigned kernel_cap);  // min(kernel_cap, the set cap)
 
 // A kernel failure (divergent barrier, bad shuffle mask, deadlock, out-of-bounds write into a
-// guard, any access into a guard region, host pointer argument) makes the emulated context unusable, as on a GPU: every later
-// runtime call returns the sticky error. Tests of the emulator itself read and clear it.
+// guard, any access into a guard region, host pointer argument) makes the emulated context
+// unusable, as on a GPU: every later runtime call returns the sticky error. Tests of the emulator
+// itself read and clear it.
 std::string sticky_message();  // empty when none
 void clear_sticky_error();     // waits for every stream first
 
