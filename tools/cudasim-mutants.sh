@@ -185,6 +185,11 @@ mutants=(
   "window-stage-weight-contiguous|conv_window.cu|'} else if (p.w_in == p.taps()) {'|'} else if (p.w_in >= p.taps()) {'|-ts=conv_window_gpu"
   "shortcut-pad-channel-offset|shape.cu|'const int k = static_cast<int>(at - image * out_c) - pad;'|'const int k = static_cast<int>(at - image * out_c);'"
   "shortcut-backward-stride-columns|shape.cu|'p % stride == 0 && q % stride == 0 ?'|'p % stride == 0 ?'"
+  "arg-best-tie-last|arg_best.cuh|'return a.index <= b.index ? a : b;'|'return a.index >= b.index ? a : b;'"
+  "arg-best-nan-smallest|arg_best.cuh|'if (a_nan != b_nan) return a_nan ? a : b;'|'if (a_nan != b_nan) return a_nan ? b : a;'"
+  "staged-tf32-unrounded|staged_rounding.cuh|'stage(std::integral_constant<Rounding, Rounding::Tf32>{});'|'stage(std::integral_constant<Rounding, Rounding::None>{});'"
+  "staged-bf16-unrounded|staged_rounding.cuh|'if (rounding == Rounding::Bf16) return __bfloat162float(__float2bfloat16_rn(v));'|'if (rounding == Rounding::Bf16) return v;'"
+  "philox-uniform-counter|random.cu|'out[i] = static_cast<T>(philox_uniform(state, static_cast<uint64_t>(i)));'|'out[i] = static_cast<T>(philox_uniform(state, static_cast<uint64_t>(i + 1)));'"
 )
 # The orders and grid caps of the ctest entries (tests/cudasim/CMakeLists.txt), and like them
 # with ECHELON_CUDASIM_ABORT=1: a mutant's first fault ends its run. Reverse with a
