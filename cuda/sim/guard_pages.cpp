@@ -256,6 +256,7 @@ bool map_device_memory(size_t size, DeviceMapping& out) {
       mmap(nullptr, length, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (start == MAP_FAILED) return false;
   auto* bytes = static_cast<unsigned char*>(start);
+  ECH_SIM_UNPOISON(bytes, length);
   if (mprotect(bytes + kGuardRegion, rw, PROT_READ | PROT_WRITE) != 0) {
     munmap(start, length);
     return false;
@@ -283,6 +284,7 @@ bool map_device_memory(size_t size, DeviceMapping& out) {
 
 void unmap_device_memory(const DeviceMapping& m) {
   if (m.slot < kSlots) g_slots[m.slot].start.store(0, std::memory_order_release);
+  ECH_SIM_UNPOISON(m.start, m.length);  // the guard bytes' poison must not outlive the mapping
   munmap(m.start, m.length);
 }
 

@@ -9,6 +9,25 @@
 
 #include <echelon/cuda/sim/sim.h>
 
+// AddressSanitizer: the emulator poisons guard bytes, annotates fiber switches, and clears the
+// shadow of every range it maps or unmaps itself (ASan does not: a range that was a thread's stack
+// would keep its stack poison when mmap hands it out again).
+#if defined(__SANITIZE_ADDRESS__)
+#define ECH_SIM_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ECH_SIM_ASAN 1
+#endif
+#endif
+#if ECH_SIM_ASAN
+#include <sanitizer/asan_interface.h>
+#define ECH_SIM_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define ECH_SIM_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define ECH_SIM_POISON(p, n) ((void)(p), (void)(n))
+#define ECH_SIM_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 namespace echelon::cudasim::detail {
 
 // The emulator's environment knobs, parsed by base/env.h's readers. A bad value prints the

@@ -27,22 +27,6 @@
 
 #include <echelon/cuda/sim/internal.h>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define ECH_SIM_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define ECH_SIM_ASAN 1
-#endif
-#endif
-#if ECH_SIM_ASAN
-#include <sanitizer/asan_interface.h>
-#define ECH_SIM_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
-#define ECH_SIM_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
-#else
-#define ECH_SIM_POISON(p, n) ((void)(p), (void)(n))
-#define ECH_SIM_UNPOISON(p, n) ((void)(p), (void)(n))
-#endif
-
 using echelon::cudasim::detail::result;
 
 // ---- streams (events: events.cpp) --------------------------------------------------------------

@@ -33,17 +33,6 @@
 #include <echelon/cuda/sim/device.h>
 #include <echelon/cuda/sim/internal.h>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define ECH_SIM_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define ECH_SIM_ASAN 1
-#endif
-#endif
-#if ECH_SIM_ASAN
-#include <sanitizer/common_interface_defs.h>
-#endif
-
 namespace ctx = boost::context;
 
 namespace echelon::cudasim {
@@ -69,8 +58,10 @@ struct StackPool {
   const void* last_bottom = nullptr;  // of the stack handed out last (for ASan)
   ~StackPool() {
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    for (const ctx::stack_context& s : idle)
+    for (const ctx::stack_context& s : idle) {
+      ECH_SIM_UNPOISON(static_cast<char*>(s.sp) - s.size - page, s.size + page);
       munmap(static_cast<char*>(s.sp) - s.size - page, s.size + page);
+    }
   }
 };
 thread_local StackPool t_stacks;
@@ -89,6 +80,7 @@ struct PooledStack {
       void* mem = mmap(nullptr, kStackSize + page, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
       if (mem == MAP_FAILED) throw std::bad_alloc();
+      ECH_SIM_UNPOISON(mem, kStackSize + page);  // what the range held before (internal.h)
       mprotect(mem, page, PROT_NONE);
       s.size = kStackSize;
       s.sp = static_cast<char*>(mem) + page + kStackSize;
