@@ -291,8 +291,8 @@ int device_of(const void* ptr) {
   return p <= it->first + it->second.size ? it->second.device : -1;
 }
 
-// Where `guard` (`bytes` long, next to the allocation on `side`) was changed: how far from the
-// allocation the damage reaches, 0 when it is intact. memcmp first: this runs after every kernel.
+// How far from the allocation the damage to `guard` (`bytes` of guard bytes just before or just
+// after it) reaches; 0 when intact. memcmp first: this runs after every kernel.
 size_t damage(const unsigned char* guard, size_t bytes, bool before_allocation) {
   static const std::vector<unsigned char> intact(4096, kGuardByte);
   bool changed = false;
