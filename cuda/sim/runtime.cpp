@@ -10,6 +10,7 @@
 // - errors follow the real runtime: usage errors go to the thread's last error, kernel faults
 //   are sticky and returned by every later call.
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
@@ -294,7 +295,12 @@ int device_of(const void* ptr) {
 // How far from the allocation the damage to `guard` (`bytes` of guard bytes just before or just
 // after it) reaches; 0 when intact. memcmp first: this runs after every kernel.
 size_t damage(const unsigned char* guard, size_t bytes, bool before_allocation) {
-  static const std::vector<unsigned char> intact(4096, kGuardByte);
+  // Constant-initialised, never destroyed: a worker may still check while the process exits.
+  static constexpr std::array<unsigned char, 4096> intact = [] {
+    std::array<unsigned char, 4096> bytes{};
+    bytes.fill(kGuardByte);
+    return bytes;
+  }();
   bool changed = false;
   for (size_t at = 0; at < bytes && !changed; at += intact.size())
     changed = std::memcmp(guard + at, intact.data(), std::min(intact.size(), bytes - at)) != 0;
